@@ -1,0 +1,106 @@
+# coffer — plain Makefile.  See README.md.
+PREFIX    ?= /usr/local
+BINDIR    ?= $(PREFIX)/bin
+MANDIR    ?= $(PREFIX)/share/man
+DESTDIR   ?=
+CC        ?= cc
+PKG_CONFIG ?= pkg-config
+LIBS_PC   := libarchive libsodium sqlite3 libzstd
+
+WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
+             -Wformat=2 -Wno-unused-parameter
+ifeq ($(CI),true)
+WARN      += -Werror
+endif
+OPT       ?= -O2 -g
+CFLAGS    ?= $(OPT)
+SANITIZE  ?=
+ifneq ($(SANITIZE),)
+CFLAGS    += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
+LDFLAGS   += -fsanitize=$(SANITIZE)
+endif
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -Iinclude \
+             $(shell $(PKG_CONFIG) --cflags $(LIBS_PC) 2>/dev/null) $(WARN) $(CFLAGS)
+ALL_LIBS   = $(shell $(PKG_CONFIG) --libs $(LIBS_PC) 2>/dev/null) -pthread
+
+BUILD     ?= build
+LIB_SRC   := $(sort $(wildcard src/util/*.c src/crypto/*.c src/chunk/*.c \
+               src/catalog/*.c src/fs/*.c src/repo/*.c src/engine/*.c))
+CMD_SRC   := src/main.c $(sort $(wildcard src/cmd/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC  := $(sort $(wildcard tests/unit/t-*.c))
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+HDRS      := $(sort $(wildcard include/coffer/*.h))
+
+.PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
+        fuzz bench demo format
+all: coffer
+
+coffer: $(CMD_OBJ) $(BUILD)/libcoffer.a
+	$(CC) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libcoffer.a $(ALL_LIBS)
+
+$(BUILD)/libcoffer.a: $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
+
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
+
+# Debian packages: build dependencies and what the tests use.
+DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev \
+            libsqlite3-dev libzstd-dev sqlite3 attr acl perl xxd
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+deps:
+	@missing=; for p in $(DEB_PKGS); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "deps: all installed"; else \
+	  echo "deps: installing$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+
+unit: $(UNIT_BIN)
+check: coffer unit
+	@command -v prove >/dev/null || { echo "check: prove not found (make deps)"; exit 2; }
+	COFFER=$(CURDIR)/coffer BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
+
+e2e: coffer
+	COFFER=$(CURDIR)/coffer prove -v tests/e2e/t*.sh
+
+asan:
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined check
+
+hdr-check:
+	@set -e; for h in $(HDRS); do \
+	  printf '#include "%s"\n' "$${h#include/}" | \
+	  $(CC) $(ALL_CFLAGS) -x c -fsyntax-only - || { echo "hdr-check: $$h"; exit 1; }; \
+	done; echo "hdr-check: $(words $(HDRS)) headers compile alone"
+
+install: coffer
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 0755 coffer $(DESTDIR)$(BINDIR)/coffer
+	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/coffer
+	for m in man/*.1; do rm -f $(DESTDIR)$(MANDIR)/man1/$${m#man/}; done
+
+lint:
+	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
+	  --suppress=missingIncludeSystem -Iinclude src
+
+demo: coffer
+	sh tests/demo.sh
+
+format:
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(HDRS)
+
+clean:
+	rm -rf build build-asan coffer

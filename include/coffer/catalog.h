@@ -1,0 +1,194 @@
+#ifndef COFFER_CATALOG_H
+#define COFFER_CATALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coffer/buf.h"
+#include "coffer/entry.h"
+
+/*
+ * The catalog: a host-local SQLite database of datasets, snapshots,
+ * entries, contents, chunks and packs (DESIGN.md).  The only SQLite user.
+ * Derived data: it can be rebuilt from the packs' snapshot records.
+ * All functions report their own errors and return 0 / -1 unless noted.
+ */
+#define CATALOG_SCHEMA_VERSION 1
+
+struct catalog;
+
+/*
+ * Open (creating the file and its directory if needed) and migrate to the
+ * current schema.  WAL, synchronous=FULL, foreign_keys=ON.
+ */
+struct catalog *catalog_open(const char *path);
+void catalog_close(struct catalog *c);
+
+/* Default path: $XDG_STATE_HOME/coffer/<repo id hex>/catalog.db with
+ * XDG_STATE_HOME defaulting to $HOME/.local/state.  malloc'd. */
+char *catalog_default_path(const char *repo_id_hex);
+
+/*
+ * The writer lock: flock on "lock" beside the database.  wait: block;
+ * else fail at once ("catalog is locked by another coffer process").
+ * Released by catalog_close.
+ */
+int catalog_lock(struct catalog *c, int wait);
+
+int catalog_begin(struct catalog *c);
+int catalog_commit(struct catalog *c);
+/* Roll back an open transaction; harmless when none is open. */
+void catalog_rollback(struct catalog *c);
+
+/* Dataset id by name; create it when create is set.  1 found/created,
+ * 0 not found (not created), -1 error. */
+int catalog_dataset_id(struct catalog *c, const char *name, int create,
+    int64_t *id);
+
+enum snapshot_level {
+	LEVEL_FULL = 0,
+	LEVEL_DIFFERENTIAL = 1,
+	LEVEL_INCREMENTAL = 2
+};
+enum snapshot_state {
+	SNAP_RUNNING = 0,
+	SNAP_COMPLETE = 1,
+	SNAP_FAILED = 2
+};
+const char *catalog_level_name(int level);	/* "full", ... */
+int catalog_level_parse(const char *s);		/* -1 if unknown */
+const char *catalog_state_name(int state);	/* "running", ... */
+
+#define SNAPSHOT_ID_HEX 32	/* 16 random bytes, hex */
+
+struct catalog_snapshot {
+	int64_t id;			/* catalog row */
+	char sid[SNAPSHOT_ID_HEX + 1];	/* the snapshot's name */
+	int64_t dataset_id;
+	char *dataset;			/* malloc'd */
+	int level;
+	int64_t parent_id;		/* 0: none (a full) */
+	int64_t full_id;		/* the chain's full; itself for a full */
+	char parent_sid[SNAPSHOT_ID_HEX + 1];	/* "" when none */
+	int depth;			/* links below it: 0 for a full */
+	int state;
+	int64_t started_ns;
+	int64_t finished_ns;
+	char *host;			/* malloc'd */
+	char *source;			/* malloc'd: the root that was read */
+	int64_t files;			/* regular files in this snapshot's rows */
+	int64_t dirs;
+	int64_t others;			/* symlinks, devices, fifos, sockets */
+	int64_t deleted;		/* tombstones */
+	int64_t bytes_read;		/* file content read from the source */
+	int64_t bytes_new;		/* plaintext of chunks new to the repo */
+	int64_t bytes_stored;		/* what those took in packs */
+	int64_t warnings;
+	char record_pack[33];		/* pack holding the snapshot record */
+};
+
+/* Free the malloc'd strings; the struct may be reused. */
+void catalog_snapshot_release(struct catalog_snapshot *s);
+
+/* Insert a new snapshot (s->sid, dataset_id, level, parent_id, full_id,
+ * depth, state, started_ns, host, source); sets s->id. */
+int catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s);
+/* Store state, finished_ns, counters and record_pack of s->id. */
+int catalog_snapshot_update(struct catalog *c,
+    const struct catalog_snapshot *s);
+/* Mark every running snapshot failed (after a crash); *n gets how many. */
+int catalog_snapshot_fail_running(struct catalog *c, int *n);
+
+/*
+ * Find a snapshot by name: a unique prefix (>= 4 hex digits) of its id,
+ * "DATASET@latest" (newest complete), "DATASET@full" (newest complete
+ * full).  1 found (filled *s), 0 not found or ambiguous (reported),
+ * -1 error.
+ */
+int catalog_snapshot_find(struct catalog *c, const char *name,
+    struct catalog_snapshot *s);
+int catalog_snapshot_get(struct catalog *c, int64_t id,
+    struct catalog_snapshot *s);
+
+/* Call cb for each snapshot (of one dataset, or all when dataset is NULL),
+ * oldest first.  Stops and returns cb's value when it is non-zero. */
+int catalog_snapshot_list(struct catalog *c, const char *dataset,
+    int (*cb)(void *arg, const struct catalog_snapshot *s), void *arg);
+
+/*
+ * Chunks.  A chunk row exists once its id is known; it has a location
+ * only after the pack holding it is durable in packs/ (catalog_chunk_locate
+ * in the transaction that follows pack_writer_finish).
+ */
+struct catalog_chunk_loc {
+	int64_t rowid;
+	uint8_t cid[32];
+	char pack[33];
+	uint64_t pack_offset;
+	uint32_t plain_len;
+	uint32_t stored_len;
+	uint8_t type;
+	uint8_t flags;
+	uint64_t file_offset;		/* for catalog_content_chunks */
+};
+
+/* 1 if the chunk is known and stored in a pack, 0 if not (then *rowid is
+ * its row if one exists, else 0), -1 on error. */
+int catalog_chunk_find(struct catalog *c, const uint8_t cid[32],
+    int64_t *rowid);
+/* Insert a chunk row without a location; *rowid. */
+int catalog_chunk_add(struct catalog *c, const uint8_t cid[32],
+    int64_t *rowid);
+/* Record a durable pack; *rowid. */
+int catalog_pack_add(struct catalog *c, const char *name, uint64_t size,
+    const uint8_t hash[32], int64_t *rowid);
+/* Set where chunk_rowid lives (location fields of loc; loc->pack unused). */
+int catalog_chunk_locate(struct catalog *c, int64_t chunk_rowid,
+    int64_t pack_rowid, const struct catalog_chunk_loc *loc);
+
+/*
+ * Contents: a file's data as (file offset, chunk) pairs in offset order;
+ * gaps are holes.  Identical contents share one row, found by hash (a keyed
+ * hash over the pairs, computed by the caller).
+ */
+struct catalog_chunk_ref {
+	int64_t chunk_rowid;
+	uint64_t file_offset;
+	uint32_t len;
+};
+int catalog_content_put(struct catalog *c, const uint8_t hash[32],
+    uint64_t size, const struct catalog_chunk_ref *refs, size_t n,
+    int64_t *content_id);
+/* The chunks of a content with their locations, in file order; malloc'd
+ * array.  A chunk without a location has pack[0] == '\0'. */
+int catalog_content_chunks(struct catalog *c, int64_t content_id,
+    struct catalog_chunk_loc **locs, size_t *n);
+
+/* Add an entry (or tombstone) to a snapshot's own rows. */
+int catalog_entry_add(struct catalog *c, int64_t snapshot_id,
+    const struct entry *e);
+
+/*
+ * The resolved entries of a snapshot: its chain (itself, its parent, ...
+ * back to its full) resolved in one SQL query, newest entry per path
+ * winning, tombstones dropped; in path order (a directory before what is
+ * in it).  under: NULL, or a relative path: only that path and what is
+ * below it.  The struct entry's strings are valid until the next call.
+ */
+struct catalog_iter;
+struct catalog_iter *catalog_entries(struct catalog *c, int64_t snapshot_id,
+    const char *under);
+/* 1 with *e filled, 0 at the end, -1 on error. */
+int catalog_iter_next(struct catalog_iter *it, struct entry *e);
+void catalog_iter_free(struct catalog_iter *it);
+
+/*
+ * The snapshot's own rows (the snapshot, its dataset's name, its entries
+ * with their paths, their contents as chunk-id lists) as an SQLite database
+ * image (sqlite3_serialize), replacing out's content.  This is what the
+ * signed snapshot record carries, so the catalog can be rebuilt from packs.
+ */
+int catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
+    struct buf *out);
+
+#endif

@@ -1,0 +1,67 @@
+#ifndef COFFER_CHUNK_H
+#define COFFER_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Content-defined chunking (FastCDC: gear hash with normalized chunking)
+ * with a keyed gear table, and zstd compression of chunks.
+ */
+
+struct chunker_params {
+	uint32_t min;	/* no cut before min bytes */
+	uint32_t avg;	/* a power of two: the normalized target */
+	uint32_t max;	/* always cut at max */
+};
+
+/* Defaults chosen by measurement (see README "Design notes"). */
+void chunker_params_default(struct chunker_params *p);
+/* 0 if sane (min < avg < max, avg a power of two, within limits), else -1. */
+int chunker_params_check(const struct chunker_params *p);
+
+struct chunker;
+
+/* Gear table derived from the 32-byte chunker key.  NULL on ENOMEM. */
+struct chunker *chunker_new(const struct chunker_params *p,
+    const uint8_t *key);
+void chunker_free(struct chunker *c);
+
+/*
+ * Length of the chunk that starts at data[0].  The result depends only on
+ * the bytes, the key and the parameters, never on how the caller buffers:
+ *  - if a cut point lies within len, returns its length (1..max);
+ *  - if len >= max, returns max;
+ *  - if eof is set (data holds the rest of the stream), returns len;
+ *  - otherwise returns 0: call again with more data (at least max bytes,
+ *    or up to eof).
+ * Thread-safe: the chunker is read-only after chunker_new.
+ */
+size_t chunker_next(const struct chunker *c, const uint8_t *data, size_t len,
+    int eof);
+
+/* zstd.  One compressor per thread. */
+struct compressor;
+
+struct compressor *compressor_new(int level);
+void compressor_free(struct compressor *z);
+
+/* Upper bound of compressed output for n input bytes. */
+size_t compressor_bound(size_t n);
+
+/*
+ * Compress src into dst (dstcap >= compressor_bound(n)).  Returns the
+ * compressed length, or 0 when the data did not shrink enough to be worth
+ * storing compressed (store it raw), or (size_t)-1 on error (reported).
+ */
+size_t compressor_compress(struct compressor *z, const void *src, size_t n,
+    void *dst, size_t dstcap);
+
+/*
+ * Decompress src into dst, which must come out exactly expect bytes.
+ * 0, or -1 (no message: the caller names the damaged record).
+ */
+int compressor_decompress(struct compressor *z, const void *src, size_t n,
+    void *dst, size_t expect);
+
+#endif

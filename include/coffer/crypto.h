@@ -1,0 +1,131 @@
+#ifndef COFFER_CRYPTO_H
+#define COFFER_CRYPTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coffer/buf.h"
+
+/*
+ * All of coffer's cryptography; the only libsodium user.  See DESIGN.md
+ * ("Crypto").  Secrets live in sodium_malloc'd memory and are wiped on free.
+ */
+
+#define CRYPTO_ID_BYTES 32	/* chunk id: keyed BLAKE2b-256 */
+#define CRYPTO_REPO_ID_BYTES 16
+#define CRYPTO_KEY_BYTES 32	/* master secret, subkeys, pack keys */
+#define CRYPTO_NONCE_BYTES 24	/* XChaCha20-Poly1305-IETF */
+#define CRYPTO_TAG_BYTES 16
+#define CRYPTO_SEALED_KEY_BYTES (CRYPTO_KEY_BYTES + 48) /* box_SEALBYTES */
+#define CRYPTO_SIG_BYTES 64
+#define CRYPTO_MAC_BYTES 32
+
+/* Key material of one repository, derived from its master secret. */
+struct crypto_keys;
+
+/* sodium_init(); 0 or -1.  Safe to call more than once. */
+int crypto_init(void);
+
+/* A fresh random master secret and its subkeys; NULL on ENOMEM. */
+struct crypto_keys *crypto_keys_generate(void);
+/* Keys derived from a given master secret (32 bytes). */
+struct crypto_keys *crypto_keys_from_master(const uint8_t *master);
+/* Wipe and free; NULL is fine. */
+void crypto_keys_free(struct crypto_keys *k);
+
+/* Subkeys, for the modules that need them (read-only, 32 bytes each). */
+const uint8_t *crypto_keys_chunker_key(const struct crypto_keys *k);
+
+/* Chunk id: keyed BLAKE2b-256 (key = the "id" subkey) of data. */
+void crypto_chunk_id(const struct crypto_keys *k, const void *data,
+    size_t len, uint8_t out[CRYPTO_ID_BYTES]);
+
+/* Incremental keyed hash under the id subkey (content ids of files). */
+struct crypto_hash_state {
+	unsigned char opaque[384] __attribute__((aligned(64)));
+};
+void crypto_hash_init(const struct crypto_keys *k, struct crypto_hash_state *s);
+void crypto_hash_update(struct crypto_hash_state *s, const void *p, size_t n);
+void crypto_hash_final(struct crypto_hash_state *s, uint8_t out[32]);
+
+/* Unkeyed BLAKE2b-256, for naming files by content (pack hashes). */
+void crypto_plain_hash(const void *data, size_t len, uint8_t out[32]);
+
+/* MAC (keyed BLAKE2b-256 under the "meta" subkey) over coffer.conf. */
+void crypto_meta_mac(const struct crypto_keys *k, const void *data,
+    size_t len, uint8_t out[CRYPTO_MAC_BYTES]);
+/* 0 if mac matches (constant time), -1 if not. */
+int crypto_meta_mac_verify(const struct crypto_keys *k, const void *data,
+    size_t len, const uint8_t mac[CRYPTO_MAC_BYTES]);
+
+/* Fill buf with n random bytes. */
+void crypto_random(void *buf, size_t n);
+
+/*
+ * Per-pack keys.  A pack key is random, lives in sodium_malloc'd memory
+ * (crypto_secret_new / crypto_secret_free), and is stored in the pack header
+ * sealed to the repository's X25519 public key (crypto_box_seal), so writing
+ * needs no secret that can read.
+ */
+uint8_t *crypto_secret_new(size_t n);	/* sodium_malloc; NULL on ENOMEM */
+void crypto_secret_free(uint8_t *p);	/* sodium_free; NULL is fine */
+void crypto_pack_key_seal(const struct crypto_keys *k, const uint8_t *key,
+    uint8_t out[CRYPTO_SEALED_KEY_BYTES]);
+/* 0, or -1 when the sealed key does not open (damaged or foreign pack). */
+int crypto_pack_key_unseal(const struct crypto_keys *k,
+    const uint8_t in[CRYPTO_SEALED_KEY_BYTES], uint8_t *key);
+
+/*
+ * XChaCha20-Poly1305-IETF.  encrypt: a fresh random nonce is written to
+ * nonce; out receives plen + CRYPTO_TAG_BYTES bytes.  decrypt: out receives
+ * ctlen - CRYPTO_TAG_BYTES bytes; returns -1 if the tag does not verify
+ * (no error is printed: the caller knows what was damaged).
+ */
+void crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
+    const void *ad, size_t adlen, const void *plain, size_t plen,
+    uint8_t *out);
+int crypto_aead_decrypt(const uint8_t *key,
+    const uint8_t nonce[CRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
+    const uint8_t *ct, size_t ctlen, uint8_t *out);
+
+/* Ed25519 signatures with the repository's signing key. */
+void crypto_sign(const struct crypto_keys *k, const void *msg, size_t len,
+    uint8_t sig[CRYPTO_SIG_BYTES]);
+/* 0 if valid under the public key inside k, else -1 (no message). */
+int crypto_verify(const struct crypto_keys *k, const void *msg, size_t len,
+    const uint8_t sig[CRYPTO_SIG_BYTES]);
+
+/*
+ * Key slots (files in REPO/keys/).  A passphrase slot is the master secret
+ * encrypted under an Argon2id key (crypto_pwhash), with its parameters,
+ * salt and the repository id bound in:
+ *   "CFKS" | version | kind | opslimit u64 | memlimit u64 | salt[16] |
+ *   nonce[24] | ciphertext(payload) + tag
+ * memlimit 0 means the default (64 MiB, 3 passes).
+ * Returns 0 and appends the slot to out, or -1.
+ */
+int crypto_slot_wrap(const struct crypto_keys *k,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+    size_t passlen, uint64_t memlimit, struct buf *out);
+
+/*
+ * Open a passphrase slot.  Returns the keys, or NULL with *wrong set to 1
+ * when the slot is well-formed but the passphrase does not open it, 0 when
+ * the slot is malformed (the error is reported).
+ */
+struct crypto_keys *crypto_slot_unwrap(const uint8_t *slot, size_t len,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+    size_t passlen, int *wrong);
+
+/*
+ * A raw key file for unattended runs: a text line
+ *   "coffer-key 1 <repo id hex> <master secret hex>\n"
+ * keyfile_encode appends it to out.  keyfile_decode parses untrusted text;
+ * returns the keys and the repo id, or NULL (reported).
+ */
+int crypto_keyfile_encode(const struct crypto_keys *k,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], struct buf *out);
+struct crypto_keys *crypto_keyfile_decode(const uint8_t *data, size_t len,
+    uint8_t repo_id[CRYPTO_REPO_ID_BYTES]);
+
+#endif

@@ -1,0 +1,87 @@
+#ifndef COFFER_FS_H
+#define COFFER_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coffer/entry.h"
+
+/*
+ * The file system side: walking a source tree with archive_read_disk and
+ * writing a restored tree with archive_write_disk.  The only libarchive
+ * user for disks.
+ */
+
+struct fs_walk_opts {
+	int one_file_system;
+	/* Glob patterns (fnmatch): a pattern without '/' matches a name at
+	 * any depth; with '/', the path relative to the root. */
+	char *const *excludes;
+	size_t nexcludes;
+};
+
+struct fs_walk;
+
+/*
+ * Start walking root (a directory).  Symlinks are never followed.  NULL
+ * (reported) if root cannot be opened or is not a directory.
+ */
+struct fs_walk *fs_walk_open(const char *root, const struct fs_walk_opts *o);
+
+/*
+ * Next entry below the root (the root itself is not returned), with path
+ * relative to the root.  Metadata: type, mode, owner, times (ns), inode,
+ * device, link count, symlink target, xattrs, ACLs.  An entry that cannot
+ * be read is warned about (log_warn) and skipped.  1 entry, 0 end, -1 fatal.
+ */
+int fs_walk_next(struct fs_walk *w, struct entry *e);
+
+/*
+ * The current file's content, a block at a time, in increasing offset
+ * order; a gap between blocks is a hole.  1 block, 0 end of file,
+ * -1 read error (warned; the caller skips the file).
+ */
+int fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
+    int64_t *offset);
+
+/* The current entry's path as opened (root + relative path). */
+const char *fs_walk_source_path(const struct fs_walk *w);
+
+void fs_walk_close(struct fs_walk *w);
+
+enum fs_restore_flags {
+	FS_RESTORE_OWNER = 1,	/* restore uid/gid (when root) */
+	FS_RESTORE_FORCE = 2	/* target may be non-empty; overwrite */
+};
+
+struct fs_restore;
+
+/*
+ * Restore into target (created if absent; must be empty unless
+ * FS_RESTORE_FORCE).  Entries are written through archive_write_disk with
+ * SECURE_SYMLINKS | SECURE_NODOTDOT | SECURE_NOABSOLUTEPATHS and time,
+ * permission, xattr and ACL restoration.  NULL (reported) on error.
+ */
+struct fs_restore *fs_restore_open(const char *target, int flags);
+
+/*
+ * Create one entry.  For a regular file, its content follows with
+ * fs_restore_data (any order of offsets; gaps stay holes) and then
+ * fs_restore_finish.  For others, fs_restore_finish at once.  Unsafe paths
+ * are refused.  0, or -1 (reported; the run may go on with the next entry).
+ */
+int fs_restore_begin(struct fs_restore *r, const struct entry *e);
+int fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
+    int64_t offset);
+int fs_restore_finish(struct fs_restore *r);
+/* The current file cannot be completed: remove what was written of it. */
+void fs_restore_discard(struct fs_restore *r);
+
+/* Make e->path a hard link to existing (a path restored earlier). */
+int fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
+    const char *existing);
+
+/* Apply deferred directory metadata, close.  0 or -1.  NULL is fine. */
+int fs_restore_close(struct fs_restore *r);
+
+#endif

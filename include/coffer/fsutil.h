@@ -1,0 +1,42 @@
+#ifndef COFFER_FSUTIL_H
+#define COFFER_FSUTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * Durable file-system helpers (redis/casync style).  All report their own
+ * errors, naming the failing call and the path, and return 0 or -1.
+ */
+
+/* fsync the directory at path. */
+int fsutil_fsync_dir(const char *path);
+
+/*
+ * Write data to path atomically and durably: a temporary file beside it
+ * opened O_EXCL, write, fsync, rename, fsync of the directory.  Fails if the
+ * path exists and !replace.
+ */
+int fsutil_write_file(const char *path, const void *data, size_t len,
+    mode_t mode, int replace);
+
+/* Read a whole (small) file, at most max bytes, into a malloc'd buffer. */
+int fsutil_read_file(const char *path, size_t max, unsigned char **data,
+    size_t *len);
+
+/* write(2) all of it, retrying on EINTR and short writes. */
+int fsutil_write_all(int fd, const void *p, size_t n, const char *what);
+/* pread(2) exactly n bytes; a short read is an error ("truncated"). */
+int fsutil_pread_all(int fd, void *p, size_t n, off_t off, const char *what);
+
+/* mkdir -p with mode; existing directories are fine. */
+int fsutil_mkdir_p(const char *path, mode_t mode);
+
+/* 1 if path is an empty directory, 0 if it has entries, -1 on error.
+ * A missing path counts as empty when missing_ok (returns 1). */
+int fsutil_dir_is_empty(const char *path, int missing_ok);
+
+/* Join a and b with one '/', into a malloc'd string (NULL on ENOMEM). */
+char *fsutil_join(const char *a, const char *b);
+
+#endif

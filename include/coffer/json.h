@@ -1,0 +1,19 @@
+#ifndef COFFER_JSON_H
+#define COFFER_JSON_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/*
+ * Minimal JSON output.  Strings are byte strings: valid UTF-8 is passed
+ * through, control characters and invalid bytes are escaped (\u00XX).
+ */
+void json_str(FILE *f, const char *s);
+void json_strn(FILE *f, const char *s, size_t n);
+
+/* Human-readable sizes for tables: "1.5 GiB" into out (at least 16 bytes). */
+void fmt_bytes(char *out, size_t outlen, double bytes);
+/* ISO-8601 UTC time from ns since the epoch into out (at least 32 bytes). */
+void fmt_time(char *out, size_t outlen, long long ns);
+
+#endif

@@ -1,0 +1,167 @@
+#ifndef COFFER_REPO_H
+#define COFFER_REPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coffer/buf.h"
+#include "coffer/chunk.h"
+#include "coffer/crypto.h"
+
+/*
+ * The repository: a directory on storage that need not be trusted (see
+ * DESIGN.md).  coffer.conf (public parameters, MAC'd under the meta key),
+ * keys/ (key slots), packs/ab/ab... (immutable packs), tmp/, locks/.
+ */
+#define REPO_FORMAT_VERSION 1
+
+struct repo;
+
+struct repo_init_opts {
+	/* Exactly one of: a passphrase for a key slot, or a key file path. */
+	const char *passphrase;
+	size_t passlen;
+	const char *key_file;		/* written, mode 0600, must not exist */
+	uint64_t kdf_memory;		/* Argon2id bytes; 0 = default */
+	const struct chunker_params *chunker;	/* NULL = defaults */
+};
+
+/*
+ * Create a repository at path (absent or an empty directory).  Returns 0,
+ * or -1 (reported).  On failure nothing half-made is left behind when the
+ * directory did not exist before.
+ */
+int repo_init(const char *path, const struct repo_init_opts *o);
+
+/*
+ * Open a repository: read and parse coffer.conf (no keys yet).  NULL when
+ * path is not a coffer repository or cannot be read (reported).
+ */
+struct repo *repo_open(const char *path);
+
+/*
+ * Unlock the keys: with a key file (when key_file is set) or by trying the
+ * passphrase on each slot in keys/; then verify coffer.conf's MAC.
+ * 0, or -1 (reported: "wrong passphrase", "key file does not belong to
+ * this repository", "coffer.conf has been tampered with").
+ */
+int repo_unlock(struct repo *r, const char *key_file, const char *pass,
+    size_t passlen);
+
+void repo_close(struct repo *r);
+
+const char *repo_path(const struct repo *r);
+const uint8_t *repo_id(const struct repo *r);		/* 16 bytes */
+const char *repo_id_hex(const struct repo *r);		/* 32 hex */
+const struct chunker_params *repo_chunker_params(const struct repo *r);
+/* Keys; NULL before repo_unlock. */
+const struct crypto_keys *repo_keys(const struct repo *r);
+
+/*
+ * Take the repository's writer lock (flock on locks/writer, holding this
+ * host, pid and time).  wait: block until free; else fail at once with
+ * "repository is locked by ...".  Held until repo_close.  0 or -1.
+ */
+int repo_lock(struct repo *r, int wait);
+
+/* Remove leftovers in tmp/ (packs of a crashed run).  Writer lock held. */
+int repo_clean_tmp(struct repo *r);
+
+/* Path of a pack file: REPO/packs/ab/<name>; malloc'd. */
+char *repo_pack_path(const struct repo *r, const char *name);
+
+/*
+ * Packs.  A pack is: header, records, encrypted index trailer (DESIGN.md).
+ *   header  = "CFPK" | u8 version | 3 zero bytes | repo id[16] |
+ *             pack id[16] | sealed pack key[80]
+ *   record  = u8 type | u8 flags | u32 plain len | u32 stored len |
+ *             nonce[24] | ciphertext(stored len) + tag[16]
+ *   trailer = nonce[24] | ciphertext(index) + tag | u32 length of
+ *             (nonce..tag) | "CFPI"
+ *   index   = u32 count | count * (id[32] | u8 type | u8 flags |
+ *             u64 offset | u32 plain len | u32 stored len)
+ * Record AD = id | type | repo id | flags | plain len: a record cannot be
+ * moved to another id, type or repository, nor its flags flipped.
+ * Index AD = "CFPI" | repo id | pack id.
+ */
+#define PACK_NAME_LEN 32		/* hex of the 16-byte pack id */
+#define PACK_HEADER_BYTES (4 + 4 + 16 + 16 + CRYPTO_SEALED_KEY_BYTES)
+#define PACK_RECORD_HEADER_BYTES (1 + 1 + 4 + 4 + CRYPTO_NONCE_BYTES)
+#define PACK_RECORD_MAX (1u << 30)	/* larger records are rejected */
+#define PACK_TARGET_SIZE (64u << 20)
+
+enum pack_record_type { PACK_REC_DATA = 1, PACK_REC_SNAPSHOT = 2 };
+enum pack_record_flags { PACK_FLAG_ZSTD = 1 };
+
+struct pack_entry {
+	uint8_t id[CRYPTO_ID_BYTES];
+	uint8_t type;
+	uint8_t flags;
+	uint64_t offset;
+	uint32_t plain_len;
+	uint32_t stored_len;
+};
+
+struct pack_info {
+	char name[PACK_NAME_LEN + 1];
+	uint64_t size;
+	uint8_t hash[32];	/* unkeyed BLAKE2b-256 of the whole file */
+	uint32_t count;
+};
+
+struct pack_writer;
+
+/* Start a new pack in tmp/.  Needs only public material.  NULL on error. */
+struct pack_writer *pack_writer_new(struct repo *r);
+
+/*
+ * Encrypt payload (stored_len bytes: zstd output when flags has
+ * PACK_FLAG_ZSTD, else the plain bytes) as a record and append it.
+ * plain_len is the decompressed length.  The record's location is stored
+ * in *e (may be NULL).  0, or -1 (reported; the pack is unusable).
+ */
+int pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
+    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
+    uint32_t plain_len, struct pack_entry *e);
+
+/* Bytes written so far; the pack's name. */
+uint64_t pack_writer_size(const struct pack_writer *w);
+const char *pack_writer_name(const struct pack_writer *w);
+uint32_t pack_writer_count(const struct pack_writer *w);
+
+/*
+ * Write the index trailer, fsync, rename into packs/, fsync the directory.
+ * Only after this returns 0 may a catalog transaction reference the pack.
+ */
+int pack_writer_finish(struct pack_writer *w, struct pack_info *info);
+
+/* Free; an unfinished pack's temporary file is removed.  NULL is fine. */
+void pack_writer_free(struct pack_writer *w);
+
+struct pack_reader;
+
+/*
+ * Open a pack by name: check the header (magic, version, repository id,
+ * pack id = name) and unseal its key.  NULL (reported) if missing or
+ * damaged.
+ */
+struct pack_reader *pack_reader_open(struct repo *r, const char *name);
+
+/*
+ * Read, authenticate, decompress the record described by e and check that
+ * the keyed hash of its plaintext equals e->id.  The plaintext replaces
+ * out's content.  0, or -1 with the damage reported ("pack 'x': record at
+ * offset N: authentication failed").  z may be NULL (one is made).
+ */
+int pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z, struct buf *out);
+
+/* Read and decrypt the index trailer: malloc'd array in *ents. 0 / -1. */
+int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
+    size_t *n);
+
+uint64_t pack_reader_size(const struct pack_reader *p);
+const char *pack_reader_name(const struct pack_reader *p);
+void pack_reader_close(struct pack_reader *p);
+
+#endif

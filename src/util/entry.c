@@ -1,0 +1,86 @@
+#include <string.h>
+
+#include "coffer/entry.h"
+
+const char *
+entry_kind_char(int kind)
+{
+	static const char *c[] = { "x", "-", "d", "l", "p", "c", "b", "s" };
+
+	return (kind >= 0 && kind <= ENTRY_SOCK ? c[kind] : "?");
+}
+
+const char *
+entry_kind_name(int kind)
+{
+	static const char *n[] = { "deleted", "file", "dir", "symlink",
+		"fifo", "chr", "blk", "sock" };
+
+	return (kind >= 0 && kind <= ENTRY_SOCK ? n[kind] : "unknown");
+}
+
+int
+entry_xattrs_add(struct buf *b, const char *name, const void *value,
+    size_t len)
+{
+	size_t nl = strlen(name);
+
+	if (nl > UINT32_MAX || len > UINT32_MAX)
+		return (-1);
+	if (buf_put_u32(b, (uint32_t)nl) || buf_append(b, name, nl) ||
+	    buf_put_u32(b, (uint32_t)len) || buf_append(b, value, len))
+		return (-1);
+	return (0);
+}
+
+void
+entry_xattrs_iter_init(struct entry_xattr_iter *it, const uint8_t *p,
+    size_t len)
+{
+	it->p = p;
+	it->left = len;
+}
+
+int
+entry_xattrs_next(struct entry_xattr_iter *it, const char **name,
+    size_t *name_len, const void **value, size_t *value_len)
+{
+	struct reader r;
+	const uint8_t *np, *vp;
+	uint32_t nl, vl;
+
+	if (it->left == 0)
+		return (0);
+	reader_init(&r, it->p, it->left);
+	if (reader_u32(&r, &nl) || nl == 0 || reader_bytes(&r, nl, &np) ||
+	    memchr(np, '\0', nl) != NULL || reader_u32(&r, &vl) ||
+	    reader_bytes(&r, vl, &vp))
+		return (-1);
+	*name = (const char *)np;
+	*name_len = nl;
+	*value = vp;
+	*value_len = vl;
+	it->p = r.p;
+	it->left = r.len;
+	return (1);
+}
+
+int
+entry_path_is_safe(const char *path)
+{
+	const char *p = path, *slash;
+	size_t n;
+
+	if (path == NULL || *path == '\0' || *path == '/')
+		return (0);
+	for (;;) {
+		slash = strchr(p, '/');
+		n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == 0 || (n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.'))
+			return (0);
+		if (slash == NULL)
+			return (1);
+		p = slash + 1;
+	}
+}

@@ -1,0 +1,284 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coffer/fsutil.h"
+#include "coffer/hex.h"
+#include "coffer/log.h"
+
+int
+fsutil_fsync_dir(const char *path)
+{
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open directory '%s'", path);
+		return (-1);
+	}
+	if (fsync(fd)) {
+		log_errno("fsync of directory '%s' failed", path);
+		close(fd);
+		return (-1);
+	}
+	close(fd);
+	return (0);
+}
+
+int
+fsutil_write_all(int fd, const void *p, size_t n, const char *what)
+{
+	const char *c = p;
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(fd, c, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			log_errno("write to '%s' failed", what);
+			return (-1);
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return (0);
+}
+
+int
+fsutil_pread_all(int fd, void *p, size_t n, off_t off, const char *what)
+{
+	char *c = p;
+	ssize_t r;
+
+	while (n > 0) {
+		r = pread(fd, c, n, off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			log_errno("read of '%s' failed", what);
+			return (-1);
+		}
+		if (r == 0) {
+			log_error("'%s' is truncated", what);
+			return (-1);
+		}
+		c += r;
+		n -= (size_t)r;
+		off += r;
+	}
+	return (0);
+}
+
+static char *
+dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (slash == NULL)
+		return (strdup("."));
+	if (slash == path)
+		return (strdup("/"));
+	return (strndup(path, (size_t)(slash - path)));
+}
+
+int
+fsutil_write_file(const char *path, const void *data, size_t len,
+    mode_t mode, int replace)
+{
+	char *tmp = NULL, *dir = NULL;
+	uint8_t rnd[8];
+	char rhex[17];
+	int fd;
+
+	/* Temporary names only need to be unlikely to collide. */
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		memset(rnd, (int)getpid(), sizeof(rnd));
+	hex_encode(rhex, rnd, sizeof(rhex) / 2);
+	if ((dir = dir_of(path)) == NULL)
+		goto nomem;
+	if ((tmp = malloc(strlen(path) + 32)) == NULL)
+		goto nomem;
+	snprintf(tmp, strlen(path) + 32, "%s.tmp-%s", path, rhex);
+
+	if (!replace && access(path, F_OK) == 0) {
+		log_error("'%s' already exists", path);
+		goto err0;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)) ==
+	    -1) {
+		log_errno("cannot create '%s'", tmp);
+		goto err0;
+	}
+	if (fsutil_write_all(fd, data, len, tmp))
+		goto err1;
+	if (fchmod(fd, mode)) {
+		log_errno("fchmod of '%s' failed", tmp);
+		goto err1;
+	}
+	if (fsync(fd)) {
+		log_errno("fsync of '%s' failed", tmp);
+		goto err1;
+	}
+	if (close(fd)) {
+		fd = -1;
+		log_errno("close of '%s' failed", tmp);
+		goto err1;
+	}
+	fd = -1;
+	if (!replace) {
+		/* link(2) fails if the name exists: no race with another
+		 * writer of the same name. */
+		if (link(tmp, path)) {
+			log_errno("cannot create '%s'", path);
+			goto err1;
+		}
+		unlink(tmp);
+	} else if (rename(tmp, path)) {
+		log_errno("cannot rename '%s' to '%s'", tmp, path);
+		goto err1;
+	}
+	if (fsutil_fsync_dir(dir))
+		goto err0;
+	free(tmp);
+	free(dir);
+	return (0);
+err1:
+	if (fd != -1)
+		close(fd);
+	unlink(tmp);
+err0:
+	free(tmp);
+	free(dir);
+	return (-1);
+nomem:
+	log_error("out of memory");
+	free(tmp);
+	free(dir);
+	return (-1);
+}
+
+int
+fsutil_read_file(const char *path, size_t max, unsigned char **data,
+    size_t *len)
+{
+	unsigned char *p = NULL, *q;
+	size_t n = 0, cap = 0;
+	ssize_t r;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open '%s'", path);
+		return (-1);
+	}
+	for (;;) {
+		if (n == cap) {
+			if (cap >= max + 1)
+				break;
+			cap = cap ? cap * 2 : 4096;
+			if (cap > max + 1)
+				cap = max + 1;
+			if ((q = realloc(p, cap + 1)) == NULL) {
+				log_error("out of memory");
+				goto err;
+			}
+			p = q;
+		}
+		r = read(fd, p + n, cap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			log_errno("cannot read '%s'", path);
+			goto err;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > max) {
+		log_error("'%s' is too large (more than %zu bytes)", path, max);
+		goto err;
+	}
+	if (p == NULL && (p = malloc(1)) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	p[n] = '\0';
+	close(fd);
+	*data = p;
+	*len = n;
+	return (0);
+err:
+	close(fd);
+	free(p);
+	return (-1);
+}
+
+int
+fsutil_mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t i, n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf)) {
+		log_error("bad directory name '%s'", path);
+		return (-1);
+	}
+	memcpy(buf, path, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, mode) && errno != EEXIST) {
+			log_errno("cannot create directory '%s'", buf);
+			return (-1);
+		}
+		if (i < n)
+			buf[i] = '/';
+	}
+	return (0);
+}
+
+int
+fsutil_dir_is_empty(const char *path, int missing_ok)
+{
+	struct dirent *d;
+	DIR *dir;
+
+	if ((dir = opendir(path)) == NULL) {
+		if (errno == ENOENT && missing_ok)
+			return (1);
+		log_errno("cannot open directory '%s'", path);
+		return (-1);
+	}
+	while ((d = readdir(dir)) != NULL) {
+		if (strcmp(d->d_name, ".") && strcmp(d->d_name, "..")) {
+			closedir(dir);
+			return (0);
+		}
+	}
+	closedir(dir);
+	return (1);
+}
+
+char *
+fsutil_join(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	char *p;
+
+	while (la > 1 && a[la - 1] == '/')
+		la--;
+	if ((p = malloc(la + lb + 2)) == NULL)
+		return (NULL);
+	memcpy(p, a, la);
+	p[la] = '/';
+	memcpy(p + la + 1, b, lb + 1);
+	return (p);
+}

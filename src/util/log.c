@@ -1,0 +1,77 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coffer/log.h"
+
+int log_level;
+unsigned long log_warnings;
+
+static void
+vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
+{
+	char msg[4096];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (errnum)
+		fprintf(stderr, "%s%s: %s\n", prefix, msg, strerror(errnum));
+	else
+		fprintf(stderr, "%s%s\n", prefix, msg);
+}
+
+void
+log_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("error: ", fmt, ap, 0);
+	va_end(ap);
+}
+
+void
+log_errno(const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("error: ", fmt, ap, e);
+	va_end(ap);
+}
+
+void
+log_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	log_warnings++;
+	va_start(ap, fmt);
+	vreport("warning: ", fmt, ap, 0);
+	va_end(ap);
+}
+
+void
+log_warn_errno(const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+
+	log_warnings++;
+	va_start(ap, fmt);
+	vreport("warning: ", fmt, ap, e);
+	va_end(ap);
+}
+
+void
+log_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_level < 1)
+		return;
+	va_start(ap, fmt);
+	vreport("", fmt, ap, 0);
+	va_end(ap);
+}
