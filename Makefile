@@ -31,6 +31,8 @@ LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC  := $(sort $(wildcard tests/unit/t-*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
+TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
 HDRS      := $(sort $(wildcard include/coffer/*.h))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
@@ -52,6 +54,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# Test helpers (tree comparison, ...): standalone programs, no libcoffer.
+$(BUILD)/tests/%: tests/tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
+
 -include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
 
 # Debian packages: build dependencies and what the tests use.
@@ -66,13 +73,13 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) $(TOOL_BIN)
 check: coffer unit
 	@command -v prove >/dev/null || { echo "check: prove not found (make deps)"; exit 2; }
 	COFFER=$(CURDIR)/coffer BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
 
-e2e: coffer
-	COFFER=$(CURDIR)/coffer prove -v tests/e2e/t*.sh
+e2e: coffer $(TOOL_BIN)
+	COFFER=$(CURDIR)/coffer BUILD=$(CURDIR)/$(BUILD) prove -v tests/e2e/t*.sh
 
 asan:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined check
