@@ -105,7 +105,7 @@ struct pack_entry {
 struct pack_info {
 	char name[PACK_NAME_LEN + 1];
 	uint64_t size;
-	uint8_t hash[32];	/* unkeyed BLAKE2b-256 of the whole file */
+	uint8_t hash[32];	/* keyed BLAKE2b-256 (id key) of the whole file */
 	uint32_t count;
 };
 

@@ -1,0 +1,121 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/engine.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+static void
+print_result(const struct backup_opts *o, const struct backup_result *res,
+    int json)
+{
+	char rd[32], nw[32], st[32];
+
+	if (json) {
+		printf("{\"snapshot\":\"%s\",\"dataset\":", res->sid);
+		json_str(stdout, o->dataset);
+		printf(",\"level\":\"%s\",\"files\":%lld,\"dirs\":%lld,"
+		    "\"others\":%lld,\"bytes_read\":%lld,\"bytes_new\":%lld,"
+		    "\"bytes_stored\":%lld,\"packs\":%lld,\"seconds\":%.3f,"
+		    "\"warnings\":%lld}\n",
+		    catalog_level_name(res->level), (long long)res->files,
+		    (long long)res->dirs, (long long)res->others,
+		    (long long)res->bytes_read, (long long)res->bytes_new,
+		    (long long)res->bytes_stored, (long long)res->packs,
+		    res->seconds, (long long)res->warnings);
+		return;
+	}
+	/* Quiet under cron: a summary only for a person or with -v. */
+	if (log_level < 0 || (log_level == 0 && !isatty(STDOUT_FILENO)))
+		return;
+	fmt_bytes(rd, sizeof(rd), (double)res->bytes_read);
+	fmt_bytes(nw, sizeof(nw), (double)res->bytes_new);
+	fmt_bytes(st, sizeof(st), (double)res->bytes_stored);
+	printf("snapshot %.12s (%s) of '%s': %lld files, %lld dirs, "
+	    "%s read, %s new, %s stored, %.1f s (%.0f MB/s)%s\n", res->sid,
+	    catalog_level_name(res->level), o->dataset, (long long)res->files,
+	    (long long)res->dirs, rd, nw, st, res->seconds,
+	    res->seconds > 0 ? (double)res->bytes_read / res->seconds / 1e6 :
+	    0.0, res->warnings ? ", with warnings" : "");
+}
+
+int
+cmd_backup(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "level", required_argument, NULL, 'l' },
+		{ "exclude", required_argument, NULL, 'e' },
+		{ "one-file-system", no_argument, NULL, 'x' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct backup_opts o;
+	struct backup_result res;
+	struct repo *r;
+	struct catalog *c;
+	char **ex = NULL, **p;
+	size_t nex = 0;
+	int ch, st, json = 0;
+
+	memset(&o, 0, sizeof(o));
+	o.level = LEVEL_FULL;
+	while ((ch = getopt_long(argc, argv, "x", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'l':
+			if ((o.level = catalog_level_parse(optarg)) < 0) {
+				log_error("unknown level '%s' (full, "
+				    "differential, incremental)", optarg);
+				st = STATUS_USAGE;
+				goto out;
+			}
+			break;
+		case 'e':
+			if ((p = reallocarray(ex, nex + 1, sizeof(*ex))) ==
+			    NULL) {
+				log_error("out of memory");
+				st = STATUS_ERROR;
+				goto out;
+			}
+			ex = p;
+			ex[nex++] = optarg;
+			break;
+		case 'x':
+			o.walk.one_file_system = 1;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			st = cmd_usage_error("backup");
+			goto out;
+		}
+	}
+	if (argc - optind != 2) {
+		st = cmd_usage_error("backup");
+		goto out;
+	}
+	o.dataset = argv[optind];
+	o.source = argv[optind + 1];
+	o.walk.excludes = ex;
+	o.walk.nexcludes = nex;
+	if (o.dataset[0] == '\0' || strchr(o.dataset, '@') ||
+	    strchr(o.dataset, '/')) {
+		log_error("bad dataset name '%s' (no '@' or '/')", o.dataset);
+		st = STATUS_USAGE;
+		goto out;
+	}
+	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+		goto out;
+	st = engine_backup(r, c, &o, &res);
+	if (st == STATUS_OK || st == STATUS_WARN)
+		print_result(&o, &res, json);
+	cmd_close(r, c);
+out:
+	free(ex);
+	return (st);
+}

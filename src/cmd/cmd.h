@@ -1,0 +1,59 @@
+#ifndef COFFER_CMD_H
+#define COFFER_CMD_H
+
+#include <stddef.h>
+
+#include "coffer/catalog.h"
+#include "coffer/repo.h"
+
+/* Options that come before the command (and their environment twins). */
+struct global_opts {
+	const char *repo;		/* -r, COFFER_REPO */
+	const char *key_file;		/* --key-file, COFFER_KEY_FILE */
+	const char *passphrase_file;	/* --passphrase-file */
+	const char *catalog;		/* --catalog, COFFER_CATALOG */
+	int no_wait;			/* --no-wait */
+};
+
+/* Each command parses its own options (argv[0] is its name) and returns
+ * a status from coffer/status.h. */
+int cmd_init(int argc, char **argv, const struct global_opts *g);
+int cmd_backup(int argc, char **argv, const struct global_opts *g);
+int cmd_snapshots(int argc, char **argv, const struct global_opts *g);
+int cmd_ls(int argc, char **argv, const struct global_opts *g);
+int cmd_restore(int argc, char **argv, const struct global_opts *g);
+int cmd_help(int argc, char **argv, const struct global_opts *g);
+int cmd_version(int argc, char **argv, const struct global_opts *g);
+
+/* One-line usage of a command, for errors and help; NULL if unknown. */
+const char *cmd_usage(const char *name);
+/* "usage: coffer ..." on stderr; returns STATUS_USAGE. */
+int cmd_usage_error(const char *name);
+
+enum {
+	OPEN_KEYS = 1,		/* unlock the keys */
+	OPEN_WRITE = 2		/* writer: locks, crash recovery */
+};
+
+/*
+ * Open the repository named by the global options, unlock it (asking for
+ * a passphrase if needed) and open its catalog.  Returns STATUS_OK, or the
+ * status to exit with (the error is reported).
+ */
+int cmd_open(const struct global_opts *g, int flags, struct repo **r,
+    struct catalog **c);
+void cmd_close(struct repo *r, struct catalog *c);
+
+/*
+ * A passphrase from --passphrase-file, COFFER_PASSPHRASE or the terminal
+ * (no echo; asked twice when confirm).  *pass is freed with
+ * cmd_passphrase_free.  STATUS_OK or a status.
+ */
+int cmd_passphrase(const struct global_opts *g, const char *prompt,
+    int confirm, char **pass, size_t *len);
+void cmd_passphrase_free(char *pass, size_t len);
+
+/* Parse a non-negative decimal option value; -1 on error (reported). */
+long long cmd_parse_num(const char *opt, const char *s);
+
+#endif

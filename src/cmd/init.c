@@ -1,0 +1,63 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+int
+cmd_init(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "key-file", required_argument, NULL, 'K' },
+		{ "kdf-memory", required_argument, NULL, 'm' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct repo_init_opts o;
+	const char *path = g->repo;
+	char *pass = NULL;
+	size_t passlen = 0;
+	long long mib;
+	int ch, st;
+
+	memset(&o, 0, sizeof(o));
+	o.key_file = g->key_file;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'K':
+			o.key_file = optarg;
+			break;
+		case 'm':
+			if ((mib = cmd_parse_num("--kdf-memory", optarg)) < 0)
+				return (STATUS_USAGE);
+			if (mib < 8 || mib > 4096) {
+				log_error("--kdf-memory must be between 8 and "
+				    "4096 MiB");
+				return (STATUS_USAGE);
+			}
+			o.kdf_memory = (uint64_t)mib << 20;
+			break;
+		default:
+			return (cmd_usage_error("init"));
+		}
+	}
+	if (optind < argc)
+		path = argv[optind++];
+	if (path == NULL || optind != argc)
+		return (cmd_usage_error("init"));
+	if (o.key_file == NULL) {
+		st = cmd_passphrase(g, "new passphrase: ", 1, &pass, &passlen);
+		if (st != STATUS_OK)
+			return (st);
+		o.passphrase = pass;
+		o.passlen = passlen;
+	}
+	st = repo_init(path, &o) ? STATUS_ERROR : STATUS_OK;
+	cmd_passphrase_free(pass, passlen);
+	if (st == STATUS_OK && log_level >= 0)
+		fprintf(stderr, "created repository '%s'%s%s%s\n", path,
+		    o.key_file ? " with key file '" : "",
+		    o.key_file ? o.key_file : "", o.key_file ? "'" : "");
+	return (st);
+}

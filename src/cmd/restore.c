@@ -1,0 +1,70 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/engine.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+int
+cmd_restore(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct catalog_snapshot s;
+	struct restore_opts o;
+	struct restore_result res;
+	struct repo *r;
+	struct catalog *c;
+	char sz[32];
+	int ch, st, rc, i;
+
+	memset(&o, 0, sizeof(o));
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'f')
+			return (cmd_usage_error("restore"));
+		o.force = 1;
+	}
+	if (argc - optind < 2)
+		return (cmd_usage_error("restore"));
+	o.target = argv[optind + 1];
+	o.paths = argv + optind + 2;
+	o.npaths = (size_t)(argc - optind - 2);
+	for (i = 0; i < (int)o.npaths; i++) {
+		char *p = o.paths[i];
+
+		while (strlen(p) > 1 && p[strlen(p) - 1] == '/')
+			p[strlen(p) - 1] = '\0';
+		if (!entry_path_is_safe(p)) {
+			log_error("bad path '%s': give paths relative to the "
+			    "snapshot's root", p);
+			return (STATUS_USAGE);
+		}
+	}
+	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
+		return (st);
+	memset(&s, 0, sizeof(s));
+	if ((rc = catalog_snapshot_find(c, argv[optind], &s)) <= 0) {
+		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+		goto out;
+	}
+	st = engine_restore(r, c, &s, &o, &res);
+	if (res.failed)
+		log_error("%lld file%s could not be restored",
+		    (long long)res.failed, res.failed == 1 ? "" : "s");
+	if (st == STATUS_OK && log_level >= 0 &&
+	    (log_level > 0 || isatty(STDOUT_FILENO))) {
+		fmt_bytes(sz, sizeof(sz), (double)res.bytes);
+		printf("restored %.12s to '%s': %lld entries, %s in %.1f s\n",
+		    s.sid, o.target, (long long)res.files, sz, res.seconds);
+	}
+out:
+	catalog_snapshot_release(&s);
+	cmd_close(r, c);
+	return (st);
+}

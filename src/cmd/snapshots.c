@@ -1,0 +1,93 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+struct list_state {
+	int json;
+	int n;
+};
+
+static int
+print_one(void *arg, const struct catalog_snapshot *s)
+{
+	struct list_state *ls = arg;
+	char when[32], size[32];
+
+	fmt_time(when, sizeof(when), s->started_ns);
+	if (ls->json) {
+		printf("%s\n  {\"id\":\"%s\",\"dataset\":", ls->n ? "," : "",
+		    s->sid);
+		json_str(stdout, s->dataset);
+		printf(",\"level\":\"%s\",\"parent\":",
+		    catalog_level_name(s->level));
+		if (s->parent_sid[0])
+			printf("\"%s\"", s->parent_sid);
+		else
+			fputs("null", stdout);
+		printf(",\"depth\":%d,\"time\":\"%s\",\"state\":\"%s\","
+		    "\"host\":", s->depth, when, catalog_state_name(s->state));
+		json_str(stdout, s->host);
+		fputs(",\"source\":", stdout);
+		json_str(stdout, s->source);
+		printf(",\"files\":%lld,\"dirs\":%lld,\"others\":%lld,"
+		    "\"deleted\":%lld,\"bytes_read\":%lld,\"bytes_new\":%lld,"
+		    "\"bytes_stored\":%lld,\"warnings\":%lld,\"seconds\":%.3f}",
+		    (long long)s->files, (long long)s->dirs,
+		    (long long)s->others, (long long)s->deleted,
+		    (long long)s->bytes_read, (long long)s->bytes_new,
+		    (long long)s->bytes_stored, (long long)s->warnings,
+		    s->finished_ns > s->started_ns ?
+		    (double)(s->finished_ns - s->started_ns) / 1e9 : 0.0);
+	} else {
+		if (ls->n == 0)
+			printf("%-12s  %-16s  %-12s  %-20s  %-8s  %9s  %10s\n",
+			    "ID", "DATASET", "LEVEL", "TIME", "STATE", "FILES",
+			    "SIZE");
+		fmt_bytes(size, sizeof(size), (double)s->bytes_read);
+		printf("%-12.12s  %-16s  %-12s  %-20s  %-8s  %9lld  %10s\n",
+		    s->sid, s->dataset, catalog_level_name(s->level), when,
+		    catalog_state_name(s->state), (long long)s->files, size);
+	}
+	ls->n++;
+	return (0);
+}
+
+int
+cmd_snapshots(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct list_state ls = { 0, 0 };
+	const char *dataset = NULL;
+	struct repo *r;
+	struct catalog *c;
+	int ch, st;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'j')
+			return (cmd_usage_error("snapshots"));
+		ls.json = 1;
+	}
+	if (argc - optind > 1)
+		return (cmd_usage_error("snapshots"));
+	if (optind < argc)
+		dataset = argv[optind];
+	/* Listing needs the catalog only: no key, no lock. */
+	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
+		return (st);
+	if (ls.json)
+		fputs("[", stdout);
+	if (catalog_snapshot_list(c, dataset, print_one, &ls) < 0)
+		st = STATUS_REPO;
+	if (ls.json)
+		fputs(ls.n ? "\n]\n" : "]\n", stdout);
+	cmd_close(r, c);
+	return (st);
+}

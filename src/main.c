@@ -1,0 +1,192 @@
+/*
+ * coffer: backup and integrity for AI training servers.
+ * The command table and the global options; each command lives in
+ * src/cmd/<name>.c.
+ */
+#include <getopt.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "coffer/crypto.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+#ifndef COFFER_VERSION
+#define COFFER_VERSION "0.1.0"
+#endif
+
+static const struct command {
+	const char *name;
+	int (*fn)(int, char **, const struct global_opts *);
+	const char *usage;
+	const char *summary;
+} commands[] = {
+	{ "init", cmd_init, "init [--key-file PATH] [--kdf-memory MIB] [REPO]",
+	  "create a repository" },
+	{ "backup", cmd_backup,
+	  "backup [--level full] [--exclude GLOB]... [--one-file-system] "
+	  "[--json] DATASET PATH",
+	  "take a snapshot of a dataset" },
+	{ "snapshots", cmd_snapshots, "snapshots [--json] [DATASET]",
+	  "list snapshots" },
+	{ "ls", cmd_ls, "ls [--json] SNAPSHOT [PATH]",
+	  "list the entries of a snapshot" },
+	{ "restore", cmd_restore,
+	  "restore [--force] SNAPSHOT TARGET [PATH...]",
+	  "restore a snapshot, or part of it" },
+	{ "help", cmd_help, "help [COMMAND]", "show help" },
+	{ "version", cmd_version, "version", "print the version" },
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+const char *
+cmd_usage(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NCOMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return (commands[i].usage);
+	return (NULL);
+}
+
+int
+cmd_usage_error(const char *name)
+{
+	const char *u = cmd_usage(name);
+
+	if (u)
+		fprintf(stderr, "usage: coffer %s\n", u);
+	return (STATUS_USAGE);
+}
+
+static void
+usage(FILE *f)
+{
+	size_t i;
+
+	fprintf(f,
+	    "usage: coffer [-r REPO] [--key-file PATH] [--passphrase-file PATH]\n"
+	    "              [--catalog PATH] [-q] [-v] [--no-wait] COMMAND [ARGS]\n"
+	    "\ncommands:\n");
+	for (i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name,
+		    commands[i].summary);
+	fprintf(f, "\n'coffer help COMMAND' shows a command's options; "
+	    "man coffer has the rest.\n");
+}
+
+int
+cmd_help(int argc, char **argv, const struct global_opts *g)
+{
+	const char *u;
+
+	if (argc < 2) {
+		usage(stdout);
+		return (STATUS_OK);
+	}
+	if ((u = cmd_usage(argv[1])) == NULL) {
+		log_error("no command '%s'", argv[1]);
+		return (STATUS_USAGE);
+	}
+	printf("usage: coffer %s\n", u);
+	return (STATUS_OK);
+}
+
+int
+cmd_version(int argc, char **argv, const struct global_opts *g)
+{
+	printf("coffer %s\n", COFFER_VERSION);
+	return (STATUS_OK);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "repo", required_argument, NULL, 'r' },
+		{ "key-file", required_argument, NULL, 'K' },
+		{ "passphrase-file", required_argument, NULL, 'P' },
+		{ "catalog", required_argument, NULL, 'C' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "no-wait", no_argument, NULL, 'W' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct global_opts g;
+	size_t i;
+	int ch;
+
+	/* Names are bytes: keep libarchive from converting them. */
+	setlocale(LC_ALL, "C");
+	signal(SIGPIPE, SIG_IGN);
+	memset(&g, 0, sizeof(g));
+	g.repo = getenv("COFFER_REPO");
+	g.key_file = getenv("COFFER_KEY_FILE");
+	g.catalog = getenv("COFFER_CATALOG");
+	if (g.repo && !*g.repo)
+		g.repo = NULL;
+	if (g.key_file && !*g.key_file)
+		g.key_file = NULL;
+	if (g.catalog && !*g.catalog)
+		g.catalog = NULL;
+
+	/* '+': stop at the command; its options are its own. */
+	while ((ch = getopt_long(argc, argv, "+r:qvh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'r':
+			g.repo = optarg;
+			break;
+		case 'K':
+			g.key_file = optarg;
+			break;
+		case 'P':
+			g.passphrase_file = optarg;
+			break;
+		case 'C':
+			g.catalog = optarg;
+			break;
+		case 'q':
+			log_level = -1;
+			break;
+		case 'v':
+			log_level++;
+			break;
+		case 'W':
+			g.no_wait = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return (STATUS_OK);
+		case 'V':
+			return (cmd_version(0, NULL, &g));
+		default:
+			usage(stderr);
+			return (STATUS_USAGE);
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1) {
+		usage(stderr);
+		return (STATUS_USAGE);
+	}
+	if (crypto_init())
+		return (STATUS_ERROR);
+	for (i = 0; i < NCOMMANDS; i++) {
+		if (strcmp(commands[i].name, argv[0]) == 0) {
+			/* Each command runs getopt_long from the start. */
+			optind = 0;
+			return (commands[i].fn(argc, argv, &g));
+		}
+	}
+	log_error("'%s' is not a coffer command (see 'coffer help')",
+	    argv[0]);
+	return (STATUS_USAGE);
+}

@@ -1,0 +1,594 @@
+/*
+ * Packs: immutable files of encrypted records with an encrypted index
+ * trailer (format in include/coffer/repo.h).  Packs are hostile input when
+ * read: every length is checked against the file before it is used.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coffer/fsutil.h"
+#include "coffer/hex.h"
+#include "coffer/log.h"
+#include "coffer/repo.h"
+
+#define PACK_MAGIC "CFPK"
+#define INDEX_MAGIC "CFPI"
+#define PACK_VERSION 1
+#define INDEX_ENTRY_BYTES (CRYPTO_ID_BYTES + 1 + 1 + 8 + 4 + 4)
+#define RECORD_AD_BYTES (CRYPTO_ID_BYTES + 1 + CRYPTO_REPO_ID_BYTES + 1 + 4)
+#define WBUF_SIZE (4u << 20)
+
+struct pack_writer {
+	struct repo *repo;
+	char name[PACK_NAME_LEN + 1];
+	uint8_t pack_id[16];
+	char *tmp_path;
+	int fd;
+	uint8_t *key;			/* sodium_malloc'd */
+	struct crypto_hash_state hash;
+	uint64_t size;			/* bytes written incl. buffered */
+	struct buf wbuf;		/* pending writes */
+	struct pack_entry *ents;
+	size_t nents, cap;
+	int failed;
+};
+
+struct pack_reader {
+	struct repo *repo;
+	char name[PACK_NAME_LEN + 1];
+	char *path;
+	int fd;
+	uint64_t size;
+	uint8_t pack_id[16];
+	uint8_t *key;
+	struct buf ct;
+	struct buf tmp;
+};
+
+static void
+record_ad(uint8_t *ad, const struct repo *r, const uint8_t *id, uint8_t type,
+    uint8_t flags, uint32_t plain_len)
+{
+	memcpy(ad, id, CRYPTO_ID_BYTES);
+	ad[CRYPTO_ID_BYTES] = type;
+	memcpy(ad + CRYPTO_ID_BYTES + 1, repo_id(r), CRYPTO_REPO_ID_BYTES);
+	ad[CRYPTO_ID_BYTES + 1 + CRYPTO_REPO_ID_BYTES] = flags;
+	put_u32(ad + CRYPTO_ID_BYTES + 2 + CRYPTO_REPO_ID_BYTES, plain_len);
+}
+
+static void
+index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
+{
+	memcpy(ad, INDEX_MAGIC, 4);
+	memcpy(ad + 4, repo_id(r), CRYPTO_REPO_ID_BYTES);
+	memcpy(ad + 4 + CRYPTO_REPO_ID_BYTES, pack_id, 16);
+}
+
+static int
+wflush(struct pack_writer *w)
+{
+	if (w->wbuf.len == 0)
+		return (0);
+	if (fsutil_write_all(w->fd, w->wbuf.data, w->wbuf.len, w->tmp_path)) {
+		w->failed = 1;
+		return (-1);
+	}
+	buf_reset(&w->wbuf);
+	return (0);
+}
+
+static int
+wappend(struct pack_writer *w, const void *p, size_t n)
+{
+	crypto_hash_update(&w->hash, p, n);
+	w->size += n;
+	if (w->wbuf.len + n > WBUF_SIZE && wflush(w))
+		return (-1);
+	if (n >= WBUF_SIZE) {
+		if (fsutil_write_all(w->fd, p, n, w->tmp_path)) {
+			w->failed = 1;
+			return (-1);
+		}
+		return (0);
+	}
+	if (buf_append(&w->wbuf, p, n)) {
+		w->failed = 1;
+		return (-1);
+	}
+	return (0);
+}
+
+struct pack_writer *
+pack_writer_new(struct repo *r)
+{
+	uint8_t hdr[PACK_HEADER_BYTES];
+	struct pack_writer *w;
+	size_t n;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	w->fd = -1;
+	w->repo = r;
+	buf_init(&w->wbuf);
+	crypto_random(w->pack_id, sizeof(w->pack_id));
+	hex_encode(w->name, w->pack_id, sizeof(w->pack_id));
+	n = strlen(repo_path(r)) + PACK_NAME_LEN + 16;
+	if ((w->tmp_path = malloc(n)) == NULL ||
+	    (w->key = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	snprintf(w->tmp_path, n, "%s/tmp/%s", repo_path(r), w->name);
+	if ((w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    0600)) == -1) {
+		log_errno("cannot create pack '%s'", w->tmp_path);
+		goto err;
+	}
+	crypto_random(w->key, CRYPTO_KEY_BYTES);
+	crypto_hash_init(repo_keys(r), &w->hash);
+
+	memcpy(hdr, PACK_MAGIC, 4);
+	hdr[4] = PACK_VERSION;
+	hdr[5] = hdr[6] = hdr[7] = 0;
+	memcpy(hdr + 8, repo_id(r), CRYPTO_REPO_ID_BYTES);
+	memcpy(hdr + 8 + CRYPTO_REPO_ID_BYTES, w->pack_id, 16);
+	crypto_pack_key_seal(repo_keys(r), w->key,
+	    hdr + 8 + CRYPTO_REPO_ID_BYTES + 16);
+	if (wappend(w, hdr, sizeof(hdr)))
+		goto err;
+	return (w);
+err:
+	pack_writer_free(w);
+	return (NULL);
+}
+
+int
+pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
+    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
+    uint32_t plain_len, struct pack_entry *e)
+{
+	uint8_t rh[PACK_RECORD_HEADER_BYTES], ad[RECORD_AD_BYTES];
+	struct pack_entry *ent;
+	uint8_t *ct;
+
+	if (w->failed)
+		return (-1);
+	if (stored_len > PACK_RECORD_MAX) {
+		log_error("record of %zu bytes is too large for a pack",
+		    stored_len);
+		return (-1);
+	}
+	if (w->nents == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 256;
+		struct pack_entry *p;
+
+		if ((p = reallocarray(w->ents, cap, sizeof(*p))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		w->ents = p;
+		w->cap = cap;
+	}
+	ent = &w->ents[w->nents];
+	memcpy(ent->id, id, CRYPTO_ID_BYTES);
+	ent->type = type;
+	ent->flags = flags;
+	ent->offset = w->size;
+	ent->plain_len = plain_len;
+	ent->stored_len = (uint32_t)stored_len;
+
+	rh[0] = type;
+	rh[1] = flags;
+	put_u32(rh + 2, plain_len);
+	put_u32(rh + 6, (uint32_t)stored_len);
+	record_ad(ad, w->repo, id, type, flags, plain_len);
+
+	/* Encrypt straight into the write buffer: no extra copy. */
+	if (w->wbuf.len + sizeof(rh) + stored_len + CRYPTO_TAG_BYTES >
+	    WBUF_SIZE && wflush(w))
+		return (-1);
+	if (buf_reserve(&w->wbuf, sizeof(rh) + stored_len + CRYPTO_TAG_BYTES)) {
+		w->failed = 1;
+		return (-1);
+	}
+	ct = w->wbuf.data + w->wbuf.len + sizeof(rh);
+	crypto_aead_encrypt(w->key, rh + 10, ad, sizeof(ad), payload,
+	    stored_len, ct);
+	memcpy(w->wbuf.data + w->wbuf.len, rh, sizeof(rh));
+	crypto_hash_update(&w->hash, w->wbuf.data + w->wbuf.len,
+	    sizeof(rh) + stored_len + CRYPTO_TAG_BYTES);
+	w->wbuf.len += sizeof(rh) + stored_len + CRYPTO_TAG_BYTES;
+	w->size += sizeof(rh) + stored_len + CRYPTO_TAG_BYTES;
+	if (w->wbuf.len >= WBUF_SIZE && wflush(w))
+		return (-1);
+	w->nents++;
+	if (e)
+		*e = *ent;
+	return (0);
+}
+
+uint64_t
+pack_writer_size(const struct pack_writer *w)
+{
+	return (w->size);
+}
+
+const char *
+pack_writer_name(const struct pack_writer *w)
+{
+	return (w->name);
+}
+
+uint32_t
+pack_writer_count(const struct pack_writer *w)
+{
+	return ((uint32_t)w->nents);
+}
+
+int
+pack_writer_finish(struct pack_writer *w, struct pack_info *info)
+{
+	uint8_t nonce[CRYPTO_NONCE_BYTES], ad[4 + CRYPTO_REPO_ID_BYTES + 16];
+	uint8_t tail[8];
+	struct buf idx = BUF_INIT, ct = BUF_INIT;
+	char *dir = NULL, *dst = NULL;
+	size_t i;
+
+	if (w->failed)
+		return (-1);
+	if (buf_put_u32(&idx, (uint32_t)w->nents))
+		goto err;
+	for (i = 0; i < w->nents; i++) {
+		struct pack_entry *e = &w->ents[i];
+
+		if (buf_append(&idx, e->id, CRYPTO_ID_BYTES) ||
+		    buf_put_u8(&idx, e->type) || buf_put_u8(&idx, e->flags) ||
+		    buf_put_u64(&idx, e->offset) ||
+		    buf_put_u32(&idx, e->plain_len) ||
+		    buf_put_u32(&idx, e->stored_len))
+			goto err;
+	}
+	if (buf_reserve(&ct, idx.len + CRYPTO_TAG_BYTES))
+		goto err;
+	index_ad(ad, w->repo, w->pack_id);
+	crypto_aead_encrypt(w->key, nonce, ad, sizeof(ad), idx.data, idx.len,
+	    ct.data);
+	ct.len = idx.len + CRYPTO_TAG_BYTES;
+	put_u32(tail, (uint32_t)(sizeof(nonce) + ct.len));
+	memcpy(tail + 4, INDEX_MAGIC, 4);
+	if (wappend(w, nonce, sizeof(nonce)) || wappend(w, ct.data, ct.len) ||
+	    wappend(w, tail, sizeof(tail)) || wflush(w))
+		goto err;
+
+	/*
+	 * Durability order (DESIGN.md): data fsynced in tmp/, renamed into
+	 * packs/, the directory fsynced.  Only then may the catalog commit
+	 * rows that point into this pack.
+	 */
+	if (fsync(w->fd)) {
+		log_errno("fsync of pack '%s' failed", w->tmp_path);
+		goto err;
+	}
+	if (close(w->fd)) {
+		w->fd = -1;
+		log_errno("close of pack '%s' failed", w->tmp_path);
+		goto err;
+	}
+	w->fd = -1;
+	if ((dst = repo_pack_path(w->repo, w->name)) == NULL)
+		goto err;
+	dir = strndup(dst, strlen(dst) - PACK_NAME_LEN - 1);
+	if (dir == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	if (mkdir(dir, 0700) == 0) {
+		char *packs = strndup(dir, strlen(dir) - 3);
+
+		if (packs == NULL || fsutil_fsync_dir(packs)) {
+			free(packs);
+			goto err;
+		}
+		free(packs);
+	} else if (errno != EEXIST) {
+		log_errno("cannot create directory '%s'", dir);
+		goto err;
+	}
+	if (rename(w->tmp_path, dst)) {
+		log_errno("cannot move pack '%s' to '%s'", w->tmp_path, dst);
+		goto err;
+	}
+	free(w->tmp_path);
+	w->tmp_path = NULL;
+	if (fsutil_fsync_dir(dir))
+		goto err;
+	if (info) {
+		memcpy(info->name, w->name, sizeof(info->name));
+		info->size = w->size;
+		info->count = (uint32_t)w->nents;
+		crypto_hash_final(&w->hash, info->hash);
+	}
+	free(dir);
+	free(dst);
+	buf_release(&idx);
+	buf_release(&ct);
+	return (0);
+err:
+	w->failed = 1;
+	free(dir);
+	free(dst);
+	buf_release(&idx);
+	buf_release(&ct);
+	return (-1);
+}
+
+void
+pack_writer_free(struct pack_writer *w)
+{
+	if (w == NULL)
+		return;
+	if (w->fd != -1)
+		close(w->fd);
+	if (w->tmp_path)
+		unlink(w->tmp_path);
+	free(w->tmp_path);
+	crypto_secret_free(w->key);
+	buf_release(&w->wbuf);
+	free(w->ents);
+	free(w);
+}
+
+struct pack_reader *
+pack_reader_open(struct repo *r, const char *name)
+{
+	uint8_t hdr[PACK_HEADER_BYTES], id[16];
+	struct pack_reader *p;
+	struct stat st;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	p->fd = -1;
+	p->repo = r;
+	buf_init(&p->ct);
+	buf_init(&p->tmp);
+	if (strlen(name) != PACK_NAME_LEN || hex_decode(id, 16, name)) {
+		log_error("bad pack name '%s'", name);
+		goto err;
+	}
+	memcpy(p->name, name, PACK_NAME_LEN + 1);
+	if ((p->path = repo_pack_path(r, name)) == NULL)
+		goto err;
+	if ((p->fd = open(p->path, O_RDONLY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open pack '%s'", p->path);
+		goto err;
+	}
+	if (fstat(p->fd, &st)) {
+		log_errno("cannot stat pack '%s'", p->path);
+		goto err;
+	}
+	p->size = (uint64_t)st.st_size;
+	if (p->size < sizeof(hdr)) {
+		log_error("pack '%s' is truncated", p->path);
+		goto err;
+	}
+	if (fsutil_pread_all(p->fd, hdr, sizeof(hdr), 0, p->path))
+		goto err;
+	if (memcmp(hdr, PACK_MAGIC, 4) != 0) {
+		log_error("'%s' is not a pack (bad magic)", p->path);
+		goto err;
+	}
+	if (hdr[4] != PACK_VERSION) {
+		log_error("pack '%s' has unknown version %u", p->path, hdr[4]);
+		goto err;
+	}
+	if (memcmp(hdr + 8, repo_id(r), CRYPTO_REPO_ID_BYTES) != 0) {
+		log_error("pack '%s' belongs to another repository", p->path);
+		goto err;
+	}
+	memcpy(p->pack_id, hdr + 8 + CRYPTO_REPO_ID_BYTES, 16);
+	if (memcmp(p->pack_id, id, 16) != 0) {
+		log_error("pack '%s' has the id of another pack", p->path);
+		goto err;
+	}
+	if ((p->key = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	if (crypto_pack_key_unseal(repo_keys(r),
+	    hdr + 8 + CRYPTO_REPO_ID_BYTES + 16, p->key)) {
+		log_error("pack '%s': header is damaged (its key does not "
+		    "open)", p->path);
+		goto err;
+	}
+	return (p);
+err:
+	pack_reader_close(p);
+	return (NULL);
+}
+
+int
+pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z, struct buf *out)
+{
+	uint8_t ad[RECORD_AD_BYTES], id[CRYPTO_ID_BYTES];
+	struct compressor *own = NULL;
+	const uint8_t *rh;
+	uint64_t need;
+	size_t ctlen;
+
+	if (e->stored_len > PACK_RECORD_MAX || e->plain_len > PACK_RECORD_MAX) {
+		log_error("pack '%s': record at offset %llu is too large",
+		    p->path, (unsigned long long)e->offset);
+		return (-1);
+	}
+	ctlen = (size_t)e->stored_len + CRYPTO_TAG_BYTES;
+	need = PACK_RECORD_HEADER_BYTES + (uint64_t)ctlen;
+	if (e->offset < PACK_HEADER_BYTES || e->offset > p->size ||
+	    need > p->size - e->offset) {
+		log_error("pack '%s': record at offset %llu lies beyond the "
+		    "end of the pack (truncated?)", p->path,
+		    (unsigned long long)e->offset);
+		return (-1);
+	}
+	buf_reset(&p->ct);
+	if (buf_reserve(&p->ct, (size_t)need))
+		return (-1);
+	if (fsutil_pread_all(p->fd, p->ct.data, (size_t)need,
+	    (off_t)e->offset, p->path))
+		return (-1);
+	rh = p->ct.data;
+	if (rh[0] != e->type || rh[1] != e->flags ||
+	    get_u32(rh + 2) != e->plain_len ||
+	    get_u32(rh + 6) != e->stored_len) {
+		log_error("pack '%s': record at offset %llu: header does not "
+		    "match the index", p->path, (unsigned long long)e->offset);
+		return (-1);
+	}
+	record_ad(ad, p->repo, e->id, e->type, e->flags, e->plain_len);
+	buf_reset(&p->tmp);
+	buf_reset(out);
+	if (e->flags & PACK_FLAG_ZSTD) {
+		if (buf_reserve(&p->tmp, e->stored_len) ||
+		    buf_reserve(out, e->plain_len))
+			return (-1);
+		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		    rh + PACK_RECORD_HEADER_BYTES, ctlen, p->tmp.data))
+			goto auth;
+		if (z == NULL && (own = z = compressor_new(1)) == NULL)
+			return (-1);
+		if (compressor_decompress(z, p->tmp.data, e->stored_len,
+		    out->data, e->plain_len)) {
+			compressor_free(own);
+			log_error("pack '%s': record at offset %llu does not "
+			    "decompress", p->path,
+			    (unsigned long long)e->offset);
+			return (-1);
+		}
+		compressor_free(own);
+	} else {
+		if (e->plain_len != e->stored_len) {
+			log_error("pack '%s': record at offset %llu has "
+			    "inconsistent lengths", p->path,
+			    (unsigned long long)e->offset);
+			return (-1);
+		}
+		if (buf_reserve(out, e->plain_len))
+			return (-1);
+		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out->data))
+			goto auth;
+	}
+	out->len = e->plain_len;
+	crypto_chunk_id(repo_keys(p->repo), out->data, out->len, id);
+	if (memcmp(id, e->id, CRYPTO_ID_BYTES) != 0) {
+		log_error("pack '%s': record at offset %llu: content does not "
+		    "match its id", p->path, (unsigned long long)e->offset);
+		buf_reset(out);
+		return (-1);
+	}
+	return (0);
+auth:
+	log_error("pack '%s': record at offset %llu failed authentication "
+	    "(damaged or tampered with)", p->path,
+	    (unsigned long long)e->offset);
+	buf_reset(out);
+	return (-1);
+}
+
+int
+pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
+    size_t *n)
+{
+	uint8_t tail[8], ad[4 + CRYPTO_REPO_ID_BYTES + 16];
+	struct pack_entry *v = NULL;
+	struct buf ct = BUF_INIT, pt = BUF_INIT;
+	struct reader rd;
+	uint32_t len, count, i;
+
+	if (p->size < PACK_HEADER_BYTES + sizeof(tail) ||
+	    fsutil_pread_all(p->fd, tail, sizeof(tail),
+	    (off_t)(p->size - sizeof(tail)), p->path))
+		goto bad;
+	len = get_u32(tail);
+	if (memcmp(tail + 4, INDEX_MAGIC, 4) != 0 ||
+	    len < CRYPTO_NONCE_BYTES + CRYPTO_TAG_BYTES + 4 ||
+	    len > p->size - PACK_HEADER_BYTES - sizeof(tail))
+		goto bad;
+	if (buf_reserve(&ct, len) || buf_reserve(&pt, len))
+		goto err;
+	if (fsutil_pread_all(p->fd, ct.data, len,
+	    (off_t)(p->size - sizeof(tail) - len), p->path))
+		goto err;
+	index_ad(ad, p->repo, p->pack_id);
+	if (crypto_aead_decrypt(p->key, ct.data, ad, sizeof(ad),
+	    ct.data + CRYPTO_NONCE_BYTES, len - CRYPTO_NONCE_BYTES, pt.data)) {
+		log_error("pack '%s': index failed authentication", p->path);
+		goto err;
+	}
+	pt.len = len - CRYPTO_NONCE_BYTES - CRYPTO_TAG_BYTES;
+	reader_init(&rd, pt.data, pt.len);
+	if (reader_u32(&rd, &count) ||
+	    (uint64_t)count * INDEX_ENTRY_BYTES != rd.len)
+		goto bad;
+	if (count && (v = calloc(count, sizeof(*v))) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	for (i = 0; i < count; i++) {
+		reader_copy(&rd, v[i].id, CRYPTO_ID_BYTES);
+		reader_u8(&rd, &v[i].type);
+		reader_u8(&rd, &v[i].flags);
+		reader_u64(&rd, &v[i].offset);
+		reader_u32(&rd, &v[i].plain_len);
+		reader_u32(&rd, &v[i].stored_len);
+	}
+	if (rd.err)
+		goto bad;
+	*ents = v;
+	*n = count;
+	buf_release(&ct);
+	buf_release(&pt);
+	return (0);
+bad:
+	log_error("pack '%s': index is damaged", p->path);
+err:
+	free(v);
+	buf_release(&ct);
+	buf_release(&pt);
+	return (-1);
+}
+
+uint64_t
+pack_reader_size(const struct pack_reader *p)
+{
+	return (p->size);
+}
+
+const char *
+pack_reader_name(const struct pack_reader *p)
+{
+	return (p->name);
+}
+
+void
+pack_reader_close(struct pack_reader *p)
+{
+	if (p == NULL)
+		return;
+	if (p->fd != -1)
+		close(p->fd);
+	crypto_secret_free(p->key);
+	buf_release(&p->ct);
+	buf_release(&p->tmp);
+	free(p->path);
+	free(p);
+}
