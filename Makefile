@@ -24,6 +24,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -Iinclude \
 ALL_LIBS   = $(shell $(PKG_CONFIG) --libs $(LIBS_PC) 2>/dev/null) -pthread
 
 BUILD     ?= build
+BIN       ?= coffer
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/crypto/*.c src/chunk/*.c \
                src/catalog/*.c src/fs/*.c src/repo/*.c src/engine/*.c))
 CMD_SRC   := src/main.c $(sort $(wildcard src/cmd/*.c))
@@ -37,9 +38,9 @@ HDRS      := $(sort $(wildcard include/coffer/*.h))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
         fuzz bench demo format
-all: coffer
+all: $(BIN)
 
-coffer: $(CMD_OBJ) $(BUILD)/libcoffer.a
+$(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
 	$(CC) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libcoffer.a $(ALL_LIBS)
 
 $(BUILD)/libcoffer.a: $(LIB_OBJ)
@@ -74,15 +75,17 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
 unit: $(UNIT_BIN) $(TOOL_BIN)
-check: coffer unit
+check: deps
+	@$(MAKE) --no-print-directory $(BIN) unit
 	@command -v prove >/dev/null || { echo "check: prove not found (make deps)"; exit 2; }
-	COFFER=$(CURDIR)/coffer BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
+	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
 
-e2e: coffer $(TOOL_BIN)
-	COFFER=$(CURDIR)/coffer BUILD=$(CURDIR)/$(BUILD) prove -v tests/e2e/t*.sh
+e2e: $(BIN) $(TOOL_BIN)
+	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -v tests/e2e/t*.sh
 
 asan:
-	$(MAKE) BUILD=build-asan SANITIZE=address,undefined check
+	$(MAKE) BUILD=build-asan BIN=build-asan/coffer \
+	  SANITIZE=address,undefined check
 
 hdr-check:
 	@set -e; for h in $(HDRS); do \
@@ -103,7 +106,8 @@ lint:
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
 	  --suppress=missingIncludeSystem -Iinclude src
 
-demo: coffer
+demo: deps
+	@$(MAKE) --no-print-directory coffer
 	sh tests/demo.sh
 
 format:

@@ -1,0 +1,262 @@
+/*
+ * Packs: round trip, and every kind of tampering a hostile store can do to
+ * a record is refused: a flipped bit, two records swapped, a record's type
+ * changed, a record moved in from another repository, a damaged index, a
+ * truncated pack.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coffer/chunk.h"
+#include "coffer/crypto.h"
+#include "coffer/fsutil.h"
+#include "coffer/log.h"
+#include "coffer/repo.h"
+#include "tap.h"
+
+#define NREC 4
+#define RECLEN 5000
+
+static char tmpdir[] = "/tmp/coffer-t-pack.XXXXXX";
+
+static struct repo *
+make_repo(const char *name)
+{
+	struct repo_init_opts o;
+	char path[256], key[256];
+	struct repo *r;
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	snprintf(key, sizeof(key), "%s/%s.key", tmpdir, name);
+	memset(&o, 0, sizeof(o));
+	o.key_file = key;
+	if (repo_init(path, &o))
+		return (NULL);
+	if ((r = repo_open(path)) == NULL)
+		return (NULL);
+	if (repo_unlock(r, key, NULL, 0)) {
+		repo_close(r);
+		return (NULL);
+	}
+	return (r);
+}
+
+/* Write NREC records of RECLEN random bytes (raw) plus one compressed. */
+static int
+write_pack(struct repo *r, struct pack_info *info, struct pack_entry *ents,
+    uint8_t data[][RECLEN])
+{
+	struct pack_writer *w;
+	int i;
+
+	if ((w = pack_writer_new(r)) == NULL)
+		return (-1);
+	for (i = 0; i < NREC; i++) {
+		crypto_random(data[i], RECLEN);
+		crypto_chunk_id(repo_keys(r), data[i], RECLEN, ents[i].id);
+		if (pack_writer_add(w, PACK_REC_DATA, 0, ents[i].id, data[i],
+		    RECLEN, RECLEN, &ents[i]))
+			return (-1);
+	}
+	if (pack_writer_finish(w, info))
+		return (-1);
+	pack_writer_free(w);
+	return (0);
+}
+
+static int
+patch(struct repo *r, const char *name, off_t off, const void *p, size_t n)
+{
+	char *path = repo_pack_path(r, name);
+	int fd, rc;
+
+	fd = open(path, O_WRONLY);
+	free(path);
+	if (fd == -1)
+		return (-1);
+	rc = pwrite(fd, p, n, off) == (ssize_t)n ? 0 : -1;
+	close(fd);
+	return (rc);
+}
+
+static int
+peek(struct repo *r, const char *name, off_t off, void *p, size_t n)
+{
+	char *path = repo_pack_path(r, name);
+	int fd, rc;
+
+	fd = open(path, O_RDONLY);
+	free(path);
+	if (fd == -1)
+		return (-1);
+	rc = pread(fd, p, n, off) == (ssize_t)n ? 0 : -1;
+	close(fd);
+	return (rc);
+}
+
+static int
+get(struct repo *r, const char *name, const struct pack_entry *e,
+    struct buf *out)
+{
+	struct pack_reader *p;
+	int rc;
+
+	if ((p = pack_reader_open(r, name)) == NULL)
+		return (-1);
+	rc = pack_reader_get(p, e, NULL, out);
+	pack_reader_close(p);
+	return (rc);
+}
+
+int
+main(void)
+{
+	static uint8_t data[NREC][RECLEN], data2[NREC][RECLEN];
+	struct pack_entry ents[NREC], ents2[NREC], *idx = NULL, e;
+	struct pack_info info, info2;
+	struct pack_reader *p;
+	struct buf out = BUF_INIT;
+	struct repo *r, *r2;
+	uint8_t rec[PACK_RECORD_HEADER_BYTES + RECLEN + CRYPTO_TAG_BYTES];
+	uint8_t rec2[sizeof(rec)], byte;
+	size_t n = 0;
+	int i, all;
+	char cmd[300];
+
+	if (crypto_init() || mkdtemp(tmpdir) == NULL)
+		return (1);
+	r = make_repo("a");
+	r2 = make_repo("b");
+	ok(r && r2, "two repositories created");
+	if (!r || !r2)
+		return (tap_done());
+	ok(write_pack(r, &info, ents, data) == 0, "pack written");
+	ok(write_pack(r2, &info2, ents2, data2) == 0, "pack in repo b");
+
+	all = 1;
+	for (i = 0; i < NREC; i++)
+		all &= get(r, info.name, &ents[i], &out) == 0 &&
+		    out.len == RECLEN && memcmp(out.data, data[i], RECLEN) == 0;
+	ok(all, "every record reads back and verifies");
+
+	p = pack_reader_open(r, info.name);
+	ok(p && pack_reader_index(p, &idx, &n) == 0 && n == NREC &&
+	    memcmp(&idx[2], &ents[2], sizeof(e)) == 0,
+	    "index decrypts and matches");
+	free(idx);
+	pack_reader_close(p);
+
+	/* A compressed record round-trips too. */
+	{
+		struct compressor *z = compressor_new(3);
+		static uint8_t text[100000], zb[200000];
+		struct pack_writer *w = pack_writer_new(r);
+		struct pack_info zi;
+		size_t zl;
+
+		memset(text, 'a', sizeof(text));
+		crypto_chunk_id(repo_keys(r), text, sizeof(text), e.id);
+		zl = compressor_compress(z, text, sizeof(text), zb, sizeof(zb));
+		ok(zl > 0 && zl < sizeof(text) && w &&
+		    pack_writer_add(w, PACK_REC_DATA, PACK_FLAG_ZSTD, e.id, zb,
+		    zl, sizeof(text), &e) == 0 &&
+		    pack_writer_finish(w, &zi) == 0 &&
+		    get(r, zi.name, &e, &out) == 0 && out.len == sizeof(text) &&
+		    memcmp(out.data, text, sizeof(text)) == 0,
+		    "compressed record round-trips");
+		/* Flipping the compression flag in index and header fails. */
+		e.flags = 0;
+		byte = 0;
+		patch(r, zi.name, (off_t)e.offset + 1, &byte, 1);
+		ok(get(r, zi.name, &e, &out) != 0, "flag flip is rejected");
+		pack_writer_free(w);
+		compressor_free(z);
+	}
+
+	/* Wrong id for a good record. */
+	e = ents[0];
+	e.id[0] ^= 1;
+	ok(get(r, info.name, &e, &out) != 0, "record under another id fails");
+
+	/* Record 1: flip one bit of its ciphertext. */
+	peek(r, info.name, (off_t)ents[1].offset + 100, &byte, 1);
+	byte ^= 0x10;
+	patch(r, info.name, (off_t)ents[1].offset + 100, &byte, 1);
+	ok(get(r, info.name, &ents[1], &out) != 0, "flipped bit is rejected");
+	ok(get(r, info.name, &ents[0], &out) == 0,
+	    "its neighbour still reads");
+
+	/* Records 2 and 3: swap them (same length). */
+	peek(r, info.name, (off_t)ents[2].offset, rec, sizeof(rec));
+	peek(r, info.name, (off_t)ents[3].offset, rec2, sizeof(rec2));
+	patch(r, info.name, (off_t)ents[2].offset, rec2, sizeof(rec2));
+	patch(r, info.name, (off_t)ents[3].offset, rec, sizeof(rec));
+	ok(get(r, info.name, &ents[2], &out) != 0 &&
+	    get(r, info.name, &ents[3], &out) != 0, "swapped records fail");
+	e = ents[2];
+	e.offset = ents[3].offset;
+	ok(get(r, info.name, &e, &out) == 0,
+	    "the moved record is intact where it went (sanity)");
+
+	/* Record 0: change its type (in index view and header). */
+	e = ents[0];
+	e.type = PACK_REC_SNAPSHOT;
+	byte = PACK_REC_SNAPSHOT;
+	patch(r, info.name, (off_t)e.offset, &byte, 1);
+	ok(get(r, info.name, &e, &out) != 0, "retyped record is rejected");
+
+	/* A record of repository b moved into a's pack. */
+	peek(r2, info2.name, (off_t)ents2[0].offset, rec, sizeof(rec));
+	patch(r, info.name, (off_t)ents[0].offset, rec, sizeof(rec));
+	e = ents[0];
+	memcpy(e.id, ents2[0].id, sizeof(e.id));
+	ok(get(r, info.name, &e, &out) != 0,
+	    "record from another repository is rejected");
+
+	/* b's whole pack copied into a. */
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/a/packs/%.2s && cp %s/b/packs/%.2s/%s %s/a/packs/%.2s/",
+	    tmpdir, info2.name, tmpdir, info2.name, info2.name, tmpdir,
+	    info2.name);
+	ok(system(cmd) == 0 && pack_reader_open(r, info2.name) == NULL,
+	    "pack from another repository is refused");
+
+	/* Index: flip a byte inside the trailer. */
+	{
+		char *path = repo_pack_path(r, info.name);
+		struct stat st;
+
+		stat(path, &st);
+		free(path);
+		peek(r, info.name, st.st_size - 20, &byte, 1);
+		byte ^= 1;
+		patch(r, info.name, st.st_size - 20, &byte, 1);
+		p = pack_reader_open(r, info.name);
+		ok(p && pack_reader_index(p, &idx, &n) != 0,
+		    "damaged index is rejected");
+		pack_reader_close(p);
+
+		/* Truncate: the last record lies beyond the end. */
+		path = repo_pack_path(r, info.name);
+		ok(truncate(path, (off_t)ents[3].offset + 50) == 0 &&
+		    get(r, info.name, &ents[3], &out) != 0,
+		    "record of a truncated pack is rejected");
+		free(path);
+	}
+
+	/* A damaged header: the sealed key no longer opens. */
+	byte = 0xff;
+	patch(r, info.name, 60, &byte, 1);
+	ok(pack_reader_open(r, info.name) == NULL, "damaged header refused");
+
+	buf_release(&out);
+	repo_close(r);
+	repo_close(r2);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	if (system(cmd) != 0)
+		diag("could not remove %s", tmpdir);
+	return (tap_done());
+}
