@@ -88,8 +88,11 @@ int crypto_aead_decrypt(const uint8_t *key,
     const uint8_t nonce[CRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
     const uint8_t *ct, size_t ctlen, uint8_t *out);
 
-/* Ed25519 signatures with the repository's signing key. */
-void crypto_sign(const struct crypto_keys *k, const void *msg, size_t len,
+/*
+ * Ed25519 signatures with the repository's signing key.  Not "crypto_sign":
+ * libsodium exports that name, and ours would clash with it.
+ */
+void crypto_sign_msg(const struct crypto_keys *k, const void *msg, size_t len,
     uint8_t sig[CRYPTO_SIG_BYTES]);
 /* 0 if valid under the public key inside k, else -1 (no message). */
 int crypto_verify(const struct crypto_keys *k, const void *msg, size_t len,

@@ -1,0 +1,15 @@
+#ifndef COFFER_CRYPTO_INT_H
+#define COFFER_CRYPTO_INT_H
+
+#include <stdint.h>
+
+#include "coffer/crypto.h"
+
+/*
+ * Private to src/crypto: what keyslot.c needs to see inside crypto_keys.
+ */
+
+/* The master secret (32 bytes), or NULL for a key that holds none. */
+const uint8_t *crypto_keys_master(const struct crypto_keys *k);
+
+#endif

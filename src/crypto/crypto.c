@@ -1,0 +1,329 @@
+#include <assert.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "coffer/crypto.h"
+#include "coffer/log.h"
+#include "crypto-int.h"
+
+/*
+ * Subkey ids under the KDF context are part of the repository format:
+ * renumbering one makes every existing repository unreadable.
+ */
+#define KDF_CONTEXT "coffer01"
+enum {
+	SUBKEY_ID = 1,
+	SUBKEY_CHUNKER = 2,
+	SUBKEY_META = 3,
+	SUBKEY_BOX_SEED = 4,
+	SUBKEY_SIGN_SEED = 5,
+};
+
+/*
+ * The secrets that only a reader needs (master, box_sk) come first.  A
+ * write-only key (tarsnap's model) would be this struct with write_only set
+ * and those two left zero: it can still name chunks, chunk, check
+ * coffer.conf, seal pack keys and sign, but it cannot open a pack.
+ */
+struct crypto_keys {
+	uint8_t master[CRYPTO_KEY_BYTES];
+	uint8_t box_sk[crypto_box_SECRETKEYBYTES];
+	uint8_t id[CRYPTO_KEY_BYTES];
+	uint8_t chunker[CRYPTO_KEY_BYTES];
+	uint8_t meta[CRYPTO_KEY_BYTES];
+	uint8_t box_pk[crypto_box_PUBLICKEYBYTES];
+	uint8_t sign_pk[crypto_sign_PUBLICKEYBYTES];
+	uint8_t sign_sk[crypto_sign_SECRETKEYBYTES];
+	/* Key pair seeds pass through here, never through the stack. */
+	uint8_t seed[CRYPTO_KEY_BYTES];
+	int write_only;
+};
+
+_Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES,
+    "KDF context must be crypto_kdf_CONTEXTBYTES long");
+_Static_assert(crypto_kdf_KEYBYTES == CRYPTO_KEY_BYTES &&
+    crypto_box_SEEDBYTES == CRYPTO_KEY_BYTES &&
+    crypto_sign_SEEDBYTES == CRYPTO_KEY_BYTES,
+    "master secret and seeds are CRYPTO_KEY_BYTES");
+_Static_assert(crypto_generichash_KEYBYTES_MIN <= CRYPTO_KEY_BYTES &&
+    crypto_generichash_KEYBYTES_MAX >= CRYPTO_KEY_BYTES,
+    "subkeys must be usable as BLAKE2b keys");
+_Static_assert(CRYPTO_SEALED_KEY_BYTES ==
+    CRYPTO_KEY_BYTES + crypto_box_SEALBYTES, "sealed pack key size");
+_Static_assert(CRYPTO_KEY_BYTES ==
+    crypto_aead_xchacha20poly1305_ietf_KEYBYTES &&
+    CRYPTO_NONCE_BYTES == crypto_aead_xchacha20poly1305_ietf_NPUBBYTES &&
+    CRYPTO_TAG_BYTES == crypto_aead_xchacha20poly1305_ietf_ABYTES,
+    "AEAD sizes");
+_Static_assert(CRYPTO_SIG_BYTES == crypto_sign_BYTES, "signature size");
+/* struct crypto_hash_state is public so callers can keep it on the stack. */
+_Static_assert(sizeof(crypto_generichash_state) <=
+    sizeof(((struct crypto_hash_state *)0)->opaque),
+    "crypto_hash_state too small for crypto_generichash_state");
+_Static_assert(_Alignof(struct crypto_hash_state) %
+    _Alignof(crypto_generichash_state) == 0,
+    "crypto_hash_state under-aligned for crypto_generichash_state");
+
+int
+crypto_init(void)
+{
+	if (sodium_init() < 0) {
+		log_error("cannot initialize libsodium");
+		return (-1);
+	}
+	return (0);
+}
+
+static struct crypto_keys *
+keys_alloc(void)
+{
+	struct crypto_keys *k;
+
+	/* sodium_malloc relies on sodium_init; repeat calls are cheap. */
+	if (crypto_init())
+		return (NULL);
+	if ((k = sodium_malloc(sizeof(*k))) == NULL) {
+		log_error("out of memory for key material");
+		return (NULL);
+	}
+	memset(k, 0, sizeof(*k));
+	return (k);
+}
+
+static int
+keys_derive(struct crypto_keys *k)
+{
+	int rc = 0;
+
+	if (crypto_kdf_derive_from_key(k->id, sizeof(k->id), SUBKEY_ID,
+	    KDF_CONTEXT, k->master) ||
+	    crypto_kdf_derive_from_key(k->chunker, sizeof(k->chunker),
+	    SUBKEY_CHUNKER, KDF_CONTEXT, k->master) ||
+	    crypto_kdf_derive_from_key(k->meta, sizeof(k->meta), SUBKEY_META,
+	    KDF_CONTEXT, k->master) ||
+	    crypto_kdf_derive_from_key(k->seed, sizeof(k->seed),
+	    SUBKEY_BOX_SEED, KDF_CONTEXT, k->master) ||
+	    crypto_box_seed_keypair(k->box_pk, k->box_sk, k->seed) ||
+	    crypto_kdf_derive_from_key(k->seed, sizeof(k->seed),
+	    SUBKEY_SIGN_SEED, KDF_CONTEXT, k->master) ||
+	    crypto_sign_seed_keypair(k->sign_pk, k->sign_sk, k->seed)) {
+		log_error("cannot derive subkeys");
+		rc = -1;
+	}
+	sodium_memzero(k->seed, sizeof(k->seed));
+	return (rc);
+}
+
+struct crypto_keys *
+crypto_keys_generate(void)
+{
+	struct crypto_keys *k;
+
+	if ((k = keys_alloc()) == NULL)
+		goto err0;
+	randombytes_buf(k->master, sizeof(k->master));
+	if (keys_derive(k))
+		goto err1;
+
+	/* Success! */
+	return (k);
+
+err1:
+	sodium_free(k);
+err0:
+	/* Failure! */
+	return (NULL);
+}
+
+struct crypto_keys *
+crypto_keys_from_master(const uint8_t *master)
+{
+	struct crypto_keys *k;
+
+	if ((k = keys_alloc()) == NULL)
+		goto err0;
+	memcpy(k->master, master, sizeof(k->master));
+	if (keys_derive(k))
+		goto err1;
+
+	/* Success! */
+	return (k);
+
+err1:
+	sodium_free(k);
+err0:
+	/* Failure! */
+	return (NULL);
+}
+
+void
+crypto_keys_free(struct crypto_keys *k)
+{
+	/* sodium_free wipes before unmapping. */
+	if (k != NULL)
+		sodium_free(k);
+}
+
+const uint8_t *
+crypto_keys_master(const struct crypto_keys *k)
+{
+	return (k->write_only ? NULL : k->master);
+}
+
+const uint8_t *
+crypto_keys_chunker_key(const struct crypto_keys *k)
+{
+	return (k->chunker);
+}
+
+void
+crypto_chunk_id(const struct crypto_keys *k, const void *data, size_t len,
+    uint8_t out[CRYPTO_ID_BYTES])
+{
+	crypto_generichash(out, CRYPTO_ID_BYTES, data, len, k->id,
+	    sizeof(k->id));
+}
+
+static crypto_generichash_state *
+hash_state(struct crypto_hash_state *s)
+{
+	return ((crypto_generichash_state *)(void *)s->opaque);
+}
+
+void
+crypto_hash_init(const struct crypto_keys *k, struct crypto_hash_state *s)
+{
+	crypto_generichash_init(hash_state(s), k->id, sizeof(k->id),
+	    CRYPTO_ID_BYTES);
+}
+
+void
+crypto_hash_update(struct crypto_hash_state *s, const void *p, size_t n)
+{
+	crypto_generichash_update(hash_state(s), p, n);
+}
+
+void
+crypto_hash_final(struct crypto_hash_state *s, uint8_t out[32])
+{
+	crypto_generichash_final(hash_state(s), out, CRYPTO_ID_BYTES);
+	/* The state holds key-dependent values; it may sit on the stack. */
+	sodium_memzero(s, sizeof(*s));
+}
+
+void
+crypto_plain_hash(const void *data, size_t len, uint8_t out[32])
+{
+	crypto_generichash(out, 32, data, len, NULL, 0);
+}
+
+void
+crypto_meta_mac(const struct crypto_keys *k, const void *data, size_t len,
+    uint8_t out[CRYPTO_MAC_BYTES])
+{
+	crypto_generichash(out, CRYPTO_MAC_BYTES, data, len, k->meta,
+	    sizeof(k->meta));
+}
+
+int
+crypto_meta_mac_verify(const struct crypto_keys *k, const void *data,
+    size_t len, const uint8_t mac[CRYPTO_MAC_BYTES])
+{
+	uint8_t want[CRYPTO_MAC_BYTES];
+
+	crypto_meta_mac(k, data, len, want);
+	return (sodium_memcmp(want, mac, sizeof(want)) == 0 ? 0 : -1);
+}
+
+void
+crypto_random(void *buf, size_t n)
+{
+	randombytes_buf(buf, n);
+}
+
+uint8_t *
+crypto_secret_new(size_t n)
+{
+	uint8_t *p;
+
+	if (crypto_init())
+		return (NULL);
+	if ((p = sodium_malloc(n)) == NULL)
+		log_error("out of memory for a secret (%zu bytes)", n);
+	return (p);
+}
+
+void
+crypto_secret_free(uint8_t *p)
+{
+	if (p != NULL)
+		sodium_free(p);
+}
+
+void
+crypto_pack_key_seal(const struct crypto_keys *k, const uint8_t *key,
+    uint8_t out[CRYPTO_SEALED_KEY_BYTES])
+{
+	int rc;
+
+	/*
+	 * Sealing fails only for a low-order public key, and ours comes
+	 * from crypto_box_seed_keypair: a failure is a bug, not bad input.
+	 */
+	rc = crypto_box_seal(out, key, CRYPTO_KEY_BYTES, k->box_pk);
+	assert(rc == 0);
+	(void)rc;
+}
+
+int
+crypto_pack_key_unseal(const struct crypto_keys *k,
+    const uint8_t in[CRYPTO_SEALED_KEY_BYTES], uint8_t *key)
+{
+	if (k->write_only)
+		return (-1);
+	if (crypto_box_seal_open(key, in, CRYPTO_SEALED_KEY_BYTES, k->box_pk,
+	    k->box_sk) != 0)
+		return (-1);
+	return (0);
+}
+
+void
+crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
+    const void *ad, size_t adlen, const void *plain, size_t plen,
+    uint8_t *out)
+{
+	/* 192-bit nonces: random ones never collide in practice. */
+	randombytes_buf(nonce, CRYPTO_NONCE_BYTES);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, plain, plen, ad,
+	    adlen, NULL, nonce, key);
+}
+
+int
+crypto_aead_decrypt(const uint8_t *key,
+    const uint8_t nonce[CRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
+    const uint8_t *ct, size_t ctlen, uint8_t *out)
+{
+	if (ctlen < CRYPTO_TAG_BYTES)
+		return (-1);
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL, NULL, ct,
+	    ctlen, ad, adlen, nonce, key) != 0)
+		return (-1);
+	return (0);
+}
+
+void
+crypto_sign_msg(const struct crypto_keys *k, const void *msg, size_t len,
+    uint8_t sig[CRYPTO_SIG_BYTES])
+{
+	crypto_sign_detached(sig, NULL, msg, len, k->sign_sk);
+}
+
+int
+crypto_verify(const struct crypto_keys *k, const void *msg, size_t len,
+    const uint8_t sig[CRYPTO_SIG_BYTES])
+{
+	if (crypto_sign_verify_detached(sig, msg, len, k->sign_pk) != 0)
+		return (-1);
+	return (0);
+}

@@ -1,0 +1,356 @@
+#include <stdint.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "coffer/buf.h"
+#include "coffer/crypto.h"
+#include "coffer/hex.h"
+#include "coffer/log.h"
+#include "crypto-int.h"
+
+/*
+ * Passphrase slot, version 1:
+ *   "CFKS" | u8 version | u8 kind | u64 opslimit | u64 memlimit |
+ *   salt[16] | nonce[24] | XChaCha20-Poly1305(payload) + tag
+ * The AEAD's associated data is the header (magic..nonce) followed by the
+ * repository id, so neither the KDF parameters nor the repository a slot
+ * belongs to can be changed without the slot failing to open.
+ */
+#define SLOT_MAGIC "CFKS"
+#define SLOT_VERSION 1
+#define SLOT_KIND_PASSPHRASE 1	/* payload is a full master secret */
+#define PAYLOAD_MASTER 1
+
+enum {
+	OFF_MAGIC = 0,
+	OFF_VERSION = 4,
+	OFF_KIND = 5,
+	OFF_OPSLIMIT = 6,
+	OFF_MEMLIMIT = 14,
+	OFF_SALT = 22,
+	OFF_NONCE = OFF_SALT + crypto_pwhash_SALTBYTES,
+	SLOT_HEADER_BYTES = OFF_NONCE + CRYPTO_NONCE_BYTES,
+	SLOT_AD_BYTES = SLOT_HEADER_BYTES + CRYPTO_REPO_ID_BYTES,
+	PAYLOAD_BYTES = 1 + CRYPTO_KEY_BYTES,
+	SLOT_BYTES = SLOT_HEADER_BYTES + PAYLOAD_BYTES + CRYPTO_TAG_BYTES,
+};
+
+_Static_assert(crypto_pwhash_SALTBYTES == 16, "slot salt is 16 bytes");
+_Static_assert(SLOT_HEADER_BYTES == 62, "slot header layout");
+
+#define SLOT_OPSLIMIT_DEFAULT 3
+#define SLOT_MEMLIMIT_DEFAULT (64ULL << 20)
+
+/*
+ * What an unwrap agrees to spend.  The parameters come from the slot, and a
+ * slot is read from the repository, which we do not trust: without bounds a
+ * forged slot could make us allocate terabytes or spin for hours before the
+ * AEAD tag gets a chance to reject it.
+ */
+#define SLOT_OPSLIMIT_MIN 1
+#define SLOT_OPSLIMIT_MAX 100
+#define SLOT_MEMLIMIT_MIN (8ULL << 10)
+#define SLOT_MEMLIMIT_MAX (4ULL << 30)
+
+_Static_assert(SLOT_OPSLIMIT_MIN >= crypto_pwhash_argon2id_OPSLIMIT_MIN &&
+    SLOT_MEMLIMIT_MIN >= crypto_pwhash_argon2id_MEMLIMIT_MIN,
+    "slot bounds below what Argon2id accepts");
+
+/* Key file: "coffer-key 1 <repo id hex> <master hex>\n". */
+#define KF_PREFIX "coffer-key "
+#define KF_VERSION "1 "
+enum {
+	KF_OFF_VERSION = sizeof(KF_PREFIX) - 1,
+	KF_OFF_REPO = KF_OFF_VERSION + sizeof(KF_VERSION) - 1,
+	KF_OFF_SEP = KF_OFF_REPO + 2 * CRYPTO_REPO_ID_BYTES,
+	KF_OFF_MASTER = KF_OFF_SEP + 1,
+	KF_OFF_NL = KF_OFF_MASTER + 2 * CRYPTO_KEY_BYTES,
+	KF_BYTES = KF_OFF_NL + 1,
+};
+
+static uint64_t
+memlimit_max(void)
+{
+	/* Argon2id's own ceiling is lower on 32-bit hosts. */
+	if ((uint64_t)crypto_pwhash_argon2id_MEMLIMIT_MAX < SLOT_MEMLIMIT_MAX)
+		return ((uint64_t)crypto_pwhash_argon2id_MEMLIMIT_MAX);
+	return (SLOT_MEMLIMIT_MAX);
+}
+
+static int
+slot_kdf(uint8_t *key, const char *pass, size_t passlen, const uint8_t *salt,
+    uint64_t opslimit, uint64_t memlimit)
+{
+	if (pass == NULL)
+		pass = "";
+	if (crypto_pwhash(key, CRYPTO_KEY_BYTES, pass, passlen, salt,
+	    (unsigned long long)opslimit, (size_t)memlimit,
+	    crypto_pwhash_ALG_ARGON2ID13) != 0) {
+		log_errno("cannot derive a key from the passphrase "
+		    "(argon2id, %llu KiB)", (unsigned long long)memlimit >> 10);
+		return (-1);
+	}
+	return (0);
+}
+
+int
+crypto_slot_wrap(const struct crypto_keys *k,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+    size_t passlen, uint64_t memlimit, struct buf *out)
+{
+	const uint64_t opslimit = SLOT_OPSLIMIT_DEFAULT;
+	uint8_t ad[SLOT_AD_BYTES];
+	uint8_t *wkey, *payload;
+	const uint8_t *master;
+
+	if ((master = crypto_keys_master(k)) == NULL) {
+		log_error("a write-only key cannot go into a passphrase slot");
+		goto err0;
+	}
+	if (memlimit == 0)
+		memlimit = SLOT_MEMLIMIT_DEFAULT;
+	if (memlimit < SLOT_MEMLIMIT_MIN || memlimit > memlimit_max()) {
+		log_error("key slot memory limit %llu out of range "
+		    "(%llu..%llu bytes)", (unsigned long long)memlimit,
+		    SLOT_MEMLIMIT_MIN, (unsigned long long)memlimit_max());
+		goto err0;
+	}
+	if ((wkey = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL)
+		goto err0;
+	if ((payload = crypto_secret_new(PAYLOAD_BYTES)) == NULL)
+		goto err1;
+
+	memcpy(ad + OFF_MAGIC, SLOT_MAGIC, 4);
+	ad[OFF_VERSION] = SLOT_VERSION;
+	ad[OFF_KIND] = SLOT_KIND_PASSPHRASE;
+	put_u64(ad + OFF_OPSLIMIT, opslimit);
+	put_u64(ad + OFF_MEMLIMIT, memlimit);
+	randombytes_buf(ad + OFF_SALT, crypto_pwhash_SALTBYTES);
+	randombytes_buf(ad + OFF_NONCE, CRYPTO_NONCE_BYTES);
+	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CRYPTO_REPO_ID_BYTES);
+
+	if (slot_kdf(wkey, pass, passlen, ad + OFF_SALT, opslimit, memlimit))
+		goto err2;
+	payload[0] = PAYLOAD_MASTER;
+	memcpy(payload + 1, master, CRYPTO_KEY_BYTES);
+	if (buf_reserve(out, SLOT_BYTES))
+		goto err2;
+	memcpy(out->data + out->len, ad, SLOT_HEADER_BYTES);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(
+	    out->data + out->len + SLOT_HEADER_BYTES, NULL, payload,
+	    PAYLOAD_BYTES, ad, sizeof(ad), NULL, ad + OFF_NONCE, wkey);
+	out->len += SLOT_BYTES;
+	crypto_secret_free(payload);
+	crypto_secret_free(wkey);
+
+	/* Success! */
+	return (0);
+
+err2:
+	crypto_secret_free(payload);
+err1:
+	crypto_secret_free(wkey);
+err0:
+	/* Failure! */
+	return (-1);
+}
+
+/* Check everything that can be checked without the passphrase. */
+static int
+slot_check(const uint8_t *slot, size_t len)
+{
+	uint64_t opslimit, memlimit;
+
+	if (len < 4 || memcmp(slot + OFF_MAGIC, SLOT_MAGIC, 4) != 0) {
+		log_error("malformed key slot: not a coffer key slot");
+		return (-1);
+	}
+	if (len < OFF_OPSLIMIT) {
+		log_error("malformed key slot: truncated (%zu bytes)", len);
+		return (-1);
+	}
+	if (slot[OFF_VERSION] != SLOT_VERSION) {
+		log_error("unsupported key slot version %u", slot[OFF_VERSION]);
+		return (-1);
+	}
+	if (slot[OFF_KIND] != SLOT_KIND_PASSPHRASE) {
+		log_error("unsupported key slot kind %u", slot[OFF_KIND]);
+		return (-1);
+	}
+	if (len != SLOT_BYTES) {
+		log_error("malformed key slot: %s (%zu bytes, expected %d)",
+		    len < SLOT_BYTES ? "truncated" : "trailing garbage", len,
+		    SLOT_BYTES);
+		return (-1);
+	}
+	opslimit = get_u64(slot + OFF_OPSLIMIT);
+	memlimit = get_u64(slot + OFF_MEMLIMIT);
+	if (opslimit < SLOT_OPSLIMIT_MIN || opslimit > SLOT_OPSLIMIT_MAX) {
+		log_error("malformed key slot: %llu passes is out of range "
+		    "(%d..%d)", (unsigned long long)opslimit,
+		    SLOT_OPSLIMIT_MIN, SLOT_OPSLIMIT_MAX);
+		return (-1);
+	}
+	if (memlimit < SLOT_MEMLIMIT_MIN || memlimit > memlimit_max()) {
+		log_error("malformed key slot: memory limit %llu is out of "
+		    "range (%llu..%llu bytes)", (unsigned long long)memlimit,
+		    SLOT_MEMLIMIT_MIN, (unsigned long long)memlimit_max());
+		return (-1);
+	}
+	return (0);
+}
+
+struct crypto_keys *
+crypto_slot_unwrap(const uint8_t *slot, size_t len,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+    size_t passlen, int *wrong)
+{
+	struct crypto_keys *k;
+	uint8_t ad[SLOT_AD_BYTES];
+	uint8_t *wkey, *payload;
+
+	*wrong = 0;
+	if (slot_check(slot, len))
+		goto err0;
+	memcpy(ad, slot, SLOT_HEADER_BYTES);
+	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CRYPTO_REPO_ID_BYTES);
+
+	if ((wkey = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL)
+		goto err0;
+	if ((payload = crypto_secret_new(PAYLOAD_BYTES)) == NULL)
+		goto err1;
+	if (slot_kdf(wkey, pass, passlen, slot + OFF_SALT,
+	    get_u64(slot + OFF_OPSLIMIT), get_u64(slot + OFF_MEMLIMIT)))
+		goto err2;
+
+	/*
+	 * A wrong passphrase, a damaged salt, nonce or ciphertext, and a
+	 * slot from another repository all look alike here, by design: the
+	 * tag is all we have.  None of them is reported; the caller decides
+	 * whether to try another slot or ask again.
+	 */
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(payload, NULL, NULL,
+	    slot + SLOT_HEADER_BYTES, SLOT_BYTES - SLOT_HEADER_BYTES, ad,
+	    sizeof(ad), slot + OFF_NONCE, wkey) != 0) {
+		*wrong = 1;
+		goto err2;
+	}
+	if (payload[0] != PAYLOAD_MASTER) {
+		log_error("unsupported key slot payload kind %u", payload[0]);
+		goto err2;
+	}
+	if ((k = crypto_keys_from_master(payload + 1)) == NULL)
+		goto err2;
+	crypto_secret_free(payload);
+	crypto_secret_free(wkey);
+
+	/* Success! */
+	return (k);
+
+err2:
+	crypto_secret_free(payload);
+err1:
+	crypto_secret_free(wkey);
+err0:
+	/* Failure! */
+	return (NULL);
+}
+
+int
+crypto_keyfile_encode(const struct crypto_keys *k,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], struct buf *out)
+{
+	const uint8_t *master;
+	char *line;
+
+	if ((master = crypto_keys_master(k)) == NULL) {
+		log_error("a write-only key cannot go into a key file");
+		goto err0;
+	}
+	/* One spare byte for the NUL that hex_encode writes. */
+	if ((line = (char *)crypto_secret_new(KF_BYTES + 1)) == NULL)
+		goto err0;
+	memcpy(line, KF_PREFIX KF_VERSION, KF_OFF_REPO);
+	hex_encode(line + KF_OFF_REPO, repo_id, CRYPTO_REPO_ID_BYTES);
+	line[KF_OFF_SEP] = ' ';
+	hex_encode(line + KF_OFF_MASTER, master, CRYPTO_KEY_BYTES);
+	line[KF_OFF_NL] = '\n';
+	if (buf_append(out, line, KF_BYTES))
+		goto err1;
+	crypto_secret_free((uint8_t *)line);
+
+	/* Success! */
+	return (0);
+
+err1:
+	crypto_secret_free((uint8_t *)line);
+err0:
+	/* Failure! */
+	return (-1);
+}
+
+/* Only what keyfile_encode writes: hex_decode alone would take uppercase. */
+static int
+is_lower_hex(const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') ||
+		    (p[i] >= 'a' && p[i] <= 'f')))
+			return (0);
+	return (1);
+}
+
+struct crypto_keys *
+crypto_keyfile_decode(const uint8_t *data, size_t len,
+    uint8_t repo_id[CRYPTO_REPO_ID_BYTES])
+{
+	const char *text = (const char *)data;
+	uint8_t rid[CRYPTO_REPO_ID_BYTES];
+	struct crypto_keys *k;
+	uint8_t *master;
+
+	/* A key file from a newer coffer deserves a clearer word. */
+	if (len >= KF_OFF_REPO &&
+	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) == 0 &&
+	    data[KF_OFF_VERSION] >= '0' && data[KF_OFF_VERSION] <= '9' &&
+	    memcmp(data + KF_OFF_VERSION, KF_VERSION,
+	    KF_OFF_REPO - KF_OFF_VERSION) != 0) {
+		log_error("unsupported key file version (expected "
+		    "'" KF_PREFIX KF_VERSION "...')");
+		goto err0;
+	}
+	if (len == KF_BYTES && data[KF_OFF_NL] == '\n')
+		len--;
+	if (len != KF_OFF_NL || memcmp(data, KF_PREFIX KF_VERSION,
+	    KF_OFF_REPO) != 0 ||
+	    !is_lower_hex(data + KF_OFF_REPO, 2 * CRYPTO_REPO_ID_BYTES) ||
+	    data[KF_OFF_SEP] != ' ' ||
+	    !is_lower_hex(data + KF_OFF_MASTER, 2 * CRYPTO_KEY_BYTES)) {
+		log_error("malformed key file (expected "
+		    "'" KF_PREFIX KF_VERSION "<repo id> <key>')");
+		goto err0;
+	}
+	if ((master = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL)
+		goto err0;
+	if (hex_decode(rid, sizeof(rid), text + KF_OFF_REPO) ||
+	    hex_decode(master, CRYPTO_KEY_BYTES, text + KF_OFF_MASTER)) {
+		log_error("malformed key file");
+		goto err1;
+	}
+	if ((k = crypto_keys_from_master(master)) == NULL)
+		goto err1;
+	crypto_secret_free(master);
+	memcpy(repo_id, rid, sizeof(rid));
+
+	/* Success! */
+	return (k);
+
+err1:
+	crypto_secret_free(master);
+err0:
+	/* Failure! */
+	return (NULL);
+}

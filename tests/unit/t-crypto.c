@@ -1,0 +1,566 @@
+/*
+ * Unit tests for src/crypto: key derivation, hashes, AEAD, pack key
+ * sealing, signatures, passphrase slots and key files.  Every "must fail"
+ * case is damage as it happens in the field: a flipped bit, a cut-off file,
+ * a slot or pack from another repository.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coffer/buf.h"
+#include "coffer/crypto.h"
+#include "tap.h"
+
+/* Small enough to keep the suite fast; real slots use 64 MiB. */
+#define TEST_MEMLIMIT (8ULL << 20)
+
+/*
+ * Capture what the code under test writes to stderr: an error must be
+ * reported exactly when the contract says so, and the expected errors
+ * should not bury the TAP output.  Set TEST_VERBOSE to see them anyway.
+ */
+static int saved_fd = -1;
+static FILE *captured;
+static char errbuf[8192];
+
+static void
+capture_begin(void)
+{
+	if (getenv("TEST_VERBOSE") != NULL)
+		return;
+	fflush(stderr);
+	if ((captured = tmpfile()) == NULL)
+		return;
+	saved_fd = dup(STDERR_FILENO);
+	dup2(fileno(captured), STDERR_FILENO);
+}
+
+/* Stop capturing; errbuf holds (the start of) what was written. */
+static const char *
+capture_end(void)
+{
+	size_t n = 0;
+
+	errbuf[0] = '\0';
+	if (saved_fd == -1)
+		return (errbuf);
+	fflush(stderr);
+	dup2(saved_fd, STDERR_FILENO);
+	close(saved_fd);
+	saved_fd = -1;
+	rewind(captured);
+	n = fread(errbuf, 1, sizeof(errbuf) - 1, captured);
+	errbuf[n] = '\0';
+	fclose(captured);
+	captured = NULL;
+	return (errbuf);
+}
+
+/* Whether captured output says "error: ..." (always true when verbose). */
+static int
+reported(const char *out)
+{
+	return (getenv("TEST_VERBOSE") != NULL ||
+	    strncmp(out, "error: ", 7) == 0);
+}
+
+static int
+silent(const char *out)
+{
+	return (out[0] == '\0');
+}
+
+static const uint8_t repo_a[CRYPTO_REPO_ID_BYTES] = { 0xa0, 1, 2, 3 };
+static const uint8_t repo_b[CRYPTO_REPO_ID_BYTES] = { 0xb0, 1, 2, 3 };
+
+static void
+test_derivation(void)
+{
+	uint8_t m1[CRYPTO_KEY_BYTES], m2[CRYPTO_KEY_BYTES];
+	uint8_t id1[CRYPTO_ID_BYTES], id2[CRYPTO_ID_BYTES];
+	uint8_t id3[CRYPTO_ID_BYTES], plain[32];
+	struct crypto_keys *a, *b, *c, *g1, *g2;
+	struct crypto_hash_state hs;
+	static const char data[] = "the quick brown fox";
+
+	memset(m1, 0x11, sizeof(m1));
+	memset(m2, 0x11, sizeof(m2));
+	m2[31] ^= 1;
+	a = crypto_keys_from_master(m1);
+	b = crypto_keys_from_master(m1);
+	c = crypto_keys_from_master(m2);
+	ok(a && b && c, "keys from master");
+	if (!a || !b || !c)
+		goto out;
+
+	crypto_chunk_id(a, data, sizeof(data) - 1, id1);
+	crypto_chunk_id(b, data, sizeof(data) - 1, id2);
+	crypto_chunk_id(c, data, sizeof(data) - 1, id3);
+	ok(memcmp(id1, id2, sizeof(id1)) == 0,
+	    "same master gives the same chunk id");
+	ok(memcmp(id1, id3, sizeof(id1)) != 0,
+	    "different master gives a different chunk id");
+	ok(memcmp(crypto_keys_chunker_key(a), crypto_keys_chunker_key(b),
+	    CRYPTO_KEY_BYTES) == 0, "same master gives the same chunker key");
+	ok(memcmp(crypto_keys_chunker_key(a), crypto_keys_chunker_key(c),
+	    CRYPTO_KEY_BYTES) != 0,
+	    "different master gives a different chunker key");
+	ok(memcmp(crypto_keys_chunker_key(a), m1, CRYPTO_KEY_BYTES) != 0,
+	    "chunker key is not the master");
+
+	crypto_plain_hash(data, sizeof(data) - 1, plain);
+	ok(memcmp(plain, id1, sizeof(plain)) != 0,
+	    "chunk id is keyed (differs from the plain hash)");
+
+	crypto_hash_init(a, &hs);
+	crypto_hash_update(&hs, data, 4);
+	crypto_hash_update(&hs, data + 4, sizeof(data) - 5);
+	crypto_hash_final(&hs, id2);
+	ok(memcmp(id1, id2, sizeof(id1)) == 0,
+	    "incremental keyed hash equals the chunk id");
+
+	g1 = crypto_keys_generate();
+	g2 = crypto_keys_generate();
+	ok(g1 && g2, "generate keys");
+	if (g1 && g2) {
+		crypto_chunk_id(g1, data, sizeof(data) - 1, id1);
+		crypto_chunk_id(g2, data, sizeof(data) - 1, id2);
+		ok(memcmp(id1, id2, sizeof(id1)) != 0,
+		    "generated keys differ");
+	}
+	crypto_keys_free(g1);
+	crypto_keys_free(g2);
+out:
+	crypto_keys_free(a);
+	crypto_keys_free(b);
+	crypto_keys_free(c);
+	crypto_keys_free(NULL);
+}
+
+static void
+test_meta_mac(struct crypto_keys *a, struct crypto_keys *b)
+{
+	char conf[] = "chunker.avg = 1048576\n";
+	uint8_t mac[CRYPTO_MAC_BYTES];
+
+	crypto_meta_mac(a, conf, sizeof(conf) - 1, mac);
+	ok(crypto_meta_mac_verify(a, conf, sizeof(conf) - 1, mac) == 0,
+	    "meta mac verifies");
+	ok(crypto_meta_mac_verify(b, conf, sizeof(conf) - 1, mac) == -1,
+	    "meta mac rejected under another repository's keys");
+	conf[20] = '7';
+	ok(crypto_meta_mac_verify(a, conf, sizeof(conf) - 1, mac) == -1,
+	    "meta mac rejects a changed config");
+}
+
+static void
+test_aead(void)
+{
+	uint8_t key[CRYPTO_KEY_BYTES], nonce[CRYPTO_NONCE_BYTES];
+	uint8_t nonce2[CRYPTO_NONCE_BYTES], ad[40];
+	uint8_t plain[300], ct[sizeof(plain) + CRYPTO_TAG_BYTES];
+	uint8_t out[sizeof(plain)];
+	size_t i, bad;
+
+	crypto_random(key, sizeof(key));
+	crypto_random(plain, sizeof(plain));
+	memset(ad, 'a', sizeof(ad));
+
+	crypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, sizeof(plain),
+	    ct);
+	ok(crypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct, sizeof(ct),
+	    out) == 0 && memcmp(out, plain, sizeof(plain)) == 0,
+	    "aead round trip");
+
+	crypto_aead_encrypt(key, nonce2, ad, sizeof(ad), plain, sizeof(plain),
+	    ct);
+	ok(memcmp(nonce, nonce2, sizeof(nonce)) != 0,
+	    "aead nonces are fresh");
+
+	capture_begin();
+	for (bad = i = 0; i < sizeof(ct); i++) {
+		ct[i] ^= 0x10;
+		if (crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
+		    sizeof(ct), out) != -1)
+			bad++;
+		ct[i] ^= 0x10;
+	}
+	ok(bad == 0, "aead rejects a flipped bit at every ciphertext offset");
+
+	ad[7] ^= 1;
+	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	    out) == -1, "aead rejects a changed ad byte");
+	ad[7] ^= 1;
+	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad) - 1, ct,
+	    sizeof(ct), out) == -1, "aead rejects a shortened ad");
+	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
+	    sizeof(ct) - 1, out) == -1, "aead rejects a truncated ciphertext");
+	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
+	    CRYPTO_TAG_BYTES - 1, out) == -1,
+	    "aead rejects a ciphertext shorter than the tag");
+	nonce2[0] ^= 1;
+	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	    out) == -1, "aead rejects a changed nonce");
+	nonce2[0] ^= 1;
+	key[0] ^= 1;
+	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	    out) == -1, "aead rejects another key");
+	key[0] ^= 1;
+	ok(silent(capture_end()), "aead failures print nothing");
+	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	    out) == 0, "aead still opens after the damage is undone");
+
+	crypto_aead_encrypt(key, nonce, NULL, 0, plain, 0, ct);
+	ok(crypto_aead_decrypt(key, nonce, NULL, 0, ct, CRYPTO_TAG_BYTES,
+	    out) == 0, "aead round trip of an empty message");
+}
+
+static void
+test_seal(struct crypto_keys *a, struct crypto_keys *b)
+{
+	uint8_t sealed[CRYPTO_SEALED_KEY_BYTES];
+	uint8_t *key, *got;
+
+	key = crypto_secret_new(CRYPTO_KEY_BYTES);
+	got = crypto_secret_new(CRYPTO_KEY_BYTES);
+	ok(key && got, "secret_new");
+	if (!key || !got)
+		goto out;
+	crypto_random(key, CRYPTO_KEY_BYTES);
+	crypto_pack_key_seal(a, key, sealed);
+	ok(crypto_pack_key_unseal(a, sealed, got) == 0 &&
+	    memcmp(key, got, CRYPTO_KEY_BYTES) == 0, "seal/unseal round trip");
+	capture_begin();
+	ok(crypto_pack_key_unseal(b, sealed, got) == -1,
+	    "sealed pack key does not open under another repository's keys");
+	sealed[CRYPTO_SEALED_KEY_BYTES / 2] ^= 4;
+	ok(crypto_pack_key_unseal(a, sealed, got) == -1,
+	    "damaged sealed pack key does not open");
+	ok(silent(capture_end()), "unseal failures print nothing");
+out:
+	crypto_secret_free(key);
+	crypto_secret_free(got);
+	crypto_secret_free(NULL);
+}
+
+static void
+test_sign(struct crypto_keys *a, struct crypto_keys *b)
+{
+	char msg[] = "snapshot 2024-01-01 root=abcdef";
+	uint8_t sig[CRYPTO_SIG_BYTES];
+
+	crypto_sign_msg(a, msg, sizeof(msg) - 1, sig);
+	ok(crypto_verify(a, msg, sizeof(msg) - 1, sig) == 0,
+	    "signature verifies");
+	capture_begin();
+	ok(crypto_verify(b, msg, sizeof(msg) - 1, sig) == -1,
+	    "signature rejected under another repository's keys");
+	msg[3] ^= 1;
+	ok(crypto_verify(a, msg, sizeof(msg) - 1, sig) == -1,
+	    "signature rejects a modified message");
+	msg[3] ^= 1;
+	ok(crypto_verify(a, msg, sizeof(msg) - 2, sig) == -1,
+	    "signature rejects a truncated message");
+	sig[10] ^= 1;
+	ok(crypto_verify(a, msg, sizeof(msg) - 1, sig) == -1,
+	    "signature rejects a modified signature");
+	ok(silent(capture_end()), "verify failures print nothing");
+}
+
+/* Does k name data the same way as ref, i.e. is it the same key? */
+static int
+same_keys(const struct crypto_keys *k, const struct crypto_keys *ref)
+{
+	uint8_t x[CRYPTO_ID_BYTES], y[CRYPTO_ID_BYTES];
+
+	if (k == NULL)
+		return (0);
+	crypto_chunk_id(k, "x", 1, x);
+	crypto_chunk_id(ref, "x", 1, y);
+	return (memcmp(x, y, sizeof(x)) == 0);
+}
+
+/*
+ * Unwrap and classify: 0 opened, 1 wrong passphrase (and silent), 2 malformed
+ * (and reported), -1 anything else, such as a silent malformed slot.
+ */
+static int
+try_unwrap(const uint8_t *slot, size_t len, const uint8_t *repo_id,
+    const char *pass, const struct crypto_keys *want, const char **msg)
+{
+	struct crypto_keys *k;
+	const char *out;
+	int wrong = -1, rc = -1;
+
+	capture_begin();
+	k = crypto_slot_unwrap(slot, len, repo_id, pass, strlen(pass), &wrong);
+	out = capture_end();
+	if (msg != NULL)
+		*msg = out;
+	if (k != NULL)
+		rc = same_keys(k, want) && wrong == 0 && silent(out) ? 0 : -1;
+	else if (wrong == 1)
+		rc = silent(out) ? 1 : -1;
+	else if (wrong == 0)
+		rc = reported(out) ? 2 : -1;
+	crypto_keys_free(k);
+	return (rc);
+}
+
+static void
+test_slot(struct crypto_keys *a)
+{
+	static const char pass[] = "correct horse battery staple";
+	struct buf s = BUF_INIT, h = BUF_INIT;
+	size_t i, bad;
+	const char *msg;
+	int rc;
+
+	ok(crypto_slot_wrap(a, repo_a, pass, strlen(pass), TEST_MEMLIMIT,
+	    &s) == 0, "slot wrap");
+	ok(s.len == 111 && memcmp(s.data, "CFKS", 4) == 0 && s.data[4] == 1 &&
+	    s.data[5] == 1 && get_u64(s.data + 6) == 3 &&
+	    get_u64(s.data + 14) == TEST_MEMLIMIT,
+	    "slot layout: magic, version, kind, opslimit, memlimit");
+	if (s.len != 111)
+		goto out;
+
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 0,
+	    "slot unwrap round trip");
+	ok(try_unwrap(s.data, s.len, repo_a, "correct horse battery stapler",
+	    a, NULL) == 1, "wrong passphrase gives wrong=1, silently");
+	ok(try_unwrap(s.data, s.len, repo_a, "", a, NULL) == 1,
+	    "empty passphrase gives wrong=1");
+	ok(try_unwrap(s.data, s.len, repo_b, pass, a, NULL) == 1,
+	    "slot bound to another repo id does not open");
+
+	/* Every header byte is either checked or bound into the AD. */
+	for (bad = i = 0; i < 62; i++) {
+		s.data[i] ^= 1;
+		if (try_unwrap(s.data, s.len, repo_a, pass, a, NULL) < 1)
+			bad++;
+		s.data[i] ^= 1;
+	}
+	ok(bad == 0, "a flipped bit anywhere in the slot header is rejected");
+
+	s.data[1] ^= 1;
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 2,
+	    "flipped magic is malformed");
+	s.data[1] ^= 1;
+	s.data[4] = 2;
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 2,
+	    "unknown version is malformed");
+	s.data[4] = 1;
+	s.data[5] = 2;
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 2,
+	    "unknown kind is malformed");
+	s.data[5] = 1;
+	s.data[30] ^= 0x80;
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 1,
+	    "flipped salt byte does not open");
+	s.data[30] ^= 0x80;
+	s.data[14] ^= 1;
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 1,
+	    "memlimit changed within bounds does not open (bound in AD)");
+	s.data[14] ^= 1;
+
+	for (bad = i = 62; i < s.len; i++) {
+		s.data[i] ^= 0x40;
+		if (try_unwrap(s.data, s.len, repo_a, pass, a, NULL) != 1)
+			bad++;
+		s.data[i] ^= 0x40;
+	}
+	ok(bad == 62, "a flipped bit in the ciphertext does not open");
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 0,
+	    "slot opens again once repaired");
+
+	for (bad = i = 0; i < s.len; i++)
+		if (try_unwrap(s.data, i, repo_a, pass, a, NULL) != 2)
+			bad++;
+	ok(bad == 0, "a truncated slot (every length) is malformed");
+	ok(try_unwrap(NULL, 0, repo_a, pass, a, NULL) == 2,
+	    "an empty slot is malformed");
+
+	buf_append(&h, s.data, s.len);
+	buf_put_u8(&h, '\n');
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 2,
+	    "a slot with trailing bytes is malformed");
+
+	/* Hostile parameters must be refused before Argon2 runs. */
+	h.len = s.len;
+	put_u64(h.data + 14, 1ULL << 40);
+	rc = try_unwrap(h.data, h.len, repo_a, pass, a, &msg);
+	ok(rc == 2 && (getenv("TEST_VERBOSE") != NULL ||
+	    strstr(msg, "out of range") != NULL),
+	    "a 1 TiB memlimit is malformed, refused up front");
+	put_u64(h.data + 14, (4ULL << 30) + 1024);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 2,
+	    "a memlimit above 4 GiB is malformed");
+	put_u64(h.data + 14, 4ULL << 10);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 2,
+	    "a 4 KiB memlimit is malformed");
+	put_u64(h.data + 14, TEST_MEMLIMIT);
+	put_u64(h.data + 6, 0);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 2,
+	    "opslimit 0 is malformed");
+	put_u64(h.data + 6, 101);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 2,
+	    "opslimit 101 is malformed");
+	put_u64(h.data + 6, UINT64_MAX);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 2,
+	    "opslimit 2^64-1 is malformed");
+
+	buf_reset(&h);
+	capture_begin();
+	rc = crypto_slot_wrap(a, repo_a, pass, strlen(pass), 4096, &h);
+	ok(rc == -1 && h.len == 0 && reported(capture_end()),
+	    "wrap refuses a memlimit below 8 KiB");
+	capture_begin();
+	rc = crypto_slot_wrap(a, repo_a, pass, strlen(pass), 1ULL << 40, &h);
+	ok(rc == -1 && h.len == 0 && reported(capture_end()),
+	    "wrap refuses a 1 TiB memlimit");
+
+	/* Default parameters, and appending after existing content. */
+	buf_puts(&h, "xy");
+	ok(crypto_slot_wrap(a, repo_a, "", 0, 0, &h) == 0 &&
+	    h.len == 2 + 111 && get_u64(h.data + 2 + 6) == 3 &&
+	    get_u64(h.data + 2 + 14) == 64ULL << 20,
+	    "memlimit 0 means 64 MiB and 3 passes; the slot is appended");
+	ok(h.len == 2 + 111 &&
+	    try_unwrap(h.data + 2, 111, repo_a, "", a, NULL) == 0,
+	    "empty passphrase round trip at 64 MiB");
+out:
+	buf_release(&s);
+	buf_release(&h);
+}
+
+/* The parts of a valid key file for repo_a, and one hex digit short. */
+#define KF_RID "a0010203000000000000000000000000"
+#define KF_M16 "1111111111111111"
+#define KF_M63 KF_M16 KF_M16 KF_M16 "111111111111111"
+#define KF_M64 KF_M63 "1"
+
+static void
+test_keyfile(struct crypto_keys *a)
+{
+	/* Those of length 110 or 111 test the checks beyond the length. */
+	static const char *bad[] = {
+		"",
+		"coffer-key 1",
+		"coffer-key 1 \n",
+		"coffer-key 1 " KF_RID " " KF_M63,
+		"coffer-key 1 " KF_RID " " KF_M64 "\n\n",
+		"coffer-key 1 " KF_RID " " KF_M64 "\r\n",
+		"coffer-key 1 " KF_RID " " KF_M64 " ",
+		"coffer-key 1 " KF_RID "  " KF_M63 "\n",
+		"coffer-key 1 A0010203000000000000000000000000 " KF_M64 "\n",
+		"coffer-key 1 a001020300000000000000000000000g " KF_M64 "\n",
+		"coffer-key 1 " KF_RID " " KF_M63 "x\n",
+		"coffer-key 1 " KF_RID "\t" KF_M64 "\n",
+		"coffer-key 2 " KF_RID " " KF_M64 "\n",
+		"coffer-key 1  " KF_RID " " KF_M63 "\n",
+		" coffer-key 1 " KF_RID " " KF_M63 "\n",
+		"coffer-kez 1 " KF_RID " " KF_M64 "\n",
+		"coffer-key 1 " KF_RID " " KF_M64 "\nx",
+	};
+	uint8_t rid[CRYPTO_REPO_ID_BYTES], sentinel[CRYPTO_REPO_ID_BYTES];
+	struct buf t = BUF_INIT;
+	struct crypto_keys *k;
+	const char *good;
+	size_t i, nbad, n;
+	int shape;
+
+	ok(crypto_keyfile_encode(a, repo_a, &t) == 0, "keyfile encode");
+	shape = t.len == 111 && memcmp(t.data, "coffer-key 1 ", 13) == 0 &&
+	    t.data[45] == ' ' && t.data[110] == '\n';
+	for (i = 13; shape && i < 110; i++)
+		if (i != 45 && !strchr("0123456789abcdef", t.data[i]))
+			shape = 0;
+	ok(shape, "keyfile text has the documented shape");
+	ok(shape && memcmp(t.data + 13, "a0010203000000000000000000000000",
+	    32) == 0, "keyfile carries the repo id");
+
+	memset(rid, 0, sizeof(rid));
+	k = crypto_keyfile_decode(t.data, t.len, rid);
+	ok(same_keys(k, a) && memcmp(rid, repo_a, sizeof(rid)) == 0,
+	    "keyfile round trip");
+	crypto_keys_free(k);
+
+	memset(rid, 0, sizeof(rid));
+	k = crypto_keyfile_decode(t.data, t.len - 1, rid);
+	ok(same_keys(k, a) && memcmp(rid, repo_a, sizeof(rid)) == 0,
+	    "keyfile without the trailing newline");
+	crypto_keys_free(k);
+
+	memset(rid, 0, sizeof(rid));
+	good = "coffer-key 1 " KF_RID " " KF_M64 "\n";
+	k = crypto_keyfile_decode((const uint8_t *)good, strlen(good), rid);
+	ok(k != NULL && memcmp(rid, repo_a, sizeof(rid)) == 0,
+	    "hand-written key file decodes");
+	crypto_keys_free(k);
+
+	memset(sentinel, 0x5a, sizeof(sentinel));
+	for (nbad = i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memcpy(rid, sentinel, sizeof(rid));
+		capture_begin();
+		k = crypto_keyfile_decode((const uint8_t *)bad[i],
+		    strlen(bad[i]), rid);
+		if (k != NULL || memcmp(rid, sentinel, sizeof(rid)) != 0 ||
+		    !reported(capture_end())) {
+			diag("accepted bad key file #%zu", i);
+			nbad++;
+		}
+		crypto_keys_free(k);
+	}
+	ok(nbad == 0, "malformed key files are rejected (%zu cases)",
+	    sizeof(bad) / sizeof(bad[0]));
+
+	/* A NUL in the middle must not end the parse early. */
+	t.data[50] = '\0';
+	capture_begin();
+	k = crypto_keyfile_decode(t.data, t.len, rid);
+	ok(k == NULL && reported(capture_end()),
+	    "keyfile with an embedded NUL is rejected");
+	crypto_keys_free(k);
+
+	for (nbad = 0, n = 0; n < 110; n++) {
+		capture_begin();
+		k = crypto_keyfile_decode(t.data, n, rid);
+		if (k != NULL || !reported(capture_end()))
+			nbad++;
+		crypto_keys_free(k);
+	}
+	ok(nbad == 0, "truncated key files are rejected");
+	buf_release(&t);
+}
+
+int
+main(void)
+{
+	uint8_t ma[CRYPTO_KEY_BYTES], mb[CRYPTO_KEY_BYTES];
+	struct crypto_keys *a, *b;
+
+	ok(crypto_init() == 0 && crypto_init() == 0, "crypto_init twice");
+	test_derivation();
+
+	memset(ma, 0xaa, sizeof(ma));
+	memset(mb, 0xbb, sizeof(mb));
+	a = crypto_keys_from_master(ma);
+	b = crypto_keys_from_master(mb);
+	if (a == NULL || b == NULL) {
+		ok(0, "keys for repositories a and b");
+		return (tap_done());
+	}
+	test_meta_mac(a, b);
+	test_aead();
+	test_seal(a, b);
+	test_sign(a, b);
+	test_slot(a);
+	test_keyfile(a);
+	crypto_keys_free(a);
+	crypto_keys_free(b);
+	return (tap_done());
+}
