@@ -8,7 +8,7 @@
 int log_level;
 unsigned long log_warnings;
 
-static void
+static void __attribute__((format(printf, 2, 0)))
 vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
 {
 	char msg[4096];
