@@ -1,0 +1,449 @@
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include "coffer/buf.h"
+#include "coffer/entry.h"
+#include "coffer/fs.h"
+#include "coffer/fsutil.h"
+#include "coffer/log.h"
+
+enum { IDLE, IN_ENTRY };
+
+struct fs_restore {
+	struct archive *a;
+	struct archive_entry *ae;
+	char *target;
+	int dirfd;		/* the target directory */
+	int cwdfd;		/* the caller's working directory */
+	int state;
+	int kind;		/* of the current entry */
+	int fatal;		/* archive_write_disk gave up */
+	struct buf path;	/* current entry's path, NUL-terminated */
+	struct buf name;	/* scratch: an xattr name */
+};
+
+static const char *
+errstr(struct archive *a)
+{
+	const char *s = archive_error_string(a);
+
+	return (s != NULL ? s : "unknown error");
+}
+
+/*
+ * SECURE_NOABSOLUTEPATHS means entries carry relative paths, resolved
+ * against the working directory.  The working directory is process-wide
+ * and archive_read_disk moves it too (it fchdir()s back to the directory
+ * it was opened in after every header), so we cannot stay in the target
+ * for the whole restore while a walk may be interleaved with it: every
+ * call that lets libarchive touch a path enters the target and leaves it
+ * again.  Writing file data only uses the open descriptor.
+ */
+static int
+enter(struct fs_restore *r)
+{
+	if (fchdir(r->dirfd)) {
+		log_errno("cannot change to target '%s'", r->target);
+		return (-1);
+	}
+	return (0);
+}
+
+static void
+leave(struct fs_restore *r)
+{
+	if (fchdir(r->cwdfd)) {
+		/* Only a vanished or unsearchable cwd gets here; relative
+		 * paths elsewhere would now be wrong, so say so loudly. */
+		log_errno("cannot return to the working directory");
+		r->fatal = 1;
+	}
+}
+
+/*
+ * Map a libarchive status for the current entry: WARN is reported and
+ * accepted, FAILED loses the entry, FATAL loses the restore.
+ */
+static int
+check(struct fs_restore *r, int st, const char *what, const char *path)
+{
+	switch (st) {
+	case ARCHIVE_OK:
+		return (0);
+	case ARCHIVE_WARN:
+		log_warn("incomplete restore of '%s': %s", path,
+		    errstr(r->a));
+		return (0);
+	case ARCHIVE_FATAL:
+		r->fatal = 1;
+		/* FALLTHROUGH */
+	default:
+		log_error("cannot %s '%s': %s", what, path, errstr(r->a));
+		return (-1);
+	}
+}
+
+struct fs_restore *
+fs_restore_open(const char *target, int flags)
+{
+	struct fs_restore *r;
+	int opts, empty;
+
+	if (!(flags & FS_RESTORE_FORCE)) {
+		if ((empty = fsutil_dir_is_empty(target, 1)) < 0)
+			return (NULL);
+		if (!empty) {
+			log_error("target '%s' is not empty (use --force)",
+			    target);
+			return (NULL);
+		}
+	}
+	if (fsutil_mkdir_p(target, 0755))
+		return (NULL);
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	r->dirfd = r->cwdfd = -1;
+	buf_init(&r->path);
+	buf_init(&r->name);
+	if ((r->target = strdup(target)) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	if ((r->dirfd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) ==
+	    -1) {
+		log_errno("cannot open target '%s'", target);
+		goto err;
+	}
+	/* O_PATH: the caller's cwd need not be readable to return to it. */
+	if ((r->cwdfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open the working directory");
+		goto err;
+	}
+	if ((r->a = archive_write_disk_new()) == NULL ||
+	    (r->ae = archive_entry_new()) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	/*
+	 * The SECURE flags refuse "..", absolute paths and writing through
+	 * a symlink placed by an earlier entry.  No EXTRACT_SPARSE: it
+	 * would turn zero blocks of the data into holes; holes come from
+	 * the gaps between the blocks we are given.
+	 */
+	opts = ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+	    ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+	    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_TIME |
+	    ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_XATTR |
+	    ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_FFLAGS;
+	if (flags & FS_RESTORE_OWNER)
+		opts |= ARCHIVE_EXTRACT_OWNER;
+	if (archive_write_disk_set_options(r->a, opts) != ARCHIVE_OK ||
+	    archive_write_disk_set_standard_lookup(r->a) != ARCHIVE_OK) {
+		log_error("cannot set up restore into '%s': %s", target,
+		    errstr(r->a));
+		goto err;
+	}
+	return (r);
+err:
+	if (r->a != NULL)
+		archive_write_free(r->a);
+	if (r->ae != NULL)
+		archive_entry_free(r->ae);
+	if (r->dirfd != -1)
+		close(r->dirfd);
+	if (r->cwdfd != -1)
+		close(r->cwdfd);
+	buf_release(&r->path);
+	buf_release(&r->name);
+	free(r->target);
+	free(r);
+	return (NULL);
+}
+
+static int
+set_path(struct fs_restore *r, const char *path)
+{
+	buf_reset(&r->path);
+	if (buf_puts(&r->path, path) || buf_reserve(&r->path, 1))
+		return (-1);
+	r->path.data[r->path.len] = '\0';
+	return (0);
+}
+
+static const char *
+cur(const struct fs_restore *r)
+{
+	return ((const char *)r->path.data);
+}
+
+static int
+add_xattrs(struct fs_restore *r, const struct entry *e)
+{
+	struct entry_xattr_iter it;
+	const char *name;
+	const void *value;
+	size_t nl, vl;
+	int st;
+
+	entry_xattrs_iter_init(&it, e->xattrs, e->xattrs_len);
+	while ((st = entry_xattrs_next(&it, &name, &nl, &value, &vl)) == 1) {
+		/* libarchive wants NUL-terminated names. */
+		buf_reset(&r->name);
+		if (buf_append(&r->name, name, nl) ||
+		    buf_put_u8(&r->name, 0))
+			return (-1);
+		archive_entry_xattr_add_entry(r->ae,
+		    (const char *)r->name.data, value, vl);
+	}
+	if (st < 0)
+		log_warn("malformed extended attributes of '%s'; "
+		    "restoring the rest", e->path);
+	return (0);
+}
+
+static int
+add_acl(struct fs_restore *r, const struct entry *e)
+{
+	/* Access and default entries ("default:" marks the latter), as
+	 * fs_walk_next stored them; NFSv4 text has more fields. */
+	if (archive_entry_acl_from_text(r->ae, e->acl,
+	    ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) == ARCHIVE_OK)
+		return (0);
+	archive_entry_acl_clear(r->ae);
+	if (archive_entry_acl_from_text(r->ae, e->acl,
+	    ARCHIVE_ENTRY_ACL_TYPE_NFS4) == ARCHIVE_OK)
+		return (0);
+	archive_entry_acl_clear(r->ae);
+	log_warn("cannot parse the ACL of '%s'; restoring it without",
+	    e->path);
+	return (0);
+}
+
+static int
+filetype_of(int kind)
+{
+	switch (kind) {
+	case ENTRY_FILE:
+		return (AE_IFREG);
+	case ENTRY_DIR:
+		return (AE_IFDIR);
+	case ENTRY_SYMLINK:
+		return (AE_IFLNK);
+	case ENTRY_FIFO:
+		return (AE_IFIFO);
+	case ENTRY_CHR:
+		return (AE_IFCHR);
+	case ENTRY_BLK:
+		return (AE_IFBLK);
+	default:
+		return (-1);
+	}
+}
+
+static void
+set_mtime(struct archive_entry *ae, int64_t ns)
+{
+	int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
+
+	if (nsec < 0) {
+		sec--;
+		nsec += 1000000000;
+	}
+	archive_entry_set_mtime(ae, (time_t)sec, (long)nsec);
+	archive_entry_set_atime(ae, (time_t)sec, (long)nsec);
+}
+
+int
+fs_restore_begin(struct fs_restore *r, const struct entry *e)
+{
+	int ft, st;
+
+	assert(r->state == IDLE);
+	if (r->fatal)
+		return (-1);
+	if (!entry_path_is_safe(e->path)) {
+		log_error("refusing to restore unsafe path '%s'", e->path);
+		return (-1);
+	}
+	if (e->kind == ENTRY_SOCK) {
+		/* archive_write_disk would create an empty regular file; a
+		 * socket only means something to the process that bound it
+		 * (tar skips them too). */
+		if (set_path(r, e->path))
+			return (-1);
+		log_info("not restoring socket '%s'", e->path);
+		r->kind = e->kind;
+		r->state = IN_ENTRY;
+		return (0);
+	}
+	if ((ft = filetype_of(e->kind)) < 0) {
+		log_error("cannot restore '%s': unknown kind %d", e->path,
+		    e->kind);
+		return (-1);
+	}
+	if (e->kind == ENTRY_SYMLINK && (e->target == NULL ||
+	    *e->target == '\0')) {
+		log_error("cannot restore symlink '%s': no target", e->path);
+		return (-1);
+	}
+	if (set_path(r, e->path))
+		return (-1);
+
+	archive_entry_clear(r->ae);
+	archive_entry_set_pathname(r->ae, e->path);
+	archive_entry_set_filetype(r->ae, (unsigned int)ft);
+	archive_entry_set_uid(r->ae, e->uid);
+	archive_entry_set_gid(r->ae, e->gid);
+	if (e->uname != NULL)
+		archive_entry_set_uname(r->ae, e->uname);
+	if (e->gname != NULL)
+		archive_entry_set_gname(r->ae, e->gname);
+	set_mtime(r->ae, e->mtime_ns);
+	if (e->kind == ENTRY_FILE)
+		archive_entry_set_size(r->ae, e->size);
+	if (e->kind == ENTRY_SYMLINK)
+		archive_entry_set_symlink(r->ae, e->target);
+	if (e->kind == ENTRY_CHR || e->kind == ENTRY_BLK)
+		archive_entry_set_rdev(r->ae, (dev_t)e->rdev);
+	if (e->xattrs_len > 0 && add_xattrs(r, e))
+		return (-1);
+	if (e->acl != NULL && *e->acl != '\0' && add_acl(r, e))
+		return (-1);
+	/* After the ACL: parsing user::/group::/other:: entries rewrites
+	 * the permission bits, and the stored mode is authoritative. */
+	archive_entry_set_perm(r->ae, e->mode & 07777);
+
+	if (enter(r))
+		return (-1);
+	st = archive_write_header(r->a, r->ae);
+	leave(r);
+	if (check(r, st, "restore", e->path) || r->fatal)
+		return (-1);
+	r->kind = e->kind;
+	r->state = IN_ENTRY;
+	return (0);
+}
+
+int
+fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
+    int64_t offset)
+{
+	la_ssize_t st;
+
+	assert(r->state == IN_ENTRY && r->kind == ENTRY_FILE);
+	if (r->fatal)
+		return (-1);
+	if (offset < 0) {
+		log_error("cannot write '%s': negative offset", cur(r));
+		return (-1);
+	}
+	st = archive_write_data_block(r->a, buf, len, offset);
+	return (check(r, (int)st, "write", cur(r)));
+}
+
+int
+fs_restore_finish(struct fs_restore *r)
+{
+	int st;
+
+	assert(r->state == IN_ENTRY);
+	r->state = IDLE;
+	if (r->kind == ENTRY_SOCK)
+		return (0);
+	if (r->fatal || enter(r))
+		return (-1);
+	st = archive_write_finish_entry(r->a);
+	leave(r);
+	if (check(r, st, "finish", cur(r)))
+		return (-1);
+	return (r->fatal ? -1 : 0);
+}
+
+void
+fs_restore_discard(struct fs_restore *r)
+{
+	if (r->state != IN_ENTRY)
+		return;
+	r->state = IDLE;
+	if (r->kind == ENTRY_SOCK || r->fatal || enter(r))
+		return;
+	/* Closes the descriptor; its metadata is wasted work. */
+	(void)archive_write_finish_entry(r->a);
+	if (r->kind == ENTRY_FILE && unlink(cur(r)) && errno != ENOENT)
+		log_warn_errno("cannot remove incomplete '%s'", cur(r));
+	leave(r);
+}
+
+int
+fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
+    const char *existing)
+{
+	int st;
+
+	assert(r->state == IDLE);
+	if (r->fatal)
+		return (-1);
+	if (!entry_path_is_safe(e->path) || !entry_path_is_safe(existing)) {
+		log_error("refusing to link unsafe path '%s' to '%s'",
+		    e->path, existing);
+		return (-1);
+	}
+	archive_entry_clear(r->ae);
+	archive_entry_set_pathname(r->ae, e->path);
+	archive_entry_set_hardlink(r->ae, existing);
+	archive_entry_set_filetype(r->ae, AE_IFREG);
+	archive_entry_set_perm(r->ae, e->mode & 07777);
+	archive_entry_set_size(r->ae, 0);
+	if (enter(r))
+		return (-1);
+	st = archive_write_header(r->a, r->ae);
+	if (st == ARCHIVE_OK || st == ARCHIVE_WARN) {
+		if (check(r, st, "link", e->path) == 0)
+			st = archive_write_finish_entry(r->a);
+	}
+	leave(r);
+	if (check(r, st, "link", e->path))
+		return (-1);
+	return (r->fatal ? -1 : 0);
+}
+
+int
+fs_restore_close(struct fs_restore *r)
+{
+	int ret = 0, st;
+
+	if (r == NULL)
+		return (0);
+	if (r->state == IN_ENTRY && fs_restore_finish(r))
+		ret = -1;
+	/* Deferred directory modes and times (a 0000 directory could not
+	 * have been filled otherwise) are applied by close, by name.  After
+	 * FATAL, libarchive refuses every call but free. */
+	if (r->fatal)
+		ret = -1;
+	else if (enter(r) == 0) {
+		st = archive_write_close(r->a);
+		leave(r);
+		if (check(r, st, "finish restore into", r->target))
+			ret = -1;
+	} else
+		ret = -1;
+	archive_write_free(r->a);
+	archive_entry_free(r->ae);
+	close(r->dirfd);
+	close(r->cwdfd);
+	buf_release(&r->path);
+	buf_release(&r->name);
+	free(r->target);
+	free(r);
+	return (ret);
+}
