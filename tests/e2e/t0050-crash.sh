@@ -1,0 +1,92 @@
+#!/bin/bash
+test_description='kill -9 in the middle of a backup: complete snapshots survive, the next run cleans up'
+. "$(dirname "$0")/../lib.sh"
+
+test_expect_success 'setup: a first complete snapshot, kept as a copy' '
+	mktree src --small 2>/dev/null &&
+	coffer_init_keyfile repo &&
+	coffer -r repo backup --json ds src >b1.json &&
+	id1=$(json_get b1.json "\$j->{snapshot}") &&
+	cp -a src s1.copy
+'
+
+test_expect_success 'setup: 400 MiB of new data' '
+	mkdir src/bulk &&
+	for i in 1 2 3 4 5 6 7 8; do
+		random_file src/bulk/shard-$i 50 || return 1
+	done
+'
+
+# Kill the backup once a pack is being written in tmp/ and, if it gets
+# that far, after at least one pack was committed to packs/.
+test_expect_success 'kill -9 a backup while it writes packs' '
+	packs0=$(find repo/packs -type f | wc -l) &&
+	{ "$COFFER" -r repo backup ds src >crash.out 2>crash.err & } &&
+	pid=$! &&
+	n=0 &&
+	while kill -0 $pid 2>/dev/null; do
+		ntmp=$(find repo/tmp -type f | wc -l)
+		npacks=$(find repo/packs -type f | wc -l)
+		if test "$ntmp" -gt 0 &&
+		    { test "$npacks" -gt "$packs0" || test $n -ge 150; }; then
+			break
+		fi
+		sleep 0.02
+		n=$((n + 1))
+		test $n -lt 2000 || break
+	done &&
+	echo "killing after $n polls: tmp $ntmp, packs $packs0 -> $npacks" &&
+	kill -9 $pid &&
+	{ wait $pid; status=$?; } &&
+	test "$status" = 137 &&
+	find repo/tmp repo/packs -type f | sort
+'
+
+test_expect_success 'right after the crash the complete snapshot restores' '
+	coffer -r repo restore "$id1" early &&
+	treecmp s1.copy early
+'
+
+test_expect_success 'right after the crash @latest is still the complete one' '
+	coffer -r repo restore ds@latest early-latest hard &&
+	treecmp s1.copy/hard early-latest/hard &&
+	test_path_is_missing early-latest/bulk &&
+	coffer -r repo snapshots --json >crashed.json &&
+	json_check crashed.json "
+		!grep { \$_->{state} eq q(complete) && \$_->{id} ne q($id1) } @\$j"
+'
+
+test_expect_success 'the next backup succeeds without waiting and cleans tmp/' '
+	timeout 120 "$COFFER" --no-wait -r repo backup --json ds src >b3.json &&
+	id3=$(json_get b3.json "\$j->{snapshot}") &&
+	test_dir_is_empty repo/tmp
+'
+
+test_expect_success 'snapshots: the interrupted one is failed, the others complete' '
+	coffer -r repo snapshots --json >snaps.json &&
+	cat snaps.json &&
+	json_check snaps.json "
+		my %s = map { \$_->{id} => \$_->{state} } @\$j;
+		my @failed = grep { \$s{\$_} eq q(failed) } keys %s;
+		\$s{q($id1)} eq q(complete) && \$s{q($id3)} eq q(complete) &&
+		@\$j == 3 && @failed == 1"
+'
+
+test_expect_success 'snapshots: the table shows the failed state' '
+	coffer -r repo snapshots >table &&
+	grep failed table
+'
+
+test_expect_success 'the earlier complete snapshot restores identically' '
+	coffer -r repo restore "$id1" out1 &&
+	treecmp s1.copy out1
+'
+
+test_expect_success 'the new snapshot restores identically' '
+	coffer -r repo restore "$id3" out3 &&
+	treecmp src out3 &&
+	coffer -r repo restore ds@latest out-latest bulk/shard-8 &&
+	cmp src/bulk/shard-8 out-latest/bulk/shard-8
+'
+
+test_done
