@@ -1,0 +1,716 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog-int.h"
+#include "coffer/fsutil.h"
+#include "coffer/log.h"
+
+/* "CFCT" in PRAGMA application_id: tells a coffer catalog from any other
+ * SQLite file that a mistyped --catalog might point at. */
+#define CATALOG_APPLICATION_ID 0x43464354
+
+/*
+ * Schema version 1.
+ *
+ * Sizing: a catalog holds millions of entries (every file of every full,
+ * plus the changes of every differential and incremental), so the hot
+ * tables are built for size and for the chain resolution query:
+ *
+ * - path interns relative paths once for all snapshots and datasets; an
+ *   entry row then carries an integer instead of the name.  Names are
+ *   BLOBs so that comparisons are memcmp order: "a" < "a-b" < "a/x", a
+ *   directory always before what is inside it, whatever the locale or
+ *   encoding of the names.
+ * - entry and content_chunk are WITHOUT ROWID: their natural key is their
+ *   primary key, and clustering by it stores each row once (no separate
+ *   rowid b-tree plus key index) and keeps one snapshot's rows, or one
+ *   content's chunks, together on disk.
+ * - entry_path (path_id, snapshot_id) serves resolution under a subtree
+ *   (paths by name, then each path's few versions side by side) and the
+ *   foreign key from entry to path.  entry_content, chunk_pack and
+ *   content_chunk_chunk index the other foreign keys, so that deleting a
+ *   content, chunk or pack (prune) does not scan the child table per row.
+ * - A full's full_id is its own id: "the snapshots of the chain of F" is
+ *   then simply full_id = F.
+ * - Drills and exports get their tables in later migrations, with the
+ *   features that define them.
+ */
+static const char schema_v1[] =
+	"CREATE TABLE dataset (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	name TEXT NOT NULL UNIQUE\n"
+	");\n"
+	"CREATE TABLE snapshot (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	sid TEXT NOT NULL UNIQUE,\n"
+	"	dataset_id INTEGER NOT NULL REFERENCES dataset(id),\n"
+	"	level INTEGER NOT NULL CHECK (level IN (0, 1, 2)),\n"
+	"	parent_id INTEGER REFERENCES snapshot(id),\n"
+	"	full_id INTEGER REFERENCES snapshot(id),\n"
+	"	depth INTEGER NOT NULL DEFAULT 0 CHECK (depth >= 0),\n"
+	"	state INTEGER NOT NULL CHECK (state IN (0, 1, 2)),\n"
+	"	started_ns INTEGER NOT NULL,\n"
+	"	finished_ns INTEGER,\n"
+	"	host TEXT,\n"
+	"	source TEXT,\n"
+	"	files INTEGER NOT NULL DEFAULT 0,\n"
+	"	dirs INTEGER NOT NULL DEFAULT 0,\n"
+	"	others INTEGER NOT NULL DEFAULT 0,\n"
+	"	deleted INTEGER NOT NULL DEFAULT 0,\n"
+	"	bytes_read INTEGER NOT NULL DEFAULT 0,\n"
+	"	bytes_new INTEGER NOT NULL DEFAULT 0,\n"
+	"	bytes_stored INTEGER NOT NULL DEFAULT 0,\n"
+	"	warnings INTEGER NOT NULL DEFAULT 0,\n"
+	"	record_pack TEXT,\n"
+	"	CHECK ((level = 0) = (parent_id IS NULL))\n"
+	");\n"
+	"CREATE INDEX snapshot_dataset ON snapshot(dataset_id, started_ns);\n"
+	"CREATE INDEX snapshot_parent ON snapshot(parent_id);\n"
+	"CREATE INDEX snapshot_full ON snapshot(full_id);\n"
+	"CREATE TABLE path (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	name BLOB NOT NULL UNIQUE\n"
+	");\n"
+	"CREATE TABLE pack (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	name TEXT NOT NULL UNIQUE,\n"
+	"	size INTEGER NOT NULL,\n"
+	"	hash BLOB NOT NULL,\n"
+	"	created_ns INTEGER NOT NULL\n"
+	");\n"
+	"CREATE TABLE chunk (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	cid BLOB NOT NULL UNIQUE,\n"
+	"	pack_id INTEGER REFERENCES pack(id),\n"
+	"	pack_offset INTEGER,\n"
+	"	plain_len INTEGER,\n"
+	"	stored_len INTEGER,\n"
+	"	type INTEGER,\n"
+	"	flags INTEGER\n"
+	");\n"
+	"CREATE INDEX chunk_pack ON chunk(pack_id) WHERE pack_id IS NOT NULL;\n"
+	"CREATE TABLE content (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	hash BLOB NOT NULL UNIQUE,\n"
+	"	size INTEGER NOT NULL,\n"
+	"	nchunks INTEGER NOT NULL\n"
+	");\n"
+	"CREATE TABLE content_chunk (\n"
+	"	content_id INTEGER NOT NULL\n"
+	"		REFERENCES content(id) ON DELETE CASCADE,\n"
+	"	seq INTEGER NOT NULL,\n"
+	"	chunk_id INTEGER NOT NULL REFERENCES chunk(id),\n"
+	"	file_offset INTEGER NOT NULL,\n"
+	"	len INTEGER NOT NULL,\n"
+	"	PRIMARY KEY (content_id, seq)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX content_chunk_chunk ON content_chunk(chunk_id);\n"
+	"CREATE TABLE entry (\n"
+	"	snapshot_id INTEGER NOT NULL\n"
+	"		REFERENCES snapshot(id) ON DELETE CASCADE,\n"
+	"	path_id INTEGER NOT NULL REFERENCES path(id),\n"
+	"	kind INTEGER NOT NULL,\n"
+	"	mode INTEGER NOT NULL DEFAULT 0,\n"
+	"	uid INTEGER NOT NULL DEFAULT 0,\n"
+	"	gid INTEGER NOT NULL DEFAULT 0,\n"
+	"	uname TEXT,\n"
+	"	gname TEXT,\n"
+	"	size INTEGER NOT NULL DEFAULT 0,\n"
+	"	mtime_ns INTEGER NOT NULL DEFAULT 0,\n"
+	"	ctime_ns INTEGER NOT NULL DEFAULT 0,\n"
+	"	ino INTEGER NOT NULL DEFAULT 0,\n"
+	"	dev INTEGER NOT NULL DEFAULT 0,\n"
+	"	nlink INTEGER NOT NULL DEFAULT 0,\n"
+	"	rdev INTEGER NOT NULL DEFAULT 0,\n"
+	"	target BLOB,\n"
+	"	xattrs BLOB,\n"
+	"	acl TEXT,\n"
+	"	content_id INTEGER REFERENCES content(id),\n"
+	"	PRIMARY KEY (snapshot_id, path_id)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX entry_path ON entry(path_id, snapshot_id);\n"
+	"CREATE INDEX entry_content ON entry(content_id)\n"
+	"	WHERE content_id IS NOT NULL;\n";
+
+/*
+ * Migration steps, applied in order in one transaction: step i takes the
+ * schema from version migrations[i].to - 1 to migrations[i].to.  A new
+ * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
+ */
+static const struct migration {
+	int to;
+	const char *sql;
+} migrations[] = {
+	{ 1, schema_v1 },
+};
+
+static const char *const stmt_sql[ST__COUNT] = {
+	[ST_PATH_FIND] = "SELECT id FROM path WHERE name = ?1",
+	[ST_PATH_ADD] = "INSERT INTO path(name) VALUES (?1)",
+	[ST_ENTRY_ADD] =
+		"INSERT INTO entry(snapshot_id, path_id, kind, mode, uid, gid,"
+		" uname, gname, size, mtime_ns, ctime_ns, ino, dev, nlink,"
+		" rdev, target, xattrs, acl, content_id)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+		" ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+	[ST_CHUNK_FIND] =
+		"SELECT id, pack_id IS NOT NULL FROM chunk WHERE cid = ?1",
+	[ST_CHUNK_ADD] = "INSERT INTO chunk(cid) VALUES (?1)"
+			 " ON CONFLICT(cid) DO NOTHING",
+	[ST_CHUNK_LOCATE] =
+		"UPDATE chunk SET pack_id = ?2, pack_offset = ?3,"
+		" plain_len = ?4, stored_len = ?5, type = ?6, flags = ?7"
+		" WHERE id = ?1",
+	[ST_CONTENT_FIND] = "SELECT id, size FROM content WHERE hash = ?1",
+	[ST_CONTENT_ADD] =
+		"INSERT INTO content(hash, size, nchunks) VALUES (?1, ?2, ?3)",
+	[ST_CONTENT_CHUNK_ADD] =
+		"INSERT INTO content_chunk(content_id, seq, chunk_id,"
+		" file_offset, len) VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_CONTENT_CHUNKS] =
+		"SELECT cc.chunk_id, ch.cid, p.name, ch.pack_offset,"
+		" coalesce(ch.plain_len, cc.len), ch.stored_len, ch.type,"
+		" ch.flags, cc.file_offset"
+		" FROM content_chunk cc"
+		" JOIN chunk ch ON ch.id = cc.chunk_id"
+		" LEFT JOIN pack p ON p.id = ch.pack_id"
+		" WHERE cc.content_id = ?1 ORDER BY cc.seq",
+	[ST_SAVEPOINT] = "SAVEPOINT catalog_op",
+	[ST_RELEASE] = "RELEASE catalog_op",
+	[ST_ROLLBACK_TO] = "ROLLBACK TO catalog_op",
+};
+
+sqlite3_stmt *
+cat_stmt(struct catalog *c, enum cat_stmt id)
+{
+	sqlite3_stmt *st = c->st[id];
+
+	if (st != NULL) {
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		return (st);
+	}
+	if (sqlite3_prepare_v3(c->db, stmt_sql[id], -1,
+	    SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+		log_error("cannot prepare catalog statement: %s",
+		    sqlite3_errmsg(c->db));
+		return (NULL);
+	}
+	c->st[id] = st;
+	return (st);
+}
+
+sqlite3_stmt *
+cat_prepare(struct catalog *c, const char *sql, const char *what)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_error("cannot %s: %s", what, sqlite3_errmsg(c->db));
+		return (NULL);
+	}
+	return (st);
+}
+
+int
+cat_exec(struct catalog *c, const char *sql, const char *what)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(c->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		log_error("cannot %s: %s", what,
+		    msg ? msg : sqlite3_errmsg(c->db));
+		sqlite3_free(msg);
+		return (-1);
+	}
+	return (0);
+}
+
+static int
+step_cached(struct catalog *c, enum cat_stmt id, const char *what)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_stmt(c, id)) == NULL)
+		return (-1);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot %s: %s", what, sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+int
+cat_savepoint(struct catalog *c)
+{
+	return (step_cached(c, ST_SAVEPOINT, "start a catalog savepoint"));
+}
+
+int
+cat_release(struct catalog *c)
+{
+	return (step_cached(c, ST_RELEASE, "release a catalog savepoint"));
+}
+
+void
+cat_rollback_to(struct catalog *c)
+{
+	/* ROLLBACK TO keeps the savepoint open; RELEASE then ends it. */
+	if (step_cached(c, ST_ROLLBACK_TO, "roll back a catalog savepoint"))
+		return;
+	(void)step_cached(c, ST_RELEASE, "release a catalog savepoint");
+}
+
+int
+cat_bind_blobstr(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s == NULL)
+		return (sqlite3_bind_null(st, i));
+	/* A zero-length blob with a NULL pointer would bind as NULL. */
+	return (sqlite3_bind_blob(st, i, *s ? s : "", (int)strlen(s),
+	    SQLITE_STATIC));
+}
+
+int
+cat_bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s == NULL)
+		return (sqlite3_bind_null(st, i));
+	return (sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC));
+}
+
+int
+cat_col_strdup(sqlite3_stmt *st, int i, char **out)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	*out = NULL;
+	if (t == NULL)
+		return (0);
+	if ((*out = strdup((const char *)t)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	return (0);
+}
+
+int64_t
+cat_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+}
+
+int
+cat_is_hex(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] >= 'a' && s[i] <= 'f')))
+			return (0);
+	return (s[n] == '\0');
+}
+
+/* One integer from a PRAGMA or query; -1 on error (reported). */
+static int
+query_int(struct catalog *c, const char *sql, int64_t *v)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, sql, "read the catalog")) == NULL)
+		return (-1);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(st, 0);
+	else if (rc == SQLITE_DONE)
+		*v = 0;
+	else
+		log_error("cannot read catalog '%s': %s", c->path,
+		    sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return (rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1);
+}
+
+/*
+ * Bring the schema to CATALOG_SCHEMA_VERSION.  The version is read again
+ * inside the write transaction: two coffer processes opening a new
+ * catalog at once must not both create the schema.
+ */
+static int
+migrate(struct catalog *c)
+{
+	char sql[96];
+	int64_t version, app, ntables;
+	size_t i;
+
+	if (query_int(c, "PRAGMA user_version", &version))
+		return (-1);
+	if (version == CATALOG_SCHEMA_VERSION)
+		return (0);
+	if (version > CATALOG_SCHEMA_VERSION) {
+		log_error("catalog '%s' has schema version %lld, newer than "
+		    "this coffer supports (%d): upgrade coffer", c->path,
+		    (long long)version, CATALOG_SCHEMA_VERSION);
+		return (-1);
+	}
+	if (cat_exec(c, "BEGIN IMMEDIATE", "lock the catalog for migration"))
+		return (-1);
+	if (query_int(c, "PRAGMA user_version", &version) ||
+	    query_int(c, "PRAGMA application_id", &app) ||
+	    query_int(c, "SELECT count(*) FROM sqlite_schema", &ntables))
+		goto err;
+	if (version > CATALOG_SCHEMA_VERSION) {
+		log_error("catalog '%s' has schema version %lld, newer than "
+		    "this coffer supports (%d): upgrade coffer", c->path,
+		    (long long)version, CATALOG_SCHEMA_VERSION);
+		goto err;
+	}
+	if ((app != 0 && app != CATALOG_APPLICATION_ID) ||
+	    (version == 0 && ntables != 0)) {
+		log_error("'%s' is not a coffer catalog", c->path);
+		goto err;
+	}
+	for (i = 0; i < sizeof(migrations) / sizeof(migrations[0]); i++) {
+		if (migrations[i].to <= version)
+			continue;
+		if (cat_exec(c, migrations[i].sql,
+		    "migrate the catalog schema"))
+			goto err;
+		/* PRAGMA takes no parameters; the value is our integer. */
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
+		    migrations[i].to);
+		if (cat_exec(c, sql, "set the catalog schema version"))
+			goto err;
+		log_info("catalog '%s': schema migrated to version %d",
+		    c->path, migrations[i].to);
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA application_id = %d",
+	    CATALOG_APPLICATION_ID);
+	if (cat_exec(c, sql, "set the catalog application id"))
+		goto err;
+	if (cat_exec(c, "COMMIT", "commit the catalog migration"))
+		goto err;
+	return (0);
+err:
+	catalog_rollback(c);
+	return (-1);
+}
+
+static char *
+dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (slash == NULL)
+		return (strdup("."));
+	if (slash == path)
+		return (strdup("/"));
+	return (strndup(path, (size_t)(slash - path)));
+}
+
+struct catalog *
+catalog_open(const char *path)
+{
+	struct catalog *c;
+	struct stat sb;
+	sqlite3_stmt *st;
+	const char *mode;
+	int fd, rc;
+
+	if (path == NULL || *path == '\0') {
+		log_error("empty catalog path");
+		return (NULL);
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		goto nomem;
+	c->lock_fd = -1;
+	if ((c->path = strdup(path)) == NULL || (c->dir = dir_of(path)) ==
+	    NULL)
+		goto nomem;
+
+	/* The catalog holds file names in the clear: keep it private. */
+	if (stat(c->dir, &sb) == -1) {
+		if (errno != ENOENT) {
+			log_errno("cannot stat '%s'", c->dir);
+			goto err;
+		}
+		if (fsutil_mkdir_p(c->dir, 0700))
+			goto err;
+	}
+	/* SQLite would create the file 0644 (less umask); WAL and shm files
+	 * take the database file's mode. */
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
+		log_errno("cannot open catalog '%s'", path);
+		goto err;
+	}
+	close(fd);
+
+	rc = sqlite3_open_v2(path, &c->db,
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK) {
+		log_error("cannot open catalog '%s': %s", path,
+		    c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+		goto err;
+	}
+	/* Readers (list, restore) run beside a backup; a second writer
+	 * waits on the flock, so busy waits stay short. */
+	sqlite3_busy_timeout(c->db, 30000);
+	if (cat_exec(c, "PRAGMA foreign_keys = ON", "enable foreign keys"))
+		goto err;
+
+	/* WAL: readers do not block the writer nor it them.  FULL: a commit
+	 * is durable when it returns, as the durability order needs. */
+	if (sqlite3_prepare_v2(c->db, "PRAGMA journal_mode = WAL", -1, &st,
+	    NULL) != SQLITE_OK) {
+		/* The first read of the file: junk fails here. */
+		log_error("cannot open catalog '%s': %s", path,
+		    sqlite3_errmsg(c->db));
+		goto err;
+	}
+	rc = sqlite3_step(st);
+	mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) :
+	    NULL;
+	if (mode == NULL || strcmp(mode, "wal") != 0) {
+		log_error("cannot open catalog '%s': %s", path,
+		    rc == SQLITE_ROW ? "WAL journal mode not available" :
+		    sqlite3_errmsg(c->db));
+		sqlite3_finalize(st);
+		goto err;
+	}
+	sqlite3_finalize(st);
+	/* A bigger page cache (64 MiB) keeps resolution of a chain over
+	 * millions of entries in memory. */
+	if (cat_exec(c, "PRAGMA synchronous = FULL; "
+	    "PRAGMA cache_size = -65536", "configure the catalog"))
+		goto err;
+	if (migrate(c))
+		goto err;
+	return (c);
+nomem:
+	log_error("out of memory");
+err:
+	catalog_close(c);
+	return (NULL);
+}
+
+void
+catalog_close(struct catalog *c)
+{
+	size_t i;
+
+	if (c == NULL)
+		return;
+	for (i = 0; i < ST__COUNT; i++)
+		sqlite3_finalize(c->st[i]);
+	/* close_v2: an iterator the caller forgot keeps the handle alive
+	 * until it is freed, instead of failing the close. */
+	if (c->db != NULL && sqlite3_close_v2(c->db) != SQLITE_OK)
+		log_error("cannot close catalog '%s': %s", c->path,
+		    sqlite3_errmsg(c->db));
+	if (c->lock_fd != -1)
+		close(c->lock_fd);
+	free(c->path);
+	free(c->dir);
+	free(c);
+}
+
+char *
+catalog_default_path(const char *repo_id_hex)
+{
+	const char *base = getenv("XDG_STATE_HOME"), *suffix = "";
+	struct passwd *pw;
+	struct buf b = BUF_INIT;
+	size_t n;
+
+	n = repo_id_hex ? strlen(repo_id_hex) : 0;
+	if (n == 0 || strspn(repo_id_hex, "0123456789abcdef") != n) {
+		log_error("bad repository id '%s'",
+		    repo_id_hex ? repo_id_hex : "");
+		return (NULL);
+	}
+	/* The XDG spec says a relative XDG_STATE_HOME is to be ignored. */
+	if (base == NULL || base[0] != '/') {
+		base = getenv("HOME");
+		if (base == NULL || base[0] != '/') {
+			pw = getpwuid(getuid());
+			base = pw ? pw->pw_dir : NULL;
+		}
+		if (base == NULL || base[0] != '/') {
+			log_error("cannot find the catalog: no home directory "
+			    "(set XDG_STATE_HOME or use --catalog)");
+			return (NULL);
+		}
+		suffix = "/.local/state";
+	}
+	n = strlen(base);
+	while (n > 0 && base[n - 1] == '/')
+		n--;
+	if (n > INT_MAX || buf_printf(&b, "%.*s%s/coffer/%s/catalog.db",
+	    (int)n, base, suffix, repo_id_hex)) {
+		buf_release(&b);
+		return (NULL);
+	}
+	/* The data is NUL-terminated; it passes to the caller. */
+	return ((char *)b.data);
+}
+
+int
+catalog_lock(struct catalog *c, int wait)
+{
+	char *name;
+	int fd;
+
+	if (c->lock_fd != -1)
+		return (0);
+	if ((name = fsutil_join(c->dir, "lock")) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if ((fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
+		log_errno("cannot open lock file '%s'", name);
+		goto err0;
+	}
+	/* flock, not fcntl locks: it belongs to this open file, so closing
+	 * some other descriptor of the file (SQLite does) cannot drop it. */
+	while (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) == -1) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EWOULDBLOCK)
+			log_error("catalog '%s' is locked by another coffer "
+			    "process", c->dir);
+		else
+			log_errno("cannot lock '%s'", name);
+		goto err1;
+	}
+	c->lock_fd = fd;
+	free(name);
+	return (0);
+err1:
+	close(fd);
+err0:
+	free(name);
+	return (-1);
+}
+
+int
+catalog_begin(struct catalog *c)
+{
+	/* IMMEDIATE takes the write lock now: a deferred transaction that
+	 * reads first could fail to upgrade with SQLITE_BUSY midway. */
+	return (cat_exec(c, "BEGIN IMMEDIATE",
+	    "begin a catalog transaction"));
+}
+
+int
+catalog_commit(struct catalog *c)
+{
+	return (cat_exec(c, "COMMIT", "commit the catalog transaction"));
+}
+
+void
+catalog_rollback(struct catalog *c)
+{
+	if (c == NULL || c->db == NULL || sqlite3_get_autocommit(c->db))
+		return;
+	(void)cat_exec(c, "ROLLBACK", "roll back the catalog transaction");
+}
+
+int
+catalog_dataset_id(struct catalog *c, const char *name, int create,
+    int64_t *id)
+{
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	if (name == NULL || *name == '\0') {
+		log_error("empty dataset name");
+		return (-1);
+	}
+	if ((st = cat_prepare(c, "SELECT id FROM dataset WHERE name = ?1",
+	    "look up a dataset")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, name);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*id = sqlite3_column_int64(st, 0);
+		ret = 1;
+		goto out;
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot look up dataset '%s': %s", name,
+		    sqlite3_errmsg(c->db));
+		goto out;
+	}
+	if (!create) {
+		ret = 0;
+		goto out;
+	}
+	sqlite3_finalize(st);
+	if ((st = cat_prepare(c, "INSERT INTO dataset(name) VALUES (?1)",
+	    "add a dataset")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, name);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot add dataset '%s': %s", name,
+		    sqlite3_errmsg(c->db));
+		goto out;
+	}
+	*id = sqlite3_last_insert_rowid(c->db);
+	ret = 1;
+out:
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+static const char *const level_names[] = { "full", "differential",
+	"incremental" };
+static const char *const state_names[] = { "running", "complete", "failed" };
+
+const char *
+catalog_level_name(int level)
+{
+	return (level >= 0 && level <= LEVEL_INCREMENTAL ? level_names[level] :
+	    "unknown");
+}
+
+int
+catalog_level_parse(const char *s)
+{
+	int i;
+
+	if (s == NULL)
+		return (-1);
+	for (i = 0; i <= LEVEL_INCREMENTAL; i++)
+		if (strcmp(s, level_names[i]) == 0)
+			return (i);
+	/* The short forms people type. */
+	if (strcmp(s, "diff") == 0)
+		return (LEVEL_DIFFERENTIAL);
+	if (strcmp(s, "incr") == 0)
+		return (LEVEL_INCREMENTAL);
+	return (-1);
+}
+
+const char *
+catalog_state_name(int state)
+{
+	return (state >= 0 && state <= SNAP_FAILED ? state_names[state] :
+	    "unknown");
+}

@@ -1,0 +1,356 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog-int.h"
+#include "coffer/hex.h"
+#include "coffer/log.h"
+
+/* Short hex of an id for messages: enough to grep for, not a wall. */
+static const char *
+short_hex(char out[17], const uint8_t *id)
+{
+	hex_encode(out, id, 8);
+	return (out);
+}
+
+int
+catalog_chunk_find(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
+{
+	sqlite3_stmt *st;
+	char h[17];
+	int rc, ret;
+
+	if ((st = cat_stmt(c, ST_CHUNK_FIND)) == NULL)
+		return (-1);
+	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*rowid = sqlite3_column_int64(st, 0);
+		ret = sqlite3_column_int(st, 1) ? 1 : 0;
+	} else if (rc == SQLITE_DONE) {
+		*rowid = 0;
+		ret = 0;
+	} else {
+		log_error("cannot look up chunk %s: %s", short_hex(h, cid),
+		    sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_reset(st);
+	return (ret);
+}
+
+int
+catalog_chunk_add(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
+{
+	sqlite3_stmt *st;
+	char h[17];
+	int rc;
+
+	if ((st = cat_stmt(c, ST_CHUNK_ADD)) == NULL)
+		return (-1);
+	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot add chunk %s: %s", short_hex(h, cid),
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	if (sqlite3_changes(c->db) == 1) {
+		*rowid = sqlite3_last_insert_rowid(c->db);
+		return (0);
+	}
+	/* Already known (two files of one run share it): its row. */
+	if (catalog_chunk_find(c, cid, rowid) < 0)
+		return (-1);
+	return (0);
+}
+
+int
+catalog_pack_add(struct catalog *c, const char *name, uint64_t size,
+    const uint8_t hash[32], int64_t *rowid)
+{
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	if (name == NULL || !cat_is_hex(name, 32)) {
+		log_error("bad pack name '%s'", name ? name : "");
+		return (-1);
+	}
+	if (size > INT64_MAX) {
+		log_error("cannot add pack '%s': bad size", name);
+		return (-1);
+	}
+	/*
+	 * Adding a pack twice (an import of a bundle already imported) is
+	 * fine when it is the same pack; the same name with another size or
+	 * hash is not.
+	 */
+	if ((st = cat_prepare(c, "INSERT INTO pack(name, size, hash,"
+	    " created_ns) VALUES (?1, ?2, ?3, ?4)"
+	    " ON CONFLICT(name) DO NOTHING", "add a pack")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, name);
+	sqlite3_bind_int64(st, 2, (int64_t)size);
+	sqlite3_bind_blob(st, 3, hash, 32, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, cat_now_ns());
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot add pack '%s': %s", name,
+		    sqlite3_errmsg(c->db));
+		goto out;
+	}
+	if (sqlite3_changes(c->db) == 1) {
+		*rowid = sqlite3_last_insert_rowid(c->db);
+		ret = 0;
+		goto out;
+	}
+	sqlite3_finalize(st);
+	if ((st = cat_prepare(c, "SELECT id FROM pack WHERE name = ?1"
+	    " AND size = ?2 AND hash = ?3", "add a pack")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, name);
+	sqlite3_bind_int64(st, 2, (int64_t)size);
+	sqlite3_bind_blob(st, 3, hash, 32, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*rowid = sqlite3_column_int64(st, 0);
+		ret = 0;
+	} else if (rc == SQLITE_DONE) {
+		log_error("cannot add pack '%s': the catalog has a pack of "
+		    "that name with another size or hash", name);
+	} else {
+		log_error("cannot add pack '%s': %s", name,
+		    sqlite3_errmsg(c->db));
+	}
+out:
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_chunk_locate(struct catalog *c, int64_t chunk_rowid,
+    int64_t pack_rowid, const struct catalog_chunk_loc *loc)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (loc->pack_offset > INT64_MAX) {
+		log_error("cannot locate chunk %lld: bad offset",
+		    (long long)chunk_rowid);
+		return (-1);
+	}
+	if ((st = cat_stmt(c, ST_CHUNK_LOCATE)) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, chunk_rowid);
+	sqlite3_bind_int64(st, 2, pack_rowid);
+	sqlite3_bind_int64(st, 3, (int64_t)loc->pack_offset);
+	sqlite3_bind_int64(st, 4, loc->plain_len);
+	sqlite3_bind_int64(st, 5, loc->stored_len);
+	sqlite3_bind_int(st, 6, loc->type);
+	sqlite3_bind_int(st, 7, loc->flags);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot record location of chunk %lld in pack "
+		    "%lld: %s", (long long)chunk_rowid, (long long)pack_rowid,
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	if (sqlite3_changes(c->db) != 1) {
+		log_error("cannot record location of chunk %lld: no such "
+		    "chunk", (long long)chunk_rowid);
+		return (-1);
+	}
+	return (0);
+}
+
+/* The pairs must be in file order, not overlap and stay within size. */
+static int
+refs_ok(uint64_t size, const struct catalog_chunk_ref *refs, size_t n)
+{
+	uint64_t end = 0;
+	size_t i;
+
+	if (size > INT64_MAX)
+		return (0);
+	for (i = 0; i < n; i++) {
+		if (refs[i].file_offset < end || refs[i].len == 0 ||
+		    refs[i].len > size ||
+		    refs[i].file_offset > size - refs[i].len)
+			return (0);
+		end = refs[i].file_offset + refs[i].len;
+	}
+	return (1);
+}
+
+int
+catalog_content_put(struct catalog *c, const uint8_t hash[32],
+    uint64_t size, const struct catalog_chunk_ref *refs, size_t n,
+    int64_t *content_id)
+{
+	sqlite3_stmt *st;
+	char h[17];
+	size_t i;
+	int rc;
+
+	if (!refs_ok(size, refs, n)) {
+		log_error("cannot add content %s: chunk list out of order or "
+		    "beyond its size", short_hex(h, hash));
+		return (-1);
+	}
+	if ((st = cat_stmt(c, ST_CONTENT_FIND)) == NULL)
+		return (-1);
+	sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*content_id = sqlite3_column_int64(st, 0);
+		/* The hash covers the pairs, so a size mismatch is a bug in
+		 * the caller or a damaged catalog, never a coincidence. */
+		if ((uint64_t)sqlite3_column_int64(st, 1) != size) {
+			sqlite3_reset(st);
+			log_error("content %s is in the catalog with another "
+			    "size", short_hex(h, hash));
+			return (-1);
+		}
+		sqlite3_reset(st);
+		return (0);
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot look up content %s: %s", short_hex(h, hash),
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+
+	/* The row and its chunk list go in together or not at all: a
+	 * content found by hash must be complete. */
+	if (cat_savepoint(c))
+		return (-1);
+	if ((st = cat_stmt(c, ST_CONTENT_ADD)) == NULL)
+		goto err;
+	sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (int64_t)size);
+	sqlite3_bind_int64(st, 3, (int64_t)n);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		goto sqlerr;
+	*content_id = sqlite3_last_insert_rowid(c->db);
+	if ((st = cat_stmt(c, ST_CONTENT_CHUNK_ADD)) == NULL)
+		goto err;
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, *content_id);
+		sqlite3_bind_int64(st, 2, (int64_t)i);
+		sqlite3_bind_int64(st, 3, refs[i].chunk_rowid);
+		sqlite3_bind_int64(st, 4, (int64_t)refs[i].file_offset);
+		sqlite3_bind_int64(st, 5, refs[i].len);
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_DONE) {
+			sqlite3_reset(st);
+			goto sqlerr;
+		}
+	}
+	sqlite3_reset(st);
+	if (cat_release(c))
+		goto err;
+	return (0);
+sqlerr:
+	log_error("cannot add content %s: %s", short_hex(h, hash),
+	    sqlite3_errmsg(c->db));
+err:
+	cat_rollback_to(c);
+	*content_id = 0;
+	return (-1);
+}
+
+/* 1 if the content row exists, 0 if not (reported), -1 on error. */
+static int
+content_exists(struct catalog *c, int64_t content_id)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, "SELECT 1 FROM content WHERE id = ?1",
+	    "look up a content")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, content_id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		log_error("no content %lld in the catalog",
+		    (long long)content_id);
+	else if (rc != SQLITE_ROW)
+		log_error("cannot look up content %lld: %s",
+		    (long long)content_id, sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return (rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1);
+}
+
+int
+catalog_content_chunks(struct catalog *c, int64_t content_id,
+    struct catalog_chunk_loc **locs, size_t *n)
+{
+	struct catalog_chunk_loc *v = NULL, *l;
+	sqlite3_stmt *st;
+	const unsigned char *t;
+	const void *cid;
+	size_t cap = 0, len = 0;
+	int rc;
+
+	*locs = NULL;
+	*n = 0;
+	if ((st = cat_stmt(c, ST_CONTENT_CHUNKS)) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, content_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 16;
+			if (cap > SIZE_MAX / sizeof(*v) ||
+			    (l = realloc(v, cap * sizeof(*v))) == NULL) {
+				log_error("out of memory");
+				goto err;
+			}
+			v = l;
+		}
+		l = &v[len++];
+		memset(l, 0, sizeof(*l));
+		l->rowid = sqlite3_column_int64(st, 0);
+		cid = sqlite3_column_blob(st, 1);
+		if (cid == NULL || sqlite3_column_bytes(st, 1) != 32) {
+			log_error("content %lld: chunk %lld has a bad id",
+			    (long long)content_id, (long long)l->rowid);
+			goto err;
+		}
+		memcpy(l->cid, cid, 32);
+		if ((t = sqlite3_column_text(st, 2)) != NULL) {
+			if (!cat_is_hex((const char *)t, 32)) {
+				log_error("content %lld: bad pack name '%s'",
+				    (long long)content_id, (const char *)t);
+				goto err;
+			}
+			memcpy(l->pack, t, 33);
+		}
+		l->pack_offset = (uint64_t)sqlite3_column_int64(st, 3);
+		l->plain_len = (uint32_t)sqlite3_column_int64(st, 4);
+		l->stored_len = (uint32_t)sqlite3_column_int64(st, 5);
+		l->type = (uint8_t)sqlite3_column_int(st, 6);
+		l->flags = (uint8_t)sqlite3_column_int(st, 7);
+		l->file_offset = (uint64_t)sqlite3_column_int64(st, 8);
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot read the chunks of content %lld: %s",
+		    (long long)content_id, sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_reset(st);
+	/* No rows: an empty content, or none at all (a caller's bug). */
+	if (len == 0 && content_exists(c, content_id) != 1)
+		goto err;
+	*locs = v;
+	*n = len;
+	return (0);
+err:
+	sqlite3_reset(st);
+	free(v);
+	return (-1);
+}

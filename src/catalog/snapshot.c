@@ -1,0 +1,416 @@
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog-int.h"
+#include "coffer/log.h"
+
+/* Column list shared by get, find and list; fill() reads it by index. */
+#define SNAPSHOT_SELECT                                                     \
+	"SELECT s.id, s.sid, s.dataset_id, d.name, s.level, s.parent_id,"  \
+	" s.full_id, p.sid, s.depth, s.state, s.started_ns, s.finished_ns," \
+	" s.host, s.source, s.files, s.dirs, s.others, s.deleted,"          \
+	" s.bytes_read, s.bytes_new, s.bytes_stored, s.warnings,"           \
+	" s.record_pack"                                                    \
+	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"            \
+	" LEFT JOIN snapshot p ON p.id = s.parent_id "
+
+static void
+copy_col(char *dst, size_t size, sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	size_t n = t ? strlen((const char *)t) : 0;
+
+	if (n >= size)
+		n = size - 1;
+	if (n)
+		memcpy(dst, t, n);
+	dst[n] = '\0';
+}
+
+/* Fill *s from a SNAPSHOT_SELECT row.  *s holds no strings on entry. */
+static int
+fill(sqlite3_stmt *st, struct catalog_snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->id = sqlite3_column_int64(st, 0);
+	copy_col(s->sid, sizeof(s->sid), st, 1);
+	s->dataset_id = sqlite3_column_int64(st, 2);
+	s->level = sqlite3_column_int(st, 4);
+	s->parent_id = sqlite3_column_int64(st, 5);
+	s->full_id = sqlite3_column_int64(st, 6);
+	copy_col(s->parent_sid, sizeof(s->parent_sid), st, 7);
+	s->depth = sqlite3_column_int(st, 8);
+	s->state = sqlite3_column_int(st, 9);
+	s->started_ns = sqlite3_column_int64(st, 10);
+	s->finished_ns = sqlite3_column_int64(st, 11);
+	s->files = sqlite3_column_int64(st, 14);
+	s->dirs = sqlite3_column_int64(st, 15);
+	s->others = sqlite3_column_int64(st, 16);
+	s->deleted = sqlite3_column_int64(st, 17);
+	s->bytes_read = sqlite3_column_int64(st, 18);
+	s->bytes_new = sqlite3_column_int64(st, 19);
+	s->bytes_stored = sqlite3_column_int64(st, 20);
+	s->warnings = sqlite3_column_int64(st, 21);
+	copy_col(s->record_pack, sizeof(s->record_pack), st, 22);
+	if (cat_col_strdup(st, 3, &s->dataset) ||
+	    cat_col_strdup(st, 12, &s->host) ||
+	    cat_col_strdup(st, 13, &s->source)) {
+		catalog_snapshot_release(s);
+		return (-1);
+	}
+	return (0);
+}
+
+void
+catalog_snapshot_release(struct catalog_snapshot *s)
+{
+	free(s->dataset);
+	free(s->host);
+	free(s->source);
+	s->dataset = s->host = s->source = NULL;
+}
+
+/*
+ * A non-full snapshot must continue its parent's chain: same dataset,
+ * same full, one link deeper; a differential sits right on the full.
+ * full_id and depth left at 0 are taken from the parent.  Resolution
+ * trusts these columns, so a wrong one is refused here, once.
+ */
+static int
+check_parent(struct catalog *c, struct catalog_snapshot *s)
+{
+	sqlite3_stmt *st;
+	int64_t dataset_id, full_id;
+	int depth, level, rc, ret = -1;
+
+	if ((st = cat_prepare(c, "SELECT dataset_id, full_id, depth, level"
+	    " FROM snapshot WHERE id = ?1", "look up a snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, s->parent_id);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		if (rc == SQLITE_DONE)
+			log_error("cannot add snapshot '%s': no parent "
+			    "snapshot %lld", s->sid, (long long)s->parent_id);
+		else
+			log_error("cannot look up snapshot %lld: %s",
+			    (long long)s->parent_id, sqlite3_errmsg(c->db));
+		goto out;
+	}
+	dataset_id = sqlite3_column_int64(st, 0);
+	full_id = sqlite3_column_int64(st, 1);
+	depth = sqlite3_column_int(st, 2);
+	level = sqlite3_column_int(st, 3);
+	if (s->full_id == 0)
+		s->full_id = full_id;
+	if (s->depth == 0)
+		s->depth = depth + 1;
+	if (dataset_id != s->dataset_id || full_id != s->full_id ||
+	    s->depth != depth + 1 ||
+	    (s->level == LEVEL_DIFFERENTIAL && level != LEVEL_FULL)) {
+		log_error("cannot add snapshot '%s': it does not continue the "
+		    "chain of its parent %lld", s->sid,
+		    (long long)s->parent_id);
+		goto out;
+	}
+	ret = 0;
+out:
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (!cat_is_hex(s->sid, SNAPSHOT_ID_HEX)) {
+		log_error("bad snapshot id '%s'", s->sid);
+		return (-1);
+	}
+	if (s->level < LEVEL_FULL || s->level > LEVEL_INCREMENTAL ||
+	    s->state < SNAP_RUNNING || s->state > SNAP_FAILED) {
+		log_error("cannot add snapshot '%s': bad level or state",
+		    s->sid);
+		return (-1);
+	}
+	if ((s->level == LEVEL_FULL) != (s->parent_id == 0)) {
+		log_error("cannot add snapshot '%s': %s", s->sid,
+		    s->level == LEVEL_FULL ? "a full has no parent" :
+		    "only a full has no parent");
+		return (-1);
+	}
+	if (s->level != LEVEL_FULL && check_parent(c, s))
+		return (-1);
+	if (cat_savepoint(c))
+		return (-1);
+	if ((st = cat_prepare(c, "INSERT INTO snapshot(sid, dataset_id,"
+	    " level, parent_id, full_id, depth, state, started_ns, host,"
+	    " source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	    "add a snapshot")) == NULL)
+		goto err;
+	cat_bind_text(st, 1, s->sid);
+	sqlite3_bind_int64(st, 2, s->dataset_id);
+	sqlite3_bind_int(st, 3, s->level);
+	if (s->level != LEVEL_FULL) {
+		sqlite3_bind_int64(st, 4, s->parent_id);
+		sqlite3_bind_int64(st, 5, s->full_id);
+		sqlite3_bind_int(st, 6, s->depth);
+	} else {
+		/* Its own id, set below once known. */
+		sqlite3_bind_int(st, 6, 0);
+	}
+	sqlite3_bind_int(st, 7, s->state);
+	sqlite3_bind_int64(st, 8, s->started_ns);
+	cat_bind_text(st, 9, s->host);
+	cat_bind_text(st, 10, s->source);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot add snapshot '%s': %s", s->sid,
+		    sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	s->id = sqlite3_last_insert_rowid(c->db);
+	if (s->level == LEVEL_FULL) {
+		if ((st = cat_prepare(c, "UPDATE snapshot SET full_id = id"
+		    " WHERE id = ?1", "add a snapshot")) == NULL)
+			goto err;
+		sqlite3_bind_int64(st, 1, s->id);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot add snapshot '%s': %s", s->sid,
+			    sqlite3_errmsg(c->db));
+			goto err;
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+		s->full_id = s->id;
+		s->depth = 0;
+	}
+	if (cat_release(c))
+		goto err;
+	return (0);
+err:
+	sqlite3_finalize(st);
+	cat_rollback_to(c);
+	s->id = 0;
+	return (-1);
+}
+
+int
+catalog_snapshot_update(struct catalog *c, const struct catalog_snapshot *s)
+{
+	sqlite3_stmt *st;
+	int ret = -1;
+
+	if (s->record_pack[0] != '\0' && !cat_is_hex(s->record_pack, 32)) {
+		log_error("bad pack name '%s'", s->record_pack);
+		return (-1);
+	}
+	if ((st = cat_prepare(c, "UPDATE snapshot SET state = ?2,"
+	    " finished_ns = ?3, files = ?4, dirs = ?5, others = ?6,"
+	    " deleted = ?7, bytes_read = ?8, bytes_new = ?9,"
+	    " bytes_stored = ?10, warnings = ?11, record_pack = ?12"
+	    " WHERE id = ?1", "update a snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, s->id);
+	sqlite3_bind_int(st, 2, s->state);
+	if (s->finished_ns != 0)
+		sqlite3_bind_int64(st, 3, s->finished_ns);
+	sqlite3_bind_int64(st, 4, s->files);
+	sqlite3_bind_int64(st, 5, s->dirs);
+	sqlite3_bind_int64(st, 6, s->others);
+	sqlite3_bind_int64(st, 7, s->deleted);
+	sqlite3_bind_int64(st, 8, s->bytes_read);
+	sqlite3_bind_int64(st, 9, s->bytes_new);
+	sqlite3_bind_int64(st, 10, s->bytes_stored);
+	sqlite3_bind_int64(st, 11, s->warnings);
+	cat_bind_text(st, 12, s->record_pack[0] ? s->record_pack : NULL);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot update snapshot '%s': %s", s->sid,
+		    sqlite3_errmsg(c->db));
+		goto out;
+	}
+	if (sqlite3_changes(c->db) != 1) {
+		log_error("cannot update snapshot: no snapshot with catalog "
+		    "id %lld", (long long)s->id);
+		goto out;
+	}
+	ret = 0;
+out:
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_snapshot_fail_running(struct catalog *c, int *n)
+{
+	if (cat_exec(c, "UPDATE snapshot SET state = 2 WHERE state = 0",
+	    "mark interrupted snapshots failed"))
+		return (-1);
+	if (n != NULL)
+		*n = sqlite3_changes(c->db);
+	return (0);
+}
+
+/* Step st for one snapshot: 1 found, 0 none, -1 error.  With ambiguous
+ * set, a second row means the name is ambiguous (*ambiguous = 1, 0). */
+static int
+fetch_one(struct catalog *c, sqlite3_stmt *st, struct catalog_snapshot *s,
+    const char *name, int *ambiguous)
+{
+	int rc;
+
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return (0);
+	if (rc != SQLITE_ROW)
+		goto err;
+	if (fill(st, s))
+		return (-1);
+	if (ambiguous == NULL)
+		return (1);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return (1);
+	catalog_snapshot_release(s);
+	if (rc == SQLITE_ROW) {
+		*ambiguous = 1;
+		return (0);
+	}
+err:
+	log_error("cannot look up snapshot '%s': %s", name,
+	    sqlite3_errmsg(c->db));
+	return (-1);
+}
+
+int
+catalog_snapshot_find(struct catalog *c, const char *name,
+    struct catalog_snapshot *s)
+{
+	sqlite3_stmt *st = NULL;
+	const char *at = strrchr(name, '@');
+	char lo[SNAPSHOT_ID_HEX + 1], hi[SNAPSHOT_ID_HEX + 2];
+	size_t i, n = strlen(name);
+	int hex, ret, ambiguous = 0;
+
+	if (at != NULL) {
+		/* DATASET@latest, DATASET@full: the newest complete one. */
+		int full = strcmp(at + 1, "full") == 0;
+
+		if ((!full && strcmp(at + 1, "latest") != 0) || at == name) {
+			log_error("no snapshot '%s' (names are a snapshot id "
+			    "prefix, DATASET@latest or DATASET@full)", name);
+			return (0);
+		}
+		st = cat_prepare(c, full ?
+		    SNAPSHOT_SELECT "WHERE d.name = ?1 AND s.state = 1"
+		    " AND s.level = 0 ORDER BY s.started_ns DESC, s.id DESC"
+		    " LIMIT 1" :
+		    SNAPSHOT_SELECT "WHERE d.name = ?1 AND s.state = 1"
+		    " ORDER BY s.started_ns DESC, s.id DESC LIMIT 1",
+		    "look up a snapshot");
+		if (st == NULL)
+			return (-1);
+		sqlite3_bind_text(st, 1, name, (int)(at - name),
+		    SQLITE_STATIC);
+		ret = fetch_one(c, st, s, name, NULL);
+		goto out;
+	}
+
+	hex = n > 0 && strspn(name, "0123456789abcdefABCDEF") == n;
+	if (hex && n < 4) {
+		log_error("snapshot name '%s' is too short: give at least 4 "
+		    "hex digits", name);
+		return (0);
+	}
+	if (!hex || n > SNAPSHOT_ID_HEX) {
+		log_error("no snapshot '%s'", name);
+		return (0);
+	}
+	/*
+	 * A prefix is a range of the sid index: [prefix, prefix "g").  Every
+	 * id starting with the prefix sorts inside it ('g' follows all hex
+	 * digits), and no LIKE pattern is built from the user's input.
+	 */
+	for (i = 0; i < n; i++)
+		lo[i] = (char)tolower((unsigned char)name[i]);
+	lo[n] = '\0';
+	memcpy(hi, lo, n);
+	hi[n] = 'g';
+	hi[n + 1] = '\0';
+	if ((st = cat_prepare(c, SNAPSHOT_SELECT
+	    "WHERE s.sid >= ?1 AND s.sid < ?2 ORDER BY s.sid LIMIT 2",
+	    "look up a snapshot")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, lo);
+	cat_bind_text(st, 2, hi);
+	ret = fetch_one(c, st, s, name, &ambiguous);
+	if (ambiguous)
+		log_error("snapshot name '%s' is ambiguous", name);
+out:
+	if (ret == 0 && !ambiguous)
+		log_error("no snapshot '%s'", name);
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_snapshot_get(struct catalog *c, int64_t id,
+    struct catalog_snapshot *s)
+{
+	sqlite3_stmt *st;
+	int ret;
+
+	if ((st = cat_prepare(c, SNAPSHOT_SELECT "WHERE s.id = ?1",
+	    "look up a snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, id);
+	ret = sqlite3_step(st);
+	if (ret == SQLITE_ROW) {
+		ret = fill(st, s);
+	} else {
+		if (ret == SQLITE_DONE)
+			log_error("no snapshot with catalog id %lld",
+			    (long long)id);
+		else
+			log_error("cannot look up snapshot %lld: %s",
+			    (long long)id, sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_snapshot_list(struct catalog *c, const char *dataset,
+    int (*cb)(void *arg, const struct catalog_snapshot *s), void *arg)
+{
+	struct catalog_snapshot s;
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	/* Its own statement, not a cached one: cb may use the catalog. */
+	if ((st = cat_prepare(c, SNAPSHOT_SELECT
+	    "WHERE ?1 IS NULL OR d.name = ?1 ORDER BY s.started_ns, s.id",
+	    "list snapshots")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, dataset);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (fill(st, &s)) {
+			ret = -1;
+			break;
+		}
+		ret = cb(arg, &s);
+		catalog_snapshot_release(&s);
+		if (ret != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_error("cannot list snapshots: %s", sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
