@@ -32,10 +32,15 @@ print_entry(const struct entry *e, int json, int n)
 		putchar('}');
 		return;
 	}
-	printf("%s%s %-8s %-8s %12lld %s %s%s%s\n", entry_kind_char(e->kind),
-	    mode, e->uname ? e->uname : "?", e->gname ? e->gname : "?",
-	    (long long)e->size, when, e->path, e->target ? " -> " : "",
-	    e->target ? e->target : "");
+	printf("%s%s %-8s %-8s %12lld %s ", entry_kind_char(e->kind), mode,
+	    e->uname ? e->uname : "?", e->gname ? e->gname : "?",
+	    (long long)e->size, when);
+	fmt_path(stdout, e->path);
+	if (e->target) {
+		fputs(" -> ", stdout);
+		fmt_path(stdout, e->target);
+	}
+	putchar('\n');
 }
 
 int

@@ -109,3 +109,39 @@ fmt_time(char *out, size_t outlen, long long ns)
 	gmtime_r(&t, &tm);
 	strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
+
+void
+fmt_path(FILE *f, const char *s)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\')
+			break;
+	if (*p == '\0') {
+		fputs(s, f);
+		return;
+	}
+	putc('"', f);
+	for (p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		case '"':
+		case '\\':
+			putc('\\', f);
+			putc(*p, f);
+			break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				fprintf(f, "\\%03o", *p);
+			else
+				putc(*p, f);
+		}
+	}
+	putc('"', f);
+}
