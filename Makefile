@@ -83,6 +83,11 @@ check: deps
 e2e: $(BIN) $(TOOL_BIN)
 	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -v tests/e2e/t*.sh
 
+# Timed comparison with restic and borg on a generated training tree
+# (bench/README.md; BENCH_SCALE, BENCH_DIR, BENCH_KEEP).  Not part of check.
+bench: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/run.sh
+
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/coffer \
 	  SANITIZE=address,undefined check
@@ -110,8 +115,22 @@ demo: deps
 	@$(MAKE) --no-print-directory coffer
 	sh tests/demo.sh
 
+# libFuzzer targets for the parsers of untrusted input (needs clang).
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz-*.c))
+FUZZ_CC  ?= clang
+fuzz:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: needs clang (apt-get install clang)"; exit 2; }
+	$(MAKE) BUILD=build-fuzz BIN=build-fuzz/coffer CC=$(FUZZ_CC) \
+	  SANITIZE=address,undefined,fuzzer-no-link build-fuzz/libcoffer.a
+	@mkdir -p build-fuzz/fuzz
+	@set -e; for f in $(FUZZ_SRC); do \
+	  b=build-fuzz/fuzz/$$(basename $$f .c); echo "  FUZZ $$b"; \
+	  $(FUZZ_CC) $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	    -o $$b $$f build-fuzz/libcoffer.a $(ALL_LIBS); done
+	@echo "run e.g.: build-fuzz/fuzz/fuzz-pack -max_total_time=60 -close_fd_mask=2"
+
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(HDRS)
 
 clean:
-	rm -rf build build-asan coffer
+	rm -rf build build-asan build-fuzz coffer

@@ -98,6 +98,16 @@ peek(struct repo *r, const char *name, off_t off, void *p, size_t n)
 	return (rc);
 }
 
+/* Field by field: the struct has padding. */
+static int
+same_entry(const struct pack_entry *a, const struct pack_entry *b)
+{
+	return (memcmp(a->id, b->id, sizeof(a->id)) == 0 &&
+	    a->type == b->type && a->flags == b->flags &&
+	    a->offset == b->offset && a->plain_len == b->plain_len &&
+	    a->stored_len == b->stored_len);
+}
+
 static int
 get(struct repo *r, const char *name, const struct pack_entry *e,
     struct buf *out)
@@ -145,8 +155,7 @@ main(void)
 
 	p = pack_reader_open(r, info.name);
 	ok(p && pack_reader_index(p, &idx, &n) == 0 && n == NREC &&
-	    memcmp(&idx[2], &ents[2], sizeof(e)) == 0,
-	    "index decrypts and matches");
+	    same_entry(&idx[2], &ents[2]), "index decrypts and matches");
 	free(idx);
 	pack_reader_close(p);
 
