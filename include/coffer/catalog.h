@@ -183,6 +183,64 @@ int catalog_iter_next(struct catalog_iter *it, struct entry *e);
 void catalog_iter_free(struct catalog_iter *it);
 
 /*
+ * Levels (DESIGN.md "Snapshot levels").  The base of a new snapshot: for a
+ * differential, the dataset's newest complete full; for an incremental,
+ * its newest complete snapshot of any level.  1 found (*base filled),
+ * 0 none, -1 error.
+ */
+int catalog_snapshot_base(struct catalog *c, int64_t dataset_id, int level,
+    struct catalog_snapshot *base);
+
+/*
+ * Single-path lookups in the view of a snapshot (its chain resolved), for
+ * change detection while a backup walks the source.  The chain is prepared
+ * once; each lookup is one indexed query.  A path that is found is also
+ * remembered as seen, so that catalog_resolver_tombstones can then add a
+ * tombstone to a new snapshot for every path of the view that the walk did
+ * not see.
+ */
+struct catalog_resolver;
+struct catalog_resolver *catalog_resolver_new(struct catalog *c,
+    int64_t snapshot_id);
+/* 1 found (*e filled; strings valid until the next call), 0 absent or
+ * deleted in the view, -1 error. */
+int catalog_resolver_get(struct catalog_resolver *r, const char *path,
+    struct entry *e);
+/* Add a tombstone (kind ENTRY_TOMBSTONE) to snapshot_id's own rows for
+ * each path in the view that was not seen; *n gets how many. */
+int catalog_resolver_tombstones(struct catalog_resolver *r,
+    int64_t snapshot_id, int64_t *n);
+void catalog_resolver_free(struct catalog_resolver *r);
+
+/*
+ * Differences between the views of two snapshots a (older) and b, in path
+ * order, from the catalog alone.  cb gets the change and the entries of a
+ * and b (NULL where the path is absent).  Stops and returns cb's value when
+ * it is non-zero.
+ *   DIFF_ADDED     only in b
+ *   DIFF_DELETED   only in a
+ *   DIFF_MODIFIED  type, content (content id, size) or symlink target differ
+ *   DIFF_METADATA  same content; mode, owner, mtime, xattrs or ACL differ
+ */
+enum catalog_diff_kind {
+	DIFF_ADDED = 1,
+	DIFF_DELETED = 2,
+	DIFF_MODIFIED = 3,
+	DIFF_METADATA = 4
+};
+int catalog_diff(struct catalog *c, int64_t a, int64_t b,
+    int (*cb)(void *arg, int change, const struct entry *ea,
+    const struct entry *eb), void *arg);
+
+/*
+ * Synthetic full: copy the view of snapshot src (its resolved chain) into
+ * the own rows of dst, a new full snapshot, with no source reads.  Sets
+ * dst's files/dirs/others counters in *counts (files, dirs, others).
+ */
+int catalog_snapshot_materialize(struct catalog *c, int64_t src, int64_t dst,
+    int64_t counts[3]);
+
+/*
  * The snapshot's own rows (the snapshot, its dataset's name, its entries
  * with their paths, their contents as chunk-id lists) as an SQLite database
  * image (sqlite3_serialize), replacing out's content.  This is what the
