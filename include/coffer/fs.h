@@ -39,10 +39,20 @@ int fs_walk_next(struct fs_walk *w, struct entry *e);
 /*
  * The current file's content, a block at a time, in increasing offset
  * order; a gap between blocks is a hole.  1 block, 0 end of file,
- * -1 read error (warned; the caller skips the file).
+ * -1 read error (warned; the caller skips the file), FS_WALK_CHANGED when
+ * the file's size, mtime or ctime changed while it was read (nothing
+ * printed: the caller may fs_walk_reread once, or give up on the file).
  */
+#define FS_WALK_CHANGED (-2)
 int fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
     int64_t *offset);
+
+/*
+ * After FS_WALK_CHANGED: take the file's current size, times, mode and
+ * owner into *e and start reading it again from the beginning.  0, or -1
+ * (warned; skip the file).
+ */
+int fs_walk_reread(struct fs_walk *w, struct entry *e);
 
 /* The current entry's path as opened (root + relative path). */
 const char *fs_walk_source_path(const struct fs_walk *w);

@@ -19,9 +19,9 @@
  * File data is read by us, not by archive_read_data_block: libarchive
  * turns a read error (EIO on a bad sector) into ARCHIVE_FATAL, which ends
  * the whole walk, and silently returns a short file when it shrank.  We
- * pread() the data regions of the sparse map libarchive built at header
- * time (SEEK_DATA/SEEK_HOLE, FIEMAP as a fallback), so holes are skipped
- * the same way, and a failure loses only that file.  Speed is not the
+ * pread() the data regions that SEEK_DATA/SEEK_HOLE report, so holes are
+ * skipped, a failure loses only that file, and a file that changes while
+ * it is read is noticed (FS_WALK_CHANGED).  Speed is not the
  * reason: libarchive reads 64 KiB blocks (its buffer follows the file
  * system's transfer size, rounded up to 64 KiB, and cannot be set);
  * 256 KiB blocks measured about 1.3x its speed from page cache (7-11
@@ -50,7 +50,7 @@ struct fs_walk {
 	int in_file;		/* a regular file with data still to read */
 	int fd;
 	uint64_t dev, ino;
-	int64_t size, mtime_ns;
+	int64_t size, mtime_ns, ctime_ns;
 	struct region *map;	/* data regions, holes between them */
 	size_t nmap, mapcap, mapi;
 	uint8_t *rbuf;
@@ -131,8 +131,8 @@ rel_of(const struct fs_walk *w, const char *p)
 }
 
 /*
- * Excludes are applied before libarchive reads xattrs and ACLs and opens
- * the file for its sparse map: cheaper, and an unreadable file that is
+ * Excludes are applied before libarchive reads xattrs and ACLs: cheaper,
+ * and an unreadable file that is
  * excluded gives no warning.  Returning 0 makes libarchive skip the entry
  * with ARCHIVE_RETRY (and not descend into it).
  */
@@ -211,10 +211,14 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 		goto nomem;
 	/*
 	 * Physical walk: a symlink is stored as a symlink, never followed.
-	 * Xattrs, ACLs and the sparse map are read (no NO_* flags).  No
-	 * RESTORE_ATIME: putting atime back means utimes() on every file,
-	 * which bumps ctime and defeats change detection by ctime.
+	 * Xattrs and ACLs are read.  NO_SPARSE: libarchive would open every
+	 * regular file at header time to map its holes, which an unchanged
+	 * file in an incremental never needs; we map holes ourselves when a
+	 * file is read (SEEK_DATA/SEEK_HOLE).  No RESTORE_ATIME: putting
+	 * atime back means utimes() on every file, which bumps ctime and
+	 * defeats change detection by ctime.
 	 */
+	flags |= ARCHIVE_READDISK_NO_SPARSE;
 	if (o != NULL && o->one_file_system)
 		flags |= ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS;
 	if (archive_read_disk_set_symlink_physical(w->a) != ARCHIVE_OK ||
@@ -382,26 +386,42 @@ add_region(struct fs_walk *w, int64_t off, int64_t len)
 	return (0);
 }
 
-/* Set up reading the current entry, a regular file: its data regions. */
+/*
+ * The data regions of the open file, holes between them, from
+ * SEEK_DATA/SEEK_HOLE.  A file system without them gets one region: all
+ * data, which is correct, only slower for sparse files.
+ */
+static int
+map_regions(struct fs_walk *w)
+{
+	off_t off = 0, data, hole;
+
+	w->nmap = w->mapi = 0;
+	while (off < w->size) {
+		if ((data = lseek(w->fd, off, SEEK_DATA)) == -1) {
+			if (errno == ENXIO)
+				break;		/* only a hole is left */
+			return (add_region(w, off, w->size - off));
+		}
+		if ((hole = lseek(w->fd, data, SEEK_HOLE)) == -1)
+			hole = w->size;
+		if (add_region(w, data, hole - data))
+			return (-1);
+		off = hole;
+	}
+	return (0);
+}
+
+/* Set up reading the current entry, a regular file. */
 static int
 start_file(struct fs_walk *w, const struct entry *e)
 {
-	la_int64_t off, len;
-	int n;
-
 	w->dev = e->dev;
 	w->ino = e->ino;
 	w->size = e->size;
 	w->mtime_ns = e->mtime_ns;
+	w->ctime_ns = e->ctime_ns;
 	w->nmap = w->mapi = 0;
-	/* No list: all data.  A list: only those regions (possibly one
-	 * empty region, for a file that is all hole). */
-	if ((n = archive_entry_sparse_reset(w->ae)) == 0)
-		return (add_region(w, 0, e->size));
-	while (n-- > 0 &&
-	    archive_entry_sparse_next(w->ae, &off, &len) == ARCHIVE_OK)
-		if (add_region(w, off, len))
-			return (-1);
 	return (0);
 }
 
@@ -428,20 +448,20 @@ open_file(struct fs_walk *w)
 		return (-1);
 	}
 	(void)posix_fadvise(w->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	return (0);
+	return (map_regions(w));
 }
 
-/* At the end of a file: warn when it was written to while we read it. */
-static void
-check_unchanged(struct fs_walk *w)
+/* 1 when the open file is not what was stat()ed at its header. */
+static int
+file_changed(struct fs_walk *w, struct stat *st)
 {
-	struct stat st;
-
-	if (fstat(w->fd, &st) == 0 && (st.st_size != w->size ||
-	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec !=
-	    w->mtime_ns))
-		log_warn("'%s' changed while being read",
-		    fs_walk_source_path(w));
+	if (fstat(w->fd, st))
+		return (1);
+	return (st->st_size != w->size ||
+	    (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec !=
+	    w->mtime_ns ||
+	    (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec !=
+	    w->ctime_ns);
 }
 
 int
@@ -552,7 +572,11 @@ fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
 	while (w->mapi < w->nmap && w->map[w->mapi].len == 0)
 		w->mapi++;
 	if (w->mapi == w->nmap) {
-		check_unchanged(w);
+		struct stat st;
+
+		/* Written to while we read it: the caller decides. */
+		if (file_changed(w, &st))
+			return (FS_WALK_CHANGED);
 		end_file(w);
 		return (0);
 	}
@@ -565,11 +589,8 @@ fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
 		log_warn_errno("cannot read '%s'", fs_walk_source_path(w));
 		goto fail;
 	}
-	if (n == 0) {
-		log_warn("cannot read '%s': it shrank while being read",
-		    fs_walk_source_path(w));
-		goto fail;
-	}
+	if (n == 0)
+		return (FS_WALK_CHANGED);	/* it shrank */
 	*buf = w->rbuf;
 	*len = (size_t)n;
 	*offset = rg->off;
@@ -579,6 +600,39 @@ fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
 fail:
 	end_file(w);
 	return (-1);
+}
+
+int
+fs_walk_reread(struct fs_walk *w, struct entry *e)
+{
+	struct stat st;
+
+	if (!w->in_file || w->fd == -1) {
+		log_error("internal error: no file to reread");
+		return (-1);
+	}
+	if (fstat(w->fd, &st)) {
+		log_warn_errno("cannot read '%s'", fs_walk_source_path(w));
+		end_file(w);
+		return (-1);
+	}
+	w->size = st.st_size;
+	w->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
+	    st.st_mtim.tv_nsec;
+	w->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 +
+	    st.st_ctim.tv_nsec;
+	e->size = w->size;
+	e->mtime_ns = w->mtime_ns;
+	e->ctime_ns = w->ctime_ns;
+	e->mode = st.st_mode & 07777;
+	e->uid = st.st_uid;
+	e->gid = st.st_gid;
+	e->nlink = (uint32_t)st.st_nlink;
+	if (map_regions(w)) {
+		end_file(w);
+		return (-1);
+	}
+	return (0);
 }
 
 const char *

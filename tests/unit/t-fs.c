@@ -804,7 +804,9 @@ test_changing(void)
 	const void *b;
 	size_t len;
 	int64_t off;
-	int st, shrank = -2, replaced = -2, after = 0;
+	int st, shrank = 99, replaced = 99, reread = 99, again = 99, grown = 0;
+	int after = 0;
+	int64_t newsize = -1;
 	unsigned long w0 = log_warnings;
 
 	snprintf(dir, sizeof(dir), "%s/changing", base);
@@ -821,8 +823,14 @@ test_changing(void)
 	}
 	while ((st = fs_walk_next(w, &e)) == 1) {
 		if (strcmp(e.path, "d/shrinks") == 0) {
-			truncate(pj(dir, "d/shrinks"), 0);
-			shrank = fs_walk_read(w, &b, &len, &off);
+			/* Shrinks after the stat: noticed, then reread. */
+			truncate(pj(dir, "d/shrinks"), 4);
+			while ((shrank = fs_walk_read(w, &b, &len, &off)) == 1)
+				;
+			reread = fs_walk_reread(w, &e);
+			newsize = e.size;
+			while ((again = fs_walk_read(w, &b, &len, &off)) == 1)
+				grown += (int)len;
 		} else if (strcmp(e.path, "d/replaced") == 0) {
 			rename(pj(dir, "other"), pj(dir, "d/replaced"));
 			replaced = fs_walk_read(w, &b, &len, &off);
@@ -830,9 +838,11 @@ test_changing(void)
 			after++;
 	}
 	fs_walk_close(w);
-	ok(st == 0 && shrank == -1 && replaced == -1 &&
-	    log_warnings >= w0 + 2, "a file that shrank or was replaced "
-	    "while walking is warned about and skipped");
+	ok(st == 0 && shrank == FS_WALK_CHANGED && reread == 0 && again == 0 &&
+	    grown == 4 && newsize == 4, "a file that shrank while walking is "
+	    "reported as changed, and a reread gets its new content");
+	ok(replaced == -1 && log_warnings >= w0 + 1,
+	    "a file replaced while walking is warned about and skipped");
 	(void)after;
 }
 
