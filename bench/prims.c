@@ -1,0 +1,216 @@
+/*
+ * bench/prims.c: single-core throughput of the primitives a backup is made
+ * of, on this machine, for `make bench`: keyed BLAKE2b (libsodium
+ * crypto_generichash), XChaCha20-Poly1305 encryption, zstd levels 1 and 3
+ * on text and on bf16 tensor data, and coffer's chunker (chunker_next with
+ * chunker_params_default and a random key, from build/libcoffer.a).
+ *
+ *   prims TEXT_SAMPLE BF16_SAMPLE
+ *
+ * Each sample is read whole into memory; work is done in 1 MiB pieces (the
+ * chunker's average chunk) and repeated until at least 0.4 s has passed.
+ * Prints one line per measurement: NAME MB_PER_S [RATIO], with MB = 1e6
+ * bytes of input and RATIO = output bytes / input bytes for zstd.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+#include <zstd.h>
+
+#include "coffer/chunk.h"
+
+#define PIECE (1024 * 1024)
+#define MIN_SECONDS 0.4
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint8_t *
+slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *p;
+	long n;
+
+	if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fprintf(stderr, "prims: %s: %s\n", path,
+		    f ? "empty or unreadable" : strerror(errno));
+		exit(1);
+	}
+	p = malloc((size_t)n);
+	if (!p || fread(p, 1, (size_t)n, f) != (size_t)n) {
+		fprintf(stderr, "prims: %s: read error\n", path);
+		exit(1);
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return p;
+}
+
+static volatile uint64_t sink;
+
+static void
+report(const char *name, size_t bytes, double secs, double ratio)
+{
+	if (ratio > 0)
+		printf("%s %.1f %.3f\n", name, (double)bytes / secs / 1e6,
+		    ratio);
+	else
+		printf("%s %.1f\n", name, (double)bytes / secs / 1e6);
+	fflush(stdout);
+}
+
+static void
+bench_hash(const uint8_t *buf, size_t len)
+{
+	uint8_t key[32], out[32];
+	size_t done = 0;
+	double t0 = now(), t;
+
+	randombytes_buf(key, sizeof key);
+	do {
+		for (size_t off = 0; off < len; off += PIECE) {
+			size_t n = len - off < PIECE ? len - off : PIECE;
+
+			crypto_generichash(out, sizeof out, buf + off, n, key,
+			    sizeof key);
+			sink += out[0];
+			done += n;
+		}
+	} while ((t = now() - t0) < MIN_SECONDS);
+	report("blake2b_keyed", done, t, 0);
+}
+
+static void
+bench_aead(const uint8_t *buf, size_t len)
+{
+	uint8_t key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES];
+	uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
+	uint8_t ad[64];
+	uint8_t *out = malloc(PIECE + crypto_aead_xchacha20poly1305_ietf_ABYTES);
+	size_t done = 0;
+	double t0 = now(), t;
+
+	if (!out)
+		exit(1);
+	crypto_aead_xchacha20poly1305_ietf_keygen(key);
+	randombytes_buf(ad, sizeof ad);
+	do {
+		for (size_t off = 0; off < len; off += PIECE) {
+			size_t n = len - off < PIECE ? len - off : PIECE;
+			unsigned long long clen;
+
+			randombytes_buf(nonce, sizeof nonce);
+			crypto_aead_xchacha20poly1305_ietf_encrypt(out, &clen,
+			    buf + off, n, ad, sizeof ad, NULL, nonce, key);
+			sink += out[0];
+			done += n;
+		}
+	} while ((t = now() - t0) < MIN_SECONDS);
+	report("xchacha20poly1305_encrypt", done, t, 0);
+	free(out);
+}
+
+static void
+bench_zstd(const char *name, int level, const uint8_t *buf, size_t len)
+{
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	size_t cap = ZSTD_compressBound(PIECE);
+	uint8_t *out = malloc(cap);
+	size_t done = 0, outbytes = 0;
+	double t0 = now(), t;
+
+	if (!cc || !out)
+		exit(1);
+	do {
+		for (size_t off = 0; off < len; off += PIECE) {
+			size_t n = len - off < PIECE ? len - off : PIECE;
+			size_t r = ZSTD_compressCCtx(cc, out, cap, buf + off, n,
+			    level);
+
+			if (ZSTD_isError(r)) {
+				fprintf(stderr, "prims: zstd: %s\n",
+				    ZSTD_getErrorName(r));
+				exit(1);
+			}
+			done += n;
+			outbytes += r;
+		}
+	} while ((t = now() - t0) < MIN_SECONDS);
+	report(name, done, t, (double)outbytes / (double)done);
+	ZSTD_freeCCtx(cc);
+	free(out);
+}
+
+static void
+bench_chunker(const char *name, const uint8_t *buf, size_t len)
+{
+	struct chunker_params p;
+	struct chunker *c;
+	uint8_t key[32];
+	size_t done = 0, chunks = 0;
+	double t0, t;
+
+	chunker_params_default(&p);
+	randombytes_buf(key, sizeof key);
+	if (!(c = chunker_new(&p, key)))
+		exit(1);
+	t0 = now();
+	do {
+		size_t off = 0;
+
+		while (off < len) {
+			size_t n = chunker_next(c, buf + off, len - off, 1);
+
+			if (n == 0)
+				break;
+			off += n;
+			chunks++;
+		}
+		done += len;
+	} while ((t = now() - t0) < MIN_SECONDS);
+	report(name, done, t, 0);
+	printf("%s_avg_chunk_bytes %.0f\n", name,
+	    (double)done / (double)chunks);
+	chunker_free(c);
+}
+
+int
+main(int argc, char **argv)
+{
+	size_t tlen, blen;
+	uint8_t *text, *bf16;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: prims TEXT_SAMPLE BF16_SAMPLE\n");
+		return 2;
+	}
+	if (sodium_init() < 0)
+		return 1;
+	text = slurp(argv[1], &tlen);
+	bf16 = slurp(argv[2], &blen);
+
+	bench_hash(bf16, blen);
+	bench_aead(bf16, blen);
+	bench_zstd("zstd1_text", 1, text, tlen);
+	bench_zstd("zstd3_text", 3, text, tlen);
+	bench_zstd("zstd1_bf16", 1, bf16, blen);
+	bench_zstd("zstd3_bf16", 3, bf16, blen);
+	bench_chunker("chunker", bf16, blen);
+	free(text);
+	free(bf16);
+	return 0;
+}
