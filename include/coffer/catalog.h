@@ -13,7 +13,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 1
+#define CATALOG_SCHEMA_VERSION 2
 
 struct catalog;
 

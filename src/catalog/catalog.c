@@ -142,6 +142,55 @@ static const char schema_v1[] =
 	"	WHERE content_id IS NOT NULL;\n";
 
 /*
+ * Schema version 2: integrity (verify, drill).
+ *
+ * - drill: one row per recovery drill, kept as history.  A drill names
+ *   its snapshot by row (NULL once the snapshot is pruned) and by sid, so
+ *   the history outlives the snapshots it exercised.  Times are seconds
+ *   (REAL): they are measurements, not instants.  Objectives are NULL when
+ *   none was given.  drill_dataset serves history per dataset, newest last.
+ * - verify_state: where a verify stopped by --max-duration got to, per
+ *   mode ("structure", "read-data", "read-data=5%", "read-data=3/7"); a
+ *   run that completes deletes its row.  seed fixes the random choice of
+ *   packs of a percentage, so that a resumed run continues the same one.
+ */
+static const char schema_v2[] =
+	"CREATE TABLE drill (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	time_ns INTEGER NOT NULL,\n"
+	"	dataset_id INTEGER NOT NULL REFERENCES dataset(id),\n"
+	"	snapshot_id INTEGER\n"
+	"		REFERENCES snapshot(id) ON DELETE SET NULL,\n"
+	"	sid TEXT NOT NULL,\n"
+	"	mode TEXT NOT NULL CHECK (mode IN ('restore', 'no-write')),\n"
+	"	sample REAL NOT NULL CHECK (sample > 0 AND sample <= 100),\n"
+	"	files INTEGER NOT NULL,\n"
+	"	bytes INTEGER NOT NULL,\n"
+	"	failures INTEGER NOT NULL,\n"
+	"	seconds REAL NOT NULL,\n"
+	"	check_seconds REAL NOT NULL,\n"
+	"	estimate_seconds REAL,\n"
+	"	rto_seconds REAL,\n"
+	"	rpo_seconds REAL,\n"
+	"	rpo_age_seconds REAL,\n"
+	"	verdict TEXT NOT NULL\n"
+	"		CHECK (verdict IN ('pass', 'fail', 'missed-objective'))\n"
+	");\n"
+	"CREATE INDEX drill_dataset ON drill(dataset_id, time_ns);\n"
+	"CREATE INDEX drill_snapshot ON drill(snapshot_id)\n"
+	"	WHERE snapshot_id IS NOT NULL;\n"
+	"CREATE TABLE verify_state (\n"
+	"	mode TEXT PRIMARY KEY,\n"
+	"	seed INTEGER NOT NULL,\n"
+	"	last_pack TEXT NOT NULL,\n"
+	"	started_ns INTEGER NOT NULL,\n"
+	"	packs INTEGER NOT NULL DEFAULT 0,\n"
+	"	chunks INTEGER NOT NULL DEFAULT 0,\n"
+	"	bytes INTEGER NOT NULL DEFAULT 0,\n"
+	"	errors INTEGER NOT NULL DEFAULT 0\n"
+	") WITHOUT ROWID;\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -151,6 +200,7 @@ static const struct migration {
 	const char *sql;
 } migrations[] = {
 	{ 1, schema_v1 },
+	{ 2, schema_v2 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {
