@@ -11,7 +11,11 @@ enum {
 	STATUS_USAGE = 2,	/* bad command line */
 	STATUS_REPO = 3,	/* not a repository, wrong key, locked, ... */
 	STATUS_INTEGRITY = 4,	/* damaged or missing data was found */
-	STATUS_ERROR = 5	/* anything else fatal: I/O error, disk full */
+	STATUS_ERROR = 5,	/* anything else fatal: I/O error, disk full */
+	STATUS_OBJECTIVE = 6,	/* a drill passed integrity but missed its
+				 * RTO or RPO */
+	STATUS_CORRUPTION = 7	/* audit found silent corruption: content
+				 * changed, size and mtime unchanged */
 };
 
 #endif
