@@ -249,4 +249,104 @@ int catalog_snapshot_materialize(struct catalog *c, int64_t src, int64_t dst,
 int catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
     struct buf *out);
 
+/*
+ * Integrity: verify, audit and drills (src/catalog/verify.c).
+ */
+
+/* A pack the catalog knows. */
+struct catalog_pack {
+	int64_t rowid;
+	char name[33];
+	uint64_t size;
+};
+
+/* Every pack, sorted by name, as a malloc'd array. */
+int catalog_packs(struct catalog *c, struct catalog_pack **v, size_t *n);
+
+/*
+ * The chunks that complete snapshots need: those of the contents of every
+ * entry row of a complete snapshot or of a snapshot in its chain, each
+ * once, in (pack name, offset) order; chunks that are in no pack
+ * (loc->pack[0] == '\0') come first.  after: NULL, or a pack name: only
+ * the chunks in packs whose name sorts after it (and no unlocated ones).
+ * next: 1 with *loc filled (file_offset unused), 0 at the end, -1.
+ */
+struct catalog_chunk_iter;
+struct catalog_chunk_iter *catalog_needed_chunks(struct catalog *c,
+    const char *after);
+int catalog_chunk_iter_next(struct catalog_chunk_iter *it,
+    struct catalog_chunk_loc *loc);
+void catalog_chunk_iter_free(struct catalog_chunk_iter *it);
+
+/*
+ * What damaged chunks (rows) break: for each complete snapshot whose
+ * resolved view has an entry whose content uses one of them, cb gets the
+ * snapshot's id, its dataset and the entry's path; each pair once, by
+ * dataset, then snapshot time, then path.  One query.  Stops and returns
+ * cb's value when it is non-zero.
+ */
+int catalog_chunks_break(struct catalog *c, const int64_t *chunks, size_t n,
+    int (*cb)(void *arg, const char *sid, const char *dataset,
+    const char *path), void *arg);
+
+/*
+ * The snapshot id inside a snapshot record's image (what
+ * catalog_snapshot_export made).  Check the record's signature first: the
+ * image is parsed by SQLite.  0, or -1 (reported).
+ */
+int catalog_record_sid(const void *img, size_t len,
+    char sid[SNAPSHOT_ID_HEX + 1]);
+
+/*
+ * Where a verify pass stopped by its time limit got to, per mode (a short
+ * string naming what the pass checks).  get: 1 found, 0 none, -1.
+ */
+struct catalog_verify_state {
+	uint64_t seed;			/* the pass's random choices */
+	char last_pack[33];		/* the last pack done */
+	int64_t started_ns;		/* when the pass began */
+	int64_t packs, chunks, bytes, errors;	/* done so far */
+};
+int catalog_verify_state_get(struct catalog *c, const char *mode,
+    struct catalog_verify_state *vs);
+int catalog_verify_state_put(struct catalog *c, const char *mode,
+    const struct catalog_verify_state *vs);
+int catalog_verify_state_clear(struct catalog *c, const char *mode);
+
+/*
+ * Recovery drills: one row each.  Seconds are wall time; a negative
+ * optional value means none (NULL in the table).
+ */
+struct catalog_drill {
+	int64_t id;
+	int64_t time_ns;		/* when it started */
+	int64_t dataset_id;
+	const char *dataset;		/* list only */
+	int64_t snapshot_id;		/* 0 once the snapshot is pruned */
+	char sid[SNAPSHOT_ID_HEX + 1];
+	int no_write;			/* streamed and verified, not written */
+	double sample;			/* percent of the files */
+	int64_t files;			/* entries checked */
+	int64_t bytes;			/* file content checked */
+	int64_t failures;		/* entries that failed a check */
+	double seconds;			/* restore (or stream) time */
+	double check_seconds;		/* checking the restored tree */
+	double estimate_seconds;	/* full restore, from a sample */
+	double rto_seconds, rpo_seconds;	/* objectives */
+	double rpo_age_seconds;		/* age of the newest snapshot */
+	const char *verdict;		/* "pass", "fail", "missed-objective" */
+	int64_t newest_ns;		/* list only: start of the dataset's
+					 * newest complete snapshot, or 0 */
+};
+/* Add d (all but id, dataset, newest_ns); sets d->id. */
+int catalog_drill_add(struct catalog *c, struct catalog_drill *d);
+/*
+ * Call cb for each drill (of one dataset, or all when dataset is NULL),
+ * by dataset then time; with latest, only each dataset's newest.  The
+ * strings are valid during the call.  Stops and returns cb's value when
+ * it is non-zero.
+ */
+int catalog_drill_list(struct catalog *c, const char *dataset, int latest,
+    int (*cb)(void *arg, const struct catalog_drill *d), void *arg);
+
 #endif
