@@ -16,6 +16,7 @@ struct progress {
 	double last;
 	int enabled;
 	int drawn;
+	const char *unit;	/* what files counts: NULL = "files" */
 };
 
 void progress_init(struct progress *p, const char *label, uint64_t total);

@@ -33,6 +33,7 @@ progress_init(struct progress *p, const char *label, uint64_t total)
 	p->start = p->last = now_monotonic();
 	p->enabled = log_level >= 0 && isatty(STDERR_FILENO);
 	p->drawn = 0;
+	p->unit = NULL;
 }
 
 void
@@ -58,8 +59,9 @@ progress_update(struct progress *p, uint64_t files, uint64_t bytes)
 		snprintf(eta, sizeof(eta), ", ETA %d:%02d",
 		    (int)(left / 60), (int)left % 60);
 	}
-	fprintf(stderr, "\r\033[K%s: %llu files, %s, %s/s%s", p->label,
-	    (unsigned long long)p->files, done, rate, eta);
+	fprintf(stderr, "\r\033[K%s: %llu %s, %s, %s/s%s", p->label,
+	    (unsigned long long)p->files, p->unit ? p->unit : "files", done,
+	    rate, eta);
 	p->drawn = 1;
 }
 
