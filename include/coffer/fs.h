@@ -59,6 +59,10 @@ const char *fs_walk_source_path(const struct fs_walk *w);
 
 void fs_walk_close(struct fs_walk *w);
 
+/* 1 if the walk with options o leaves rel (a path below the root) out:
+ * it, or a directory above it, matches an exclude pattern. */
+int fs_walk_excluded(const struct fs_walk_opts *o, const char *rel);
+
 enum fs_restore_flags {
 	FS_RESTORE_OWNER = 1,	/* restore uid/gid (when root) */
 	FS_RESTORE_FORCE = 2	/* target may be non-empty; overwrite */

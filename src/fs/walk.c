@@ -94,14 +94,14 @@ opt_str(struct buf *b, const char *s, int *err)
 }
 
 static int
-excluded(const struct fs_walk *w, const char *rel)
+match_excludes(char *const *excludes, size_t n, const char *rel)
 {
 	const char *base = strrchr(rel, '/'), *pat;
 	size_t i;
 
 	base = base != NULL ? base + 1 : rel;
-	for (i = 0; i < w->nexcludes; i++) {
-		pat = w->excludes[i];
+	for (i = 0; i < n; i++) {
+		pat = excludes[i];
 		if (strchr(pat, '/') == NULL) {
 			if (fnmatch(pat, base, 0) == 0)
 				return (1);
@@ -114,6 +114,38 @@ excluded(const struct fs_walk *w, const char *rel)
 		}
 	}
 	return (0);
+}
+
+static int
+excluded(const struct fs_walk *w, const char *rel)
+{
+	return (match_excludes(w->excludes, w->nexcludes, rel));
+}
+
+int
+fs_walk_excluded(const struct fs_walk_opts *o, const char *rel)
+{
+	char *p;
+	size_t n;
+	int hit = 0;
+
+	if (o->nexcludes == 0)
+		return (0);
+	if ((p = strdup(rel)) == NULL)
+		return (0);
+	/* The path itself, then each directory above it: the walk does not
+	 * descend into an excluded directory. */
+	for (n = strlen(p); !hit; ) {
+		p[n] = '\0';
+		hit = match_excludes(o->excludes, o->nexcludes, p);
+		while (n > 0 && p[n - 1] != '/')
+			n--;
+		if (n == 0)
+			break;
+		n--;
+	}
+	free(p);
+	return (hit);
 }
 
 /* The path below the root, or NULL if p is the root (or not below it). */
