@@ -52,6 +52,11 @@ struct restore_opts {
 	char *const *paths;		/* subset; NULL/0 = everything */
 	size_t npaths;
 	int force;			/* target may be non-empty */
+	/* Restore only the entries for which filter returns non-zero
+	 * (NULL: all).  Directories it leaves out are still made as needed
+	 * to hold what is restored, with default metadata. */
+	int (*filter)(void *arg, const struct entry *e);
+	void *filter_arg;
 };
 
 struct restore_result {
@@ -71,5 +76,168 @@ struct restore_result {
 int engine_restore(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct restore_opts *o,
     struct restore_result *res);
+
+/*
+ * Integrity: verify (src/engine/verify.c), audit (audit.c), drill
+ * (drill.c).  None of them takes the writer locks: they read the
+ * repository and write only their own catalog rows.
+ */
+
+enum verify_read {
+	VERIFY_STRUCTURE = 0,		/* indexes and records only */
+	VERIFY_READ_ALL = 1,		/* and every chunk's data */
+	VERIFY_READ_PERCENT = 2,	/* ... of a random share of the packs */
+	VERIFY_READ_SLICE = 3		/* ... of the packs i with i % m == n-1 */
+};
+
+struct verify_opts {
+	int read;			/* enum verify_read */
+	double percent;			/* VERIFY_READ_PERCENT: (0, 100] */
+	unsigned slice_n, slice_m;	/* VERIFY_READ_SLICE: 1 <= n <= m */
+	double max_seconds;		/* stop after this long; 0: no limit */
+};
+
+/* A damaged or missing chunk, or a bad snapshot record. */
+struct verify_damage {
+	uint8_t cid[32];
+	char pack[33];			/* "" when in no pack */
+	uint64_t offset;
+	const char *problem;		/* static text */
+};
+struct verify_broken {			/* a file that damage breaks */
+	char sid[SNAPSHOT_ID_HEX + 1];
+	char *dataset;
+	char *path;
+};
+struct verify_record {			/* a snapshot whose record is bad */
+	char sid[SNAPSHOT_ID_HEX + 1];
+	char *dataset;
+	char pack[33];
+	const char *problem;
+};
+
+struct verify_result {
+	char mode[32];			/* "structure", "read-data=3/7", ... */
+	int complete;			/* the pass reached its end */
+	int resumed;			/* it continued a stopped pass */
+	char last_pack[33];		/* where a stopped pass got to */
+	int64_t packs_total;		/* packs in the catalog */
+	int64_t packs;			/* packs checked by this run */
+	int64_t packs_read;		/* ... whose chunks were read */
+	int64_t chunks;			/* needed chunks checked */
+	int64_t chunks_read;		/* ... read and verified */
+	int64_t bytes_read;		/* their plaintext */
+	int64_t records;		/* snapshot records checked */
+	int64_t earlier_packs;		/* done by the runs this one resumed */
+	int64_t earlier_errors;		/* found by them */
+	double seconds;
+	struct verify_damage *damage;	/* in pack order */
+	size_t ndamage;
+	int64_t damaged_packs;
+	struct verify_broken *broken;	/* by dataset, snapshot, path */
+	size_t nbroken;
+	int64_t broken_snapshots;
+	struct verify_record *bad_records;
+	size_t nbad_records;
+};
+
+/*
+ * Check that every chunk a complete snapshot needs is in a pack that
+ * exists, whose header opens and whose index decrypts and lists the chunk
+ * where the catalog says, and that each complete snapshot's signed record
+ * is in its pack and its signature holds.  Each pack is read once, in
+ * name order.  With o->read, also read and verify (AEAD and keyed hash)
+ * the needed chunks of all or some packs, each pack in offset order.
+ * With o->max_seconds, stop after the pack during which the limit passes
+ * and save where the pass got to; the next run of the same mode resumes
+ * there, and a pass that completes forgets it.  Damaged and missing
+ * chunks are mapped to the snapshots and files they break.
+ * STATUS_OK, STATUS_INTEGRITY (anything wrong), or STATUS_ERROR.
+ * The result is released with engine_verify_result_release.
+ */
+int engine_verify(struct repo *r, struct catalog *c,
+    const struct verify_opts *o, struct verify_result *res);
+void engine_verify_result_release(struct verify_result *res);
+
+enum audit_change {
+	AUDIT_CORRUPT = 1,	/* content changed, size and mtime did not */
+	AUDIT_MODIFIED = 2,	/* content, size, mtime, type or target */
+	AUDIT_MISSING = 3,	/* in the snapshot, not on disk */
+	AUDIT_NEW = 4,		/* on disk, not in the snapshot */
+	AUDIT_UNREADABLE = 5	/* could not be read (warned) */
+};
+
+struct audit_opts {
+	const char *source;		/* NULL: the snapshot's source */
+	struct fs_walk_opts walk;
+	/* Each difference, in path order.  kind: the entry's type on disk,
+	 * else in the snapshot.  offset: for AUDIT_CORRUPT, where the first
+	 * chunk that differs starts.  A non-zero return stops the audit
+	 * and is returned. */
+	int (*report)(void *arg, int change, const char *path, int kind,
+	    int64_t offset);
+	void *arg;
+};
+
+struct audit_result {
+	int64_t entries;		/* entries seen on disk */
+	int64_t files;			/* regular files rehashed */
+	int64_t bytes;			/* what they held */
+	int64_t corrupt, modified, missing, added, unreadable;
+	double seconds;
+};
+
+/*
+ * Audit the live data against snapshot s: walk o->source, rechunk and
+ * rehash each regular file whose size and mtime match its entry (the
+ * backup's chunker and keyed hash), and compare: changed content with
+ * unchanged size and mtime is silent corruption.  Needs the keys, writes
+ * nothing.  STATUS_CORRUPTION, STATUS_WARN (no corruption, some file
+ * unreadable), STATUS_OK, or STATUS_ERROR.
+ */
+int engine_audit(struct repo *r, struct catalog *c,
+    const struct catalog_snapshot *s, const struct audit_opts *o,
+    struct audit_result *res);
+
+struct drill_opts {
+	double sample;			/* percent of the files; 0 = all */
+	const char *scratch;		/* where to make the scratch directory;
+					 * NULL: $TMPDIR, else /tmp */
+	int no_write;			/* stream and verify, do not write */
+	int keep;			/* keep the scratch directory */
+	double rto, rpo;		/* objectives in seconds; 0: none */
+};
+
+struct drill_failure {
+	char *path;
+	char *what;
+};
+
+struct drill_result {
+	struct catalog_drill rec;	/* what was recorded in the catalog */
+	char *scratch;			/* the scratch directory, or NULL */
+	int scratch_kept;		/* ... still there (--keep, or it could
+					 * not be removed) */
+	int64_t entries_total;		/* entries in the snapshot */
+	int rto_missed, rpo_missed;
+	struct drill_failure *failures;	/* in path order */
+	size_t nfailures;
+};
+
+/*
+ * Rehearse the recovery of snapshot s: restore it, or a deterministic
+ * sample of its files, into a fresh scratch directory (or stream its
+ * chunks through verification), check every entry's content and metadata
+ * against the catalog, time it, compare with the objectives (RTO: the
+ * restore time, estimated for the whole snapshot from a sample; RPO: the
+ * age of the dataset's newest complete snapshot) and record the result in
+ * the drill table.  STATUS_OK (pass), STATUS_INTEGRITY (fail),
+ * STATUS_OBJECTIVE (missed objective), or STATUS_USAGE / STATUS_ERROR
+ * when no drill could be run.  Release res with engine_drill_result_release.
+ */
+int engine_drill(struct repo *r, struct catalog *c,
+    const struct catalog_snapshot *s, const struct drill_opts *o,
+    struct drill_result *res);
+void engine_drill_result_release(struct drill_result *res);
 
 #endif

@@ -30,6 +30,7 @@ struct restore {
 	struct catalog *cat;
 	struct fs_restore *fr;
 	struct restore_result *res;
+	const struct restore_opts *opts;
 	struct compressor *z;
 	struct buf chunk;
 	struct cached_reader cache[READER_CACHE];
@@ -210,6 +211,9 @@ restore_under(struct restore *rs, int64_t snapshot_id, const char *under)
 		return (-1);
 	while ((rc = catalog_iter_next(it, &e)) == 1) {
 		seen = 1;
+		if (rs->opts->filter &&
+		    !rs->opts->filter(rs->opts->filter_arg, &e))
+			continue;
 		rc = restore_entry(rs, &e);
 		if (rc < 0)
 			break;
@@ -241,6 +245,7 @@ engine_restore(struct repo *r, struct catalog *c,
 	rs.repo = r;
 	rs.cat = c;
 	rs.res = res;
+	rs.opts = o;
 	hmap_init(&rs.links, 24);
 	progress_init(&rs.progress, "restore", (uint64_t)s->bytes_read);
 
