@@ -1,0 +1,712 @@
+/*
+ * Verify: prove that what the catalog says the complete snapshots need is
+ * in the repository.
+ *
+ * The pass goes over the catalog's packs in name order, reading each once:
+ * its header (pack_reader_open), its index (pack_reader_index), checked
+ * against where the catalog locates the chunks that complete snapshots
+ * need, its snapshot records (signature and snapshot id), and, when asked,
+ * the data of those chunks (pack_reader_get: AEAD and keyed hash) in
+ * offset order, so that a pack is read front to back.  The needed chunks
+ * come from one catalog query in the same (pack, offset) order, merged
+ * with the pack list.  Everything found wrong is mapped at the end, by one
+ * more query, to the snapshots and files it breaks.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coffer/engine.h"
+#include "coffer/hex.h"
+#include "coffer/hmap.h"
+#include "coffer/log.h"
+#include "coffer/progress.h"
+#include "coffer/status.h"
+
+/* The snapshot record as the packer writes it (packer_snapshot_record):
+ * "CFSN" | version | signature | image, signed over context | repo id |
+ * image. */
+#define RECORD_MAGIC "CFSN"
+#define RECORD_VERSION 1
+#define RECORD_HEADER (4 + 1 + CRYPTO_SIG_BYTES)
+static const char record_ctx[] = "coffer-snapshot";
+
+/* A complete snapshot and the pack that should hold its record. */
+struct snaprec {
+	char sid[SNAPSHOT_ID_HEX + 1];
+	char *dataset;
+	char pack[33];
+	int found;
+};
+
+struct verify {
+	struct repo *repo;
+	struct catalog *cat;
+	const struct verify_opts *o;
+	struct verify_result *res;
+	struct compressor *z;
+	struct buf data;
+	struct buf msg;
+	struct hmap index;		/* chunk id -> position in the index */
+
+	/* The needed chunks, merged with the pack list. */
+	struct catalog_chunk_iter *it;
+	struct catalog_chunk_loc next;
+	int have_next;
+	struct catalog_chunk_loc *need;
+	size_t nneed, capneed;
+
+	struct snaprec *recs;		/* sorted by pack */
+	size_t nrecs, reci;
+
+	int64_t *bad_rows;		/* chunk rows of res->damage */
+	char last_bad_pack[33];
+	struct progress progress;
+};
+
+static int
+by_pack(const void *a, const void *b)
+{
+	const struct snaprec *x = a, *y = b;
+	int c = strcmp(x->pack, y->pack);
+
+	return (c ? c : strcmp(x->sid, y->sid));
+}
+
+static int
+collect_snapshot(void *arg, const struct catalog_snapshot *s)
+{
+	struct verify *v = arg;
+	struct snaprec *p;
+
+	if (s->state != SNAP_COMPLETE)
+		return (0);
+	if ((p = reallocarray(v->recs, v->nrecs + 1, sizeof(*p))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	v->recs = p;
+	p = &v->recs[v->nrecs];
+	memset(p, 0, sizeof(*p));
+	memcpy(p->sid, s->sid, sizeof(p->sid));
+	memcpy(p->pack, s->record_pack, sizeof(p->pack));
+	if ((p->dataset = strdup(s->dataset ? s->dataset : "")) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	v->nrecs++;
+	return (0);
+}
+
+static int
+add_bad_record(struct verify *v, struct snaprec *sr, const char *problem)
+{
+	struct verify_result *res = v->res;
+	struct verify_record *p;
+
+	p = reallocarray(res->bad_records, res->nbad_records + 1, sizeof(*p));
+	if (p == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	res->bad_records = p;
+	p = &res->bad_records[res->nbad_records];
+	memset(p, 0, sizeof(*p));
+	memcpy(p->sid, sr->sid, sizeof(p->sid));
+	memcpy(p->pack, sr->pack, sizeof(p->pack));
+	p->problem = problem;
+	if ((p->dataset = strdup(sr->dataset)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	res->nbad_records++;
+	if (sr->pack[0])
+		log_error("snapshot %s of '%s': its signed record %s "
+		    "(pack '%s')", sr->sid, sr->dataset, problem, sr->pack);
+	else
+		log_error("snapshot %s of '%s': its signed record %s",
+		    sr->sid, sr->dataset, problem);
+	return (0);
+}
+
+/* A needed chunk is damaged or missing; problem is reported here unless
+ * the reader already did (quiet). */
+static int
+add_damage(struct verify *v, const struct catalog_chunk_loc *l,
+    const char *problem, int quiet)
+{
+	struct verify_result *res = v->res;
+	struct verify_damage *d;
+	int64_t *rows;
+	char h[17];
+
+	d = reallocarray(res->damage, res->ndamage + 1, sizeof(*d));
+	if (d == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	res->damage = d;
+	rows = reallocarray(v->bad_rows, res->ndamage + 1, sizeof(*rows));
+	if (rows == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	v->bad_rows = rows;
+	d = &res->damage[res->ndamage];
+	memset(d, 0, sizeof(*d));
+	memcpy(d->cid, l->cid, sizeof(d->cid));
+	memcpy(d->pack, l->pack, sizeof(d->pack));
+	d->offset = l->pack_offset;
+	d->problem = problem;
+	rows[res->ndamage] = l->rowid;
+	res->ndamage++;
+	if (l->pack[0] && strcmp(l->pack, v->last_bad_pack) != 0) {
+		res->damaged_packs++;
+		memcpy(v->last_bad_pack, l->pack, sizeof(v->last_bad_pack));
+	}
+	if (!quiet) {
+		hex_encode(h, l->cid, 8);
+		if (l->pack[0])
+			log_error("chunk %s at offset %llu of pack '%s': %s", h,
+			    (unsigned long long)l->pack_offset, l->pack,
+			    problem);
+		else
+			log_error("chunk %s: %s", h, problem);
+	}
+	return (0);
+}
+
+static int
+advance(struct verify *v)
+{
+	int rc = catalog_chunk_iter_next(v->it, &v->next);
+
+	v->have_next = rc == 1;
+	return (rc < 0 ? -1 : 0);
+}
+
+/* Move the needed chunks of pack name from the stream into v->need. */
+static int
+take_needed(struct verify *v, const char *name)
+{
+	struct catalog_chunk_loc *p;
+
+	v->nneed = 0;
+	while (v->have_next) {
+		int c = strcmp(v->next.pack, name);
+
+		if (c > 0)
+			break;
+		if (c < 0) {
+			/* The pack list and the chunks come from the same
+			 * snapshot of the catalog: only a pack row that
+			 * vanished in between could get here. */
+			if (add_damage(v, &v->next, "its pack is not in the "
+			    "catalog", 0))
+				return (-1);
+		} else {
+			if (v->nneed == v->capneed) {
+				size_t cap = v->capneed ? v->capneed * 2 : 256;
+
+				p = reallocarray(v->need, cap, sizeof(*p));
+				if (p == NULL) {
+					log_error("out of memory");
+					return (-1);
+				}
+				v->need = p;
+				v->capneed = cap;
+			}
+			v->need[v->nneed++] = v->next;
+		}
+		if (advance(v))
+			return (-1);
+	}
+	return (0);
+}
+
+/* Check one snapshot record of the pack: signature, then whose it is. */
+static int
+check_record(struct verify *v, struct pack_reader *pr,
+    const struct pack_entry *e, size_t first, size_t end)
+{
+	char sid[SNAPSHOT_ID_HEX + 1];
+	const uint8_t *rec;
+	size_t i;
+
+	if (pack_reader_get(pr, e, v->z, &v->data))
+		return (0);	/* reported; its snapshot shows as missing */
+	rec = v->data.data;
+	if (v->data.len <= RECORD_HEADER || memcmp(rec, RECORD_MAGIC, 4) != 0 ||
+	    rec[4] != RECORD_VERSION) {
+		log_error("pack '%s': snapshot record at offset %llu is "
+		    "malformed", pack_reader_name(pr),
+		    (unsigned long long)e->offset);
+		return (0);
+	}
+	buf_reset(&v->msg);
+	if (buf_append(&v->msg, record_ctx, sizeof(record_ctx)) ||
+	    buf_append(&v->msg, repo_id(v->repo), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(&v->msg, rec + RECORD_HEADER,
+	    v->data.len - RECORD_HEADER))
+		return (-1);
+	if (crypto_verify(repo_keys(v->repo), v->msg.data, v->msg.len,
+	    rec + 5)) {
+		log_error("pack '%s': snapshot record at offset %llu has a bad "
+		    "signature", pack_reader_name(pr),
+		    (unsigned long long)e->offset);
+		return (0);
+	}
+	if (catalog_record_sid(rec + RECORD_HEADER, v->data.len -
+	    RECORD_HEADER, sid))
+		return (0);
+	v->res->records++;
+	for (i = first; i < end; i++)
+		if (strcmp(v->recs[i].sid, sid) == 0)
+			v->recs[i].found = 1;
+	return (0);
+}
+
+static int
+read_chunks(struct verify *v, struct pack_reader *pr, const uint8_t *ok)
+{
+	struct pack_entry pe;
+	size_t i, n = 0;
+
+	for (i = 0; i < v->nneed; i++) {
+		const struct catalog_chunk_loc *l = &v->need[i];
+
+		if (!ok[i])
+			continue;
+		memcpy(pe.id, l->cid, sizeof(pe.id));
+		pe.type = l->type;
+		pe.flags = l->flags;
+		pe.offset = l->pack_offset;
+		pe.plain_len = l->plain_len;
+		pe.stored_len = l->stored_len;
+		if (pack_reader_get(pr, &pe, v->z, &v->data)) {
+			/* pack_reader_get said what is wrong. */
+			if (add_damage(v, l, "its data does not verify", 1))
+				return (-1);
+		} else {
+			v->res->chunks_read++;
+			v->res->bytes_read += (int64_t)l->plain_len;
+			n++;
+		}
+		progress_update(&v->progress, 0, (uint64_t)l->stored_len +
+		    PACK_RECORD_HEADER_BYTES + CRYPTO_TAG_BYTES);
+	}
+	log_info("verify: read pack %s: %zu chunks", pack_reader_name(pr), n);
+	return (0);
+}
+
+/*
+ * One pack: header, index against the needed chunks, records, and the
+ * chunks' data when read is set.  0, or -1 on a fatal error (damage is
+ * not one: it is recorded and the pass goes on).
+ */
+static int
+check_pack(struct verify *v, const struct catalog_pack *pk, int read)
+{
+	struct pack_reader *pr;
+	struct pack_entry *ents = NULL;
+	uint8_t *ok = NULL;
+	size_t n = 0, i, first, end;
+	int64_t pos;
+	int rc = -1;
+	const char *lost = NULL;
+
+	/* The snapshots whose record should be in this pack. */
+	while (v->reci < v->nrecs && strcmp(v->recs[v->reci].pack,
+	    pk->name) < 0) {
+		if (add_bad_record(v, &v->recs[v->reci], "is in a pack that "
+		    "is not in the catalog"))
+			return (-1);
+		v->reci++;
+	}
+	first = end = v->reci;
+	while (end < v->nrecs && strcmp(v->recs[end].pack, pk->name) == 0)
+		end++;
+	v->reci = end;
+
+	if (take_needed(v, pk->name))
+		return (-1);
+	v->res->chunks += (int64_t)v->nneed;
+	if (v->nneed && (ok = calloc(v->nneed, 1)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if ((pr = pack_reader_open(v->repo, pk->name)) == NULL)
+		lost = "its pack is missing or unreadable";
+	else if (pack_reader_index(pr, &ents, &n))
+		lost = "its pack's index is damaged";
+	if (lost != NULL) {
+		/* Reported by the reader; each chunk is named below. */
+		for (i = 0; i < v->nneed; i++)
+			if (add_damage(v, &v->need[i], lost, 1))
+				goto out;
+		for (i = first; i < end; i++)
+			if (add_bad_record(v, &v->recs[i], "is in a pack that "
+			    "is missing or damaged"))
+				goto out;
+		progress_update(&v->progress, 1, read ? pk->size : 0);
+		rc = 0;
+		goto out;
+	}
+
+	hmap_clear(&v->index);
+	for (i = 0; i < n; i++)
+		if (hmap_put(&v->index, ents[i].id, (int64_t)i))
+			goto out;
+	for (i = 0; i < v->nneed; i++) {
+		const struct catalog_chunk_loc *l = &v->need[i];
+		const struct pack_entry *e;
+
+		if (!hmap_get(&v->index, l->cid, &pos)) {
+			if (add_damage(v, l, "not in its pack's index", 0))
+				goto out;
+			continue;
+		}
+		e = &ents[pos];
+		if (e->offset != l->pack_offset ||
+		    e->plain_len != l->plain_len ||
+		    e->stored_len != l->stored_len || e->type != l->type ||
+		    e->flags != l->flags) {
+			if (add_damage(v, l, "its pack's index and the catalog "
+			    "disagree on where it is", 0))
+				goto out;
+			continue;
+		}
+		ok[i] = 1;
+	}
+	for (i = 0; i < n; i++)
+		if (ents[i].type == PACK_REC_SNAPSHOT &&
+		    check_record(v, pr, &ents[i], first, end))
+			goto out;
+	for (i = first; i < end; i++)
+		if (!v->recs[i].found && add_bad_record(v, &v->recs[i],
+		    "is missing from its pack or damaged"))
+			goto out;
+	if (read) {
+		if (read_chunks(v, pr, ok))
+			goto out;
+		v->res->packs_read++;
+		progress_update(&v->progress, 1, 0);
+	} else {
+		progress_update(&v->progress, 1, 0);
+	}
+	rc = 0;
+out:
+	pack_reader_close(pr);
+	free(ents);
+	free(ok);
+	return (rc);
+}
+
+/* A pack's place in a random share: a hash of the pass's seed and name. */
+static uint64_t
+pack_key(uint64_t seed, const char *name)
+{
+	uint8_t in[8 + 32], out[32];
+
+	put_u64(in, seed);
+	memcpy(in + 8, name, 32);
+	crypto_plain_hash(in, sizeof(in), out);
+	return (get_u64(out));
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/* Which packs get their data read: sel[i] for the i-th pack by name. */
+static int
+select_packs(const struct verify_opts *o, uint64_t seed,
+    const struct catalog_pack *packs, size_t n, uint8_t *sel)
+{
+	uint64_t *keys = NULL, *sorted = NULL, cut;
+	double want;
+	size_t i, k;
+
+	for (i = 0; i < n; i++) {
+		switch (o->read) {
+		case VERIFY_STRUCTURE:
+			sel[i] = 0;
+			break;
+		case VERIFY_READ_SLICE:
+			sel[i] = i % o->slice_m == o->slice_n - 1;
+			break;
+		default:
+			sel[i] = 1;
+		}
+	}
+	if (o->read != VERIFY_READ_PERCENT || n == 0)
+		return (0);
+	/* Exactly the share asked for (at least one pack): the k packs
+	 * whose keys are smallest. */
+	want = o->percent * (double)n / 100.0;
+	k = (size_t)want;
+	if ((double)k < want || k == 0)
+		k++;
+	if (k >= n)
+		return (0);
+	if ((keys = calloc(n, sizeof(*keys))) == NULL ||
+	    (sorted = calloc(n, sizeof(*sorted))) == NULL) {
+		free(keys);
+		log_error("out of memory");
+		return (-1);
+	}
+	for (i = 0; i < n; i++)
+		sorted[i] = keys[i] = pack_key(seed, packs[i].name);
+	qsort(sorted, n, sizeof(*sorted), cmp_u64);
+	cut = sorted[k - 1];
+	for (i = 0; i < n; i++)
+		sel[i] = keys[i] <= cut;
+	free(keys);
+	free(sorted);
+	return (0);
+}
+
+static void
+mode_name(const struct verify_opts *o, char *out, size_t len)
+{
+	switch (o->read) {
+	case VERIFY_READ_ALL:
+		snprintf(out, len, "read-data");
+		break;
+	case VERIFY_READ_PERCENT:
+		snprintf(out, len, "read-data=%g%%", o->percent);
+		break;
+	case VERIFY_READ_SLICE:
+		snprintf(out, len, "read-data=%u/%u", o->slice_n, o->slice_m);
+		break;
+	default:
+		snprintf(out, len, "structure");
+	}
+}
+
+struct broken_state {
+	struct verify_result *res;
+	char last_sid[SNAPSHOT_ID_HEX + 1];
+};
+
+static int
+collect_broken(void *arg, const char *sid, const char *dataset,
+    const char *path)
+{
+	struct broken_state *bs = arg;
+	struct verify_result *res = bs->res;
+	struct verify_broken *b;
+
+	b = reallocarray(res->broken, res->nbroken + 1, sizeof(*b));
+	if (b == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	res->broken = b;
+	b = &res->broken[res->nbroken];
+	memset(b, 0, sizeof(*b));
+	snprintf(b->sid, sizeof(b->sid), "%s", sid);
+	b->dataset = strdup(dataset);
+	b->path = strdup(path);
+	res->nbroken++;
+	if (b->dataset == NULL || b->path == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if (strcmp(bs->last_sid, sid) != 0) {
+		res->broken_snapshots++;
+		snprintf(bs->last_sid, sizeof(bs->last_sid), "%s", sid);
+	}
+	return (0);
+}
+
+/* Chunks needed but in no pack: they sort before every pack. */
+static int
+check_unlocated(struct verify *v)
+{
+	while (v->have_next && v->next.pack[0] == '\0') {
+		v->res->chunks++;
+		if (add_damage(v, &v->next, "needed but stored in no pack", 0))
+			return (-1);
+		if (advance(v))
+			return (-1);
+	}
+	return (0);
+}
+
+/* Complete snapshots that have no record_pack at all. */
+static int
+check_unrecorded(struct verify *v)
+{
+	while (v->reci < v->nrecs && v->recs[v->reci].pack[0] == '\0') {
+		if (add_bad_record(v, &v->recs[v->reci], "was never written"))
+			return (-1);
+		v->reci++;
+	}
+	return (0);
+}
+
+int
+engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
+    struct verify_result *res)
+{
+	struct catalog_verify_state vs;
+	struct catalog_pack *packs = NULL;
+	struct broken_state bs;
+	struct verify v;
+	uint8_t *sel = NULL;
+	uint64_t total = 0;
+	size_t npacks = 0, i, start = 0;
+	double t0 = now_monotonic();
+	int status = STATUS_ERROR, found;
+
+	memset(res, 0, sizeof(*res));
+	memset(&v, 0, sizeof(v));
+	v.repo = r;
+	v.cat = c;
+	v.o = o;
+	v.res = res;
+	buf_init(&v.data);
+	buf_init(&v.msg);
+	hmap_init(&v.index, CRYPTO_ID_BYTES);
+	mode_name(o, res->mode, sizeof(res->mode));
+
+	if ((found = catalog_verify_state_get(c, res->mode, &vs)) < 0)
+		goto out;
+	if (!found) {
+		memset(&vs, 0, sizeof(vs));
+		crypto_random(&vs.seed, sizeof(vs.seed));
+		vs.started_ns = now_realtime_ns();
+	} else {
+		res->resumed = 1;
+		res->earlier_packs = vs.packs;
+		res->earlier_errors = vs.errors;
+		log_info("verify: resuming the %s pass after pack %s",
+		    res->mode, vs.last_pack);
+	}
+	if ((v.z = compressor_new(1)) == NULL)
+		goto out;
+	if (catalog_packs(c, &packs, &npacks))
+		goto out;
+	res->packs_total = (int64_t)npacks;
+	if (npacks && (sel = calloc(npacks, 1)) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	if (select_packs(o, vs.seed, packs, npacks, sel))
+		goto out;
+	if (catalog_snapshot_list(c, NULL, collect_snapshot, &v))
+		goto out;
+	if (v.nrecs)
+		qsort(v.recs, v.nrecs, sizeof(*v.recs), by_pack);
+
+	if (found) {
+		while (start < npacks &&
+		    strcmp(packs[start].name, vs.last_pack) <= 0)
+			start++;
+		while (v.reci < v.nrecs &&
+		    strcmp(v.recs[v.reci].pack, vs.last_pack) <= 0)
+			v.reci++;
+	}
+	for (i = start; i < npacks; i++)
+		if (sel[i])
+			total += packs[i].size;
+	progress_init(&v.progress, "verify", total);
+	v.progress.unit = "packs";
+
+	if ((v.it = catalog_needed_chunks(c, found ? vs.last_pack : NULL)) ==
+	    NULL || advance(&v))
+		goto out;
+	if (!found && (check_unlocated(&v) || check_unrecorded(&v)))
+		goto out;
+
+	res->complete = 1;
+	for (i = start; i < npacks; i++) {
+		if (check_pack(&v, &packs[i], sel[i]))
+			goto out;
+		res->packs++;
+		memcpy(res->last_pack, packs[i].name, sizeof(res->last_pack));
+		/* At least one pack per run, so that a pass always ends. */
+		if (o->max_seconds > 0 && i + 1 < npacks &&
+		    now_monotonic() - t0 >= o->max_seconds) {
+			res->complete = 0;
+			break;
+		}
+	}
+	if (res->complete) {
+		/* Chunks of packs after the last one (a pack row that
+		 * vanished while we ran). */
+		if (take_needed(&v, "~"))
+			goto out;
+		while (v.reci < v.nrecs) {
+			if (add_bad_record(&v, &v.recs[v.reci], "is in a pack "
+			    "that is not in the catalog"))
+				goto out;
+			v.reci++;
+		}
+	}
+	catalog_chunk_iter_free(v.it);
+	v.it = NULL;
+	progress_done(&v.progress);
+
+	if (res->complete) {
+		if (found && catalog_verify_state_clear(c, res->mode))
+			goto out;
+	} else {
+		memcpy(vs.last_pack, res->last_pack, sizeof(vs.last_pack));
+		vs.packs += res->packs;
+		vs.chunks += res->chunks;
+		vs.bytes += res->bytes_read;
+		vs.errors += (int64_t)(res->ndamage + res->nbad_records);
+		if (catalog_verify_state_put(c, res->mode, &vs))
+			goto out;
+	}
+
+	memset(&bs, 0, sizeof(bs));
+	bs.res = res;
+	if (catalog_chunks_break(c, v.bad_rows, res->ndamage, collect_broken,
+	    &bs))
+		goto out;
+	status = res->ndamage || res->nbad_records ? STATUS_INTEGRITY :
+	    STATUS_OK;
+out:
+	progress_done(&v.progress);
+	res->seconds = now_monotonic() - t0;
+	catalog_chunk_iter_free(v.it);
+	compressor_free(v.z);
+	buf_release(&v.data);
+	buf_release(&v.msg);
+	hmap_release(&v.index);
+	for (i = 0; i < v.nrecs; i++)
+		free(v.recs[i].dataset);
+	free(v.recs);
+	free(v.need);
+	free(v.bad_rows);
+	free(packs);
+	free(sel);
+	return (status);
+}
+
+void
+engine_verify_result_release(struct verify_result *res)
+{
+	size_t i;
+
+	for (i = 0; i < res->nbroken; i++) {
+		free(res->broken[i].dataset);
+		free(res->broken[i].path);
+	}
+	for (i = 0; i < res->nbad_records; i++)
+		free(res->bad_records[i].dataset);
+	free(res->damage);
+	free(res->broken);
+	free(res->bad_records);
+	res->damage = NULL;
+	res->broken = NULL;
+	res->bad_records = NULL;
+	res->ndamage = res->nbroken = res->nbad_records = 0;
+}
