@@ -38,6 +38,18 @@ static const struct command {
 	{ "restore", cmd_restore,
 	  "restore [--force] SNAPSHOT TARGET [PATH...]",
 	  "restore a snapshot, or part of it" },
+	{ "verify", cmd_verify,
+	  "verify [--read-data[=P%|=N/M]] [--max-duration DUR] [--json]",
+	  "check that the repository holds what snapshots need" },
+	{ "audit", cmd_audit,
+	  "audit [--exclude GLOB]... [--one-file-system] [--json] DATASET "
+	  "[SNAPSHOT]",
+	  "rehash the live data and compare it with a snapshot" },
+	{ "drill", cmd_drill,
+	  "drill [--sample P%] [--scratch DIR | --no-write] [--keep] "
+	  "[--rto DUR] [--rpo DUR] [--json] [--metrics-file FILE] SNAPSHOT\n"
+	  "       coffer drill history [--json] [DATASET]",
+	  "rehearse a recovery and record it" },
 	{ "help", cmd_help, "help [COMMAND]", "show help" },
 	{ "version", cmd_version, "version", "print the version" },
 };

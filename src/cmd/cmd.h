@@ -24,6 +24,9 @@ int cmd_ls(int argc, char **argv, const struct global_opts *g);
 int cmd_restore(int argc, char **argv, const struct global_opts *g);
 int cmd_help(int argc, char **argv, const struct global_opts *g);
 int cmd_version(int argc, char **argv, const struct global_opts *g);
+int cmd_verify(int argc, char **argv, const struct global_opts *g);
+int cmd_audit(int argc, char **argv, const struct global_opts *g);
+int cmd_drill(int argc, char **argv, const struct global_opts *g);
 
 /* One-line usage of a command, for errors and help; NULL if unknown. */
 const char *cmd_usage(const char *name);
@@ -55,5 +58,15 @@ void cmd_passphrase_free(char *pass, size_t len);
 
 /* Parse a non-negative decimal option value; -1 on error (reported). */
 long long cmd_parse_num(const char *opt, const char *s);
+
+/*
+ * Durations: a number and a unit (ms, s, m, h, d, w), repeated ("1h30m"),
+ * or a bare number of seconds; must be above 0.  Percentages: a number in
+ * (0, 100], "%" optional.  0, or -1 (reported).  (src/cmd/duration.c)
+ */
+int cmd_parse_duration(const char *opt, const char *s, double *secs);
+int cmd_parse_percent(const char *opt, const char *s, double *pct);
+/* Seconds for people: "4.2 s", "12m05s", "3h20m", "2d04h"; "-" if < 0. */
+void cmd_fmt_seconds(char *out, size_t len, double s);
 
 #endif

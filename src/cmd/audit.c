@@ -1,0 +1,172 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "coffer/engine.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+static const char *const change_names[] = {
+	[AUDIT_CORRUPT] = "corrupt",
+	[AUDIT_MODIFIED] = "modified",
+	[AUDIT_MISSING] = "missing",
+	[AUDIT_NEW] = "new",
+	[AUDIT_UNREADABLE] = "unreadable",
+};
+
+struct report {
+	int json;
+	int n;
+};
+
+static int
+report(void *arg, int change, const char *path, int kind, int64_t offset)
+{
+	struct report *rp = arg;
+
+	if (rp->json) {
+		printf("%s{\"change\":\"%s\",\"path\":", rp->n ? "," : "",
+		    change_names[change]);
+		json_str(stdout, path);
+		printf(",\"type\":\"%s\"", entry_kind_name(kind));
+		if (change == AUDIT_CORRUPT)
+			printf(",\"offset\":%lld", (long long)offset);
+		putchar('}');
+	} else {
+		/* Corruption in capitals: it must not drown in the list. */
+		printf("%-10s ", change == AUDIT_CORRUPT ? "CORRUPT" :
+		    change_names[change]);
+		fmt_path(stdout, path);
+		putchar('\n');
+	}
+	rp->n++;
+	return (0);
+}
+
+int
+cmd_audit(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "exclude", required_argument, NULL, 'e' },
+		{ "one-file-system", no_argument, NULL, 'x' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct catalog_snapshot s;
+	struct audit_opts o;
+	struct audit_result res;
+	struct report rp = { 0, 0 };
+	struct repo *r;
+	struct catalog *c;
+	char **ex = NULL, **p, *latest = NULL, sz[32];
+	const char *dataset, *name;
+	size_t nex = 0, n;
+	int ch, st, rc;
+
+	memset(&o, 0, sizeof(o));
+	memset(&s, 0, sizeof(s));
+	while ((ch = getopt_long(argc, argv, "x", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'e':
+			if ((p = reallocarray(ex, nex + 1, sizeof(*ex))) ==
+			    NULL) {
+				log_error("out of memory");
+				st = STATUS_ERROR;
+				goto out0;
+			}
+			ex = p;
+			ex[nex++] = optarg;
+			break;
+		case 'x':
+			o.walk.one_file_system = 1;
+			break;
+		case 'j':
+			rp.json = 1;
+			break;
+		default:
+			st = cmd_usage_error("audit");
+			goto out0;
+		}
+	}
+	if (argc - optind < 1 || argc - optind > 2) {
+		st = cmd_usage_error("audit");
+		goto out0;
+	}
+	dataset = argv[optind];
+	if (dataset[0] == '\0' || strchr(dataset, '@') ||
+	    strchr(dataset, '/')) {
+		log_error("bad dataset name '%s' (no '@' or '/')", dataset);
+		st = STATUS_USAGE;
+		goto out0;
+	}
+	if (argc - optind == 2) {
+		name = argv[optind + 1];
+	} else {
+		n = strlen(dataset) + sizeof("@latest");
+		if ((latest = malloc(n)) == NULL) {
+			log_error("out of memory");
+			st = STATUS_ERROR;
+			goto out0;
+		}
+		snprintf(latest, n, "%s@latest", dataset);
+		name = latest;
+	}
+	o.walk.excludes = ex;
+	o.walk.nexcludes = nex;
+	o.report = report;
+	o.arg = &rp;
+	/* The chunker and id keys are needed to rehash; nothing is
+	 * written, so no lock. */
+	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
+		goto out0;
+	if ((rc = catalog_snapshot_find(c, name, &s)) <= 0) {
+		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+		goto out;
+	}
+	if (strcmp(s.dataset, dataset) != 0) {
+		log_error("snapshot %.12s is of dataset '%s', not '%s'", s.sid,
+		    s.dataset, dataset);
+		st = STATUS_USAGE;
+		goto out;
+	}
+	if (rp.json) {
+		fputs("{\"dataset\":", stdout);
+		json_str(stdout, s.dataset);
+		printf(",\"snapshot\":\"%s\",\"source\":", s.sid);
+		json_str(stdout, s.source);
+		fputs(",\"changes\":[", stdout);
+	}
+	st = engine_audit(r, c, &s, &o, &res);
+	if (rp.json) {
+		printf("],\"complete\":%s,\"entries\":%lld,\"files\":%lld,"
+		    "\"bytes\":%lld,\"corrupt\":%lld,\"modified\":%lld,"
+		    "\"missing\":%lld,\"new\":%lld,\"unreadable\":%lld,"
+		    "\"seconds\":%.3f}\n",
+		    st == STATUS_ERROR || st == STATUS_USAGE ? "false" : "true",
+		    (long long)res.entries, (long long)res.files,
+		    (long long)res.bytes, (long long)res.corrupt,
+		    (long long)res.modified, (long long)res.missing,
+		    (long long)res.added, (long long)res.unreadable,
+		    res.seconds);
+	} else if (st != STATUS_ERROR && st != STATUS_USAGE &&
+	    (log_level >= 0 || st != STATUS_OK)) {
+		fmt_bytes(sz, sizeof(sz), (double)res.bytes);
+		printf("audit of '%s' against %.12s: %lld entries, %lld files "
+		    "rehashed (%s): %lld silently corrupted, %lld modified, "
+		    "%lld missing, %lld new%s\n", s.dataset, s.sid,
+		    (long long)res.entries, (long long)res.files, sz,
+		    (long long)res.corrupt, (long long)res.modified,
+		    (long long)res.missing, (long long)res.added,
+		    res.unreadable ? ", some unreadable" : "");
+	}
+out:
+	catalog_snapshot_release(&s);
+	cmd_close(r, c);
+out0:
+	free(ex);
+	free(latest);
+	return (st);
+}

@@ -1,0 +1,455 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "coffer/buf.h"
+#include "coffer/engine.h"
+#include "coffer/fsutil.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/progress.h"
+#include "coffer/status.h"
+
+static double
+mb_per_s(int64_t bytes, double seconds)
+{
+	return (seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0);
+}
+
+/* A JSON number, or null for "none" (negative). */
+static void
+json_opt(const char *name, double v)
+{
+	if (v >= 0)
+		printf(",\"%s\":%.3f", name, v);
+	else
+		printf(",\"%s\":null", name);
+}
+
+static void
+print_json(const struct drill_result *res)
+{
+	const struct catalog_drill *d = &res->rec;
+	char when[32];
+	size_t i;
+
+	fmt_time(when, sizeof(when), d->time_ns);
+	fputs("{\"dataset\":", stdout);
+	json_str(stdout, d->dataset);
+	printf(",\"snapshot\":\"%s\",\"time\":\"%s\",\"time_ns\":%lld,"
+	    "\"mode\":\"%s\",\"sample\":%g,\"scratch\":", d->sid, when,
+	    (long long)d->time_ns, d->no_write ? "no-write" : "restore",
+	    d->sample);
+	json_str(stdout, res->scratch);
+	printf(",\"scratch_kept\":%s", res->scratch_kept ? "true" : "false");
+	printf(",\"entries_total\":%lld,\"files\":%lld,\"bytes\":%lld,"
+	    "\"failures\":%lld,\"seconds\":%.3f,\"check_seconds\":%.3f,"
+	    "\"mb_per_s\":%.3f", (long long)res->entries_total,
+	    (long long)d->files, (long long)d->bytes, (long long)d->failures,
+	    d->seconds, d->check_seconds, mb_per_s(d->bytes, d->seconds));
+	json_opt("estimate_seconds", d->estimate_seconds);
+	json_opt("rto_seconds", d->rto_seconds);
+	json_opt("rpo_seconds", d->rpo_seconds);
+	json_opt("rpo_age_seconds", d->rpo_age_seconds);
+	printf(",\"rto_missed\":%s,\"rpo_missed\":%s,\"verdict\":\"%s\","
+	    "\"problems\":[", res->rto_missed ? "true" : "false",
+	    res->rpo_missed ? "true" : "false", d->verdict);
+	for (i = 0; i < res->nfailures; i++) {
+		printf("%s{\"path\":", i ? "," : "");
+		json_str(stdout, res->failures[i].path);
+		fputs(",\"problem\":", stdout);
+		json_str(stdout, res->failures[i].what);
+		putchar('}');
+	}
+	fputs("]}\n", stdout);
+}
+
+static void
+print_text(const struct drill_result *res, const struct drill_opts *o)
+{
+	const struct catalog_drill *d = &res->rec;
+	char sz[32], t[32], t2[32];
+	size_t i;
+
+	printf("drill of snapshot %.12s of '%s'", d->sid, d->dataset);
+	if (d->sample < 100)
+		printf(", a %g%% sample", d->sample);
+	printf(":\n");
+	fmt_bytes(sz, sizeof(sz), (double)d->bytes);
+	cmd_fmt_seconds(t, sizeof(t), d->seconds);
+	if (d->no_write)
+		printf("  streamed   %lld of %lld entries, %s, verified in %s "
+		    "(%.1f MB/s), nothing written\n", (long long)d->files,
+		    (long long)res->entries_total, sz, t,
+		    mb_per_s(d->bytes, d->seconds));
+	else
+		printf("  restored   %lld of %lld entries, %s, in %s "
+		    "(%.1f MB/s) into '%s'%s\n", (long long)d->files,
+		    (long long)res->entries_total, sz, t,
+		    mb_per_s(d->bytes, d->seconds),
+		    res->scratch ? res->scratch : "?",
+		    res->scratch_kept ? ", kept" : ", removed");
+	if (!d->no_write) {
+		cmd_fmt_seconds(t, sizeof(t), d->check_seconds);
+		printf("  checked    content and metadata of %lld entries in "
+		    "%s\n", (long long)d->files, t);
+	}
+	if (d->estimate_seconds >= 0) {
+		cmd_fmt_seconds(t, sizeof(t), d->estimate_seconds);
+		printf("  estimate   %s for the whole snapshot, from the "
+		    "sample\n", t);
+	}
+	if (d->rto_seconds >= 0) {
+		cmd_fmt_seconds(t, sizeof(t), d->rto_seconds);
+		cmd_fmt_seconds(t2, sizeof(t2), d->estimate_seconds >= 0 ?
+		    d->estimate_seconds : d->seconds);
+		printf("  RTO        %s: %s (restore %s)\n", t,
+		    res->rto_missed ? "MISSED" : "met", t2);
+	}
+	cmd_fmt_seconds(t2, sizeof(t2), d->rpo_age_seconds);
+	if (d->rpo_seconds >= 0) {
+		cmd_fmt_seconds(t, sizeof(t), d->rpo_seconds);
+		printf("  RPO        %s: %s (newest snapshot %s old)\n", t,
+		    res->rpo_missed ? "MISSED" : "met", t2);
+	} else {
+		printf("  RPO age    %s (newest complete snapshot)\n", t2);
+	}
+	for (i = 0; i < res->nfailures; i++) {
+		printf("  FAILED     ");
+		fmt_path(stdout, res->failures[i].path);
+		printf(": %s\n", res->failures[i].what);
+	}
+	printf("  failures   %lld\n", (long long)d->failures);
+	printf("  verdict    %s\n", d->verdict);
+}
+
+/* A Prometheus label value: backslash, double quote and newline escaped
+ * (text exposition format). */
+static int
+put_label(struct buf *b, const char *s)
+{
+	int rc = 0;
+
+	for (; *s && rc == 0; s++) {
+		if (*s == '\\')
+			rc = buf_puts(b, "\\\\");
+		else if (*s == '"')
+			rc = buf_puts(b, "\\\"");
+		else if (*s == '\n')
+			rc = buf_puts(b, "\\n");
+		else
+			rc = buf_put_u8(b, (uint8_t)*s);
+	}
+	return (rc);
+}
+
+/* The newest drill of each dataset, gathered for the metrics file. */
+struct latest {
+	char *dataset;
+	int64_t time_ns;
+	int pass;
+	double seconds;
+	int64_t bytes, failures;
+	int64_t newest_ns;
+};
+
+struct latest_list {
+	struct latest *v;
+	size_t n;
+};
+
+static int
+collect_latest(void *arg, const struct catalog_drill *d)
+{
+	struct latest_list *l = arg;
+	struct latest *p;
+
+	if ((p = reallocarray(l->v, l->n + 1, sizeof(*p))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	l->v = p;
+	p = &l->v[l->n];
+	if ((p->dataset = strdup(d->dataset)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	p->time_ns = d->time_ns;
+	p->pass = strcmp(d->verdict, "pass") == 0;
+	p->seconds = d->seconds;
+	p->bytes = d->bytes;
+	p->failures = d->failures;
+	p->newest_ns = d->newest_ns;
+	l->n++;
+	return (0);
+}
+
+enum metric {
+	M_TIME, M_SUCCESS, M_DURATION, M_BYTES, M_FAILURES, M_RPO, M__COUNT
+};
+
+static const struct {
+	const char *name;
+	const char *help;
+} metrics[M__COUNT] = {
+	{ "coffer_drill_last_timestamp_seconds",
+	  "When the last recovery drill of the dataset started, in seconds "
+	  "since the epoch." },
+	{ "coffer_drill_success",
+	  "1 if the last drill passed, 0 if it failed or missed an "
+	  "objective." },
+	{ "coffer_drill_duration_seconds",
+	  "Wall time of the last drill's restore (or verified stream)." },
+	{ "coffer_drill_bytes",
+	  "File content restored and checked by the last drill." },
+	{ "coffer_drill_failures",
+	  "Entries that failed a check in the last drill." },
+	{ "coffer_rpo_age_seconds",
+	  "Age of the dataset's newest complete snapshot when the metrics "
+	  "were written." },
+};
+
+/*
+ * The Prometheus textfile for node_exporter: each dataset's newest drill
+ * (not only this one: the file is replaced whole, and the other datasets'
+ * series must not vanish from it).  Written atomically: a collector never
+ * reads half a file.
+ */
+static int
+write_metrics(struct catalog *c, const char *path)
+{
+	struct latest_list l = { NULL, 0 };
+	struct buf b = BUF_INIT;
+	int64_t now = now_realtime_ns();
+	size_t i;
+	int m, rc = -1, err = 0;
+
+	if (catalog_drill_list(c, NULL, 1, collect_latest, &l))
+		goto out;
+	for (m = 0; m < M__COUNT; m++) {
+		err |= buf_printf(&b, "# HELP %s %s\n# TYPE %s gauge\n",
+		    metrics[m].name, metrics[m].help, metrics[m].name);
+		for (i = 0; i < l.n; i++) {
+			const struct latest *p = &l.v[i];
+
+			if (m == M_RPO && p->newest_ns == 0)
+				continue;
+			err |= buf_printf(&b, "%s{dataset=\"", metrics[m].name);
+			err |= put_label(&b, p->dataset);
+			err |= buf_puts(&b, "\"} ");
+			switch (m) {
+			case M_TIME:
+				err |= buf_printf(&b, "%.3f",
+				    (double)p->time_ns / 1e9);
+				break;
+			case M_SUCCESS:
+				err |= buf_printf(&b, "%d", p->pass);
+				break;
+			case M_DURATION:
+				err |= buf_printf(&b, "%.3f", p->seconds);
+				break;
+			case M_BYTES:
+				err |= buf_printf(&b, "%lld",
+				    (long long)p->bytes);
+				break;
+			case M_FAILURES:
+				err |= buf_printf(&b, "%lld",
+				    (long long)p->failures);
+				break;
+			default:
+				err |= buf_printf(&b, "%.3f",
+				    now > p->newest_ns ?
+				    (double)(now - p->newest_ns) / 1e9 : 0.0);
+			}
+			err |= buf_puts(&b, "\n");
+		}
+	}
+	if (err)
+		goto out;
+	rc = fsutil_write_file(path, b.data, b.len, 0644, 1);
+out:
+	for (i = 0; i < l.n; i++)
+		free(l.v[i].dataset);
+	free(l.v);
+	buf_release(&b);
+	return (rc);
+}
+
+struct history {
+	int json;
+	int n;
+};
+
+static int
+print_history(void *arg, const struct catalog_drill *d)
+{
+	struct history *h = arg;
+	char when[32], sz[32], t[32];
+
+	fmt_time(when, sizeof(when), d->time_ns);
+	if (h->json) {
+		printf("%s\n  {\"time\":\"%s\",\"time_ns\":%lld,\"dataset\":",
+		    h->n ? "," : "", when, (long long)d->time_ns);
+		json_str(stdout, d->dataset);
+		printf(",\"snapshot\":\"%s\",\"mode\":\"%s\",\"sample\":%g,"
+		    "\"files\":%lld,\"bytes\":%lld,\"failures\":%lld,"
+		    "\"seconds\":%.3f,\"check_seconds\":%.3f,"
+		    "\"mb_per_s\":%.3f", d->sid,
+		    d->no_write ? "no-write" : "restore", d->sample,
+		    (long long)d->files, (long long)d->bytes,
+		    (long long)d->failures, d->seconds, d->check_seconds,
+		    mb_per_s(d->bytes, d->seconds));
+		json_opt("estimate_seconds", d->estimate_seconds);
+		json_opt("rto_seconds", d->rto_seconds);
+		json_opt("rpo_seconds", d->rpo_seconds);
+		json_opt("rpo_age_seconds", d->rpo_age_seconds);
+		printf(",\"verdict\":\"%s\"}", d->verdict);
+	} else {
+		if (h->n == 0)
+			printf("%-20s  %-16s  %-12s  %-16s  %6s  %9s  %10s  "
+			    "%5s  %9s  %8s\n", "TIME", "DATASET", "SNAPSHOT",
+			    "VERDICT", "SAMPLE", "FILES", "BYTES", "FAIL",
+			    "DURATION", "MB/S");
+		fmt_bytes(sz, sizeof(sz), (double)d->bytes);
+		cmd_fmt_seconds(t, sizeof(t), d->seconds);
+		printf("%-20s  %-16s  %-12.12s  %-16s  %5g%%  %9lld  %10s  "
+		    "%5lld  %9s  %8.1f\n", when, d->dataset, d->sid,
+		    d->verdict, d->sample, (long long)d->files, sz,
+		    (long long)d->failures, t, mb_per_s(d->bytes, d->seconds));
+	}
+	h->n++;
+	return (0);
+}
+
+static int
+drill_history(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct history h = { 0, 0 };
+	const char *dataset = NULL;
+	struct repo *r;
+	struct catalog *c;
+	int ch, st;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'j')
+			return (cmd_usage_error("drill"));
+		h.json = 1;
+	}
+	if (argc - optind > 1)
+		return (cmd_usage_error("drill"));
+	if (optind < argc)
+		dataset = argv[optind];
+	/* History is catalog rows: no key. */
+	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
+		return (st);
+	if (h.json)
+		fputs("[", stdout);
+	if (catalog_drill_list(c, dataset, 0, print_history, &h) < 0)
+		st = STATUS_REPO;
+	if (h.json)
+		fputs(h.n ? "\n]\n" : "]\n", stdout);
+	cmd_close(r, c);
+	return (st);
+}
+
+int
+cmd_drill(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "sample", required_argument, NULL, 's' },
+		{ "scratch", required_argument, NULL, 'S' },
+		{ "no-write", no_argument, NULL, 'n' },
+		{ "keep", no_argument, NULL, 'k' },
+		{ "rto", required_argument, NULL, 'T' },
+		{ "rpo", required_argument, NULL, 'P' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "metrics-file", required_argument, NULL, 'm' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct catalog_snapshot s;
+	struct drill_opts o;
+	struct drill_result res;
+	struct repo *r;
+	struct catalog *c;
+	const char *metrics_file = NULL;
+	int ch, st, rc, json = 0;
+
+	/* "drill history ...": its own options. */
+	if (argc >= 2 && strcmp(argv[1], "history") == 0)
+		return (drill_history(argc - 1, argv + 1, g));
+	memset(&o, 0, sizeof(o));
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			if (cmd_parse_percent("--sample", optarg, &o.sample))
+				return (STATUS_USAGE);
+			break;
+		case 'S':
+			o.scratch = optarg;
+			break;
+		case 'n':
+			o.no_write = 1;
+			break;
+		case 'k':
+			o.keep = 1;
+			break;
+		case 'T':
+			if (cmd_parse_duration("--rto", optarg, &o.rto))
+				return (STATUS_USAGE);
+			break;
+		case 'P':
+			if (cmd_parse_duration("--rpo", optarg, &o.rpo))
+				return (STATUS_USAGE);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'm':
+			metrics_file = optarg;
+			break;
+		default:
+			return (cmd_usage_error("drill"));
+		}
+	}
+	if (argc - optind != 1)
+		return (cmd_usage_error("drill"));
+	if (o.no_write && (o.scratch || o.keep)) {
+		log_error("--no-write writes nothing: it takes neither "
+		    "--scratch nor --keep");
+		return (STATUS_USAGE);
+	}
+	if (metrics_file && *metrics_file == '\0') {
+		log_error("empty --metrics-file");
+		return (STATUS_USAGE);
+	}
+	/* No writer lock: a drill reads the repository, restores outside
+	 * it and adds one catalog row. */
+	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
+		return (st);
+	memset(&s, 0, sizeof(s));
+	if ((rc = catalog_snapshot_find(c, argv[optind], &s)) <= 0) {
+		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+		goto out;
+	}
+	st = engine_drill(r, c, &s, &o, &res);
+	if (res.rec.verdict != NULL) {
+		if (json)
+			print_json(&res);
+		else if (log_level >= 0 || st != STATUS_OK)
+			print_text(&res, &o);
+		if (metrics_file && write_metrics(c, metrics_file) &&
+		    st == STATUS_OK)
+			st = STATUS_ERROR;
+	}
+	engine_drill_result_release(&res);
+out:
+	catalog_snapshot_release(&s);
+	cmd_close(r, c);
+	return (st);
+}

@@ -1,0 +1,106 @@
+/*
+ * Option values shared by verify and drill: durations ("90s", "30m",
+ * "1h30m") and percentages ("10%").
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "coffer/log.h"
+
+int
+cmd_parse_duration(const char *opt, const char *s, double *secs)
+{
+	static const struct {
+		const char *name;
+		double mult;
+	} units[] = {
+		/* "ms" before "m": the longest unit that matches. */
+		{ "ms", 0.001 }, { "s", 1 }, { "m", 60 }, { "h", 3600 },
+		{ "d", 86400 }, { "w", 604800 },
+	};
+	const char *p = s;
+	double total = 0, v;
+	char *end;
+	size_t i, n;
+	int parts = 0;
+
+	while (*p != '\0') {
+		if (!(*p >= '0' && *p <= '9') && *p != '.')
+			goto bad;
+		errno = 0;
+		v = strtod(p, &end);
+		if (errno || end == p || !isfinite(v) || v < 0)
+			goto bad;
+		p = end;
+		if (*p == '\0') {
+			/* A bare number is seconds, only on its own. */
+			if (parts > 0)
+				goto bad;
+			total += v;
+			parts++;
+			break;
+		}
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+			n = strlen(units[i].name);
+			if (strncmp(p, units[i].name, n) == 0)
+				break;
+		}
+		if (i == sizeof(units) / sizeof(units[0]))
+			goto bad;
+		total += v * units[i].mult;
+		p += n;
+		parts++;
+	}
+	if (parts == 0 || !(total > 0) || !isfinite(total))
+		goto bad;
+	*secs = total;
+	return (0);
+bad:
+	log_error("option '%s' needs a duration such as 90s, 30m, 2h or "
+	    "1h30m, not '%s'", opt, s);
+	return (-1);
+}
+
+int
+cmd_parse_percent(const char *opt, const char *s, double *pct)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || (*end != '\0' && strcmp(end, "%") != 0) ||
+	    !(v > 0) || v > 100) {
+		log_error("option '%s' needs a percentage above 0 and at most "
+		    "100, such as 10%%, not '%s'", opt, s);
+		return (-1);
+	}
+	*pct = v;
+	return (0);
+}
+
+void
+cmd_fmt_seconds(char *out, size_t len, double s)
+{
+	long long t;
+
+	if (s < 0) {
+		snprintf(out, len, "-");
+		return;
+	}
+	if (s < 60) {
+		snprintf(out, len, "%.1f s", s);
+		return;
+	}
+	t = (long long)(s + 0.5);
+	if (t < 3600)
+		snprintf(out, len, "%lldm%02llds", t / 60, t % 60);
+	else if (t < 86400)
+		snprintf(out, len, "%lldh%02lldm", t / 3600, t % 3600 / 60);
+	else
+		snprintf(out, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
+}

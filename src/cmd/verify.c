@@ -1,0 +1,238 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "coffer/engine.h"
+#include "coffer/hex.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+/* --read-data's value: "" (all), "P%", or "N/M". */
+static int
+parse_read(const char *s, struct verify_opts *o)
+{
+	long long n, m;
+	const char *slash;
+	char *end;
+
+	if (s == NULL || *s == '\0') {
+		o->read = VERIFY_READ_ALL;
+		return (0);
+	}
+	if ((slash = strchr(s, '/')) != NULL) {
+		n = strtoll(s, &end, 10);
+		if (end != slash || s[0] < '0' || s[0] > '9')
+			goto bad;
+		m = strtoll(slash + 1, &end, 10);
+		if (*end != '\0' || slash[1] < '0' || slash[1] > '9' ||
+		    m < 1 || m > 1000000 || n < 1 || n > m)
+			goto bad;
+		o->read = VERIFY_READ_SLICE;
+		o->slice_n = (unsigned)n;
+		o->slice_m = (unsigned)m;
+		return (0);
+	}
+	if (strchr(s, '%') == NULL)
+		goto bad;
+	if (cmd_parse_percent("--read-data", s, &o->percent))
+		return (-1);
+	o->read = o->percent >= 100 ? VERIFY_READ_ALL : VERIFY_READ_PERCENT;
+	return (0);
+bad:
+	log_error("option '--read-data' takes P%% (a random share of the "
+	    "packs) or N/M (1 <= N <= M), not '%s'", s);
+	return (-1);
+}
+
+static void
+print_json(const struct verify_result *res)
+{
+	char h[65];
+	size_t i, j;
+
+	printf("{\"mode\":\"%s\",\"complete\":%s,\"resumed\":%s,"
+	    "\"packs_total\":%lld,\"packs\":%lld,\"packs_read\":%lld,"
+	    "\"chunks\":%lld,\"chunks_read\":%lld,\"bytes_read\":%lld,"
+	    "\"records\":%lld,\"earlier_packs\":%lld,\"earlier_errors\":%lld,"
+	    "\"seconds\":%.3f,\"resume_after\":", res->mode,
+	    res->complete ? "true" : "false", res->resumed ? "true" : "false",
+	    (long long)res->packs_total, (long long)res->packs,
+	    (long long)res->packs_read, (long long)res->chunks,
+	    (long long)res->chunks_read, (long long)res->bytes_read,
+	    (long long)res->records, (long long)res->earlier_packs,
+	    (long long)res->earlier_errors, res->seconds);
+	if (res->complete)
+		fputs("null", stdout);
+	else
+		printf("\"%s\"", res->last_pack);
+	printf(",\"errors\":%zu,\"damaged_chunks\":%zu,\"damaged_packs\":%lld,"
+	    "\"broken_snapshots\":%lld,\"damaged\":[",
+	    res->ndamage + res->nbad_records, res->ndamage,
+	    (long long)res->damaged_packs, (long long)res->broken_snapshots);
+	for (i = 0; i < res->ndamage; i++) {
+		const struct verify_damage *d = &res->damage[i];
+
+		hex_encode(h, d->cid, 32);
+		printf("%s{\"chunk\":\"%s\",\"pack\":", i ? "," : "", h);
+		if (d->pack[0])
+			printf("\"%s\",\"offset\":%llu", d->pack,
+			    (unsigned long long)d->offset);
+		else
+			fputs("null,\"offset\":null", stdout);
+		fputs(",\"problem\":", stdout);
+		json_str(stdout, d->problem);
+		putchar('}');
+	}
+	fputs("],\"broken\":[", stdout);
+	for (i = 0; i < res->nbroken; i = j) {
+		const struct verify_broken *b = &res->broken[i];
+
+		printf("%s{\"snapshot\":\"%s\",\"dataset\":", i ? "," : "",
+		    b->sid);
+		json_str(stdout, b->dataset);
+		fputs(",\"paths\":[", stdout);
+		for (j = i; j < res->nbroken &&
+		    strcmp(res->broken[j].sid, b->sid) == 0; j++) {
+			if (j > i)
+				putchar(',');
+			json_str(stdout, res->broken[j].path);
+		}
+		fputs("]}", stdout);
+	}
+	fputs("],\"bad_records\":[", stdout);
+	for (i = 0; i < res->nbad_records; i++) {
+		const struct verify_record *b = &res->bad_records[i];
+
+		printf("%s{\"snapshot\":\"%s\",\"dataset\":", i ? "," : "",
+		    b->sid);
+		json_str(stdout, b->dataset);
+		fputs(",\"pack\":", stdout);
+		if (b->pack[0])
+			printf("\"%s\"", b->pack);
+		else
+			fputs("null", stdout);
+		fputs(",\"problem\":", stdout);
+		json_str(stdout, b->problem);
+		putchar('}');
+	}
+	fputs("]}\n", stdout);
+}
+
+static void
+print_text(const struct verify_result *res)
+{
+	char sz[32], what[160], tail[256];
+	size_t i;
+
+	/* What breaks, by snapshot: the chunks themselves were named on
+	 * standard error as they were found. */
+	for (i = 0; i < res->nbroken; i++) {
+		const struct verify_broken *b = &res->broken[i];
+
+		if (i == 0 || strcmp(res->broken[i - 1].sid, b->sid) != 0)
+			printf("snapshot %.12s of '%s' is damaged:\n", b->sid,
+			    b->dataset);
+		fputs("  ", stdout);
+		fmt_path(stdout, b->path);
+		putchar('\n');
+	}
+	for (i = 0; i < res->nbad_records; i++)
+		printf("snapshot %.12s of '%s': signed record %s\n",
+		    res->bad_records[i].sid, res->bad_records[i].dataset,
+		    res->bad_records[i].problem);
+
+	if (res->packs_read > 0 || strcmp(res->mode, "structure") != 0) {
+		fmt_bytes(sz, sizeof(sz), (double)res->bytes_read);
+		snprintf(what, sizeof(what), "%lld pack%s, %lld chunk%s, %s",
+		    (long long)res->packs, res->packs == 1 ? "" : "s",
+		    (long long)res->chunks, res->chunks == 1 ? "" : "s", sz);
+	} else {
+		snprintf(what, sizeof(what), "%lld pack%s, %lld chunk%s "
+		    "(structure)", (long long)res->packs,
+		    res->packs == 1 ? "" : "s", (long long)res->chunks,
+		    res->chunks == 1 ? "" : "s");
+	}
+	if (res->ndamage == 0 && res->nbad_records == 0) {
+		snprintf(tail, sizeof(tail), "no errors");
+	} else {
+		int n = snprintf(tail, sizeof(tail), "%zu damaged or missing "
+		    "chunk%s in %lld pack%s break%s %lld snapshot%s",
+		    res->ndamage, res->ndamage == 1 ? "" : "s",
+		    (long long)res->damaged_packs,
+		    res->damaged_packs == 1 ? "" : "s",
+		    res->ndamage == 1 ? "s" : "",
+		    (long long)res->broken_snapshots,
+		    res->broken_snapshots == 1 ? "" : "s");
+
+		if (res->nbad_records && n > 0 && (size_t)n < sizeof(tail))
+			snprintf(tail + n, sizeof(tail) - (size_t)n,
+			    "; %zu bad snapshot record%s", res->nbad_records,
+			    res->nbad_records == 1 ? "" : "s");
+	}
+	if (res->resumed)
+		printf("resumed the %s pass after %lld packs checked before "
+		    "(%lld errors found then)\n", res->mode,
+		    (long long)res->earlier_packs,
+		    (long long)res->earlier_errors);
+	if (res->complete)
+		printf("verified %s: %s\n", what, tail);
+	else
+		printf("stopped at the time limit: verified %s of %lld: %s; "
+		    "the next run resumes after pack %.12s\n", what,
+		    (long long)res->packs_total, tail, res->last_pack);
+}
+
+int
+cmd_verify(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "read-data", optional_argument, NULL, 'R' },
+		{ "max-duration", required_argument, NULL, 'D' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct verify_opts o;
+	struct verify_result res;
+	struct repo *r;
+	struct catalog *c;
+	int ch, st, json = 0;
+
+	memset(&o, 0, sizeof(o));
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'R':
+			if (parse_read(optarg, &o))
+				return (STATUS_USAGE);
+			break;
+		case 'D':
+			if (cmd_parse_duration("--max-duration", optarg,
+			    &o.max_seconds))
+				return (STATUS_USAGE);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			return (cmd_usage_error("verify"));
+		}
+	}
+	if (optind != argc)
+		return (cmd_usage_error("verify"));
+	/* The keys open packs; no writer lock: verify only reads the
+	 * repository and writes its own catalog rows. */
+	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
+		return (st);
+	st = engine_verify(r, c, &o, &res);
+	if (st == STATUS_OK || st == STATUS_INTEGRITY) {
+		if (json)
+			print_json(&res);
+		else if (log_level >= 0 || st != STATUS_OK)
+			print_text(&res);
+	}
+	engine_verify_result_release(&res);
+	cmd_close(r, c);
+	return (st);
+}
