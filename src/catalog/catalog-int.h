@@ -37,6 +37,8 @@ struct catalog {
 	char *dir;		/* its directory: holds "lock" */
 	int lock_fd;		/* -1 until catalog_lock */
 	sqlite3_stmt *st[ST__COUNT];
+	struct catalog_resolver *resolver;	/* the open one (levels.c) */
+	int seen_fn;		/* coffer_seen() registered */
 };
 
 /* The cached statement id, reset and with its bindings cleared; prepared
@@ -69,5 +71,56 @@ int64_t cat_now_ns(void);
 
 /* 1 if s is exactly n lowercase hex digits. */
 int cat_is_hex(const char *s, size_t n);
+
+/*
+ * Chain resolution, shared by every query that needs the view of a
+ * snapshot (entries.c explains the method), so that there is one text of
+ * it.  CAT_CHAIN(name, param) is a recursive CTE "name(id, parent, depth)":
+ * the snapshot whose id is bound to param (depth 0), its parent (1), ...
+ * up to its full; it goes after "WITH RECURSIVE".  The depth bound only
+ * guards against a damaged catalog whose parent links loop.
+ */
+#define CAT_CHAIN(name, param)                                             \
+	name "(id, parent, depth) AS ("                                    \
+	" SELECT id, parent_id, 0 FROM snapshot WHERE id = " param         \
+	" UNION ALL"                                                       \
+	" SELECT s.id, s.parent_id, " name ".depth + 1"                    \
+	" FROM " name " JOIN snapshot s ON s.id = " name ".parent"         \
+	" WHERE " name ".depth < 100000)"
+
+/* The entry columns after the path, in the order cat_col_entry reads
+ * them; t is a table prefix ("e.") or "". */
+#define CAT_ENTRY_COLS(t)                                                  \
+	t "kind, " t "mode, " t "uid, " t "gid, " t "uname, " t "gname, "  \
+	t "size, " t "mtime_ns, " t "ctime_ns, " t "ino, " t "dev, "        \
+	t "nlink, " t "rdev, " t "target, " t "xattrs, " t "acl, "          \
+	t "content_id"
+#define CAT_ENTRY_NCOLS 17
+
+/*
+ * The view of a chain: of each path's rows in the chain CTE or table
+ * named chain (columns id, depth), the newest (smallest depth), tombstones
+ * dropped.  Selects first (the key: "e.path_id AS path_id", or "p.name"
+ * with a join to path), the CAT_ENTRY_COLS of entry e, then
+ * "min(chain.depth) AS depth": the min() that makes the other columns come
+ * from the newest row (SQLite's bare columns).  An outer query should
+ * refer to depth, so that no optimizer drops the min() as unused.
+ */
+#define CAT_NEWEST(chain, first, join, key)                                \
+	"SELECT " first ", " CAT_ENTRY_COLS("e.") ","                      \
+	" min(" chain ".depth) AS depth"                                   \
+	" FROM " chain " CROSS JOIN entry e ON e.snapshot_id = " chain ".id" \
+	join " GROUP BY " key " HAVING e.kind <> 0"
+
+/* catalog_close with a resolver still open: let go of the connection,
+ * so that catalog_resolver_free later frees only the resolver. */
+void cat_resolver_detach(struct catalog_resolver *r);
+
+/* 0 if snapshot id exists, else -1 (reported). */
+int cat_snapshot_exists(struct catalog *c, int64_t id);
+
+/* Fill e (all but path) from the CAT_ENTRY_COLS starting at column col.
+ * Strings point into the statement's column memory. */
+void cat_col_entry(sqlite3_stmt *st, int col, struct entry *e);
 
 #endif

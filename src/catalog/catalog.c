@@ -567,6 +567,8 @@ catalog_close(struct catalog *c)
 
 	if (c == NULL)
 		return;
+	if (c->resolver != NULL)
+		cat_resolver_detach(c->resolver);
 	for (i = 0; i < ST__COUNT; i++)
 		sqlite3_finalize(c->st[i]);
 	/* close_v2: an iterator the caller forgot keeps the handle alive

@@ -96,11 +96,12 @@ catalog_entry_add(struct catalog *c, int64_t snapshot_id,
 }
 
 /*
- * Chain resolution, one query per iterator.
+ * Chain resolution, one query per iterator (CAT_CHAIN and CAT_NEWEST in
+ * catalog-int.h hold the text that the diff, the resolver and synthetic
+ * fulls share).
  *
  * chain: the snapshot (depth 0), its parent (1), ... up to its full, which
- * has no parent.  The depth bound only guards against a damaged catalog
- * whose parent links loop.
+ * has no parent.
  *
  * Newest wins: of each path's rows in the chain, the one with the smallest
  * depth.  GROUP BY path name with min(depth) picks it, and SQLite fills
@@ -114,32 +115,21 @@ catalog_entry_add(struct catalog *c, int64_t snapshot_id,
  * Tombstones (kind 0) are dropped after the choice, in HAVING, so that a
  * deletion hides the older rows of its path.  ORDER BY repeats the GROUP
  * BY, which SQLite satisfies without another sort.  Names are BLOBs: the
- * order is memcmp order, a directory before its contents.
+ * order is memcmp order, a directory before its contents.  (Queries that
+ * need no names group by path id instead and skip the path table.)
  *
  * CROSS JOIN fixes the join order, so the plan stays the same whether or
  * not ANALYZE statistics exist.
  */
-#define CHAIN_CTE                                                          \
-	"WITH RECURSIVE chain(id, parent, depth) AS ("                     \
-	" SELECT id, parent_id, 0 FROM snapshot WHERE id = ?1"             \
-	" UNION ALL"                                                       \
-	" SELECT s.id, s.parent_id, chain.depth + 1"                       \
-	" FROM chain JOIN snapshot s ON s.id = chain.parent"               \
-	" WHERE chain.depth < 100000) "
-
-#define ENTRY_COLS                                                         \
-	"p.name, e.kind, e.mode, e.uid, e.gid, e.uname, e.gname, e.size,"  \
-	" e.mtime_ns, e.ctime_ns, e.ino, e.dev, e.nlink, e.rdev, e.target," \
-	" e.xattrs, e.acl, e.content_id, min(chain.depth)"
+#define CHAIN_CTE "WITH RECURSIVE " CAT_CHAIN("chain", "?1") " "
 
 /* The whole snapshot: driven by the chain, each link's rows read in
  * primary key order, then one sort by name (the GROUP BY). */
 static const char resolve_all[] =
 	CHAIN_CTE
-	"SELECT " ENTRY_COLS
-	" FROM chain CROSS JOIN entry e ON e.snapshot_id = chain.id"
-	" CROSS JOIN path p ON p.id = e.path_id"
-	" GROUP BY p.name HAVING e.kind <> 0 ORDER BY p.name";
+	CAT_NEWEST("chain", "p.name", " CROSS JOIN path p ON p.id = e.path_id",
+	    "p.name")
+	" ORDER BY p.name";
 
 /*
  * A subtree: driven by the names, a range of the path index holding the
@@ -153,7 +143,7 @@ static const char resolve_all[] =
  */
 static const char resolve_under[] =
 	CHAIN_CTE
-	"SELECT " ENTRY_COLS
+	"SELECT p.name, " CAT_ENTRY_COLS("e.") ", min(chain.depth)"
 	" FROM path p"
 	" CROSS JOIN entry x INDEXED BY entry_path ON x.path_id = p.id"
 	" CROSS JOIN chain ON chain.id = x.snapshot_id"
@@ -211,8 +201,8 @@ set_under(struct catalog_iter *it, const char *under)
 	return (0);
 }
 
-static int
-snapshot_exists(struct catalog *c, int64_t id)
+int
+cat_snapshot_exists(struct catalog *c, int64_t id)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -236,7 +226,7 @@ catalog_entries(struct catalog *c, int64_t snapshot_id, const char *under)
 {
 	struct catalog_iter *it;
 
-	if (snapshot_exists(c, snapshot_id))
+	if (cat_snapshot_exists(c, snapshot_id))
 		return (NULL);
 	if ((it = calloc(1, sizeof(*it))) == NULL) {
 		log_error("out of memory");
@@ -291,28 +281,39 @@ catalog_iter_next(struct catalog_iter *it, struct entry *e)
 	 */
 	memset(e, 0, sizeof(*e));
 	e->path = (const char *)sqlite3_column_text(st, 0);
-	e->kind = sqlite3_column_int(st, 1);
-	e->mode = (uint32_t)sqlite3_column_int64(st, 2);
-	e->uid = sqlite3_column_int64(st, 3);
-	e->gid = sqlite3_column_int64(st, 4);
-	e->uname = (const char *)sqlite3_column_text(st, 5);
-	e->gname = (const char *)sqlite3_column_text(st, 6);
-	e->size = sqlite3_column_int64(st, 7);
-	e->mtime_ns = sqlite3_column_int64(st, 8);
-	e->ctime_ns = sqlite3_column_int64(st, 9);
-	e->ino = (uint64_t)sqlite3_column_int64(st, 10);
-	e->dev = (uint64_t)sqlite3_column_int64(st, 11);
-	e->nlink = (uint32_t)sqlite3_column_int64(st, 12);
-	e->rdev = (uint64_t)sqlite3_column_int64(st, 13);
-	e->target = (const char *)sqlite3_column_text(st, 14);
-	e->xattrs = sqlite3_column_blob(st, 15);
-	e->xattrs_len = (size_t)sqlite3_column_bytes(st, 15);
-	e->acl = (const char *)sqlite3_column_text(st, 16);
-	e->content_id = sqlite3_column_int64(st, 17);
+	cat_col_entry(st, 1, e);
 	if (e->path == NULL) {
 		log_error("cannot resolve snapshot %lld: out of memory",
 		    (long long)it->snapshot_id);
 		return (-1);
 	}
 	return (1);
+}
+
+void
+cat_col_entry(sqlite3_stmt *st, int col, struct entry *e)
+{
+	/*
+	 * sqlite3_column_text gives BLOBs (target) a terminating NUL without
+	 * changing their bytes.
+	 */
+	e->kind = sqlite3_column_int(st, col);
+	e->mode = (uint32_t)sqlite3_column_int64(st, col + 1);
+	e->uid = sqlite3_column_int64(st, col + 2);
+	e->gid = sqlite3_column_int64(st, col + 3);
+	e->uname = (const char *)sqlite3_column_text(st, col + 4);
+	e->gname = (const char *)sqlite3_column_text(st, col + 5);
+	e->size = sqlite3_column_int64(st, col + 6);
+	e->mtime_ns = sqlite3_column_int64(st, col + 7);
+	e->ctime_ns = sqlite3_column_int64(st, col + 8);
+	/* SQLite integers are signed 64-bit: the bits were stored. */
+	e->ino = (uint64_t)sqlite3_column_int64(st, col + 9);
+	e->dev = (uint64_t)sqlite3_column_int64(st, col + 10);
+	e->nlink = (uint32_t)sqlite3_column_int64(st, col + 11);
+	e->rdev = (uint64_t)sqlite3_column_int64(st, col + 12);
+	e->target = (const char *)sqlite3_column_text(st, col + 13);
+	e->xattrs = sqlite3_column_blob(st, col + 14);
+	e->xattrs_len = (size_t)sqlite3_column_bytes(st, col + 14);
+	e->acl = (const char *)sqlite3_column_text(st, col + 15);
+	e->content_id = sqlite3_column_int64(st, col + 16);
 }

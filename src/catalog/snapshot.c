@@ -1,4 +1,5 @@
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -411,6 +412,43 @@ catalog_snapshot_list(struct catalog *c, const char *dataset,
 		log_error("cannot list snapshots: %s", sqlite3_errmsg(c->db));
 		ret = -1;
 	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+/*
+ * The base of a new snapshot of the given level.  "Newest" is by start
+ * time, then catalog id (a later row for equal clocks), as for @latest:
+ * the snapshot_dataset index (dataset_id, started_ns) gives that order
+ * with the rowid, so the scan stops at the first complete one.
+ */
+int
+catalog_snapshot_base(struct catalog *c, int64_t dataset_id, int level,
+    struct catalog_snapshot *base)
+{
+	sqlite3_stmt *st;
+	char what[64];
+	int ret;
+
+	if (level == LEVEL_FULL)
+		return (0);	/* a full has no base */
+	if (level != LEVEL_DIFFERENTIAL && level != LEVEL_INCREMENTAL) {
+		log_error("cannot find the base of a snapshot: bad level %d",
+		    level);
+		return (-1);
+	}
+	if ((st = cat_prepare(c, SNAPSHOT_SELECT
+	    "WHERE s.dataset_id = ?1 AND s.state = 1"
+	    " AND (?2 IS NULL OR s.level = ?2)"
+	    " ORDER BY s.started_ns DESC, s.id DESC LIMIT 1",
+	    "look up the base snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, dataset_id);
+	if (level == LEVEL_DIFFERENTIAL)
+		sqlite3_bind_int(st, 2, LEVEL_FULL);
+	snprintf(what, sizeof(what), "base of a %s of dataset %lld",
+	    catalog_level_name(level), (long long)dataset_id);
+	ret = fetch_one(c, st, base, what, NULL);
 	sqlite3_finalize(st);
 	return (ret);
 }
