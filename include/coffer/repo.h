@@ -105,7 +105,14 @@ struct pack_entry {
 struct pack_info {
 	char name[PACK_NAME_LEN + 1];
 	uint64_t size;
-	uint8_t hash[32];	/* keyed BLAKE2b-256 (id key) of the whole file */
+	/*
+	 * Keyed BLAKE2b-256 (id key) of the header and the index trailer.
+	 * Not of every byte: that doubled the hashing a backup does, and the
+	 * records are authenticated one by one; the trailer names each
+	 * record's id, offset and lengths.  Whole-file hashes, for carrying
+	 * packs offsite, are computed when they are read for export.
+	 */
+	uint8_t hash[32];
 	uint32_t count;
 };
 

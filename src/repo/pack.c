@@ -85,7 +85,6 @@ wflush(struct pack_writer *w)
 static int
 wappend(struct pack_writer *w, const void *p, size_t n)
 {
-	crypto_hash_update(&w->hash, p, n);
 	w->size += n;
 	if (w->wbuf.len + n > WBUF_SIZE && wflush(w))
 		return (-1);
@@ -141,6 +140,7 @@ pack_writer_new(struct repo *r)
 	memcpy(hdr + 8 + CRYPTO_REPO_ID_BYTES, w->pack_id, 16);
 	crypto_pack_key_seal(repo_keys(r), w->key,
 	    hdr + 8 + CRYPTO_REPO_ID_BYTES + 16);
+	crypto_hash_update(&w->hash, hdr, sizeof(hdr));
 	if (wappend(w, hdr, sizeof(hdr)))
 		goto err;
 	return (w);
@@ -202,8 +202,6 @@ pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
 	crypto_aead_encrypt(w->key, rh + 10, ad, sizeof(ad), payload,
 	    stored_len, ct);
 	memcpy(w->wbuf.data + w->wbuf.len, rh, sizeof(rh));
-	crypto_hash_update(&w->hash, w->wbuf.data + w->wbuf.len,
-	    sizeof(rh) + stored_len + CRYPTO_TAG_BYTES);
 	w->wbuf.len += sizeof(rh) + stored_len + CRYPTO_TAG_BYTES;
 	w->size += sizeof(rh) + stored_len + CRYPTO_TAG_BYTES;
 	if (w->wbuf.len >= WBUF_SIZE && wflush(w))
@@ -263,6 +261,9 @@ pack_writer_finish(struct pack_writer *w, struct pack_info *info)
 	ct.len = idx.len + CRYPTO_TAG_BYTES;
 	put_u32(tail, (uint32_t)(sizeof(nonce) + ct.len));
 	memcpy(tail + 4, INDEX_MAGIC, 4);
+	crypto_hash_update(&w->hash, nonce, sizeof(nonce));
+	crypto_hash_update(&w->hash, ct.data, ct.len);
+	crypto_hash_update(&w->hash, tail, sizeof(tail));
 	if (wappend(w, nonce, sizeof(nonce)) || wappend(w, ct.data, ct.len) ||
 	    wappend(w, tail, sizeof(tail)) || wflush(w))
 		goto err;
