@@ -186,7 +186,7 @@ void catalog_iter_free(struct catalog_iter *it);
  * Levels (DESIGN.md "Snapshot levels").  The base of a new snapshot: for a
  * differential, the dataset's newest complete full; for an incremental,
  * its newest complete snapshot of any level.  1 found (*base filled),
- * 0 none, -1 error.
+ * 0 none (always for LEVEL_FULL), -1 error (also for an unknown level).
  */
 int catalog_snapshot_base(struct catalog *c, int64_t dataset_id, int level,
     struct catalog_snapshot *base);
@@ -197,7 +197,10 @@ int catalog_snapshot_base(struct catalog *c, int64_t dataset_id, int level,
  * once; each lookup is one indexed query.  A path that is found is also
  * remembered as seen, so that catalog_resolver_tombstones can then add a
  * tombstone to a new snapshot for every path of the view that the walk did
- * not see.
+ * not see.  One resolver per catalog handle at a time; create it outside a
+ * transaction or in one that commits, and look up inside a transaction
+ * (a lookup in autocommit mode opens a read transaction of its own and
+ * costs about three times as much).
  */
 struct catalog_resolver;
 struct catalog_resolver *catalog_resolver_new(struct catalog *c,
@@ -207,7 +210,8 @@ struct catalog_resolver *catalog_resolver_new(struct catalog *c,
 int catalog_resolver_get(struct catalog_resolver *r, const char *path,
     struct entry *e);
 /* Add a tombstone (kind ENTRY_TOMBSTONE) to snapshot_id's own rows for
- * each path in the view that was not seen; *n gets how many. */
+ * each path in the view that was not seen and has no row in snapshot_id
+ * yet; *n gets how many. */
 int catalog_resolver_tombstones(struct catalog_resolver *r,
     int64_t snapshot_id, int64_t *n);
 void catalog_resolver_free(struct catalog_resolver *r);
@@ -219,7 +223,8 @@ void catalog_resolver_free(struct catalog_resolver *r);
  * it is non-zero.
  *   DIFF_ADDED     only in b
  *   DIFF_DELETED   only in a
- *   DIFF_MODIFIED  type, content (content id, size) or symlink target differ
+ *   DIFF_MODIFIED  type, content (content id, size), symlink target or
+ *                  device number differ
  *   DIFF_METADATA  same content; mode, owner, mtime, xattrs or ACL differ
  */
 enum catalog_diff_kind {
@@ -234,8 +239,9 @@ int catalog_diff(struct catalog *c, int64_t a, int64_t b,
 
 /*
  * Synthetic full: copy the view of snapshot src (its resolved chain) into
- * the own rows of dst, a new full snapshot, with no source reads.  Sets
- * dst's files/dirs/others counters in *counts (files, dirs, others).
+ * the own rows of dst, a new full snapshot, with no source reads.  Fills
+ * counts with the rows copied (files, dirs, others); storing them in dst's
+ * row is the caller's job.
  */
 int catalog_snapshot_materialize(struct catalog *c, int64_t src, int64_t dst,
     int64_t counts[3]);

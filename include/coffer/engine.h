@@ -20,18 +20,26 @@
  */
 int engine_prepare_write(struct repo *r, struct catalog *c, int wait);
 
+/* No level asked: incremental when a complete full exists, else full. */
+#define LEVEL_AUTO (-1)
+
 struct backup_opts {
 	const char *dataset;
 	const char *source;		/* the dataset's root directory */
-	int level;			/* LEVEL_FULL (others: later) */
+	int level;			/* LEVEL_* or LEVEL_AUTO */
 	struct fs_walk_opts walk;
 	int compress_level;		/* zstd level; 0 = default */
 };
 
 struct backup_result {
 	char sid[SNAPSHOT_ID_HEX + 1];
+	char parent_sid[SNAPSHOT_ID_HEX + 1];	/* "" for a full */
 	int level;
-	int64_t files, dirs, others;
+	int depth;
+	int64_t files, dirs, others;	/* entries stored in this snapshot */
+	int64_t unchanged;		/* entries found unchanged vs. base */
+	int64_t deleted;		/* tombstones */
+	int64_t changing;		/* files that kept changing while read */
 	int64_t bytes_read, bytes_new, bytes_stored;
 	int64_t warnings;
 	int64_t packs;
@@ -39,13 +47,33 @@ struct backup_result {
 };
 
 /*
- * Take a snapshot of o->source as dataset o->dataset.  Durability order as
- * in DESIGN.md: packs are durable before the catalog rows that use them
- * commit; the snapshot becomes complete in the last transaction.
- * STATUS_OK, STATUS_WARN (some entries skipped), or STATUS_ERROR.
+ * Take a snapshot of o->source as dataset o->dataset at o->level: a full
+ * reads everything; a differential (base: the last full) or incremental
+ * (base: the previous snapshot) stores only entries that changed since its
+ * base, plus tombstones.  Durability order as in DESIGN.md: packs are
+ * durable before the catalog rows that use them commit; the snapshot
+ * becomes complete in the last transaction.  STATUS_OK, STATUS_WARN (some
+ * entries skipped or kept at their previous version), or STATUS_ERROR.
  */
 int engine_backup(struct repo *r, struct catalog *c,
     const struct backup_opts *o, struct backup_result *res);
+
+struct consolidate_result {
+	char sid[SNAPSHOT_ID_HEX + 1];	/* the new full */
+	int64_t files, dirs, others;
+	int64_t bytes_stored;		/* its snapshot record */
+	double seconds;
+};
+
+/*
+ * A synthetic full: a new full snapshot of src's dataset whose entries are
+ * src's resolved chain, made from catalog rows alone (no source reads),
+ * with its own signed snapshot record.  Restoring it equals restoring src;
+ * it keeps later chains short.  STATUS_OK, STATUS_USAGE (src not
+ * complete) or STATUS_ERROR.  Needs the writer locks (engine_prepare_write).
+ */
+int engine_consolidate(struct repo *r, struct catalog *c,
+    const struct catalog_snapshot *src, struct consolidate_result *res);
 
 struct restore_opts {
 	const char *target;

@@ -19,12 +19,20 @@ print_result(const struct backup_opts *o, const struct backup_result *res,
 	if (json) {
 		printf("{\"snapshot\":\"%s\",\"dataset\":", res->sid);
 		json_str(stdout, o->dataset);
-		printf(",\"level\":\"%s\",\"files\":%lld,\"dirs\":%lld,"
-		    "\"others\":%lld,\"bytes_read\":%lld,\"bytes_new\":%lld,"
-		    "\"bytes_stored\":%lld,\"packs\":%lld,\"seconds\":%.3f,"
-		    "\"warnings\":%lld}\n",
-		    catalog_level_name(res->level), (long long)res->files,
-		    (long long)res->dirs, (long long)res->others,
+		printf(",\"level\":\"%s\",\"parent\":",
+		    catalog_level_name(res->level));
+		if (res->parent_sid[0])
+			printf("\"%s\"", res->parent_sid);
+		else
+			fputs("null", stdout);
+		printf(",\"depth\":%d,\"files\":%lld,\"dirs\":%lld,"
+		    "\"others\":%lld,\"unchanged\":%lld,\"deleted\":%lld,"
+		    "\"changed_during_backup\":%lld,\"bytes_read\":%lld,"
+		    "\"bytes_new\":%lld,\"bytes_stored\":%lld,\"packs\":%lld,"
+		    "\"seconds\":%.3f,\"warnings\":%lld}\n",
+		    res->depth, (long long)res->files, (long long)res->dirs,
+		    (long long)res->others, (long long)res->unchanged,
+		    (long long)res->deleted, (long long)res->changing,
 		    (long long)res->bytes_read, (long long)res->bytes_new,
 		    (long long)res->bytes_stored, (long long)res->packs,
 		    res->seconds, (long long)res->warnings);
@@ -36,10 +44,12 @@ print_result(const struct backup_opts *o, const struct backup_result *res,
 	fmt_bytes(rd, sizeof(rd), (double)res->bytes_read);
 	fmt_bytes(nw, sizeof(nw), (double)res->bytes_new);
 	fmt_bytes(st, sizeof(st), (double)res->bytes_stored);
-	printf("snapshot %.12s (%s) of '%s': %lld files, %lld dirs, "
-	    "%s read, %s new, %s stored, %.1f s (%.0f MB/s)%s\n", res->sid,
+	printf("snapshot %.12s (%s) of '%s': %lld files, %lld dirs stored, "
+	    "%lld unchanged, %lld deleted; %s read, %s new, %s stored, "
+	    "%.1f s (%.0f MB/s)%s\n", res->sid,
 	    catalog_level_name(res->level), o->dataset, (long long)res->files,
-	    (long long)res->dirs, rd, nw, st, res->seconds,
+	    (long long)res->dirs, (long long)res->unchanged,
+	    (long long)res->deleted, rd, nw, st, res->seconds,
 	    res->seconds > 0 ? (double)res->bytes_read / res->seconds / 1e6 :
 	    0.0, res->warnings ? ", with warnings" : "");
 }
@@ -52,6 +62,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		{ "exclude", required_argument, NULL, 'e' },
 		{ "one-file-system", no_argument, NULL, 'x' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "compression", required_argument, NULL, 'z' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct backup_opts o;
@@ -60,10 +71,11 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 	struct catalog *c;
 	char **ex = NULL, **p;
 	size_t nex = 0;
+	long long lvl;
 	int ch, st, json = 0;
 
 	memset(&o, 0, sizeof(o));
-	o.level = LEVEL_FULL;
+	o.level = LEVEL_AUTO;
 	while ((ch = getopt_long(argc, argv, "x", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'l':
@@ -89,6 +101,17 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 			break;
 		case 'j':
 			json = 1;
+			break;
+		case 'z':
+			lvl = cmd_parse_num("--compression", optarg);
+			if (lvl < 1 || lvl > 19) {
+				if (lvl >= 0)
+					log_error("--compression takes a zstd "
+					    "level from 1 to 19");
+				st = STATUS_USAGE;
+				goto out;
+			}
+			o.compress_level = (int)lvl;
 			break;
 		default:
 			st = cmd_usage_error("backup");

@@ -22,6 +22,8 @@ int cmd_backup(int argc, char **argv, const struct global_opts *g);
 int cmd_snapshots(int argc, char **argv, const struct global_opts *g);
 int cmd_ls(int argc, char **argv, const struct global_opts *g);
 int cmd_restore(int argc, char **argv, const struct global_opts *g);
+int cmd_diff(int argc, char **argv, const struct global_opts *g);
+int cmd_consolidate(int argc, char **argv, const struct global_opts *g);
 int cmd_help(int argc, char **argv, const struct global_opts *g);
 int cmd_version(int argc, char **argv, const struct global_opts *g);
 int cmd_verify(int argc, char **argv, const struct global_opts *g);

@@ -1,0 +1,97 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+struct diff_state {
+	int json;
+	int64_t n[5];		/* by change kind */
+	int64_t total;
+};
+
+static int
+print_change(void *arg, int change, const struct entry *ea,
+    const struct entry *eb)
+{
+	static const char mark[] = " +-MU";
+	static const char *const word[] = { "", "added", "deleted",
+		"modified", "metadata" };
+	struct diff_state *d = arg;
+	const struct entry *e = eb ? eb : ea;
+
+	if (change < DIFF_ADDED || change > DIFF_METADATA)
+		return (0);
+	if (d->json) {
+		printf("%s\n  {\"path\":", d->total ? "," : "");
+		json_str(stdout, e->path);
+		printf(",\"change\":\"%s\",\"type\":\"%s\"", word[change],
+		    entry_kind_name(e->kind));
+		if (ea && eb && ea->kind != eb->kind)
+			printf(",\"old_type\":\"%s\"", entry_kind_name(ea->kind));
+		putchar('}');
+	} else {
+		printf("%c ", mark[change]);
+		fmt_path(stdout, e->path);
+		putchar('\n');
+	}
+	d->n[change]++;
+	d->total++;
+	return (0);
+}
+
+int
+cmd_diff(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct catalog_snapshot a, b;
+	struct diff_state d;
+	struct repo *r;
+	struct catalog *c;
+	int ch, st, rc;
+
+	memset(&d, 0, sizeof(d));
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'j')
+			return (cmd_usage_error("diff"));
+		d.json = 1;
+	}
+	if (argc - optind != 2)
+		return (cmd_usage_error("diff"));
+	/* From the catalog alone: no key needed. */
+	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
+		return (st);
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	if ((rc = catalog_snapshot_find(c, argv[optind], &a)) <= 0 ||
+	    (rc = catalog_snapshot_find(c, argv[optind + 1], &b)) <= 0) {
+		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+		goto out;
+	}
+	if (a.dataset_id != b.dataset_id)
+		log_warn("comparing snapshots of different datasets ('%s' and "
+		    "'%s')", a.dataset, b.dataset);
+	if (d.json)
+		fputs("[", stdout);
+	if (catalog_diff(c, a.id, b.id, print_change, &d) < 0)
+		st = STATUS_REPO;
+	if (d.json)
+		fputs(d.total ? "\n]\n" : "]\n", stdout);
+	else if (st == STATUS_OK && isatty(STDOUT_FILENO))
+		printf("%lld added, %lld deleted, %lld modified, "
+		    "%lld metadata only\n", (long long)d.n[DIFF_ADDED],
+		    (long long)d.n[DIFF_DELETED], (long long)d.n[DIFF_MODIFIED],
+		    (long long)d.n[DIFF_METADATA]);
+out:
+	catalog_snapshot_release(&a);
+	catalog_snapshot_release(&b);
+	cmd_close(r, c);
+	return (st);
+}

@@ -1,0 +1,223 @@
+/*
+ * The packer: deduplicates chunks against the catalog, compresses and
+ * appends new ones to the open pack, and makes packs durable before the
+ * catalog rows that use them commit.
+ *
+ * Durability (DESIGN.md): a chunk row gets its pack location only in the
+ * transaction that follows pack_writer_finish (the pack is then fsynced and
+ * renamed into packs/, its directory fsynced).  A crash at any point leaves
+ * a catalog whose complete snapshots reference only durable packs.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coffer/log.h"
+#include "engine-int.h"
+
+#define SNAPSHOT_RECORD_MAGIC "CFSN"
+#define SNAPSHOT_RECORD_VERSION 1
+
+int
+packer_init(struct packer *p, struct repo *r, struct catalog *c,
+    int zstd_level)
+{
+	const char *env;
+
+	memset(p, 0, sizeof(*p));
+	p->repo = r;
+	p->cat = c;
+	hmap_init(&p->pend_ids, CRYPTO_ID_BYTES);
+	p->target_size = PACK_TARGET_SIZE;
+	/* Tests shrink packs to get many of them from little data. */
+	if ((env = getenv("COFFER_PACK_SIZE")) != NULL && atoll(env) > 0)
+		p->target_size = (uint64_t)atoll(env);
+	if ((p->z = compressor_new(zstd_level ? zstd_level :
+	    DEFAULT_ZSTD_LEVEL)) == NULL)
+		return (-1);
+	return (0);
+}
+
+void
+packer_release(struct packer *p)
+{
+	pack_writer_free(p->pw);
+	compressor_free(p->z);
+	hmap_release(&p->pend_ids);
+	buf_release(&p->zbuf);
+	free(p->pend);
+	memset(p, 0, sizeof(*p));
+}
+
+int
+packer_flush(struct packer *p)
+{
+	struct catalog_chunk_loc loc;
+	struct pack_info info;
+	int64_t pack_rowid;
+	size_t i;
+
+	if (p->pw == NULL)
+		return (0);
+	if (pack_writer_count(p->pw) == 0) {
+		pack_writer_free(p->pw);
+		p->pw = NULL;
+		return (0);
+	}
+	if (pack_writer_finish(p->pw, &info))
+		return (-1);
+	pack_writer_free(p->pw);
+	p->pw = NULL;
+	p->packs++;
+
+	/* The pack is durable: now its chunks may be referenced. */
+	if (catalog_pack_add(p->cat, info.name, info.size, info.hash,
+	    &pack_rowid))
+		return (-1);
+	for (i = 0; i < p->npend; i++) {
+		struct pack_entry *e = &p->pend[i].ent;
+
+		memset(&loc, 0, sizeof(loc));
+		loc.pack_offset = e->offset;
+		loc.plain_len = e->plain_len;
+		loc.stored_len = e->stored_len;
+		loc.type = e->type;
+		loc.flags = e->flags;
+		if (catalog_chunk_locate(p->cat, p->pend[i].rowid, pack_rowid,
+		    &loc))
+			return (-1);
+	}
+	p->npend = 0;
+	hmap_clear(&p->pend_ids);
+	if (catalog_commit(p->cat) || catalog_begin(p->cat))
+		return (-1);
+	return (0);
+}
+
+int
+packer_maybe_flush(struct packer *p)
+{
+	if (p->pw && pack_writer_size(p->pw) >= p->target_size)
+		return (packer_flush(p));
+	return (0);
+}
+
+/* Compress (when it pays) and append one record to the open pack. */
+static int
+write_record(struct packer *p, uint8_t type, const uint8_t *id,
+    const void *data, size_t len, struct pack_entry *ent)
+{
+	const void *payload = data;
+	size_t stored = len, zl;
+	uint8_t flags = 0;
+
+	if (p->pw == NULL && (p->pw = pack_writer_new(p->repo)) == NULL)
+		return (-1);
+	if (buf_reserve(&p->zbuf, compressor_bound(len)))
+		return (-1);
+	zl = compressor_compress(p->z, data, len, p->zbuf.data, p->zbuf.cap);
+	if (zl == (size_t)-1)
+		return (-1);
+	if (zl > 0) {
+		payload = p->zbuf.data;
+		stored = zl;
+		flags |= PACK_FLAG_ZSTD;
+	}
+	if (pack_writer_add(p->pw, type, flags, id, payload, stored,
+	    (uint32_t)len, ent))
+		return (-1);
+	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
+	    CRYPTO_TAG_BYTES);
+	return (0);
+}
+
+int
+packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+    const void *data, size_t len, int64_t *rowidp)
+{
+	struct pending *pe;
+	int64_t rowid = 0, idx;
+	int found;
+
+	if (hmap_get(&p->pend_ids, id, &idx)) {
+		*rowidp = p->pend[idx].rowid;
+		return (0);
+	}
+	if ((found = catalog_chunk_find(p->cat, id, &rowid)) < 0)
+		return (-1);
+	if (found) {
+		*rowidp = rowid;
+		return (0);
+	}
+	/* New to the repository (or a leftover row of a crashed run). */
+	if (rowid == 0 && catalog_chunk_add(p->cat, id, &rowid))
+		return (-1);
+	if (p->npend == p->cappend) {
+		size_t cap = p->cappend ? p->cappend * 2 : 1024;
+
+		if ((pe = reallocarray(p->pend, cap, sizeof(*pe))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		p->pend = pe;
+		p->cappend = cap;
+	}
+	pe = &p->pend[p->npend];
+	pe->rowid = rowid;
+	if (write_record(p, PACK_REC_DATA, id, data, len, &pe->ent))
+		return (-1);
+	if (hmap_put(&p->pend_ids, id, (int64_t)p->npend))
+		return (-1);
+	p->npend++;
+	p->bytes_new += (int64_t)len;
+	*rowidp = rowid;
+	return (0);
+}
+
+int
+packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
+{
+	static const char ctx[] = "coffer-snapshot";
+	struct buf img = BUF_INIT, rec = BUF_INIT, msg = BUF_INIT;
+	uint8_t sig[CRYPTO_SIG_BYTES], id[CRYPTO_ID_BYTES];
+	int rc = -1;
+
+	if (catalog_snapshot_export(p->cat, s->id, &img))
+		goto out;
+	/* Signed: context, repository, rows; a record cannot be replayed
+	 * into another repository or passed off as another kind. */
+	if (buf_append(&msg, ctx, sizeof(ctx)) ||
+	    buf_append(&msg, repo_id(p->repo), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(&msg, img.data, img.len))
+		goto out;
+	crypto_sign_msg(repo_keys(p->repo), msg.data, msg.len, sig);
+	if (buf_append(&rec, SNAPSHOT_RECORD_MAGIC, 4) ||
+	    buf_put_u8(&rec, SNAPSHOT_RECORD_VERSION) ||
+	    buf_append(&rec, sig, sizeof(sig)) ||
+	    buf_append(&rec, img.data, img.len))
+		goto out;
+	if (rec.len > PACK_RECORD_MAX) {
+		log_error("snapshot record is too large (%zu bytes)", rec.len);
+		goto out;
+	}
+	crypto_chunk_id(repo_keys(p->repo), rec.data, rec.len, id);
+	if (write_record(p, PACK_REC_SNAPSHOT, id, rec.data, rec.len, NULL))
+		goto out;
+	memcpy(s->record_pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
+	rc = 0;
+out:
+	buf_release(&img);
+	buf_release(&rec);
+	buf_release(&msg);
+	return (rc);
+}
+
+char *
+engine_host_name(void)
+{
+	char host[HOST_NAME_MAX + 1] = "";
+
+	gethostname(host, sizeof(host) - 1);
+	return (strdup(host));
+}
