@@ -8,7 +8,8 @@
  *   prims TEXT_SAMPLE BF16_SAMPLE
  *
  * Each sample is read whole into memory; work is done in 1 MiB pieces (the
- * chunker's average chunk) and repeated until at least 0.4 s has passed.
+ * chunker's average chunk) and repeated until at least 0.3 s has passed;
+ * the best of 3 such rounds is reported.
  * Prints one line per measurement: NAME MB_PER_S [RATIO], with MB = 1e6
  * bytes of input and RATIO = output bytes / input bytes for zstd.
  */
@@ -26,7 +27,7 @@
 #include "coffer/chunk.h"
 
 #define PIECE (1024 * 1024)
-#define MIN_SECONDS 0.4
+#define MIN_SECONDS 0.3
 
 static double
 now(void)
@@ -61,16 +62,48 @@ slurp(const char *path, size_t *len)
 }
 
 static volatile uint64_t sink;
+static double avg_chunk;
+
+/* The best of ROUNDS rounds: the limit is what the core can do, and the
+ * machine may be shared. */
+#define ROUNDS 3
+#define MAXRES 16
+static struct result {
+	const char *name;
+	double mbps, ratio;
+} results[MAXRES];
+static int nresults;
 
 static void
 report(const char *name, size_t bytes, double secs, double ratio)
 {
-	if (ratio > 0)
-		printf("%s %.1f %.3f\n", name, (double)bytes / secs / 1e6,
-		    ratio);
-	else
-		printf("%s %.1f\n", name, (double)bytes / secs / 1e6);
-	fflush(stdout);
+	double mbps = (double)bytes / secs / 1e6;
+	int i;
+
+	for (i = 0; i < nresults; i++)
+		if (!strcmp(results[i].name, name))
+			break;
+	if (i == nresults) {
+		if (nresults == MAXRES)
+			return;
+		results[nresults++] = (struct result){ name, 0, 0 };
+	}
+	if (mbps > results[i].mbps) {
+		results[i].mbps = mbps;
+		results[i].ratio = ratio;
+	}
+}
+
+static void
+print_results(void)
+{
+	for (int i = 0; i < nresults; i++) {
+		if (results[i].ratio > 0)
+			printf("%s %.1f %.3f\n", results[i].name,
+			    results[i].mbps, results[i].ratio);
+		else
+			printf("%s %.1f\n", results[i].name, results[i].mbps);
+	}
 }
 
 static void
@@ -183,8 +216,7 @@ bench_chunker(const char *name, const uint8_t *buf, size_t len)
 		done += len;
 	} while ((t = now() - t0) < MIN_SECONDS);
 	report(name, done, t, 0);
-	printf("%s_avg_chunk_bytes %.0f\n", name,
-	    (double)done / (double)chunks);
+	avg_chunk = (double)done / (double)chunks;
 	chunker_free(c);
 }
 
@@ -203,13 +235,17 @@ main(int argc, char **argv)
 	text = slurp(argv[1], &tlen);
 	bf16 = slurp(argv[2], &blen);
 
-	bench_hash(bf16, blen);
-	bench_aead(bf16, blen);
-	bench_zstd("zstd1_text", 1, text, tlen);
-	bench_zstd("zstd3_text", 3, text, tlen);
-	bench_zstd("zstd1_bf16", 1, bf16, blen);
-	bench_zstd("zstd3_bf16", 3, bf16, blen);
-	bench_chunker("chunker", bf16, blen);
+	for (int round = 0; round < ROUNDS; round++) {
+		bench_hash(bf16, blen);
+		bench_aead(bf16, blen);
+		bench_zstd("zstd1_text", 1, text, tlen);
+		bench_zstd("zstd3_text", 3, text, tlen);
+		bench_zstd("zstd1_bf16", 1, bf16, blen);
+		bench_zstd("zstd3_bf16", 3, bf16, blen);
+		bench_chunker("chunker", bf16, blen);
+	}
+	print_results();
+	printf("chunker_avg_chunk_bytes %.0f\n", avg_chunk);
 	free(text);
 	free(bf16);
 	return 0;

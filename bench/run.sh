@@ -4,7 +4,7 @@
 # bench/README.md for what is measured and how.
 #
 # Environment:
-#   BENCH_SCALE  tree size: about 2 GiB at 1 (default 1)
+#   BENCH_SCALE  tree size: about 2 GiB at 1, the issue's tree (default 0.5)
 #   BENCH_SEED   generator seed (default 1)
 #   BENCH_DIR    scratch directory (default /tmp/coffer-bench); removed
 #                at the start if it holds an earlier run, and at the end
@@ -13,7 +13,7 @@
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SCALE=${BENCH_SCALE:-1}
+SCALE=${BENCH_SCALE:-0.5}
 SEED=${BENCH_SEED:-1}
 BD=${BENCH_DIR:-/tmp/coffer-bench}
 KEEP=${BENCH_KEEP:-0}
@@ -69,22 +69,23 @@ cleanup() {
 	if [ "$KEEP" = 1 ]; then
 		say "kept $BD"
 	else
-		(cd "$BD" && rm -rf tree repo dedup restore cache borg state bin pp)
+		(cd "$BD" && rm -rf tree repo dedup restore cache borg state bin pp build)
 	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A private build from the work tree's sources, in $BD/build: builds of
+# the work tree during the run neither race with it nor change it.
 say "building coffer"
-$MAKE -C "$ROOT" --no-print-directory coffer >"$BD/logs/build.log" 2>&1 ||
+$MAKE -C "$ROOT" --no-print-directory -j"$(nproc)" BUILD="$BD/build" \
+	BIN="$BD/bin/coffer" "$BD/bin/coffer" >"$BD/logs/build.log" 2>&1 ||
 	{ tail -20 "$BD/logs/build.log" >&2; die "make coffer failed"; }
-# A private copy: other builds of the work tree must not change it mid-run.
-cp "$ROOT/coffer" "$BD/bin/coffer"
 COFFER=$BD/bin/coffer
 $CC -std=c11 -O2 -o "$BD/bin/gen" "$ROOT/bench/gen.c" -lm
 # shellcheck disable=SC2046
 $CC -std=c11 -O2 -I"$ROOT/include" $(pkg-config --cflags libsodium libzstd) \
-	-o "$BD/bin/prims" "$ROOT/bench/prims.c" "$ROOT/build/libcoffer.a" \
+	-o "$BD/bin/prims" "$ROOT/bench/prims.c" "$BD/build/libcoffer.a" \
 	$(pkg-config --libs libarchive libsodium sqlite3 libzstd) -pthread
 
 # ---- environment of the three tools -----------------------------------------
@@ -491,3 +492,4 @@ if [ -s "$FAILS" ]; then
 	KEEP=1
 fi
 echo "results: $BD/results.json"
+[ ! -s "$FAILS" ]
