@@ -24,8 +24,8 @@ test_expect_success 'first backup stores each duplicate once' '
 	id1=$(json_get b1.json "\$j->{snapshot}")
 '
 
-test_expect_success 'second backup of the same tree: silent, repository grows < 1%' '
-	coffer -r repo backup ds src >stdout 2>err &&
+test_expect_success 'second full backup of the same tree: silent, repository grows < 1%' '
+	coffer -r repo backup --level full ds src >stdout 2>err &&
 	test_must_be_empty stdout &&
 	test_must_be_empty err &&
 	size2=$(dir_bytes repo) &&
@@ -34,7 +34,7 @@ test_expect_success 'second backup of the same tree: silent, repository grows < 
 '
 
 test_expect_success 'backup --json of the same tree reports almost nothing new' '
-	coffer -r repo backup --json ds src >b3.json &&
+	coffer -r repo backup --level full --json ds src >b3.json &&
 	json_check b3.json "
 		my \$read = \$j->{bytes_read};
 		\$read >= 40 * 1048576 &&
