@@ -115,7 +115,7 @@ enum verify_read {
 	VERIFY_STRUCTURE = 0,		/* indexes and records only */
 	VERIFY_READ_ALL = 1,		/* and every chunk's data */
 	VERIFY_READ_PERCENT = 2,	/* ... of a random share of the packs */
-	VERIFY_READ_SLICE = 3		/* ... of the packs i with i % m == n-1 */
+	VERIFY_READ_SLICE = 3		/* ... of packs i with i % m == n-1 */
 };
 
 struct verify_opts {

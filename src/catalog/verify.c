@@ -178,9 +178,10 @@ err:
  * whose content uses a damaged chunk (driven by the indexes on
  * content_chunk(chunk_id) and entry(content_id), so the cost follows the
  * damage, not the catalog; CROSS JOIN keeps that order whatever the
- * planner guesses of a temporary table without statistics).  Such a row breaks its root only when it is
- * what the root's view resolves for that path: when no link nearer the
- * root (smaller depth) has a row, or a tombstone, for the same path.
+ * planner guesses of a temporary table without statistics).  Such a row
+ * breaks its root only when it is what the root's view resolves for that
+ * path: when no link nearer the root (smaller depth) has a row, or a
+ * tombstone, for the same path.
  */
 static const char breaks_sql[] =
 	"WITH RECURSIVE chain(root, id, parent, depth) AS ("
@@ -433,7 +434,8 @@ catalog_drill_add(struct catalog *c, struct catalog_drill *d)
 	int ret = -1;
 
 	if (!cat_is_hex(d->sid, SNAPSHOT_ID_HEX) || d->verdict == NULL) {
-		log_error("cannot record the drill: bad snapshot id or verdict");
+		log_error("cannot record the drill: bad snapshot id or "
+		    "verdict");
 		return (-1);
 	}
 	if ((st = cat_prepare(c, "INSERT INTO drill(time_ns, dataset_id,"

@@ -59,7 +59,7 @@ struct audit {
 	int64_t seg_offset;		/* file offset of seg.data[0] */
 	struct catalog_chunk_loc *want;	/* the entry's chunks */
 	size_t nwant, wanti;
-	int64_t differs;		/* offset of the first difference, or -1 */
+	int64_t differs;		/* first difference, or -1 */
 
 	struct progress progress;
 };

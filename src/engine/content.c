@@ -73,7 +73,8 @@ integrity_content_matches(const struct crypto_keys *k, int fd,
 		for (got = 0; got < locs[i].plain_len; got += (size_t)r) {
 			do
 				r = pread(fd, tmp->data + got,
-				    locs[i].plain_len - got, off + (int64_t)got);
+				    locs[i].plain_len - got,
+				    off + (int64_t)got);
 			while (r == -1 && errno == EINTR);
 			if (r == 0)
 				errno = EIO;
