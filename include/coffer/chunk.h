@@ -40,6 +40,29 @@ void chunker_free(struct chunker *c);
 size_t chunker_next(const struct chunker *c, const uint8_t *data, size_t len,
     int eof);
 
+/*
+ * Safetensors files (8-byte little-endian header length, a JSON header
+ * whose tensors carry "data_offsets": [begin, end] relative to the end of
+ * the header, then the tensor bytes).  Cutting chunks at tensor
+ * boundaries lets two checkpoint steps that share a tensor byte for byte
+ * share its chunks, whatever the tensors around it.  The header is hostile
+ * input: anything malformed means "not safetensors" and plain CDC.
+ *
+ * safetensors_header_size: from the first len (>= 8) bytes of a file of
+ * file_size bytes, the number of bytes the header takes (8 + its length),
+ * or 0 when this cannot be a safetensors file.
+ *
+ * safetensors_cuts: parse the header (head holds at least the first
+ * safetensors_header_size bytes) and return the sorted, distinct absolute
+ * file offsets where tensor data begins or ends, strictly between 0 and
+ * file_size, as a malloc'd array.  1 done, 0 not safetensors or malformed
+ * (nothing printed), -1 out of memory (reported).
+ */
+uint64_t safetensors_header_size(const uint8_t *head, size_t len,
+    uint64_t file_size);
+int safetensors_cuts(const uint8_t *head, size_t len, uint64_t file_size,
+    uint64_t **cuts, size_t *n);
+
 /* zstd.  One compressor per thread. */
 struct compressor;
 
