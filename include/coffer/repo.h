@@ -131,6 +131,22 @@ int pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
     const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
     uint32_t plain_len, struct pack_entry *e);
 
+/*
+ * The same in two steps, so that records can be sealed on many threads:
+ * pack_writer_seal encrypts into out (PACK_RECORD_SIZE(stored_len) bytes)
+ * and only reads w, so calls may run concurrently with each other and with
+ * pack_writer_append; pack_writer_append (one thread) adds a record sealed
+ * by this writer at the end of the pack.  0, or -1 (reported).
+ */
+#define PACK_RECORD_SIZE(n) \
+	((size_t)PACK_RECORD_HEADER_BYTES + (size_t)(n) + CRYPTO_TAG_BYTES)
+void pack_writer_seal(const struct pack_writer *w, uint8_t type,
+    uint8_t flags, const uint8_t id[CRYPTO_ID_BYTES], const void *payload,
+    size_t stored_len, uint32_t plain_len, uint8_t *out);
+int pack_writer_append(struct pack_writer *w,
+    const uint8_t id[CRYPTO_ID_BYTES], const uint8_t *rec, size_t len,
+    struct pack_entry *e);
+
 /* Bytes written so far; the pack's name. */
 uint64_t pack_writer_size(const struct pack_writer *w);
 const char *pack_writer_name(const struct pack_writer *w);

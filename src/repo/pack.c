@@ -149,29 +149,20 @@ err:
 	return (NULL);
 }
 
-int
-pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
-    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
-    uint32_t plain_len, struct pack_entry *e)
+/* The index entry of the next record, at the current end of the pack. */
+static struct pack_entry *
+next_entry(struct pack_writer *w, const uint8_t *id, uint8_t type,
+    uint8_t flags, uint32_t plain_len, uint32_t stored_len)
 {
-	uint8_t rh[PACK_RECORD_HEADER_BYTES], ad[RECORD_AD_BYTES];
 	struct pack_entry *ent;
-	uint8_t *ct;
 
-	if (w->failed)
-		return (-1);
-	if (stored_len > PACK_RECORD_MAX) {
-		log_error("record of %zu bytes is too large for a pack",
-		    stored_len);
-		return (-1);
-	}
 	if (w->nents == w->cap) {
 		size_t cap = w->cap ? w->cap * 2 : 256;
 		struct pack_entry *p;
 
 		if ((p = reallocarray(w->ents, cap, sizeof(*p))) == NULL) {
 			log_error("out of memory");
-			return (-1);
+			return (NULL);
 		}
 		w->ents = p;
 		w->cap = cap;
@@ -182,28 +173,79 @@ pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
 	ent->flags = flags;
 	ent->offset = w->size;
 	ent->plain_len = plain_len;
-	ent->stored_len = (uint32_t)stored_len;
+	ent->stored_len = stored_len;
+	return (ent);
+}
 
-	rh[0] = type;
-	rh[1] = flags;
-	put_u32(rh + 2, plain_len);
-	put_u32(rh + 6, (uint32_t)stored_len);
+void
+pack_writer_seal(const struct pack_writer *w, uint8_t type, uint8_t flags,
+    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
+    uint32_t plain_len, uint8_t *out)
+{
+	uint8_t ad[RECORD_AD_BYTES];
+
+	out[0] = type;
+	out[1] = flags;
+	put_u32(out + 2, plain_len);
+	put_u32(out + 6, (uint32_t)stored_len);
 	record_ad(ad, w->repo, id, type, flags, plain_len);
+	crypto_aead_encrypt(w->key, out + 10, ad, sizeof(ad), payload,
+	    stored_len, out + PACK_RECORD_HEADER_BYTES);
+}
 
-	/* Encrypt straight into the write buffer: no extra copy. */
-	if (w->wbuf.len + sizeof(rh) + stored_len + CRYPTO_TAG_BYTES >
-	    WBUF_SIZE && wflush(w))
+int
+pack_writer_append(struct pack_writer *w, const uint8_t id[CRYPTO_ID_BYTES],
+    const uint8_t *rec, size_t len, struct pack_entry *e)
+{
+	struct pack_entry *ent;
+	uint32_t stored;
+
+	if (w->failed)
 		return (-1);
-	if (buf_reserve(&w->wbuf, sizeof(rh) + stored_len + CRYPTO_TAG_BYTES)) {
+	stored = get_u32(rec + 6);
+	if (len < PACK_RECORD_HEADER_BYTES + CRYPTO_TAG_BYTES ||
+	    stored > PACK_RECORD_MAX || len != PACK_RECORD_SIZE(stored)) {
+		log_error("internal error: bad sealed record");
+		return (-1);
+	}
+	if ((ent = next_entry(w, id, rec[0], rec[1], get_u32(rec + 2),
+	    stored)) == NULL || wappend(w, rec, len))
+		return (-1);
+	w->nents++;
+	if (e)
+		*e = *ent;
+	return (0);
+}
+
+int
+pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
+    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
+    uint32_t plain_len, struct pack_entry *e)
+{
+	struct pack_entry *ent;
+	size_t len = PACK_RECORD_SIZE(stored_len);
+
+	if (w->failed)
+		return (-1);
+	if (stored_len > PACK_RECORD_MAX) {
+		log_error("record of %zu bytes is too large for a pack",
+		    stored_len);
+		return (-1);
+	}
+	if ((ent = next_entry(w, id, type, flags, plain_len,
+	    (uint32_t)stored_len)) == NULL)
+		return (-1);
+	/* Seal straight into the write buffer: no extra copy. */
+	if (w->wbuf.len + len > WBUF_SIZE && wflush(w))
+		return (-1);
+	if (buf_reserve(&w->wbuf, len)) {
 		w->failed = 1;
 		return (-1);
 	}
-	ct = w->wbuf.data + w->wbuf.len + sizeof(rh);
-	crypto_aead_encrypt(w->key, rh + 10, ad, sizeof(ad), payload,
-	    stored_len, ct);
-	memcpy(w->wbuf.data + w->wbuf.len, rh, sizeof(rh));
-	w->wbuf.len += sizeof(rh) + stored_len + CRYPTO_TAG_BYTES;
-	w->size += sizeof(rh) + stored_len + CRYPTO_TAG_BYTES;
+	pack_writer_seal(w, type, flags, id, payload, stored_len, plain_len,
+	    w->wbuf.data + w->wbuf.len);
+	w->wbuf.len += len;
+	w->size += len;
 	if (w->wbuf.len >= WBUF_SIZE && wflush(w))
 		return (-1);
 	w->nents++;
