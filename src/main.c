@@ -29,7 +29,8 @@ static const struct command {
 	  "create a repository" },
 	{ "backup", cmd_backup,
 	  "backup [--level full|differential|incremental] [--exclude GLOB]... "
-	  "[--one-file-system] [--compression N] [--json] DATASET PATH",
+	  "[--one-file-system] [--compression N] [--threads N] [--json] "
+	  "DATASET PATH",
 	  "take a snapshot of a dataset" },
 	{ "snapshots", cmd_snapshots, "snapshots [--json] [DATASET]",
 	  "list snapshots" },

@@ -71,6 +71,13 @@ int entry_xattrs_next(struct entry_xattr_iter *it, const char **name,
     size_t *name_len, const void **value, size_t *value_len);
 
 /*
+ * A deep copy of src in *dst: its strings and xattrs live in one malloc'd
+ * block, returned in *mem (free it to release the copy).  0, or -1 on
+ * ENOMEM (reported).
+ */
+int entry_dup(struct entry *dst, void **mem, const struct entry *src);
+
+/*
  * 1 if a relative path is safe to store and restore: not empty, no leading
  * '/', no "." or ".." component, no empty component, no NUL.
  */

@@ -63,6 +63,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		{ "one-file-system", no_argument, NULL, 'x' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "compression", required_argument, NULL, 'z' },
+		{ "threads", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct backup_opts o;
@@ -112,6 +113,16 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 				goto out;
 			}
 			o.compress_level = (int)lvl;
+			break;
+		case 't':
+			lvl = cmd_parse_num("--threads", optarg);
+			if (lvl < 1 || lvl > 64) {
+				if (lvl >= 0)
+					log_error("--threads takes 1 to 64");
+				st = STATUS_USAGE;
+				goto out;
+			}
+			o.threads = (int)lvl;
 			break;
 		default:
 			st = cmd_usage_error("backup");

@@ -9,6 +9,15 @@
  * and stores only what changed, and adds a tombstone for each path of the
  * view that is gone.  The snapshot turns complete in the last transaction,
  * after its last pack is durable.
+ *
+ * Pipeline: the walk reads and cuts files on the calling thread and queues
+ * their chunks in a batch (many small files share one).  A full batch is
+ * processed in three steps: chunk ids are hashed on all threads; each id
+ * is looked up in the catalog in order (SQLite stays on one thread); new
+ * chunks are compressed and sealed on all threads, then appended to the
+ * pack in order.  A file's entry is recorded once all its chunks are
+ * resolved.  A huge checkpoint is cut sequentially, but its chunks are
+ * hashed, compressed and encrypted in parallel like anyone else's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +29,47 @@
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/status.h"
 #include "engine-int.h"
+
+#define BATCH_BYTES (8u << 20)
+
+enum { READING, CLOSED, DEAD };
+
+/* A regular file being stored; its entry is recorded when complete. */
+struct pfile {
+	struct pfile *next;
+	struct entry e;			/* a copy: its strings live in mem */
+	void *mem;
+	struct catalog_chunk_ref *refs;
+	uint8_t (*ids)[CRYPTO_ID_BYTES];
+	size_t nrefs, caprefs;
+	size_t outstanding;		/* chunks queued, not yet resolved */
+	uint32_t gen;			/* read attempt (a reread restarts) */
+	int state;
+};
+
+/* One chunk in the batch. */
+struct job {
+	struct pfile *f;
+	uint32_t gen;
+	size_t ref;			/* index in f->refs */
+	size_t off;			/* its bytes in the batch's data */
+	uint32_t len;
+	uint8_t id[CRYPTO_ID_BYTES];
+	int64_t rowid;
+	int isnew;
+	size_t rec_off, rec_len;	/* sealed record in the batch's recs */
+	int failed;
+};
+
+/* Per-thread state for sealing. */
+struct worker {
+	struct compressor *z;
+	struct buf zbuf;
+};
 
 struct backup {
 	struct repo *repo;
@@ -46,66 +93,334 @@ struct backup {
 	struct hmap links;		/* (dev, ino) -> content id */
 	struct fs_walk *walk;
 
-	/* The file being stored. */
+	/* Files whose chunks are queued: entries wait for their chunk rows. */
+	struct pfile *pending;
+	struct hmap pending_links;	/* (dev, ino) of pending hardlinks */
+	int64_t snapshot_id;
+
+	/* The file being read. */
+	struct pfile *cur;
 	struct buf seg;			/* data not yet chunked */
 	size_t seg_start;		/* first unchunked byte in seg */
 	int64_t seg_offset;		/* file offset of seg.data[seg_start] */
-	struct catalog_chunk_ref *refs;
-	size_t nrefs, caprefs;
-	struct crypto_hash_state content_hash;
+	uint64_t *cuts;			/* safetensors tensor boundaries */
+	size_t ncuts, cut;
+	int cuts_checked;
+
+	/* The batch. */
+	struct pool *pool;
+	struct worker *workers;
+	struct buf data;		/* chunk bytes */
+	struct job *jobs;
+	size_t njobs, capjobs;
+	struct buf recs;		/* sealed records */
+	struct pack_writer *seal_pw;	/* the pack the batch seals for */
+	int batch_failed;
 
 	struct progress progress;
 };
 
-/* One chunk of the current file: stored if new, and its place noted. */
-static int
-add_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
+static void
+count_entry(struct backup_result *res, int kind)
 {
-	uint8_t id[CRYPTO_ID_BYTES], lenoff[16];
-	struct catalog_chunk_ref *ref;
-	int64_t rowid;
+	if (kind == ENTRY_FILE)
+		res->files++;
+	else if (kind == ENTRY_DIR)
+		res->dirs++;
+	else
+		res->others++;
+}
 
-	crypto_chunk_id(repo_keys(b->repo), data, len, id);
-	if (packer_chunk(&b->packer, id, data, len, &rowid))
-		return (-1);
-	if (b->nrefs == b->caprefs) {
-		size_t cap = b->caprefs ? b->caprefs * 2 : 64;
+static void
+pfile_free(struct pfile *f)
+{
+	if (f == NULL)
+		return;
+	free(f->mem);
+	free(f->refs);
+	free(f->ids);
+	free(f);
+}
 
-		if ((ref = reallocarray(b->refs, cap, sizeof(*ref))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		b->refs = ref;
-		b->caprefs = cap;
+/* A pending file with its own copy of e (the walker's strings go away). */
+static struct pfile *
+pfile_new(const struct entry *e)
+{
+	struct pfile *f;
+
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
 	}
-	ref = &b->refs[b->nrefs++];
-	ref->chunk_rowid = rowid;
-	ref->file_offset = (uint64_t)off;
-	ref->len = (uint32_t)len;
+	if (entry_dup(&f->e, &f->mem, e)) {
+		free(f);
+		return (NULL);
+	}
+	return (f);
+}
+
+/* All of a file's chunks are resolved: record its content and entry. */
+static int
+pfile_finish(struct backup *b, struct pfile *f)
+{
+	struct crypto_hash_state hs;
+	uint8_t hash[32], lenoff[16], key[16];
+	size_t i;
 
 	/* The content's identity: its chunks and where they sit. */
-	put_u64(lenoff, (uint64_t)off);
-	put_u64(lenoff + 8, (uint64_t)len);
-	crypto_hash_update(&b->content_hash, lenoff, sizeof(lenoff));
-	crypto_hash_update(&b->content_hash, id, sizeof(id));
+	crypto_hash_init(repo_keys(b->repo), &hs);
+	for (i = 0; i < f->nrefs; i++) {
+		put_u64(lenoff, f->refs[i].file_offset);
+		put_u64(lenoff + 8, f->refs[i].len);
+		crypto_hash_update(&hs, lenoff, sizeof(lenoff));
+		crypto_hash_update(&hs, f->ids[i], CRYPTO_ID_BYTES);
+	}
+	crypto_hash_final(&hs, hash);
+	if (catalog_content_put(b->cat, hash, (uint64_t)f->e.size, f->refs,
+	    f->nrefs, &f->e.content_id))
+		return (-1);
+	if (catalog_entry_add(b->cat, b->snapshot_id, &f->e))
+		return (-1);
+	count_entry(b->res, f->e.kind);
+	if (f->e.nlink > 1) {
+		put_u64(key, f->e.dev);
+		put_u64(key + 8, f->e.ino);
+		if (hmap_put(&b->links, key, f->e.content_id))
+			return (-1);
+	}
 	return (0);
 }
 
-/* Cut and store what is buffered; with eof, everything. */
+static void
+hash_job(void *arg, size_t i, int worker)
+{
+	struct backup *b = arg;
+	struct job *j = &b->jobs[i];
+
+	crypto_chunk_id(repo_keys(b->repo), b->data.data + j->off, j->len,
+	    j->id);
+}
+
+static void
+seal_job(void *arg, size_t i, int worker)
+{
+	struct backup *b = arg;
+	struct job *j = &b->jobs[i];
+	struct worker *wk = &b->workers[worker];
+	const uint8_t *src = b->data.data + j->off;
+	const void *payload = src;
+	size_t stored = j->len, zl;
+	uint8_t flags = 0;
+
+	if (!j->isnew)
+		return;
+	if (buf_reserve(&wk->zbuf, compressor_bound(j->len))) {
+		j->failed = 1;
+		return;
+	}
+	zl = compressor_compress(wk->z, src, j->len, wk->zbuf.data,
+	    wk->zbuf.cap);
+	if (zl == (size_t)-1) {
+		j->failed = 1;
+		return;
+	}
+	if (zl > 0) {
+		payload = wk->zbuf.data;
+		stored = zl;
+		flags = PACK_FLAG_ZSTD;
+	}
+	pack_writer_seal(b->seal_pw, PACK_REC_DATA, flags, j->id, payload,
+	    stored, j->len, b->recs.data + j->rec_off);
+	j->rec_len = PACK_RECORD_SIZE(stored);
+}
+
+/*
+ * Process the batch: hash (parallel), look up (serial), compress and seal
+ * (parallel), append (serial); then record the files it completed.
+ */
+static int
+process_batch(struct backup *b)
+{
+	struct pfile **fp, *f;
+	size_t i, need = 0;
+	int k;
+
+	if (b->njobs > 0) {
+		pool_run(b->pool, b->njobs, hash_job, b);
+		for (i = 0; i < b->njobs; i++) {
+			struct job *j = &b->jobs[i];
+
+			if ((k = packer_lookup(&b->packer, j->id, &j->rowid)) <
+			    0)
+				return (-1);
+			j->isnew = k == 0;
+			if (j->isnew) {
+				j->rec_off = need;
+				need += PACK_RECORD_SIZE(
+				    compressor_bound(j->len));
+			}
+		}
+		if (need > 0) {
+			if ((b->seal_pw = packer_writer(&b->packer)) == NULL ||
+			    buf_reserve(&b->recs, need))
+				return (-1);
+			pool_run(b->pool, b->njobs, seal_job, b);
+		}
+		for (i = 0; i < b->njobs; i++) {
+			struct job *j = &b->jobs[i];
+
+			if (j->isnew) {
+				if (j->failed) {
+					log_error("cannot compress a chunk of "
+					    "'%s'", j->f->e.path);
+					return (-1);
+				}
+				if (packer_append(&b->packer, j->id,
+				    b->recs.data + j->rec_off, j->rec_len,
+				    j->len))
+					return (-1);
+			}
+			f = j->f;
+			if (j->gen != f->gen || f->state == DEAD)
+				continue;	/* from an abandoned read */
+			f->refs[j->ref].chunk_rowid = j->rowid;
+			memcpy(f->ids[j->ref], j->id, CRYPTO_ID_BYTES);
+			f->outstanding--;
+		}
+		b->njobs = 0;
+		buf_reset(&b->data);
+	}
+	/* No job points at a file now: finish or drop what is done. */
+	for (fp = &b->pending; (f = *fp) != NULL;) {
+		if (f->state == DEAD ||
+		    (f->state == CLOSED && f->outstanding == 0)) {
+			if (f->state == CLOSED && pfile_finish(b, f))
+				return (-1);
+			*fp = f->next;
+			pfile_free(f);
+		} else
+			fp = &f->next;
+	}
+	hmap_clear(&b->pending_links);
+	for (f = b->pending; f; f = f->next) {
+		uint8_t key[16];
+
+		if (f->e.nlink > 1) {
+			put_u64(key, f->e.dev);
+			put_u64(key + 8, f->e.ino);
+			if (hmap_put(&b->pending_links, key, 1))
+				return (-1);
+		}
+	}
+	return (packer_maybe_flush(&b->packer));
+}
+
+/* Queue one chunk of the file being read. */
+static int
+queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
+{
+	struct pfile *f = b->cur;
+	struct job *j;
+
+	if (b->data.len + len > BATCH_BYTES && b->njobs > 0 &&
+	    process_batch(b))
+		return (-1);
+	if (b->njobs == b->capjobs) {
+		size_t cap = b->capjobs ? b->capjobs * 2 : 256;
+
+		if ((j = reallocarray(b->jobs, cap, sizeof(*j))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		b->jobs = j;
+		b->capjobs = cap;
+	}
+	if (f->nrefs == f->caprefs) {
+		size_t cap = f->caprefs ? f->caprefs * 2 : 16;
+		struct catalog_chunk_ref *r;
+		uint8_t (*ids)[CRYPTO_ID_BYTES];
+
+		if ((r = reallocarray(f->refs, cap, sizeof(*r))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		f->refs = r;
+		if ((ids = reallocarray(f->ids, cap, sizeof(*ids))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		f->ids = ids;
+		f->caprefs = cap;
+	}
+	j = &b->jobs[b->njobs];
+	memset(j, 0, sizeof(*j));
+	j->f = f;
+	j->gen = f->gen;
+	j->ref = f->nrefs;
+	j->off = b->data.len;
+	j->len = (uint32_t)len;
+	if (buf_append(&b->data, data, len))
+		return (-1);
+	f->refs[f->nrefs].chunk_rowid = 0;
+	f->refs[f->nrefs].file_offset = (uint64_t)off;
+	f->refs[f->nrefs].len = (uint32_t)len;
+	f->nrefs++;
+	f->outstanding++;
+	b->njobs++;
+	return (0);
+}
+
+/*
+ * Tensor boundaries of a safetensors file, looked for once per read, when
+ * its first bytes are buffered: chunks then never straddle two tensors.
+ */
+static int
+check_safetensors(struct backup *b)
+{
+	uint64_t need;
+	int rc;
+
+	b->cuts_checked = 1;
+	if (b->seg_offset != 0 || b->seg.len < 8)
+		return (0);
+	need = safetensors_header_size(b->seg.data, b->seg.len,
+	    (uint64_t)b->cur->e.size);
+	if (need == 0 || need > b->seg.len)
+		return (0);	/* not one, or a header too big to buffer */
+	rc = safetensors_cuts(b->seg.data, b->seg.len,
+	    (uint64_t)b->cur->e.size, &b->cuts, &b->ncuts);
+	return (rc < 0 ? -1 : 0);
+}
+
+/* Cut and queue what is buffered; with eof, everything. */
 static int
 chunk_segment(struct backup *b, int eof)
 {
-	size_t avail, n;
+	size_t avail, limit, n;
+	int at_cut;
 
+	if (!b->cuts_checked && check_safetensors(b))
+		return (-1);
 	for (;;) {
 		avail = b->seg.len - b->seg_start;
 		if (avail == 0)
 			break;
-		n = chunker_next(b->chunker, b->seg.data + b->seg_start, avail,
-		    eof);
+		while (b->cut < b->ncuts &&
+		    b->cuts[b->cut] <= (uint64_t)b->seg_offset)
+			b->cut++;
+		limit = avail;
+		at_cut = 0;
+		if (b->cut < b->ncuts &&
+		    b->cuts[b->cut] - (uint64_t)b->seg_offset <= avail) {
+			limit = (size_t)(b->cuts[b->cut] -
+			    (uint64_t)b->seg_offset);
+			at_cut = 1;
+		}
+		n = chunker_next(b->chunker, b->seg.data + b->seg_start, limit,
+		    eof || at_cut);
 		if (n == 0)
 			break;
-		if (add_chunk(b, b->seg.data + b->seg_start, n,
+		if (queue_chunk(b, b->seg.data + b->seg_start, n,
 		    b->seg_offset))
 			return (-1);
 		b->seg_start += n;
@@ -123,6 +438,23 @@ chunk_segment(struct backup *b, int eof)
 
 enum { STORED = 0, SKIPPED = 1, CHANGING = 2 };
 
+/* Start (or restart) reading b->cur. */
+static void
+begin_read(struct backup *b)
+{
+	buf_reset(&b->seg);
+	b->seg_start = 0;
+	b->seg_offset = 0;
+	free(b->cuts);
+	b->cuts = NULL;
+	b->ncuts = b->cut = 0;
+	b->cuts_checked = 0;
+	/* Chunks queued by an earlier attempt are ignored when resolved. */
+	b->cur->gen++;
+	b->cur->nrefs = 0;
+	b->cur->outstanding = 0;
+}
+
 /* Read the file once, chunking it.  1 done, FS_WALK_CHANGED, -1 skip
  * (warned), -2 fatal. */
 static int
@@ -133,11 +465,7 @@ read_file(struct backup *b, struct fs_walk *w)
 	size_t len;
 	int rc;
 
-	buf_reset(&b->seg);
-	b->seg_start = 0;
-	b->seg_offset = 0;
-	b->nrefs = 0;
-	crypto_hash_init(repo_keys(b->repo), &b->content_hash);
+	begin_read(b);
 	while ((rc = fs_walk_read(w, &data, &len, &off)) == 1) {
 		if (off != next) {
 			/* A hole: what came before is a segment of its own,
@@ -165,22 +493,22 @@ read_file(struct backup *b, struct fs_walk *w)
 }
 
 /*
- * Read and store one regular file.  STORED with *content_id set, SKIPPED
- * when it could not be read (warned), CHANGING when it kept changing while
- * read (a torn file is never recorded), -1 on a fatal error.
+ * Read and queue one regular file.  STORED (its entry follows when its
+ * chunks are resolved), SKIPPED when it could not be read (warned),
+ * CHANGING when it kept changing while read (a torn file is never
+ * recorded), -1 on a fatal error.
  */
 static int
-store_file(struct backup *b, struct fs_walk *w, struct entry *e,
-    int64_t *content_id)
+store_file(struct backup *b, struct fs_walk *w, struct pfile *f)
 {
-	uint8_t hash[32];
 	int rc;
 
+	b->cur = f;
 	rc = read_file(b, w);
 	if (rc == FS_WALK_CHANGED) {
 		/* Written to while we read it: once more, from its new
 		 * state.  A checkpoint being saved usually settles. */
-		if (fs_walk_reread(w, e))
+		if (fs_walk_reread(w, &f->e))
 			return (SKIPPED);
 		rc = read_file(b, w);
 		if (rc == FS_WALK_CHANGED)
@@ -190,24 +518,7 @@ store_file(struct backup *b, struct fs_walk *w, struct entry *e,
 		return (-1);
 	if (rc < 0)
 		return (SKIPPED);
-	crypto_hash_final(&b->content_hash, hash);
-	if (catalog_content_put(b->cat, hash, (uint64_t)e->size, b->refs,
-	    b->nrefs, content_id))
-		return (-1);
-	if (packer_maybe_flush(&b->packer))
-		return (-1);
 	return (STORED);
-}
-
-static void
-count_entry(struct backup_result *res, int kind)
-{
-	if (kind == ENTRY_FILE)
-		res->files++;
-	else if (kind == ENTRY_DIR)
-		res->dirs++;
-	else
-		res->others++;
 }
 
 static int
@@ -245,8 +556,7 @@ open_view(struct backup *b)
  * 0 or -1.
  */
 static int
-keep_previous(struct backup *b, int64_t snapshot_id, const struct entry *e,
-    int had_base)
+keep_previous(struct backup *b, const struct entry *e, int had_base)
 {
 	struct entry old;
 	int found = had_base;
@@ -259,7 +569,7 @@ keep_previous(struct backup *b, int64_t snapshot_id, const struct entry *e,
 		    &old)) < 0)
 			return (-1);
 		if (found && old.kind == ENTRY_FILE) {
-			if (catalog_entry_add(b->cat, snapshot_id, &old))
+			if (catalog_entry_add(b->cat, b->snapshot_id, &old))
 				return (-1);
 			count_entry(b->res, old.kind);
 		} else
@@ -275,13 +585,79 @@ keep_previous(struct backup *b, int64_t snapshot_id, const struct entry *e,
 	return (0);
 }
 
+/* A hardlink to an inode stored earlier in this run: its content id. */
 static int
-walk_source(struct backup *b, int64_t snapshot_id)
+known_link(struct backup *b, const struct entry *e, int64_t *cid)
+{
+	uint8_t key[16];
+	int64_t one;
+
+	if (e->nlink < 2)
+		return (0);
+	put_u64(key, e->dev);
+	put_u64(key + 8, e->ino);
+	if (hmap_get(&b->links, key, cid))
+		return (1);
+	/* Its first name is still in the batch: finish that first. */
+	if (hmap_get(&b->pending_links, key, &one)) {
+		if (process_batch(b))
+			return (-1);
+		if (hmap_get(&b->links, key, cid))
+			return (1);
+	}
+	return (0);
+}
+
+/* Store one regular file with content.  0 or -1. */
+static int
+walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
+    int had_base)
+{
+	struct pfile *f;
+	uint8_t key[16];
+	int64_t cid;
+	int rc;
+
+	if ((rc = known_link(b, e, &cid)) < 0)
+		return (-1);
+	if (rc > 0) {
+		e->content_id = cid;
+		if (catalog_entry_add(b->cat, b->snapshot_id, e))
+			return (-1);
+		count_entry(b->res, e->kind);
+		return (0);
+	}
+	if ((f = pfile_new(e)) == NULL)
+		return (-1);
+	f->state = READING;
+	f->next = b->pending;
+	b->pending = f;
+	rc = store_file(b, w, f);
+	b->cur = NULL;
+	if (rc < 0)
+		return (-1);
+	if (rc != STORED) {
+		f->state = DEAD;
+		if (rc == CHANGING && keep_previous(b, &f->e, had_base))
+			return (-1);
+		return (0);
+	}
+	f->state = CLOSED;
+	if (f->e.nlink > 1) {
+		put_u64(key, f->e.dev);
+		put_u64(key + 8, f->e.ino);
+		if (hmap_put(&b->pending_links, key, 1))
+			return (-1);
+	}
+	return (0);
+}
+
+static int
+walk_source(struct backup *b)
 {
 	struct fs_walk *w;
 	struct entry e, old;
 	uint8_t key[16];
-	int64_t cid;
 	int rc, had_base = 0;
 
 	if ((w = fs_walk_open(b->opts->source, &b->opts->walk)) == NULL)
@@ -310,40 +686,22 @@ walk_source(struct backup *b, int64_t snapshot_id)
 			}
 		}
 		if (e.kind == ENTRY_FILE && e.size > 0) {
-			put_u64(key, e.dev);
-			put_u64(key + 8, e.ino);
-			/* A hardlink's content is read once per run. */
-			if (e.nlink > 1 && hmap_get(&b->links, key, &cid)) {
-				e.content_id = cid;
-			} else {
-				rc = store_file(b, w, &e, &cid);
-				if (rc < 0)
-					break;
-				if (rc == SKIPPED)
-					continue;
-				if (rc == CHANGING) {
-					if (keep_previous(b, snapshot_id, &e,
-					    had_base)) {
-						rc = -1;
-						break;
-					}
-					continue;
-				}
-				e.content_id = cid;
-				if (e.nlink > 1 &&
-				    hmap_put(&b->links, key, cid)) {
-					rc = -1;
-					break;
-				}
+			if (walk_file(b, w, &e, had_base)) {
+				rc = -1;
+				break;
 			}
+		} else {
+			if (catalog_entry_add(b->cat, b->snapshot_id, &e)) {
+				rc = -1;
+				break;
+			}
+			count_entry(b->res, e.kind);
 		}
-		if (catalog_entry_add(b->cat, snapshot_id, &e)) {
-			rc = -1;
-			break;
-		}
-		count_entry(b->res, e.kind);
 		progress_update(&b->progress, 1, 0);
 	}
+	/* The last batch: every file it holds is then recorded. */
+	if (rc == 0 && process_batch(b))
+		rc = -1;
 	b->walk = NULL;
 	fs_walk_close(w);
 	return (rc < 0 ? -1 : 0);
@@ -421,7 +779,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	unsigned long warn0 = log_warnings;
 	double t0 = now_monotonic();
 	int64_t deleted = 0;
-	int status = STATUS_ERROR, in_txn = 0;
+	int status = STATUS_ERROR, in_txn = 0, i;
 
 	memset(res, 0, sizeof(*res));
 	memset(&b, 0, sizeof(b));
@@ -433,12 +791,24 @@ engine_backup(struct repo *r, struct catalog *c,
 	b.res = res;
 	b.max_chunk = repo_chunker_params(r)->max;
 	hmap_init(&b.links, 16);
+	hmap_init(&b.pending_links, 16);
 	progress_init(&b.progress, "backup", 0);
 
 	if (packer_init(&b.packer, r, c, o->compress_level) ||
 	    (b.chunker = chunker_new(repo_chunker_params(r),
-	    crypto_keys_chunker_key(repo_keys(r)))) == NULL)
+	    crypto_keys_chunker_key(repo_keys(r)))) == NULL ||
+	    (b.pool = pool_new(o->threads > 0 ? o->threads :
+	    pool_default_threads())) == NULL)
 		goto out;
+	if ((b.workers = calloc((size_t)pool_threads(b.pool),
+	    sizeof(*b.workers))) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	for (i = 0; i < pool_threads(b.pool); i++)
+		if ((b.workers[i].z = compressor_new(o->compress_level ?
+		    o->compress_level : DEFAULT_ZSTD_LEVEL)) == NULL)
+			goto out;
 
 	crypto_random(sid, sizeof(sid));
 	hex_encode(s.sid, sid, sizeof(sid));
@@ -469,7 +839,8 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (b.level != LEVEL_FULL && open_view(&b))
 		goto out;
 
-	if (walk_source(&b, s.id))
+	b.snapshot_id = s.id;
+	if (walk_source(&b))
 		goto out;
 	progress_done(&b.progress);
 	if (b.level != LEVEL_FULL &&
@@ -518,8 +889,25 @@ out:
 	packer_release(&b.packer);
 	chunker_free(b.chunker);
 	hmap_release(&b.links);
+	hmap_release(&b.pending_links);
 	buf_release(&b.seg);
-	free(b.refs);
+	buf_release(&b.data);
+	buf_release(&b.recs);
+	free(b.jobs);
+	free(b.cuts);
+	while (b.pending) {
+		struct pfile *f = b.pending;
+
+		b.pending = f->next;
+		pfile_free(f);
+	}
+	if (b.workers)
+		for (i = 0; i < pool_threads(b.pool); i++) {
+			compressor_free(b.workers[i].z);
+			buf_release(&b.workers[i].zbuf);
+		}
+	free(b.workers);
+	pool_free(b.pool);
 	catalog_snapshot_release(&s);
 	catalog_snapshot_release(&base);
 	return (status);

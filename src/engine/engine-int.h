@@ -55,6 +55,20 @@ int packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
     const void *data, size_t len, int64_t *rowid);
 
 /*
+ * The same in steps, for chunks sealed on many threads.  packer_lookup:
+ * 1 when the repository (or this run) already has the chunk, 0 when it is
+ * new; *rowid either way.  A new chunk is reserved: it must then be sealed
+ * with packer_writer()'s key (pack_writer_seal) and added with
+ * packer_append before the next packer_flush.
+ */
+int packer_lookup(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+    int64_t *rowid);
+/* The open pack, made when there is none; NULL on error. */
+struct pack_writer *packer_writer(struct packer *p);
+int packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+    const uint8_t *rec, size_t len, uint32_t plain_len);
+
+/*
  * Finish the open pack (durable in packs/), record it and locate its
  * chunks in the catalog, commit, and open the next transaction.  The
  * catalog must be inside a transaction.  0 or -1.

@@ -133,8 +133,8 @@ write_record(struct packer *p, uint8_t type, const uint8_t *id,
 }
 
 int
-packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
-    const void *data, size_t len, int64_t *rowidp)
+packer_lookup(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+    int64_t *rowidp)
 {
 	struct pending *pe;
 	int64_t rowid = 0, idx;
@@ -142,13 +142,13 @@ packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 
 	if (hmap_get(&p->pend_ids, id, &idx)) {
 		*rowidp = p->pend[idx].rowid;
-		return (0);
+		return (1);
 	}
 	if ((found = catalog_chunk_find(p->cat, id, &rowid)) < 0)
 		return (-1);
 	if (found) {
 		*rowidp = rowid;
-		return (0);
+		return (1);
 	}
 	/* New to the repository (or a leftover row of a crashed run). */
 	if (rowid == 0 && catalog_chunk_add(p->cat, id, &rowid))
@@ -164,14 +164,54 @@ packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 		p->cappend = cap;
 	}
 	pe = &p->pend[p->npend];
+	memset(pe, 0, sizeof(*pe));
 	pe->rowid = rowid;
-	if (write_record(p, PACK_REC_DATA, id, data, len, &pe->ent))
-		return (-1);
 	if (hmap_put(&p->pend_ids, id, (int64_t)p->npend))
 		return (-1);
 	p->npend++;
-	p->bytes_new += (int64_t)len;
 	*rowidp = rowid;
+	return (0);
+}
+
+struct pack_writer *
+packer_writer(struct packer *p)
+{
+	if (p->pw == NULL)
+		p->pw = pack_writer_new(p->repo);
+	return (p->pw);
+}
+
+int
+packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+    const uint8_t *rec, size_t len, uint32_t plain_len)
+{
+	int64_t idx;
+
+	if (!hmap_get(&p->pend_ids, id, &idx)) {
+		log_error("internal error: appending a chunk not reserved");
+		return (-1);
+	}
+	if (pack_writer_append(p->pw, id, rec, len, &p->pend[idx].ent))
+		return (-1);
+	p->bytes_new += plain_len;
+	p->bytes_stored += (int64_t)len;
+	return (0);
+}
+
+int
+packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+    const void *data, size_t len, int64_t *rowidp)
+{
+	int64_t idx;
+	int known;
+
+	if ((known = packer_lookup(p, id, rowidp)) != 0)
+		return (known < 0 ? -1 : 0);
+	if (!hmap_get(&p->pend_ids, id, &idx))
+		return (-1);
+	if (write_record(p, PACK_REC_DATA, id, data, len, &p->pend[idx].ent))
+		return (-1);
+	p->bytes_new += (int64_t)len;
 	return (0);
 }
 

@@ -1,4 +1,8 @@
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "coffer/log.h"
 
 #include "coffer/entry.h"
 
@@ -83,4 +87,51 @@ entry_path_is_safe(const char *path)
 			return (1);
 		p = slash + 1;
 	}
+}
+
+static size_t
+str_size(const char *s)
+{
+	return (s ? strlen(s) + 1 : 0);
+}
+
+static const char *
+put_str(char **p, const char *s)
+{
+	size_t n;
+	char *d = *p;
+
+	if (s == NULL)
+		return (NULL);
+	n = strlen(s) + 1;
+	memcpy(d, s, n);
+	*p += n;
+	return (d);
+}
+
+int
+entry_dup(struct entry *dst, void **mem, const struct entry *src)
+{
+	size_t n = src->xattrs_len;
+	char *p;
+
+	n += str_size(src->path) + str_size(src->uname) +
+	    str_size(src->gname) + str_size(src->target) + str_size(src->acl);
+	if ((p = malloc(n ? n : 1)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	*mem = p;
+	*dst = *src;
+	if (src->xattrs_len) {
+		memcpy(p, src->xattrs, src->xattrs_len);
+		dst->xattrs = (const uint8_t *)p;
+		p += src->xattrs_len;
+	}
+	dst->path = put_str(&p, src->path);
+	dst->uname = put_str(&p, src->uname);
+	dst->gname = put_str(&p, src->gname);
+	dst->target = put_str(&p, src->target);
+	dst->acl = put_str(&p, src->acl);
+	return (0);
 }
