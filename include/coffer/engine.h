@@ -29,6 +29,7 @@ struct backup_opts {
 	int level;			/* LEVEL_* or LEVEL_AUTO */
 	struct fs_walk_opts walk;
 	int compress_level;		/* zstd level; 0 = default */
+	int threads;			/* 0 = one per processor */
 };
 
 struct backup_result {
@@ -80,6 +81,7 @@ struct restore_opts {
 	char *const *paths;		/* subset; NULL/0 = everything */
 	size_t npaths;
 	int force;			/* target may be non-empty */
+	int threads;			/* 0 = one per processor */
 	/* Restore only the entries for which filter returns non-zero
 	 * (NULL: all).  Directories it leaves out are still made as needed
 	 * to hold what is restored, with default metadata. */
