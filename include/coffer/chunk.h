@@ -87,4 +87,24 @@ size_t compressor_compress(struct compressor *z, const void *src, size_t n,
 int compressor_decompress(struct compressor *z, const void *src, size_t n,
     void *dst, size_t expect);
 
+/*
+ * A file's content cut into chunks exactly as backup cuts it: blocks come
+ * in increasing offset order (a gap is a hole: chunks never span one), the
+ * keyed chunker cuts with at most max bytes buffered, and a safetensors
+ * file (its header found in the first bytes buffered) is also cut at its
+ * tensor boundaries.  emit gets each chunk's bytes (valid during the call),
+ * length and file offset; a non-zero return stops the stream and is
+ * returned by feed / finish.  Otherwise they return 0, or -1 (reported).
+ */
+struct chunk_stream;
+struct chunk_stream *chunk_stream_new(const struct chunker *c, uint32_t max,
+    uint64_t file_size,
+    int (*emit)(void *arg, const uint8_t *data, size_t len, int64_t off),
+    void *arg);
+int chunk_stream_feed(struct chunk_stream *s, const void *data, size_t len,
+    int64_t off);
+/* The end of the file: cut what is left. */
+int chunk_stream_finish(struct chunk_stream *s);
+void chunk_stream_free(struct chunk_stream *s);
+
 #endif

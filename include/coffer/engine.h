@@ -214,6 +214,9 @@ struct audit_result {
 	int64_t files;			/* regular files rehashed */
 	int64_t bytes;			/* what they held */
 	int64_t corrupt, modified, missing, added, unreadable;
+	int64_t recut;			/* files whose bytes matched although
+					 * their chunks did not (holes mapped
+					 * differently) */
 	double seconds;
 };
 

@@ -144,13 +144,13 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 		printf("],\"complete\":%s,\"entries\":%lld,\"files\":%lld,"
 		    "\"bytes\":%lld,\"corrupt\":%lld,\"modified\":%lld,"
 		    "\"missing\":%lld,\"new\":%lld,\"unreadable\":%lld,"
-		    "\"seconds\":%.3f}\n",
+		    "\"recut\":%lld,\"seconds\":%.3f}\n",
 		    st == STATUS_ERROR || st == STATUS_USAGE ? "false" : "true",
 		    (long long)res.entries, (long long)res.files,
 		    (long long)res.bytes, (long long)res.corrupt,
 		    (long long)res.modified, (long long)res.missing,
 		    (long long)res.added, (long long)res.unreadable,
-		    res.seconds);
+		    (long long)res.recut, res.seconds);
 	} else if (st != STATUS_ERROR && st != STATUS_USAGE &&
 	    (log_level >= 0 || st != STATUS_OK)) {
 		fmt_bytes(sz, sizeof(sz), (double)res.bytes);

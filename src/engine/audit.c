@@ -55,8 +55,7 @@ struct audit {
 	size_t nchanges, capchanges;
 
 	/* Rechunking the current file. */
-	struct buf seg;
-	int64_t seg_offset;		/* file offset of seg.data[0] */
+	struct buf tmp;			/* for confirm() */
 	struct catalog_chunk_loc *want;	/* the entry's chunks */
 	size_t nwant, wanti;
 	int64_t differs;		/* first difference, or -1 */
@@ -163,59 +162,45 @@ load_view(struct audit *a, int64_t snapshot_id)
 	return (rc < 0 ? -1 : 0);
 }
 
-/* One chunk of the live file against the next chunk of the entry. */
-static void
-compare_chunk(struct audit *a, const uint8_t *data, size_t len, int64_t off)
+/*
+ * One chunk of the live file against the next chunk of the entry.  1 at
+ * the first difference (a->differs: where): that decides, stop reading.
+ */
+static int
+compare_chunk(void *arg, const uint8_t *data, size_t len, int64_t off)
 {
+	struct audit *a = arg;
 	uint8_t id[CRYPTO_ID_BYTES];
 	const struct catalog_chunk_loc *w;
 
-	if (a->differs >= 0)
-		return;
 	crypto_chunk_id(repo_keys(a->repo), data, len, id);
 	if (a->wanti >= a->nwant) {
 		a->differs = off;
-		return;
+		return (1);
 	}
 	w = &a->want[a->wanti++];
 	if ((int64_t)w->file_offset != off || w->plain_len != len ||
-	    memcmp(w->cid, id, sizeof(id)) != 0)
+	    memcmp(w->cid, id, sizeof(id)) != 0) {
 		a->differs = off < (int64_t)w->file_offset ? off :
 		    (int64_t)w->file_offset;
-}
-
-/* Cut what is buffered into chunks, as backup does; with eof, all of it. */
-static void
-chunk_segment(struct audit *a, int eof)
-{
-	size_t start = 0, n;
-
-	while (start < a->seg.len) {
-		n = chunker_next(a->chunker, a->seg.data + start,
-		    a->seg.len - start, eof);
-		if (n == 0)
-			break;
-		compare_chunk(a, a->seg.data + start, n, a->seg_offset);
-		start += n;
-		a->seg_offset += (int64_t)n;
+		return (1);
 	}
-	if (start > 0) {
-		memmove(a->seg.data, a->seg.data + start, a->seg.len - start);
-		a->seg.len -= start;
-	}
+	return (0);
 }
 
 /*
- * Rehash the current file of the walk against entry o.  0 compared
- * (a->differs is -1 or where it differs), 1 unreadable (warned), -1 fatal.
+ * Rehash the current file of the walk against entry o, cut as backup
+ * cuts it (chunk_stream).  0 compared (a->differs is -1 or where it
+ * differs), 1 unreadable (warned), -1 fatal.
  */
 static int
 rehash(struct audit *a, struct fs_walk *w, const struct old *o)
 {
+	struct chunk_stream *cs;
 	const void *data;
-	int64_t off, next = 0;
+	int64_t off;
 	size_t len;
-	int rc;
+	int rc, fed = 0;
 
 	free(a->want);
 	a->want = NULL;
@@ -224,29 +209,24 @@ rehash(struct audit *a, struct fs_walk *w, const struct old *o)
 	if (o->content_id != 0 && catalog_content_chunks(a->cat,
 	    o->content_id, &a->want, &a->nwant))
 		return (-1);
-	buf_reset(&a->seg);
-	a->seg_offset = 0;
+	if ((cs = chunk_stream_new(a->chunker, a->max_chunk,
+	    (uint64_t)o->size, compare_chunk, a)) == NULL)
+		return (-1);
 	a->res->files++;
 	while ((rc = fs_walk_read(w, &data, &len, &off)) == 1) {
-		if (off != next) {
-			/* A hole ends a segment: chunks never span holes. */
-			chunk_segment(a, 1);
-			a->seg_offset = off;
-		}
-		if (buf_append(&a->seg, data, len))
-			return (-1);
-		next = off + (int64_t)len;
 		a->res->bytes += (int64_t)len;
 		progress_update(&a->progress, 0, len);
-		if (a->seg.len >= a->max_chunk)
-			chunk_segment(a, 0);
 		/* The first difference decides: no need to read on. */
-		if (a->differs >= 0)
-			return (0);
+		if ((fed = chunk_stream_feed(cs, data, len, off)) != 0)
+			break;
 	}
-	if (rc < 0)
+	if (rc == 0 && fed == 0)
+		fed = chunk_stream_finish(cs);
+	chunk_stream_free(cs);
+	if (fed < 0)
+		return (-1);
+	if (fed == 0 && rc < 0)
 		return (1);
-	chunk_segment(a, 1);
 	if (a->differs < 0 && a->wanti < a->nwant)
 		a->differs = (int64_t)a->want[a->wanti].file_offset;
 	return (0);
@@ -272,13 +252,18 @@ confirm(struct audit *a, struct fs_walk *w, const struct entry *e)
 		return (1);
 	}
 	rc = integrity_content_matches(repo_keys(a->repo), fd, a->want,
-	    a->nwant, e->size, &a->seg, &where, NULL);
+	    a->nwant, e->size, &a->tmp, &where, NULL);
 	close(fd);
 	if (rc < 0) {
 		log_warn_errno("cannot read '%s'", path);
 		return (1);
 	}
 	a->differs = rc ? -1 : where;
+	if (rc) {
+		a->res->recut++;
+		log_info("audit: '%s': the same bytes, cut into other chunks "
+		    "(holes mapped differently)", path);
+	}
 	return (0);
 }
 
@@ -354,7 +339,7 @@ engine_audit(struct repo *r, struct catalog *c,
 	a.res = res;
 	a.max_chunk = repo_chunker_params(r)->max;
 	hmap_init(&a.by_path, 32);
-	buf_init(&a.seg);
+	buf_init(&a.tmp);
 	progress_init(&a.progress, "audit", 0);
 
 	if (s->state != SNAP_COMPLETE) {
@@ -420,6 +405,6 @@ out:
 	free(a.changes);
 	free(a.want);
 	hmap_release(&a.by_path);
-	buf_release(&a.seg);
+	buf_release(&a.tmp);
 	return (status);
 }

@@ -3,6 +3,13 @@
  * archive_write_disk (fs_restore), verifying every chunk before its bytes
  * are written.  A file whose data cannot be read is named, removed and
  * counted; the others are restored.
+ *
+ * Pipeline: entries are taken in path order into a window, with their
+ * chunks' locations (up to WINDOW_BYTES of content; a bigger file goes on
+ * in the next window).  The window's chunks are read, authenticated,
+ * decompressed and re-hashed on all threads, each with its own pack
+ * readers, into the window's buffer; then one thread writes the entries
+ * in order (libarchive's disk writer is not shared between threads).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,15 +21,44 @@
 #include "coffer/fsutil.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/status.h"
 
-#define READER_CACHE 16
+#define READER_CACHE 8
+#define WINDOW_BYTES (16u << 20)
+#define WINDOW_ENTRIES 4096
 
 struct cached_reader {
 	char name[PACK_NAME_LEN + 1];
 	struct pack_reader *pr;		/* NULL: the pack could not be opened */
 	uint64_t used;
+};
+
+/* Per-thread: pack readers, a decompressor, a chunk buffer. */
+struct rworker {
+	struct cached_reader cache[READER_CACHE];
+	uint64_t tick;
+	struct compressor *z;
+	struct buf chunk;
+};
+
+/* An entry of the window, copied out of the catalog's iterator. */
+struct wentry {
+	struct entry e;
+	void *mem;
+	size_t first, njobs;		/* its jobs in this window */
+	int last;			/* its last chunk is in this window */
+	int begun;			/* fs_restore_begin done (continues) */
+	int failed;
+	int link;			/* a second name of an earlier inode */
+};
+
+/* One chunk of the window. */
+struct rjob {
+	struct catalog_chunk_loc loc;
+	size_t off;			/* its bytes in the window's buffer */
+	int rc;
 };
 
 struct restore {
@@ -31,12 +67,17 @@ struct restore {
 	struct fs_restore *fr;
 	struct restore_result *res;
 	const struct restore_opts *opts;
-	struct compressor *z;
-	struct buf chunk;
-	struct cached_reader cache[READER_CACHE];
-	uint64_t tick;
+	struct pool *pool;
+	struct rworker *workers;
+	/* The window. */
+	struct wentry *ents;
+	size_t nents, capents;
+	struct rjob *jobs;
+	size_t njobs, capjobs;
+	struct buf data;
 	/* Hardlink groups: (dev, ino, content) -> index into link_paths. */
 	struct hmap links;
+	struct hmap planned;		/* groups whose first name is taken */
 	char **link_paths;
 	size_t nlinks, caplinks;
 	int64_t missing;		/* requested paths not in the snapshot */
@@ -44,21 +85,20 @@ struct restore {
 };
 
 /*
- * The reader of a pack, opened once and kept in a small LRU.  A pack that
- * failed to open is remembered as such, so that its error is reported once.
- * Returns NULL for a bad pack.
+ * A worker's reader of a pack, opened once and kept in a small LRU.  A
+ * pack that failed to open is remembered as such.  NULL for a bad pack.
  */
 static struct pack_reader *
-get_reader(struct restore *rs, const char *name)
+get_reader(struct restore *rs, struct rworker *w, const char *name)
 {
-	struct cached_reader *victim = &rs->cache[0];
+	struct cached_reader *victim = &w->cache[0];
 	size_t i;
 
 	for (i = 0; i < READER_CACHE; i++) {
-		struct cached_reader *c = &rs->cache[i];
+		struct cached_reader *c = &w->cache[i];
 
 		if (c->used && strcmp(c->name, name) == 0) {
-			c->used = ++rs->tick;
+			c->used = ++w->tick;
 			return (c->pr);
 		}
 		if (c->used < victim->used)
@@ -67,53 +107,43 @@ get_reader(struct restore *rs, const char *name)
 	pack_reader_close(victim->pr);
 	memcpy(victim->name, name, PACK_NAME_LEN + 1);
 	victim->pr = pack_reader_open(rs->repo, name);
-	victim->used = ++rs->tick;
+	victim->used = ++w->tick;
 	return (victim->pr);
 }
 
-/* Write one file's content.  0, or -1 when its data is damaged/missing. */
-static int
-restore_content(struct restore *rs, const struct entry *e)
+/* Read and verify one chunk into the window (a pool job). */
+static void
+fetch_job(void *arg, size_t i, int worker)
 {
-	struct catalog_chunk_loc *locs = NULL;
+	struct restore *rs = arg;
+	struct rjob *j = &rs->jobs[i];
+	struct rworker *w = &rs->workers[worker];
 	struct pack_reader *pr;
 	struct pack_entry pe;
-	size_t n = 0, i;
-	int rc = -1;
 
-	if (catalog_content_chunks(rs->cat, e->content_id, &locs, &n))
-		return (-2);
-	for (i = 0; i < n; i++) {
-		if (locs[i].pack[0] == '\0') {
-			log_error("chunk of '%s' at offset %llu is in no pack",
-			    e->path, (unsigned long long)locs[i].file_offset);
-			goto out;
-		}
-		if ((pr = get_reader(rs, locs[i].pack)) == NULL)
-			goto out;
-		memcpy(pe.id, locs[i].cid, CRYPTO_ID_BYTES);
-		pe.type = locs[i].type;
-		pe.flags = locs[i].flags;
-		pe.offset = locs[i].pack_offset;
-		pe.plain_len = locs[i].plain_len;
-		pe.stored_len = locs[i].stored_len;
-		if (pe.type != PACK_REC_DATA) {
-			log_error("chunk of '%s' is not a data record",
-			    e->path);
-			goto out;
-		}
-		if (pack_reader_get(pr, &pe, rs->z, &rs->chunk))
-			goto out;
-		if (fs_restore_data(rs->fr, rs->chunk.data, rs->chunk.len,
-		    (int64_t)locs[i].file_offset))
-			goto out;
-		rs->res->bytes += (int64_t)rs->chunk.len;
-		progress_update(&rs->progress, 0, rs->chunk.len);
+	j->rc = -1;
+	if (j->loc.pack[0] == '\0') {
+		log_error("a chunk at offset %llu is in no pack",
+		    (unsigned long long)j->loc.file_offset);
+		return;
 	}
-	rc = 0;
-out:
-	free(locs);
-	return (rc);
+	if (j->loc.type != PACK_REC_DATA) {
+		log_error("a chunk at offset %llu is not a data record",
+		    (unsigned long long)j->loc.file_offset);
+		return;
+	}
+	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
+		return;
+	memcpy(pe.id, j->loc.cid, CRYPTO_ID_BYTES);
+	pe.type = j->loc.type;
+	pe.flags = j->loc.flags;
+	pe.offset = j->loc.pack_offset;
+	pe.plain_len = j->loc.plain_len;
+	pe.stored_len = j->loc.stored_len;
+	if (pack_reader_get(pr, &pe, w->z, &w->chunk))
+		return;
+	memcpy(rs->data.data + j->off, w->chunk.data, w->chunk.len);
+	j->rc = 0;
 }
 
 /* A second name of an inode restored earlier in this run? */
@@ -165,38 +195,185 @@ remember_link(struct restore *rs, const struct entry *e)
 	return (0);
 }
 
-/* 0 restored, 1 failed (counted, go on), -1 fatal. */
+/*
+ * Write one entry of the window (or the part of a file the window holds).
+ * 0 done or going on, 1 failed (counted), -1 fatal.
+ */
 static int
-restore_entry(struct restore *rs, const struct entry *e)
+write_entry(struct restore *rs, struct wentry *we)
 {
+	const struct entry *e = &we->e;
 	const char *first;
-	int rc;
+	size_t i;
 
-	if ((first = link_target(rs, e)) != NULL) {
+	if (we->link) {
+		/* Its first name was restored, or failed (then so does it). */
+		if ((first = link_target(rs, e)) == NULL) {
+			log_error("cannot restore '%s': its data is damaged or "
+			    "missing", e->path);
+			return (1);
+		}
 		if (fs_restore_hardlink(rs->fr, e, first))
 			return (1);
 		rs->res->files++;
 		return (0);
 	}
-	if (fs_restore_begin(rs->fr, e))
-		return (1);
-	if (e->kind == ENTRY_FILE && e->content_id != 0) {
-		rc = restore_content(rs, e);
-		if (rc == -2)
-			return (-1);
-		if (rc < 0) {
-			fs_restore_discard(rs->fr);
-			log_error("cannot restore '%s': its data is damaged or "
-			    "missing", e->path);
+	if (!we->begun) {
+		we->begun = 1;
+		if (fs_restore_begin(rs->fr, e)) {
+			we->failed = 1;
 			return (1);
 		}
 	}
+	if (we->failed)
+		return (0);	/* counted when it failed */
+	for (i = we->first; i < we->first + we->njobs; i++) {
+		struct rjob *j = &rs->jobs[i];
+
+		if (j->rc != 0 || fs_restore_data(rs->fr, rs->data.data +
+		    j->off, j->loc.plain_len, (int64_t)j->loc.file_offset)) {
+			fs_restore_discard(rs->fr);
+			log_error("cannot restore '%s': its data is damaged or "
+			    "missing", e->path);
+			we->failed = 1;
+			return (1);
+		}
+		rs->res->bytes += (int64_t)j->loc.plain_len;
+		progress_update(&rs->progress, 0, j->loc.plain_len);
+	}
+	if (!we->last)
+		return (0);
 	if (fs_restore_finish(rs->fr))
 		return (1);
 	if (remember_link(rs, e))
 		return (-1);
 	rs->res->files++;
 	progress_update(&rs->progress, 1, 0);
+	return (0);
+}
+
+/*
+ * Fetch the window's chunks on the pool, write its entries in order, and
+ * empty it; an unfinished file (its last chunk still to come) stays as
+ * the window's first entry.
+ */
+static int
+flush_window(struct restore *rs)
+{
+	struct wentry keep;
+	size_t i;
+	int rc, carry = 0;
+
+	pool_run(rs->pool, rs->njobs, fetch_job, rs);
+	for (i = 0; i < rs->nents; i++) {
+		rc = write_entry(rs, &rs->ents[i]);
+		if (rc < 0)
+			return (-1);
+		if (rc > 0)
+			rs->res->failed++;
+	}
+	if (rs->nents > 0 && !rs->ents[rs->nents - 1].last) {
+		keep = rs->ents[rs->nents - 1];
+		carry = 1;
+		rs->nents--;
+	}
+	for (i = 0; i < rs->nents; i++)
+		free(rs->ents[i].mem);
+	rs->nents = 0;
+	if (carry) {
+		keep.first = 0;
+		keep.njobs = 0;
+		rs->ents[rs->nents++] = keep;
+	}
+	rs->njobs = 0;
+	buf_reset(&rs->data);
+	return (0);
+}
+
+/* Take one entry into the window, flushing it as it fills. */
+static int
+add_entry(struct restore *rs, const struct entry *e)
+{
+	struct catalog_chunk_loc *locs = NULL;
+	struct wentry *we;
+	size_t n = 0, i;
+
+	if (rs->nents == WINDOW_ENTRIES && flush_window(rs))
+		return (-1);
+	if (rs->nents == rs->capents) {
+		size_t cap = rs->capents ? rs->capents * 2 : 256;
+
+		if ((we = reallocarray(rs->ents, cap, sizeof(*we))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		rs->ents = we;
+		rs->capents = cap;
+	}
+	we = &rs->ents[rs->nents];
+	memset(we, 0, sizeof(*we));
+	if (entry_dup(&we->e, &we->mem, e))
+		return (-1);
+	rs->nents++;
+	we->first = rs->njobs;
+	we->last = 1;
+	if (e->kind == ENTRY_FILE && e->nlink > 1) {
+		uint8_t key[24];
+		int64_t one;
+
+		put_u64(key, e->dev);
+		put_u64(key + 8, e->ino);
+		put_u64(key + 16, (uint64_t)e->content_id);
+		if (hmap_get(&rs->planned, key, &one)) {
+			we->link = 1;
+			return (0);
+		}
+		if (hmap_put(&rs->planned, key, 1))
+			return (-1);
+	}
+	if (e->kind != ENTRY_FILE || e->content_id == 0)
+		return (0);
+	if (catalog_content_chunks(rs->cat, e->content_id, &locs, &n))
+		return (-1);
+	for (i = 0; i < n; i++) {
+		struct rjob *j;
+
+		if (rs->data.len + locs[i].plain_len > WINDOW_BYTES &&
+		    rs->njobs > 0) {
+			/* This file goes on in the next window. */
+			rs->ents[rs->nents - 1].last = 0;
+			if (flush_window(rs)) {
+				free(locs);
+				return (-1);
+			}
+			we = &rs->ents[rs->nents - 1];
+			we->first = 0;
+			we->last = 1;
+		}
+		if (rs->njobs == rs->capjobs) {
+			size_t cap = rs->capjobs ? rs->capjobs * 2 : 256;
+
+			if ((j = reallocarray(rs->jobs, cap, sizeof(*j))) ==
+			    NULL) {
+				log_error("out of memory");
+				free(locs);
+				return (-1);
+			}
+			rs->jobs = j;
+			rs->capjobs = cap;
+		}
+		if (buf_reserve(&rs->data, locs[i].plain_len)) {
+			free(locs);
+			return (-1);
+		}
+		j = &rs->jobs[rs->njobs++];
+		j->loc = locs[i];
+		j->off = rs->data.len;
+		j->rc = -1;
+		rs->data.len += locs[i].plain_len;
+		rs->ents[rs->nents - 1].njobs++;
+	}
+	free(locs);
 	return (0);
 }
 
@@ -214,14 +391,13 @@ restore_under(struct restore *rs, int64_t snapshot_id, const char *under)
 		if (rs->opts->filter &&
 		    !rs->opts->filter(rs->opts->filter_arg, &e))
 			continue;
-		rc = restore_entry(rs, &e);
-		if (rc < 0)
+		if (add_entry(rs, &e)) {
+			rc = -1;
 			break;
-		if (rc > 0)
-			rs->res->failed++;
+		}
 	}
 	catalog_iter_free(it);
-	if (rc < 0)
+	if (rc < 0 || flush_window(rs))
 		return (-1);
 	if (under && !seen) {
 		log_error("'%s' is not in the snapshot", under);
@@ -237,7 +413,7 @@ engine_restore(struct repo *r, struct catalog *c,
 {
 	struct restore rs;
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, empty;
+	int status = STATUS_ERROR, empty, t;
 	size_t i;
 
 	memset(res, 0, sizeof(*res));
@@ -247,6 +423,7 @@ engine_restore(struct repo *r, struct catalog *c,
 	rs.res = res;
 	rs.opts = o;
 	hmap_init(&rs.links, 24);
+	hmap_init(&rs.planned, 24);
 	progress_init(&rs.progress, "restore", (uint64_t)s->bytes_read);
 
 	if (s->state != SNAP_COMPLETE) {
@@ -263,8 +440,17 @@ engine_restore(struct repo *r, struct catalog *c,
 			return (STATUS_USAGE);
 		}
 	}
-	if ((rs.z = compressor_new(1)) == NULL)
+	if ((rs.pool = pool_new(o->threads > 0 ? o->threads :
+	    pool_default_threads())) == NULL)
 		goto out;
+	if ((rs.workers = calloc((size_t)pool_threads(rs.pool),
+	    sizeof(*rs.workers))) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	for (t = 0; t < pool_threads(rs.pool); t++)
+		if ((rs.workers[t].z = compressor_new(1)) == NULL)
+			goto out;
 	if ((rs.fr = fs_restore_open(o->target,
 	    (geteuid() == 0 ? FS_RESTORE_OWNER : 0) |
 	    (o->force ? FS_RESTORE_FORCE : 0))) == NULL)
@@ -288,14 +474,26 @@ out:
 	progress_done(&rs.progress);
 	if (rs.fr)
 		fs_restore_close(rs.fr);
-	for (i = 0; i < READER_CACHE; i++)
-		pack_reader_close(rs.cache[i].pr);
+	if (rs.workers) {
+		for (t = 0; t < pool_threads(rs.pool); t++) {
+			for (i = 0; i < READER_CACHE; i++)
+				pack_reader_close(rs.workers[t].cache[i].pr);
+			compressor_free(rs.workers[t].z);
+			buf_release(&rs.workers[t].chunk);
+		}
+		free(rs.workers);
+	}
+	pool_free(rs.pool);
+	for (i = 0; i < rs.nents; i++)
+		free(rs.ents[i].mem);
+	free(rs.ents);
+	free(rs.jobs);
+	buf_release(&rs.data);
 	for (i = 0; i < rs.nlinks; i++)
 		free(rs.link_paths[i]);
 	free(rs.link_paths);
 	hmap_release(&rs.links);
-	compressor_free(rs.z);
-	buf_release(&rs.chunk);
+	hmap_release(&rs.planned);
 	res->seconds = now_monotonic() - t0;
 	return (status);
 }

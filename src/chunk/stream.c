@@ -1,0 +1,149 @@
+/*
+ * A file's content cut into chunks the way backup cuts it (see chunk.h,
+ * chunk_stream_new): holes end segments, a segment is cut by the keyed
+ * chunker with at most max bytes looked at, and a safetensors file is
+ * also cut at its tensor boundaries, found once, when its first segment
+ * is cut.  Anything that compares a live file with what backup stored
+ * must cut it exactly like this, or identical bytes would look different.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coffer/buf.h"
+#include "coffer/chunk.h"
+#include "coffer/log.h"
+
+struct chunk_stream {
+	const struct chunker *chunker;
+	uint32_t max;
+	uint64_t size;			/* the file's size, for the header */
+	int (*emit)(void *arg, const uint8_t *data, size_t len, int64_t off);
+	void *arg;
+
+	struct buf seg;			/* data not yet cut */
+	size_t start;			/* first uncut byte in seg */
+	int64_t seg_offset;		/* file offset of seg.data[start] */
+	int64_t next;			/* where the next block should start */
+
+	uint64_t *cuts;			/* tensor boundaries, sorted */
+	size_t ncuts, cut;
+	int cuts_checked;
+};
+
+struct chunk_stream *
+chunk_stream_new(const struct chunker *c, uint32_t max, uint64_t file_size,
+    int (*emit)(void *arg, const uint8_t *data, size_t len, int64_t off),
+    void *arg)
+{
+	struct chunk_stream *s;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	s->chunker = c;
+	s->max = max;
+	s->size = file_size;
+	s->emit = emit;
+	s->arg = arg;
+	buf_init(&s->seg);
+	return (s);
+}
+
+void
+chunk_stream_free(struct chunk_stream *s)
+{
+	if (s == NULL)
+		return;
+	buf_release(&s->seg);
+	free(s->cuts);
+	free(s);
+}
+
+/* The tensor boundaries, when the first bytes buffered are a whole
+ * safetensors header. */
+static int
+check_safetensors(struct chunk_stream *s)
+{
+	uint64_t need;
+
+	s->cuts_checked = 1;
+	if (s->seg_offset != 0 || s->seg.len < 8)
+		return (0);
+	need = safetensors_header_size(s->seg.data, s->seg.len, s->size);
+	if (need == 0 || need > s->seg.len)
+		return (0);	/* not one, or a header too big to buffer */
+	return (safetensors_cuts(s->seg.data, s->seg.len, s->size, &s->cuts,
+	    &s->ncuts) < 0 ? -1 : 0);
+}
+
+/* Cut what is buffered; with eof, all of it.  0, -1, or emit's value. */
+static int
+segment(struct chunk_stream *s, int eof)
+{
+	size_t avail, limit, n;
+	int at_cut, rc = 0;
+
+	if (!s->cuts_checked && check_safetensors(s))
+		return (-1);
+	for (;;) {
+		avail = s->seg.len - s->start;
+		if (avail == 0)
+			break;
+		while (s->cut < s->ncuts &&
+		    s->cuts[s->cut] <= (uint64_t)s->seg_offset)
+			s->cut++;
+		limit = avail;
+		at_cut = 0;
+		if (s->cut < s->ncuts &&
+		    s->cuts[s->cut] - (uint64_t)s->seg_offset <= avail) {
+			limit = (size_t)(s->cuts[s->cut] -
+			    (uint64_t)s->seg_offset);
+			at_cut = 1;
+		}
+		n = chunker_next(s->chunker, s->seg.data + s->start, limit,
+		    eof || at_cut);
+		if (n == 0)
+			break;
+		rc = s->emit(s->arg, s->seg.data + s->start, n,
+		    s->seg_offset);
+		s->start += n;
+		s->seg_offset += (int64_t)n;
+		if (rc != 0)
+			return (rc);
+	}
+	/* Keep the uncut tail at the front of the buffer. */
+	if (s->start > 0) {
+		avail = s->seg.len - s->start;
+		memmove(s->seg.data, s->seg.data + s->start, avail);
+		s->seg.len = avail;
+		s->start = 0;
+	}
+	return (0);
+}
+
+int
+chunk_stream_feed(struct chunk_stream *s, const void *data, size_t len,
+    int64_t off)
+{
+	int rc;
+
+	if (off != s->next) {
+		/* A hole: what came before is a segment of its own. */
+		if ((rc = segment(s, 1)) != 0)
+			return (rc);
+		s->seg_offset = off;
+	}
+	if (buf_append(&s->seg, data, len))
+		return (-1);
+	s->next = off + (int64_t)len;
+	if (s->seg.len - s->start >= s->max)
+		return (segment(s, 0));
+	return (0);
+}
+
+int
+chunk_stream_finish(struct chunk_stream *s)
+{
+	return (segment(s, 1));
+}
