@@ -15,6 +15,22 @@ test_expect_success 'setup: the hostile tree (sparse, large, hardlinked files) a
 	random_file src/data/shard-0 3 &&
 	random_file src/data/shard-1 2 &&
 	printf "labels\n" >src/data/labels.txt &&
+	# A checkpoint: backup cuts it at its tensor boundaries too.
+	perl -e '\''
+		my ($off, @e) = (0);
+		for (["embed", 3 * 1048576 + 5], ["attn", 1048576 + 7],
+		    ["mlp", 2 * 1048576]) {
+			push @e, sprintf("\"%s\":{\"dtype\":\"U8\",\"shape\":[%d],"
+			    . "\"data_offsets\":[%d,%d]}", $_->[0], $_->[1],
+			    $off, $off + $_->[1]);
+			$off += $_->[1];
+		}
+		my $h = "{" . join(",", @e) . "}";
+		$h .= " " x ((8 - length($h) % 8) % 8);
+		open(my $r, "<", "/dev/urandom") or die;
+		read($r, my $data, $off) == $off or die;
+		print pack("Q<", length $h), $h, $data;
+	'\'' >src/data/model.safetensors &&
 	coffer_init_keyfile repo &&
 	coffer -r repo backup --json ds src >b.json &&
 	id=$(json_get b.json "\$j->{snapshot}")
@@ -31,7 +47,7 @@ test_expect_success 'an untouched tree: no differences, status 0' '
 		!@{\$j->{changes}} && \$j->{snapshot} eq q($id) &&
 		\$j->{dataset} eq q(ds) && \$j->{complete} &&
 		\$j->{files} > 10 && \$j->{bytes} > 5 * 1048576 &&
-		\$j->{corrupt} == 0"
+		\$j->{corrupt} == 0 && \$j->{recut} == 0"
 '
 
 test_expect_success 'bytes changed in place, mtime put back: silent corruption, status 7' '
@@ -77,6 +93,8 @@ test_expect_success 'the same bytes with the holes filled in are not corruption'
 	test "$(stat -c %b "src/$sparse")" -gt "$(stat -c %b sparse.orig)" &&
 	coffer -r repo audit ds >out &&
 	grep ": 0 silently corrupted, 0 modified, 0 missing, 0 new$" out &&
+	coffer -r repo audit --json ds >recut.json &&
+	json_check recut.json "\$j->{recut} == 1" &&
 	cp -p sparse.orig "src/$sparse"
 '
 
