@@ -34,7 +34,7 @@
 #include "coffer/status.h"
 #include "engine-int.h"
 
-#define BATCH_BYTES (8u << 20)
+#define BATCH_BYTES (4u << 20)
 
 enum { READING, CLOSED, DEAD };
 
@@ -809,6 +809,10 @@ engine_backup(struct repo *r, struct catalog *c,
 		if ((b.workers[i].z = compressor_new(o->compress_level ?
 		    o->compress_level : DEFAULT_ZSTD_LEVEL)) == NULL)
 			goto out;
+	/* Sized once: growing by doubling would overshoot to twice this. */
+	if (buf_reserve(&b.seg, (size_t)b.max_chunk + (1u << 20)) ||
+	    buf_reserve(&b.data, BATCH_BYTES + (size_t)b.max_chunk))
+		goto out;
 
 	crypto_random(sid, sizeof(sid));
 	hex_encode(s.sid, sid, sizeof(sid));

@@ -25,8 +25,8 @@
 #include "coffer/progress.h"
 #include "coffer/status.h"
 
-#define READER_CACHE 8
-#define WINDOW_BYTES (16u << 20)
+#define READER_CACHE 4
+#define WINDOW_BYTES (8u << 20)
 #define WINDOW_ENTRIES 4096
 
 struct cached_reader {
