@@ -673,8 +673,11 @@ engine_drill(struct repo *r, struct catalog *c,
 		return (STATUS_USAGE);
 	}
 	if ((n = getgroups(0, NULL)) > 0) {
-		if ((d.groups = calloc((size_t)n, sizeof(*d.groups))) == NULL)
+		if ((d.groups = calloc((size_t)n, sizeof(*d.groups))) ==
+		    NULL) {
+			log_error("out of memory");
 			goto out;
+		}
 		d.ngroups = getgroups(n, d.groups);
 		if (d.ngroups < 0)
 			d.ngroups = 0;

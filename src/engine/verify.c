@@ -390,10 +390,8 @@ check_pack(struct verify *v, const struct catalog_pack *pk, int read)
 		if (read_chunks(v, pr, ok))
 			goto out;
 		v->res->packs_read++;
-		progress_update(&v->progress, 1, 0);
-	} else {
-		progress_update(&v->progress, 1, 0);
 	}
+	progress_update(&v->progress, 1, 0);
 	rc = 0;
 out:
 	pack_reader_close(pr);
