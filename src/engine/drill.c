@@ -5,7 +5,8 @@
  * The snapshot's view (or a deterministic sample of its files) is
  * restored by engine_restore into a scratch directory made for the drill,
  * then every restored entry is checked against the catalog: type, mode,
- * mtime, size, symlink target, owner (as root), and content.  Content is
+ * mtime, size, symlink target, owner (as root), extended attributes, and
+ * content.  Content is
  * checked chunk by chunk at the catalog's own boundaries: each chunk's
  * keyed id recomputed from the restored bytes, every byte between chunks
  * zero (a hole), the size exact.  That is the same proof as cutting the
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "coffer/chunk.h"
@@ -349,12 +351,50 @@ open_file(const struct drill *d, const char *path, const struct stat *st)
 	return (fd);
 }
 
+/*
+ * Each extended attribute stored with e is on the restored file with its
+ * value.  NULL if so, else what is wrong (in buf).
+ */
+static const char *
+check_xattrs(struct drill *d, const struct entry *e, const char *path,
+    char *msg, size_t msglen)
+{
+	struct entry_xattr_iter it;
+	const char *name;
+	const void *value;
+	size_t nlen, vlen;
+	ssize_t got;
+	int rc;
+
+	entry_xattrs_iter_init(&it, e->xattrs, e->xattrs_len);
+	while ((rc = entry_xattrs_next(&it, &name, &nlen, &value, &vlen)) ==
+	    1) {
+		buf_reset(&d->chunk);
+		if (buf_append(&d->chunk, name, nlen) ||
+		    buf_put_u8(&d->chunk, 0) ||
+		    buf_reserve(&d->chunk, vlen + 1))
+			return ("out of memory");
+		got = lgetxattr(path, (const char *)d->chunk.data,
+		    d->chunk.data + nlen + 1, vlen + 1);
+		if (got < 0 || (size_t)got != vlen ||
+		    memcmp(d->chunk.data + nlen + 1, value, vlen) != 0) {
+			snprintf(msg, msglen, "extended attribute '%s' %s",
+			    (const char *)d->chunk.data, got < 0 ?
+			    "is missing" : "differs");
+			return (msg);
+		}
+	}
+	return (rc < 0 ? "its stored extended attributes are malformed" :
+	    NULL);
+}
+
 /* One restored entry against the catalog. */
 static int
 check_entry(struct drill *d, const struct entry *e)
 {
 	struct stat st;
-	char *path, *target = NULL;
+	char *path, *target = NULL, msg[320];
+	const char *bad;
 	int64_t mtime;
 	ssize_t n;
 	int fd = -1, rc = -1, kind;
@@ -397,6 +437,11 @@ check_entry(struct drill *d, const struct entry *e)
 		rc = fail(d, e->path, "owner %u:%u, not %lld:%lld",
 		    (unsigned)st.st_uid, (unsigned)st.st_gid,
 		    (long long)e->uid, (long long)e->gid);
+		goto out;
+	}
+	if (e->xattrs_len > 0 &&
+	    (bad = check_xattrs(d, e, path, msg, sizeof(msg))) != NULL) {
+		rc = fail(d, e->path, "%s", bad);
 		goto out;
 	}
 	switch (e->kind) {
