@@ -31,10 +31,20 @@ struct fs_walk *fs_walk_open(const char *root, const struct fs_walk_opts *o);
 /*
  * Next entry below the root (the root itself is not returned), with path
  * relative to the root.  Metadata: type, mode, owner, times (ns), inode,
- * device, link count, symlink target, xattrs, ACLs.  An entry that cannot
- * be read is warned about (log_warn) and skipped.  1 entry, 0 end, -1 fatal.
+ * device, link count, symlink target; not xattrs and ACLs (see
+ * fs_walk_details).  An entry that cannot be read is warned about
+ * (log_warn) and skipped.  1 entry, 0 end, -1 fatal.
  */
 int fs_walk_next(struct fs_walk *w, struct entry *e);
+
+/*
+ * Add the current entry's extended attributes and ACL to *e (valid until
+ * the next fs_walk_next).  Separate because they cost an open, two
+ * fchdirs and a few syscalls per file, which an entry whose stat shows no
+ * change does not need.  0, or -1 (out of memory); an unreadable
+ * attribute is a warning.
+ */
+int fs_walk_details(struct fs_walk *w, struct entry *e);
 
 /*
  * The current file's content, a block at a time, in increasing offset

@@ -685,6 +685,10 @@ walk_source(struct backup *b)
 				continue;
 			}
 		}
+		if (fs_walk_details(w, &e)) {
+			rc = -1;
+			break;
+		}
 		if (e.kind == ENTRY_FILE && e.size > 0) {
 			if (walk_file(b, w, &e, had_base)) {
 				rc = -1;

@@ -318,9 +318,18 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		return (-1);
 	if (e->acl != NULL && *e->acl != '\0' && add_acl(r, e))
 		return (-1);
-	/* After the ACL: parsing user::/group::/other:: entries rewrites
-	 * the permission bits, and the stored mode is authoritative. */
-	archive_entry_set_perm(r->ae, e->mode & 07777);
+	/*
+	 * After the ACL: parsing user::/group::/other:: entries rewrites the
+	 * permission bits, and the stored mode (stat()'s) is authoritative,
+	 * except for the group bits of a file with an extended access ACL:
+	 * stat() shows its mask there, which comes back with the ACL, while
+	 * libarchive wants the group:: entry in the mode.
+	 */
+	if (archive_entry_acl_count(r->ae, ARCHIVE_ENTRY_ACL_TYPE_ACCESS) > 0)
+		archive_entry_set_perm(r->ae, (e->mode & 07707) |
+		    (archive_entry_perm(r->ae) & 070));
+	else
+		archive_entry_set_perm(r->ae, e->mode & 07777);
 
 	if (enter(r))
 		return (-1);

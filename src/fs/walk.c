@@ -37,6 +37,9 @@ struct region {
 struct fs_walk {
 	struct archive *a;
 	struct archive_entry *ae;
+	/* Details (xattrs, ACLs) on demand: see fs_walk_details. */
+	struct archive *da;
+	struct archive_entry *dae;
 	char *root;		/* as given, for messages */
 	size_t prefix_len;	/* root without trailing slashes */
 	int rootfd;		/* files are opened relative to it */
@@ -239,8 +242,18 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	}
 
 	if ((w->a = archive_read_disk_new()) == NULL ||
-	    (w->ae = archive_entry_new()) == NULL)
+	    (w->ae = archive_entry_new()) == NULL ||
+	    (w->da = archive_read_disk_new()) == NULL ||
+	    (w->dae = archive_entry_new()) == NULL)
 		goto nomem;
+	if (archive_read_disk_set_symlink_physical(w->da) != ARCHIVE_OK ||
+	    archive_read_disk_set_standard_lookup(w->da) != ARCHIVE_OK ||
+	    archive_read_disk_set_behavior(w->da, ARCHIVE_READDISK_NO_SPARSE |
+	    ARCHIVE_READDISK_NO_FFLAGS) != ARCHIVE_OK) {
+		log_error("cannot set up walk of '%s': %s", root,
+		    errstr(w->da));
+		goto err;
+	}
 	/*
 	 * Physical walk: a symlink is stored as a symlink, never followed.
 	 * Xattrs and ACLs are read.  NO_SPARSE: libarchive would open every
@@ -248,9 +261,15 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	 * file in an incremental never needs; we map holes ourselves when a
 	 * file is read (SEEK_DATA/SEEK_HOLE).  No RESTORE_ATIME: putting
 	 * atime back means utimes() on every file, which bumps ctime and
-	 * defeats change detection by ctime.
+	 * defeats change detection by ctime.  NO_FFLAGS: coffer does not
+	 * store file flags (chattr), and reading them cost an open, an ioctl
+	 * and a close per file, the bulk of an unchanged incremental.
+	 * NO_XATTR, NO_ACL: the same for xattrs and ACLs, which a changed
+	 * entry gets from fs_walk_details (an xattr or ACL change moves
+	 * ctime, so an unchanged entry needs neither).
 	 */
-	flags |= ARCHIVE_READDISK_NO_SPARSE;
+	flags |= ARCHIVE_READDISK_NO_SPARSE | ARCHIVE_READDISK_NO_FFLAGS |
+	    ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL;
 	if (o != NULL && o->one_file_system)
 		flags |= ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS;
 	if (archive_read_disk_set_symlink_physical(w->a) != ARCHIVE_OK ||
@@ -299,16 +318,16 @@ kind_of(unsigned int ft)
 }
 
 static int
-fill_xattrs(struct fs_walk *w)
+fill_xattrs(struct fs_walk *w, struct archive_entry *ae)
 {
 	const char *name;
 	const void *value;
 	size_t size;
 
 	buf_reset(&w->xattrs);
-	if (archive_entry_xattr_reset(w->ae) == 0)
+	if (archive_entry_xattr_reset(ae) == 0)
 		return (0);
-	while (archive_entry_xattr_next(w->ae, &name, &value, &size) ==
+	while (archive_entry_xattr_next(ae, &name, &value, &size) ==
 	    ARCHIVE_OK) {
 		if (name == NULL || *name == '\0')
 			continue;
@@ -357,7 +376,28 @@ fill_entry(struct fs_walk *w, struct entry *e, const char *rel, int kind)
 		if (e->target == NULL && !err)
 			e->target = opt_str(&w->target, "", &err);
 	}
-	if (err || fill_xattrs(w))
+	if (err)
+		return (-1);
+	/* Extended attributes and ACLs come with fs_walk_details. */
+	e->content_id = 0;
+	return (0);
+}
+
+int
+fs_walk_details(struct fs_walk *w, struct entry *e)
+{
+	struct archive_entry *ae = w->dae;
+	int r;
+
+	archive_entry_clear(ae);
+	archive_entry_copy_pathname(ae, fs_walk_source_path(w));
+	r = archive_read_disk_entry_from_file(w->da, ae, -1, NULL);
+	if (r < ARCHIVE_WARN) {
+		log_warn("cannot read the extended attributes of '%s': %s",
+		    fs_walk_source_path(w), errstr(w->da));
+		return (0);
+	}
+	if (fill_xattrs(w, ae))
 		return (-1);
 	e->xattrs = w->xattrs.len ? w->xattrs.data : NULL;
 	e->xattrs_len = w->xattrs.len;
@@ -365,7 +405,9 @@ fill_entry(struct fs_walk *w, struct entry *e, const char *rel, int kind)
 	/*
 	 * libarchive keeps the mode-derived user::, group:: and other::
 	 * entries of an access ACL in the mode, not as ACL entries, so a
-	 * non-zero count means an extended ACL (or a default ACL).
+	 * non-zero count means an extended ACL (or a default ACL).  The mode
+	 * stays stat()'s: its group bits are the ACL's mask, which restore
+	 * sets back after the ACL.
 	 */
 	free(w->acl);
 	w->acl = NULL;
@@ -378,7 +420,6 @@ fill_entry(struct fs_walk *w, struct entry *e, const char *rel, int kind)
 			    fs_walk_source_path(w));
 	}
 	e->acl = w->acl;
-	e->content_id = 0;
 	return (0);
 }
 
@@ -687,6 +728,10 @@ fs_walk_close(struct fs_walk *w)
 		archive_read_free(w->a);
 	if (w->ae != NULL)
 		archive_entry_free(w->ae);
+	if (w->da != NULL)
+		archive_read_free(w->da);
+	if (w->dae != NULL)
+		archive_entry_free(w->dae);
 	for (i = 0; i < w->nexcludes; i++)
 		free(w->excludes[i]);
 	free(w->excludes);

@@ -338,6 +338,10 @@ walk_and_restore(const char *src, struct fs_restore *r)
 	if ((w = fs_walk_open(src, &o)) == NULL)
 		return (-1);
 	while ((st = fs_walk_next(w, &e)) == 1) {
+		if (fs_walk_details(w, &e)) {
+			st = -1;
+			break;
+		}
 		if (nrecs == sizeof(recs) / sizeof(recs[0]))
 			break;
 		rc = &recs[nrecs++];
