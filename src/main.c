@@ -91,7 +91,7 @@ usage(FILE *f)
 	    "              [--catalog PATH] [-q] [-v] [--no-wait] COMMAND [ARGS]\n"
 	    "\ncommands:\n");
 	for (i = 0; i < NCOMMANDS; i++)
-		fprintf(f, "  %-10s %s\n", commands[i].name,
+		fprintf(f, "  %-12s %s\n", commands[i].name,
 		    commands[i].summary);
 	fprintf(f, "\n'coffer help COMMAND' shows a command's options; "
 	    "man coffer has the rest.\n");

@@ -424,7 +424,10 @@ engine_restore(struct repo *r, struct catalog *c,
 	rs.opts = o;
 	hmap_init(&rs.links, 24);
 	hmap_init(&rs.planned, 24);
-	progress_init(&rs.progress, "restore", (uint64_t)s->bytes_read);
+	/* A full's bytes read are its content; other levels store only a
+	 * delta, so no total (and no ETA) rather than a wrong one. */
+	progress_init(&rs.progress, "restore", s->level == LEVEL_FULL &&
+	    o->npaths == 0 && o->filter == NULL ? (uint64_t)s->bytes_read : 0);
 
 	if (s->state != SNAP_COMPLETE) {
 		log_error("snapshot %s is %s, not complete", s->sid,
