@@ -98,14 +98,9 @@ struct backup {
 	struct hmap pending_links;	/* (dev, ino) of pending hardlinks */
 	int64_t snapshot_id;
 
-	/* The file being read. */
+	/* The file being read, and the cutting of its content. */
 	struct pfile *cur;
-	struct buf seg;			/* data not yet chunked */
-	size_t seg_start;		/* first unchunked byte in seg */
-	int64_t seg_offset;		/* file offset of seg.data[seg_start] */
-	uint64_t *cuts;			/* safetensors tensor boundaries */
-	size_t ncuts, cut;
-	int cuts_checked;
+	struct chunk_stream *cs;
 
 	/* The batch. */
 	struct pool *pool;
@@ -370,124 +365,55 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 	return (0);
 }
 
-/*
- * Tensor boundaries of a safetensors file, looked for once per read, when
- * its first bytes are buffered: chunks then never straddle two tensors.
- */
+/* chunk_stream's emit: queue the chunk it cut. */
 static int
-check_safetensors(struct backup *b)
+emit_chunk(void *arg, const uint8_t *data, size_t len, int64_t off)
 {
-	uint64_t need;
-	int rc;
-
-	b->cuts_checked = 1;
-	if (b->seg_offset != 0 || b->seg.len < 8)
-		return (0);
-	need = safetensors_header_size(b->seg.data, b->seg.len,
-	    (uint64_t)b->cur->e.size);
-	if (need == 0 || need > b->seg.len)
-		return (0);	/* not one, or a header too big to buffer */
-	rc = safetensors_cuts(b->seg.data, b->seg.len,
-	    (uint64_t)b->cur->e.size, &b->cuts, &b->ncuts);
-	return (rc < 0 ? -1 : 0);
-}
-
-/* Cut and queue what is buffered; with eof, everything. */
-static int
-chunk_segment(struct backup *b, int eof)
-{
-	size_t avail, limit, n;
-	int at_cut;
-
-	if (!b->cuts_checked && check_safetensors(b))
-		return (-1);
-	for (;;) {
-		avail = b->seg.len - b->seg_start;
-		if (avail == 0)
-			break;
-		while (b->cut < b->ncuts &&
-		    b->cuts[b->cut] <= (uint64_t)b->seg_offset)
-			b->cut++;
-		limit = avail;
-		at_cut = 0;
-		if (b->cut < b->ncuts &&
-		    b->cuts[b->cut] - (uint64_t)b->seg_offset <= avail) {
-			limit = (size_t)(b->cuts[b->cut] -
-			    (uint64_t)b->seg_offset);
-			at_cut = 1;
-		}
-		n = chunker_next(b->chunker, b->seg.data + b->seg_start, limit,
-		    eof || at_cut);
-		if (n == 0)
-			break;
-		if (queue_chunk(b, b->seg.data + b->seg_start, n,
-		    b->seg_offset))
-			return (-1);
-		b->seg_start += n;
-		b->seg_offset += (int64_t)n;
-	}
-	/* Keep the unchunked tail at the front of the buffer. */
-	if (b->seg_start > 0) {
-		avail = b->seg.len - b->seg_start;
-		memmove(b->seg.data, b->seg.data + b->seg_start, avail);
-		b->seg.len = avail;
-		b->seg_start = 0;
-	}
-	return (0);
+	return (queue_chunk(arg, data, len, off));
 }
 
 enum { STORED = 0, SKIPPED = 1, CHANGING = 2 };
 
-/* Start (or restart) reading b->cur. */
-static void
+/* Start (or restart) reading b->cur.  0 or -1. */
+static int
 begin_read(struct backup *b)
 {
-	buf_reset(&b->seg);
-	b->seg_start = 0;
-	b->seg_offset = 0;
-	free(b->cuts);
-	b->cuts = NULL;
-	b->ncuts = b->cut = 0;
-	b->cuts_checked = 0;
 	/* Chunks queued by an earlier attempt are ignored when resolved. */
 	b->cur->gen++;
 	b->cur->nrefs = 0;
 	b->cur->outstanding = 0;
+	chunk_stream_free(b->cs);
+	b->cs = chunk_stream_new(b->chunker, b->max_chunk,
+	    (uint64_t)b->cur->e.size, emit_chunk, b);
+	return (b->cs == NULL ? -1 : 0);
 }
 
-/* Read the file once, chunking it.  1 done, FS_WALK_CHANGED, -1 skip
- * (warned), -2 fatal. */
+/*
+ * Read the file once, cutting it exactly as audit and drill will (one
+ * rule: chunk_stream).  1 done, FS_WALK_CHANGED, -1 skip (warned),
+ * -2 fatal.
+ */
 static int
 read_file(struct backup *b, struct fs_walk *w)
 {
 	const void *data;
-	int64_t off, next = 0;
+	int64_t off;
 	size_t len;
 	int rc;
 
-	begin_read(b);
+	if (begin_read(b))
+		return (-2);
 	while ((rc = fs_walk_read(w, &data, &len, &off)) == 1) {
-		if (off != next) {
-			/* A hole: what came before is a segment of its own,
-			 * so chunks never span holes. */
-			if (chunk_segment(b, 1))
-				return (-2);
-			b->seg_offset = off;
-		}
-		if (buf_append(&b->seg, data, len))
-			return (-2);
-		next = off + (int64_t)len;
 		b->res->bytes_read += (int64_t)len;
 		progress_update(&b->progress, 0, len);
-		if (b->seg.len - b->seg_start >= b->max_chunk &&
-		    chunk_segment(b, 0))
+		if (chunk_stream_feed(b->cs, data, len, off))
 			return (-2);
 	}
 	if (rc == FS_WALK_CHANGED)
 		return (rc);
 	if (rc < 0)
 		return (-1);
-	if (chunk_segment(b, 1))
+	if (chunk_stream_finish(b->cs))
 		return (-2);
 	return (1);
 }
@@ -813,9 +739,7 @@ engine_backup(struct repo *r, struct catalog *c,
 		if ((b.workers[i].z = compressor_new(o->compress_level ?
 		    o->compress_level : DEFAULT_ZSTD_LEVEL)) == NULL)
 			goto out;
-	/* Sized once: growing by doubling would overshoot to twice this. */
-	if (buf_reserve(&b.seg, (size_t)b.max_chunk + (1u << 20)) ||
-	    buf_reserve(&b.data, BATCH_BYTES + (size_t)b.max_chunk))
+	if (buf_reserve(&b.data, BATCH_BYTES + (size_t)b.max_chunk))
 		goto out;
 
 	crypto_random(sid, sizeof(sid));
@@ -898,11 +822,10 @@ out:
 	chunker_free(b.chunker);
 	hmap_release(&b.links);
 	hmap_release(&b.pending_links);
-	buf_release(&b.seg);
+	chunk_stream_free(b.cs);
 	buf_release(&b.data);
 	buf_release(&b.recs);
 	free(b.jobs);
-	free(b.cuts);
 	while (b.pending) {
 		struct pfile *f = b.pending;
 
