@@ -84,6 +84,18 @@ int packer_maybe_flush(struct packer *p);
  */
 int packer_snapshot_record(struct packer *p, struct catalog_snapshot *s);
 
+/*
+ * The snapshot record: "CFSN" | u8 version | Ed25519 signature | image
+ * (catalog_snapshot_export), the signature over "coffer-snapshot\0" |
+ * repository id | image.  snapshot_record_open checks the form and the
+ * signature (with the key slot's public key, never one from the repo)
+ * and points *img at the image.  1 good, 0 malformed or badly signed
+ * (*why says which; nothing printed), -1 out of memory.
+ */
+int snapshot_record_open(const struct repo *r, const uint8_t *rec,
+    size_t len, struct buf *scratch, const uint8_t **img, size_t *imglen,
+    const char **why);
+
 /* Hostname (malloc'd; "" when unknown), for snapshot rows. */
 char *engine_host_name(void);
 

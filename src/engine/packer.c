@@ -18,6 +18,46 @@
 
 #define SNAPSHOT_RECORD_MAGIC "CFSN"
 #define SNAPSHOT_RECORD_VERSION 1
+#define SNAPSHOT_RECORD_HEADER (4 + 1 + CRYPTO_SIG_BYTES)
+
+/* What a snapshot record's signature covers: context, repository, rows,
+ * so that a record cannot be replayed into another repository or passed
+ * off as another kind of signed thing. */
+static int
+record_message(struct buf *msg, const struct repo *r, const uint8_t *img,
+    size_t len)
+{
+	static const char ctx[] = "coffer-snapshot";
+
+	buf_reset(msg);
+	return (buf_append(msg, ctx, sizeof(ctx)) ||
+	    buf_append(msg, repo_id(r), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(msg, img, len) ? -1 : 0);
+}
+
+int
+snapshot_record_open(const struct repo *r, const uint8_t *rec, size_t len,
+    struct buf *scratch, const uint8_t **img, size_t *imglen,
+    const char **why)
+{
+	if (len <= SNAPSHOT_RECORD_HEADER ||
+	    memcmp(rec, SNAPSHOT_RECORD_MAGIC, 4) != 0 ||
+	    rec[4] != SNAPSHOT_RECORD_VERSION) {
+		*why = "is malformed";
+		return (0);
+	}
+	if (record_message(scratch, r, rec + SNAPSHOT_RECORD_HEADER,
+	    len - SNAPSHOT_RECORD_HEADER))
+		return (-1);
+	if (crypto_verify(repo_keys(r), scratch->data, scratch->len,
+	    rec + 5)) {
+		*why = "has a bad signature";
+		return (0);
+	}
+	*img = rec + SNAPSHOT_RECORD_HEADER;
+	*imglen = len - SNAPSHOT_RECORD_HEADER;
+	return (1);
+}
 
 int
 packer_init(struct packer *p, struct repo *r, struct catalog *c,
@@ -218,18 +258,13 @@ packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 int
 packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 {
-	static const char ctx[] = "coffer-snapshot";
 	struct buf img = BUF_INIT, rec = BUF_INIT, msg = BUF_INIT;
 	uint8_t sig[CRYPTO_SIG_BYTES], id[CRYPTO_ID_BYTES];
 	int rc = -1;
 
 	if (catalog_snapshot_export(p->cat, s->id, &img))
 		goto out;
-	/* Signed: context, repository, rows; a record cannot be replayed
-	 * into another repository or passed off as another kind. */
-	if (buf_append(&msg, ctx, sizeof(ctx)) ||
-	    buf_append(&msg, repo_id(p->repo), CRYPTO_REPO_ID_BYTES) ||
-	    buf_append(&msg, img.data, img.len))
+	if (record_message(&msg, p->repo, img.data, img.len))
 		goto out;
 	crypto_sign_msg(repo_keys(p->repo), msg.data, msg.len, sig);
 	if (buf_append(&rec, SNAPSHOT_RECORD_MAGIC, 4) ||

@@ -22,14 +22,8 @@
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/status.h"
+#include "engine-int.h"
 
-/* The snapshot record as the packer writes it (packer_snapshot_record):
- * "CFSN" | version | signature | image, signed over context | repo id |
- * image. */
-#define RECORD_MAGIC "CFSN"
-#define RECORD_VERSION 1
-#define RECORD_HEADER (4 + 1 + CRYPTO_SIG_BYTES)
-static const char record_ctx[] = "coffer-snapshot";
 
 /* A complete snapshot and the pack that should hold its record. */
 struct snaprec {
@@ -230,34 +224,22 @@ check_record(struct verify *v, struct pack_reader *pr,
     const struct pack_entry *e, size_t first, size_t end)
 {
 	char sid[SNAPSHOT_ID_HEX + 1];
-	const uint8_t *rec;
-	size_t i;
+	const uint8_t *img;
+	const char *why;
+	size_t i, imglen;
 
 	if (pack_reader_get(pr, e, v->z, &v->data))
 		return (0);	/* reported; its snapshot shows as missing */
-	rec = v->data.data;
-	if (v->data.len <= RECORD_HEADER || memcmp(rec, RECORD_MAGIC, 4) != 0 ||
-	    rec[4] != RECORD_VERSION) {
-		log_error("pack '%s': snapshot record at offset %llu is "
-		    "malformed", pack_reader_name(pr),
-		    (unsigned long long)e->offset);
-		return (0);
-	}
-	buf_reset(&v->msg);
-	if (buf_append(&v->msg, record_ctx, sizeof(record_ctx)) ||
-	    buf_append(&v->msg, repo_id(v->repo), CRYPTO_REPO_ID_BYTES) ||
-	    buf_append(&v->msg, rec + RECORD_HEADER,
-	    v->data.len - RECORD_HEADER))
+	switch (snapshot_record_open(v->repo, v->data.data, v->data.len,
+	    &v->msg, &img, &imglen, &why)) {
+	case -1:
 		return (-1);
-	if (crypto_verify(repo_keys(v->repo), v->msg.data, v->msg.len,
-	    rec + 5)) {
-		log_error("pack '%s': snapshot record at offset %llu has a bad "
-		    "signature", pack_reader_name(pr),
-		    (unsigned long long)e->offset);
+	case 0:
+		log_error("pack '%s': snapshot record at offset %llu %s",
+		    pack_reader_name(pr), (unsigned long long)e->offset, why);
 		return (0);
 	}
-	if (catalog_record_sid(rec + RECORD_HEADER, v->data.len -
-	    RECORD_HEADER, sid))
+	if (catalog_record_sid(img, imglen, sid))
 		return (0);
 	v->res->records++;
 	for (i = first; i < end; i++)
