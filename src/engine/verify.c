@@ -20,6 +20,7 @@
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/status.h"
 #include "engine-int.h"
@@ -56,6 +57,21 @@ struct verify {
 	int64_t *bad_rows;		/* chunk rows of res->damage */
 	char last_bad_pack[33];
 	struct progress progress;
+
+	/* Reading data: the pack's chunks are checked on all threads. */
+	struct pool *pool;
+	struct vworker *workers;
+	const char *pack;		/* the pack being read */
+	const uint8_t *ok;		/* which of need[] to read */
+	int *rcs;			/* per need[]: 0 good, -1 damaged */
+	size_t caprcs;
+};
+
+/* Per-thread: a reader of the current pack, a decompressor, a buffer. */
+struct vworker {
+	struct pack_reader *pr;
+	struct compressor *z;
+	struct buf data;
 };
 
 static int
@@ -248,25 +264,63 @@ check_record(struct verify *v, struct pack_reader *pr,
 	return (0);
 }
 
+/* Read and check one needed chunk of the current pack (a pool job). */
+static void
+read_job(void *arg, size_t i, int worker)
+{
+	struct verify *v = arg;
+	struct vworker *w = &v->workers[worker];
+	const struct catalog_chunk_loc *l = &v->need[i];
+	struct pack_entry pe;
+
+	v->rcs[i] = 0;
+	if (!v->ok[i])
+		return;
+	v->rcs[i] = -1;
+	/* Each thread opens the pack once; a bad one fails every read. */
+	if (w->pr == NULL && (w->pr = pack_reader_open(v->repo, v->pack)) ==
+	    NULL)
+		return;
+	memcpy(pe.id, l->cid, sizeof(pe.id));
+	pe.type = l->type;
+	pe.flags = l->flags;
+	pe.offset = l->pack_offset;
+	pe.plain_len = l->plain_len;
+	pe.stored_len = l->stored_len;
+	/* pack_reader_get says what is wrong. */
+	if (pack_reader_get(w->pr, &pe, w->z, &w->data) == 0)
+		v->rcs[i] = 0;
+}
+
 static int
 read_chunks(struct verify *v, struct pack_reader *pr, const uint8_t *ok)
 {
-	struct pack_entry pe;
 	size_t i, n = 0;
+	int t;
 
+	if (v->nneed > v->caprcs) {
+		int *p = reallocarray(v->rcs, v->nneed, sizeof(*p));
+
+		if (p == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		v->rcs = p;
+		v->caprcs = v->nneed;
+	}
+	v->pack = pack_reader_name(pr);
+	v->ok = ok;
+	pool_run(v->pool, v->nneed, read_job, v);
+	for (t = 0; t < pool_threads(v->pool); t++) {
+		pack_reader_close(v->workers[t].pr);
+		v->workers[t].pr = NULL;
+	}
 	for (i = 0; i < v->nneed; i++) {
 		const struct catalog_chunk_loc *l = &v->need[i];
 
 		if (!ok[i])
 			continue;
-		memcpy(pe.id, l->cid, sizeof(pe.id));
-		pe.type = l->type;
-		pe.flags = l->flags;
-		pe.offset = l->pack_offset;
-		pe.plain_len = l->plain_len;
-		pe.stored_len = l->stored_len;
-		if (pack_reader_get(pr, &pe, v->z, &v->data)) {
-			/* pack_reader_get said what is wrong. */
+		if (v->rcs[i]) {
 			if (add_damage(v, l, "its data does not verify", 1))
 				return (-1);
 		} else {
@@ -542,7 +596,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	uint64_t total = 0;
 	size_t npacks = 0, i, start = 0;
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, found;
+	int status = STATUS_ERROR, found, t;
 
 	memset(res, 0, sizeof(*res));
 	memset(&v, 0, sizeof(v));
@@ -568,6 +622,16 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 		log_info("verify: resuming the %s pass after pack %s",
 		    res->mode, vs.last_pack);
 	}
+	if ((v.pool = pool_new(pool_default_threads())) == NULL)
+		goto out;
+	if ((v.workers = calloc((size_t)pool_threads(v.pool),
+	    sizeof(*v.workers))) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	for (t = 0; t < pool_threads(v.pool); t++)
+		if ((v.workers[t].z = compressor_new(1)) == NULL)
+			goto out;
 	if ((v.z = compressor_new(1)) == NULL)
 		goto out;
 	if (catalog_packs(c, &packs, &npacks))
@@ -658,6 +722,16 @@ out:
 	res->seconds = now_monotonic() - t0;
 	catalog_chunk_iter_free(v.it);
 	compressor_free(v.z);
+	if (v.workers) {
+		for (t = 0; t < pool_threads(v.pool); t++) {
+			pack_reader_close(v.workers[t].pr);
+			compressor_free(v.workers[t].z);
+			buf_release(&v.workers[t].data);
+		}
+		free(v.workers);
+	}
+	pool_free(v.pool);
+	free(v.rcs);
 	buf_release(&v.data);
 	buf_release(&v.msg);
 	hmap_release(&v.index);
