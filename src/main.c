@@ -5,6 +5,7 @@
  */
 #include <getopt.h>
 #include <locale.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,16 @@ main(int argc, char **argv)
 
 	/* Names are bytes: keep libarchive from converting them. */
 	setlocale(LC_ALL, "C");
+	/*
+	 * Chunk buffers (up to the 8 MiB maximum chunk, and more) come and
+	 * go for every file.  glibc's dynamic mmap threshold would move them
+	 * into the heap after the first free, where they fragment, and each
+	 * pool thread would get an arena of its own: together 10 MiB of peak
+	 * RSS on the benchmark tree.  Mapped above 1 MiB, they go back to the
+	 * system when freed.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+	mallopt(M_ARENA_MAX, 2);
 	signal(SIGPIPE, SIG_IGN);
 	memset(&g, 0, sizeof(g));
 	g.repo = getenv("COFFER_REPO");

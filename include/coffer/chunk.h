@@ -105,6 +105,12 @@ int chunk_stream_feed(struct chunk_stream *s, const void *data, size_t len,
     int64_t off);
 /* The end of the file: cut what is left. */
 int chunk_stream_finish(struct chunk_stream *s);
+/*
+ * Start over with another file (or the same one, reread), keeping the
+ * buffer: a stream per file made glibc serve its multi-MiB buffers from a
+ * fragmenting heap (backup's peak RSS rose from 64 to 75 MiB).
+ */
+void chunk_stream_reset(struct chunk_stream *s, uint64_t file_size);
 void chunk_stream_free(struct chunk_stream *s);
 
 #endif

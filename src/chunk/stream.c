@@ -147,3 +147,17 @@ chunk_stream_finish(struct chunk_stream *s)
 {
 	return (segment(s, 1));
 }
+
+void
+chunk_stream_reset(struct chunk_stream *s, uint64_t file_size)
+{
+	buf_reset(&s->seg);
+	s->start = 0;
+	s->seg_offset = 0;
+	s->next = 0;
+	s->size = file_size;
+	free(s->cuts);
+	s->cuts = NULL;
+	s->ncuts = s->cut = 0;
+	s->cuts_checked = 0;
+}

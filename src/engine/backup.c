@@ -382,7 +382,10 @@ begin_read(struct backup *b)
 	b->cur->gen++;
 	b->cur->nrefs = 0;
 	b->cur->outstanding = 0;
-	chunk_stream_free(b->cs);
+	if (b->cs != NULL) {
+		chunk_stream_reset(b->cs, (uint64_t)b->cur->e.size);
+		return (0);
+	}
 	b->cs = chunk_stream_new(b->chunker, b->max_chunk,
 	    (uint64_t)b->cur->e.size, emit_chunk, b);
 	return (b->cs == NULL ? -1 : 0);
