@@ -33,8 +33,15 @@ say "coffer init (raw key file for unattended runs: $COFFER_KEY_FILE)"
 say "coffer backup demo $DEMO/data"
 "$COFFER" backup --json demo "$DEMO/data"
 
-say "coffer backup again: nothing new is stored"
+say "coffer backup again: an incremental, nothing new is stored"
 "$COFFER" backup --json demo "$DEMO/data"
+
+say "a new checkpoint step appears; another incremental"
+mkdir -p "$DEMO/data/ckpt/step_300"
+cp "$DEMO/data/ckpt/step_200/shard-0.bin" "$DEMO/data/ckpt/step_300/"
+head -c 6000000 /dev/urandom > "$DEMO/data/ckpt/step_300/shard-1.bin"
+"$COFFER" backup --json demo "$DEMO/data"
+"$COFFER" diff demo@full demo@latest
 
 say "coffer snapshots"
 "$COFFER" snapshots
@@ -52,6 +59,12 @@ else
 	echo "restored tree DIFFERS from the source" >&2
 	exit 1
 fi
+say "coffer verify --read-data: every chunk decrypted and rehashed"
+"$COFFER" verify --read-data
+
+say "coffer drill demo@latest: a recorded rehearsal of the recovery"
+"$COFFER" drill --rpo 1h demo@latest
+
 say "repository size"
 du -sh "$COFFER_REPO"
 echo
