@@ -61,7 +61,7 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 	struct report rp = { 0, 0 };
 	struct repo *r;
 	struct catalog *c;
-	char **ex = NULL, **p, *latest = NULL, sz[32];
+	char **ex = NULL, *latest = NULL, sz[32];
 	const char *dataset, *name;
 	size_t nex = 0, n;
 	int ch, st, rc;
@@ -71,14 +71,10 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 	while ((ch = getopt_long(argc, argv, "x", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'e':
-			if ((p = reallocarray(ex, nex + 1, sizeof(*ex))) ==
-			    NULL) {
-				log_error("out of memory");
+			if (cmd_push_arg(&ex, &nex, optarg)) {
 				st = STATUS_ERROR;
 				goto out0;
 			}
-			ex = p;
-			ex[nex++] = optarg;
 			break;
 		case 'x':
 			o.walk.one_file_system = 1;

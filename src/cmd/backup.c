@@ -70,7 +70,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 	struct backup_result res;
 	struct repo *r;
 	struct catalog *c;
-	char **ex = NULL, **p;
+	char **ex = NULL;
 	size_t nex = 0;
 	long long lvl;
 	int ch, st, json = 0;
@@ -88,14 +88,10 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 			}
 			break;
 		case 'e':
-			if ((p = reallocarray(ex, nex + 1, sizeof(*ex))) ==
-			    NULL) {
-				log_error("out of memory");
+			if (cmd_push_arg(&ex, &nex, optarg)) {
 				st = STATUS_ERROR;
 				goto out;
 			}
-			ex = p;
-			ex[nex++] = optarg;
 			break;
 		case 'x':
 			o.walk.one_file_system = 1;

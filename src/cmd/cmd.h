@@ -58,6 +58,10 @@ int cmd_passphrase(const struct global_opts *g, const char *prompt,
     int confirm, char **pass, size_t *len);
 void cmd_passphrase_free(char *pass, size_t len);
 
+/* Append arg to a growing array of option values (--exclude ...).
+ * 0, or -1 on ENOMEM (reported).  Free *v when done. */
+int cmd_push_arg(char ***v, size_t *n, char *arg);
+
 /* Parse a non-negative decimal option value; -1 on error (reported). */
 long long cmd_parse_num(const char *opt, const char *s);
 

@@ -186,6 +186,20 @@ cmd_close(struct repo *r, struct catalog *c)
 	repo_close(r);
 }
 
+int
+cmd_push_arg(char ***v, size_t *n, char *arg)
+{
+	char **p;
+
+	if ((p = reallocarray(*v, *n + 1, sizeof(*p))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	p[(*n)++] = arg;
+	*v = p;
+	return (0);
+}
+
 long long
 cmd_parse_num(const char *opt, const char *s)
 {
