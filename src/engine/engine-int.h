@@ -48,14 +48,8 @@ int packer_init(struct packer *p, struct repo *r, struct catalog *c,
 void packer_release(struct packer *p);
 
 /*
- * Store one chunk unless the repository has it: *rowid gets its catalog
- * row either way.  0 or -1.
- */
-int packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
-    const void *data, size_t len, int64_t *rowid);
-
-/*
- * The same in steps, for chunks sealed on many threads.  packer_lookup:
+ * Storing a chunk, in steps so that chunks can be sealed on many threads.
+ * packer_lookup:
  * 1 when the repository (or this run) already has the chunk, 0 when it is
  * new; *rowid either way.  A new chunk is reserved: it must then be sealed
  * with packer_writer()'s key (pack_writer_seal) and added with

@@ -239,23 +239,6 @@ packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 }
 
 int
-packer_chunk(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
-    const void *data, size_t len, int64_t *rowidp)
-{
-	int64_t idx;
-	int known;
-
-	if ((known = packer_lookup(p, id, rowidp)) != 0)
-		return (known < 0 ? -1 : 0);
-	if (!hmap_get(&p->pend_ids, id, &idx))
-		return (-1);
-	if (write_record(p, PACK_REC_DATA, id, data, len, &p->pend[idx].ent))
-		return (-1);
-	p->bytes_new += (int64_t)len;
-	return (0);
-}
-
-int
 packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 {
 	struct buf img = BUF_INIT, rec = BUF_INIT, msg = BUF_INIT;
