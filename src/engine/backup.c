@@ -109,7 +109,6 @@ struct backup {
 	struct job *jobs;
 	size_t njobs, capjobs;
 	struct buf recs;		/* sealed records */
-	struct pack_writer *seal_pw;	/* the pack the batch seals for */
 	int batch_failed;
 
 	struct progress progress;
@@ -124,6 +123,14 @@ count_entry(struct backup_result *res, int kind)
 		res->dirs++;
 	else
 		res->others++;
+}
+
+/* The key of an inode among hardlinks seen in this run. */
+static void
+link_key(uint8_t key[16], const struct entry *e)
+{
+	put_u64(key, e->dev);
+	put_u64(key + 8, e->ino);
 }
 
 static void
@@ -178,8 +185,7 @@ pfile_finish(struct backup *b, struct pfile *f)
 		return (-1);
 	count_entry(b->res, f->e.kind);
 	if (f->e.nlink > 1) {
-		put_u64(key, f->e.dev);
-		put_u64(key + 8, f->e.ino);
+		link_key(key, &f->e);
 		if (hmap_put(&b->links, key, f->e.content_id))
 			return (-1);
 	}
@@ -224,7 +230,7 @@ seal_job(void *arg, size_t i, int worker)
 		stored = zl;
 		flags = PACK_FLAG_ZSTD;
 	}
-	pack_writer_seal(b->seal_pw, PACK_REC_DATA, flags, j->id, payload,
+	pack_writer_seal(b->packer.pw, PACK_REC_DATA, flags, j->id, payload,
 	    stored, j->len, b->recs.data + j->rec_off);
 	j->rec_len = PACK_RECORD_SIZE(stored);
 }
@@ -256,7 +262,7 @@ process_batch(struct backup *b)
 			}
 		}
 		if (need > 0) {
-			if ((b->seal_pw = packer_writer(&b->packer)) == NULL ||
+			if (packer_writer(&b->packer) == NULL ||
 			    buf_reserve(&b->recs, need))
 				return (-1);
 			pool_run(b->pool, b->njobs, seal_job, b);
@@ -301,8 +307,7 @@ process_batch(struct backup *b)
 		uint8_t key[16];
 
 		if (f->e.nlink > 1) {
-			put_u64(key, f->e.dev);
-			put_u64(key + 8, f->e.ino);
+			link_key(key, &f->e);
 			if (hmap_put(&b->pending_links, key, 1))
 				return (-1);
 		}
@@ -523,8 +528,7 @@ known_link(struct backup *b, const struct entry *e, int64_t *cid)
 
 	if (e->nlink < 2)
 		return (0);
-	put_u64(key, e->dev);
-	put_u64(key + 8, e->ino);
+	link_key(key, e);
 	if (hmap_get(&b->links, key, cid))
 		return (1);
 	/* Its first name is still in the batch: finish that first. */
@@ -573,8 +577,7 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	}
 	f->state = CLOSED;
 	if (f->e.nlink > 1) {
-		put_u64(key, f->e.dev);
-		put_u64(key + 8, f->e.ino);
+		link_key(key, &f->e);
 		if (hmap_put(&b->pending_links, key, 1))
 			return (-1);
 	}
@@ -601,8 +604,7 @@ walk_source(struct backup *b)
 			}
 			if (had_base && unchanged(&e, &old)) {
 				if (e.kind == ENTRY_FILE && e.nlink > 1) {
-					put_u64(key, e.dev);
-					put_u64(key + 8, e.ino);
+					link_key(key, &e);
 					if (hmap_put(&b->links, key,
 					    old.content_id)) {
 						rc = -1;

@@ -146,6 +146,15 @@ fetch_job(void *arg, size_t i, int worker)
 	j->rc = 0;
 }
 
+/* The key of a hardlink group: inode and content. */
+static void
+link_key(uint8_t key[24], const struct entry *e)
+{
+	put_u64(key, e->dev);
+	put_u64(key + 8, e->ino);
+	put_u64(key + 16, (uint64_t)e->content_id);
+}
+
 /* A second name of an inode restored earlier in this run? */
 static const char *
 link_target(struct restore *rs, const struct entry *e)
@@ -155,9 +164,7 @@ link_target(struct restore *rs, const struct entry *e)
 
 	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (NULL);
-	put_u64(key, e->dev);
-	put_u64(key + 8, e->ino);
-	put_u64(key + 16, (uint64_t)e->content_id);
+	link_key(key, e);
 	if (hmap_get(&rs->links, key, &idx))
 		return (rs->link_paths[idx]);
 	return (NULL);
@@ -186,9 +193,7 @@ remember_link(struct restore *rs, const struct entry *e)
 		log_error("out of memory");
 		return (-1);
 	}
-	put_u64(key, e->dev);
-	put_u64(key + 8, e->ino);
-	put_u64(key + 16, (uint64_t)e->content_id);
+	link_key(key, e);
 	if (hmap_put(&rs->links, key, (int64_t)rs->nlinks))
 		return (-1);
 	rs->nlinks++;
@@ -321,9 +326,7 @@ add_entry(struct restore *rs, const struct entry *e)
 		uint8_t key[24];
 		int64_t one;
 
-		put_u64(key, e->dev);
-		put_u64(key + 8, e->ino);
-		put_u64(key + 16, (uint64_t)e->content_id);
+		link_key(key, e);
 		if (hmap_get(&rs->planned, key, &one)) {
 			we->link = 1;
 			return (0);
