@@ -18,6 +18,18 @@ int pool_threads(const struct pool *p);
 void pool_run(struct pool *p, size_t n,
     void (*fn)(void *arg, size_t i, int worker), void *arg);
 
+/*
+ * The same loop in two halves, so that the calling thread can do serial
+ * work (read the next batch, write the last one) while the workers run:
+ * pool_start hands the loop to the worker threads and returns at once;
+ * pool_wait joins in as worker 0 and returns when every index is done.
+ * One loop at a time: pool_wait before the next pool_start or pool_run.
+ * A pool without worker threads runs the whole loop in pool_wait.
+ */
+void pool_start(struct pool *p, size_t n,
+    void (*fn)(void *arg, size_t i, int worker), void *arg);
+void pool_wait(struct pool *p);
+
 /* The number of online processors (at least 1). */
 int pool_default_threads(void);
 

@@ -129,33 +129,47 @@ pool_threads(const struct pool *p)
 }
 
 void
-pool_run(struct pool *p, size_t n, void (*fn)(void *, size_t, int),
+pool_start(struct pool *p, size_t n, void (*fn)(void *, size_t, int),
     void *arg)
 {
-	if (n == 0)
-		return;
-	/* Not worth waking anyone for one item, or without workers. */
-	if (p->nthreads == 1 || n == 1) {
-		size_t i;
-
-		for (i = 0; i < n; i++)
-			fn(arg, i, 0);
-		return;
-	}
 	pthread_mutex_lock(&p->mu);
 	p->fn = fn;
 	p->arg = arg;
 	p->n = n;
 	p->next = 0;
-	p->busy = p->nthreads - 1;
-	p->gen++;
-	pthread_cond_broadcast(&p->work);
+	if (n > 0 && p->nthreads > 1) {
+		p->busy = p->nthreads - 1;
+		p->gen++;
+		pthread_cond_broadcast(&p->work);
+	}
 	pthread_mutex_unlock(&p->mu);
+}
+
+void
+pool_wait(struct pool *p)
+{
 	drain(p, 0);
 	pthread_mutex_lock(&p->mu);
 	while (p->busy > 0)
 		pthread_cond_wait(&p->done, &p->mu);
+	p->n = 0;
 	pthread_mutex_unlock(&p->mu);
+}
+
+void
+pool_run(struct pool *p, size_t n, void (*fn)(void *, size_t, int),
+    void *arg)
+{
+	size_t i;
+
+	/* Not worth waking anyone for one item, or without workers. */
+	if (n == 1 || p->nthreads == 1) {
+		for (i = 0; i < n; i++)
+			fn(arg, i, 0);
+		return;
+	}
+	pool_start(p, n, fn, arg);
+	pool_wait(p);
 }
 
 int
