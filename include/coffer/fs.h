@@ -85,8 +85,20 @@ struct fs_restore;
  * FS_RESTORE_FORCE).  Entries are written through archive_write_disk with
  * SECURE_SYMLINKS | SECURE_NODOTDOT | SECURE_NOABSOLUTEPATHS and time,
  * permission, xattr and ACL restoration.  NULL (reported) on error.
+ *
+ * From open to close, the process's working directory is the target
+ * (libarchive resolves the relative paths against it): nothing else may
+ * use relative paths or walk a tree with archive_read_disk meanwhile.
  */
 struct fs_restore *fs_restore_open(const char *target, int flags);
+
+/*
+ * Another writer into the same target, for another thread: each writer is
+ * used by one thread at a time.  Directories' deferred metadata is applied
+ * by the writer that created them, at its close; close the duplicates
+ * before the writer they came from.  NULL (reported) on error.
+ */
+struct fs_restore *fs_restore_dup(struct fs_restore *r);
 
 /*
  * Create one entry.  For a regular file, its content follows with

@@ -50,6 +50,7 @@ int repo_unlock(struct repo *r, const char *key_file, const char *pass,
 
 void repo_close(struct repo *r);
 
+/* Absolute (resolved when opened). */
 const char *repo_path(const struct repo *r);
 const uint8_t *repo_id(const struct repo *r);		/* 16 bytes */
 const char *repo_id_hex(const struct repo *r);		/* 32 hex */
@@ -178,6 +179,9 @@ struct pack_reader *pack_reader_open(struct repo *r, const char *name);
  */
 int pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
     struct compressor *z, struct buf *out);
+/* The same into out, which holds e->plain_len bytes (no copy). */
+int pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z, uint8_t *out);
 
 /* Read and decrypt the index trailer: malloc'd array in *ents. 0 / -1. */
 int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,

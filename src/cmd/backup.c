@@ -111,14 +111,10 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 			o.compress_level = (int)lvl;
 			break;
 		case 't':
-			lvl = cmd_parse_num("--threads", optarg);
-			if (lvl < 1 || lvl > 64) {
-				if (lvl >= 0)
-					log_error("--threads takes 1 to 64");
+			if ((o.threads = cmd_parse_threads(optarg)) < 0) {
 				st = STATUS_USAGE;
 				goto out;
 			}
-			o.threads = (int)lvl;
 			break;
 		default:
 			st = cmd_usage_error("backup");

@@ -65,6 +65,9 @@ int cmd_push_arg(char ***v, size_t *n, char *arg);
 /* Parse a non-negative decimal option value; -1 on error (reported). */
 long long cmd_parse_num(const char *opt, const char *s);
 
+/* --threads: 1 to 64, or -1 (reported). */
+int cmd_parse_threads(const char *s);
+
 /*
  * Durations: a number and a unit (ms, s, m, h, d, w), repeated ("1h30m"),
  * or a bare number of seconds; must be above 0.  Percentages: a number in

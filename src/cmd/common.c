@@ -215,3 +215,16 @@ cmd_parse_num(const char *opt, const char *s)
 	}
 	return (v);
 }
+
+int
+cmd_parse_threads(const char *s)
+{
+	long long n = cmd_parse_num("--threads", s);
+
+	if (n < 1 || n > 64) {
+		if (n >= 0)
+			log_error("--threads takes 1 to 64");
+		return (-1);
+	}
+	return ((int)n);
+}

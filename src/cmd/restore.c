@@ -14,6 +14,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 {
 	static const struct option opts[] = {
 		{ "force", no_argument, NULL, 'f' },
+		{ "threads", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct catalog_snapshot s;
@@ -26,9 +27,17 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 
 	memset(&o, 0, sizeof(o));
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch != 'f')
+		switch (ch) {
+		case 'f':
+			o.force = 1;
+			break;
+		case 't':
+			if ((o.threads = cmd_parse_threads(optarg)) < 0)
+				return (STATUS_USAGE);
+			break;
+		default:
 			return (cmd_usage_error("restore"));
-		o.force = 1;
+		}
 	}
 	if (argc - optind < 2)
 		return (cmd_usage_error("restore"));

@@ -6,11 +6,19 @@
  *
  * Pipeline: entries are taken in path order into a window, with their
  * chunks' locations (up to WINDOW_BYTES of content; a bigger file goes on
- * in the next window).  The window's chunks are read, authenticated,
- * decompressed and re-hashed on all threads, each with its own pack
- * readers, into the window's buffer; then one thread writes the entries
- * in order (libarchive's disk writer is not shared between threads).
+ * in the next window).  Directories, symlinks and devices are created as
+ * they are taken, in order, by the first writer.  A full window is
+ * handed to the pool in one loop together with the previous window's
+ * regular files: the window's chunks are read, authenticated,
+ * decompressed and re-hashed while the previous window's files are
+ * written, each file by one of a few writers (an archive_write_disk each;
+ * libarchive's writer is not shared between threads).  Hard links, counts
+ * and progress follow on the calling thread, in order.  A directory is
+ * always taken before what it holds, so it exists before its files are
+ * written; its own times and mode are applied when the first writer
+ * closes, after all the others.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,46 +43,61 @@ struct cached_reader {
 	uint64_t used;
 };
 
-/* Per-thread: pack readers, a decompressor, a chunk buffer. */
+/* Per-thread: pack readers and a decompressor. */
 struct rworker {
 	struct cached_reader cache[READER_CACHE];
 	uint64_t tick;
 	struct compressor *z;
-	struct buf chunk;
 };
 
-/* An entry of the window, copied out of the catalog's iterator. */
+enum { WR_OK, WR_FAILED, WR_FAILED_BEFORE };
+
+/* An entry of a window, copied out of the catalog's iterator. */
 struct wentry {
 	struct entry e;
 	void *mem;
-	size_t first, njobs;		/* its jobs in this window */
+	size_t first, njobs;		/* its chunks in this window */
+	int cont;			/* goes on with a file begun earlier */
 	int last;			/* its last chunk is in this window */
-	int begun;			/* fs_restore_begin done (continues) */
-	int failed;
 	int link;			/* a second name of an earlier inode */
+	int rc;				/* WR_*, from writing its file */
+	int64_t bytes;			/* written of it in this window */
 };
 
-/* One chunk of the window. */
+/* One chunk of a window. */
 struct rjob {
 	struct catalog_chunk_loc loc;
 	size_t off;			/* its bytes in the window's buffer */
 	int rc;
 };
 
+struct window {
+	struct wentry *ents;
+	size_t nents, capents;
+	size_t *files;			/* entries whose file is written */
+	size_t nfiles, capfiles;
+	struct rjob *jobs;
+	size_t njobs, capjobs;
+	struct buf data;
+};
+
 struct restore {
 	struct repo *repo;
 	struct catalog *cat;
-	struct fs_restore *fr;
+	struct fs_restore *fr;		/* directories, links, devices */
 	struct restore_result *res;
 	const struct restore_opts *opts;
 	struct pool *pool;
 	struct rworker *workers;
-	/* The window. */
-	struct wentry *ents;
-	size_t nents, capents;
-	struct rjob *jobs;
-	size_t njobs, capjobs;
-	struct buf data;
+	/* Taking entries into fill; writing the files of out. */
+	struct window win[2];
+	struct window *fill, *out;
+	/* Writers of regular files, shared by the pool's jobs. */
+	pthread_mutex_t mu;
+	struct fs_restore **writers, **idle;
+	size_t nwriters, nidle, capwriters;
+	/* A file going on into the next window keeps its writer. */
+	struct fs_restore *carry_in, *carry_out;
 	/* Hardlink groups: (dev, ino, content) -> index into link_paths. */
 	struct hmap links;
 	struct hmap planned;		/* groups whose first name is taken */
@@ -111,13 +134,11 @@ get_reader(struct restore *rs, struct rworker *w, const char *name)
 	return (victim->pr);
 }
 
-/* Read and verify one chunk into the window (a pool job). */
+/* Read and verify one chunk into the window being fetched. */
 static void
-fetch_job(void *arg, size_t i, int worker)
+fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
+    struct rworker *w)
 {
-	struct restore *rs = arg;
-	struct rjob *j = &rs->jobs[i];
-	struct rworker *w = &rs->workers[worker];
 	struct pack_reader *pr;
 	struct pack_entry pe;
 
@@ -140,10 +161,105 @@ fetch_job(void *arg, size_t i, int worker)
 	pe.offset = j->loc.pack_offset;
 	pe.plain_len = j->loc.plain_len;
 	pe.stored_len = j->loc.stored_len;
-	if (pack_reader_get(pr, &pe, w->z, &w->chunk))
+	if (pack_reader_read(pr, &pe, w->z, win->data.data + j->off))
 		return;
-	memcpy(rs->data.data + j->off, w->chunk.data, w->chunk.len);
 	j->rc = 0;
+}
+
+/* An idle file writer, or a new one.  NULL (reported). */
+static struct fs_restore *
+writer_get(struct restore *rs)
+{
+	struct fs_restore *w = NULL, **v;
+
+	pthread_mutex_lock(&rs->mu);
+	if (rs->nidle > 0)
+		w = rs->idle[--rs->nidle];
+	else if (rs->nwriters == rs->capwriters &&
+	    ((v = reallocarray(rs->writers, rs->capwriters + 8,
+	    sizeof(*v))) == NULL || (rs->writers = v,
+	    (v = reallocarray(rs->idle, rs->capwriters + 8,
+	    sizeof(*v))) == NULL)))
+		log_error("out of memory");
+	else {
+		if (rs->nwriters == rs->capwriters) {
+			rs->idle = v;
+			rs->capwriters += 8;
+		}
+		if ((w = fs_restore_dup(rs->fr)) != NULL)
+			rs->writers[rs->nwriters++] = w;
+	}
+	pthread_mutex_unlock(&rs->mu);
+	return (w);
+}
+
+static void
+writer_put(struct restore *rs, struct fs_restore *w)
+{
+	pthread_mutex_lock(&rs->mu);
+	rs->idle[rs->nidle++] = w;
+	pthread_mutex_unlock(&rs->mu);
+}
+
+/* Write a regular file's part held by the window (a pool job). */
+static void
+write_file(struct restore *rs, struct window *win, struct wentry *we)
+{
+	struct fs_restore *w;
+	size_t i;
+
+	we->rc = WR_OK;
+	if (we->cont) {
+		if ((w = rs->carry_in) == NULL) {
+			we->rc = WR_FAILED_BEFORE;
+			return;
+		}
+	} else {
+		if ((w = writer_get(rs)) == NULL) {
+			we->rc = WR_FAILED;
+			return;
+		}
+		if (fs_restore_begin(w, &we->e)) {
+			writer_put(rs, w);
+			we->rc = WR_FAILED;
+			return;
+		}
+	}
+	for (i = we->first; i < we->first + we->njobs; i++) {
+		struct rjob *j = &win->jobs[i];
+
+		if (j->rc != 0 || fs_restore_data(w, win->data.data + j->off,
+		    j->loc.plain_len, (int64_t)j->loc.file_offset)) {
+			fs_restore_discard(w);
+			writer_put(rs, w);
+			log_error("cannot restore '%s': its data is damaged or "
+			    "missing", we->e.path);
+			we->rc = WR_FAILED;
+			return;
+		}
+		we->bytes += (int64_t)j->loc.plain_len;
+	}
+	if (!we->last) {
+		rs->carry_out = w;	/* one such file per window */
+		return;
+	}
+	if (fs_restore_finish(w))
+		we->rc = WR_FAILED;
+	writer_put(rs, w);
+}
+
+/* Index i of a step: the out window's files first (they take longest),
+ * then the fill window's chunks. */
+static void
+step_job(void *arg, size_t i, int worker)
+{
+	struct restore *rs = arg;
+
+	if (i < rs->out->nfiles)
+		write_file(rs, rs->out, &rs->out->ents[rs->out->files[i]]);
+	else
+		fetch_chunk(rs, rs->fill, &rs->fill->jobs[i -
+		    rs->out->nfiles], &rs->workers[worker]);
 }
 
 /* The key of a hardlink group: inode and content. */
@@ -201,128 +317,169 @@ remember_link(struct restore *rs, const struct entry *e)
 }
 
 /*
- * Write one entry of the window (or the part of a file the window holds).
- * 0 done or going on, 1 failed (counted), -1 fatal.
+ * The out window is written: link second names, count, and empty it.
+ * 0, or -1 on a fatal error.
  */
 static int
-write_entry(struct restore *rs, struct wentry *we)
+finish_window(struct restore *rs, struct window *win)
 {
-	const struct entry *e = &we->e;
 	const char *first;
 	size_t i;
 
-	if (we->link) {
-		/* Its first name was restored, or failed (then so does it). */
-		if ((first = link_target(rs, e)) == NULL) {
-			log_error("cannot restore '%s': its data is damaged or "
-			    "missing", e->path);
-			return (1);
-		}
-		if (fs_restore_hardlink(rs->fr, e, first))
-			return (1);
-		rs->res->files++;
-		return (0);
-	}
-	if (!we->begun) {
-		we->begun = 1;
-		if (fs_restore_begin(rs->fr, e)) {
-			we->failed = 1;
-			return (1);
-		}
-	}
-	if (we->failed)
-		return (0);	/* counted when it failed */
-	for (i = we->first; i < we->first + we->njobs; i++) {
-		struct rjob *j = &rs->jobs[i];
+	for (i = 0; i < win->nents; i++) {
+		struct wentry *we = &win->ents[i];
 
-		if (j->rc != 0 || fs_restore_data(rs->fr, rs->data.data +
-		    j->off, j->loc.plain_len, (int64_t)j->loc.file_offset)) {
-			fs_restore_discard(rs->fr);
-			log_error("cannot restore '%s': its data is damaged or "
-			    "missing", e->path);
-			we->failed = 1;
-			return (1);
+		if (we->link) {
+			/* Its first name was restored, or failed (then so
+			 * does it). */
+			if ((first = link_target(rs, &we->e)) == NULL) {
+				log_error("cannot restore '%s': its data is "
+				    "damaged or missing", we->e.path);
+				rs->res->failed++;
+			} else if (fs_restore_hardlink(rs->fr, &we->e, first))
+				rs->res->failed++;
+			else
+				rs->res->files++;
+		} else if (we->e.kind == ENTRY_FILE) {
+			rs->res->bytes += we->bytes;
+			progress_update(&rs->progress, 0, (uint64_t)we->bytes);
+			if (we->rc == WR_FAILED)
+				rs->res->failed++;
+			else if (we->rc == WR_OK && we->last) {
+				if (remember_link(rs, &we->e))
+					return (-1);
+				rs->res->files++;
+				progress_update(&rs->progress, 1, 0);
+			}
 		}
-		rs->res->bytes += (int64_t)j->loc.plain_len;
-		progress_update(&rs->progress, 0, j->loc.plain_len);
+		free(we->mem);
 	}
-	if (!we->last)
-		return (0);
-	if (fs_restore_finish(rs->fr))
-		return (1);
-	if (remember_link(rs, e))
-		return (-1);
-	rs->res->files++;
-	progress_update(&rs->progress, 1, 0);
+	win->nents = win->nfiles = win->njobs = 0;
+	buf_reset(&win->data);
 	return (0);
 }
 
 /*
- * Fetch the window's chunks on the pool, write its entries in order, and
- * empty it; an unfinished file (its last chunk still to come) stays as
- * the window's first entry.
+ * One step of the pipeline: fetch the fill window's chunks while the out
+ * window's files are written; finish the out window; the fill window
+ * becomes the one to write.
  */
 static int
-flush_window(struct restore *rs)
+step(struct restore *rs)
 {
-	struct wentry keep;
-	size_t i;
-	int rc, carry = 0;
+	struct window *w;
 
-	pool_run(rs->pool, rs->njobs, fetch_job, rs);
-	for (i = 0; i < rs->nents; i++) {
-		rc = write_entry(rs, &rs->ents[i]);
-		if (rc < 0)
-			return (-1);
-		if (rc > 0)
-			rs->res->failed++;
-	}
-	if (rs->nents > 0 && !rs->ents[rs->nents - 1].last) {
-		keep = rs->ents[rs->nents - 1];
-		carry = 1;
-		rs->nents--;
-	}
-	for (i = 0; i < rs->nents; i++)
-		free(rs->ents[i].mem);
-	rs->nents = 0;
-	if (carry) {
-		keep.first = 0;
-		keep.njobs = 0;
-		rs->ents[rs->nents++] = keep;
-	}
-	rs->njobs = 0;
-	buf_reset(&rs->data);
+	pool_run(rs->pool, rs->out->nfiles + rs->fill->njobs, step_job, rs);
+	rs->carry_in = rs->carry_out;
+	rs->carry_out = NULL;
+	if (finish_window(rs, rs->out))
+		return (-1);
+	w = rs->out;
+	rs->out = rs->fill;
+	rs->fill = w;
 	return (0);
 }
 
-/* Take one entry into the window, flushing it as it fills. */
+/* Everything taken is written. */
+static int
+drain(struct restore *rs)
+{
+	return (step(rs) || step(rs) ? -1 : 0);
+}
+
+/* A directory, symlink, device or socket: created now, in order. */
+static void
+create_now(struct restore *rs, const struct entry *e)
+{
+	if (fs_restore_begin(rs->fr, e) || fs_restore_finish(rs->fr))
+		rs->res->failed++;
+	else
+		rs->res->files++;
+}
+
+/* A new entry at the end of the fill window (its entry copied). */
+static struct wentry *
+take(struct restore *rs, const struct entry *e)
+{
+	struct window *win = rs->fill;
+	struct wentry *we;
+
+	if (win->nents == win->capents) {
+		size_t cap = win->capents ? win->capents * 2 : 256;
+
+		if ((we = reallocarray(win->ents, cap, sizeof(*we))) == NULL) {
+			log_error("out of memory");
+			return (NULL);
+		}
+		win->ents = we;
+		win->capents = cap;
+	}
+	we = &win->ents[win->nents];
+	memset(we, 0, sizeof(*we));
+	if (entry_dup(&we->e, &we->mem, e))
+		return (NULL);
+	win->nents++;
+	we->first = win->njobs;
+	we->last = 1;
+	return (we);
+}
+
+/* The entry just taken is a file the pool writes. */
+static int
+mark_file(struct window *win)
+{
+	size_t *v;
+
+	if (win->nfiles == win->capfiles) {
+		size_t cap = win->capfiles ? win->capfiles * 2 : 256;
+
+		if ((v = reallocarray(win->files, cap, sizeof(*v))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		win->files = v;
+		win->capfiles = cap;
+	}
+	win->files[win->nfiles++] = win->nents - 1;
+	return (0);
+}
+
+static struct rjob *
+new_job(struct window *win)
+{
+	struct rjob *j;
+
+	if (win->njobs == win->capjobs) {
+		size_t cap = win->capjobs ? win->capjobs * 2 : 256;
+
+		if ((j = reallocarray(win->jobs, cap, sizeof(*j))) == NULL) {
+			log_error("out of memory");
+			return (NULL);
+		}
+		win->jobs = j;
+		win->capjobs = cap;
+	}
+	return (&win->jobs[win->njobs++]);
+}
+
+/* Take one entry into the fill window, stepping as windows fill up. */
 static int
 add_entry(struct restore *rs, const struct entry *e)
 {
 	struct catalog_chunk_loc *locs = NULL;
 	struct wentry *we;
+	struct rjob *j;
 	size_t n = 0, i;
 
-	if (rs->nents == WINDOW_ENTRIES && flush_window(rs))
-		return (-1);
-	if (rs->nents == rs->capents) {
-		size_t cap = rs->capents ? rs->capents * 2 : 256;
-
-		if ((we = reallocarray(rs->ents, cap, sizeof(*we))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		rs->ents = we;
-		rs->capents = cap;
+	if (e->kind != ENTRY_FILE) {
+		create_now(rs, e);
+		return (0);
 	}
-	we = &rs->ents[rs->nents];
-	memset(we, 0, sizeof(*we));
-	if (entry_dup(&we->e, &we->mem, e))
+	if (rs->fill->nents == WINDOW_ENTRIES && step(rs))
 		return (-1);
-	rs->nents++;
-	we->first = rs->njobs;
-	we->last = 1;
-	if (e->kind == ENTRY_FILE && e->nlink > 1) {
+	if ((we = take(rs, e)) == NULL)
+		return (-1);
+	if (e->nlink > 1) {
 		uint8_t key[24];
 		int64_t one;
 
@@ -334,50 +491,39 @@ add_entry(struct restore *rs, const struct entry *e)
 		if (hmap_put(&rs->planned, key, 1))
 			return (-1);
 	}
-	if (e->kind != ENTRY_FILE || e->content_id == 0)
+	if (mark_file(rs->fill))
+		return (-1);
+	if (e->content_id == 0)
 		return (0);
 	if (catalog_content_chunks(rs->cat, e->content_id, &locs, &n))
 		return (-1);
 	for (i = 0; i < n; i++) {
-		struct rjob *j;
+		struct window *win = rs->fill;
 
-		if (rs->data.len + locs[i].plain_len > WINDOW_BYTES &&
-		    rs->njobs > 0) {
+		if (win->data.len + locs[i].plain_len > WINDOW_BYTES &&
+		    win->njobs > 0) {
 			/* This file goes on in the next window. */
-			rs->ents[rs->nents - 1].last = 0;
-			if (flush_window(rs)) {
-				free(locs);
-				return (-1);
-			}
-			we = &rs->ents[rs->nents - 1];
-			we->first = 0;
-			we->last = 1;
+			win->ents[win->nents - 1].last = 0;
+			if (step(rs) || (we = take(rs, e)) == NULL ||
+			    mark_file(rs->fill))
+				goto err;
+			we->cont = 1;
+			win = rs->fill;
 		}
-		if (rs->njobs == rs->capjobs) {
-			size_t cap = rs->capjobs ? rs->capjobs * 2 : 256;
-
-			if ((j = reallocarray(rs->jobs, cap, sizeof(*j))) ==
-			    NULL) {
-				log_error("out of memory");
-				free(locs);
-				return (-1);
-			}
-			rs->jobs = j;
-			rs->capjobs = cap;
-		}
-		if (buf_reserve(&rs->data, locs[i].plain_len)) {
-			free(locs);
-			return (-1);
-		}
-		j = &rs->jobs[rs->njobs++];
+		if (buf_reserve(&win->data, locs[i].plain_len) ||
+		    (j = new_job(win)) == NULL)
+			goto err;
 		j->loc = locs[i];
-		j->off = rs->data.len;
+		j->off = win->data.len;
 		j->rc = -1;
-		rs->data.len += locs[i].plain_len;
-		rs->ents[rs->nents - 1].njobs++;
+		win->data.len += locs[i].plain_len;
+		win->ents[win->nents - 1].njobs++;
 	}
 	free(locs);
 	return (0);
+err:
+	free(locs);
+	return (-1);
 }
 
 static int
@@ -400,7 +546,7 @@ restore_under(struct restore *rs, int64_t snapshot_id, const char *under)
 		}
 	}
 	catalog_iter_free(it);
-	if (rc < 0 || flush_window(rs))
+	if (rc < 0 || drain(rs))
 		return (-1);
 	if (under && !seen) {
 		log_error("'%s' is not in the snapshot", under);
@@ -416,7 +562,7 @@ engine_restore(struct repo *r, struct catalog *c,
 {
 	struct restore rs;
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, empty, t;
+	int status = STATUS_ERROR, empty, t, w;
 	size_t i;
 
 	memset(res, 0, sizeof(*res));
@@ -425,6 +571,9 @@ engine_restore(struct repo *r, struct catalog *c,
 	rs.cat = c;
 	rs.res = res;
 	rs.opts = o;
+	rs.fill = &rs.win[0];
+	rs.out = &rs.win[1];
+	pthread_mutex_init(&rs.mu, NULL);
 	hmap_init(&rs.links, 24);
 	hmap_init(&rs.planned, 24);
 	/* A full's bytes read are its content; other levels store only a
@@ -469,32 +618,38 @@ engine_restore(struct repo *r, struct catalog *c,
 			if (restore_under(&rs, s->id, o->paths[i]))
 				goto out;
 	}
-	if (fs_restore_close(rs.fr)) {
-		rs.fr = NULL;
-		goto out;
-	}
-	rs.fr = NULL;
 	status = res->failed ? STATUS_INTEGRITY :
 	    rs.missing ? STATUS_USAGE : STATUS_OK;
 out:
 	progress_done(&rs.progress);
-	if (rs.fr)
-		fs_restore_close(rs.fr);
+	/* The file writers first: the first one sets directory times. */
+	for (i = 0; i < rs.nwriters; i++)
+		if (fs_restore_close(rs.writers[i]))
+			status = STATUS_ERROR;
+	if (rs.fr && fs_restore_close(rs.fr))
+		status = STATUS_ERROR;
 	if (rs.workers) {
 		for (t = 0; t < pool_threads(rs.pool); t++) {
 			for (i = 0; i < READER_CACHE; i++)
 				pack_reader_close(rs.workers[t].cache[i].pr);
 			compressor_free(rs.workers[t].z);
-			buf_release(&rs.workers[t].chunk);
 		}
 		free(rs.workers);
 	}
 	pool_free(rs.pool);
-	for (i = 0; i < rs.nents; i++)
-		free(rs.ents[i].mem);
-	free(rs.ents);
-	free(rs.jobs);
-	buf_release(&rs.data);
+	for (w = 0; w < 2; w++) {
+		struct window *win = &rs.win[w];
+
+		for (i = 0; i < win->nents; i++)
+			free(win->ents[i].mem);
+		free(win->ents);
+		free(win->files);
+		free(win->jobs);
+		buf_release(&win->data);
+	}
+	free(rs.writers);
+	free(rs.idle);
+	pthread_mutex_destroy(&rs.mu);
 	for (i = 0; i < rs.nlinks; i++)
 		free(rs.link_paths[i]);
 	free(rs.link_paths);

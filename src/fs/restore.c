@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <archive.h>
@@ -20,8 +21,11 @@ struct fs_restore {
 	struct archive *a;
 	struct archive_entry *ae;
 	char *target;
-	int dirfd;		/* the target directory */
-	int cwdfd;		/* the caller's working directory */
+	int opts;		/* archive_write_disk options */
+	int primary;		/* opened, not duplicated: owns the cwd */
+	int dirfd;		/* the target directory (primary) */
+	int cwdfd;		/* the caller's working directory (primary) */
+	mode_t umask;		/* the caller's (primary) */
 	int state;
 	int kind;		/* of the current entry */
 	int fatal;		/* archive_write_disk gave up */
@@ -37,14 +41,33 @@ errstr(struct archive *a)
 	return (s != NULL ? s : "unknown error");
 }
 
+static void
+writer_free(struct fs_restore *r)
+{
+	if (r == NULL)
+		return;
+	if (r->a != NULL)
+		archive_write_free(r->a);
+	if (r->ae != NULL)
+		archive_entry_free(r->ae);
+	if (r->dirfd != -1)
+		close(r->dirfd);
+	if (r->cwdfd != -1)
+		close(r->cwdfd);
+	buf_release(&r->path);
+	buf_release(&r->name);
+	free(r->target);
+	free(r);
+}
+
 /*
  * SECURE_NOABSOLUTEPATHS means entries carry relative paths, resolved
- * against the working directory.  The working directory is process-wide
- * and archive_read_disk moves it too (it fchdir()s back to the directory
- * it was opened in after every header), so we cannot stay in the target
- * for the whole restore while a walk may be interleaved with it: every
- * call that lets libarchive touch a path enters the target and leaves it
- * again.  Writing file data only uses the open descriptor.
+ * against the working directory, which is process-wide.  So the primary
+ * writer makes the target the working directory from open to close, and
+ * every writer (duplicates on other threads too) resolves against it.
+ * Nothing else may rely on the working directory meanwhile: no
+ * archive_read_disk walk (it fchdir()s back to where it was opened), no
+ * relative path (the repository's is absolute for this reason).
  */
 static int
 enter(struct fs_restore *r)
@@ -56,15 +79,16 @@ enter(struct fs_restore *r)
 	return (0);
 }
 
-static void
+static int
 leave(struct fs_restore *r)
 {
 	if (fchdir(r->cwdfd)) {
 		/* Only a vanished or unsearchable cwd gets here; relative
 		 * paths elsewhere would now be wrong, so say so loudly. */
 		log_errno("cannot return to the working directory");
-		r->fatal = 1;
+		return (-1);
 	}
+	return (0);
 }
 
 /*
@@ -90,6 +114,38 @@ check(struct fs_restore *r, int st, const char *what, const char *path)
 	}
 }
 
+/* A writer with its own archive_write_disk, not yet in any directory. */
+static struct fs_restore *
+writer_new(const char *target, int opts)
+{
+	struct fs_restore *r;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	r->dirfd = r->cwdfd = -1;
+	r->opts = opts;
+	buf_init(&r->path);
+	buf_init(&r->name);
+	if ((r->target = strdup(target)) == NULL ||
+	    (r->a = archive_write_disk_new()) == NULL ||
+	    (r->ae = archive_entry_new()) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	if (archive_write_disk_set_options(r->a, opts) != ARCHIVE_OK ||
+	    archive_write_disk_set_standard_lookup(r->a) != ARCHIVE_OK) {
+		log_error("cannot set up restore into '%s': %s", target,
+		    errstr(r->a));
+		goto err;
+	}
+	return (r);
+err:
+	writer_free(r);
+	return (NULL);
+}
+
 struct fs_restore *
 fs_restore_open(const char *target, int flags)
 {
@@ -107,32 +163,6 @@ fs_restore_open(const char *target, int flags)
 	}
 	if (fsutil_mkdir_p(target, 0755))
 		return (NULL);
-	if ((r = calloc(1, sizeof(*r))) == NULL) {
-		log_error("out of memory");
-		return (NULL);
-	}
-	r->dirfd = r->cwdfd = -1;
-	buf_init(&r->path);
-	buf_init(&r->name);
-	if ((r->target = strdup(target)) == NULL) {
-		log_error("out of memory");
-		goto err;
-	}
-	if ((r->dirfd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) ==
-	    -1) {
-		log_errno("cannot open target '%s'", target);
-		goto err;
-	}
-	/* O_PATH: the caller's cwd need not be readable to return to it. */
-	if ((r->cwdfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open the working directory");
-		goto err;
-	}
-	if ((r->a = archive_write_disk_new()) == NULL ||
-	    (r->ae = archive_entry_new()) == NULL) {
-		log_error("out of memory");
-		goto err;
-	}
 	/*
 	 * The SECURE flags refuse "..", absolute paths and writing through
 	 * a symlink placed by an earlier entry.  No EXTRACT_SPARSE: it
@@ -146,27 +176,38 @@ fs_restore_open(const char *target, int flags)
 	    ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_FFLAGS;
 	if (flags & FS_RESTORE_OWNER)
 		opts |= ARCHIVE_EXTRACT_OWNER;
-	if (archive_write_disk_set_options(r->a, opts) != ARCHIVE_OK ||
-	    archive_write_disk_set_standard_lookup(r->a) != ARCHIVE_OK) {
-		log_error("cannot set up restore into '%s': %s", target,
-		    errstr(r->a));
+	if ((r = writer_new(target, opts)) == NULL)
+		return (NULL);
+	r->primary = 1;
+	if ((r->dirfd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) ==
+	    -1) {
+		log_errno("cannot open target '%s'", target);
 		goto err;
 	}
+	/* O_PATH: the caller's cwd need not be readable to return to it. */
+	if ((r->cwdfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open the working directory");
+		goto err;
+	}
+	/*
+	 * archive_write_disk sets the umask to 0 around each header and
+	 * puts back what it found: with writers on several threads, what
+	 * one finds may be another's 0.  Ours comes back at close.
+	 */
+	r->umask = umask(0);
+	umask(r->umask);
+	if (enter(r))
+		goto err;
 	return (r);
 err:
-	if (r->a != NULL)
-		archive_write_free(r->a);
-	if (r->ae != NULL)
-		archive_entry_free(r->ae);
-	if (r->dirfd != -1)
-		close(r->dirfd);
-	if (r->cwdfd != -1)
-		close(r->cwdfd);
-	buf_release(&r->path);
-	buf_release(&r->name);
-	free(r->target);
-	free(r);
+	writer_free(r);
 	return (NULL);
+}
+
+struct fs_restore *
+fs_restore_dup(struct fs_restore *r)
+{
+	return (writer_new(r->target, r->opts));
 }
 
 static int
@@ -331,10 +372,7 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	else
 		archive_entry_set_perm(r->ae, e->mode & 07777);
 
-	if (enter(r))
-		return (-1);
 	st = archive_write_header(r->a, r->ae);
-	leave(r);
 	if (check(r, st, "restore", e->path) || r->fatal)
 		return (-1);
 	r->kind = e->kind;
@@ -368,10 +406,9 @@ fs_restore_finish(struct fs_restore *r)
 	r->state = IDLE;
 	if (r->kind == ENTRY_SOCK)
 		return (0);
-	if (r->fatal || enter(r))
+	if (r->fatal)
 		return (-1);
 	st = archive_write_finish_entry(r->a);
-	leave(r);
 	if (check(r, st, "finish", cur(r)))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -383,13 +420,12 @@ fs_restore_discard(struct fs_restore *r)
 	if (r->state != IN_ENTRY)
 		return;
 	r->state = IDLE;
-	if (r->kind == ENTRY_SOCK || r->fatal || enter(r))
+	if (r->kind == ENTRY_SOCK || r->fatal)
 		return;
 	/* Closes the descriptor; its metadata is wasted work. */
 	(void)archive_write_finish_entry(r->a);
 	if (r->kind == ENTRY_FILE && unlink(cur(r)) && errno != ENOENT)
 		log_warn_errno("cannot remove incomplete '%s'", cur(r));
-	leave(r);
 }
 
 int
@@ -412,14 +448,11 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 	archive_entry_set_filetype(r->ae, AE_IFREG);
 	archive_entry_set_perm(r->ae, e->mode & 07777);
 	archive_entry_set_size(r->ae, 0);
-	if (enter(r))
-		return (-1);
 	st = archive_write_header(r->a, r->ae);
 	if (st == ARCHIVE_OK || st == ARCHIVE_WARN) {
 		if (check(r, st, "link", e->path) == 0)
 			st = archive_write_finish_entry(r->a);
 	}
-	leave(r);
 	if (check(r, st, "link", e->path))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -435,24 +468,21 @@ fs_restore_close(struct fs_restore *r)
 	if (r->state == IN_ENTRY && fs_restore_finish(r))
 		ret = -1;
 	/* Deferred directory modes and times (a 0000 directory could not
-	 * have been filled otherwise) are applied by close, by name.  After
-	 * FATAL, libarchive refuses every call but free. */
+	 * have been filled otherwise) are applied by close, by name, so
+	 * still from inside the target.  After FATAL, libarchive refuses
+	 * every call but free. */
 	if (r->fatal)
 		ret = -1;
-	else if (enter(r) == 0) {
+	else {
 		st = archive_write_close(r->a);
-		leave(r);
 		if (check(r, st, "finish restore into", r->target))
 			ret = -1;
-	} else
-		ret = -1;
-	archive_write_free(r->a);
-	archive_entry_free(r->ae);
-	close(r->dirfd);
-	close(r->cwdfd);
-	buf_release(&r->path);
-	buf_release(&r->name);
-	free(r->target);
-	free(r);
+	}
+	if (r->primary) {
+		if (leave(r))
+			ret = -1;
+		umask(r->umask);
+	}
+	writer_free(r);
 	return (ret);
 }

@@ -459,8 +459,8 @@ err:
 }
 
 int
-pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
-    struct compressor *z, struct buf *out)
+pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z, uint8_t *out)
 {
 	uint8_t ad[RECORD_AD_BYTES], id[CRYPTO_ID_BYTES];
 	struct compressor *own = NULL;
@@ -498,10 +498,8 @@ pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
 	}
 	record_ad(ad, p->repo, e->id, e->type, e->flags, e->plain_len);
 	buf_reset(&p->tmp);
-	buf_reset(out);
 	if (e->flags & PACK_FLAG_ZSTD) {
-		if (buf_reserve(&p->tmp, e->stored_len) ||
-		    buf_reserve(out, e->plain_len))
+		if (buf_reserve(&p->tmp, e->stored_len))
 			return (-1);
 		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, p->tmp.data))
@@ -509,7 +507,7 @@ pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
 		if (z == NULL && (own = z = compressor_new(1)) == NULL)
 			return (-1);
 		if (compressor_decompress(z, p->tmp.data, e->stored_len,
-		    out->data, e->plain_len)) {
+		    out, e->plain_len)) {
 			compressor_free(own);
 			log_error("pack '%s': record at offset %llu does not "
 			    "decompress", p->path,
@@ -524,18 +522,14 @@ pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
 			    (unsigned long long)e->offset);
 			return (-1);
 		}
-		if (buf_reserve(out, e->plain_len))
-			return (-1);
 		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
-		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out->data))
+		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
 			goto auth;
 	}
-	out->len = e->plain_len;
-	crypto_chunk_id(repo_keys(p->repo), out->data, out->len, id);
+	crypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
 	if (memcmp(id, e->id, CRYPTO_ID_BYTES) != 0) {
 		log_error("pack '%s': record at offset %llu: content does not "
 		    "match its id", p->path, (unsigned long long)e->offset);
-		buf_reset(out);
 		return (-1);
 	}
 	return (0);
@@ -543,8 +537,25 @@ auth:
 	log_error("pack '%s': record at offset %llu failed authentication "
 	    "(damaged or tampered with)", p->path,
 	    (unsigned long long)e->offset);
-	buf_reset(out);
 	return (-1);
+}
+
+int
+pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z, struct buf *out)
+{
+	buf_reset(out);
+	if (e->plain_len > PACK_RECORD_MAX) {
+		log_error("pack '%s': record at offset %llu is too large",
+		    p->path, (unsigned long long)e->offset);
+		return (-1);
+	}
+	if (buf_reserve(out, e->plain_len))
+		return (-1);
+	if (pack_reader_read(p, e, z, out->data))
+		return (-1);
+	out->len = e->plain_len;
+	return (0);
 }
 
 int

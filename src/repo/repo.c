@@ -315,6 +315,13 @@ repo_open(const char *path)
 		goto err;
 	}
 	free(conf);
+	/* Absolute from here on: a restore moves the working directory
+	 * into its target while packs are still being opened. */
+	free(r->path);
+	if ((r->path = realpath(path, NULL)) == NULL) {
+		log_errno("cannot open repository '%s'", path);
+		goto err;
+	}
 	/* Copy: parsing writes NULs into the text, the MAC needs it whole. */
 	{
 		unsigned char *copy = malloc(len + 1);

@@ -96,4 +96,49 @@ test_expect_success 'the undamaged repository still restores everything' '
 	treecmp src out-ok
 '
 
+test_expect_success 'hard links and neighbours of a damaged file, 1 and 3 threads' '
+	rm -rf src2 repo2 &&
+	mkdir -p src2/a src2/z &&
+	random_file src2/a/big.bin 20 &&
+	ln src2/a/big.bin src2/z/big-link &&
+	random_file src2/a/other.bin 12 &&
+	ln src2/a/other.bin src2/z/other-link &&
+	for i in 1 2 3 4 5 6 7 8 9; do
+		printf "small %s\n" $i >src2/a/s$i.txt &&
+		printf "small %s\n" $i >src2/z/s$i.txt || return 1
+	done &&
+	coffer_init_keyfile repo2 "$TMP/key2" &&
+	coffer -r repo2 backup ds2 src2 &&
+	p2=$(largest_pack repo2) &&
+	flip_byte "$p2" $(($(stat -c %s "$p2") / 2)) &&
+	for t in 1 3; do
+		test_expect_code 4 coffer -r repo2 restore --threads $t \
+			ds2@latest out2-$t 2>err2-$t || return 1
+	done &&
+	cat err2-1 &&
+	lost=0 &&
+	for f in big other; do
+		if test -e out2-1/a/$f.bin; then
+			cmp src2/a/$f.bin out2-1/a/$f.bin &&
+			cmp src2/a/$f.bin out2-1/z/$f-link &&
+			test "$(stat -c %i out2-1/a/$f.bin)" = \
+			    "$(stat -c %i out2-1/z/$f-link)" || return 1
+		else
+			lost=$((lost + 1)) &&
+			grep -F a/$f.bin err2-1 &&
+			grep -F z/$f-link err2-1 &&
+			test_path_is_missing out2-1/z/$f-link || return 1
+		fi
+	done &&
+	test $lost = 1 &&
+	(cd out2-1 && find . | sort) >list-1 &&
+	(cd out2-3 && find . | sort) >list-3 &&
+	test_cmp list-1 list-3 &&
+	for d in a z; do
+		for i in 1 2 3 4 5 6 7 8 9; do
+			cmp src2/$d/s$i.txt out2-3/$d/s$i.txt || return 1
+		done
+	done
+'
+
 test_done
