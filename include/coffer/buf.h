@@ -31,6 +31,9 @@ int buf_puts(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void buf_reset(struct buf *b);
+/* Empty b, and give back what its capacity holds beyond keep bytes (a
+ * buffer that once held a rare large item need not keep its memory). */
+void buf_trim(struct buf *b, size_t keep);
 
 void put_u32(uint8_t *p, uint32_t v);
 void put_u64(uint8_t *p, uint64_t v);

@@ -39,6 +39,13 @@ void chunker_free(struct chunker *c);
  */
 size_t chunker_next(const struct chunker *c, const uint8_t *data, size_t len,
     int eof);
+/*
+ * The same, for a caller that calls again with the same start and more
+ * data after a 0: *scanned (0 for a new chunk) says how far the last call
+ * looked, so only the new bytes are read.  It is 0 again after a cut.
+ */
+size_t chunker_next_resume(const struct chunker *c, const uint8_t *data,
+    size_t len, int eof, size_t *scanned);
 
 /*
  * Safetensors files (8-byte little-endian header length, a JSON header

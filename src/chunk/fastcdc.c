@@ -192,6 +192,20 @@ size_t
 chunker_next(const struct chunker *c, const uint8_t *data, size_t len,
     int eof)
 {
+	size_t scanned = 0;
+
+	return (chunker_next_resume(c, data, len, eof, &scanned));
+}
+
+/*
+ * The fingerprint is a 64-bit shift register: a byte's contribution is
+ * shifted out 64 bytes later, so the state at any position is the hash of
+ * the 64 bytes before it, and a scan resumes exactly where it stopped.
+ */
+size_t
+chunker_next_resume(const struct chunker *c, const uint8_t *data,
+    size_t len, int eof, size_t *scanned)
+{
 	const uint64_t *gear = c->gear;
 	uint64_t fp = 0;
 	uint64_t mask;
@@ -201,21 +215,29 @@ chunker_next(const struct chunker *c, const uint8_t *data, size_t len,
 		return (eof ? len : 0);
 	limit = len < c->max ? len : c->max;
 
-	i = c->min;
+	i = *scanned > c->min ? *scanned : c->min;
+	for (end = i > c->min + 64 ? i - 64 : c->min; end < i; end++)
+		fp = (fp << 1) + gear[data[end]];
 	end = limit < c->avg ? limit : c->avg;
 	mask = c->mask_s;
 	for (; i < end; i++) {
 		fp = (fp << 1) + gear[data[i]];
 		if (!(fp & mask))
-			return (i + 1);
+			goto cut;
 	}
 	mask = c->mask_l;
 	for (; i < limit; i++) {
 		fp = (fp << 1) + gear[data[i]];
 		if (!(fp & mask))
-			return (i + 1);
+			goto cut;
 	}
-	if (limit == c->max || eof)
+	if (limit == c->max || eof) {
+		*scanned = 0;
 		return (limit);
+	}
+	*scanned = limit;
 	return (0);
+cut:
+	*scanned = 0;
+	return (i + 1);
 }

@@ -22,6 +22,7 @@ struct chunk_stream {
 
 	struct buf seg;			/* data not yet cut */
 	size_t start;			/* first uncut byte in seg */
+	size_t scanned;			/* of it, looked at without a cut */
 	int64_t seg_offset;		/* file offset of seg.data[start] */
 	int64_t next;			/* where the next block should start */
 
@@ -101,8 +102,8 @@ segment(struct chunk_stream *s, int eof)
 			    (uint64_t)s->seg_offset);
 			at_cut = 1;
 		}
-		n = chunker_next(s->chunker, s->seg.data + s->start, limit,
-		    eof || at_cut);
+		n = chunker_next_resume(s->chunker, s->seg.data + s->start,
+		    limit, eof || at_cut, &s->scanned);
 		if (n == 0)
 			break;
 		rc = s->emit(s->arg, s->seg.data + s->start, n,
@@ -122,6 +123,28 @@ segment(struct chunk_stream *s, int eof)
 	return (0);
 }
 
+/*
+ * May the first bytes be cut yet?  Only once a safetensors header, if
+ * they start one, is whole (up to max bytes of it: a bigger one is looked
+ * at with max bytes, and so is not one, as when everything was buffered).
+ */
+static int
+header_ready(const struct chunk_stream *s)
+{
+	uint64_t need;
+
+	if (s->seg_offset != 0)
+		return (1);
+	if (s->seg.len < 9)
+		return (0);
+	need = safetensors_header_size(s->seg.data, s->seg.len, s->size);
+	return (need == 0 || s->seg.len >= need || s->seg.len >= s->max);
+}
+
+/*
+ * Cutting goes on as data comes (the chunker resumes where it stopped),
+ * so that only the chunk being cut is buffered, not max bytes.
+ */
 int
 chunk_stream_feed(struct chunk_stream *s, const void *data, size_t len,
     int64_t off)
@@ -137,9 +160,9 @@ chunk_stream_feed(struct chunk_stream *s, const void *data, size_t len,
 	if (buf_append(&s->seg, data, len))
 		return (-1);
 	s->next = off + (int64_t)len;
-	if (s->seg.len - s->start >= s->max)
-		return (segment(s, 0));
-	return (0);
+	if (!s->cuts_checked && !header_ready(s))
+		return (0);
+	return (segment(s, 0));
 }
 
 int
@@ -151,8 +174,10 @@ chunk_stream_finish(struct chunk_stream *s)
 void
 chunk_stream_reset(struct chunk_stream *s, uint64_t file_size)
 {
-	buf_reset(&s->seg);
+	/* What a long chunk took goes back between files. */
+	buf_trim(&s->seg, (size_t)s->max / 2);
 	s->start = 0;
+	s->scanned = 0;
 	s->seg_offset = 0;
 	s->next = 0;
 	s->size = file_size;

@@ -27,6 +27,26 @@ buf_reset(struct buf *b)
 	b->len = 0;
 }
 
+void
+buf_trim(struct buf *b, size_t keep)
+{
+	uint8_t *p;
+
+	b->len = 0;
+	if (b->cap <= keep)
+		return;
+	if (keep == 0) {
+		buf_release(b);
+		return;
+	}
+	/* Shrinking in place cannot fail in practice; if it does, the
+	 * buffer simply keeps its memory. */
+	if ((p = realloc(b->data, keep)) != NULL) {
+		b->data = p;
+		b->cap = keep;
+	}
+}
+
 int
 buf_reserve(struct buf *b, size_t extra)
 {

@@ -107,21 +107,23 @@ chunk_all(const struct chunker *ch, const uint8_t *p, size_t n,
 /*
  * Chunk as a reader would: a window that grows by refill bytes (or by a
  * random amount in [1, refill] when jitter is set) until the chunker can
- * decide, without eof until the source is exhausted.  The window lives in
+ * decide, without eof until the source is exhausted; with resume, each
+ * call goes on from where the last one stopped.  The window lives in
  * an exactly sized heap copy, so ASan catches any read beyond len.
  */
 static void
 chunk_stream(const struct chunker *ch, const uint8_t *src, size_t n,
-    size_t refill, int jitter, struct cuts *out)
+    size_t refill, int jitter, int resume, struct cuts *out)
 {
 	uint64_t seed = refill;
-	size_t start = 0, have = 0, k, add;
+	size_t start = 0, have = 0, k, add, scanned = 0;
 	uint8_t *win = malloc(1), *cur = win;
 
 	for (;;) {
 		int eof = start + have == n;
 
-		k = chunker_next(ch, cur, have, eof);
+		k = resume ? chunker_next_resume(ch, cur, have, eof, &scanned) :
+		    chunker_next(ch, cur, have, eof);
 		if (k == 0 && eof)
 			break;
 		if (k == 0) {
@@ -236,21 +238,26 @@ test_determinism(const struct chunker_params *p, const uint8_t *key,
 {
 	struct chunker *ch = chunker_new(p, key), *ch2 = chunker_new(p, key);
 	struct cuts whole = { 0 }, again = { 0 }, s1 = { 0 }, s2 = { 0 },
-	    s3 = { 0 }, s4 = { 0 };
+	    s3 = { 0 }, s4 = { 0 }, s5 = { 0 }, s6 = { 0 };
 	uint8_t *data = random_bytes(n, 1);
 
 	chunk_all(ch, data, n, &whole);
 	chunk_all(ch2, data, n, &again);
 	ok(cuts_equal(&whole, &again),
 	    "%s: same data and key give the same boundaries", what);
-	chunk_stream(ch, data, n, 100 * KiB, 0, &s1);
-	chunk_stream(ch, data, n, 1 * MiB, 0, &s2);
-	chunk_stream(ch, data, n, n, 0, &s3);
-	chunk_stream(ch, data, n, p->avg / 3 + 1, 1, &s4);
+	chunk_stream(ch, data, n, 100 * KiB, 0, 0, &s1);
+	chunk_stream(ch, data, n, 1 * MiB, 0, 0, &s2);
+	chunk_stream(ch, data, n, n, 0, 0, &s3);
+	chunk_stream(ch, data, n, p->avg / 3 + 1, 1, 0, &s4);
+	chunk_stream(ch, data, n, 100 * KiB, 0, 1, &s5);
+	chunk_stream(ch, data, n, p->avg / 7 + 1, 1, 1, &s6);
 	ok(cuts_equal(&whole, &s1), "%s: 100 KiB refills match", what);
 	ok(cuts_equal(&whole, &s2), "%s: 1 MiB refills match", what);
 	ok(cuts_equal(&whole, &s3), "%s: whole-buffer read matches", what);
 	ok(cuts_equal(&whole, &s4), "%s: random refill sizes match", what);
+	ok(cuts_equal(&whole, &s5), "%s: resumed 100 KiB refills match",
+	    what);
+	ok(cuts_equal(&whole, &s6), "%s: resumed random refills match", what);
 	ok(bounds_ok(p, &whole), "%s: %zu chunks within min/max", what,
 	    whole.n);
 	cuts_free(&whole);
@@ -259,6 +266,8 @@ test_determinism(const struct chunker_params *p, const uint8_t *key,
 	cuts_free(&s2);
 	cuts_free(&s3);
 	cuts_free(&s4);
+	cuts_free(&s5);
+	cuts_free(&s6);
 	free(data);
 	chunker_free(ch);
 	chunker_free(ch2);
