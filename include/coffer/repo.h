@@ -156,8 +156,14 @@ uint32_t pack_writer_count(const struct pack_writer *w);
 /*
  * Write the index trailer, fsync, rename into packs/, fsync the directory.
  * Only after this returns 0 may a catalog transaction reference the pack.
+ * The writing is done by the writer's own thread; finish_start writes the
+ * trailer and has the thread make the pack durable while the caller goes
+ * on, and finish_wait waits for it; finish is the two together.  Nothing
+ * may be added after finish_start.
  */
 int pack_writer_finish(struct pack_writer *w, struct pack_info *info);
+int pack_writer_finish_start(struct pack_writer *w);
+int pack_writer_finish_wait(struct pack_writer *w, struct pack_info *info);
 
 /* Free; an unfinished pack's temporary file is removed.  NULL is fine. */
 void pack_writer_free(struct pack_writer *w);

@@ -21,8 +21,9 @@
 
 /* A chunk written to the open pack, waiting for the pack to be durable. */
 struct pending {
+	uint8_t id[CRYPTO_ID_BYTES];
 	int64_t rowid;
-	struct pack_entry ent;
+	struct pack_entry ent;		/* where it went, once appended */
 };
 
 struct packer {
@@ -30,6 +31,10 @@ struct packer {
 	struct catalog *cat;
 	struct compressor *z;
 	struct pack_writer *pw;
+	/* The pack before, being made durable by its writer's thread: its
+	 * chunks are pend[0..nfinishing). */
+	struct pack_writer *finishing;
+	size_t nfinishing;
 	struct pending *pend;
 	size_t npend, cappend;
 	struct hmap pend_ids;		/* chunk id -> index in pend */
@@ -69,7 +74,11 @@ int packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
  */
 int packer_flush(struct packer *p);
 
-/* Flush when the open pack has reached its target size. */
+/*
+ * When the open pack has reached its target size, start finishing it in
+ * the background and go on with a new one; it is recorded and committed
+ * here, the next time a pack is full, or by packer_flush.
+ */
 int packer_maybe_flush(struct packer *p);
 
 /*

@@ -82,6 +82,7 @@ packer_init(struct packer *p, struct repo *r, struct catalog *c,
 void
 packer_release(struct packer *p)
 {
+	pack_writer_free(p->finishing);
 	pack_writer_free(p->pw);
 	compressor_free(p->z);
 	hmap_release(&p->pend_ids);
@@ -90,32 +91,30 @@ packer_release(struct packer *p)
 	memset(p, 0, sizeof(*p));
 }
 
-int
-packer_flush(struct packer *p)
+/*
+ * The finishing pack is durable: record it, locate its chunks, commit, and
+ * forget them (the chunks of the open pack move to the front of pend).
+ */
+static int
+finish_wait(struct packer *p)
 {
 	struct catalog_chunk_loc loc;
 	struct pack_info info;
-	int64_t pack_rowid;
-	size_t i;
+	int64_t pack_rowid, idx;
+	size_t i, n = p->nfinishing;
 
-	if (p->pw == NULL)
+	if (p->finishing == NULL)
 		return (0);
-	if (pack_writer_count(p->pw) == 0) {
-		pack_writer_free(p->pw);
-		p->pw = NULL;
-		return (0);
-	}
-	if (pack_writer_finish(p->pw, &info))
+	if (pack_writer_finish_wait(p->finishing, &info))
 		return (-1);
-	pack_writer_free(p->pw);
-	p->pw = NULL;
+	pack_writer_free(p->finishing);
+	p->finishing = NULL;
 	p->packs++;
 
-	/* The pack is durable: now its chunks may be referenced. */
 	if (catalog_pack_add(p->cat, info.name, info.size, info.hash,
 	    &pack_rowid))
 		return (-1);
-	for (i = 0; i < p->npend; i++) {
+	for (i = 0; i < n; i++) {
 		struct pack_entry *e = &p->pend[i].ent;
 
 		memset(&loc, 0, sizeof(loc));
@@ -128,18 +127,53 @@ packer_flush(struct packer *p)
 		    &loc))
 			return (-1);
 	}
-	p->npend = 0;
-	hmap_clear(&p->pend_ids);
 	if (catalog_commit(p->cat) || catalog_begin(p->cat))
 		return (-1);
+	/* Located chunks are found in the catalog from now on. */
+	memmove(p->pend, p->pend + n, (p->npend - n) * sizeof(*p->pend));
+	p->npend -= n;
+	p->nfinishing = 0;
+	hmap_clear(&p->pend_ids);
+	for (i = 0; i < p->npend; i++) {
+		idx = (int64_t)i;
+		if (hmap_put(&p->pend_ids, p->pend[i].id, idx))
+			return (-1);
+	}
 	return (0);
+}
+
+/* Hand the open pack to its thread to be made durable. */
+static int
+finish_start(struct packer *p)
+{
+	if (finish_wait(p))
+		return (-1);
+	if (p->pw == NULL)
+		return (0);
+	if (pack_writer_count(p->pw) == 0) {
+		pack_writer_free(p->pw);
+		p->pw = NULL;
+		return (0);
+	}
+	if (pack_writer_finish_start(p->pw))
+		return (-1);
+	p->finishing = p->pw;
+	p->nfinishing = p->npend;
+	p->pw = NULL;
+	return (0);
+}
+
+int
+packer_flush(struct packer *p)
+{
+	return (finish_start(p) || finish_wait(p) ? -1 : 0);
 }
 
 int
 packer_maybe_flush(struct packer *p)
 {
 	if (p->pw && pack_writer_size(p->pw) >= p->target_size)
-		return (packer_flush(p));
+		return (finish_start(p));
 	return (0);
 }
 
@@ -205,6 +239,7 @@ packer_lookup(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 	}
 	pe = &p->pend[p->npend];
 	memset(pe, 0, sizeof(*pe));
+	memcpy(pe->id, id, CRYPTO_ID_BYTES);
 	pe->rowid = rowid;
 	if (hmap_put(&p->pend_ids, id, (int64_t)p->npend))
 		return (-1);

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +22,13 @@
 #define PACK_VERSION 1
 #define INDEX_ENTRY_BYTES (CRYPTO_ID_BYTES + 1 + 1 + 8 + 4 + 4)
 #define RECORD_AD_BYTES (CRYPTO_ID_BYTES + 1 + CRYPTO_REPO_ID_BYTES + 1 + 4)
-#define WBUF_SIZE (4u << 20)
+#define WBUF_SIZE (2u << 20)
 
+/*
+ * The writer's own thread does the writing: appends fill one buffer while
+ * the thread writes the other, and finishing (fsync, rename, fsync of the
+ * directory) runs there too, so the caller can go on with the next pack.
+ */
 struct pack_writer {
 	struct repo *repo;
 	char name[PACK_NAME_LEN + 1];
@@ -32,10 +38,23 @@ struct pack_writer {
 	uint8_t *key;			/* sodium_malloc'd */
 	struct crypto_hash_state hash;
 	uint64_t size;			/* bytes written incl. buffered */
-	struct buf wbuf;		/* pending writes */
+	struct buf bufs[2];
+	struct buf *wbuf;		/* being filled by appends */
 	struct pack_entry *ents;
 	size_t nents, cap;
-	int failed;
+	int failed;			/* seen by the caller */
+	struct pack_info info;		/* filled when finishing starts */
+
+	/* Shared with the thread, under mu. */
+	pthread_t io;
+	int io_running;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct buf *queued;		/* handed over, not yet written */
+	int finishing;			/* after the queue: make it durable */
+	int quit;			/* free() before finishing */
+	int io_done;			/* the thread is done (finishing) */
+	int io_failed;			/* a write or a durability step failed */
 };
 
 struct pack_reader {
@@ -69,16 +88,69 @@ index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 	memcpy(ad + 4 + CRYPTO_REPO_ID_BYTES, pack_id, 16);
 }
 
+static int make_durable(struct pack_writer *w);
+
+static void *
+io_main(void *arg)
+{
+	struct pack_writer *w = arg;
+	struct buf *b;
+	int failed = 0;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (w->queued == NULL && !w->finishing && !w->quit)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if ((b = w->queued) != NULL) {
+			pthread_mutex_unlock(&w->mu);
+			/* After a failure, only drain: the pack is lost. */
+			if (!failed && fsutil_write_all(w->fd, b->data, b->len,
+			    w->tmp_path))
+				failed = 1;
+			pthread_mutex_lock(&w->mu);
+			if (w->finishing)
+				buf_release(b);	/* the last one */
+			else
+				buf_reset(b);
+			w->queued = NULL;
+			w->io_failed |= failed;
+			pthread_cond_broadcast(&w->cv);
+			continue;
+		}
+		if (w->quit)
+			break;
+		/* finishing, and everything written */
+		pthread_mutex_unlock(&w->mu);
+		if (!failed && make_durable(w))
+			failed = 1;
+		pthread_mutex_lock(&w->mu);
+		w->io_failed |= failed;
+		break;
+	}
+	w->io_done = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return (NULL);
+}
+
+/* Hand the filled buffer to the thread; go on with the other one. */
 static int
 wflush(struct pack_writer *w)
 {
-	if (w->wbuf.len == 0)
+	if (w->wbuf->len == 0)
 		return (0);
-	if (fsutil_write_all(w->fd, w->wbuf.data, w->wbuf.len, w->tmp_path)) {
+	pthread_mutex_lock(&w->mu);
+	while (w->queued != NULL)
+		pthread_cond_wait(&w->cv, &w->mu);
+	if (w->io_failed) {
+		pthread_mutex_unlock(&w->mu);
 		w->failed = 1;
 		return (-1);
 	}
-	buf_reset(&w->wbuf);
+	w->queued = w->wbuf;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	w->wbuf = w->wbuf == &w->bufs[0] ? &w->bufs[1] : &w->bufs[0];
 	return (0);
 }
 
@@ -86,19 +158,14 @@ static int
 wappend(struct pack_writer *w, const void *p, size_t n)
 {
 	w->size += n;
-	if (w->wbuf.len + n > WBUF_SIZE && wflush(w))
+	if (w->wbuf->len + n > WBUF_SIZE && wflush(w))
 		return (-1);
-	if (n >= WBUF_SIZE) {
-		if (fsutil_write_all(w->fd, p, n, w->tmp_path)) {
-			w->failed = 1;
-			return (-1);
-		}
-		return (0);
-	}
-	if (buf_append(&w->wbuf, p, n)) {
+	if (buf_append(w->wbuf, p, n)) {
 		w->failed = 1;
 		return (-1);
 	}
+	if (w->wbuf->len >= WBUF_SIZE && wflush(w))
+		return (-1);
 	return (0);
 }
 
@@ -115,7 +182,11 @@ pack_writer_new(struct repo *r)
 	}
 	w->fd = -1;
 	w->repo = r;
-	buf_init(&w->wbuf);
+	buf_init(&w->bufs[0]);
+	buf_init(&w->bufs[1]);
+	w->wbuf = &w->bufs[0];
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
 	crypto_random(w->pack_id, sizeof(w->pack_id));
 	hex_encode(w->name, w->pack_id, sizeof(w->pack_id));
 	n = strlen(repo_path(r)) + PACK_NAME_LEN + 16;
@@ -130,6 +201,11 @@ pack_writer_new(struct repo *r)
 		log_errno("cannot create pack '%s'", w->tmp_path);
 		goto err;
 	}
+	if (pthread_create(&w->io, NULL, io_main, w)) {
+		log_error("cannot start a thread to write pack '%s'", w->name);
+		goto err;
+	}
+	w->io_running = 1;
 	crypto_random(w->key, CRYPTO_KEY_BYTES);
 	crypto_hash_init(repo_keys(r), &w->hash);
 
@@ -236,17 +312,17 @@ pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
 	    (uint32_t)stored_len)) == NULL)
 		return (-1);
 	/* Seal straight into the write buffer: no extra copy. */
-	if (w->wbuf.len + len > WBUF_SIZE && wflush(w))
+	if (w->wbuf->len + len > WBUF_SIZE && wflush(w))
 		return (-1);
-	if (buf_reserve(&w->wbuf, len)) {
+	if (buf_reserve(w->wbuf, len)) {
 		w->failed = 1;
 		return (-1);
 	}
 	pack_writer_seal(w, type, flags, id, payload, stored_len, plain_len,
-	    w->wbuf.data + w->wbuf.len);
-	w->wbuf.len += len;
+	    w->wbuf->data + w->wbuf->len);
+	w->wbuf->len += len;
 	w->size += len;
-	if (w->wbuf.len >= WBUF_SIZE && wflush(w))
+	if (w->wbuf->len >= WBUF_SIZE && wflush(w))
 		return (-1);
 	w->nents++;
 	if (e)
@@ -273,18 +349,18 @@ pack_writer_count(const struct pack_writer *w)
 }
 
 int
-pack_writer_finish(struct pack_writer *w, struct pack_info *info)
+pack_writer_finish_start(struct pack_writer *w)
 {
 	uint8_t nonce[CRYPTO_NONCE_BYTES], ad[4 + CRYPTO_REPO_ID_BYTES + 16];
 	uint8_t tail[8];
 	struct buf idx = BUF_INIT, ct = BUF_INIT;
-	char *dir = NULL, *dst = NULL;
 	size_t i;
+	int rc = -1;
 
 	if (w->failed)
 		return (-1);
 	if (buf_put_u32(&idx, (uint32_t)w->nents))
-		goto err;
+		goto out;
 	for (i = 0; i < w->nents; i++) {
 		struct pack_entry *e = &w->ents[i];
 
@@ -293,10 +369,10 @@ pack_writer_finish(struct pack_writer *w, struct pack_info *info)
 		    buf_put_u64(&idx, e->offset) ||
 		    buf_put_u32(&idx, e->plain_len) ||
 		    buf_put_u32(&idx, e->stored_len))
-			goto err;
+			goto out;
 	}
 	if (buf_reserve(&ct, idx.len + CRYPTO_TAG_BYTES))
-		goto err;
+		goto out;
 	index_ad(ad, w->repo, w->pack_id);
 	crypto_aead_encrypt(w->key, nonce, ad, sizeof(ad), idx.data, idx.len,
 	    ct.data);
@@ -308,68 +384,105 @@ pack_writer_finish(struct pack_writer *w, struct pack_info *info)
 	crypto_hash_update(&w->hash, tail, sizeof(tail));
 	if (wappend(w, nonce, sizeof(nonce)) || wappend(w, ct.data, ct.len) ||
 	    wappend(w, tail, sizeof(tail)) || wflush(w))
-		goto err;
+		goto out;
+	buf_release(w->wbuf);	/* empty now; the thread frees the other */
+	memcpy(w->info.name, w->name, sizeof(w->info.name));
+	w->info.size = w->size;
+	w->info.count = (uint32_t)w->nents;
+	crypto_hash_final(&w->hash, w->info.hash);
+	pthread_mutex_lock(&w->mu);
+	w->finishing = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	rc = 0;
+out:
+	if (rc)
+		w->failed = 1;
+	buf_release(&idx);
+	buf_release(&ct);
+	return (rc);
+}
 
-	/*
-	 * Durability order (DESIGN.md): data fsynced in tmp/, renamed into
-	 * packs/, the directory fsynced.  Only then may the catalog commit
-	 * rows that point into this pack.
-	 */
+int
+pack_writer_finish_wait(struct pack_writer *w, struct pack_info *info)
+{
+	int failed;
+
+	if (w->failed || !w->io_running)
+		return (-1);
+	pthread_join(w->io, NULL);
+	w->io_running = 0;
+	failed = w->io_failed || !w->finishing;
+	if (failed) {
+		w->failed = 1;
+		return (-1);
+	}
+	if (info)
+		*info = w->info;
+	return (0);
+}
+
+int
+pack_writer_finish(struct pack_writer *w, struct pack_info *info)
+{
+	if (pack_writer_finish_start(w))
+		return (-1);
+	return (pack_writer_finish_wait(w, info));
+}
+
+/*
+ * Durability order (DESIGN.md): data fsynced in tmp/, renamed into
+ * packs/, the directory fsynced.  Only then may the catalog commit rows
+ * that point into this pack.  On the writer's thread.
+ */
+static int
+make_durable(struct pack_writer *w)
+{
+	char *dir = NULL, *dst = NULL;
+	int rc = -1;
+
 	if (fsync(w->fd)) {
 		log_errno("fsync of pack '%s' failed", w->tmp_path);
-		goto err;
+		goto out;
 	}
 	if (close(w->fd)) {
 		w->fd = -1;
 		log_errno("close of pack '%s' failed", w->tmp_path);
-		goto err;
+		goto out;
 	}
 	w->fd = -1;
 	if ((dst = repo_pack_path(w->repo, w->name)) == NULL)
-		goto err;
+		goto out;
 	dir = strndup(dst, strlen(dst) - PACK_NAME_LEN - 1);
 	if (dir == NULL) {
 		log_error("out of memory");
-		goto err;
+		goto out;
 	}
 	if (mkdir(dir, 0700) == 0) {
 		char *packs = strndup(dir, strlen(dir) - 3);
 
 		if (packs == NULL || fsutil_fsync_dir(packs)) {
 			free(packs);
-			goto err;
+			goto out;
 		}
 		free(packs);
 	} else if (errno != EEXIST) {
 		log_errno("cannot create directory '%s'", dir);
-		goto err;
+		goto out;
 	}
 	if (rename(w->tmp_path, dst)) {
 		log_errno("cannot move pack '%s' to '%s'", w->tmp_path, dst);
-		goto err;
+		goto out;
 	}
 	free(w->tmp_path);
 	w->tmp_path = NULL;
 	if (fsutil_fsync_dir(dir))
-		goto err;
-	if (info) {
-		memcpy(info->name, w->name, sizeof(info->name));
-		info->size = w->size;
-		info->count = (uint32_t)w->nents;
-		crypto_hash_final(&w->hash, info->hash);
-	}
+		goto out;
+	rc = 0;
+out:
 	free(dir);
 	free(dst);
-	buf_release(&idx);
-	buf_release(&ct);
-	return (0);
-err:
-	w->failed = 1;
-	free(dir);
-	free(dst);
-	buf_release(&idx);
-	buf_release(&ct);
-	return (-1);
+	return (rc);
 }
 
 void
@@ -377,13 +490,23 @@ pack_writer_free(struct pack_writer *w)
 {
 	if (w == NULL)
 		return;
+	if (w->io_running) {
+		pthread_mutex_lock(&w->mu);
+		w->quit = 1;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->io, NULL);
+	}
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
 	if (w->fd != -1)
 		close(w->fd);
 	if (w->tmp_path)
 		unlink(w->tmp_path);
 	free(w->tmp_path);
 	crypto_secret_free(w->key);
-	buf_release(&w->wbuf);
+	buf_release(&w->bufs[0]);
+	buf_release(&w->bufs[1]);
 	free(w->ents);
 	free(w);
 }
