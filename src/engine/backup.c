@@ -11,13 +11,17 @@
  * after its last pack is durable.
  *
  * Pipeline: the walk reads and cuts files on the calling thread and queues
- * their chunks in a batch (many small files share one).  A full batch is
- * processed in three steps: chunk ids are hashed on all threads; each id
- * is looked up in the catalog in order (SQLite stays on one thread); new
- * chunks are compressed and sealed on all threads, then appended to the
- * pack in order.  A file's entry is recorded once all its chunks are
- * resolved.  A huge checkpoint is cut sequentially, but its chunks are
- * hashed, compressed and encrypted in parallel like anyone else's.
+ * their chunks in a batch (many small files share one).  A full batch goes
+ * through three steps, one batch per step at a time, so that the walk
+ * goes on while the pool works: its chunk ids are hashed on the pool;
+ * then each id is looked up in the catalog, in order, on the calling
+ * thread (SQLite stays on one thread); then its new chunks are compressed
+ * and sealed on the pool; then they are appended to the pack in order.
+ * One pool loop hashes one batch and seals the one before it while the
+ * walk fills the next (advance).  A file's entry is recorded once all its
+ * chunks are in the pack.  A huge checkpoint is cut sequentially, but its
+ * chunks are hashed, compressed and encrypted in parallel like anyone
+ * else's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +38,10 @@
 #include "coffer/status.h"
 #include "engine-int.h"
 
-#define BATCH_BYTES (4u << 20)
+#define BATCH_BYTES (2u << 20)
+#define NBATCH 3	/* filling, hashing, sealing */
 
-enum { READING, CLOSED, DEAD };
+enum { READING, CLOSED, DEAD, FINISHED };
 
 /* A regular file being stored; its entry is recorded when complete. */
 struct pfile {
@@ -47,6 +52,7 @@ struct pfile {
 	uint8_t (*ids)[CRYPTO_ID_BYTES];
 	size_t nrefs, caprefs;
 	size_t outstanding;		/* chunks queued, not yet resolved */
+	size_t inflight;		/* chunks in batches, of any attempt */
 	uint32_t gen;			/* read attempt (a reread restarts) */
 	int state;
 };
@@ -68,7 +74,14 @@ struct job {
 /* Per-thread state for sealing. */
 struct worker {
 	struct compressor *z;
-	struct buf zbuf;
+};
+
+/* Chunks on their way into the pack, with their bytes. */
+struct batch {
+	struct buf data;		/* chunk bytes */
+	struct job *jobs;
+	size_t njobs, capjobs;
+	struct buf recs;		/* sealed records of the new chunks */
 };
 
 struct backup {
@@ -102,14 +115,13 @@ struct backup {
 	struct pfile *cur;
 	struct chunk_stream *cs;
 
-	/* The batch. */
+	/* The batches: the walk fills one while the pool hashes the one
+	 * before and seals the one before that. */
 	struct pool *pool;
 	struct worker *workers;
-	struct buf data;		/* chunk bytes */
-	struct job *jobs;
-	size_t njobs, capjobs;
-	struct buf recs;		/* sealed records */
-	int batch_failed;
+	struct batch batches[NBATCH];
+	struct batch *fill, *hashing, *sealing;
+	int running;			/* a pool loop is on them */
 
 	struct progress progress;
 };
@@ -193,110 +205,133 @@ pfile_finish(struct backup *b, struct pfile *f)
 }
 
 static void
-hash_job(void *arg, size_t i, int worker)
+hash_job(struct backup *b, struct batch *bt, struct job *j)
 {
-	struct backup *b = arg;
-	struct job *j = &b->jobs[i];
-
-	crypto_chunk_id(repo_keys(b->repo), b->data.data + j->off, j->len,
+	crypto_chunk_id(repo_keys(b->repo), bt->data.data + j->off, j->len,
 	    j->id);
 }
 
+/*
+ * Compress a new chunk straight into its record's place (a result is only
+ * kept when smaller than the chunk, so it fits), then encrypt it there.
+ */
 static void
-seal_job(void *arg, size_t i, int worker)
+seal_job(struct backup *b, struct batch *bt, struct job *j, int worker)
 {
-	struct backup *b = arg;
-	struct job *j = &b->jobs[i];
 	struct worker *wk = &b->workers[worker];
-	const uint8_t *src = b->data.data + j->off;
-	const void *payload = src;
-	size_t stored = j->len, zl;
-	uint8_t flags = 0;
+	const uint8_t *src = bt->data.data + j->off;
+	uint8_t *rec = bt->recs.data + j->rec_off;
+	uint8_t *payload = rec + PACK_RECORD_HEADER_BYTES;
+	size_t zl;
 
 	if (!j->isnew)
 		return;
-	if (buf_reserve(&wk->zbuf, compressor_bound(j->len))) {
-		j->failed = 1;
-		return;
-	}
-	zl = compressor_compress(wk->z, src, j->len, wk->zbuf.data,
-	    wk->zbuf.cap);
+	zl = compressor_compress(wk->z, src, j->len, payload, j->len);
 	if (zl == (size_t)-1) {
 		j->failed = 1;
 		return;
 	}
 	if (zl > 0) {
-		payload = wk->zbuf.data;
-		stored = zl;
-		flags = PACK_FLAG_ZSTD;
+		pack_writer_seal(b->packer.pw, PACK_REC_DATA, PACK_FLAG_ZSTD,
+		    j->id, payload, zl, j->len, rec);
+		j->rec_len = PACK_RECORD_SIZE(zl);
+	} else {
+		pack_writer_seal(b->packer.pw, PACK_REC_DATA, 0, j->id, src,
+		    j->len, j->len, rec);
+		j->rec_len = PACK_RECORD_SIZE(j->len);
 	}
-	pack_writer_seal(b->packer.pw, PACK_REC_DATA, flags, j->id, payload,
-	    stored, j->len, b->recs.data + j->rec_off);
-	j->rec_len = PACK_RECORD_SIZE(stored);
 }
 
-/*
- * Process the batch: hash (parallel), look up (serial), compress and seal
- * (parallel), append (serial); then record the files it completed.
- */
-static int
-process_batch(struct backup *b)
+/* A pool loop's index: the sealing batch's chunks, then the hashing one's. */
+static void
+stage_job(void *arg, size_t i, int worker)
 {
-	struct pfile **fp, *f;
+	struct backup *b = arg;
+	size_t ns = b->sealing ? b->sealing->njobs : 0;
+
+	if (i < ns)
+		seal_job(b, b->sealing, &b->sealing->jobs[i], worker);
+	else
+		hash_job(b, b->hashing, &b->hashing->jobs[i - ns]);
+}
+
+/* Look the hashed batch's ids up, in order; room for the new ones. */
+static int
+lookup_batch(struct backup *b, struct batch *bt)
+{
 	size_t i, need = 0;
 	int k;
 
-	if (b->njobs > 0) {
-		pool_run(b->pool, b->njobs, hash_job, b);
-		for (i = 0; i < b->njobs; i++) {
-			struct job *j = &b->jobs[i];
+	for (i = 0; i < bt->njobs; i++) {
+		struct job *j = &bt->jobs[i];
 
-			if ((k = packer_lookup(&b->packer, j->id, &j->rowid)) <
-			    0)
-				return (-1);
-			j->isnew = k == 0;
-			if (j->isnew) {
-				j->rec_off = need;
-				need += PACK_RECORD_SIZE(
-				    compressor_bound(j->len));
-			}
+		if ((k = packer_lookup(&b->packer, j->id, &j->rowid)) < 0)
+			return (-1);
+		j->isnew = k == 0;
+		if (j->isnew) {
+			j->rec_off = need;
+			need += PACK_RECORD_SIZE(j->len);
 		}
-		if (need > 0) {
-			if (packer_writer(&b->packer) == NULL ||
-			    buf_reserve(&b->recs, need))
-				return (-1);
-			pool_run(b->pool, b->njobs, seal_job, b);
-		}
-		for (i = 0; i < b->njobs; i++) {
-			struct job *j = &b->jobs[i];
-
-			if (j->isnew) {
-				if (j->failed) {
-					log_error("cannot compress a chunk of "
-					    "'%s'", j->f->e.path);
-					return (-1);
-				}
-				if (packer_append(&b->packer, j->id,
-				    b->recs.data + j->rec_off, j->rec_len,
-				    j->len))
-					return (-1);
-			}
-			f = j->f;
-			if (j->gen != f->gen || f->state == DEAD)
-				continue;	/* from an abandoned read */
-			f->refs[j->ref].chunk_rowid = j->rowid;
-			memcpy(f->ids[j->ref], j->id, CRYPTO_ID_BYTES);
-			f->outstanding--;
-		}
-		b->njobs = 0;
-		buf_reset(&b->data);
 	}
-	/* No job points at a file now: finish or drop what is done. */
-	for (fp = &b->pending; (f = *fp) != NULL;) {
-		if (f->state == DEAD ||
-		    (f->state == CLOSED && f->outstanding == 0)) {
-			if (f->state == CLOSED && pfile_finish(b, f))
+	buf_reset(&bt->recs);
+	if (need > 0 && (packer_writer(&b->packer) == NULL ||
+	    buf_reserve(&bt->recs, need)))
+		return (-1);
+	return (0);
+}
+
+/* Append the sealed batch's new chunks, in order; resolve its chunks. */
+static int
+append_batch(struct backup *b, struct batch *bt)
+{
+	struct pfile *f;
+	size_t i;
+
+	for (i = 0; i < bt->njobs; i++) {
+		struct job *j = &bt->jobs[i];
+
+		if (j->isnew) {
+			if (j->failed) {
+				log_error("cannot compress a chunk of '%s'",
+				    j->f->e.path);
 				return (-1);
+			}
+			if (packer_append(&b->packer, j->id,
+			    bt->recs.data + j->rec_off, j->rec_len, j->len))
+				return (-1);
+		}
+		f = j->f;
+		f->inflight--;
+		if (j->gen != f->gen || f->state == DEAD)
+			continue;	/* from an abandoned read */
+		f->refs[j->ref].chunk_rowid = j->rowid;
+		memcpy(f->ids[j->ref], j->id, CRYPTO_ID_BYTES);
+		f->outstanding--;
+	}
+	bt->njobs = 0;
+	/* Room for a full batch stays; what a huge chunk took goes back. */
+	buf_trim(&bt->data, 2 * BATCH_BYTES);
+	buf_trim(&bt->recs, 2 * BATCH_BYTES);
+	return (0);
+}
+
+/*
+ * Record the files whose chunks are all in the pack, and forget the ones
+ * no batch points at any more.
+ */
+static int
+finish_files(struct backup *b)
+{
+	struct pfile **fp, *f;
+
+	for (fp = &b->pending; (f = *fp) != NULL;) {
+		if (f->state == CLOSED && f->outstanding == 0) {
+			if (pfile_finish(b, f))
+				return (-1);
+			f->state = FINISHED;
+		}
+		if ((f->state == DEAD || f->state == FINISHED) &&
+		    f->inflight == 0) {
 			*fp = f->next;
 			pfile_free(f);
 		} else
@@ -306,13 +341,73 @@ process_batch(struct backup *b)
 	for (f = b->pending; f; f = f->next) {
 		uint8_t key[16];
 
-		if (f->e.nlink > 1) {
+		if (f->e.nlink > 1 && f->state != FINISHED &&
+		    f->state != DEAD) {
 			link_key(key, &f->e);
 			if (hmap_put(&b->pending_links, key, 1))
 				return (-1);
 		}
 	}
-	return (packer_maybe_flush(&b->packer));
+	return (0);
+}
+
+/*
+ * One step of the pipeline: wait for the pool; the sealed batch goes into
+ * the pack (and the files it completes into the catalog); the hashed batch
+ * is looked up and will be sealed; the filled batch will be hashed; and
+ * the pool starts on both while the walk fills an empty batch.
+ */
+static int
+advance(struct backup *b)
+{
+	struct batch *empty;
+	size_t n = 0;
+
+	if (b->running) {
+		pool_wait(b->pool);
+		b->running = 0;
+	}
+	empty = b->sealing;
+	if (b->sealing) {
+		if (append_batch(b, b->sealing))
+			return (-1);
+		b->sealing = NULL;
+	}
+	if (finish_files(b) || packer_maybe_flush(&b->packer))
+		return (-1);
+	if (b->hashing) {
+		if (lookup_batch(b, b->hashing))
+			return (-1);
+		b->sealing = b->hashing;
+		b->hashing = NULL;
+		n += b->sealing->njobs;
+	}
+	if (b->fill->njobs > 0) {
+		b->hashing = b->fill;
+		n += b->hashing->njobs;
+		if (empty == NULL) {
+			/* The one batch in no step. */
+			for (empty = b->batches; empty == b->hashing ||
+			    empty == b->sealing; empty++)
+				;
+		}
+		b->fill = empty;
+	}
+	if (n > 0) {
+		pool_start(b->pool, n, stage_job, b);
+		b->running = 1;
+	}
+	return (0);
+}
+
+/* Everything queued is in the pack, and its files recorded. */
+static int
+drain(struct backup *b)
+{
+	while (b->running || b->sealing || b->hashing || b->fill->njobs > 0)
+		if (advance(b))
+			return (-1);
+	return (0);
 }
 
 /* Queue one chunk of the file being read. */
@@ -322,18 +417,21 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 	struct pfile *f = b->cur;
 	struct job *j;
 
-	if (b->data.len + len > BATCH_BYTES && b->njobs > 0 &&
-	    process_batch(b))
-		return (-1);
-	if (b->njobs == b->capjobs) {
-		size_t cap = b->capjobs ? b->capjobs * 2 : 256;
+	struct batch *bt;
 
-		if ((j = reallocarray(b->jobs, cap, sizeof(*j))) == NULL) {
+	if (b->fill->data.len + len > BATCH_BYTES && b->fill->njobs > 0 &&
+	    advance(b))
+		return (-1);
+	bt = b->fill;
+	if (bt->njobs == bt->capjobs) {
+		size_t cap = bt->capjobs ? bt->capjobs * 2 : 256;
+
+		if ((j = reallocarray(bt->jobs, cap, sizeof(*j))) == NULL) {
 			log_error("out of memory");
 			return (-1);
 		}
-		b->jobs = j;
-		b->capjobs = cap;
+		bt->jobs = j;
+		bt->capjobs = cap;
 	}
 	if (f->nrefs == f->caprefs) {
 		size_t cap = f->caprefs ? f->caprefs * 2 : 16;
@@ -352,21 +450,22 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 		f->ids = ids;
 		f->caprefs = cap;
 	}
-	j = &b->jobs[b->njobs];
+	j = &bt->jobs[bt->njobs];
 	memset(j, 0, sizeof(*j));
 	j->f = f;
 	j->gen = f->gen;
 	j->ref = f->nrefs;
-	j->off = b->data.len;
+	j->off = bt->data.len;
 	j->len = (uint32_t)len;
-	if (buf_append(&b->data, data, len))
+	if (buf_append(&bt->data, data, len))
 		return (-1);
 	f->refs[f->nrefs].chunk_rowid = 0;
 	f->refs[f->nrefs].file_offset = (uint64_t)off;
 	f->refs[f->nrefs].len = (uint32_t)len;
 	f->nrefs++;
 	f->outstanding++;
-	b->njobs++;
+	f->inflight++;
+	bt->njobs++;
 	return (0);
 }
 
@@ -531,9 +630,9 @@ known_link(struct backup *b, const struct entry *e, int64_t *cid)
 	link_key(key, e);
 	if (hmap_get(&b->links, key, cid))
 		return (1);
-	/* Its first name is still in the batch: finish that first. */
+	/* Its first name is still on its way: finish that first. */
 	if (hmap_get(&b->pending_links, key, &one)) {
-		if (process_batch(b))
+		if (drain(b))
 			return (-1);
 		if (hmap_get(&b->links, key, cid))
 			return (1);
@@ -634,8 +733,8 @@ walk_source(struct backup *b)
 		}
 		progress_update(&b->progress, 1, 0);
 	}
-	/* The last batch: every file it holds is then recorded. */
-	if (rc == 0 && process_batch(b))
+	/* The last batches: every file is then recorded. */
+	if (rc == 0 && drain(b))
 		rc = -1;
 	b->walk = NULL;
 	fs_walk_close(w);
@@ -744,8 +843,7 @@ engine_backup(struct repo *r, struct catalog *c,
 		if ((b.workers[i].z = compressor_new(o->compress_level ?
 		    o->compress_level : DEFAULT_ZSTD_LEVEL)) == NULL)
 			goto out;
-	if (buf_reserve(&b.data, BATCH_BYTES + (size_t)b.max_chunk))
-		goto out;
+	b.fill = &b.batches[0];
 
 	crypto_random(sid, sizeof(sid));
 	hex_encode(s.sid, sid, sizeof(sid));
@@ -818,6 +916,9 @@ engine_backup(struct repo *r, struct catalog *c,
 	res->warnings = s.warnings;
 	status = res->warnings ? STATUS_WARN : STATUS_OK;
 out:
+	/* A failed run may leave the pool on the batches. */
+	if (b.running)
+		pool_wait(b.pool);
 	progress_done(&b.progress);
 	catalog_resolver_free(b.view);
 	if (in_txn)
@@ -828,9 +929,11 @@ out:
 	hmap_release(&b.links);
 	hmap_release(&b.pending_links);
 	chunk_stream_free(b.cs);
-	buf_release(&b.data);
-	buf_release(&b.recs);
-	free(b.jobs);
+	for (i = 0; i < NBATCH; i++) {
+		buf_release(&b.batches[i].data);
+		buf_release(&b.batches[i].recs);
+		free(b.batches[i].jobs);
+	}
 	while (b.pending) {
 		struct pfile *f = b.pending;
 
@@ -838,10 +941,8 @@ out:
 		pfile_free(f);
 	}
 	if (b.workers)
-		for (i = 0; i < pool_threads(b.pool); i++) {
+		for (i = 0; i < pool_threads(b.pool); i++)
 			compressor_free(b.workers[i].z);
-			buf_release(&b.workers[i].zbuf);
-		}
 	free(b.workers);
 	pool_free(b.pool);
 	catalog_snapshot_release(&s);
