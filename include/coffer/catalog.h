@@ -254,6 +254,9 @@ int catalog_snapshot_materialize(struct catalog *c, int64_t src, int64_t dst,
  */
 int catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
     struct buf *out);
+/* The same, after what out holds (a record's header, say: no copy). */
+int catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
+    struct buf *out);
 
 /*
  * Integrity: verify, audit and drills (src/catalog/verify.c).

@@ -164,7 +164,7 @@ out:
 }
 
 int
-catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
+catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
     struct buf *out)
 {
 	sqlite3 *mem = NULL;
@@ -228,7 +228,6 @@ catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
 		    (long long)snapshot_id);
 		goto out;
 	}
-	buf_reset(out);
 	if (buf_append(out, img, (size_t)size))
 		goto out;
 	ret = 0;
@@ -237,4 +236,12 @@ out:
 		sqlite3_free(img);
 	sqlite3_close(mem);
 	return (ret);
+}
+
+int
+catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
+    struct buf *out)
+{
+	buf_reset(out);
+	return (catalog_snapshot_export_append(c, snapshot_id, out));
 }

@@ -400,6 +400,21 @@ advance(struct backup *b)
 	return (0);
 }
 
+/* Their memory, once no loop runs on them. */
+static void
+release_batches(struct backup *b)
+{
+	int i;
+
+	for (i = 0; i < NBATCH; i++) {
+		buf_release(&b->batches[i].data);
+		buf_release(&b->batches[i].recs);
+		free(b->batches[i].jobs);
+		b->batches[i].jobs = NULL;
+		b->batches[i].njobs = b->batches[i].capjobs = 0;
+	}
+}
+
 /* Everything queued is in the pack, and its files recorded. */
 static int
 drain(struct backup *b)
@@ -877,6 +892,11 @@ engine_backup(struct repo *r, struct catalog *c,
 	b.snapshot_id = s.id;
 	if (walk_source(&b))
 		goto out;
+	/* The record is built next, at the run's peak: drop what the
+	 * walk no longer needs first. */
+	release_batches(&b);
+	chunk_stream_free(b.cs);
+	b.cs = NULL;
 	progress_done(&b.progress);
 	if (b.level != LEVEL_FULL &&
 	    catalog_resolver_tombstones(b.view, s.id, &deleted))
@@ -929,11 +949,7 @@ out:
 	hmap_release(&b.links);
 	hmap_release(&b.pending_links);
 	chunk_stream_free(b.cs);
-	for (i = 0; i < NBATCH; i++) {
-		buf_release(&b.batches[i].data);
-		buf_release(&b.batches[i].recs);
-		free(b.batches[i].jobs);
-	}
+	release_batches(&b);
 	while (b.pending) {
 		struct pfile *f = b.pending;
 

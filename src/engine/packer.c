@@ -23,14 +23,14 @@
 /* What a snapshot record's signature covers: context, repository, rows,
  * so that a record cannot be replayed into another repository or passed
  * off as another kind of signed thing. */
+static const char record_ctx[] = "coffer-snapshot";
+
 static int
 record_message(struct buf *msg, const struct repo *r, const uint8_t *img,
     size_t len)
 {
-	static const char ctx[] = "coffer-snapshot";
-
 	buf_reset(msg);
-	return (buf_append(msg, ctx, sizeof(ctx)) ||
+	return (buf_append(msg, record_ctx, sizeof(record_ctx)) ||
 	    buf_append(msg, repo_id(r), CRYPTO_REPO_ID_BYTES) ||
 	    buf_append(msg, img, len) ? -1 : 0);
 }
@@ -177,33 +177,42 @@ packer_maybe_flush(struct packer *p)
 	return (0);
 }
 
-/* Compress (when it pays) and append one record to the open pack. */
+/*
+ * Compress (when it pays) and append one record to the open pack.  The
+ * data's buffer is released once compressed: records are large.
+ */
 static int
 write_record(struct packer *p, uint8_t type, const uint8_t *id,
-    const void *data, size_t len, struct pack_entry *ent)
+    struct buf *data, struct pack_entry *ent)
 {
-	const void *payload = data;
-	size_t stored = len, zl;
+	const void *payload = data->data;
+	size_t len = data->len, stored = len, zl;
 	uint8_t flags = 0;
+	int rc = -1;
 
 	if (p->pw == NULL && (p->pw = pack_writer_new(p->repo)) == NULL)
-		return (-1);
+		goto out;
 	if (buf_reserve(&p->zbuf, compressor_bound(len)))
-		return (-1);
-	zl = compressor_compress(p->z, data, len, p->zbuf.data, p->zbuf.cap);
+		goto out;
+	zl = compressor_compress(p->z, data->data, len, p->zbuf.data,
+	    p->zbuf.cap);
 	if (zl == (size_t)-1)
-		return (-1);
+		goto out;
 	if (zl > 0) {
+		buf_release(data);
 		payload = p->zbuf.data;
 		stored = zl;
 		flags |= PACK_FLAG_ZSTD;
 	}
 	if (pack_writer_add(p->pw, type, flags, id, payload, stored,
 	    (uint32_t)len, ent))
-		return (-1);
+		goto out;
 	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
 	    CRYPTO_TAG_BYTES);
-	return (0);
+	rc = 0;
+out:
+	buf_release(&p->zbuf);
+	return (rc);
 }
 
 int
@@ -276,33 +285,42 @@ packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 int
 packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 {
-	struct buf img = BUF_INIT, rec = BUF_INIT, msg = BUF_INIT;
+	/*
+	 * One buffer, no copy of the image (it is the run's largest
+	 * allocation): the signed message (record_message's context,
+	 * repository id, image) is built behind room for the record's
+	 * header, which then takes the place of the context and id.
+	 */
+	const size_t pre = sizeof(record_ctx) + CRYPTO_REPO_ID_BYTES;
+	const size_t pad = SNAPSHOT_RECORD_HEADER - pre;
+	struct buf rec = BUF_INIT;
 	uint8_t sig[CRYPTO_SIG_BYTES], id[CRYPTO_ID_BYTES];
 	int rc = -1;
 
-	if (catalog_snapshot_export(p->cat, s->id, &img))
+	if (buf_reserve(&rec, pad))
 		goto out;
-	if (record_message(&msg, p->repo, img.data, img.len))
+	memset(rec.data, 0, pad);
+	rec.len = pad;
+	if (buf_append(&rec, record_ctx, sizeof(record_ctx)) ||
+	    buf_append(&rec, repo_id(p->repo), CRYPTO_REPO_ID_BYTES) ||
+	    catalog_snapshot_export_append(p->cat, s->id, &rec))
 		goto out;
-	crypto_sign_msg(repo_keys(p->repo), msg.data, msg.len, sig);
-	if (buf_append(&rec, SNAPSHOT_RECORD_MAGIC, 4) ||
-	    buf_put_u8(&rec, SNAPSHOT_RECORD_VERSION) ||
-	    buf_append(&rec, sig, sizeof(sig)) ||
-	    buf_append(&rec, img.data, img.len))
-		goto out;
+	crypto_sign_msg(repo_keys(p->repo), rec.data + pad, rec.len - pad,
+	    sig);
+	memcpy(rec.data, SNAPSHOT_RECORD_MAGIC, 4);
+	rec.data[4] = SNAPSHOT_RECORD_VERSION;
+	memcpy(rec.data + 5, sig, sizeof(sig));
 	if (rec.len > PACK_RECORD_MAX) {
 		log_error("snapshot record is too large (%zu bytes)", rec.len);
 		goto out;
 	}
 	crypto_chunk_id(repo_keys(p->repo), rec.data, rec.len, id);
-	if (write_record(p, PACK_REC_SNAPSHOT, id, rec.data, rec.len, NULL))
+	if (write_record(p, PACK_REC_SNAPSHOT, id, &rec, NULL))
 		goto out;
 	memcpy(s->record_pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
 	rc = 0;
 out:
-	buf_release(&img);
 	buf_release(&rec);
-	buf_release(&msg);
 	return (rc);
 }
 
