@@ -59,9 +59,9 @@ if [ -e "$BD" ]; then
 fi
 mkdir -p "$BD" "$BD/bin" "$BD/logs" "$BD/repo" "$BD/dedup"
 : > "$BD/.coffer-bench"
-# Peak disk use is about 13 GiB per unit of scale (the tree, three
-# repositories, a restored tree, the dedup repositories).
-need_kib=$(awk -v s="$SCALE" 'BEGIN { printf "%d", s * 13 * 1024 * 1024 + 1048576 }')
+# Peak disk use is about 18 GiB per unit of scale (the tree, three
+# repositories, three restored trees, the dedup repositories).
+need_kib=$(awk -v s="$SCALE" 'BEGIN { printf "%d", s * 18 * 1024 * 1024 + 1048576 }')
 avail_kib=$(df -Pk "$BD" | awk 'NR == 2 { print $4 }')
 [ "$avail_kib" -ge "$need_kib" ] ||
 	die "$BD: $((avail_kib / 1048576)) GiB free, scale $SCALE needs about $((need_kib / 1048576)) GiB (set BENCH_DIR or BENCH_SCALE)"
@@ -237,14 +237,18 @@ done
 # Untimed after each restore: coffer's restored tree must be the source
 # (diff -r; coffer restores the dataset root's contents into the target);
 # restic's and borg's (the absolute path below the target) must have as
-# many files and bytes.
+# many files and bytes.  Each tool restores into its own directory and all
+# are removed only after the last restore: on ext4 without a journal, a
+# file created soon after many were deleted costs a scan past every
+# recently deleted inode (find_inode_bit), which would slow whichever tool
+# restores right after another's tree was removed.
 RESTORE_CHECK=
 for t in $TOOLS; do
-	rm -rf "$BD/restore"
-	restore "$t" "$BD/repo/$t" mutated "$BD/restore"
+	rm -rf "$BD/restore-$t"
+	restore "$t" "$BD/repo/$t" mutated "$BD/restore-$t"
 	case $t in
 	coffer)
-		if [ -d "$BD/restore" ] && diff -r -q "$TREE" "$BD/restore" \
+		if [ -d "$BD/restore-$t" ] && diff -r -q "$TREE" "$BD/restore-$t" \
 		    > "$BD/logs/$t-restore.diff" 2>&1; then
 			RESTORE_CHECK="$RESTORE_CHECK $t=identical"
 		else
@@ -255,7 +259,7 @@ for t in $TOOLS; do
 			} >> "$FAILS"
 		fi ;;
 	*)
-		got=$(find "$BD/restore$TREE" -type f -printf '%s\n' 2>/dev/null |
+		got=$(find "$BD/restore-$t$TREE" -type f -printf '%s\n' 2>/dev/null |
 			awk '{ n++; s += $1 } END { print n + 0, s + 0 }')
 		if [ "$got" = "$FILES1 $BYTES1" ]; then
 			RESTORE_CHECK="$RESTORE_CHECK $t=same-size"
@@ -263,8 +267,8 @@ for t in $TOOLS; do
 			RESTORE_CHECK="$RESTORE_CHECK $t=DIFFERS"
 		fi ;;
 	esac
-	rm -rf "$BD/restore"
 done
+for t in $TOOLS; do rm -rf "$BD/restore-$t"; done
 
 COFFER_VERIFY=yes
 "$COFFER" help verify >/dev/null 2>&1 || COFFER_VERIFY=no
