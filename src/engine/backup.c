@@ -38,7 +38,7 @@
 #include "coffer/status.h"
 #include "engine-int.h"
 
-#define BATCH_BYTES (2u << 20)
+#define BATCH_BYTES (6u << 20)
 #define NBATCH 3	/* filling, hashing, sealing */
 
 enum { READING, CLOSED, DEAD, FINISHED };
@@ -67,7 +67,7 @@ struct job {
 	uint8_t id[CRYPTO_ID_BYTES];
 	int64_t rowid;
 	int isnew;
-	size_t rec_off, rec_len;	/* sealed record in the batch's recs */
+	size_t rec_off, rec_len;	/* sealed record in recs */
 	int failed;
 };
 
@@ -81,7 +81,6 @@ struct batch {
 	struct buf data;		/* chunk bytes */
 	struct job *jobs;
 	size_t njobs, capjobs;
-	struct buf recs;		/* sealed records of the new chunks */
 };
 
 struct backup {
@@ -121,6 +120,7 @@ struct backup {
 	struct worker *workers;
 	struct batch batches[NBATCH];
 	struct batch *fill, *hashing, *sealing;
+	struct buf recs;		/* the sealing batch's new records */
 	int running;			/* a pool loop is on them */
 
 	struct progress progress;
@@ -220,7 +220,7 @@ seal_job(struct backup *b, struct batch *bt, struct job *j, int worker)
 {
 	struct worker *wk = &b->workers[worker];
 	const uint8_t *src = bt->data.data + j->off;
-	uint8_t *rec = bt->recs.data + j->rec_off;
+	uint8_t *rec = b->recs.data + j->rec_off;
 	uint8_t *payload = rec + PACK_RECORD_HEADER_BYTES;
 	size_t zl;
 
@@ -273,9 +273,9 @@ lookup_batch(struct backup *b, struct batch *bt)
 			need += PACK_RECORD_SIZE(j->len);
 		}
 	}
-	buf_reset(&bt->recs);
+	buf_reset(&b->recs);
 	if (need > 0 && (packer_writer(&b->packer) == NULL ||
-	    buf_reserve(&bt->recs, need)))
+	    buf_reserve(&b->recs, need)))
 		return (-1);
 	return (0);
 }
@@ -297,7 +297,7 @@ append_batch(struct backup *b, struct batch *bt)
 				return (-1);
 			}
 			if (packer_append(&b->packer, j->id,
-			    bt->recs.data + j->rec_off, j->rec_len, j->len))
+			    b->recs.data + j->rec_off, j->rec_len, j->len))
 				return (-1);
 		}
 		f = j->f;
@@ -311,7 +311,7 @@ append_batch(struct backup *b, struct batch *bt)
 	bt->njobs = 0;
 	/* Room for a full batch stays; what a huge chunk took goes back. */
 	buf_trim(&bt->data, 2 * BATCH_BYTES);
-	buf_trim(&bt->recs, 2 * BATCH_BYTES);
+	buf_trim(&b->recs, 2 * BATCH_BYTES);
 	return (0);
 }
 
@@ -406,9 +406,9 @@ release_batches(struct backup *b)
 {
 	int i;
 
+	buf_release(&b->recs);
 	for (i = 0; i < NBATCH; i++) {
 		buf_release(&b->batches[i].data);
-		buf_release(&b->batches[i].recs);
 		free(b->batches[i].jobs);
 		b->batches[i].jobs = NULL;
 		b->batches[i].njobs = b->batches[i].capjobs = 0;
