@@ -130,7 +130,9 @@ finish_wait(struct packer *p)
 	if (catalog_commit(p->cat) || catalog_begin(p->cat))
 		return (-1);
 	/* Located chunks are found in the catalog from now on. */
-	memmove(p->pend, p->pend + n, (p->npend - n) * sizeof(*p->pend));
+	if (p->npend > n)
+		memmove(p->pend, p->pend + n,
+		    (p->npend - n) * sizeof(*p->pend));
 	p->npend -= n;
 	p->nfinishing = 0;
 	hmap_clear(&p->pend_ids);
