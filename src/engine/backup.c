@@ -177,7 +177,8 @@ pfile_new(const struct entry *e)
 static int
 pfile_finish(struct backup *b, struct pfile *f)
 {
-	struct crypto_hash_state hs;
+	/* Zeroed only for cppcheck, which cannot see init set it. */
+	struct crypto_hash_state hs = { 0 };
 	uint8_t hash[32], lenoff[16], key[16];
 	size_t i;
 
