@@ -68,16 +68,20 @@ int packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
     const uint8_t *rec, size_t len, uint32_t plain_len);
 
 /*
- * Finish the open pack (durable in packs/), record it and locate its
- * chunks in the catalog, commit, and open the next transaction.  The
- * catalog must be inside a transaction.  0 or -1.
+ * Make every pack durable in packs/ (the one finishing in the background
+ * and the open one), record them and locate their chunks in the catalog,
+ * then commit once, and open the next transaction: nothing the caller's
+ * transaction holds commits before all of it is durable.  The catalog
+ * must be inside a transaction.  0 or -1.
  */
 int packer_flush(struct packer *p);
 
 /*
  * When the open pack has reached its target size, start finishing it in
  * the background and go on with a new one; it is recorded and committed
- * here, the next time a pack is full, or by packer_flush.
+ * here the next time a pack is full (committing the caller's transaction
+ * too: only for a run whose snapshot is still running), or by
+ * packer_flush.
  */
 int packer_maybe_flush(struct packer *p);
 

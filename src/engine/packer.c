@@ -92,11 +92,12 @@ packer_release(struct packer *p)
 }
 
 /*
- * The finishing pack is durable: record it, locate its chunks, commit, and
- * forget them (the chunks of the open pack move to the front of pend).
+ * Wait until the finishing pack is durable, then record it and locate its
+ * chunks (in the open transaction: the caller commits) and forget them;
+ * the chunks of the open pack move to the front of pend.
  */
 static int
-finish_wait(struct packer *p)
+locate_finished(struct packer *p)
 {
 	struct catalog_chunk_loc loc;
 	struct pack_info info;
@@ -127,8 +128,6 @@ finish_wait(struct packer *p)
 		    &loc))
 			return (-1);
 	}
-	if (catalog_commit(p->cat) || catalog_begin(p->cat))
-		return (-1);
 	/* Located chunks are found in the catalog from now on. */
 	if (p->npend > n)
 		memmove(p->pend, p->pend + n,
@@ -144,12 +143,10 @@ finish_wait(struct packer *p)
 	return (0);
 }
 
-/* Hand the open pack to its thread to be made durable. */
+/* Hand the open pack to its thread to be made durable (none finishing). */
 static int
 finish_start(struct packer *p)
 {
-	if (finish_wait(p))
-		return (-1);
 	if (p->pw == NULL)
 		return (0);
 	if (pack_writer_count(p->pw) == 0) {
@@ -165,18 +162,35 @@ finish_start(struct packer *p)
 	return (0);
 }
 
+/*
+ * Both packs durable and located before the one commit: the caller's
+ * transaction may hold what must not commit before them (a snapshot
+ * turning complete, its record's pack).
+ */
 int
 packer_flush(struct packer *p)
 {
-	return (finish_start(p) || finish_wait(p) ? -1 : 0);
+	if (locate_finished(p) || finish_start(p) || locate_finished(p))
+		return (-1);
+	if (catalog_commit(p->cat) || catalog_begin(p->cat))
+		return (-1);
+	return (0);
 }
 
+/*
+ * Mid-run: the pack before is located and committed with whatever the
+ * run has done so far (its snapshot is still running), and the full one
+ * starts finishing.
+ */
 int
 packer_maybe_flush(struct packer *p)
 {
-	if (p->pw && pack_writer_size(p->pw) >= p->target_size)
-		return (finish_start(p));
-	return (0);
+	if (p->pw == NULL || pack_writer_size(p->pw) < p->target_size)
+		return (0);
+	if (p->finishing != NULL && (locate_finished(p) ||
+	    catalog_commit(p->cat) || catalog_begin(p->cat)))
+		return (-1);
+	return (finish_start(p));
 }
 
 /*

@@ -89,4 +89,35 @@ test_expect_success 'the new snapshot restores identically' '
 	cmp src/bulk/shard-8 out-latest/bulk/shard-8
 '
 
+command -v gdb >/dev/null && test_set_prereq GDB
+
+# The last packs are made durable at the end of the run, in the background
+# while the snapshot record is written: stop the process right there, as
+# the last pack starts finishing, and it must not have committed the
+# snapshot as complete (that state commits only once every pack is in
+# packs/).
+test_expect_success GDB 'killed as its last pack is finishing: not complete' '
+	rm -rf src/late && mkdir src/late &&
+	random_file src/late/a 6 && random_file src/late/b 3 &&
+	n0=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
+	    "print scalar grep { \$_->{state} eq q(complete) } \
+	    @{decode_json(<STDIN>)}") &&
+	COFFER_PACK_SIZE=4000000 gdb -q -batch -nx \
+	    -ex "set breakpoint pending on" \
+	    -ex "break packer_flush" -ex run \
+	    -ex "break pack_writer_finish_start" -ex continue \
+	    -ex kill \
+	    --args "$COFFER" -r repo backup ds src >gdb.out 2>&1 &&
+	cat gdb.out &&
+	grep -q "Breakpoint 2, pack_writer_finish_start" gdb.out &&
+	n1=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
+	    "print scalar grep { \$_->{state} eq q(complete) } \
+	    @{decode_json(<STDIN>)}") &&
+	echo "complete snapshots: $n0 -> $n1" &&
+	test "$n1" = "$n0" &&
+	coffer -r repo backup ds src &&
+	coffer -r repo restore ds@latest out-late late &&
+	treecmp src/late out-late/late
+'
+
 test_done
