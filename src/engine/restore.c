@@ -622,10 +622,14 @@ engine_restore(struct repo *r, struct catalog *c,
 	    rs.missing ? STATUS_USAGE : STATUS_OK;
 out:
 	progress_done(&rs.progress);
-	/* The file writers first: the first one sets directory times. */
-	for (i = 0; i < rs.nwriters; i++)
+	/* The file writers first: the first one sets directory times.  A
+	 * failed run leaves no file half written that looks whole. */
+	for (i = 0; i < rs.nwriters; i++) {
+		if (status == STATUS_ERROR)
+			fs_restore_discard(rs.writers[i]);
 		if (fs_restore_close(rs.writers[i]))
 			status = STATUS_ERROR;
+	}
 	if (rs.fr && fs_restore_close(rs.fr))
 		status = STATUS_ERROR;
 	if (rs.workers) {

@@ -1,6 +1,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +33,15 @@ struct fs_restore {
 	struct buf path;	/* current entry's path, NUL-terminated */
 	struct buf name;	/* scratch: an xattr name */
 };
+
+/*
+ * archive_write_disk sets the process umask to 0 around each header and
+ * puts back what it found, and chdir()s for paths longer than PATH_MAX:
+ * both process-wide.  Writers on several threads therefore take turns for
+ * everything but writing data, which only uses the file's descriptor.
+ * (Creating a file in a directory is serialized by the kernel anyway.)
+ */
+static pthread_mutex_t disk_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *
 errstr(struct archive *a)
@@ -114,6 +124,17 @@ check(struct fs_restore *r, int st, const char *what, const char *path)
 	}
 }
 
+static struct archive *
+locked_disk_new(void)
+{
+	struct archive *a;
+
+	pthread_mutex_lock(&disk_mu);
+	a = archive_write_disk_new();
+	pthread_mutex_unlock(&disk_mu);
+	return (a);
+}
+
 /* A writer with its own archive_write_disk, not yet in any directory. */
 static struct fs_restore *
 writer_new(const char *target, int opts)
@@ -129,7 +150,7 @@ writer_new(const char *target, int opts)
 	buf_init(&r->path);
 	buf_init(&r->name);
 	if ((r->target = strdup(target)) == NULL ||
-	    (r->a = archive_write_disk_new()) == NULL ||
+	    (r->a = locked_disk_new()) == NULL ||
 	    (r->ae = archive_entry_new()) == NULL) {
 		log_error("out of memory");
 		goto err;
@@ -189,11 +210,8 @@ fs_restore_open(const char *target, int flags)
 		log_errno("cannot open the working directory");
 		goto err;
 	}
-	/*
-	 * archive_write_disk sets the umask to 0 around each header and
-	 * puts back what it found: with writers on several threads, what
-	 * one finds may be another's 0.  Ours comes back at close.
-	 */
+	/* The writers take turns with the umask (disk_mu); the caller's
+	 * comes back at close all the same. */
 	r->umask = umask(0);
 	umask(r->umask);
 	if (enter(r))
@@ -372,7 +390,9 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	else
 		archive_entry_set_perm(r->ae, e->mode & 07777);
 
+	pthread_mutex_lock(&disk_mu);
 	st = archive_write_header(r->a, r->ae);
+	pthread_mutex_unlock(&disk_mu);
 	if (check(r, st, "restore", e->path) || r->fatal)
 		return (-1);
 	r->kind = e->kind;
@@ -408,7 +428,9 @@ fs_restore_finish(struct fs_restore *r)
 		return (0);
 	if (r->fatal)
 		return (-1);
+	pthread_mutex_lock(&disk_mu);
 	st = archive_write_finish_entry(r->a);
+	pthread_mutex_unlock(&disk_mu);
 	if (check(r, st, "finish", cur(r)))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -423,7 +445,9 @@ fs_restore_discard(struct fs_restore *r)
 	if (r->kind == ENTRY_SOCK || r->fatal)
 		return;
 	/* Closes the descriptor; its metadata is wasted work. */
+	pthread_mutex_lock(&disk_mu);
 	(void)archive_write_finish_entry(r->a);
+	pthread_mutex_unlock(&disk_mu);
 	if (r->kind == ENTRY_FILE && unlink(cur(r)) && errno != ENOENT)
 		log_warn_errno("cannot remove incomplete '%s'", cur(r));
 }
@@ -448,11 +472,13 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 	archive_entry_set_filetype(r->ae, AE_IFREG);
 	archive_entry_set_perm(r->ae, e->mode & 07777);
 	archive_entry_set_size(r->ae, 0);
+	pthread_mutex_lock(&disk_mu);
 	st = archive_write_header(r->a, r->ae);
 	if (st == ARCHIVE_OK || st == ARCHIVE_WARN) {
 		if (check(r, st, "link", e->path) == 0)
 			st = archive_write_finish_entry(r->a);
 	}
+	pthread_mutex_unlock(&disk_mu);
 	if (check(r, st, "link", e->path))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -474,7 +500,9 @@ fs_restore_close(struct fs_restore *r)
 	if (r->fatal)
 		ret = -1;
 	else {
+		pthread_mutex_lock(&disk_mu);
 		st = archive_write_close(r->a);
+		pthread_mutex_unlock(&disk_mu);
 		if (check(r, st, "finish restore into", r->target))
 			ret = -1;
 	}

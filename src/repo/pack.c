@@ -408,11 +408,12 @@ pack_writer_finish_wait(struct pack_writer *w, struct pack_info *info)
 {
 	int failed;
 
-	if (w->failed || !w->io_running)
+	/* Without finish_start the thread would wait for work forever. */
+	if (w->failed || !w->io_running || !w->finishing)
 		return (-1);
 	pthread_join(w->io, NULL);
 	w->io_running = 0;
-	failed = w->io_failed || !w->finishing;
+	failed = w->io_failed;
 	if (failed) {
 		w->failed = 1;
 		return (-1);

@@ -41,12 +41,19 @@ log_errno(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Restore's writers warn from several threads. */
+static void
+count_warning(void)
+{
+	__atomic_add_fetch(&log_warnings, 1, __ATOMIC_RELAXED);
+}
+
 void
 log_warn(const char *fmt, ...)
 {
 	va_list ap;
 
-	log_warnings++;
+	count_warning();
 	va_start(ap, fmt);
 	vreport("warning: ", fmt, ap, 0);
 	va_end(ap);
@@ -58,7 +65,7 @@ log_warn_errno(const char *fmt, ...)
 	int e = errno;
 	va_list ap;
 
-	log_warnings++;
+	count_warning();
 	va_start(ap, fmt);
 	vreport("warning: ", fmt, ap, e);
 	va_end(ap);

@@ -232,4 +232,27 @@ test_expect_success 'drill of a snapshot that is not complete is refused' '
 	grep "not complete" err
 '
 
+# A sample leaves directories out, so the files' writers make them, on
+# several threads: each must see the caller's umask, not another's 0 (a
+# race: many directories make it likely to show).
+test_expect_success 'directories made for sampled files follow the umask' '
+	mkdir wide &&
+	for d in $(seq 1 60); do
+		mkdir wide/d$d &&
+		for f in $(seq 1 20); do
+			echo "$d $f" >wide/d$d/f$f || return 1
+		done
+	done &&
+	coffer -r repo backup wide wide &&
+	for i in 1 2 3 4; do
+		rm -rf "$TMP/sc" && mkdir "$TMP/sc" &&
+		(umask 022 && coffer -r repo drill --sample 60% --keep \
+		    --scratch "$TMP/sc" --json wide@latest >u.json) &&
+		kept=$(json_get u.json "\$j->{scratch}") &&
+		bad=$(find "$kept" -mindepth 1 -type d ! -perm 0755 | wc -l) &&
+		echo "run $i: $bad directories not 0755" &&
+		test "$bad" = 0 || return 1
+	done
+'
+
 test_done
