@@ -3,10 +3,13 @@
  * appends new ones to the open pack, and makes packs durable before the
  * catalog rows that use them commit.
  *
- * Durability (DESIGN.md): a chunk row gets its pack location only in the
- * transaction that follows pack_writer_finish (the pack is then fsynced and
- * renamed into packs/, its directory fsynced).  A crash at any point leaves
- * a catalog whose complete snapshots reference only durable packs.
+ * Durability (DESIGN.md): a chunk row gets its pack location only after
+ * the pack is fsynced, renamed into packs/ and its directory fsynced
+ * (pack_writer_finish_wait).  A full pack is made durable by its writer's
+ * thread while the run goes on, and located the next time a pack fills;
+ * the final packer_flush makes every pack durable before its one commit,
+ * the one that completes a snapshot.  A crash at any point leaves a
+ * catalog whose complete snapshots reference only durable packs.
  */
 #include <limits.h>
 #include <stdlib.h>
