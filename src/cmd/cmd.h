@@ -68,6 +68,22 @@ long long cmd_parse_num(const char *opt, const char *s);
 /* --threads: 1 to 64, or -1 (reported). */
 int cmd_parse_threads(const char *s);
 
+/* A listing's state, for its row printer: a JSON array or a table. */
+struct cmd_listing {
+	int json;
+	int n;				/* rows printed so far */
+};
+
+/*
+ * The catalog listings (snapshots, drill history): "NAME [--json]
+ * [DATASET]", from the catalog alone (no key).  list() prints each row
+ * of dataset (or of all, when NULL) and returns < 0 on error; JSON rows
+ * become the members of one array.  A status.
+ */
+int cmd_listing(int argc, char **argv, const struct global_opts *g,
+    const char *name, int (*list)(struct catalog *c, const char *dataset,
+    struct cmd_listing *ls));
+
 /*
  * Durations: a number and a unit (ms, s, m, h, d, w), repeated ("1h30m"),
  * or a bare number of seconds; must be above 0.  Percentages: a number in

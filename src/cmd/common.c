@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,4 +228,41 @@ cmd_parse_threads(const char *s)
 		return (-1);
 	}
 	return ((int)n);
+}
+
+int
+cmd_listing(int argc, char **argv, const struct global_opts *g,
+    const char *name, int (*list)(struct catalog *c, const char *dataset,
+    struct cmd_listing *ls))
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct cmd_listing ls = { 0, 0 };
+	const char *dataset = NULL;
+	struct repo *r;
+	struct catalog *c;
+	int ch, st;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'j')
+			return (cmd_usage_error(name));
+		ls.json = 1;
+	}
+	if (argc - optind > 1)
+		return (cmd_usage_error(name));
+	if (optind < argc)
+		dataset = argv[optind];
+	/* Catalog rows only: no key, no lock. */
+	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
+		return (st);
+	if (ls.json)
+		fputs("[", stdout);
+	if (list(c, dataset, &ls) < 0)
+		st = STATUS_REPO;
+	if (ls.json)
+		fputs(ls.n ? "\n]\n" : "]\n", stdout);
+	cmd_close(r, c);
+	return (st);
 }

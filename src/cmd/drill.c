@@ -277,15 +277,10 @@ out:
 	return (rc);
 }
 
-struct history {
-	int json;
-	int n;
-};
-
 static int
 print_history(void *arg, const struct catalog_drill *d)
 {
-	struct history *h = arg;
+	struct cmd_listing *h = arg;
 	char when[32], sz[32], t[32];
 
 	fmt_time(when, sizeof(when), d->time_ns);
@@ -324,38 +319,9 @@ print_history(void *arg, const struct catalog_drill *d)
 }
 
 static int
-drill_history(int argc, char **argv, const struct global_opts *g)
+list_drills(struct catalog *c, const char *dataset, struct cmd_listing *ls)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
-	struct history h = { 0, 0 };
-	const char *dataset = NULL;
-	struct repo *r;
-	struct catalog *c;
-	int ch, st;
-
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch != 'j')
-			return (cmd_usage_error("drill"));
-		h.json = 1;
-	}
-	if (argc - optind > 1)
-		return (cmd_usage_error("drill"));
-	if (optind < argc)
-		dataset = argv[optind];
-	/* History is catalog rows: no key. */
-	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
-		return (st);
-	if (h.json)
-		fputs("[", stdout);
-	if (catalog_drill_list(c, dataset, 0, print_history, &h) < 0)
-		st = STATUS_REPO;
-	if (h.json)
-		fputs(h.n ? "\n]\n" : "]\n", stdout);
-	cmd_close(r, c);
-	return (st);
+	return (catalog_drill_list(c, dataset, 0, print_history, ls));
 }
 
 int
@@ -382,7 +348,8 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 
 	/* "drill history ...": its own options. */
 	if (argc >= 2 && strcmp(argv[1], "history") == 0)
-		return (drill_history(argc - 1, argv + 1, g));
+		return (cmd_listing(argc - 1, argv + 1, g, "drill",
+		    list_drills));
 	memset(&o, 0, sizeof(o));
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {

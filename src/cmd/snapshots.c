@@ -1,21 +1,12 @@
-#include <getopt.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "cmd.h"
 #include "coffer/json.h"
-#include "coffer/log.h"
-#include "coffer/status.h"
-
-struct list_state {
-	int json;
-	int n;
-};
 
 static int
 print_one(void *arg, const struct catalog_snapshot *s)
 {
-	struct list_state *ls = arg;
+	struct cmd_listing *ls = arg;
 	char when[32], size[32];
 
 	fmt_time(when, sizeof(when), s->started_ns);
@@ -57,37 +48,14 @@ print_one(void *arg, const struct catalog_snapshot *s)
 	return (0);
 }
 
+static int
+list_snapshots(struct catalog *c, const char *dataset, struct cmd_listing *ls)
+{
+	return (catalog_snapshot_list(c, dataset, print_one, ls));
+}
+
 int
 cmd_snapshots(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
-	struct list_state ls = { 0, 0 };
-	const char *dataset = NULL;
-	struct repo *r;
-	struct catalog *c;
-	int ch, st;
-
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch != 'j')
-			return (cmd_usage_error("snapshots"));
-		ls.json = 1;
-	}
-	if (argc - optind > 1)
-		return (cmd_usage_error("snapshots"));
-	if (optind < argc)
-		dataset = argv[optind];
-	/* Listing needs the catalog only: no key, no lock. */
-	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
-		return (st);
-	if (ls.json)
-		fputs("[", stdout);
-	if (catalog_snapshot_list(c, dataset, print_one, &ls) < 0)
-		st = STATUS_REPO;
-	if (ls.json)
-		fputs(ls.n ? "\n]\n" : "]\n", stdout);
-	cmd_close(r, c);
-	return (st);
+	return (cmd_listing(argc, argv, g, "snapshots", list_snapshots));
 }
