@@ -3,21 +3,21 @@
  * snapshots and their names, chunks, packs, contents, chain resolution
  * (checked against a model kept in C) and the snapshot export.
  */
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "coffer/catalog.h"
 #include "coffer/entry.h"
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
+#include "coffer/progress.h"
 #include "tap.h"
+#include "testutil.h"
 
 static char tmpdir[] = "/tmp/t-catalog-XXXXXX";
 
@@ -31,25 +31,13 @@ tmp_path(const char *name)
 	return (p);
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
-}
-
 /* xorshift64*: reproducible pseudo-random numbers for the models. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
 static uint64_t
 rnd(void)
 {
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return (rng_state * 2685821657736338717ULL);
+	return (xorshift64s(&rng_state));
 }
 
 /* A sid from a fixed prefix and a counter: predictable prefixes. */
@@ -859,7 +847,7 @@ check_model(struct catalog *c, int64_t id, const struct mpath *m, size_t nm,
 		v[n++] = &m[i];
 	}
 	qsort(v, n, sizeof(*v), mpath_cmp);
-	t0 = now_s();
+	t0 = now_monotonic();
 	it = catalog_entries(c, id, under);
 	while (it && (rc = catalog_iter_next(it, &e)) == 1) {
 		if (k >= n || strcmp(e.path, v[k]->name) != 0 ||
@@ -873,7 +861,7 @@ check_model(struct catalog *c, int64_t id, const struct mpath *m, size_t nm,
 		}
 		k++;
 	}
-	*secs = now_s() - t0;
+	*secs = now_monotonic() - t0;
 	if (it == NULL || rc != 0)
 		bad++;
 	catalog_iter_free(it);
@@ -915,7 +903,7 @@ test_big_chain(struct catalog *c)
 	}
 
 	ok(catalog_dataset_id(c, "/data/big", 1, &ds) == 1, "big dataset");
-	t0 = now_s();
+	t0 = now_monotonic();
 	rc |= catalog_begin(c);
 	for (link = 0; link < NLINKS && rc == 0; link++) {
 		make_sid(sid, "b1600", (unsigned)link);
@@ -974,7 +962,7 @@ test_big_chain(struct catalog *c)
 			memcpy(mid, m, MAXPATHS * sizeof(*m));
 	}
 	rc |= catalog_commit(c);
-	t_ins = now_s() - t0;
+	t_ins = now_monotonic() - t0;
 	ok(rc == 0, "chain of %d snapshots, %zu rows inserted", NLINKS, rows);
 	diag("insert: %zu rows in %.2f s", rows, t_ins);
 
@@ -990,12 +978,6 @@ test_big_chain(struct catalog *c)
 	    NLINKS, t);
 	free(m);
 	free(mid);
-}
-
-static int
-rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return (remove(path));
 }
 
 int
@@ -1033,7 +1015,7 @@ main(void)
 
 	if (getenv("T_CATALOG_KEEP") != NULL)
 		diag("kept %s", tmpdir);
-	else if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+	else if (rm_tree(tmpdir) != 0)
 		diag("cannot remove %s", tmpdir);
 	return (tap_done());
 }

@@ -4,7 +4,6 @@
  * that replaces or deletes a path hides the damaged row), the snapshot id
  * in a record image, verify's resume state and the drill history.
  */
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,14 +14,9 @@
 #include "coffer/entry.h"
 #include "coffer/fsutil.h"
 #include "tap.h"
+#include "testutil.h"
 
 static char tmpdir[] = "/tmp/t-integrity-XXXXXX";
-
-static int
-rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return (remove(p));
-}
 
 static void
 sid_of(char sid[SNAPSHOT_ID_HEX + 1], unsigned n)
@@ -308,6 +302,6 @@ main(void)
 
 	catalog_close(c);
 	free(db);
-	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(tmpdir);
 	return (tap_done());
 }

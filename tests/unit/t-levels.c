@@ -5,33 +5,24 @@
  * then timings (diagnostics, not assertions) on a 100,000-path full with
  * 10 incremental links.
  */
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "coffer/buf.h"
 #include "coffer/catalog.h"
 #include "coffer/entry.h"
 #include "coffer/fsutil.h"
+#include "coffer/progress.h"
 #include "tap.h"
+#include "testutil.h"
 
 static char tmpdir[] = "/tmp/t-levels-XXXXXX";
 static char *dbpath;
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
-}
 
 /* xorshift64*: reproducible pseudo-random numbers. */
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
@@ -39,10 +30,7 @@ static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
 static uint64_t
 rnd(void)
 {
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return (rng_state * 2685821657736338717ULL);
+	return (xorshift64s(&rng_state));
 }
 
 static int64_t
@@ -705,7 +693,7 @@ test_timing(struct catalog *c)
 				abort();
 	}
 	ok(catalog_dataset_id(c, "/data/big", 1, &dsb) == 1, "big dataset");
-	t0 = now_s();
+	t0 = now_monotonic();
 	rc |= catalog_begin(c);
 	ids[0] = new_snapshot(c, dsb, 100, LEVEL_FULL, 0, 1, SNAP_COMPLETE);
 	for (i = 0; i < np; i++) {
@@ -743,79 +731,79 @@ test_timing(struct catalog *c)
 	rc |= catalog_commit(c);
 	ok(rc == 0 && add_failures == 0, "%d paths, %d incrementals",
 	    NPATHS, NLINKS);
-	diag("build: %.2f s", now_s() - t0);
+	diag("build: %.2f s", now_monotonic() - t0);
 
-	t0 = now_s();
+	t0 = now_monotonic();
 	it = catalog_entries(c, ids[NLINKS], NULL);
 	while (it && catalog_iter_next(it, &e) == 1)
 		nview++;
 	catalog_iter_free(it);
 	diag("catalog_entries of the %d-link chain: %zu paths in %.3f s",
-	    NLINKS + 1, nview, now_s() - t0);
+	    NLINKS + 1, nview, now_monotonic() - t0);
 
 	/* Lookups as a walk makes them: every path of the full, in order. */
-	t0 = now_s();
+	t0 = now_monotonic();
 	r = catalog_resolver_new(c, ids[NLINKS]);
-	t = now_s() - t0;
+	t = now_monotonic() - t0;
 	ok(r != NULL, "resolver on the last link");
 	if (r == NULL)
 		goto out;
-	t0 = now_s();
+	t0 = now_monotonic();
 	for (i = 0; i < np; i++)
 		if (catalog_resolver_get(r, names[i], &e) == 1)
 			found++;
 	diag("resolver_new %.4f s; %zu resolver_get (autocommit): %.3f s, "
-	    "%.2f us each, %zu found", t, np, now_s() - t0,
-	    (now_s() - t0) * 1e6 / (double)np, found);
+	    "%.2f us each, %zu found", t, np, now_monotonic() - t0,
+	    (now_monotonic() - t0) * 1e6 / (double)np, found);
 	found = 0;
 	ok(catalog_begin(c) == 0, "begin");
-	t0 = now_s();
+	t0 = now_monotonic();
 	for (i = 0; i < np; i++)
 		if (catalog_resolver_get(r, names[i], &e) == 1)
 			found++;
-	t = now_s() - t0;
+	t = now_monotonic() - t0;
 	diag("%zu resolver_get in a transaction: %.3f s, %.2f us each", np, t,
 	    t * 1e6 / (double)np);
 	i_new = new_snapshot(c, dsb, 200, LEVEL_INCREMENTAL, ids[NLINKS], 100,
 	    SNAP_RUNNING);
-	t0 = now_s();
+	t0 = now_monotonic();
 	n = -1;
 	rc = catalog_resolver_tombstones(r, i_new, &n);
 	ok(rc == 0 && (size_t)n == nview - found, "tombstones for the %lld "
 	    "new paths the walk did not see", (long long)n);
 	diag("resolver_tombstones: %lld in %.3f s", (long long)n,
-	    now_s() - t0);
+	    now_monotonic() - t0);
 	ok(catalog_commit(c) == 0, "commit");
 	catalog_resolver_free(r);
 
-	t0 = now_s();
+	t0 = now_monotonic();
 	memset(&d, 0, sizeof(d));
 	rc = catalog_diff(c, ids[0], ids[NLINKS], diff_cb, &d);
 	diag("catalog_diff full vs link %d: %ld changes in %.3f s", NLINKS,
-	    d.n, now_s() - t0);
+	    d.n, now_monotonic() - t0);
 	ok(rc == 0, "diff full / last link");
 	buf_release(&d.b);
-	t0 = now_s();
+	t0 = now_monotonic();
 	memset(&d, 0, sizeof(d));
 	rc = catalog_diff(c, ids[NLINKS - 1], ids[NLINKS], diff_cb, &d);
 	diag("catalog_diff link %d vs link %d: %ld changes in %.3f s",
-	    NLINKS - 1, NLINKS, d.n, now_s() - t0);
+	    NLINKS - 1, NLINKS, d.n, now_monotonic() - t0);
 	ok(rc == 0, "diff of neighbours");
 	buf_release(&d.b);
 
 	f_new = new_snapshot(c, dsb, 201, LEVEL_FULL, 0, 200, SNAP_RUNNING);
-	t0 = now_s();
+	t0 = now_monotonic();
 	rc = catalog_snapshot_materialize(c, ids[NLINKS], f_new, counts);
 	diag("materialize the %d-link chain: %.3f s", NLINKS + 1,
-	    now_s() - t0);
+	    now_monotonic() - t0);
 	ok(rc == 0 && (size_t)(counts[0] + counts[1] + counts[2]) == nview,
 	    "materialized %lld files, %lld dirs", (long long)counts[0],
 	    (long long)counts[1]);
-	t0 = now_s();
+	t0 = now_monotonic();
 	memset(&d, 0, sizeof(d));
 	rc = catalog_diff(c, f_new, ids[NLINKS], diff_cb, &d);
 	diag("catalog_diff synthetic full vs link %d (two chains): %.3f s",
-	    NLINKS, now_s() - t0);
+	    NLINKS, now_monotonic() - t0);
 	ok(rc == 0 && d.b.len == 0, "no difference");
 	buf_release(&d.b);
 out:
@@ -823,12 +811,6 @@ out:
 		free(names[i]);
 	free(names);
 	free(touched);
-}
-
-static int
-rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return (remove(path));
 }
 
 int
@@ -860,7 +842,7 @@ main(void)
 
 	if (getenv("T_LEVELS_KEEP") != NULL)
 		diag("kept %s", tmpdir);
-	else if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+	else if (rm_tree(tmpdir) != 0)
 		diag("cannot remove %s", tmpdir);
 	free(dbpath);
 	return (tap_done());

@@ -1,0 +1,40 @@
+/*
+ * Helpers shared by coffer's unit tests (header-only): removing a test's
+ * scratch tree, reproducible pseudo-random numbers.
+ */
+#ifndef COFFER_TESTUTIL_H
+#define COFFER_TESTUTIL_H
+
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+static inline int
+testutil_rm_one(const char *path, const struct stat *sb, int flag,
+    struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return (remove(path));
+}
+
+/* Remove path and everything below it, not following symlinks.  0 or -1. */
+static inline int
+rm_tree(const char *path)
+{
+	return (nftw(path, testutil_rm_one, 16, FTW_DEPTH | FTW_PHYS));
+}
+
+/* xorshift64*: the next number from *state (never 0). */
+static inline uint64_t
+xorshift64s(uint64_t *state)
+{
+	*state ^= *state >> 12;
+	*state ^= *state << 25;
+	*state ^= *state >> 27;
+	return (*state * 2685821657736338717ULL);
+}
+
+#endif
