@@ -361,14 +361,12 @@ finish_files(struct backup *b)
 static int
 advance(struct backup *b)
 {
-	struct batch *empty;
 	size_t n = 0;
 
 	if (b->running) {
 		pool_wait(b->pool);
 		b->running = 0;
 	}
-	empty = b->sealing;
 	if (b->sealing) {
 		if (append_batch(b, b->sealing))
 			return (-1);
@@ -386,13 +384,10 @@ advance(struct backup *b)
 	if (b->fill->njobs > 0) {
 		b->hashing = b->fill;
 		n += b->hashing->njobs;
-		if (empty == NULL) {
-			/* The one batch in no step. */
-			for (empty = b->batches; empty == b->hashing ||
-			    empty == b->sealing; empty++)
-				;
-		}
-		b->fill = empty;
+		/* The walk goes on in the one batch in no step. */
+		for (b->fill = b->batches; b->fill == b->hashing ||
+		    b->fill == b->sealing; b->fill++)
+			;
 	}
 	if (n > 0) {
 		pool_start(b->pool, n, stage_job, b);

@@ -166,29 +166,23 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	j->rc = 0;
 }
 
-/* An idle file writer, or a new one.  NULL (reported). */
+/*
+ * An idle file writer, or a new one.  NULL (reported).  Each running job
+ * holds one, and one more may wait between loops for a file that goes on
+ * in the next window: capwriters is the pool's threads plus one.
+ */
 static struct fs_restore *
 writer_get(struct restore *rs)
 {
-	struct fs_restore *w = NULL, **v;
+	struct fs_restore *w = NULL;
 
 	pthread_mutex_lock(&rs->mu);
 	if (rs->nidle > 0)
 		w = rs->idle[--rs->nidle];
-	else if (rs->nwriters == rs->capwriters &&
-	    ((v = reallocarray(rs->writers, rs->capwriters + 8,
-	    sizeof(*v))) == NULL || (rs->writers = v,
-	    (v = reallocarray(rs->idle, rs->capwriters + 8,
-	    sizeof(*v))) == NULL)))
-		log_error("out of memory");
-	else {
-		if (rs->nwriters == rs->capwriters) {
-			rs->idle = v;
-			rs->capwriters += 8;
-		}
-		if ((w = fs_restore_dup(rs->fr)) != NULL)
-			rs->writers[rs->nwriters++] = w;
-	}
+	else if (rs->nwriters == rs->capwriters)
+		log_error("internal error: every restore writer is in use");
+	else if ((w = fs_restore_dup(rs->fr)) != NULL)
+		rs->writers[rs->nwriters++] = w;
 	pthread_mutex_unlock(&rs->mu);
 	return (w);
 }
@@ -598,8 +592,12 @@ engine_restore(struct repo *r, struct catalog *c,
 	if ((rs.pool = pool_new(o->threads > 0 ? o->threads :
 	    pool_default_threads())) == NULL)
 		goto out;
+	rs.capwriters = (size_t)pool_threads(rs.pool) + 1;
 	if ((rs.workers = calloc((size_t)pool_threads(rs.pool),
-	    sizeof(*rs.workers))) == NULL) {
+	    sizeof(*rs.workers))) == NULL ||
+	    (rs.writers = calloc(rs.capwriters, sizeof(*rs.writers))) ==
+	    NULL ||
+	    (rs.idle = calloc(rs.capwriters, sizeof(*rs.idle))) == NULL) {
 		log_error("out of memory");
 		goto out;
 	}

@@ -53,7 +53,6 @@ struct pack_writer {
 	struct buf *queued;		/* handed over, not yet written */
 	int finishing;			/* after the queue: make it durable */
 	int quit;			/* free() before finishing */
-	int io_done;			/* the thread is done (finishing) */
 	int io_failed;			/* a write or a durability step failed */
 };
 
@@ -127,7 +126,6 @@ io_main(void *arg)
 		w->io_failed |= failed;
 		break;
 	}
-	w->io_done = 1;
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	return (NULL);
