@@ -4,6 +4,7 @@
 #include <sodium.h>
 
 #include "coffer/crypto.h"
+#include "blake2b.h"
 #include "coffer/log.h"
 #include "crypto-int.h"
 
@@ -46,9 +47,9 @@ _Static_assert(crypto_kdf_KEYBYTES == CRYPTO_KEY_BYTES &&
     crypto_box_SEEDBYTES == CRYPTO_KEY_BYTES &&
     crypto_sign_SEEDBYTES == CRYPTO_KEY_BYTES,
     "master secret and seeds are CRYPTO_KEY_BYTES");
-_Static_assert(crypto_generichash_KEYBYTES_MIN <= CRYPTO_KEY_BYTES &&
-    crypto_generichash_KEYBYTES_MAX >= CRYPTO_KEY_BYTES,
-    "subkeys must be usable as BLAKE2b keys");
+_Static_assert(CRYPTO_KEY_BYTES <= BLAKE2B_OUT_MAX &&
+    CRYPTO_ID_BYTES <= BLAKE2B_OUT_MAX && CRYPTO_MAC_BYTES <= BLAKE2B_OUT_MAX,
+    "subkeys must be usable as BLAKE2b keys, ids and MACs as outputs");
 _Static_assert(CRYPTO_SEALED_KEY_BYTES ==
     CRYPTO_KEY_BYTES + crypto_box_SEALBYTES, "sealed pack key size");
 _Static_assert(CRYPTO_KEY_BYTES ==
@@ -58,12 +59,12 @@ _Static_assert(CRYPTO_KEY_BYTES ==
     "AEAD sizes");
 _Static_assert(CRYPTO_SIG_BYTES == crypto_sign_BYTES, "signature size");
 /* struct crypto_hash_state is public so callers can keep it on the stack. */
-_Static_assert(sizeof(crypto_generichash_state) <=
+_Static_assert(sizeof(struct blake2b_state) <=
     sizeof(((struct crypto_hash_state *)0)->opaque),
-    "crypto_hash_state too small for crypto_generichash_state");
+    "crypto_hash_state too small for blake2b_state");
 _Static_assert(_Alignof(struct crypto_hash_state) %
-    _Alignof(crypto_generichash_state) == 0,
-    "crypto_hash_state under-aligned for crypto_generichash_state");
+    _Alignof(struct blake2b_state) == 0,
+    "crypto_hash_state under-aligned for blake2b_state");
 
 int
 crypto_init(void)
@@ -181,49 +182,45 @@ void
 crypto_chunk_id(const struct crypto_keys *k, const void *data, size_t len,
     uint8_t out[CRYPTO_ID_BYTES])
 {
-	crypto_generichash(out, CRYPTO_ID_BYTES, data, len, k->id,
-	    sizeof(k->id));
+	blake2b(out, CRYPTO_ID_BYTES, data, len, k->id, sizeof(k->id));
 }
 
-static crypto_generichash_state *
+static struct blake2b_state *
 hash_state(struct crypto_hash_state *s)
 {
-	return ((crypto_generichash_state *)(void *)s->opaque);
+	return ((struct blake2b_state *)(void *)s->opaque);
 }
 
 void
 crypto_hash_init(const struct crypto_keys *k, struct crypto_hash_state *s)
 {
-	crypto_generichash_init(hash_state(s), k->id, sizeof(k->id),
-	    CRYPTO_ID_BYTES);
+	blake2b_init(hash_state(s), CRYPTO_ID_BYTES, k->id, sizeof(k->id));
 }
 
 void
 crypto_hash_update(struct crypto_hash_state *s, const void *p, size_t n)
 {
-	crypto_generichash_update(hash_state(s), p, n);
+	blake2b_update(hash_state(s), p, n);
 }
 
 void
 crypto_hash_final(struct crypto_hash_state *s, uint8_t out[32])
 {
-	crypto_generichash_final(hash_state(s), out, CRYPTO_ID_BYTES);
-	/* The state holds key-dependent values; it may sit on the stack. */
-	sodium_memzero(s, sizeof(*s));
+	/* blake2b_final wipes the state, which may sit on the stack. */
+	blake2b_final(hash_state(s), out);
 }
 
 void
 crypto_plain_hash(const void *data, size_t len, uint8_t out[32])
 {
-	crypto_generichash(out, 32, data, len, NULL, 0);
+	blake2b(out, 32, data, len, NULL, 0);
 }
 
 void
 crypto_meta_mac(const struct crypto_keys *k, const void *data, size_t len,
     uint8_t out[CRYPTO_MAC_BYTES])
 {
-	crypto_generichash(out, CRYPTO_MAC_BYTES, data, len, k->meta,
-	    sizeof(k->meta));
+	blake2b(out, CRYPTO_MAC_BYTES, data, len, k->meta, sizeof(k->meta));
 }
 
 int
