@@ -82,7 +82,11 @@ rotr64(uint64_t x, unsigned n)
 	G(v3, v4, v9, v14, m[s14], m[s15]);				\
 } while (0)
 
-/* The compression function F, over one 128-byte block. */
+/*
+ * The compression function F, over one 128-byte block.  A block from the
+ * state's buffer may be the key block, so its words are wiped from the
+ * stack afterwards; the caller's own data is left to the caller.
+ */
 static void
 compress(struct blake2b_state *s, const uint8_t block[BLAKE2B_BLOCK],
     int last)
@@ -120,7 +124,8 @@ compress(struct blake2b_state *s, const uint8_t block[BLAKE2B_BLOCK],
 	s->h[2] ^= v2 ^ v10; s->h[3] ^= v3 ^ v11;
 	s->h[4] ^= v4 ^ v12; s->h[5] ^= v5 ^ v13;
 	s->h[6] ^= v6 ^ v14; s->h[7] ^= v7 ^ v15;
-	sodium_memzero(m, sizeof(m));
+	if (block == s->buf)
+		sodium_memzero(m, sizeof(m));
 }
 
 static void
