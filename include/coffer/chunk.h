@@ -103,6 +103,7 @@ int compressor_decompress(struct compressor *z, const void *src, size_t n,
  * length and file offset; a non-zero return stops the stream and is
  * returned by feed / finish.  Otherwise they return 0, or -1 (reported).
  */
+struct buf;
 struct chunk_stream;
 struct chunk_stream *chunk_stream_new(const struct chunker *c, uint32_t max,
     uint64_t file_size,
@@ -112,6 +113,24 @@ int chunk_stream_feed(struct chunk_stream *s, const void *data, size_t len,
     int64_t off);
 /* The end of the file: cut what is left. */
 int chunk_stream_finish(struct chunk_stream *s);
+/*
+ * In place: the stream keeps its data at the end of the caller's buffer b
+ * and leaves the chunks it cuts there (emit's data points into b), so the
+ * caller can read a file straight into the memory its chunks are hashed
+ * and sealed from.  The uncut tail moves from the buffer used before (its
+ * len drops by as much).  The caller must not touch b's bytes from the
+ * first uncut one on, nor switch buffers inside emit.  The stream lets go
+ * of b at chunk_stream_finish, chunk_stream_abandon or chunk_stream_reset.
+ * 0 or -1.
+ */
+int chunk_stream_use(struct chunk_stream *s, struct buf *b);
+/* In place, a read given up: the uncut tail leaves the caller's buffer. */
+void chunk_stream_abandon(struct chunk_stream *s);
+/* In place: room for len bytes at the end of the buffer (NULL: out of
+ * memory); chunk_stream_wrote then takes the n <= len bytes written there
+ * as the block at file offset off, as chunk_stream_feed would. */
+uint8_t *chunk_stream_space(struct chunk_stream *s, size_t len);
+int chunk_stream_wrote(struct chunk_stream *s, size_t n, int64_t off);
 /*
  * Start over with another file (or the same one, reread), keeping the
  * buffer: a stream per file made glibc serve its multi-MiB buffers from a

@@ -56,6 +56,9 @@ int fs_walk_details(struct fs_walk *w, struct entry *e);
 #define FS_WALK_CHANGED (-2)
 int fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
     int64_t *offset);
+/* The same, reading at most cap bytes into the caller's dst. */
+int fs_walk_read_into(struct fs_walk *w, void *dst, size_t cap, size_t *len,
+    int64_t *offset);
 
 /*
  * After FS_WALK_CHANGED: take the file's current size, times, mode and

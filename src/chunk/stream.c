@@ -20,7 +20,9 @@ struct chunk_stream {
 	int (*emit)(void *arg, const uint8_t *data, size_t len, int64_t off);
 	void *arg;
 
-	struct buf seg;			/* data not yet cut */
+	struct buf own;			/* the buffer when copying */
+	struct buf *seg;		/* own, or the caller's (in place) */
+	int inplace;
 	size_t start;			/* first uncut byte in seg */
 	size_t scanned;			/* of it, looked at without a cut */
 	int64_t seg_offset;		/* file offset of seg.data[start] */
@@ -47,7 +49,8 @@ chunk_stream_new(const struct chunker *c, uint32_t max, uint64_t file_size,
 	s->size = file_size;
 	s->emit = emit;
 	s->arg = arg;
-	buf_init(&s->seg);
+	buf_init(&s->own);
+	s->seg = &s->own;
 	return (s);
 }
 
@@ -56,7 +59,7 @@ chunk_stream_free(struct chunk_stream *s)
 {
 	if (s == NULL)
 		return;
-	buf_release(&s->seg);
+	buf_release(&s->own);
 	free(s->cuts);
 	free(s);
 }
@@ -66,16 +69,18 @@ chunk_stream_free(struct chunk_stream *s)
 static int
 check_safetensors(struct chunk_stream *s)
 {
+	const uint8_t *p = s->seg->data + s->start;
+	size_t avail = s->seg->len - s->start;
 	uint64_t need;
 
 	s->cuts_checked = 1;
-	if (s->seg_offset != 0 || s->seg.len < 8)
+	if (s->seg_offset != 0 || avail < 8)
 		return (0);
-	need = safetensors_header_size(s->seg.data, s->seg.len, s->size);
-	if (need == 0 || need > s->seg.len)
+	need = safetensors_header_size(p, avail, s->size);
+	if (need == 0 || need > avail)
 		return (0);	/* not one, or a header too big to buffer */
-	return (safetensors_cuts(s->seg.data, s->seg.len, s->size, &s->cuts,
-	    &s->ncuts) < 0 ? -1 : 0);
+	return (safetensors_cuts(p, avail, s->size, &s->cuts, &s->ncuts) < 0 ?
+	    -1 : 0);
 }
 
 /* Cut what is buffered; with eof, all of it.  0, -1, or emit's value. */
@@ -88,7 +93,7 @@ segment(struct chunk_stream *s, int eof)
 	if (!s->cuts_checked && check_safetensors(s))
 		return (-1);
 	for (;;) {
-		avail = s->seg.len - s->start;
+		avail = s->seg->len - s->start;
 		if (avail == 0)
 			break;
 		while (s->cut < s->ncuts &&
@@ -102,22 +107,23 @@ segment(struct chunk_stream *s, int eof)
 			    (uint64_t)s->seg_offset);
 			at_cut = 1;
 		}
-		n = chunker_next_resume(s->chunker, s->seg.data + s->start,
+		n = chunker_next_resume(s->chunker, s->seg->data + s->start,
 		    limit, eof || at_cut, &s->scanned);
 		if (n == 0)
 			break;
-		rc = s->emit(s->arg, s->seg.data + s->start, n,
+		rc = s->emit(s->arg, s->seg->data + s->start, n,
 		    s->seg_offset);
 		s->start += n;
 		s->seg_offset += (int64_t)n;
 		if (rc != 0)
 			return (rc);
 	}
-	/* Keep the uncut tail at the front of the buffer. */
-	if (s->start > 0) {
-		avail = s->seg.len - s->start;
-		memmove(s->seg.data, s->seg.data + s->start, avail);
-		s->seg.len = avail;
+	/* Keep the uncut tail at the front of our own buffer; in the
+	 * caller's, the cut chunks stay where they are. */
+	if (!s->inplace && s->start > 0) {
+		avail = s->seg->len - s->start;
+		memmove(s->seg->data, s->seg->data + s->start, avail);
+		s->seg->len = avail;
 		s->start = 0;
 	}
 	return (0);
@@ -131,14 +137,43 @@ segment(struct chunk_stream *s, int eof)
 static int
 header_ready(const struct chunk_stream *s)
 {
+	size_t avail = s->seg->len - s->start;
 	uint64_t need;
 
 	if (s->seg_offset != 0)
 		return (1);
-	if (s->seg.len < 9)
+	if (avail < 9)
 		return (0);
-	need = safetensors_header_size(s->seg.data, s->seg.len, s->size);
-	return (need == 0 || s->seg.len >= need || s->seg.len >= s->max);
+	need = safetensors_header_size(s->seg->data + s->start, avail,
+	    s->size);
+	return (need == 0 || avail >= need || avail >= s->max);
+}
+
+/*
+ * A block at off follows what the stream holds: a gap is a hole, and what
+ * came before it is a segment of its own.
+ */
+static int
+before_block(struct chunk_stream *s, int64_t off)
+{
+	int rc;
+
+	if (off != s->next) {
+		if ((rc = segment(s, 1)) != 0)
+			return (rc);
+		s->seg_offset = off;
+	}
+	return (0);
+}
+
+/* len more bytes are at the end of the buffer: cut what can be cut. */
+static int
+after_block(struct chunk_stream *s, size_t len, int64_t off)
+{
+	s->next = off + (int64_t)len;
+	if (!s->cuts_checked && !header_ready(s))
+		return (0);
+	return (segment(s, 0));
 }
 
 /*
@@ -151,31 +186,93 @@ chunk_stream_feed(struct chunk_stream *s, const void *data, size_t len,
 {
 	int rc;
 
-	if (off != s->next) {
-		/* A hole: what came before is a segment of its own. */
-		if ((rc = segment(s, 1)) != 0)
-			return (rc);
-		s->seg_offset = off;
-	}
-	if (buf_append(&s->seg, data, len))
+	if ((rc = before_block(s, off)) != 0)
+		return (rc);
+	if (buf_append(s->seg, data, len))
 		return (-1);
-	s->next = off + (int64_t)len;
-	if (!s->cuts_checked && !header_ready(s))
+	return (after_block(s, len, off));
+}
+
+int
+chunk_stream_use(struct chunk_stream *s, struct buf *b)
+{
+	struct buf *old = s->seg;
+	size_t tail = old->len - s->start;
+
+	if (b == old)
 		return (0);
-	return (segment(s, 0));
+	if (buf_append(b, old->data + s->start, tail))
+		return (-1);
+	/* The uncut tail now lives in b only. */
+	old->len = s->start;
+	if (old == &s->own)
+		buf_trim(&s->own, 0);
+	s->seg = b;
+	s->start = b->len - tail;
+	s->inplace = 1;
+	return (0);
+}
+
+uint8_t *
+chunk_stream_space(struct chunk_stream *s, size_t len)
+{
+	if (buf_reserve(s->seg, len))
+		return (NULL);
+	return (s->seg->data + s->seg->len);
+}
+
+int
+chunk_stream_wrote(struct chunk_stream *s, size_t len, int64_t off)
+{
+	int rc;
+
+	if (!s->inplace) {
+		log_error("internal error: chunk_stream_wrote without a buffer");
+		return (-1);
+	}
+	/* Cutting before the hole only looks below seg->len. */
+	if ((rc = before_block(s, off)) != 0)
+		return (rc);
+	s->seg->len += len;
+	return (after_block(s, len, off));
+}
+
+/* Back to the stream's own buffer, leaving the caller's alone. */
+static void
+detach(struct chunk_stream *s)
+{
+	s->seg = &s->own;
+	s->inplace = 0;
+	s->start = 0;
 }
 
 int
 chunk_stream_finish(struct chunk_stream *s)
 {
-	return (segment(s, 1));
+	int rc = segment(s, 1);
+
+	if (s->inplace)
+		detach(s);
+	return (rc);
+}
+
+void
+chunk_stream_abandon(struct chunk_stream *s)
+{
+	if (s->inplace) {
+		s->seg->len = s->start;
+		detach(s);
+	}
 }
 
 void
 chunk_stream_reset(struct chunk_stream *s, uint64_t file_size)
 {
+	/* The caller's buffer may be in other hands by now. */
+	if (s->inplace)
+		detach(s);
 	/* What a long chunk took goes back between files. */
-	buf_trim(&s->seg, (size_t)s->max / 2);
+	buf_trim(&s->own, (size_t)s->max / 2);
 	s->start = 0;
 	s->scanned = 0;
 	s->seg_offset = 0;

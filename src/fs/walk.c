@@ -56,7 +56,7 @@ struct fs_walk {
 	int64_t size, mtime_ns, ctime_ns;
 	struct region *map;	/* data regions, holes between them */
 	size_t nmap, mapcap, mapi;
-	uint8_t *rbuf;
+	uint8_t *rbuf;		/* fs_walk_read's, on first use */
 
 	/* Own copies of the current entry's strings (see fs_walk_next). */
 	struct buf path;	/* relative path */
@@ -211,8 +211,7 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	buf_init(&w->gname);
 	buf_init(&w->target);
 	buf_init(&w->xattrs);
-	if ((w->root = strdup(root)) == NULL ||
-	    (w->rbuf = malloc(READ_SIZE)) == NULL)
+	if ((w->root = strdup(root)) == NULL)
 		goto nomem;
 	if ((w->rootfd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) == -1) {
@@ -631,7 +630,7 @@ fatal:
 }
 
 int
-fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
+fs_walk_read_into(struct fs_walk *w, void *dst, size_t cap, size_t *len,
     int64_t *offset)
 {
 	struct region *rg;
@@ -654,9 +653,9 @@ fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
 		return (0);
 	}
 	rg = &w->map[w->mapi];
-	want = rg->len < READ_SIZE ? (size_t)rg->len : READ_SIZE;
+	want = (uint64_t)rg->len < cap ? (size_t)rg->len : cap;
 	do
-		n = pread(w->fd, w->rbuf, want, rg->off);
+		n = pread(w->fd, dst, want, rg->off);
 	while (n == -1 && errno == EINTR);
 	if (n == -1) {
 		log_warn_errno("cannot read '%s'", fs_walk_source_path(w));
@@ -664,7 +663,6 @@ fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
 	}
 	if (n == 0)
 		return (FS_WALK_CHANGED);	/* it shrank */
-	*buf = w->rbuf;
 	*len = (size_t)n;
 	*offset = rg->off;
 	rg->off += n;
@@ -673,6 +671,19 @@ fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
 fail:
 	end_file(w);
 	return (-1);
+}
+
+int
+fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
+    int64_t *offset)
+{
+	if (w->rbuf == NULL && (w->rbuf = malloc(READ_SIZE)) == NULL) {
+		log_error("out of memory");
+		w->fatal = 1;
+		return (-1);
+	}
+	*buf = w->rbuf;
+	return (fs_walk_read_into(w, w->rbuf, READ_SIZE, len, offset));
 }
 
 int
