@@ -10,18 +10,17 @@
  * view that is gone.  The snapshot turns complete in the last transaction,
  * after its last pack is durable.
  *
- * Pipeline: the walk reads and cuts files on the calling thread and queues
- * their chunks in a batch (many small files share one).  A full batch goes
- * through three steps, one batch per step at a time, so that the walk
- * goes on while the pool works: its chunk ids are hashed on the pool;
- * then each id is looked up in the catalog, in order, on the calling
- * thread (SQLite stays on one thread); then its new chunks are compressed
- * and sealed on the pool; then they are appended to the pack in order.
- * One pool loop hashes one batch and seals the one before it while the
- * walk fills the next (advance).  A file's entry is recorded once all its
- * chunks are in the pack.  A huge checkpoint is cut sequentially, but its
- * chunks are hashed, compressed and encrypted in parallel like anyone
- * else's.
+ * Pipeline: the walk reads files on the calling thread straight into a
+ * batch, where they are cut in place (many small files share a batch).  A
+ * full batch goes through three steps, one batch per step at a time: its
+ * chunk ids are hashed on the pool; then each id is looked up in the
+ * catalog, in order, on the calling thread (SQLite stays on one thread);
+ * then its new chunks are compressed and sealed on the pool; then they
+ * are appended to the pack in order.  The pool seals one batch while the
+ * walk fills the next, and hashes that one while this thread does the
+ * serial work (advance).  A file's entry is recorded once all its chunks
+ * are in the pack.  A huge checkpoint is cut sequentially, but its chunks
+ * are hashed, compressed and encrypted in parallel like anyone else's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +38,8 @@
 #include "engine-int.h"
 
 #define BATCH_BYTES (6u << 20)
-#define NBATCH 3	/* filling, hashing, sealing */
+#define READ_BYTES (1u << 20)	/* read straight into the filling batch */
+#define NBATCH 3	/* filling, hashed, sealing */
 
 enum { READING, CLOSED, DEAD, FINISHED };
 
@@ -114,12 +114,12 @@ struct backup {
 	struct pfile *cur;
 	struct chunk_stream *cs;
 
-	/* The batches: the walk fills one while the pool hashes the one
-	 * before and seals the one before that. */
+	/* The batches: the walk fills one while the pool seals another;
+	 * the third was hashed and waits for its lookups. */
 	struct pool *pool;
 	struct worker *workers;
 	struct batch batches[NBATCH];
-	struct batch *fill, *hashing, *sealing;
+	struct batch *fill, *hashing, *hashed, *sealing;
 	struct buf recs;		/* the sealing batch's new records */
 	int running;			/* a pool loop is on them */
 
@@ -243,17 +243,21 @@ seal_job(struct backup *b, struct batch *bt, struct job *j, int worker)
 	}
 }
 
-/* A pool loop's index: the sealing batch's chunks, then the hashing one's. */
+/* The pool loops: one hashes the filled batch, the other seals one. */
 static void
-stage_job(void *arg, size_t i, int worker)
+hash_loop(void *arg, size_t i, int worker)
 {
 	struct backup *b = arg;
-	size_t ns = b->sealing ? b->sealing->njobs : 0;
 
-	if (i < ns)
-		seal_job(b, b->sealing, &b->sealing->jobs[i], worker);
-	else
-		hash_job(b, b->hashing, &b->hashing->jobs[i - ns]);
+	hash_job(b, b->hashing, &b->hashing->jobs[i]);
+}
+
+static void
+seal_loop(void *arg, size_t i, int worker)
+{
+	struct backup *b = arg;
+
+	seal_job(b, b->sealing, &b->sealing->jobs[i], worker);
 }
 
 /* Look the hashed batch's ids up, in order; room for the new ones. */
@@ -353,19 +357,24 @@ finish_files(struct backup *b)
 }
 
 /*
- * One step of the pipeline: wait for the pool; the sealed batch goes into
- * the pack (and the files it completes into the catalog); the hashed batch
- * is looked up and will be sealed; the filled batch will be hashed; and
- * the pool starts on both while the walk fills an empty batch.
+ * One step of the pipeline.  The seal loop ends; the pool hashes the
+ * filled batch while this thread appends the sealed one to the pack (and
+ * records the files it completes) and looks up the batch hashed one step
+ * earlier; then the pool seals that one while the walk fills the batch
+ * just appended.  Only the lookups and appends are serial, and the pool
+ * hashes meanwhile.
  */
 static int
 advance(struct backup *b)
 {
-	size_t n = 0;
-
 	if (b->running) {
 		pool_wait(b->pool);
 		b->running = 0;
+	}
+	if (b->fill->njobs > 0) {
+		b->hashing = b->fill;
+		pool_start(b->pool, b->hashing->njobs, hash_loop, b);
+		b->running = 1;
 	}
 	if (b->sealing) {
 		if (append_batch(b, b->sealing))
@@ -374,24 +383,25 @@ advance(struct backup *b)
 	}
 	if (finish_files(b) || packer_maybe_flush(&b->packer))
 		return (-1);
-	if (b->hashing) {
-		if (lookup_batch(b, b->hashing))
-			return (-1);
-		b->sealing = b->hashing;
-		b->hashing = NULL;
-		n += b->sealing->njobs;
+	if (b->hashed && lookup_batch(b, b->hashed))
+		return (-1);
+	if (b->running) {
+		pool_wait(b->pool);
+		b->running = 0;
 	}
-	if (b->fill->njobs > 0) {
-		b->hashing = b->fill;
-		n += b->hashing->njobs;
+	if (b->hashed) {
+		b->sealing = b->hashed;
+		b->hashed = NULL;
+		pool_start(b->pool, b->sealing->njobs, seal_loop, b);
+		b->running = 1;
+	}
+	if (b->hashing) {
+		b->hashed = b->hashing;
+		b->hashing = NULL;
 		/* The walk goes on in the one batch in no step. */
-		for (b->fill = b->batches; b->fill == b->hashing ||
+		for (b->fill = b->batches; b->fill == b->hashed ||
 		    b->fill == b->sealing; b->fill++)
 			;
-	}
-	if (n > 0) {
-		pool_start(b->pool, n, stage_job, b);
-		b->running = 1;
 	}
 	return (0);
 }
@@ -415,7 +425,7 @@ release_batches(struct backup *b)
 static int
 drain(struct backup *b)
 {
-	while (b->running || b->sealing || b->hashing || b->fill->njobs > 0)
+	while (b->running || b->sealing || b->hashed || b->fill->njobs > 0)
 		if (advance(b))
 			return (-1);
 	return (0);
@@ -428,12 +438,14 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 	struct pfile *f = b->cur;
 	struct job *j;
 
-	struct batch *bt;
+	struct batch *bt = b->fill;
 
-	if (b->fill->data.len + len > BATCH_BYTES && b->fill->njobs > 0 &&
-	    advance(b))
+	/* The stream cut it in place, in the filling batch (read_file). */
+	if (data < bt->data.data || len > bt->data.len ||
+	    (size_t)(data - bt->data.data) > bt->data.len - len) {
+		log_error("internal error: a chunk outside its batch");
 		return (-1);
-	bt = b->fill;
+	}
 	if (bt->njobs == bt->capjobs) {
 		size_t cap = bt->capjobs ? bt->capjobs * 2 : 256;
 
@@ -466,10 +478,8 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 	j->f = f;
 	j->gen = f->gen;
 	j->ref = f->nrefs;
-	j->off = bt->data.len;
+	j->off = (size_t)(data - bt->data.data);
 	j->len = (uint32_t)len;
-	if (buf_append(&bt->data, data, len))
-		return (-1);
 	f->refs[f->nrefs].chunk_rowid = 0;
 	f->refs[f->nrefs].file_offset = (uint64_t)off;
 	f->refs[f->nrefs].len = (uint32_t)len;
@@ -497,13 +507,27 @@ begin_read(struct backup *b)
 	b->cur->gen++;
 	b->cur->nrefs = 0;
 	b->cur->outstanding = 0;
-	if (b->cs != NULL) {
+	if (b->cs != NULL)
 		chunk_stream_reset(b->cs, (uint64_t)b->cur->e.size);
-		return (0);
-	}
-	b->cs = chunk_stream_new(b->chunker, b->max_chunk,
-	    (uint64_t)b->cur->e.size, emit_chunk, b);
-	return (b->cs == NULL ? -1 : 0);
+	else if ((b->cs = chunk_stream_new(b->chunker, b->max_chunk,
+	    (uint64_t)b->cur->e.size, emit_chunk, b)) == NULL)
+		return (-1);
+	return (chunk_stream_use(b->cs, &b->fill->data));
+}
+
+/*
+ * Room for the next read in the filling batch.  A full one moves on
+ * (advance), and the stream's uncut tail moves with the walk to the next.
+ * A batch with no chunk yet grows instead: it holds one long chunk.
+ */
+static uint8_t *
+read_room(struct backup *b)
+{
+	if (b->fill->data.len + READ_BYTES > BATCH_BYTES &&
+	    b->fill->njobs > 0 &&
+	    (advance(b) || chunk_stream_use(b->cs, &b->fill->data)))
+		return (NULL);
+	return (chunk_stream_space(b->cs, READ_BYTES));
 }
 
 /*
@@ -514,19 +538,25 @@ begin_read(struct backup *b)
 static int
 read_file(struct backup *b, struct fs_walk *w)
 {
-	const void *data;
+	uint8_t *p;
 	int64_t off;
 	size_t len;
 	int rc;
 
 	if (begin_read(b))
 		return (-2);
-	while ((rc = fs_walk_read(w, &data, &len, &off)) == 1) {
+	for (;;) {
+		if ((p = read_room(b)) == NULL)
+			return (-2);
+		if ((rc = fs_walk_read_into(w, p, READ_BYTES, &len, &off)) != 1)
+			break;
 		b->res->bytes_read += (int64_t)len;
 		progress_update(&b->progress, 0, len);
-		if (chunk_stream_feed(b->cs, data, len, off))
+		if (chunk_stream_wrote(b->cs, len, off))
 			return (-2);
 	}
+	if (rc < 0)
+		chunk_stream_abandon(b->cs);
 	if (rc == FS_WALK_CHANGED)
 		return (rc);
 	if (rc < 0)
