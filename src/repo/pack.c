@@ -64,8 +64,6 @@ struct pack_reader {
 	uint64_t size;
 	uint8_t pack_id[16];
 	uint8_t *key;
-	struct buf ct;
-	struct buf tmp;
 };
 
 static void
@@ -88,17 +86,20 @@ index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 }
 
 /*
- * Write buffers outlive their pack.  A backup starts a pack every 64 MiB,
- * and fresh buffers for each cost a page fault per 4 KiB written to them
- * (30k for a 2 GB backup, most of its page faults); so up to two finished
- * ones wait here for the next writer.
+ * Buffers outlive their pack.  A backup starts a pack every 64 MiB, and
+ * restore and verify open each pack on every thread: fresh buffers each
+ * time cost a page fault per 4 KiB put in them (30k for a 2 GB backup,
+ * most of its page faults; 72k for a restore).  So a few finished ones
+ * wait here for the next writer or read.
  */
+#define NSPARE 4
+#define SPARE_CAP_MAX (8u << 20)
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct buf spare[2];
+static struct buf spare[NSPARE];
 static int nspare;
 
 static void
-wbuf_take(struct buf *b)
+spare_take(struct buf *b)
 {
 	pthread_mutex_lock(&spare_mu);
 	if (nspare > 0)
@@ -109,12 +110,12 @@ wbuf_take(struct buf *b)
 	b->len = 0;
 }
 
-/* A buffer that grew for a huge record is not kept. */
+/* Keep b's memory for the next taker, or free it; b is left empty. */
 static void
-wbuf_give(struct buf *b)
+spare_give(struct buf *b)
 {
 	pthread_mutex_lock(&spare_mu);
-	if (b->data != NULL && nspare < 2 && b->cap <= 2 * WBUF_SIZE + 1) {
+	if (b->data != NULL && nspare < NSPARE && b->cap <= SPARE_CAP_MAX) {
 		spare[nspare++] = *b;
 		buf_init(b);
 	}
@@ -143,7 +144,7 @@ io_main(void *arg)
 				failed = 1;
 			pthread_mutex_lock(&w->mu);
 			if (w->finishing)
-				wbuf_give(b);	/* the last one */
+				spare_give(b);	/* the last one */
 			else
 				buf_reset(b);
 			w->queued = NULL;
@@ -215,8 +216,8 @@ pack_writer_new(struct repo *r)
 	}
 	w->fd = -1;
 	w->repo = r;
-	wbuf_take(&w->bufs[0]);
-	wbuf_take(&w->bufs[1]);
+	spare_take(&w->bufs[0]);
+	spare_take(&w->bufs[1]);
 	w->wbuf = &w->bufs[0];
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
@@ -418,7 +419,7 @@ pack_writer_finish_start(struct pack_writer *w)
 	if (wappend(w, nonce, sizeof(nonce)) || wappend(w, ct.data, ct.len) ||
 	    wappend(w, tail, sizeof(tail)) || wflush(w))
 		goto out;
-	wbuf_give(w->wbuf);	/* empty now; the thread gives the other */
+	spare_give(w->wbuf);	/* empty now; the thread gives the other */
 	memcpy(w->info.name, w->name, sizeof(w->info.name));
 	w->info.size = w->size;
 	w->info.count = (uint32_t)w->nents;
@@ -539,8 +540,8 @@ pack_writer_free(struct pack_writer *w)
 		unlink(w->tmp_path);
 	free(w->tmp_path);
 	crypto_secret_free(w->key);
-	wbuf_give(&w->bufs[0]);
-	wbuf_give(&w->bufs[1]);
+	spare_give(&w->bufs[0]);
+	spare_give(&w->bufs[1]);
 	free(w->ents);
 	free(w);
 }
@@ -558,8 +559,6 @@ pack_reader_open(struct repo *r, const char *name)
 	}
 	p->fd = -1;
 	p->repo = r;
-	buf_init(&p->ct);
-	buf_init(&p->tmp);
 	if (strlen(name) != PACK_NAME_LEN || hex_decode(id, 16, name)) {
 		log_error("bad pack name '%s'", name);
 		goto err;
@@ -615,15 +614,22 @@ err:
 	return (NULL);
 }
 
+/*
+ * The record is read into a spare buffer taken for this call only (a
+ * reader holds no memory between reads: restore keeps several open per
+ * thread), and a compressed one is decrypted in place there.
+ */
 int
 pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
     struct compressor *z, uint8_t *out)
 {
 	uint8_t ad[RECORD_AD_BYTES], id[CRYPTO_ID_BYTES];
 	struct compressor *own = NULL;
-	const uint8_t *rh;
+	struct buf ct;
+	uint8_t *rh;
 	uint64_t need;
 	size_t ctlen;
+	int rc = -1;
 
 	if (e->stored_len > PACK_RECORD_MAX || e->plain_len > PACK_RECORD_MAX) {
 		log_error("pack '%s': record at offset %llu is too large",
@@ -639,45 +645,41 @@ pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
 		    (unsigned long long)e->offset);
 		return (-1);
 	}
-	buf_reset(&p->ct);
-	if (buf_reserve(&p->ct, (size_t)need))
-		return (-1);
-	if (fsutil_pread_all(p->fd, p->ct.data, (size_t)need,
-	    (off_t)e->offset, p->path))
-		return (-1);
-	rh = p->ct.data;
+	spare_take(&ct);
+	if (buf_reserve(&ct, (size_t)need) ||
+	    fsutil_pread_all(p->fd, ct.data, (size_t)need, (off_t)e->offset,
+	    p->path))
+		goto out;
+	rh = ct.data;
 	if (rh[0] != e->type || rh[1] != e->flags ||
 	    get_u32(rh + 2) != e->plain_len ||
 	    get_u32(rh + 6) != e->stored_len) {
 		log_error("pack '%s': record at offset %llu: header does not "
 		    "match the index", p->path, (unsigned long long)e->offset);
-		return (-1);
+		goto out;
 	}
 	record_ad(ad, p->repo, e->id, e->type, e->flags, e->plain_len);
-	buf_reset(&p->tmp);
 	if (e->flags & PACK_FLAG_ZSTD) {
-		if (buf_reserve(&p->tmp, e->stored_len))
-			return (-1);
+		uint8_t *payload = rh + PACK_RECORD_HEADER_BYTES;
+
 		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
-		    rh + PACK_RECORD_HEADER_BYTES, ctlen, p->tmp.data))
+		    payload, ctlen, payload))
 			goto auth;
 		if (z == NULL && (own = z = compressor_new(1)) == NULL)
-			return (-1);
-		if (compressor_decompress(z, p->tmp.data, e->stored_len,
-		    out, e->plain_len)) {
-			compressor_free(own);
+			goto out;
+		if (compressor_decompress(z, payload, e->stored_len, out,
+		    e->plain_len)) {
 			log_error("pack '%s': record at offset %llu does not "
 			    "decompress", p->path,
 			    (unsigned long long)e->offset);
-			return (-1);
+			goto out;
 		}
-		compressor_free(own);
 	} else {
 		if (e->plain_len != e->stored_len) {
 			log_error("pack '%s': record at offset %llu has "
 			    "inconsistent lengths", p->path,
 			    (unsigned long long)e->offset);
-			return (-1);
+			goto out;
 		}
 		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
@@ -687,14 +689,18 @@ pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
 	if (memcmp(id, e->id, CRYPTO_ID_BYTES) != 0) {
 		log_error("pack '%s': record at offset %llu: content does not "
 		    "match its id", p->path, (unsigned long long)e->offset);
-		return (-1);
+		goto out;
 	}
-	return (0);
+	rc = 0;
+	goto out;
 auth:
 	log_error("pack '%s': record at offset %llu failed authentication "
 	    "(damaged or tampered with)", p->path,
 	    (unsigned long long)e->offset);
-	return (-1);
+out:
+	compressor_free(own);
+	spare_give(&ct);
+	return (rc);
 }
 
 int
@@ -798,8 +804,6 @@ pack_reader_close(struct pack_reader *p)
 	if (p->fd != -1)
 		close(p->fd);
 	crypto_secret_free(p->key);
-	buf_release(&p->ct);
-	buf_release(&p->tmp);
 	free(p->path);
 	free(p);
 }
