@@ -22,9 +22,11 @@ void pool_run(struct pool *p, size_t n,
  * The same loop in two halves, so that the calling thread can do serial
  * work (read the next batch, write the last one) while the workers run:
  * pool_start hands the loop to the worker threads and returns at once;
- * pool_wait joins in as worker 0 and returns when every index is done.
- * One loop at a time: pool_wait before the next pool_start or pool_run.
- * A pool without worker threads runs the whole loop in pool_wait.
+ * pool_wait joins in as worker 0 and returns when every index of every
+ * loop started is done.  Loops queue (up to 4; one more runs the queue
+ * first): a later loop's indexes are handed out once the earlier one's
+ * are all taken, so its first ones may run beside the earlier one's last
+ * ones.  A pool without worker threads runs the loops in pool_wait.
  */
 void pool_start(struct pool *p, size_t n,
     void (*fn)(void *arg, size_t i, int worker), void *arg);

@@ -78,6 +78,7 @@ struct worker {
 
 /* Chunks on their way into the pack, with their bytes. */
 struct batch {
+	struct backup *b;
 	struct buf data;		/* chunk bytes */
 	struct job *jobs;
 	size_t njobs, capjobs;
@@ -114,12 +115,12 @@ struct backup {
 	struct pfile *cur;
 	struct chunk_stream *cs;
 
-	/* The batches: the walk fills one while the pool seals another;
-	 * the third was hashed and waits for its lookups. */
+	/* The batches: the walk fills one while the pool hashes another
+	 * and then seals the third. */
 	struct pool *pool;
 	struct worker *workers;
 	struct batch batches[NBATCH];
-	struct batch *fill, *hashing, *hashed, *sealing;
+	struct batch *fill, *hashed, *sealing;
 	struct buf recs;		/* the sealing batch's new records */
 	int running;			/* a pool loop is on them */
 
@@ -243,21 +244,21 @@ seal_job(struct backup *b, struct batch *bt, struct job *j, int worker)
 	}
 }
 
-/* The pool loops: one hashes the filled batch, the other seals one. */
+/* The pool loops, over one batch: hash its chunks, or seal them. */
 static void
 hash_loop(void *arg, size_t i, int worker)
 {
-	struct backup *b = arg;
+	struct batch *bt = arg;
 
-	hash_job(b, b->hashing, &b->hashing->jobs[i]);
+	hash_job(bt->b, bt, &bt->jobs[i]);
 }
 
 static void
 seal_loop(void *arg, size_t i, int worker)
 {
-	struct backup *b = arg;
+	struct batch *bt = arg;
 
-	seal_job(b, b->sealing, &b->sealing->jobs[i], worker);
+	seal_job(bt->b, bt, &bt->jobs[i], worker);
 }
 
 /* Look the hashed batch's ids up, in order; room for the new ones. */
@@ -357,23 +358,25 @@ finish_files(struct backup *b)
 }
 
 /*
- * One step of the pipeline.  The seal loop ends; the pool hashes the
- * filled batch while this thread appends the sealed one to the pack (and
- * records the files it completes) and looks up the batch hashed one step
- * earlier; then the pool seals that one while the walk fills the batch
- * just appended.  Only the lookups and appends are serial, and the pool
- * hashes meanwhile.
+ * One step of the pipeline, with the pool's loops done: the filled batch
+ * is queued for hashing first, so the pool works while this thread
+ * appends the sealed batch to the pack (recording the files it
+ * completes) and looks up the hashed one; that one's sealing is queued
+ * behind the hashing, and both run while the walk fills the batch just
+ * appended.
  */
 static int
 advance(struct backup *b)
 {
+	struct batch *hashing = NULL;
+
 	if (b->running) {
 		pool_wait(b->pool);
 		b->running = 0;
 	}
 	if (b->fill->njobs > 0) {
-		b->hashing = b->fill;
-		pool_start(b->pool, b->hashing->njobs, hash_loop, b);
+		hashing = b->fill;
+		pool_start(b->pool, hashing->njobs, hash_loop, hashing);
 		b->running = 1;
 	}
 	if (b->sealing) {
@@ -383,21 +386,16 @@ advance(struct backup *b)
 	}
 	if (finish_files(b) || packer_maybe_flush(&b->packer))
 		return (-1);
-	if (b->hashed && lookup_batch(b, b->hashed))
-		return (-1);
-	if (b->running) {
-		pool_wait(b->pool);
-		b->running = 0;
-	}
 	if (b->hashed) {
+		if (lookup_batch(b, b->hashed))
+			return (-1);
 		b->sealing = b->hashed;
 		b->hashed = NULL;
-		pool_start(b->pool, b->sealing->njobs, seal_loop, b);
+		pool_start(b->pool, b->sealing->njobs, seal_loop, b->sealing);
 		b->running = 1;
 	}
-	if (b->hashing) {
-		b->hashed = b->hashing;
-		b->hashing = NULL;
+	if (hashing) {
+		b->hashed = hashing;
 		/* The walk goes on in the one batch in no step. */
 		for (b->fill = b->batches; b->fill == b->hashed ||
 		    b->fill == b->sealing; b->fill++)
@@ -884,6 +882,8 @@ engine_backup(struct repo *r, struct catalog *c,
 		if ((b.workers[i].z = compressor_new(o->compress_level ?
 		    o->compress_level : DEFAULT_ZSTD_LEVEL)) == NULL)
 			goto out;
+	for (i = 0; i < NBATCH; i++)
+		b.batches[i].b = &b;
 	b.fill = &b.batches[0];
 
 	crypto_random(sid, sizeof(sid));

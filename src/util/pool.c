@@ -5,35 +5,60 @@
 #include "coffer/log.h"
 #include "coffer/pool.h"
 
+/*
+ * Loops queue up: a later one's indexes are handed out once the earlier
+ * one's are, so no thread waits at the end of a loop while another is
+ * queued behind it.
+ */
+#define POOL_QUEUE 4
+
+struct loop {
+	void (*fn)(void *, size_t, int);
+	void *arg;
+	size_t n, next;			/* indexes, and the next to hand out */
+	size_t done;			/* indexes finished */
+};
+
 struct pool {
 	int nthreads;
 	pthread_t *tids;
 	pthread_mutex_t mu;
-	pthread_cond_t work;		/* a new loop, or shutdown */
-	pthread_cond_t done;		/* a worker finished its share */
-	unsigned long gen;		/* loop number */
+	pthread_cond_t work;		/* a loop queued, or shutdown */
+	pthread_cond_t done;		/* a loop finished */
 	int quit;
-	/* The current loop. */
-	void (*fn)(void *, size_t, int);
-	void *arg;
-	size_t n, next;
-	int busy;			/* workers still in the loop */
+	struct loop q[POOL_QUEUE];	/* a ring, oldest first */
+	size_t head, count;
 };
 
-/* Take indexes until none are left.  Called with mu unlocked. */
-static void
-drain(struct pool *p, int worker)
+/* The next index of the oldest loop with some left.  Under mu. */
+static struct loop *
+take(struct pool *p, size_t *i)
 {
-	size_t i;
+	size_t k;
 
-	for (;;) {
-		pthread_mutex_lock(&p->mu);
-		i = p->next < p->n ? p->next++ : p->n;
-		pthread_mutex_unlock(&p->mu);
-		if (i >= p->n)
-			return;
-		p->fn(p->arg, i, worker);
+	for (k = 0; k < p->count; k++) {
+		struct loop *l = &p->q[(p->head + k) % POOL_QUEUE];
+
+		if (l->next < l->n) {
+			*i = l->next++;
+			return (l);
+		}
 	}
+	return (NULL);
+}
+
+/* Index done; retire the finished loops at the head.  Under mu. */
+static void
+finish(struct pool *p, struct loop *l)
+{
+	l->done++;
+	if (l->done < l->n)
+		return;
+	while (p->count > 0 && p->q[p->head].done == p->q[p->head].n) {
+		p->head = (p->head + 1) % POOL_QUEUE;
+		p->count--;
+	}
+	pthread_cond_broadcast(&p->done);
 }
 
 struct start {
@@ -47,21 +72,20 @@ worker_main(void *v)
 	struct start *s = v;
 	struct pool *p = s->p;
 	int worker = s->worker;
-	unsigned long seen = 0;
+	struct loop *l;
+	size_t i;
 
 	free(s);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		while (!p->quit && p->gen == seen)
+		while (!p->quit && (l = take(p, &i)) == NULL)
 			pthread_cond_wait(&p->work, &p->mu);
 		if (p->quit)
 			break;
-		seen = p->gen;
 		pthread_mutex_unlock(&p->mu);
-		drain(p, worker);
+		l->fn(l->arg, i, worker);
 		pthread_mutex_lock(&p->mu);
-		if (--p->busy == 0)
-			pthread_cond_signal(&p->done);
+		finish(p, l);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return (NULL);
@@ -132,27 +156,44 @@ void
 pool_start(struct pool *p, size_t n, void (*fn)(void *, size_t, int),
     void *arg)
 {
+	struct loop *l;
+
+	if (n == 0)
+		return;
 	pthread_mutex_lock(&p->mu);
-	p->fn = fn;
-	p->arg = arg;
-	p->n = n;
-	p->next = 0;
-	if (n > 0 && p->nthreads > 1) {
-		p->busy = p->nthreads - 1;
-		p->gen++;
-		pthread_cond_broadcast(&p->work);
+	if (p->count == POOL_QUEUE) {
+		/* Full (or no workers to empty it): run what is queued. */
+		pthread_mutex_unlock(&p->mu);
+		pool_wait(p);
+		pthread_mutex_lock(&p->mu);
 	}
+	l = &p->q[(p->head + p->count) % POOL_QUEUE];
+	l->fn = fn;
+	l->arg = arg;
+	l->n = n;
+	l->next = l->done = 0;
+	p->count++;
+	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->mu);
 }
 
 void
 pool_wait(struct pool *p)
 {
-	drain(p, 0);
+	struct loop *l;
+	size_t i;
+
 	pthread_mutex_lock(&p->mu);
-	while (p->busy > 0)
-		pthread_cond_wait(&p->done, &p->mu);
-	p->n = 0;
+	while (p->count > 0) {
+		if ((l = take(p, &i)) == NULL) {
+			pthread_cond_wait(&p->done, &p->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&p->mu);
+		l->fn(l->arg, i, 0);
+		pthread_mutex_lock(&p->mu);
+		finish(p, l);
+	}
 	pthread_mutex_unlock(&p->mu);
 }
 

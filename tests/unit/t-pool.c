@@ -1,7 +1,7 @@
 /*
  * The thread pool: every index runs exactly once, on a valid worker
  * number, with pool_run and with pool_start/pool_wait while the caller
- * works on something else in between.
+ * works on something else in between, and with several loops queued.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -115,6 +115,31 @@ main(void)
 		ok(l.max_running <= t, "threads %d: at most %d at a time "
 		    "(saw %d)", t, t, (int)l.max_running);
 		free(l.hits);
+
+		/* Loops queue: six started back to back (more than the
+		 * queue holds), the caller away meanwhile, then one wait. */
+		{
+			struct loop q[6];
+			int k, good = 1;
+
+			for (round = 0; round < 50 && good; round++) {
+				for (k = 0; k < 6; k++) {
+					setup(&q[k], p, (size_t)((k * 7 +
+					    round) % 23), k == 0 && round == 0);
+					pool_start(p, q[k].n, visit, &q[k]);
+				}
+				if (round % 2 == 0)
+					usleep(200);
+				pool_wait(p);
+				for (k = 0; k < 6; k++) {
+					good &= all_once(&q[k]) &&
+					    q[k].bad_worker == 0;
+					free(q[k].hits);
+				}
+			}
+			ok(good, "threads %d: queued loops each visit every "
+			    "index once (%d rounds)", t, round);
+		}
 		pool_free(p);
 	}
 	return (tap_done());
