@@ -10,6 +10,7 @@
 
 #include "coffer/chunk.h"
 #include "tap.h"
+#include "testutil.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -50,19 +51,6 @@ random_bytes(size_t n, uint64_t seed)
 	for (v = splitmix(&seed); i < n; i++, v >>= 8)
 		p[i] = (uint8_t)v;
 	return (p);
-}
-
-static uint64_t
-fnv1a(const uint8_t *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ULL;
-	}
-	return (h);
 }
 
 static void

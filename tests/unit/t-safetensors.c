@@ -15,6 +15,7 @@
 
 #include "coffer/chunk.h"
 #include "tap.h"
+#include "testutil.h"
 
 #define MiB ((uint64_t)1024 * 1024)
 
@@ -28,15 +29,6 @@ xmalloc(size_t n)
 		exit(2);
 	}
 	return (p);
-}
-
-static void
-put_le64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Growable text buffer for headers too large for a fixed array. */

@@ -35,19 +35,6 @@ struct cuts {
 	int outside, gap;
 };
 
-static uint64_t
-fnv(const uint8_t *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ULL;
-	}
-	return (h);
-}
-
 static int
 record(void *arg, const uint8_t *data, size_t len, int64_t off)
 {
@@ -62,7 +49,7 @@ record(void *arg, const uint8_t *data, size_t len, int64_t off)
 	}
 	c->v[c->n].off = off;
 	c->v[c->n].len = len;
-	c->v[c->n].hash = fnv(data, len);
+	c->v[c->n].hash = fnv1a(data, len);
 	c->n++;
 	if (c->in != NULL) {
 		if (data < c->in->data ||
@@ -205,15 +192,6 @@ next_attempt:
 	for (cur = 0; cur < 3; cur++)
 		buf_release(&bufs[cur]);
 	return (bad);
-}
-
-static void
-put_le64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* A safetensors file of random tensors between 0.2 and 3 MiB. */

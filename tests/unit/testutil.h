@@ -1,11 +1,13 @@
 /*
  * Helpers shared by coffer's unit tests (header-only): removing a test's
- * scratch tree, reproducible pseudo-random numbers.
+ * scratch tree, reproducible pseudo-random numbers, a fingerprint of
+ * bytes, a little-endian store.
  */
 #ifndef COFFER_TESTUTIL_H
 #define COFFER_TESTUTIL_H
 
 #include <ftw.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -35,6 +37,29 @@ xorshift64s(uint64_t *state)
 	*state ^= *state << 25;
 	*state ^= *state >> 27;
 	return (*state * 2685821657736338717ULL);
+}
+
+/* FNV-1a, 64-bit: a quick fingerprint to compare bytes by. */
+static inline uint64_t
+fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return (h);
+}
+
+static inline void
+put_le64(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 #endif
