@@ -123,6 +123,7 @@ struct backup {
 	struct batch *fill, *hashed, *sealing;
 	struct buf recs;		/* the sealing batch's new records */
 	int running;			/* a pool loop is on them */
+	int failed;			/* a step failed: no more steps */
 
 	struct progress progress;
 };
@@ -366,7 +367,7 @@ finish_files(struct backup *b)
  * appended.
  */
 static int
-advance(struct backup *b)
+advance_step(struct backup *b)
 {
 	struct batch *hashing = NULL;
 
@@ -400,6 +401,21 @@ advance(struct backup *b)
 		for (b->fill = b->batches; b->fill == b->hashed ||
 		    b->fill == b->sealing; b->fill++)
 			;
+	}
+	return (0);
+}
+
+/*
+ * A failed step leaves the batches half moved on (a loop may still be
+ * queued on the filling one): the run is over, and every later step
+ * fails too.
+ */
+static int
+advance(struct backup *b)
+{
+	if (b->failed || advance_step(b)) {
+		b->failed = 1;
+		return (-1);
 	}
 	return (0);
 }
@@ -528,10 +544,13 @@ read_room(struct backup *b)
 	return (chunk_stream_space(b->cs, READ_BYTES));
 }
 
+/* read_file's fatal error: not FS_WALK_CHANGED (-2), not a skip (-1). */
+#define READ_FATAL (-3)
+
 /*
  * Read the file once, cutting it exactly as audit and drill will (one
  * rule: chunk_stream).  1 done, FS_WALK_CHANGED, -1 skip (warned),
- * -2 fatal.
+ * READ_FATAL.
  */
 static int
 read_file(struct backup *b, struct fs_walk *w)
@@ -542,16 +561,16 @@ read_file(struct backup *b, struct fs_walk *w)
 	int rc;
 
 	if (begin_read(b))
-		return (-2);
+		return (READ_FATAL);
 	for (;;) {
 		if ((p = read_room(b)) == NULL)
-			return (-2);
+			return (READ_FATAL);
 		if ((rc = fs_walk_read_into(w, p, READ_BYTES, &len, &off)) != 1)
 			break;
 		b->res->bytes_read += (int64_t)len;
 		progress_update(&b->progress, 0, len);
 		if (chunk_stream_wrote(b->cs, len, off))
-			return (-2);
+			return (READ_FATAL);
 	}
 	if (rc < 0)
 		chunk_stream_abandon(b->cs);
@@ -560,7 +579,7 @@ read_file(struct backup *b, struct fs_walk *w)
 	if (rc < 0)
 		return (-1);
 	if (chunk_stream_finish(b->cs))
-		return (-2);
+		return (READ_FATAL);
 	return (1);
 }
 
@@ -586,7 +605,7 @@ store_file(struct backup *b, struct fs_walk *w, struct pfile *f)
 		if (rc == FS_WALK_CHANGED)
 			return (CHANGING);
 	}
-	if (rc == -2)
+	if (rc == READ_FATAL)
 		return (-1);
 	if (rc < 0)
 		return (SKIPPED);

@@ -120,4 +120,37 @@ test_expect_success GDB 'killed as its last pack is finishing: not complete' '
 	treecmp src/late out-late/late
 '
 
+# A pack that cannot be created (a full disk, say) mid-run: the run must
+# fail and record nothing complete.  Once, such a failure while a batch
+# moved on was taken for "the file changed while read": the file was read
+# again, its chunks were taken as stored, and the run went on to record a
+# complete snapshot whose chunks were in no pack.
+test_expect_success GDB 'a pack that cannot be created fails the run' '
+	rm -rf src/nospace && mkdir src/nospace &&
+	for i in 1 2 3 4 5 6 7 8; do
+		random_file src/nospace/f$i 4 || return 1
+	done &&
+	n0=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
+	    "print scalar grep { \$_->{state} eq q(complete) } \
+	    @{decode_json(<STDIN>)}") &&
+	COFFER_PACK_SIZE=2000000 gdb -q -batch -nx \
+	    -ex "set breakpoint pending on" -ex "set confirm off" \
+	    -ex "break pack_writer_new" -ex "ignore 1 1" -ex run \
+	    -ex "return (struct pack_writer *) 0" -ex delete -ex continue \
+	    --args "$COFFER" -r repo backup ds src >nospace.out 2>&1 &&
+	cat nospace.out &&
+	grep -q "Breakpoint 1, pack_writer_new" nospace.out &&
+	! grep -q "exited normally" nospace.out &&
+	grep -q "exited with code" nospace.out &&
+	n1=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
+	    "print scalar grep { \$_->{state} eq q(complete) } \
+	    @{decode_json(<STDIN>)}") &&
+	echo "complete snapshots: $n0 -> $n1" &&
+	test "$n1" = "$n0" &&
+	coffer -r repo verify --read-data &&
+	coffer -r repo backup ds src &&
+	coffer -r repo restore ds@latest out-nospace nospace &&
+	treecmp src/nospace out-nospace/nospace
+'
+
 test_done
