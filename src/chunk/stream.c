@@ -76,8 +76,10 @@ check_safetensors(struct chunk_stream *s)
 	s->cuts_checked = 1;
 	if (s->seg_offset != 0 || avail < 8)
 		return (0);
+	/* A header longer than max is not one, however much happens to
+	 * be buffered: otherwise the cut would depend on read sizes. */
 	need = safetensors_header_size(p, avail, s->size);
-	if (need == 0 || need > avail)
+	if (need == 0 || need > avail || need > s->max)
 		return (0);	/* not one, or a header too big to buffer */
 	return (safetensors_cuts(p, avail, s->size, &s->cuts, &s->ncuts) < 0 ?
 	    -1 : 0);

@@ -4,7 +4,8 @@
  * that feeding copies gives (as audit and drill do): same offsets, same
  * lengths, same bytes, whatever the read sizes, holes, buffer switches in
  * mid-chunk, and a read given up and started over.  A safetensors file is
- * cut at its tensor boundaries either way.
+ * cut at its tensor boundaries either way, and one whose header is longer
+ * than max is cut as plain data either way.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -194,33 +195,46 @@ next_attempt:
 	return (bad);
 }
 
-/* A safetensors file of random tensors between 0.2 and 3 MiB. */
+/*
+ * A safetensors file of random tensors between 0.2 and 3 MiB; with pad,
+ * a __metadata__ string of that many bytes makes the header longer.
+ */
 static void
-make_safetensors(struct file *f, uint64_t *rng)
+make_safetensors(struct file *f, uint64_t *rng, size_t pad)
 {
-	char json[4096];
-	size_t jl = 0, hdr, total = 0, sizes[12];
+	size_t cap = 4096 + pad, jl = 0, hdr, total = 0, sizes[12];
+	char *json = malloc(cap);
 	int i, nt = 12;
 
+	if (json == NULL)
+		exit(2);
 	for (i = 0; i < nt; i++) {
 		sizes[i] = 200 * KiB + xorshift64s(rng) % (3 * MiB);
 		sizes[i] &= ~(size_t)1;
 	}
-	jl += (size_t)snprintf(json + jl, sizeof(json) - jl, "{");
+	jl += (size_t)snprintf(json + jl, cap - jl, "{");
+	if (pad > 0) {
+		jl += (size_t)snprintf(json + jl, cap - jl,
+		    "\"__metadata__\":{\"pad\":\"");
+		memset(json + jl, 'p', pad);
+		jl += pad;
+		jl += (size_t)snprintf(json + jl, cap - jl, "\"},");
+	}
 	for (i = 0; i < nt; i++) {
-		jl += (size_t)snprintf(json + jl, sizeof(json) - jl,
+		jl += (size_t)snprintf(json + jl, cap - jl,
 		    "%s\"t%d\":{\"dtype\":\"BF16\",\"shape\":[%zu],"
 		    "\"data_offsets\":[%zu,%zu]}", i ? "," : "", i,
 		    sizes[i] / 2, total, total + sizes[i]);
 		total += sizes[i];
 	}
-	jl += (size_t)snprintf(json + jl, sizeof(json) - jl, "}");
+	jl += (size_t)snprintf(json + jl, cap - jl, "}");
 	hdr = 8 + jl;
 	f->size = hdr + total;
 	if ((f->data = malloc(f->size)) == NULL)
 		exit(2);
 	put_le64(f->data, jl);
 	memcpy(f->data + 8, json, jl);
+	free(json);
 	for (i = (int)hdr; (size_t)i < f->size; i++)
 		f->data[i] = (uint8_t)xorshift64s(rng);
 	f->nreg = 1;
@@ -298,8 +312,14 @@ main(void)
 	make_sparse(&f, &rng);
 	check_file(ch, "sparse file", &f);
 	free(f.data);
-	make_safetensors(&f, &rng);
+	make_safetensors(&f, &rng, 0);
 	check_file(ch, "safetensors", &f);
+	free(f.data);
+	/* A header past max is no header, whatever the read sizes: copying
+	 * in 256 KiB blocks sees exactly max bytes when it decides, reads
+	 * in place of up to 2 MiB see more. */
+	make_safetensors(&f, &rng, 8 * MiB + 600 * KiB);
+	check_file(ch, "safetensors, header longer than max", &f);
 	free(f.data);
 	chunker_free(ch);
 	return (tap_done());
