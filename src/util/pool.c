@@ -72,7 +72,7 @@ worker_main(void *v)
 	struct start *s = v;
 	struct pool *p = s->p;
 	int worker = s->worker;
-	struct loop *l;
+	struct loop *l = NULL;
 	size_t i;
 
 	free(s);
@@ -180,7 +180,7 @@ pool_start(struct pool *p, size_t n, void (*fn)(void *, size_t, int),
 void
 pool_wait(struct pool *p)
 {
-	struct loop *l;
+	struct loop *l = NULL;
 	size_t i;
 
 	pthread_mutex_lock(&p->mu);
