@@ -678,8 +678,10 @@ fs_walk_read(struct fs_walk *w, const void **buf, size_t *len,
     int64_t *offset)
 {
 	if (w->rbuf == NULL && (w->rbuf = malloc(READ_SIZE)) == NULL) {
+		/* The file is skipped, and the walk ends at the next entry. */
 		log_error("out of memory");
 		w->fatal = 1;
+		end_file(w);
 		return (-1);
 	}
 	*buf = w->rbuf;
