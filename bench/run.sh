@@ -32,7 +32,7 @@ case $SCALE in
 ''|*[!0-9.]*|*.*.*) die "BENCH_SCALE must be a positive number: $SCALE" ;;
 esac
 case $PASSES in
-''|*[!0-9]*|0) die "BENCH_PASSES must be a positive integer: $PASSES" ;;
+''|*[!0-9]*|0*) die "BENCH_PASSES must be a positive integer: $PASSES" ;;
 esac
 
 # ---- dependencies ---------------------------------------------------------
@@ -61,9 +61,17 @@ esac
 # minutes of many deletions cost a scan past every recently deleted inode
 # (find_inode_bit), and that would slow the first restore below.
 OLD="$BD.old"
-rm -rf "$OLD"
+rm_old() {
+	if [ -e "$OLD/.coffer-bench" ]; then
+		rm -rf "$OLD"
+	elif [ -e "$OLD" ]; then
+		die "$OLD exists and is not a bench directory; remove it or set BENCH_DIR"
+	fi
+}
+rm_old
 if [ -e "$BD" ]; then
 	if [ -e "$BD/.coffer-bench" ] || [ -z "$(ls -A "$BD")" ]; then
+		: > "$BD/.coffer-bench"
 		mv "$BD" "$OLD" 2>/dev/null || rm -rf "$BD"
 	else
 		die "$BD exists and is not a bench directory; remove it or set BENCH_DIR"
@@ -77,13 +85,13 @@ need_kib=$(awk -v s="$SCALE" 'BEGIN { printf "%d", s * 18 * 1024 * 1024 + 104857
 avail_kib=$(df -Pk "$BD" | awk 'NR == 2 { print $4 }')
 if [ "$avail_kib" -lt "$need_kib" ] && [ -e "$OLD" ]; then
 	say "removing $OLD now for its space (restore times may suffer)"
-	rm -rf "$OLD"
+	rm_old
 	avail_kib=$(df -Pk "$BD" | awk 'NR == 2 { print $4 }')
 fi
 [ "$avail_kib" -ge "$need_kib" ] ||
 	die "$BD: $((avail_kib / 1048576)) GiB free, scale $SCALE needs about $((need_kib / 1048576)) GiB (set BENCH_DIR or BENCH_SCALE)"
 cleanup() {
-	rm -rf "$OLD"
+	rm_old
 	if [ "$KEEP" = 1 ]; then
 		say "kept $BD"
 	else
