@@ -236,11 +236,13 @@ tail -c 33554432 "$TREE/ckpt/step_01000/model-00001-of-00004.safetensors" \
 rm -f "$BD/sample.text" "$BD/sample.bf16"
 
 # ---- the side-by-side run -----------------------------------------------------
-# Steps that leave the repositories as they found them, or that can start
-# from an empty one, run PASSES times, the tools taking turns in each
-# pass, and the median is reported: one pass moves by 10-20% on a shared
-# machine.  The last initial pass writes the repositories the later steps
-# use; the earlier ones write throwaway repositories.
+# Steps that can be repeated without changing what the later ones measure
+# (the initial backup into an empty repository, a backup of an unchanged
+# tree, which adds only an empty snapshot, and verify) run PASSES times,
+# the tools taking turns in each pass, and the median is reported: one
+# pass moves by 10-20% on a shared machine.  The last initial pass writes
+# the repositories the later steps use; the earlier ones write throwaway
+# repositories.
 new_repo() {
 	init_tool "$1" "$2" >"$BD/logs/$1-init.log" 2>&1 || {
 		printf '%s init: exit %s\n' "$1" $? >> "$FAILS"
