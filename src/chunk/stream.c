@@ -22,7 +22,6 @@ struct chunk_stream {
 
 	struct buf own;			/* the buffer when copying */
 	struct buf *seg;		/* own, or the caller's (in place) */
-	int inplace;
 	size_t start;			/* first uncut byte in seg */
 	size_t scanned;			/* of it, looked at without a cut */
 	int64_t seg_offset;		/* file offset of seg.data[start] */
@@ -32,6 +31,13 @@ struct chunk_stream {
 	size_t ncuts, cut;
 	int cuts_checked;
 };
+
+/* Cutting in the caller's buffer (chunk_stream_use), not our own. */
+static int
+in_place(const struct chunk_stream *s)
+{
+	return (s->seg != &s->own);
+}
 
 struct chunk_stream *
 chunk_stream_new(const struct chunker *c, uint32_t max, uint64_t file_size,
@@ -122,7 +128,7 @@ segment(struct chunk_stream *s, int eof)
 	}
 	/* Keep the uncut tail at the front of our own buffer; in the
 	 * caller's, the cut chunks stay where they are. */
-	if (!s->inplace && s->start > 0) {
+	if (!in_place(s) && s->start > 0) {
 		avail = s->seg->len - s->start;
 		memmove(s->seg->data, s->seg->data + s->start, avail);
 		s->seg->len = avail;
@@ -211,7 +217,6 @@ chunk_stream_use(struct chunk_stream *s, struct buf *b)
 		buf_trim(&s->own, 0);
 	s->seg = b;
 	s->start = b->len - tail;
-	s->inplace = 1;
 	return (0);
 }
 
@@ -228,7 +233,7 @@ chunk_stream_wrote(struct chunk_stream *s, size_t len, int64_t off)
 {
 	int rc;
 
-	if (!s->inplace) {
+	if (!in_place(s)) {
 		log_error("internal error: chunk_stream_wrote without a buffer");
 		return (-1);
 	}
@@ -244,7 +249,6 @@ static void
 detach(struct chunk_stream *s)
 {
 	s->seg = &s->own;
-	s->inplace = 0;
 	s->start = 0;
 }
 
@@ -253,7 +257,7 @@ chunk_stream_finish(struct chunk_stream *s)
 {
 	int rc = segment(s, 1);
 
-	if (s->inplace)
+	if (in_place(s))
 		detach(s);
 	return (rc);
 }
@@ -261,7 +265,7 @@ chunk_stream_finish(struct chunk_stream *s)
 void
 chunk_stream_abandon(struct chunk_stream *s)
 {
-	if (s->inplace) {
+	if (in_place(s)) {
 		s->seg->len = s->start;
 		detach(s);
 	}
@@ -271,7 +275,7 @@ void
 chunk_stream_reset(struct chunk_stream *s, uint64_t file_size)
 {
 	/* The caller's buffer may be in other hands by now. */
-	if (s->inplace)
+	if (in_place(s))
 		detach(s);
 	/* What a long chunk took goes back between files. */
 	buf_trim(&s->own, (size_t)s->max / 2);
