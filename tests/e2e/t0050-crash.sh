@@ -91,6 +91,13 @@ test_expect_success 'the new snapshot restores identically' '
 
 command -v gdb >/dev/null && test_set_prereq GDB
 
+# How many of repo's snapshots are complete.
+complete_snapshots() {
+	coffer -r repo snapshots --json | perl -MJSON::PP -0e \
+	    "print scalar grep { \$_->{state} eq q(complete) } \
+	    @{decode_json(<STDIN>)}"
+}
+
 # The last packs are made durable at the end of the run, in the background
 # while the snapshot record is written: stop the process right there, as
 # the last pack starts finishing, and it must not have committed the
@@ -99,9 +106,7 @@ command -v gdb >/dev/null && test_set_prereq GDB
 test_expect_success GDB 'killed as its last pack is finishing: not complete' '
 	rm -rf src/late && mkdir src/late &&
 	random_file src/late/a 6 && random_file src/late/b 3 &&
-	n0=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
-	    "print scalar grep { \$_->{state} eq q(complete) } \
-	    @{decode_json(<STDIN>)}") &&
+	n0=$(complete_snapshots) &&
 	COFFER_PACK_SIZE=4000000 gdb -q -batch -nx \
 	    -ex "set breakpoint pending on" \
 	    -ex "break packer_flush" -ex run \
@@ -110,9 +115,7 @@ test_expect_success GDB 'killed as its last pack is finishing: not complete' '
 	    --args "$COFFER" -r repo backup ds src >gdb.out 2>&1 &&
 	cat gdb.out &&
 	grep -q "Breakpoint 2, pack_writer_finish_start" gdb.out &&
-	n1=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
-	    "print scalar grep { \$_->{state} eq q(complete) } \
-	    @{decode_json(<STDIN>)}") &&
+	n1=$(complete_snapshots) &&
 	echo "complete snapshots: $n0 -> $n1" &&
 	test "$n1" = "$n0" &&
 	coffer -r repo backup ds src &&
@@ -130,9 +133,7 @@ test_expect_success GDB 'a pack that cannot be created fails the run' '
 	for i in 1 2 3 4 5 6 7 8; do
 		random_file src/nospace/f$i 4 || return 1
 	done &&
-	n0=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
-	    "print scalar grep { \$_->{state} eq q(complete) } \
-	    @{decode_json(<STDIN>)}") &&
+	n0=$(complete_snapshots) &&
 	COFFER_PACK_SIZE=2000000 gdb -q -batch -nx \
 	    -ex "set breakpoint pending on" -ex "set confirm off" \
 	    -ex "break pack_writer_new" -ex "ignore 1 1" -ex run \
@@ -142,9 +143,7 @@ test_expect_success GDB 'a pack that cannot be created fails the run' '
 	grep -q "Breakpoint 1, pack_writer_new" nospace.out &&
 	! grep -q "exited normally" nospace.out &&
 	grep -q "exited with code" nospace.out &&
-	n1=$(coffer -r repo snapshots --json | perl -MJSON::PP -0e \
-	    "print scalar grep { \$_->{state} eq q(complete) } \
-	    @{decode_json(<STDIN>)}") &&
+	n1=$(complete_snapshots) &&
 	echo "complete snapshots: $n0 -> $n1" &&
 	test "$n1" = "$n0" &&
 	coffer -r repo verify --read-data &&
