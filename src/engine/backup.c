@@ -450,9 +450,8 @@ static int
 queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 {
 	struct pfile *f = b->cur;
-	struct job *j;
-
 	struct batch *bt = b->fill;
+	struct job *j;
 
 	/* The stream cut it in place, in the filling batch (read_file). */
 	if (data < bt->data.data || len > bt->data.len ||
