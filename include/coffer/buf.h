@@ -35,6 +35,14 @@ void buf_reset(struct buf *b);
  * buffer that once held a rare large item need not keep its memory). */
 void buf_trim(struct buf *b, size_t keep);
 
+/*
+ * Room for element n of the array *arrp (a pointer to a T * holding *cap
+ * elements of size bytes each): when n == *cap the capacity doubles, or
+ * becomes first if it was 0.  0, or -1 (out of memory, reported; the
+ * array is unchanged).
+ */
+int array_grow(void *arrp, size_t *cap, size_t n, size_t size, size_t first);
+
 void put_u32(uint8_t *p, uint32_t v);
 void put_u64(uint8_t *p, uint64_t v);
 uint32_t get_u32(const uint8_t *p);

@@ -75,16 +75,9 @@ add_change(struct audit *a, int change, const char *path, int kind,
 {
 	struct change *c;
 
-	if (a->nchanges == a->capchanges) {
-		size_t cap = a->capchanges ? a->capchanges * 2 : 64;
-
-		if ((c = reallocarray(a->changes, cap, sizeof(*c))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		a->changes = c;
-		a->capchanges = cap;
-	}
+	if (array_grow(&a->changes, &a->capchanges, a->nchanges,
+	    sizeof(*a->changes), 64))
+		return (-1);
 	c = &a->changes[a->nchanges];
 	if ((c->path = strdup(path)) == NULL) {
 		log_error("out of memory");

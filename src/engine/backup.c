@@ -459,16 +459,9 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 		log_error("internal error: a chunk outside its batch");
 		return (-1);
 	}
-	if (bt->njobs == bt->capjobs) {
-		size_t cap = bt->capjobs ? bt->capjobs * 2 : 256;
-
-		if ((j = reallocarray(bt->jobs, cap, sizeof(*j))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		bt->jobs = j;
-		bt->capjobs = cap;
-	}
+	if (array_grow(&bt->jobs, &bt->capjobs, bt->njobs,
+	    sizeof(*bt->jobs), 256))
+		return (-1);
 	if (f->nrefs == f->caprefs) {
 		size_t cap = f->caprefs ? f->caprefs * 2 : 16;
 		struct catalog_chunk_ref *r;

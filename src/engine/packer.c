@@ -255,16 +255,9 @@ packer_lookup(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 	/* New to the repository (or a leftover row of a crashed run). */
 	if (rowid == 0 && catalog_chunk_add(p->cat, id, &rowid))
 		return (-1);
-	if (p->npend == p->cappend) {
-		size_t cap = p->cappend ? p->cappend * 2 : 1024;
-
-		if ((pe = reallocarray(p->pend, cap, sizeof(*pe))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		p->pend = pe;
-		p->cappend = cap;
-	}
+	if (array_grow(&p->pend, &p->cappend, p->npend,
+	    sizeof(*p->pend), 1024))
+		return (-1);
 	pe = &p->pend[p->npend];
 	memset(pe, 0, sizeof(*pe));
 	memcpy(pe->id, id, CRYPTO_ID_BYTES);

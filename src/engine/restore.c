@@ -398,16 +398,9 @@ take(struct restore *rs, const struct entry *e)
 	struct window *win = rs->fill;
 	struct wentry *we;
 
-	if (win->nents == win->capents) {
-		size_t cap = win->capents ? win->capents * 2 : 256;
-
-		if ((we = reallocarray(win->ents, cap, sizeof(*we))) == NULL) {
-			log_error("out of memory");
-			return (NULL);
-		}
-		win->ents = we;
-		win->capents = cap;
-	}
+	if (array_grow(&win->ents, &win->capents, win->nents,
+	    sizeof(*win->ents), 256))
+		return (NULL);
 	we = &win->ents[win->nents];
 	memset(we, 0, sizeof(*we));
 	if (entry_dup(&we->e, &we->mem, e))
@@ -422,18 +415,9 @@ take(struct restore *rs, const struct entry *e)
 static int
 mark_file(struct window *win)
 {
-	size_t *v;
-
-	if (win->nfiles == win->capfiles) {
-		size_t cap = win->capfiles ? win->capfiles * 2 : 256;
-
-		if ((v = reallocarray(win->files, cap, sizeof(*v))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		win->files = v;
-		win->capfiles = cap;
-	}
+	if (array_grow(&win->files, &win->capfiles, win->nfiles,
+	    sizeof(*win->files), 256))
+		return (-1);
 	win->files[win->nfiles++] = win->nents - 1;
 	return (0);
 }
@@ -441,18 +425,9 @@ mark_file(struct window *win)
 static struct rjob *
 new_job(struct window *win)
 {
-	struct rjob *j;
-
-	if (win->njobs == win->capjobs) {
-		size_t cap = win->capjobs ? win->capjobs * 2 : 256;
-
-		if ((j = reallocarray(win->jobs, cap, sizeof(*j))) == NULL) {
-			log_error("out of memory");
-			return (NULL);
-		}
-		win->jobs = j;
-		win->capjobs = cap;
-	}
+	if (array_grow(&win->jobs, &win->capjobs, win->njobs,
+	    sizeof(*win->jobs), 256))
+		return (NULL);
 	return (&win->jobs[win->njobs++]);
 }
 

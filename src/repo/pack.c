@@ -266,17 +266,8 @@ next_entry(struct pack_writer *w, const uint8_t *id, uint8_t type,
 {
 	struct pack_entry *ent;
 
-	if (w->nents == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 256;
-		struct pack_entry *p;
-
-		if ((p = reallocarray(w->ents, cap, sizeof(*p))) == NULL) {
-			log_error("out of memory");
-			return (NULL);
-		}
-		w->ents = p;
-		w->cap = cap;
-	}
+	if (array_grow(&w->ents, &w->cap, w->nents, sizeof(*w->ents), 256))
+		return (NULL);
 	ent = &w->ents[w->nents];
 	memcpy(ent->id, id, CRYPTO_ID_BYTES);
 	ent->type = type;

@@ -48,6 +48,25 @@ buf_trim(struct buf *b, size_t keep)
 }
 
 int
+array_grow(void *arrp, size_t *cap, size_t n, size_t size, size_t first)
+{
+	void *old, *p;
+	size_t c;
+
+	if (n < *cap)
+		return (0);
+	c = *cap ? *cap * 2 : first;
+	memcpy(&old, arrp, sizeof(old));
+	if ((p = reallocarray(old, c, size)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	memcpy(arrp, &p, sizeof(p));
+	*cap = c;
+	return (0);
+}
+
+int
 buf_reserve(struct buf *b, size_t extra)
 {
 	size_t want, cap;
