@@ -29,6 +29,8 @@
  * hashing.
  */
 #define READ_SIZE (256 * 1024)
+/* Smaller files are read in one or two calls: no readahead to widen. */
+#define SEQUENTIAL_MIN (1024 * 1024)
 
 struct region {
 	int64_t off, len;
@@ -390,7 +392,9 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 
 	archive_entry_clear(ae);
 	archive_entry_copy_pathname(ae, fs_walk_source_path(w));
-	r = archive_read_disk_entry_from_file(w->da, ae, -1, NULL);
+	/* The walk's stat: libarchive would lstat() the path again. */
+	r = archive_read_disk_entry_from_file(w->da, ae, -1,
+	    archive_entry_stat(w->ae));
 	if (r < ARCHIVE_WARN) {
 		log_warn("cannot read the extended attributes of '%s': %s",
 		    fs_walk_source_path(w), errstr(w->da));
@@ -461,14 +465,19 @@ add_region(struct fs_walk *w, int64_t off, int64_t len)
 /*
  * The data regions of the open file, holes between them, from
  * SEEK_DATA/SEEK_HOLE.  A file system without them gets one region: all
- * data, which is correct, only slower for sparse files.
+ * data, which is correct, only slower for sparse files.  So does a file
+ * with as many blocks as bytes, which has no holes worth skipping (or,
+ * with blocks preallocated past its end, holes that are then read as the
+ * zeros they are): two system calls fewer for nearly every file.
  */
 static int
-map_regions(struct fs_walk *w)
+map_regions(struct fs_walk *w, const struct stat *st)
 {
 	off_t off = 0, data, hole;
 
 	w->nmap = w->mapi = 0;
+	if ((int64_t)st->st_blocks * 512 >= w->size)
+		return (add_region(w, 0, w->size));
 	while (off < w->size) {
 		if ((data = lseek(w->fd, off, SEEK_DATA)) == -1) {
 			if (errno == ENXIO)
@@ -519,8 +528,9 @@ open_file(struct fs_walk *w)
 		log_warn("cannot read '%s': replaced during the backup", src);
 		return (-1);
 	}
-	(void)posix_fadvise(w->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	return (map_regions(w));
+	if (w->size > SEQUENTIAL_MIN)
+		(void)posix_fadvise(w->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	return (map_regions(w, &st));
 }
 
 /* 1 when the open file is not what was stat()ed at its header. */
@@ -714,7 +724,7 @@ fs_walk_reread(struct fs_walk *w, struct entry *e)
 	e->uid = st.st_uid;
 	e->gid = st.st_gid;
 	e->nlink = (uint32_t)st.st_nlink;
-	if (map_regions(w)) {
+	if (map_regions(w, &st)) {
 		end_file(w);
 		return (-1);
 	}

@@ -73,6 +73,22 @@ pwrite_at(const char *path, const void *p, size_t n, off_t off)
 	return (w == (ssize_t)n ? 0 : -1);
 }
 
+/* Allocate n blocks past path's end; 1 if it then has more blocks than
+ * bytes, 0 where the file system cannot. */
+static int
+prealloc(const char *path, off_t end, off_t n)
+{
+	struct stat st;
+	int fd = open(path, O_WRONLY), r;
+
+	if (fd == -1)
+		return (0);
+	r = fallocate(fd, FALLOC_FL_KEEP_SIZE, end, n) == 0 &&
+	    fstat(fd, &st) == 0 && st.st_blocks * 512 >= st.st_size;
+	close(fd);
+	return (r);
+}
+
 /* Whole file into memory (up to 128 MiB); NULL on error. */
 static unsigned char *
 slurp(const char *path, size_t *len)
@@ -205,7 +221,7 @@ static const struct acl_ent acl_default[] = {
 static const char bad_name[] = "bad-\xff\xfe-bytes";
 static const char nl_name[] = "new\nline";
 static const char utf8_name[] = "\xc3\xbc" "ber \xe2\x98\x83";
-static int have_user_xattr, have_acl, have_dev;
+static int have_user_xattr, have_acl, have_dev, have_prealloc;
 static unsigned char xattr_val[] = { 'v', 0, 'a', 'l' };
 
 static int
@@ -262,6 +278,13 @@ build_source(const char *src)
 	    write_file(pj(src, "acl-file"), "acl", 3, 0644) ||
 	    mkdir(pj(src, "acl-dir"), 0755))
 		return (-1);
+	/* A hole, and more blocks preallocated past the end than it has
+	 * bytes: read whole, the hole as the zeros it holds. */
+	if (write_file(pj(src, "prealloc"), "", 0, 0644) ||
+	    pwrite_at(pj(src, "prealloc"), blk, sizeof(blk), 0) ||
+	    pwrite_at(pj(src, "prealloc"), blk, sizeof(blk), 512 * 1024))
+		return (-1);
+	have_prealloc = prealloc(pj(src, "prealloc"), 516 * 1024, 4 * MiB);
 	have_dev = mknod(pj(src, "chr"), S_IFCHR | 0620, makedev(1, 3)) == 0;
 	have_user_xattr = setxattr(pj(src, "xattr-file"), "user.coffer",
 	    xattr_val, sizeof(xattr_val), 0) == 0;
@@ -449,6 +472,14 @@ check_walk(const char *src)
 	ok(rc && rc->size == 64 * MiB && rc->data >= 8192 &&
 	    rc->data < 1 * MiB, "sparse file: only data regions read "
 	    "(%lld bytes)", rc ? (long long)rc->data : -1LL);
+	rc = find("prealloc");
+	if (have_prealloc)
+		ok(rc && rc->size == 516 * 1024 && rc->data == rc->size,
+		    "a file with blocks preallocated past its end is read "
+		    "whole (%lld bytes)", rc ? (long long)rc->data : -1LL);
+	else
+		ok(rc && rc->size == 516 * 1024, "prealloc: # SKIP no "
+		    "fallocate here");
 	rc = find("dangling");
 	ok(rc && rc->kind == ENTRY_SYMLINK && rc->target &&
 	    strcmp(rc->target, "missing/target") == 0,
