@@ -32,6 +32,15 @@ void pool_start(struct pool *p, size_t n,
     void (*fn)(void *arg, size_t i, int worker), void *arg);
 void pool_wait(struct pool *p);
 
+/*
+ * pool_wait, but returning once every loop but the last keep started is
+ * done; those may still run (and this thread may have run some of their
+ * indexes meanwhile).  So a caller can queue its next loop before waiting
+ * for the ones it needs finished, and no thread idles at that wait while
+ * another finishes the last index.
+ */
+void pool_wait_but(struct pool *p, size_t keep);
+
 /* The number of online processors (at least 1). */
 int pool_default_threads(void);
 

@@ -359,9 +359,10 @@ finish_files(struct backup *b)
 }
 
 /*
- * One step of the pipeline, with the pool's loops done: the filled batch
- * is queued for hashing first, so the pool works while this thread
- * appends the sealed batch to the pack (recording the files it
+ * One step of the pipeline.  The filled batch is queued for hashing first;
+ * then the last step's loops (hashing and sealing) are waited for, this
+ * thread joining in, so the pool works on the new hashing while this
+ * thread appends the sealed batch to the pack (recording the files it
  * completes) and looks up the hashed one; that one's sealing is queued
  * behind the hashing, and both run while the walk fills the batch just
  * appended.
@@ -371,15 +372,15 @@ advance_step(struct backup *b)
 {
 	struct batch *hashing = NULL;
 
-	if (b->running) {
-		pool_wait(b->pool);
-		b->running = 0;
-	}
+	/* Queued before the wait: whichever thread is done with the last
+	 * step's loops first goes on with it instead of idling. */
 	if (b->fill->njobs > 0) {
 		hashing = b->fill;
 		pool_start(b->pool, hashing->njobs, hash_loop, hashing);
-		b->running = 1;
 	}
+	if (b->running)
+		pool_wait_but(b->pool, hashing != NULL);
+	b->running = hashing != NULL;
 	if (b->sealing) {
 		if (append_batch(b, b->sealing))
 			return (-1);

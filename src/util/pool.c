@@ -178,13 +178,15 @@ pool_start(struct pool *p, size_t n, void (*fn)(void *, size_t, int),
 }
 
 void
-pool_wait(struct pool *p)
+pool_wait_but(struct pool *p, size_t keep)
 {
 	struct loop *l = NULL;
 	size_t i;
 
+	/* Loops retire in order, each as soon as it and those before it
+	 * are done: more than keep left means an older one still runs. */
 	pthread_mutex_lock(&p->mu);
-	while (p->count > 0) {
+	while (p->count > keep) {
 		if ((l = take(p, &i)) == NULL) {
 			pthread_cond_wait(&p->done, &p->mu);
 			continue;
@@ -195,6 +197,12 @@ pool_wait(struct pool *p)
 		finish(p, l);
 	}
 	pthread_mutex_unlock(&p->mu);
+}
+
+void
+pool_wait(struct pool *p)
+{
+	pool_wait_but(p, 0);
 }
 
 void

@@ -1,7 +1,8 @@
 /*
  * The thread pool: every index runs exactly once, on a valid worker
  * number, with pool_run and with pool_start/pool_wait while the caller
- * works on something else in between, and with several loops queued.
+ * works on something else in between, with several loops queued, and
+ * with pool_wait_but waiting for all but the last.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -139,6 +140,38 @@ main(void)
 			}
 			ok(good, "threads %d: queued loops each visit every "
 			    "index once (%d rounds)", t, round);
+		}
+
+		/* pool_wait_but: the next loop queued before waiting for
+		 * the one before it, as backup does each step. */
+		{
+			struct loop a, b;
+			int good = 1, untouched = 1;
+
+			for (round = 0; round < 50 && good; round++) {
+				setup(&a, p, (size_t)(round % 29 + 1),
+				    round == 0);
+				setup(&b, p, (size_t)(round % 13 + 1), 0);
+				pool_start(p, a.n, visit, &a);
+				pool_start(p, b.n, visit, &b);
+				pool_wait_but(p, 1);
+				good &= all_once(&a) && a.bad_worker == 0;
+				/* Without workers nothing but the caller
+				 * runs, and it stopped after a. */
+				for (s = 0; t == 1 && s < b.n; s++)
+					untouched &= atomic_load(&b.hits[s]) ==
+					    0;
+				pool_wait(p);
+				good &= all_once(&b) && b.bad_worker == 0;
+				free(a.hits);
+				free(b.hits);
+			}
+			ok(good, "threads %d: pool_wait_but(1) returns with "
+			    "the earlier loop done, pool_wait with both (%d "
+			    "rounds)", t, round);
+			if (t == 1)
+				ok(untouched, "one thread: the later loop "
+				    "waits for pool_wait");
 		}
 		pool_free(p);
 	}
