@@ -12,11 +12,13 @@
  * regular files: the window's chunks are read, authenticated,
  * decompressed and re-hashed while the previous window's files are
  * written, each file by one of a few writers (an archive_write_disk each;
- * libarchive's writer is not shared between threads).  Hard links, counts
- * and progress follow on the calling thread, in order.  A directory is
- * always taken before what it holds, so it exists before its files are
- * written; its own times and mode are applied when the first writer
- * closes, after all the others.
+ * libarchive's writer is not shared between threads).  Meanwhile this
+ * thread takes entries into a third window (the catalog is read on this
+ * thread only).  Hard links, counts and progress follow on this thread,
+ * in order, once a window is written.  A directory is always taken before
+ * what it holds, so it exists before its files are written; its own times
+ * and mode are applied when the first writer closes, after all the
+ * others.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -89,9 +91,11 @@ struct restore {
 	const struct restore_opts *opts;
 	struct pool *pool;
 	struct rworker *workers;
-	/* Taking entries into fill; writing the files of out. */
-	struct window win[2];
-	struct window *fill, *out;
+	/* Taking entries into fill, on this thread; fetching the chunks of
+	 * fetch and writing the files of out, on the pool. */
+	struct window win[3];
+	struct window *fill, *fetch, *out;
+	int running;			/* the pool's loop is on fetch, out */
 	/* Writers of regular files, shared by the pool's jobs. */
 	pthread_mutex_t mu;
 	struct fs_restore **writers, **idle;
@@ -243,7 +247,7 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 }
 
 /* Index i of a step: the out window's files first (they take longest),
- * then the fill window's chunks. */
+ * then the fetch window's chunks. */
 static void
 step_job(void *arg, size_t i, int worker)
 {
@@ -252,7 +256,7 @@ step_job(void *arg, size_t i, int worker)
 	if (i < rs->out->nfiles)
 		write_file(rs, rs->out, &rs->out->ents[rs->out->files[i]]);
 	else
-		fetch_chunk(rs, rs->fill, &rs->fill->jobs[i -
+		fetch_chunk(rs, rs->fetch, &rs->fetch->jobs[i -
 		    rs->out->nfiles], &rs->workers[worker]);
 }
 
@@ -353,32 +357,49 @@ finish_window(struct restore *rs, struct window *win)
 	return (0);
 }
 
+/* The pool's loop done, if one runs. */
+static void
+wait_loop(struct restore *rs)
+{
+	if (rs->running)
+		pool_wait(rs->pool);
+	rs->running = 0;
+}
+
 /*
- * One step of the pipeline: fetch the fill window's chunks while the out
- * window's files are written; finish the out window; the fill window
- * becomes the one to write.
+ * One step of the pipeline: once the pool has written the out window's
+ * files and fetched the fetch window's chunks, finish the out window; the
+ * fetch window becomes the one to write and the fill window the one to
+ * fetch, in the pool's next loop, and this thread goes on taking entries
+ * into the window just finished.
  */
 static int
 step(struct restore *rs)
 {
 	struct window *w;
+	size_t n;
 
-	pool_run(rs->pool, rs->out->nfiles + rs->fill->njobs, step_job, rs);
+	wait_loop(rs);
 	rs->carry_in = rs->carry_out;
 	rs->carry_out = NULL;
 	if (finish_window(rs, rs->out))
 		return (-1);
 	w = rs->out;
-	rs->out = rs->fill;
+	rs->out = rs->fetch;
+	rs->fetch = rs->fill;
 	rs->fill = w;
+	if ((n = rs->out->nfiles + rs->fetch->njobs) > 0) {
+		pool_start(rs->pool, n, step_job, rs);
+		rs->running = 1;
+	}
 	return (0);
 }
 
-/* Everything taken is written. */
+/* Everything taken is written: through fetch and out, and finished. */
 static int
 drain(struct restore *rs)
 {
-	return (step(rs) || step(rs) ? -1 : 0);
+	return (step(rs) || step(rs) || step(rs) ? -1 : 0);
 }
 
 /* A directory, symlink, device or socket: created now, in order. */
@@ -541,7 +562,8 @@ engine_restore(struct repo *r, struct catalog *c,
 	rs.res = res;
 	rs.opts = o;
 	rs.fill = &rs.win[0];
-	rs.out = &rs.win[1];
+	rs.fetch = &rs.win[1];
+	rs.out = &rs.win[2];
 	pthread_mutex_init(&rs.mu, NULL);
 	hmap_init(&rs.links, 24);
 	hmap_init(&rs.planned, 24);
@@ -594,6 +616,8 @@ engine_restore(struct repo *r, struct catalog *c,
 	status = res->failed ? STATUS_INTEGRITY :
 	    rs.missing ? STATUS_USAGE : STATUS_OK;
 out:
+	/* A failed step or take may leave the pool's loop running. */
+	wait_loop(&rs);
 	progress_done(&rs.progress);
 	/* The file writers first: the first one sets directory times.  A
 	 * failed run leaves no file half written that looks whole. */
@@ -614,7 +638,7 @@ out:
 		free(rs.workers);
 	}
 	pool_free(rs.pool);
-	for (w = 0; w < 2; w++) {
+	for (w = 0; w < 3; w++) {
 		struct window *win = &rs.win[w];
 
 		for (i = 0; i < win->nents; i++)
