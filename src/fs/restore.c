@@ -2,6 +2,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,7 +27,8 @@ struct fs_restore {
 	char *target;
 	int opts;		/* archive_write_disk options */
 	int primary;		/* opened, not duplicated: owns the cwd */
-	int dirfd;		/* the target directory (primary) */
+	int dirfd;		/* the target directory */
+	uint64_t gen;		/* which fs_restore_open it came from */
 	int cwdfd;		/* the caller's working directory (primary) */
 	mode_t umask;		/* the caller's (primary) */
 	int state;
@@ -35,13 +39,60 @@ struct fs_restore {
 };
 
 /*
- * archive_write_disk sets the process umask to 0 around each header and
- * puts back what it found, and chdir()s for paths longer than PATH_MAX:
- * both process-wide.  Writers on several threads therefore take turns for
- * everything but writing data, which only uses the file's descriptor.
- * (Creating a file in a directory is serialized by the kernel anyway.)
+ * archive_write_disk sets the umask to 0 around each header and puts back
+ * what it found, chdir()s for paths longer than PATH_MAX, and resolves
+ * every path against the working directory.  Umask and working directory
+ * belong to the process, unless a thread unshares them (unshare(CLONE_FS)):
+ * each thread that calls into a writer does so the first time, and then
+ * changes into the target on its own, so that writers on several threads
+ * create, finish and link files at the same time (a restore of many small
+ * files spent a fifth of its time waiting for its turn).  A thread that
+ * cannot unshare (a seccomp filter may refuse it) keeps the process's,
+ * which the primary writer made the target, and takes turns (disk_mu)
+ * for everything but writing data, which only uses the file's descriptor.
  */
 static pthread_mutex_t disk_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int thread_fs;		/* 0 untried, 1 own, -1 shared */
+static _Thread_local uint64_t thread_in;	/* gen of the target its own is in */
+static atomic_uint_fast64_t gens;
+
+/*
+ * Make this thread ready to call into r's archive_write_disk (r NULL: for
+ * archive_write_disk_new, which only reads the umask).  1 when it has its
+ * own umask and working directory, now in r's target; 0 when it shares the
+ * process's (take disk_mu); -1 on error (reported).
+ */
+static int
+thread_ready(const struct fs_restore *r)
+{
+	if (thread_fs == 0)
+		thread_fs = unshare(CLONE_FS) == 0 ? 1 : -1;
+	if (thread_fs < 0)
+		return (0);
+	if (r != NULL && thread_in != r->gen) {
+		if (fchdir(r->dirfd)) {
+			log_errno("cannot change to target '%s'", r->target);
+			return (-1);
+		}
+		thread_in = r->gen;
+	}
+	return (1);
+}
+
+/* Take turns unless this thread has its own umask and directory. */
+static void
+disk_lock(int own)
+{
+	if (!own)
+		pthread_mutex_lock(&disk_mu);
+}
+
+static void
+disk_unlock(int own)
+{
+	if (!own)
+		pthread_mutex_unlock(&disk_mu);
+}
 
 static const char *
 errstr(struct archive *a)
@@ -128,10 +179,11 @@ static struct archive *
 locked_disk_new(void)
 {
 	struct archive *a;
+	int own = thread_ready(NULL);
 
-	pthread_mutex_lock(&disk_mu);
+	disk_lock(own);
 	a = archive_write_disk_new();
-	pthread_mutex_unlock(&disk_mu);
+	disk_unlock(own);
 	return (a);
 }
 
@@ -200,6 +252,7 @@ fs_restore_open(const char *target, int flags)
 	if ((r = writer_new(target, opts)) == NULL)
 		return (NULL);
 	r->primary = 1;
+	r->gen = atomic_fetch_add(&gens, 1) + 1;
 	if ((r->dirfd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) ==
 	    -1) {
 		log_errno("cannot open target '%s'", target);
@@ -210,8 +263,8 @@ fs_restore_open(const char *target, int flags)
 		log_errno("cannot open the working directory");
 		goto err;
 	}
-	/* The writers take turns with the umask (disk_mu); the caller's
-	 * comes back at close all the same. */
+	/* The caller's umask comes back at close, whatever the writers did
+	 * with it. */
 	r->umask = umask(0);
 	umask(r->umask);
 	if (enter(r))
@@ -225,7 +278,17 @@ err:
 struct fs_restore *
 fs_restore_dup(struct fs_restore *r)
 {
-	return (writer_new(r->target, r->opts));
+	struct fs_restore *d;
+
+	if ((d = writer_new(r->target, r->opts)) == NULL)
+		return (NULL);
+	d->gen = r->gen;
+	if ((d->dirfd = fcntl(r->dirfd, F_DUPFD_CLOEXEC, 0)) == -1) {
+		log_errno("cannot open target '%s'", r->target);
+		writer_free(d);
+		return (NULL);
+	}
+	return (d);
 }
 
 static int
@@ -324,7 +387,7 @@ set_mtime(struct archive_entry *ae, int64_t ns)
 int
 fs_restore_begin(struct fs_restore *r, const struct entry *e)
 {
-	int ft, st;
+	int ft, st, own;
 
 	assert(r->state == IDLE);
 	if (r->fatal)
@@ -390,9 +453,11 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	else
 		archive_entry_set_perm(r->ae, e->mode & 07777);
 
-	pthread_mutex_lock(&disk_mu);
+	if ((own = thread_ready(r)) < 0)
+		return (-1);
+	disk_lock(own);
 	st = archive_write_header(r->a, r->ae);
-	pthread_mutex_unlock(&disk_mu);
+	disk_unlock(own);
 	if (check(r, st, "restore", e->path) || r->fatal)
 		return (-1);
 	r->kind = e->kind;
@@ -420,17 +485,17 @@ fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
 int
 fs_restore_finish(struct fs_restore *r)
 {
-	int st;
+	int st, own;
 
 	assert(r->state == IN_ENTRY);
 	r->state = IDLE;
 	if (r->kind == ENTRY_SOCK)
 		return (0);
-	if (r->fatal)
+	if (r->fatal || (own = thread_ready(r)) < 0)
 		return (-1);
-	pthread_mutex_lock(&disk_mu);
+	disk_lock(own);
 	st = archive_write_finish_entry(r->a);
-	pthread_mutex_unlock(&disk_mu);
+	disk_unlock(own);
 	if (check(r, st, "finish", cur(r)))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -439,24 +504,27 @@ fs_restore_finish(struct fs_restore *r)
 void
 fs_restore_discard(struct fs_restore *r)
 {
+	int own;
+
 	if (r->state != IN_ENTRY)
 		return;
 	r->state = IDLE;
-	if (r->kind == ENTRY_SOCK || r->fatal)
+	if (r->kind == ENTRY_SOCK || r->fatal ||
+	    (own = thread_ready(r)) < 0)
 		return;
 	/* Closes the descriptor; its metadata is wasted work. */
-	pthread_mutex_lock(&disk_mu);
+	disk_lock(own);
 	(void)archive_write_finish_entry(r->a);
-	pthread_mutex_unlock(&disk_mu);
 	if (r->kind == ENTRY_FILE && unlink(cur(r)) && errno != ENOENT)
 		log_warn_errno("cannot remove incomplete '%s'", cur(r));
+	disk_unlock(own);
 }
 
 int
 fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
     const char *existing)
 {
-	int st;
+	int st, own;
 
 	assert(r->state == IDLE);
 	if (r->fatal)
@@ -472,13 +540,15 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 	archive_entry_set_filetype(r->ae, AE_IFREG);
 	archive_entry_set_perm(r->ae, e->mode & 07777);
 	archive_entry_set_size(r->ae, 0);
-	pthread_mutex_lock(&disk_mu);
+	if ((own = thread_ready(r)) < 0)
+		return (-1);
+	disk_lock(own);
 	st = archive_write_header(r->a, r->ae);
 	if (st == ARCHIVE_OK || st == ARCHIVE_WARN) {
 		if (check(r, st, "link", e->path) == 0)
 			st = archive_write_finish_entry(r->a);
 	}
-	pthread_mutex_unlock(&disk_mu);
+	disk_unlock(own);
 	if (check(r, st, "link", e->path))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -487,7 +557,7 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 int
 fs_restore_close(struct fs_restore *r)
 {
-	int ret = 0, st;
+	int ret = 0, st, own;
 
 	if (r == NULL)
 		return (0);
@@ -497,12 +567,12 @@ fs_restore_close(struct fs_restore *r)
 	 * have been filled otherwise) are applied by close, by name, so
 	 * still from inside the target.  After FATAL, libarchive refuses
 	 * every call but free. */
-	if (r->fatal)
+	if (r->fatal || (own = thread_ready(r)) < 0)
 		ret = -1;
 	else {
-		pthread_mutex_lock(&disk_mu);
+		disk_lock(own);
 		st = archive_write_close(r->a);
-		pthread_mutex_unlock(&disk_mu);
+		disk_unlock(own);
 		if (check(r, st, "finish restore into", r->target))
 			ret = -1;
 	}

@@ -52,6 +52,23 @@ for t in 1 2 5; do
 	'
 done
 
+# Restore writers on several threads each get their own working
+# directory and umask (unshare(CLONE_FS)); where that is refused, as by
+# some containers' seccomp filters, they take turns instead.
+NOUNSHARE=$BUILD/tests/nounshare
+if [ -x "$NOUNSHARE" ] && "$NOUNSHARE" true 2>/dev/null &&
+    ! "$NOUNSHARE" unshare --user true 2>/dev/null; then
+	test_set_prereq NOUNSHARE
+fi
+
+test_expect_success NOUNSHARE 'with unshare refused, 3 threads restore identically' '
+	id=$(json_get b1.json "\$j->{snapshot}") &&
+	"$NOUNSHARE" "$COFFER" -r repo restore --threads 3 "$id" out-shared \
+		>out 2>err &&
+	test_must_be_empty err &&
+	treecmp src out-shared
+'
+
 test_expect_success 'verify --read-data finds every chunk sound' '
 	coffer -r repo verify --read-data >out 2>err &&
 	test_must_be_empty err
