@@ -89,9 +89,12 @@ struct fs_restore;
  * SECURE_SYMLINKS | SECURE_NODOTDOT | SECURE_NOABSOLUTEPATHS and time,
  * permission, xattr and ACL restoration.  NULL (reported) on error.
  *
- * From open to close, the process's working directory is the target
- * (libarchive resolves the relative paths against it): nothing else may
- * use relative paths or walk a tree with archive_read_disk meanwhile.
+ * From open to close, the working directory is the target (libarchive
+ * resolves the relative paths against it): the calling thread's, and the
+ * process's unless the thread has its own (a thread calling into a writer
+ * unshares its working directory and umask where the kernel lets it).
+ * Nothing else may use relative paths or walk a tree with archive_read_disk
+ * meanwhile.
  */
 struct fs_restore *fs_restore_open(const char *target, int flags);
 
