@@ -89,12 +89,13 @@ struct fs_restore;
  * SECURE_SYMLINKS | SECURE_NODOTDOT | SECURE_NOABSOLUTEPATHS and time,
  * permission, xattr and ACL restoration.  NULL (reported) on error.
  *
- * From open to close, the working directory is the target (libarchive
- * resolves the relative paths against it): the calling thread's, and the
- * process's unless the thread has its own (a thread calling into a writer
- * unshares its working directory and umask where the kernel lets it).
- * Nothing else may use relative paths or walk a tree with archive_read_disk
- * meanwhile.
+ * libarchive resolves the entries' relative paths against the working
+ * directory: each thread calling into a writer unshares its working
+ * directory and umask where the kernel lets it and changes into the target,
+ * or else changes the directory it shares, under a lock, for each call.
+ * Close puts the caller's back.  From open to close, nothing else may use
+ * relative paths or walk a tree with archive_read_disk, on any thread that
+ * calls into a writer or shares its directory with one.
  */
 struct fs_restore *fs_restore_open(const char *target, int flags);
 

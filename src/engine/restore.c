@@ -351,6 +351,7 @@ finish_window(struct restore *rs, struct window *win)
 			}
 		}
 		free(we->mem);
+		we->mem = NULL;	/* a failure above leaves nents as it is */
 	}
 	win->nents = win->nfiles = win->njobs = 0;
 	buf_reset(&win->data);

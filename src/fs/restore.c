@@ -40,55 +40,59 @@ struct fs_restore {
 
 /*
  * archive_write_disk sets the umask to 0 around each header and puts back
- * what it found, chdir()s for paths longer than PATH_MAX, and resolves
- * every path against the working directory.  Umask and working directory
- * belong to the process, unless a thread unshares them (unshare(CLONE_FS)):
- * each thread that calls into a writer does so the first time, and then
- * changes into the target on its own, so that writers on several threads
+ * what it found, chdir()s for paths longer than PATH_MAX (and back), and
+ * resolves every path against the working directory: state that a thread
+ * shares with the thread that created it and the threads it creates,
+ * unless it unshares it (unshare(CLONE_FS)).  So the first time a thread
+ * calls into a writer of a restore, it unshares and changes into that
+ * restore's target, holding disk_mu, so that the copy it takes is not in
+ * another thread's mid-header; from then on writers on several threads
  * create, finish and link files at the same time (a restore of many small
  * files spent a fifth of its time waiting for its turn).  A thread that
- * cannot unshare (a seccomp filter may refuse it) keeps the process's,
- * which the primary writer made the target, and takes turns (disk_mu)
- * for everything but writing data, which only uses the file's descriptor.
+ * cannot unshare (a seccomp filter may refuse it) holds disk_mu for every
+ * call but writing data (which only uses the file's descriptor), and
+ * changes into the target each time: another thread sharing its directory
+ * may have moved it.
  */
 static pthread_mutex_t disk_mu = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local int thread_fs;		/* 0 untried, 1 own, -1 shared */
-static _Thread_local uint64_t thread_in;	/* gen of the target its own is in */
+static _Thread_local uint64_t thread_own;	/* gen it has its own fs for */
+static _Thread_local uint64_t thread_shared;	/* gen it could not unshare */
 static atomic_uint_fast64_t gens;
 
 /*
- * Make this thread ready to call into r's archive_write_disk (r NULL: for
- * archive_write_disk_new, which only reads the umask).  1 when it has its
- * own umask and working directory, now in r's target; 0 when it shares the
- * process's (take disk_mu); -1 on error (reported).
+ * Before a call into r's archive_write_disk on this thread.  1: the thread
+ * has its own umask and working directory, in r's target.  0: it shares
+ * them; disk_mu is held and the working directory is r's target until
+ * disk_leave(0).  -1: error (reported; nothing held).
  */
 static int
-thread_ready(const struct fs_restore *r)
+disk_enter(const struct fs_restore *r)
 {
-	if (thread_fs == 0)
-		thread_fs = unshare(CLONE_FS) == 0 ? 1 : -1;
-	if (thread_fs < 0)
-		return (0);
-	if (r != NULL && thread_in != r->gen) {
-		if (fchdir(r->dirfd)) {
-			log_errno("cannot change to target '%s'", r->target);
-			return (-1);
-		}
-		thread_in = r->gen;
+	int own = 0;
+
+	if (thread_own == r->gen)
+		return (1);
+	pthread_mutex_lock(&disk_mu);
+	if (thread_shared != r->gen) {
+		if (unshare(CLONE_FS) == 0)
+			own = 1;
+		else
+			thread_shared = r->gen;
 	}
-	return (1);
+	if (fchdir(r->dirfd)) {
+		pthread_mutex_unlock(&disk_mu);
+		log_errno("cannot change to target '%s'", r->target);
+		return (-1);
+	}
+	if (own) {
+		thread_own = r->gen;
+		pthread_mutex_unlock(&disk_mu);
+	}
+	return (own);
 }
 
-/* Take turns unless this thread has its own umask and directory. */
 static void
-disk_lock(int own)
-{
-	if (!own)
-		pthread_mutex_lock(&disk_mu);
-}
-
-static void
-disk_unlock(int own)
+disk_leave(int own)
 {
 	if (!own)
 		pthread_mutex_unlock(&disk_mu);
@@ -123,23 +127,13 @@ writer_free(struct fs_restore *r)
 
 /*
  * SECURE_NOABSOLUTEPATHS means entries carry relative paths, resolved
- * against the working directory, which is process-wide.  So the primary
- * writer makes the target the working directory from open to close, and
- * every writer (duplicates on other threads too) resolves against it.
- * Nothing else may rely on the working directory meanwhile: no
- * archive_read_disk walk (it fchdir()s back to where it was opened), no
- * relative path (the repository's is absolute for this reason).
+ * against the working directory: each thread calling into a writer is in
+ * the target for the call (disk_enter), and the primary writer puts the
+ * caller's working directory back at close.  Nothing else may rely on the
+ * working directory meanwhile: no archive_read_disk walk (it fchdir()s back
+ * to where it was opened), no relative path (the repository's is absolute
+ * for this reason).
  */
-static int
-enter(struct fs_restore *r)
-{
-	if (fchdir(r->dirfd)) {
-		log_errno("cannot change to target '%s'", r->target);
-		return (-1);
-	}
-	return (0);
-}
-
 static int
 leave(struct fs_restore *r)
 {
@@ -175,15 +169,15 @@ check(struct fs_restore *r, int st, const char *what, const char *path)
 	}
 }
 
+/* archive_write_disk_new reads the umask by setting it. */
 static struct archive *
 locked_disk_new(void)
 {
 	struct archive *a;
-	int own = thread_ready(NULL);
 
-	disk_lock(own);
+	pthread_mutex_lock(&disk_mu);
 	a = archive_write_disk_new();
-	disk_unlock(own);
+	pthread_mutex_unlock(&disk_mu);
 	return (a);
 }
 
@@ -265,10 +259,10 @@ fs_restore_open(const char *target, int flags)
 	}
 	/* The caller's umask comes back at close, whatever the writers did
 	 * with it. */
+	pthread_mutex_lock(&disk_mu);
 	r->umask = umask(0);
 	umask(r->umask);
-	if (enter(r))
-		goto err;
+	pthread_mutex_unlock(&disk_mu);
 	return (r);
 err:
 	writer_free(r);
@@ -453,11 +447,10 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	else
 		archive_entry_set_perm(r->ae, e->mode & 07777);
 
-	if ((own = thread_ready(r)) < 0)
+	if ((own = disk_enter(r)) < 0)
 		return (-1);
-	disk_lock(own);
 	st = archive_write_header(r->a, r->ae);
-	disk_unlock(own);
+	disk_leave(own);
 	if (check(r, st, "restore", e->path) || r->fatal)
 		return (-1);
 	r->kind = e->kind;
@@ -491,11 +484,10 @@ fs_restore_finish(struct fs_restore *r)
 	r->state = IDLE;
 	if (r->kind == ENTRY_SOCK)
 		return (0);
-	if (r->fatal || (own = thread_ready(r)) < 0)
+	if (r->fatal || (own = disk_enter(r)) < 0)
 		return (-1);
-	disk_lock(own);
 	st = archive_write_finish_entry(r->a);
-	disk_unlock(own);
+	disk_leave(own);
 	if (check(r, st, "finish", cur(r)))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -509,15 +501,18 @@ fs_restore_discard(struct fs_restore *r)
 	if (r->state != IN_ENTRY)
 		return;
 	r->state = IDLE;
-	if (r->kind == ENTRY_SOCK || r->fatal ||
-	    (own = thread_ready(r)) < 0)
+	if (r->kind == ENTRY_SOCK)
 		return;
 	/* Closes the descriptor; its metadata is wasted work. */
-	disk_lock(own);
-	(void)archive_write_finish_entry(r->a);
-	if (r->kind == ENTRY_FILE && unlink(cur(r)) && errno != ENOENT)
+	if (!r->fatal && (own = disk_enter(r)) >= 0) {
+		(void)archive_write_finish_entry(r->a);
+		disk_leave(own);
+	}
+	/* From the target's descriptor: whatever happened above, no part
+	 * of a file stays to look whole. */
+	if (r->kind == ENTRY_FILE && unlinkat(r->dirfd, cur(r), 0) &&
+	    errno != ENOENT)
 		log_warn_errno("cannot remove incomplete '%s'", cur(r));
-	disk_unlock(own);
 }
 
 int
@@ -540,15 +535,14 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 	archive_entry_set_filetype(r->ae, AE_IFREG);
 	archive_entry_set_perm(r->ae, e->mode & 07777);
 	archive_entry_set_size(r->ae, 0);
-	if ((own = thread_ready(r)) < 0)
+	if ((own = disk_enter(r)) < 0)
 		return (-1);
-	disk_lock(own);
 	st = archive_write_header(r->a, r->ae);
 	if (st == ARCHIVE_OK || st == ARCHIVE_WARN) {
 		if (check(r, st, "link", e->path) == 0)
 			st = archive_write_finish_entry(r->a);
 	}
-	disk_unlock(own);
+	disk_leave(own);
 	if (check(r, st, "link", e->path))
 		return (-1);
 	return (r->fatal ? -1 : 0);
@@ -567,19 +561,23 @@ fs_restore_close(struct fs_restore *r)
 	 * have been filled otherwise) are applied by close, by name, so
 	 * still from inside the target.  After FATAL, libarchive refuses
 	 * every call but free. */
-	if (r->fatal || (own = thread_ready(r)) < 0)
+	if (r->fatal || (own = disk_enter(r)) < 0)
 		ret = -1;
 	else {
-		disk_lock(own);
 		st = archive_write_close(r->a);
-		disk_unlock(own);
+		disk_leave(own);
 		if (check(r, st, "finish restore into", r->target))
 			ret = -1;
 	}
 	if (r->primary) {
+		/* This thread's directory and umask: its own or the
+		 * process's, as they were at open. */
+		pthread_mutex_lock(&disk_mu);
 		if (leave(r))
 			ret = -1;
 		umask(r->umask);
+		thread_own = 0;
+		pthread_mutex_unlock(&disk_mu);
 	}
 	writer_free(r);
 	return (ret);
