@@ -26,7 +26,7 @@ struct fs_restore {
 	struct archive_entry *ae;
 	char *target;
 	int opts;		/* archive_write_disk options */
-	int primary;		/* opened, not duplicated: owns the cwd */
+	int primary;		/* opened, not duplicated: gives the cwd back */
 	int dirfd;		/* the target directory */
 	uint64_t gen;		/* which fs_restore_open it came from */
 	int cwdfd;		/* the caller's working directory (primary) */
