@@ -37,7 +37,7 @@ TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
 HDRS      := $(sort $(wildcard include/coffer/*.h))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
-        fuzz bench demo format
+        fuzz bench bench-growth demo format
 all: $(BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
@@ -87,6 +87,11 @@ e2e: $(BIN) $(TOOL_BIN)
 # (bench/README.md; BENCH_SCALE, BENCH_DIR, BENCH_KEEP).  Not part of check.
 bench: deps
 	CC="$(CC)" MAKE="$(MAKE)" sh bench/run.sh
+
+# Peak RSS as one repository grows to GROWTH_ROUNDS (10) benchmark trees
+# (bench/README.md).  Not part of check.
+bench-growth: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/growth.sh
 
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/coffer \
