@@ -143,7 +143,13 @@ tree_bytes() { find "$TREE" -type f -printf '%s\n' | awk '{ s += $1 } END { prin
 timed() {
 	_tool=$1 _step=$2 _bytes=$3 _repo=$4
 	shift 4
+	# Every pass keeps its own output: STEP.log, STEP.2.log, ...
 	_log=$BD/logs/$_tool-$_step.log
+	_n=2
+	while [ -e "$_log" ]; do
+		_log=$BD/logs/$_tool-$_step.$_n.log
+		_n=$((_n + 1))
+	done
 	sync
 	_t0=$(now)
 	if /usr/bin/time -v -o "$_log.time" "$@" >"$_log" 2>&1; then _rc=0; else _rc=$?; fi
@@ -161,7 +167,9 @@ timed() {
 		} >> "$FAILS"
 		say "$_tool $_step FAILED (exit $_rc), see $_log"
 	else
-		say "$_tool $_step: $_secs s, $_rss MiB"
+		say "$_tool $_step: $_secs s, $_rss MiB ($(awk -F': ' '
+		    /User time/ { u = $2 } /System time/ { k = $2 }
+		    END { printf "user %s s, system %s s", u, k }' "$_log.time"))"
 	fi
 	return 0
 }
