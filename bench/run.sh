@@ -96,7 +96,7 @@ cleanup() {
 	if [ "$KEEP" = 1 ]; then
 		say "kept $BD"
 	else
-		(cd "$BD" && rm -rf tree repo dedup restore cache borg state bin pp build)
+		(cd "$BD" && rm -rf tree repo repo-pass dedup restore-* cache borg state bin pp build)
 	fi
 }
 trap cleanup EXIT
