@@ -24,27 +24,14 @@ BD=${BENCH_DIR:-/tmp/coffer-growth}
 KEEP=${BENCH_KEEP:-0}
 CC=${CC:-cc}
 MAKE=${MAKE:-make}
+PROG=growth
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
-say() { printf '%s growth: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { printf 'growth: %s\n' "$*" >&2; exit 1; }
-
-case $SCALE in
-''|*[!0-9.]*|*.*.*) die "BENCH_SCALE must be a positive number: $SCALE" ;;
-esac
-case $ROUNDS in
-''|*[!0-9]*|0*) die "GROWTH_ROUNDS must be a positive integer: $ROUNDS" ;;
-esac
-if [ ! -x /usr/bin/time ]; then
-	SUDO=
-	[ "$(id -u)" = 0 ] || SUDO=sudo
-	say "installing time"
-	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq time >/dev/null
-fi
-case $BD in
-/*) ;;
-*) die "BENCH_DIR must be an absolute path: $BD" ;;
-esac
+need_number BENCH_SCALE "$SCALE"
+need_count GROWTH_ROUNDS "$ROUNDS"
+[ -x /usr/bin/time ] || apt_install time
+need_absolute_dir
 if [ -e "$BD" ]; then
 	[ -e "$BD/.coffer-growth" ] ||
 		die "$BD exists and is not a growth directory; remove it or set BENCH_DIR"
@@ -69,12 +56,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "building coffer"
-$MAKE -C "$ROOT" --no-print-directory -j"$(nproc)" BUILD="$BD/build" \
-	BIN="$BD/bin/coffer" "$BD/bin/coffer" >"$BD/logs/build.log" 2>&1 ||
-	{ tail -20 "$BD/logs/build.log" >&2; die "make coffer failed"; }
-COFFER=$BD/bin/coffer
-$CC -std=c11 -O2 -o "$BD/bin/gen" "$ROOT/bench/gen.c" -lm
+build_coffer
 
 unset COFFER_PASSPHRASE COFFER_CATALOG COFFER_REPO COFFER_KEY_FILE || true
 export XDG_STATE_HOME="$BD/state"
@@ -85,8 +67,6 @@ RES=$BD/results.tsv	# round step secs rss_mib exit repo_bytes catalog_bytes
 : > "$RES"
 FAILED=0
 
-now() { date +%s.%N; }
-dusize() { du -sb "$1" | awk '{ print $1 }'; }
 catalog_bytes() {
 	find "$BD/state" -type f -name 'catalog.db*' -printf '%s\n' |
 		awk '{ s += $1 } END { print s + 0 }'
@@ -100,8 +80,8 @@ timed() {
 	_t0=$(now)
 	_rc=0
 	/usr/bin/time -v -o "$_log.time" "$@" >"$_log" 2>&1 || _rc=$?
-	_secs=$(awk -v a="$(now)" -v b="$_t0" 'BEGIN { printf "%.2f", a - b }')
-	_rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$_log.time")
+	_secs=$(fsub "$(now)" "$_t0")
+	_rss=$(time_rss "$_log.time")
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$_round" "$_step" "$_secs" \
 		"${_rss:-0}" "$_rc" "$(dusize "$REPO")" "$(catalog_bytes)" >> "$RES"
 	if [ "$_rc" != 0 ]; then
@@ -109,7 +89,7 @@ timed() {
 		say "round $_round $_step FAILED (exit $_rc), see $_log"
 		tail -5 "$_log" >&2
 	else
-		say "round $_round $_step: $_secs s, $_rss MiB"
+		say "round $_round $_step: $_secs s, $_rss MiB ($(time_cpu "$_log.time"))"
 	fi
 }
 

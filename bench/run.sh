@@ -9,8 +9,8 @@
 #   BENCH_DIR    scratch directory (default /tmp/coffer-bench); an
 #                earlier run's is moved aside and removed at the end
 #   BENCH_KEEP   1: keep BENCH_DIR (repositories, tree, logs) at the end
-#   BENCH_PASSES passes of the initial and unchanged backups and of verify,
-#                each reported as the median (default 3)
+#   BENCH_PASSES passes of the initial and unchanged backups, restore and
+#                verify, each reported as the median (default 3)
 #   CC           C compiler for bench/gen.c and bench/prims.c (default cc)
 set -eu
 
@@ -22,18 +22,12 @@ KEEP=${BENCH_KEEP:-0}
 PASSES=${BENCH_PASSES:-3}
 CC=${CC:-cc}
 MAKE=${MAKE:-make}
-SUDO=
-[ "$(id -u)" = 0 ] || SUDO=sudo
+PROG=bench
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
-say() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
-
-case $SCALE in
-''|*[!0-9.]*|*.*.*) die "BENCH_SCALE must be a positive number: $SCALE" ;;
-esac
-case $PASSES in
-''|*[!0-9]*|0*) die "BENCH_PASSES must be a positive integer: $PASSES" ;;
-esac
+need_number BENCH_SCALE "$SCALE"
+need_count BENCH_PASSES "$PASSES"
 
 # ---- dependencies ---------------------------------------------------------
 missing=
@@ -43,19 +37,11 @@ command -v borg >/dev/null 2>&1 || missing="$missing borgbackup"
 for p in pkg-config libsodium-dev libzstd-dev; do
 	dpkg -s $p >/dev/null 2>&1 || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
-	say "installing$missing"
-	$SUDO apt-get update -qq
-	# shellcheck disable=SC2086
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing \
-		>/dev/null
-fi
+# shellcheck disable=SC2086
+[ -z "$missing" ] || apt_install $missing
 
 # ---- scratch directory and programs ----------------------------------------
-case $BD in
-/*) ;;
-*) die "BENCH_DIR must be an absolute path: $BD" ;;
-esac
+need_absolute_dir
 # An earlier run's directory is moved aside and removed only after the
 # last timed step: on ext4 without a journal, files created within a few
 # minutes of many deletions cost a scan past every recently deleted inode
@@ -102,14 +88,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A private build from the work tree's sources, in $BD/build: builds of
-# the work tree during the run neither race with it nor change it.
-say "building coffer"
-$MAKE -C "$ROOT" --no-print-directory -j"$(nproc)" BUILD="$BD/build" \
-	BIN="$BD/bin/coffer" "$BD/bin/coffer" >"$BD/logs/build.log" 2>&1 ||
-	{ tail -20 "$BD/logs/build.log" >&2; die "make coffer failed"; }
-COFFER=$BD/bin/coffer
-$CC -std=c11 -O2 -o "$BD/bin/gen" "$ROOT/bench/gen.c" -lm
+build_coffer
 # shellcheck disable=SC2046
 $CC -std=c11 -O2 -I"$ROOT/include" $(pkg-config --cflags libsodium libzstd) \
 	-o "$BD/bin/prims" "$ROOT/bench/prims.c" "$BD/build/libcoffer.a" \
@@ -132,9 +111,6 @@ RES=$BD/results.tsv	# tool step secs rss_mib exit bytes repo_bytes
 FAILS=$BD/failures.txt
 : > "$FAILS"
 
-now() { date +%s.%N; }
-fsub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
-dusize() { du -sb "$1" | awk '{ print $1 }'; }
 tree_bytes() { find "$TREE" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 
 # timed TOOL STEP BYTES REPO CMD...: run CMD under /usr/bin/time -v; record
@@ -155,7 +131,7 @@ timed() {
 	if /usr/bin/time -v -o "$_log.time" "$@" >"$_log" 2>&1; then _rc=0; else _rc=$?; fi
 	_t1=$(now)
 	_secs=$(fsub "$_t1" "$_t0")
-	_rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$_log.time")
+	_rss=$(time_rss "$_log.time")
 	_rb=-
 	[ "$_repo" = - ] || _rb=$(dusize "$_repo")
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$_tool" "$_step" "$_secs" \
@@ -167,9 +143,7 @@ timed() {
 		} >> "$FAILS"
 		say "$_tool $_step FAILED (exit $_rc), see $_log"
 	else
-		say "$_tool $_step: $_secs s, $_rss MiB ($(awk -F': ' '
-		    /User time/ { u = $2 } /System time/ { k = $2 }
-		    END { printf "user %s s, system %s s", u, k }' "$_log.time"))"
+		say "$_tool $_step: $_secs s, $_rss MiB ($(time_cpu "$_log.time"))"
 	fi
 	return 0
 }

@@ -1,0 +1,64 @@
+# bench/lib.sh: what bench/run.sh and bench/growth.sh share.  Sourced,
+# after they set PROG (their name in messages), ROOT, BD, CC and MAKE.
+# shellcheck shell=sh
+
+say() { printf '%s %s: %s\n' "$(date +%H:%M:%S)" "$PROG" "$*" >&2; }
+die() { printf '%s: %s\n' "$PROG" "$*" >&2; exit 1; }
+now() { date +%s.%N; }
+fsub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
+dusize() { du -sb "$1" | awk '{ print $1 }'; }
+
+# need_number NAME VALUE: VALUE is a decimal number, or die.
+need_number() {
+	case $2 in
+	''|*[!0-9.]*|*.*.*) die "$1 must be a positive number: $2" ;;
+	esac
+}
+
+# need_count NAME VALUE: VALUE is a positive integer without leading
+# zeros, or die.
+need_count() {
+	case $2 in
+	''|*[!0-9]*|0*) die "$1 must be a positive integer: $2" ;;
+	esac
+}
+
+# BD must be absolute: the programs run from other directories.
+need_absolute_dir() {
+	case $BD in
+	/*) ;;
+	*) die "BENCH_DIR must be an absolute path: $BD" ;;
+	esac
+}
+
+# apt_install PKG...: Debian packages, with sudo when not root.
+apt_install() {
+	_sudo=
+	[ "$(id -u)" = 0 ] || _sudo=sudo
+	say "installing $*"
+	$_sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $_sudo apt-get install -y -qq "$@" \
+		>/dev/null
+}
+
+# build_coffer: coffer from the work tree's sources, built privately in
+# $BD/build (builds of the work tree during the run neither race with it
+# nor change it) as $BD/bin/coffer, and the tree generator as
+# $BD/bin/gen.  Sets COFFER.
+build_coffer() {
+	say "building coffer"
+	$MAKE -C "$ROOT" --no-print-directory -j"$(nproc)" BUILD="$BD/build" \
+		BIN="$BD/bin/coffer" "$BD/bin/coffer" >"$BD/logs/build.log" 2>&1 ||
+		{ tail -20 "$BD/logs/build.log" >&2; die "make coffer failed"; }
+	COFFER=$BD/bin/coffer
+	$CC -std=c11 -O2 -o "$BD/bin/gen" "$ROOT/bench/gen.c" -lm
+}
+
+# From a /usr/bin/time -v report: peak RSS in MiB; "user U s, system S s".
+time_rss() {
+	awk -F': ' '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$1"
+}
+time_cpu() {
+	awk -F': ' '/User time/ { u = $2 } /System time/ { k = $2 }
+	    END { printf "user %s s, system %s s", u, k }' "$1"
+}
