@@ -303,15 +303,8 @@ catalog_content_chunks(struct catalog *c, int64_t content_id,
 		return (-1);
 	sqlite3_bind_int64(st, 1, content_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			cap = cap ? cap * 2 : 16;
-			if (cap > SIZE_MAX / sizeof(*v) ||
-			    (l = realloc(v, cap * sizeof(*v))) == NULL) {
-				log_error("out of memory");
-				goto err;
-			}
-			v = l;
-		}
+		if (array_grow(&v, &cap, len, sizeof(*v), 16))
+			goto err;
 		l = &v[len++];
 		memset(l, 0, sizeof(*l));
 		l->rowid = sqlite3_column_int64(st, 0);

@@ -136,14 +136,8 @@ catalog_packs(struct catalog *c, struct catalog_pack **out, size_t *n)
 	    " ORDER BY name", "list packs")) == NULL)
 		return (-1);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			cap = cap ? cap * 2 : 64;
-			if ((p = reallocarray(v, cap, sizeof(*v))) == NULL) {
-				log_error("out of memory");
-				goto err;
-			}
-			v = p;
-		}
+		if (array_grow(&v, &cap, len, sizeof(*v), 64))
+			goto err;
 		p = &v[len++];
 		memset(p, 0, sizeof(*p));
 		p->rowid = sqlite3_column_int64(st, 0);

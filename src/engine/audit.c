@@ -120,15 +120,10 @@ load_view(struct audit *a, int64_t snapshot_id)
 	if ((it = catalog_entries(a->cat, snapshot_id, NULL)) == NULL)
 		return (-1);
 	while ((rc = catalog_iter_next(it, &e)) == 1) {
-		if (a->nolds == cap) {
-			cap = cap ? cap * 2 : 1024;
-			if ((o = reallocarray(a->olds, cap, sizeof(*o))) ==
-			    NULL) {
-				log_error("out of memory");
-				rc = -1;
-				break;
-			}
-			a->olds = o;
+		if (array_grow(&a->olds, &cap, a->nolds, sizeof(*a->olds),
+		    1024)) {
+			rc = -1;
+			break;
 		}
 		o = &a->olds[a->nolds];
 		memset(o, 0, sizeof(*o));

@@ -115,7 +115,7 @@ plan_sample(struct drill *d)
 {
 	struct catalog_iter *it;
 	struct entry e;
-	uint64_t *keys = NULL, *p;
+	uint64_t *keys = NULL;
 	size_t n = 0, cap = 0, k;
 	double want;
 	int rc;
@@ -128,14 +128,9 @@ plan_sample(struct drill *d)
 			d->total_bytes += e.size;
 		if (!d->sampling || e.kind == ENTRY_DIR)
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			if ((p = reallocarray(keys, cap, sizeof(*p))) == NULL) {
-				log_error("out of memory");
-				rc = -1;
-				break;
-			}
-			keys = p;
+		if (array_grow(&keys, &cap, n, sizeof(*keys), 1024)) {
+			rc = -1;
+			break;
 		}
 		keys[n++] = sample_key(d, e.path);
 	}

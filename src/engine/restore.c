@@ -288,21 +288,12 @@ static int
 remember_link(struct restore *rs, const struct entry *e)
 {
 	uint8_t key[24];
-	char **p;
 
 	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (0);
-	if (rs->nlinks == rs->caplinks) {
-		size_t cap = rs->caplinks ? rs->caplinks * 2 : 64;
-
-		if ((p = reallocarray(rs->link_paths, cap, sizeof(*p))) ==
-		    NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		rs->link_paths = p;
-		rs->caplinks = cap;
-	}
+	if (array_grow(&rs->link_paths, &rs->caplinks, rs->nlinks,
+	    sizeof(*rs->link_paths), 64))
+		return (-1);
 	if ((rs->link_paths[rs->nlinks] = strdup(e->path)) == NULL) {
 		log_error("out of memory");
 		return (-1);

@@ -199,8 +199,6 @@ advance(struct verify *v)
 static int
 take_needed(struct verify *v, const char *name)
 {
-	struct catalog_chunk_loc *p;
-
 	v->nneed = 0;
 	while (v->have_next) {
 		int c = strcmp(v->next.pack, name);
@@ -215,17 +213,9 @@ take_needed(struct verify *v, const char *name)
 			    "catalog", 0))
 				return (-1);
 		} else {
-			if (v->nneed == v->capneed) {
-				size_t cap = v->capneed ? v->capneed * 2 : 256;
-
-				p = reallocarray(v->need, cap, sizeof(*p));
-				if (p == NULL) {
-					log_error("out of memory");
-					return (-1);
-				}
-				v->need = p;
-				v->capneed = cap;
-			}
+			if (array_grow(&v->need, &v->capneed, v->nneed,
+			    sizeof(*v->need), 256))
+				return (-1);
 			v->need[v->nneed++] = v->next;
 		}
 		if (advance(v))

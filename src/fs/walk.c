@@ -438,24 +438,13 @@ end_file(struct fs_walk *w)
 static int
 add_region(struct fs_walk *w, int64_t off, int64_t len)
 {
-	struct region *m;
-	size_t cap;
-
 	/* libarchive's extents may run past the size it stat()ed. */
 	if (off < 0 || len <= 0 || off >= w->size)
 		return (0);
 	if (len > w->size - off)
 		len = w->size - off;
-	if (w->nmap == w->mapcap) {
-		cap = w->mapcap ? w->mapcap * 2 : 16;
-		if (cap > SIZE_MAX / sizeof(*m) ||
-		    (m = realloc(w->map, cap * sizeof(*m))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		w->map = m;
-		w->mapcap = cap;
-	}
+	if (array_grow(&w->map, &w->mapcap, w->nmap, sizeof(*w->map), 16))
+		return (-1);
 	w->map[w->nmap].off = off;
 	w->map[w->nmap].len = len;
 	w->nmap++;
