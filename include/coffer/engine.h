@@ -93,15 +93,18 @@ struct restore_result {
 	int64_t files;			/* entries restored */
 	int64_t bytes;			/* file content written */
 	int64_t failed;			/* files that could not be restored */
+	int64_t damaged;		/* ... because of their stored data */
 	double seconds;
 };
 
 /*
  * Restore snapshot s (its resolved chain) into o->target.  Every chunk is
  * authenticated and its keyed hash checked before it is written; a file
- * whose data is damaged or missing is named, removed, and the rest goes on.
- * STATUS_OK, STATUS_INTEGRITY (some files failed), STATUS_USAGE (target
- * not empty), or STATUS_ERROR.
+ * whose data is damaged or missing, or that cannot be written (a full
+ * disk), is named, removed, and the rest goes on.  STATUS_OK,
+ * STATUS_INTEGRITY (some files' data is damaged), STATUS_ERROR (some files
+ * could not be written, or the restore could not run), STATUS_USAGE
+ * (target not empty, a path not in the snapshot).
  */
 int engine_restore(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct restore_opts *o,

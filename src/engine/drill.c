@@ -746,8 +746,11 @@ engine_drill(struct repo *r, struct catalog *c,
 		ro.filter_arg = &d;
 		rst = engine_restore(r, c, s, &ro, &rr);
 		rec->seconds = rr.seconds;
-		if (rst != STATUS_OK && rst != STATUS_INTEGRITY) {
-			/* A restore that cannot run is a failed drill. */
+		if (rst != STATUS_OK && rst != STATUS_INTEGRITY &&
+		    !(rst == STATUS_ERROR && rr.failed > 0)) {
+			/* A restore that cannot run is a failed drill; one
+			 * that could not write some files (a full scratch
+			 * disk) is checked, and fails on them. */
 			if (fail(&d, ".", "the restore failed (status %d)",
 			    rst))
 				goto out;

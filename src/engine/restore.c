@@ -52,7 +52,9 @@ struct rworker {
 	struct compressor *z;
 };
 
-enum { WR_OK, WR_FAILED, WR_FAILED_BEFORE };
+/* WR_DAMAGED: its data failed authentication or is missing; WR_FAILED:
+ * it could not be written (a full disk, say). */
+enum { WR_OK, WR_FAILED, WR_DAMAGED, WR_FAILED_BEFORE };
 
 /* An entry of a window, copied out of the catalog's iterator. */
 struct wentry {
@@ -230,9 +232,11 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 		    j->loc.plain_len, (int64_t)j->loc.file_offset)) {
 			fs_restore_discard(w);
 			writer_put(rs, w);
-			log_error("cannot restore '%s': its data is damaged or "
-			    "missing", we->e.path);
-			we->rc = WR_FAILED;
+			/* A failed write has said why (a full disk). */
+			if (j->rc != 0)
+				log_error("cannot restore '%s': its data is "
+				    "damaged or missing", we->e.path);
+			we->rc = j->rc != 0 ? WR_DAMAGED : WR_FAILED;
 			return;
 		}
 		we->bytes += (int64_t)j->loc.plain_len;
@@ -320,10 +324,11 @@ finish_window(struct restore *rs, struct window *win)
 
 		if (we->link) {
 			/* Its first name was restored, or failed (then so
-			 * does it). */
+			 * does it; that failure was counted and said why). */
 			if ((first = link_target(rs, &we->e)) == NULL) {
-				log_error("cannot restore '%s': its data is "
-				    "damaged or missing", we->e.path);
+				log_error("cannot restore '%s': the file it is "
+				    "a hard link to could not be restored",
+				    we->e.path);
 				rs->res->failed++;
 			} else if (fs_restore_hardlink(rs->fr, &we->e, first))
 				rs->res->failed++;
@@ -332,9 +337,11 @@ finish_window(struct restore *rs, struct window *win)
 		} else if (we->e.kind == ENTRY_FILE) {
 			rs->res->bytes += we->bytes;
 			progress_update(&rs->progress, 0, (uint64_t)we->bytes);
-			if (we->rc == WR_FAILED)
+			if (we->rc == WR_FAILED || we->rc == WR_DAMAGED) {
 				rs->res->failed++;
-			else if (we->rc == WR_OK && we->last) {
+				if (we->rc == WR_DAMAGED)
+					rs->res->damaged++;
+			} else if (we->rc == WR_OK && we->last) {
 				if (remember_link(rs, &we->e))
 					return (-1);
 				rs->res->files++;
@@ -544,7 +551,7 @@ engine_restore(struct repo *r, struct catalog *c,
 {
 	struct restore rs;
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, empty, t, w;
+	int status = STATUS_ERROR, ran = 0, empty, t, w;
 	size_t i;
 
 	memset(res, 0, sizeof(*res));
@@ -605,7 +612,10 @@ engine_restore(struct repo *r, struct catalog *c,
 			if (restore_under(&rs, s->id, o->paths[i]))
 				goto out;
 	}
-	status = res->failed ? STATUS_INTEGRITY :
+	/* Damaged data first: the repository needs attention; then files
+	 * that could not be written (a full disk, say). */
+	ran = 1;
+	status = res->damaged ? STATUS_INTEGRITY : res->failed ? STATUS_ERROR :
 	    rs.missing ? STATUS_USAGE : STATUS_OK;
 out:
 	/* A failed step or take may leave the pool's loop running. */
@@ -614,7 +624,7 @@ out:
 	/* The file writers first: the first one sets directory times.  A
 	 * failed run leaves no file half written that looks whole. */
 	for (i = 0; i < rs.nwriters; i++) {
-		if (status == STATUS_ERROR)
+		if (!ran)
 			fs_restore_discard(rs.writers[i]);
 		if (fs_restore_close(rs.writers[i]))
 			status = STATUS_ERROR;

@@ -458,12 +458,34 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	return (0);
 }
 
+/*
+ * Write data through libarchive.  Its failed write(2) is only a warning
+ * ("Write failed"), as is data past the entry's size; either would leave
+ * a torn file that looks restored, so here both fail the file.
+ */
+static int
+write_block(struct fs_restore *r, const void *buf, size_t len, int64_t off)
+{
+	la_ssize_t st;
+	int e;
+
+	st = archive_write_data_block(r->a, buf, len, off);
+	if (st == ARCHIVE_OK)
+		return (0);
+	if (st == ARCHIVE_FATAL)
+		r->fatal = 1;
+	e = archive_errno(r->a);
+	if (e > 0)
+		log_error("cannot write '%s': %s", cur(r), strerror(e));
+	else
+		log_error("cannot write '%s': %s", cur(r), errstr(r->a));
+	return (-1);
+}
+
 int
 fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
     int64_t offset)
 {
-	la_ssize_t st;
-
 	assert(r->state == IN_ENTRY && r->kind == ENTRY_FILE);
 	if (r->fatal)
 		return (-1);
@@ -471,8 +493,7 @@ fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
 		log_error("cannot write '%s': negative offset", cur(r));
 		return (-1);
 	}
-	st = archive_write_data_block(r->a, buf, len, offset);
-	return (check(r, (int)st, "write", cur(r)));
+	return (write_block(r, buf, len, offset));
 }
 
 int
