@@ -18,6 +18,7 @@
 #include "coffer/fs.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
+#include "fs-int.h"
 
 enum { IDLE, IN_ENTRY };
 
@@ -36,6 +37,7 @@ struct fs_restore {
 	int fatal;		/* archive_write_disk gave up */
 	struct buf path;	/* current entry's path, NUL-terminated */
 	struct buf name;	/* scratch: an xattr name */
+	struct direct_writer *dw;	/* a large file's data */
 };
 
 /*
@@ -119,6 +121,7 @@ writer_free(struct fs_restore *r)
 		close(r->dirfd);
 	if (r->cwdfd != -1)
 		close(r->cwdfd);
+	direct_free(r->dw);
 	buf_release(&r->path);
 	buf_release(&r->name);
 	free(r->target);
@@ -196,6 +199,7 @@ writer_new(const char *target, int opts)
 	buf_init(&r->path);
 	buf_init(&r->name);
 	if ((r->target = strdup(target)) == NULL ||
+	    (r->dw = direct_new()) == NULL ||
 	    (r->a = locked_disk_new()) == NULL ||
 	    (r->ae = archive_entry_new()) == NULL) {
 		log_error("out of memory");
@@ -455,6 +459,8 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		return (-1);
 	r->kind = e->kind;
 	r->state = IN_ENTRY;
+	if (e->kind == ENTRY_FILE)
+		(void)direct_begin(r->dw, r->dirfd, cur(r), e->size);
 	return (0);
 }
 
@@ -482,6 +488,24 @@ write_block(struct fs_restore *r, const void *buf, size_t len, int64_t off)
 	return (-1);
 }
 
+/*
+ * The file's data written directly so far goes out; what O_DIRECT cannot
+ * take of it, through libarchive.  0, or -1 (reported).
+ */
+static int
+direct_flush(struct fs_restore *r)
+{
+	const void *tail;
+	size_t len;
+	int64_t off;
+
+	if (direct_end(r->dw, &tail, &len, &off)) {
+		log_errno("cannot write '%s'", cur(r));
+		return (-1);
+	}
+	return (len > 0 ? write_block(r, tail, len, off) : 0);
+}
+
 int
 fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
     int64_t offset)
@@ -493,6 +517,18 @@ fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
 		log_error("cannot write '%s': negative offset", cur(r));
 		return (-1);
 	}
+	if (direct_active(r->dw)) {
+		if (offset == direct_next(r->dw)) {
+			if (direct_write(r->dw, buf, len) == 0)
+				return (0);
+			log_errno("cannot write '%s'", cur(r));
+			return (-1);
+		}
+		/* A gap (a hole) or a step back: the rest goes through
+		 * libarchive, which seeks. */
+		if (direct_flush(r))
+			return (-1);
+	}
 	return (write_block(r, buf, len, offset));
 }
 
@@ -502,6 +538,10 @@ fs_restore_finish(struct fs_restore *r)
 	int st, own;
 
 	assert(r->state == IN_ENTRY);
+	if (direct_active(r->dw) && direct_flush(r)) {
+		fs_restore_discard(r);
+		return (-1);
+	}
 	r->state = IDLE;
 	if (r->kind == ENTRY_SOCK)
 		return (0);
@@ -521,6 +561,7 @@ fs_restore_discard(struct fs_restore *r)
 
 	if (r->state != IN_ENTRY)
 		return;
+	direct_abandon(r->dw);
 	r->state = IDLE;
 	if (r->kind == ENTRY_SOCK)
 		return;

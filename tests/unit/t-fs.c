@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -23,6 +24,8 @@
 #include "coffer/fs.h"
 #include "coffer/log.h"
 #include "tap.h"
+/* The direct writer is private to src/fs; its refusals are tested here. */
+#include "../../src/fs/fs-int.h"
 
 #define MiB (1024 * 1024)
 
@@ -752,6 +755,230 @@ test_hostile(void)
 	ok(fs_restore_close(NULL) == 0, "close(NULL)");
 }
 
+/* A byte of the test pattern at file offset off (never all zero). */
+static unsigned char
+pat(int64_t off)
+{
+	return ((unsigned char)((off * 2654435761u) >> 13) | 1);
+}
+
+/* 1 if path's bytes [off, off+n) follow pat(); n == 0: the whole file. */
+static int
+has_pattern(const char *path, int64_t off, size_t n)
+{
+	unsigned char *p;
+	size_t len = 0, i;
+	int good;
+
+	if ((p = slurp(path, &len)) == NULL)
+		return (0);
+	if (n == 0)
+		n = len - (size_t)off;
+	good = (size_t)off + n <= len;
+	for (i = 0; good && i < n; i++)
+		good = p[off + (int64_t)i] == pat(off + (int64_t)i);
+	free(p);
+	return (good);
+}
+
+/* Pages of path's first n bytes in the page cache; -1 if unknown. */
+static long
+resident_pages(const char *path, size_t n)
+{
+	long psz = sysconf(_SC_PAGESIZE), cnt = 0;
+	unsigned char vec[4096];
+	size_t i, np = (n + (size_t)psz - 1) / (size_t)psz;
+	void *m;
+	int fd;
+
+	if (np > sizeof(vec) || (fd = open(path, O_RDONLY)) == -1)
+		return (-1);
+	m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return (-1);
+	if (mincore(m, n, vec)) {
+		munmap(m, n);
+		return (-1);
+	}
+	munmap(m, n);
+	for (i = 0; i < np; i++)
+		cnt += vec[i] & 1;
+	return (cnt);
+}
+
+/* Can files in dir be opened O_DIRECT? */
+static int
+dir_takes_direct(const char *dir)
+{
+	const char *f = pj(dir, ".probe");
+	int fd = open(f, O_WRONLY | O_CREAT | O_DIRECT, 0600);
+
+	if (fd == -1)
+		return (0);
+	close(fd);
+	unlink(f);
+	return (1);
+}
+
+/* Write [from, to) of the pattern in pieces of odd sizes. */
+static int
+feed(struct fs_restore *r, int64_t from, int64_t to)
+{
+	static unsigned char b[300007];
+	int64_t off;
+	size_t n, i;
+
+	for (off = from; off < to; off += (int64_t)n) {
+		n = (size_t)(to - off) < sizeof(b) ? (size_t)(to - off) :
+		    sizeof(b) - (size_t)(off % 7);
+		for (i = 0; i < n; i++)
+			b[i] = pat(off + (int64_t)i);
+		if (fs_restore_data(r, b, n, off))
+			return (-1);
+	}
+	return (0);
+}
+
+/*
+ * Large files' data goes around the page cache (src/fs/direct.c): it must
+ * land exactly, tails and gaps included, and the writer must refuse a
+ * file that is not the one just created.
+ */
+static void
+test_direct(void)
+{
+	char dst[PATH_MAX], dir[PATH_MAX];
+	struct fs_restore *r;
+	struct direct_writer *d;
+	struct entry e;
+	struct stat st;
+	const void *tail;
+	size_t tlen;
+	int64_t toff;
+	long res;
+	int direct, dirfd;
+
+	snprintf(dst, sizeof(dst), "%s/direct", base);
+	if (!ok((r = fs_restore_open(dst, 0)) != NULL, "direct: open target"))
+		return;
+	direct = dir_takes_direct(dst);
+	if (!direct)
+		diag("no O_DIRECT under %s: the page cache checks skipped",
+		    dst);
+
+	/* Contiguous, in odd pieces, with a tail of no whole block. */
+	e = mk("big", ENTRY_FILE);
+	e.size = 5 * MiB + 123;
+	ok(fs_restore_begin(r, &e) == 0 && feed(r, 0, e.size) == 0 &&
+	    fs_restore_finish(r) == 0, "direct: a 5 MiB file written");
+	/* A gap after the first MiB and a half, then more data. */
+	e = mk("gap", ENTRY_FILE);
+	e.size = 6 * MiB;
+	ok(fs_restore_begin(r, &e) == 0 && feed(r, 0, 3 * MiB / 2) == 0 &&
+	    feed(r, 4 * MiB, 5 * MiB + 77) == 0 && fs_restore_finish(r) == 0,
+	    "direct: a file with a gap written");
+	/* The same writer, after a discard, for the next file. */
+	e = mk("dropped", ENTRY_FILE);
+	e.size = 3 * MiB;
+	ok(fs_restore_begin(r, &e) == 0 && feed(r, 0, 2 * MiB + 5) == 0,
+	    "direct: a file begun");
+	fs_restore_discard(r);
+	e = mk("after", ENTRY_FILE);
+	e.size = 2 * MiB;
+	ok(fs_restore_begin(r, &e) == 0 && feed(r, 0, e.size) == 0 &&
+	    fs_restore_finish(r) == 0, "direct: the next file written");
+	ok(fs_restore_close(r) == 0, "direct: close");
+
+	/* Before anything reads it back. */
+	if (direct) {
+		res = resident_pages(pj(dst, "big"), 4 * MiB);
+		ok(res == 0, "direct: the data did not go through the page "
+		    "cache (%ld of 1024 pages there)", res);
+	}
+	ok(lstat(pj(dst, "big"), &st) == 0 && st.st_size == 5 * MiB + 123 &&
+	    has_pattern(pj(dst, "big"), 0, 0), "direct: every byte, the tail too");
+	ok(lstat(pj(dst, "gap"), &st) == 0 && st.st_size == 6 * MiB &&
+	    has_pattern(pj(dst, "gap"), 0, 3 * MiB / 2) &&
+	    has_pattern(pj(dst, "gap"), 4 * MiB, MiB + 77) &&
+	    st.st_blocks * 512 < 5 * MiB, "direct: data around a hole");
+	{
+		unsigned char *p;
+		size_t n = 0, i;
+		int zero = 0;
+
+		if ((p = slurp(pj(dst, "gap"), &n)) != NULL && n == 6 * MiB) {
+			zero = 1;
+			for (i = 3 * MiB / 2; i < 4 * MiB; i++)
+				zero &= p[i] == 0;
+			for (i = 5 * MiB + 77; i < 6 * MiB; i++)
+				zero &= p[i] == 0;
+		}
+		free(p);
+		ok(zero, "direct: the hole and the end read as zeros");
+	}
+	ok(!exists(pj(dst, "dropped")), "direct: a discarded file is gone");
+	ok(has_pattern(pj(dst, "after"), 0, 0) &&
+	    lstat(pj(dst, "after"), &st) == 0 && st.st_size == 2 * MiB,
+	    "direct: the file after it is whole");
+
+	/* The writer's own refusals, on files it did not just create. */
+	snprintf(dir, sizeof(dir), "%s/refuse", base);
+	if (!ok(mkdir(dir, 0755) == 0 && (dirfd = open(dir, O_RDONLY |
+	    O_DIRECTORY)) != -1, "direct: a directory for refusals"))
+		return;
+	d = direct_new();
+	ok(d != NULL, "direct: new");
+	if (d == NULL) {
+		close(dirfd);
+		return;
+	}
+	ok(write_file(pj(dir, "new"), "", 0, 0644) == 0 &&
+	    direct_begin(d, dirfd, "new", 8 * MiB) == direct,
+	    "direct: a new empty file is taken where O_DIRECT works");
+	if (direct) {
+		static unsigned char b[MiB + 5000];
+		size_t i;
+
+		for (i = 0; i < sizeof(b); i++)
+			b[i] = pat((int64_t)i);
+		ok(direct_active(d) && direct_write(d, b, sizeof(b)) == 0 &&
+		    direct_next(d) == (int64_t)sizeof(b) &&
+		    direct_end(d, &tail, &tlen, &toff) == 0 &&
+		    toff == MiB + 4096 && tlen == 904 &&
+		    memcmp(tail, b + toff, tlen) == 0 && !direct_active(d),
+		    "direct: the aligned part written, the rest handed back");
+		ok(has_pattern(pj(dir, "new"), 0, MiB + 4096),
+		    "direct: ... and on disk");
+	}
+	ok(direct_begin(d, dirfd, "new", 512 * 1024) == 0,
+	    "direct: a small file is left to the page cache");
+	ok(write_file(pj(dir, "full"), "x", 1, 0644) == 0 &&
+	    direct_begin(d, dirfd, "full", 8 * MiB) == 0,
+	    "direct: a file with data in it is refused");
+	ok(write_file(pj(dir, "two"), "", 0, 0644) == 0 &&
+	    link(pj(dir, "two"), pj(dir, "two-b")) == 0 &&
+	    direct_begin(d, dirfd, "two", 8 * MiB) == 0,
+	    "direct: a file with a second name is refused");
+	ok(mkdir(pj(dir, "real"), 0755) == 0 &&
+	    write_file(pj(dir, "real/f"), "", 0, 0644) == 0 &&
+	    symlink("real", pj(dir, "via")) == 0 &&
+	    direct_begin(d, dirfd, "via/f", 8 * MiB) == 0,
+	    "direct: no symlink is followed on the way");
+	ok(write_file(pj(base, "outside-f"), "", 0, 0644) == 0 &&
+	    direct_begin(d, dirfd, "../outside-f", 8 * MiB) == 0,
+	    "direct: nothing above the directory is opened");
+	if (is_root) {
+		ok(write_file(pj(dir, "theirs"), "", 0, 0644) == 0 &&
+		    chown(pj(dir, "theirs"), 12345, 12345) == 0 &&
+		    direct_begin(d, dirfd, "theirs", 8 * MiB) == 0,
+		    "direct: another user's file is refused");
+	}
+	direct_abandon(d);
+	direct_free(d);
+	close(dirfd);
+}
+
 /* Walk as an unprivileged user: unreadable files are warned and skipped. */
 static void
 test_unreadable(void)
@@ -1050,6 +1277,7 @@ main(void)
 	}
 
 	test_hostile();
+	test_direct();
 	test_roots(src);
 	test_changing();
 	test_unreadable();

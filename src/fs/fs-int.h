@@ -1,0 +1,58 @@
+#ifndef COFFER_FS_INT_H
+#define COFFER_FS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Private to src/fs: writing a restored file's data around the page cache.
+ *
+ * Restore writes gigabytes that nobody reads back soon.  Through the page
+ * cache every one of its pages is newly allocated, which evicts what the
+ * machine was using it for, and costs a fault in the host where the guest's
+ * free memory is handed back to it (virtio-balloon free page reporting):
+ * the same restore spent from 2 to 14 seconds in the kernel.  So the data
+ * of a large file goes to the disk from two buffers of this writer's own,
+ * O_DIRECT, written by a thread of its own while the caller fills the
+ * other.  What O_DIRECT cannot take (the last partial block, data after a
+ * gap, a file system that refuses it) goes through the page cache as
+ * before; the caller writes that part.
+ */
+struct direct_writer;
+
+/* NULL (reported) when out of memory. */
+struct direct_writer *direct_new(void);
+void direct_free(struct direct_writer *d);
+
+/*
+ * Start writing the file at path below dirfd, just created by the caller
+ * and still empty, directly.  1 if it will be (the writer is active), 0
+ * if not: the file is small, cannot be opened so (no O_DIRECT, a symlink
+ * or ".." on the way, too long a path), or is not the caller's new empty
+ * file (a link count above 1, another owner, data in it), e.g. because
+ * it was replaced since its creation.  Nothing is reported.
+ */
+int direct_begin(struct direct_writer *d, int dirfd, const char *path,
+    int64_t size);
+
+/* Active: data at offset direct_next() is taken by direct_write. */
+int direct_active(const struct direct_writer *d);
+int64_t direct_next(const struct direct_writer *d);
+
+/* Take len bytes at direct_next().  0, or -1 with errno (a write failed;
+ * the writer is no longer active). */
+int direct_write(struct direct_writer *d, const void *buf, size_t len);
+
+/*
+ * Write out everything taken but the last partial block, which *tail
+ * (*tail_len bytes, at file offset *tail_off) is left for the caller to
+ * write through the page cache, and stop being active.  0, or -1 with
+ * errno.  The tail stays valid until the next direct_begin.
+ */
+int direct_end(struct direct_writer *d, const void **tail, size_t *tail_len,
+    int64_t *tail_off);
+
+/* Stop, writing nothing more (the file is being thrown away). */
+void direct_abandon(struct direct_writer *d);
+
+#endif
