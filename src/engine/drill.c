@@ -747,7 +747,7 @@ engine_drill(struct repo *r, struct catalog *c,
 		rst = engine_restore(r, c, s, &ro, &rr);
 		rec->seconds = rr.seconds;
 		if (rst != STATUS_OK && rst != STATUS_INTEGRITY &&
-		    !(rst == STATUS_ERROR && rr.failed > 0)) {
+		    !(rst == STATUS_ERROR && rr.complete)) {
 			/* A restore that cannot run is a failed drill; one
 			 * that could not write some files (a full scratch
 			 * disk) is checked, and fails on them. */

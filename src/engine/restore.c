@@ -551,7 +551,7 @@ engine_restore(struct repo *r, struct catalog *c,
 {
 	struct restore rs;
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, ran = 0, empty, t, w;
+	int status = STATUS_ERROR, empty, t, w;
 	size_t i;
 
 	memset(res, 0, sizeof(*res));
@@ -614,7 +614,7 @@ engine_restore(struct repo *r, struct catalog *c,
 	}
 	/* Damaged data first: the repository needs attention; then files
 	 * that could not be written (a full disk, say). */
-	ran = 1;
+	res->complete = 1;
 	status = res->damaged ? STATUS_INTEGRITY : res->failed ? STATUS_ERROR :
 	    rs.missing ? STATUS_USAGE : STATUS_OK;
 out:
@@ -624,7 +624,7 @@ out:
 	/* The file writers first: the first one sets directory times.  A
 	 * failed run leaves no file half written that looks whole. */
 	for (i = 0; i < rs.nwriters; i++) {
-		if (!ran)
+		if (!res->complete)
 			fs_restore_discard(rs.writers[i]);
 		if (fs_restore_close(rs.writers[i]))
 			status = STATUS_ERROR;

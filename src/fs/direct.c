@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,18 +57,19 @@ static int
 write_all(int fd, const unsigned char *p, size_t len, int64_t off)
 {
 	ssize_t n;
-	int fl;
+	int fl, e;
 
 	while (len > 0) {
 		n = pwrite(fd, p, len, off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EINVAL && (fl = fcntl(fd, F_GETFL)) != -1 &&
+			e = errno;
+			if (e == EINVAL && (fl = fcntl(fd, F_GETFL)) != -1 &&
 			    (fl & O_DIRECT) &&
 			    fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0)
 				continue;
-			return (errno);
+			return (e);
 		}
 		if (n == 0)
 			return (EIO);
@@ -213,46 +215,105 @@ prepare(struct direct_writer *d)
 	return (0);
 }
 
+#ifdef SYS_openat2
+/*
+ * Local file systems, where a direct write costs what the disk does.  Over
+ * NFS, SMB or FUSE each would be a synchronous round trip.
+ */
+static int
+local_fs(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf))
+		return (0);
+	switch ((unsigned long)sf.f_type) {
+	case 0xEF53:		/* ext2/3/4 */
+	case 0x58465342:	/* XFS */
+	case 0x9123683E:	/* Btrfs */
+	case 0xF2F52010:	/* F2FS */
+	case 0xCA451A4E:	/* bcachefs */
+	case 0x01021994:	/* tmpfs */
+		return (1);
+	default:
+		return (0);
+	}
+}
+
+/* openat2 below dirfd, through no symlink and no "..": nothing outside. */
+static int
+open_beneath(int dirfd, const char *path, int flags)
+{
+	struct open_how how;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)flags | O_NOFOLLOW | O_CLOEXEC;
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+	    RESOLVE_NO_MAGICLINKS;
+	return ((int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how)));
+}
+
 int
 direct_begin(struct direct_writer *d, int dirfd, const char *path,
     int64_t size)
 {
-#ifdef SYS_openat2
-	struct open_how how;
 	struct stat st;
-	long fd;
+	const char *slash, *base = path;
+	char *parent = NULL;
+	int pfd = dirfd, fd = -1;
 
 	(void)stop(d);
 	if (size < (int64_t)DIRECT_MIN || prepare(d))
 		return (0);
-	/* Below dirfd, through no symlink: whatever happened to the path
-	 * since the caller created the file, this opens nothing outside. */
-	memset(&how, 0, sizeof(how));
-	how.flags = O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-	    RESOLVE_NO_MAGICLINKS;
-	if ((fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how))) < 0)
-		return (0);
-	/* And it is the file just created: only this process's euid could
-	 * have made it, no other name for it exists, nothing is in it. */
-	if (fstat((int)fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
-	    st.st_uid != geteuid() || st.st_size != 0) {
-		close((int)fd);
-		return (0);
+	/*
+	 * The file is opened again by name, so it must be the one the caller
+	 * just created, and stay so: its directory is this euid's and
+	 * writable by no one else (no other user can rename or put a file
+	 * there), and the file is regular, ours, empty, with no other name.
+	 */
+	if ((slash = strrchr(path, '/')) != NULL) {
+		if ((parent = strndup(path, (size_t)(slash - path))) == NULL)
+			return (0);
+		base = slash + 1;
+		pfd = open_beneath(dirfd, parent, O_PATH | O_DIRECTORY);
+		free(parent);
+		if (pfd < 0)
+			return (0);
 	}
-	d->fd = (int)fd;
+	if (fstat(pfd, &st) || st.st_uid != geteuid() ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+		goto no;
+	if ((fd = open_beneath(pfd, base, O_WRONLY | O_DIRECT)) < 0)
+		goto no;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_uid != geteuid() || st.st_size != 0 || !local_fs(fd))
+		goto no;
+	if (pfd != dirfd)
+		close(pfd);
+	d->fd = fd;
 	d->cur = 0;
 	d->fill = 0;
 	d->start = 0;
 	return (1);
+no:
+	if (fd >= 0)
+		close(fd);
+	if (pfd != dirfd)
+		close(pfd);
+	return (0);
+}
 #else
+int
+direct_begin(struct direct_writer *d, int dirfd, const char *path,
+    int64_t size)
+{
 	(void)d;
 	(void)dirfd;
 	(void)path;
 	(void)size;
 	return (0);
-#endif
 }
+#endif
 
 int
 direct_active(const struct direct_writer *d)

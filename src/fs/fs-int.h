@@ -27,10 +27,12 @@ void direct_free(struct direct_writer *d);
 /*
  * Start writing the file at path below dirfd, just created by the caller
  * and still empty, directly.  1 if it will be (the writer is active), 0
- * if not: the file is small, cannot be opened so (no O_DIRECT, a symlink
- * or ".." on the way, too long a path), or is not the caller's new empty
- * file (a link count above 1, another owner, data in it), e.g. because
- * it was replaced since its creation.  Nothing is reported.
+ * if not: the file is small; it cannot be opened so (no O_DIRECT, not a
+ * local file system, a symlink or ".." on the way, too long a path); its
+ * directory belongs to another user or others may write to it (then the
+ * file could be swapped for another between its creation and this open);
+ * or it is not a new empty file of this euid's with one name.  Nothing is
+ * reported.
  */
 int direct_begin(struct direct_writer *d, int dirfd, const char *path,
     int64_t size);

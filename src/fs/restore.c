@@ -38,6 +38,7 @@ struct fs_restore {
 	struct buf path;	/* current entry's path, NUL-terminated */
 	struct buf name;	/* scratch: an xattr name */
 	struct direct_writer *dw;	/* a large file's data */
+	int64_t size;		/* of the current file */
 };
 
 /*
@@ -388,8 +389,11 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	int ft, st, own;
 
 	assert(r->state == IDLE);
-	if (r->fatal)
+	if (r->fatal) {
+		log_error("cannot restore '%s': an earlier error stopped "
+		    "this writer", e->path);
 		return (-1);
+	}
 	if (!entry_path_is_safe(e->path)) {
 		log_error("refusing to restore unsafe path '%s'", e->path);
 		return (-1);
@@ -459,6 +463,7 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		return (-1);
 	r->kind = e->kind;
 	r->state = IN_ENTRY;
+	r->size = e->size;
 	if (e->kind == ENTRY_FILE)
 		(void)direct_begin(r->dw, r->dirfd, cur(r), e->size);
 	return (0);
@@ -511,14 +516,19 @@ fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
     int64_t offset)
 {
 	assert(r->state == IN_ENTRY && r->kind == ENTRY_FILE);
-	if (r->fatal)
+	if (r->fatal) {
+		log_error("cannot write '%s': an earlier error stopped this "
+		    "writer", cur(r));
 		return (-1);
+	}
 	if (offset < 0) {
 		log_error("cannot write '%s': negative offset", cur(r));
 		return (-1);
 	}
 	if (direct_active(r->dw)) {
-		if (offset == direct_next(r->dw)) {
+		/* Data past the size goes to libarchive, which refuses it. */
+		if (offset == direct_next(r->dw) &&
+		    (uint64_t)offset + len <= (uint64_t)r->size) {
 			if (direct_write(r->dw, buf, len) == 0)
 				return (0);
 			log_errno("cannot write '%s'", cur(r));

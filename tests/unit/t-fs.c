@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -840,6 +841,8 @@ feed(struct fs_restore *r, int64_t from, int64_t to)
 	return (0);
 }
 
+static void test_direct_writer(void);
+
 /*
  * Large files' data goes around the page cache (src/fs/direct.c): it must
  * land exactly, tails and gaps included, and the writer must refuse a
@@ -848,16 +851,12 @@ feed(struct fs_restore *r, int64_t from, int64_t to)
 static void
 test_direct(void)
 {
-	char dst[PATH_MAX], dir[PATH_MAX];
+	char dst[PATH_MAX];
 	struct fs_restore *r;
-	struct direct_writer *d;
 	struct entry e;
 	struct stat st;
-	const void *tail;
-	size_t tlen;
-	int64_t toff;
 	long res;
-	int direct, dirfd;
+	int direct;
 
 	snprintf(dst, sizeof(dst), "%s/direct", base);
 	if (!ok((r = fs_restore_open(dst, 0)) != NULL, "direct: open target"))
@@ -922,59 +921,124 @@ test_direct(void)
 	    lstat(pj(dst, "after"), &st) == 0 && st.st_size == 2 * MiB,
 	    "direct: the file after it is whole");
 
-	/* The writer's own refusals, on files it did not just create. */
+	/* Data past the entry's size fails the file (it was cut silently
+	 * when written directly, then truncated at finish). */
+	if ((r = fs_restore_open(dst, FS_RESTORE_FORCE)) != NULL) {
+		e = mk("too-long", ENTRY_FILE);
+		e.size = 2 * MiB;
+		ok(fs_restore_begin(r, &e) == 0 &&
+		    feed(r, 0, 3 * MiB) == -1,
+		    "direct: data past the size is refused");
+		fs_restore_discard(r);
+		ok(fs_restore_close(r) == 0 && !exists(pj(dst, "too-long")),
+		    "direct: ... and the file removed");
+	}
+	if (!direct) {
+		skip("direct writer: no O_DIRECT under %s", base);
+		return;
+	}
+	test_direct_writer();
+}
+
+/* A new empty file for the direct writer's tests. */
+static int
+fresh(const char *dir, const char *name)
+{
+	return (write_file(pj(dir, name), "", 0, 0644));
+}
+
+/* The writer itself: what it writes, what it hands back, what it refuses
+ * (files it did not just create, places others could swap them in). */
+static void
+test_direct_writer(void)
+{
+	static unsigned char b[MiB + 5000];
+	char dir[PATH_MAX], mnt[PATH_MAX + 16];
+	struct direct_writer *d;
+	const void *tail;
+	size_t tlen, i;
+	int64_t toff;
+	int dirfd, rc, e;
+
 	snprintf(dir, sizeof(dir), "%s/refuse", base);
 	if (!ok(mkdir(dir, 0755) == 0 && (dirfd = open(dir, O_RDONLY |
 	    O_DIRECTORY)) != -1, "direct: a directory for refusals"))
 		return;
-	d = direct_new();
-	ok(d != NULL, "direct: new");
-	if (d == NULL) {
+	if (!ok((d = direct_new()) != NULL, "direct: new")) {
 		close(dirfd);
 		return;
 	}
-	ok(write_file(pj(dir, "new"), "", 0, 0644) == 0 &&
-	    direct_begin(d, dirfd, "new", 8 * MiB) == direct,
-	    "direct: a new empty file is taken where O_DIRECT works");
-	if (direct) {
-		static unsigned char b[MiB + 5000];
-		size_t i;
+	for (i = 0; i < sizeof(b); i++)
+		b[i] = pat((int64_t)i);
+	ok(fresh(dir, "new") == 0 &&
+	    direct_begin(d, dirfd, "new", 8 * MiB) == 1 &&
+	    direct_active(d) && direct_write(d, b, sizeof(b)) == 0 &&
+	    direct_next(d) == (int64_t)sizeof(b) &&
+	    direct_end(d, &tail, &tlen, &toff) == 0 &&
+	    toff == MiB + 4096 && tlen == 904 &&
+	    memcmp(tail, b + toff, tlen) == 0 && !direct_active(d),
+	    "direct: the aligned part written, the rest handed back");
+	ok(has_pattern(pj(dir, "new"), 0, MiB + 4096),
+	    "direct: ... and on disk");
 
-		for (i = 0; i < sizeof(b); i++)
-			b[i] = pat((int64_t)i);
-		ok(direct_active(d) && direct_write(d, b, sizeof(b)) == 0 &&
-		    direct_next(d) == (int64_t)sizeof(b) &&
-		    direct_end(d, &tail, &tlen, &toff) == 0 &&
-		    toff == MiB + 4096 && tlen == 904 &&
-		    memcmp(tail, b + toff, tlen) == 0 && !direct_active(d),
-		    "direct: the aligned part written, the rest handed back");
-		ok(has_pattern(pj(dir, "new"), 0, MiB + 4096),
-		    "direct: ... and on disk");
-	}
-	ok(direct_begin(d, dirfd, "new", 512 * 1024) == 0,
+	ok(fresh(dir, "small") == 0 &&
+	    direct_begin(d, dirfd, "small", 512 * 1024) == 0,
 	    "direct: a small file is left to the page cache");
 	ok(write_file(pj(dir, "full"), "x", 1, 0644) == 0 &&
 	    direct_begin(d, dirfd, "full", 8 * MiB) == 0,
 	    "direct: a file with data in it is refused");
-	ok(write_file(pj(dir, "two"), "", 0, 0644) == 0 &&
+	ok(fresh(dir, "two") == 0 &&
 	    link(pj(dir, "two"), pj(dir, "two-b")) == 0 &&
 	    direct_begin(d, dirfd, "two", 8 * MiB) == 0,
 	    "direct: a file with a second name is refused");
-	ok(mkdir(pj(dir, "real"), 0755) == 0 &&
-	    write_file(pj(dir, "real/f"), "", 0, 0644) == 0 &&
+	ok(mkdir(pj(dir, "real"), 0755) == 0 && fresh(dir, "real/f") == 0 &&
 	    symlink("real", pj(dir, "via")) == 0 &&
-	    direct_begin(d, dirfd, "via/f", 8 * MiB) == 0,
+	    direct_begin(d, dirfd, "via/f", 8 * MiB) == 0 &&
+	    direct_begin(d, dirfd, "real/f", 8 * MiB) == 1,
 	    "direct: no symlink is followed on the way");
-	ok(write_file(pj(base, "outside-f"), "", 0, 0644) == 0 &&
+	direct_abandon(d);
+	ok(fresh(base, "outside-f") == 0 &&
 	    direct_begin(d, dirfd, "../outside-f", 8 * MiB) == 0,
 	    "direct: nothing above the directory is opened");
+	ok(mkdir(pj(dir, "shared"), 0755) == 0 &&
+	    chmod(pj(dir, "shared"), 0775) == 0 &&
+	    fresh(dir, "shared/f") == 0 &&
+	    direct_begin(d, dirfd, "shared/f", 8 * MiB) == 0,
+	    "direct: a file where others may write is refused");
 	if (is_root) {
-		ok(write_file(pj(dir, "theirs"), "", 0, 0644) == 0 &&
+		ok(fresh(dir, "theirs") == 0 &&
 		    chown(pj(dir, "theirs"), 12345, 12345) == 0 &&
 		    direct_begin(d, dirfd, "theirs", 8 * MiB) == 0,
 		    "direct: another user's file is refused");
+		ok(mkdir(pj(dir, "their-dir"), 0755) == 0 &&
+		    chown(pj(dir, "their-dir"), 12345, 12345) == 0 &&
+		    fresh(dir, "their-dir/f") == 0 &&
+		    direct_begin(d, dirfd, "their-dir/f", 8 * MiB) == 0,
+		    "direct: a file in another user's directory is refused");
+	} else {
+		skip("direct: other owners (not root)");
+		skip("direct: other owners' directories (not root)");
 	}
-	direct_abandon(d);
+
+	/* A write failing on the writer's thread reaches the caller. */
+	snprintf(mnt, sizeof(mnt), "%s/full-fs", dir);
+	if (is_root && mkdir(mnt, 0755) == 0 &&
+	    mount("coffer-test", mnt, "tmpfs", 0, "size=2m,mode=0755") == 0) {
+		rc = fresh(mnt, "f") == 0 &&
+		    direct_begin(d, dirfd, "full-fs/f", 8 * MiB) == 1;
+		for (i = 0; rc && i < 4; i++)
+			rc = direct_write(d, b, MiB) == 0;
+		e = errno;
+		if (rc && direct_end(d, &tail, &tlen, &toff) != 0) {
+			rc = 0;
+			e = errno;
+		}
+		ok(!rc && e == ENOSPC && !direct_active(d),
+		    "direct: a full disk on the writer's thread is reported "
+		    "(%s)", strerror(e));
+		umount(mnt);
+	} else
+		skip("direct: a full disk (needs root and tmpfs)");
 	direct_free(d);
 	close(dirfd);
 }
