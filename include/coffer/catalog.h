@@ -98,6 +98,9 @@ int catalog_snapshot_update(struct catalog *c,
     const struct catalog_snapshot *s);
 /* Mark every running snapshot failed (after a crash); *n gets how many. */
 int catalog_snapshot_fail_running(struct catalog *c, int *n);
+/* Mark snapshot id failed, finished now, if it is still running (a run
+ * that failed); outside any transaction.  0 or -1 (reported). */
+int catalog_snapshot_fail(struct catalog *c, int64_t id, int64_t finished_ns);
 
 /*
  * Find a snapshot by name: a unique prefix (>= 4 hex digits) of its id,

@@ -255,6 +255,27 @@ catalog_snapshot_fail_running(struct catalog *c, int *n)
 	return (0);
 }
 
+int
+catalog_snapshot_fail(struct catalog *c, int64_t id, int64_t finished_ns)
+{
+	sqlite3_stmt *st;
+	int ret = 0;
+
+	if ((st = cat_prepare(c, "UPDATE snapshot SET state = 2,"
+	    " finished_ns = ?2 WHERE id = ?1 AND state = 0",
+	    "mark a snapshot failed")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, finished_ns);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot mark snapshot %lld failed: %s",
+		    (long long)id, sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
 /* Step st for one snapshot: 1 found, 0 none, -1 error.  With ambiguous
  * set, a second row means the name is ambiguous (*ambiguous = 1, 0). */
 static int

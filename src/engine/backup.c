@@ -864,7 +864,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	unsigned long warn0 = log_warnings;
 	double t0 = now_monotonic();
 	int64_t deleted = 0;
-	int status = STATUS_ERROR, in_txn = 0, i;
+	int status = STATUS_ERROR, in_txn = 0, running = 0, i;
 
 	memset(res, 0, sizeof(*res));
 	memset(&b, 0, sizeof(b));
@@ -922,7 +922,10 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (s.level == LEVEL_FULL)
 		s.full_id = s.id;
 	/* Commit the running row: after a crash it is found and failed. */
-	if (catalog_commit(c) || catalog_begin(c))
+	if (catalog_commit(c))
+		goto out;
+	running = 1;
+	if (catalog_begin(c))
 		goto out;
 	if (b.level != LEVEL_FULL && open_view(&b))
 		goto out;
@@ -981,6 +984,10 @@ out:
 	catalog_resolver_free(b.view);
 	if (in_txn)
 		catalog_rollback(c);
+	/* A run that failed says so now, not at the next run (a crash
+	 * leaves that to it). */
+	if (running && status == STATUS_ERROR)
+		(void)catalog_snapshot_fail(c, s.id, now_realtime_ns());
 	res->seconds = now_monotonic() - t0;
 	packer_release(&b.packer);
 	chunker_free(b.chunker);

@@ -22,7 +22,7 @@ engine_consolidate(struct repo *r, struct catalog *c,
 	uint8_t sid[SNAPSHOT_ID_HEX / 2];
 	int64_t counts[3];
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, in_txn = 0;
+	int status = STATUS_ERROR, in_txn = 0, running = 0;
 
 	memset(res, 0, sizeof(*res));
 	memset(&s, 0, sizeof(s));
@@ -50,7 +50,10 @@ engine_consolidate(struct repo *r, struct catalog *c,
 	if (catalog_snapshot_create(c, &s))
 		goto out;
 	s.full_id = s.id;
-	if (catalog_commit(c) || catalog_begin(c))
+	if (catalog_commit(c))
+		goto out;
+	running = 1;
+	if (catalog_begin(c))
 		goto out;
 	if (catalog_snapshot_materialize(c, src->id, s.id, counts))
 		goto out;
@@ -75,6 +78,8 @@ engine_consolidate(struct repo *r, struct catalog *c,
 out:
 	if (in_txn)
 		catalog_rollback(c);
+	if (running && status != STATUS_OK)
+		(void)catalog_snapshot_fail(c, s.id, now_realtime_ns());
 	packer_release(&p);
 	catalog_snapshot_release(&s);
 	res->seconds = now_monotonic() - t0;

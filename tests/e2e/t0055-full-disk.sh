@@ -1,5 +1,5 @@
 #!/bin/bash
-test_description='restore into a file system that fills up: what fits is whole, the rest is named and left out, status 5'
+test_description='full file systems: a restore target (what fits is whole, the rest named), a repository (the run fails and says so, nothing complete is lost)'
 . "$(dirname "$0")/../lib.sh"
 
 # Small tmpfs targets: root, and a kernel that lets root mount one here.
@@ -71,6 +71,41 @@ test_expect_success TMPFS 'a drill whose scratch space fills up fails, naming th
 	grep -q "^error: cannot write .b\.bin.: No space left on device$" err &&
 	grep -q "FAILED *b\.bin: missing: it was not restored" drill.out &&
 	grep -q "verdict *fail" drill.out
+'
+
+# The repository's disk fills up in the middle of a backup.
+rk() {
+	COFFER_KEY_FILE=$TMP/rk coffer -r "$TMP/rfs/repo" "$@"
+}
+test_expect_success TMPFS 'a backup into a full repository disk: status 5, recorded as failed' '
+	small_fs "$TMP/rfs" 24m &&
+	mkdir src2 && random_file src2/a 3 &&
+	coffer init --key-file "$TMP/rk" "$TMP/rfs/repo" &&
+	rk backup --json ds2 src2 >b1.json &&
+	id1=$(json_get b1.json "\$j->{snapshot}") &&
+	cp -a src2 s2.copy &&
+	random_file src2/b 40 &&
+	test_expect_code 5 rk backup ds2 src2 2>err &&
+	cat err &&
+	grep -q "No space left on device" err &&
+	rk snapshots --json >snaps.json &&
+	json_check snaps.json "
+		@\$j == 2 or die qq(not two snapshots\n);
+		my (\$ok) = grep { \$_->{id} eq q($id1) } @\$j;
+		my (\$bad) = grep { \$_->{id} ne q($id1) } @\$j;
+		\$ok->{state} eq q(complete) or die qq(first: \$ok->{state}\n);
+		\$bad->{state} eq q(failed) or die qq(second: \$bad->{state}\n)" &&
+	test_dir_is_empty "$TMP/rfs/repo/tmp"
+'
+
+test_expect_success TMPFS 'after it the complete snapshot restores, and with room the next backup completes' '
+	rk restore "$id1" r1 &&
+	treecmp s2.copy r1 &&
+	rk verify --read-data &&
+	rm src2/b &&
+	rk backup ds2 src2 &&
+	rk restore ds2@latest r2 &&
+	treecmp src2 r2
 '
 
 test_expect_success TMPFS 'with room, the same snapshot restores whole; the repository is sound' '
