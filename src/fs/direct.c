@@ -197,7 +197,8 @@ direct_free(struct direct_writer *d)
 	free(d);
 }
 
-/* Buffers and thread, the first time.  0, or -1 (then never direct). */
+/* Buffers and thread, the first time.  0, or -1 (this file is not written
+ * directly; the next one tries again). */
 static int
 prepare(struct direct_writer *d)
 {

@@ -38,7 +38,6 @@ struct fs_restore {
 	struct buf path;	/* current entry's path, NUL-terminated */
 	struct buf name;	/* scratch: an xattr name */
 	struct direct_writer *dw;	/* a large file's data */
-	int64_t size;		/* of the current file */
 };
 
 /*
@@ -463,7 +462,6 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		return (-1);
 	r->kind = e->kind;
 	r->state = IN_ENTRY;
-	r->size = e->size;
 	if (e->kind == ENTRY_FILE)
 		(void)direct_begin(r->dw, r->dirfd, cur(r), e->size);
 	return (0);
@@ -526,9 +524,10 @@ fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
 		return (-1);
 	}
 	if (direct_active(r->dw)) {
-		/* Data past the size goes to libarchive, which refuses it. */
-		if (offset == direct_next(r->dw) &&
-		    (uint64_t)offset + len <= (uint64_t)r->size) {
+		/* Data past the entry's size goes to libarchive, which
+		 * refuses it. */
+		if (offset == direct_next(r->dw) && (uint64_t)offset + len <=
+		    (uint64_t)archive_entry_size(r->ae)) {
 			if (direct_write(r->dw, buf, len) == 0)
 				return (0);
 			log_errno("cannot write '%s'", cur(r));
