@@ -400,6 +400,28 @@ largest_pack() {
 		cut -d' ' -f2-
 }
 
+# The catalog of repository $1 (default repo), for locating records.
+catalog_db() {
+	echo "$XDG_STATE_HOME/coffer/$(sed -n 's/^id //p' "${1:-repo}/coffer.conf")/catalog.db"
+}
+
+# chunk_loc PATH SEQ: "pack offset stored_len" of the SEQ-th chunk of the
+# content of PATH (in any snapshot).
+chunk_loc() {
+	sqlite3 -separator ' ' "$(catalog_db)" "
+		SELECT p.name, ch.pack_offset, ch.stored_len
+		FROM entry e JOIN path pa ON pa.id = e.path_id
+		JOIN content_chunk cc ON cc.content_id = e.content_id
+		JOIN chunk ch ON ch.id = cc.chunk_id
+		JOIN pack p ON p.id = ch.pack_id
+		WHERE pa.name = CAST('$1' AS BLOB) AND cc.seq = $2 LIMIT 1"
+}
+
+# pack_path NAME: where pack NAME is in repo.
+pack_path() {
+	echo "repo/packs/$(echo "$1" | cut -c1-2)/$1"
+}
+
 test_set_prereq POSIXPERM
 [ "$(id -u)" = 0 ] && test_set_prereq ROOT
 command -v setpriv >/dev/null && test_set_prereq SETPRIV

@@ -94,6 +94,8 @@ struct restore_result {
 	int64_t bytes;			/* file content written */
 	int64_t failed;			/* files that could not be restored */
 	int64_t damaged;		/* ... because of their stored data */
+	int64_t reused;			/* of bytes, read back from files
+					 * restored earlier, not fetched */
 	int complete;			/* every entry was taken, if not all
 					 * restored */
 	double seconds;

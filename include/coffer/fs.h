@@ -120,6 +120,27 @@ int fs_restore_finish(struct fs_restore *r);
 /* The current file cannot be completed: remove what was written of it. */
 void fs_restore_discard(struct fs_restore *r);
 
+/*
+ * Right after a successful fs_restore_finish of a regular file: a
+ * descriptor of that file, to read back what was written, which the
+ * caller owns and reads with fs_reader_read; -1 if there is none (its data
+ * went through the page cache, or its mode does not let its owner read).
+ * It is the file that was written, whatever is renamed in the target
+ * since.  Restore copies a chunk that several files share from the first
+ * one rather than fetch, decrypt and hash it again.
+ */
+int fs_restore_keep(struct fs_restore *r);
+
+/* Reading back a kept file: one reader per thread, with a buffer of its
+ * own.  NULL (reported) when out of memory. */
+struct fs_reader;
+struct fs_reader *fs_reader_new(void);
+void fs_reader_free(struct fs_reader *rd);
+/* len bytes at off of fd into buf: 0, or -1 with errno (EIO: the file is
+ * shorter).  Nothing is reported. */
+int fs_reader_read(struct fs_reader *rd, int fd, void *buf, size_t len,
+    int64_t off);
+
 /* Make e->path a hard link to existing (a path restored earlier). */
 int fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
     const char *existing);

@@ -19,11 +19,22 @@
  * what it holds, so it exists before its files are written; its own times
  * and mode are applied when the first writer closes, after all the
  * others.
+ *
+ * Content that several files share (the frozen layers of consecutive
+ * checkpoints) is fetched, decrypted and hashed once: a chunk of a large
+ * file restored whole earlier in the run is read back from that file,
+ * through the descriptor its writer kept (fs_restore_keep), not through
+ * its name.  Up to REUSE_FILES such files are kept open, the latest (fewer
+ * under a low limit of open files), and up to REUSE_CHUNKS of their chunks
+ * remembered; a chunk that cannot be read back is fetched from its pack as
+ * any other.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "coffer/chunk.h"
@@ -38,6 +49,10 @@
 #define READER_CACHE 4
 #define WINDOW_BYTES (8u << 20)
 #define WINDOW_ENTRIES 4096
+/* Reading back a smaller chunk would cost more than fetching it. */
+#define REUSE_MIN (256u << 10)
+#define REUSE_FILES 64
+#define REUSE_CHUNKS 32768
 
 struct cached_reader {
 	char name[PACK_NAME_LEN + 1];
@@ -45,11 +60,13 @@ struct cached_reader {
 	uint64_t used;
 };
 
-/* Per-thread: pack readers and a decompressor. */
+/* Per-thread: pack readers, a decompressor, a reader of restored files. */
 struct rworker {
 	struct cached_reader cache[READER_CACHE];
 	uint64_t tick;
 	struct compressor *z;
+	struct fs_reader *rd;
+	int64_t reused;			/* bytes read back */
 };
 
 /* WR_DAMAGED: its data failed authentication or is missing; WR_FAILED:
@@ -66,6 +83,7 @@ struct wentry {
 	int link;			/* a second name of an earlier inode */
 	int rc;				/* WR_*, from writing its file */
 	int64_t bytes;			/* written of it in this window */
+	int keep_fd;			/* finished: fs_restore_keep's, or -1 */
 };
 
 /* One chunk of a window. */
@@ -73,6 +91,27 @@ struct rjob {
 	struct catalog_chunk_loc loc;
 	size_t off;			/* its bytes in the window's buffer */
 	int rc;
+	int src_fd;			/* a restored file holding it, or -1 */
+	int64_t src_off;		/* where in that file */
+};
+
+/* A restored file chunks are read back from (a slot of a ring); gen
+ * tells a chunk's reference to an earlier file in the slot. */
+struct reuse_src {
+	int fd;
+	uint32_t gen;
+};
+
+struct reuse_ref {
+	uint32_t slot, gen;
+	int64_t off;
+};
+
+/* A chunk of the file going on into the next window, until it is
+ * finished. */
+struct reuse_pending {
+	int64_t rowid;
+	int64_t off;
 };
 
 struct window {
@@ -110,6 +149,14 @@ struct restore {
 	char **link_paths;
 	size_t nlinks, caplinks;
 	int64_t missing;		/* requested paths not in the snapshot */
+	/* Chunks to read back: chunk row -> index into refs. */
+	struct hmap seen;
+	struct reuse_ref *refs;
+	size_t nrefs, caprefs;
+	struct reuse_src srcs[REUSE_FILES];
+	size_t nsrcs, next_src;		/* slots in use: 0 turns it off */
+	struct reuse_pending *pend;
+	size_t npend, cappend;
 	struct progress progress;
 };
 
@@ -157,6 +204,13 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	if (j->loc.type != PACK_REC_DATA) {
 		log_error("a chunk at offset %llu is not a data record",
 		    (unsigned long long)j->loc.file_offset);
+		return;
+	}
+	/* Written already: read back; if that fails, fetched after all. */
+	if (j->src_fd != -1 && fs_reader_read(w->rd, j->src_fd,
+	    win->data.data + j->off, j->loc.plain_len, j->src_off) == 0) {
+		w->reused += (int64_t)j->loc.plain_len;
+		j->rc = 0;
 		return;
 	}
 	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
@@ -247,6 +301,8 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 	}
 	if (fs_restore_finish(w))
 		we->rc = WR_FAILED;
+	else
+		we->keep_fd = fs_restore_keep(w);
 	writer_put(rs, w);
 }
 
@@ -310,8 +366,155 @@ remember_link(struct restore *rs, const struct entry *e)
 }
 
 /*
- * The out window is written: link second names, count, and empty it.
- * 0, or -1 on a fatal error.
+ * A file restored whole, and its descriptor kept: its chunks (those of
+ * the pending list, then n jobs) may be read back from it.  It takes the
+ * oldest file's slot.  Takes fd.  0, or -1 on a fatal error.
+ */
+static int
+reuse_add(struct restore *rs, int fd, const struct rjob *jobs, size_t n)
+{
+	struct reuse_src *src = &rs->srcs[rs->next_src];
+	uint32_t slot = (uint32_t)rs->next_src;
+	size_t i, total = rs->npend + n;
+
+	for (i = 0; i < n && jobs[i].loc.plain_len < REUSE_MIN; i++)
+		;
+	if (rs->nsrcs == 0 || (rs->npend == 0 && i == n)) {
+		close(fd);	/* nothing worth reading back */
+		return (0);
+	}
+	if (src->fd != -1)
+		close(src->fd);
+	src->fd = fd;
+	src->gen++;		/* the refs to the file it held are stale */
+	rs->next_src = (rs->next_src + 1) % rs->nsrcs;
+	for (i = 0; i < total; i++) {
+		struct reuse_ref *ref;
+		int64_t rowid, off, idx;
+
+		if (i < rs->npend) {
+			rowid = rs->pend[i].rowid;
+			off = rs->pend[i].off;
+		} else {
+			const struct rjob *j = &jobs[i - rs->npend];
+
+			if (j->loc.plain_len < REUSE_MIN)
+				continue;
+			rowid = j->loc.rowid;
+			off = (int64_t)j->loc.file_offset;
+		}
+		if (hmap_get(&rs->seen, &rowid, &idx)) {
+			ref = &rs->refs[idx];
+			if (rs->srcs[ref->slot].gen == ref->gen &&
+			    rs->srcs[ref->slot].fd != -1)
+				continue;	/* an open file has it */
+			ref->slot = slot;	/* its file was closed */
+			ref->gen = src->gen;
+			ref->off = off;
+			continue;
+		}
+		if (rs->nrefs == REUSE_CHUNKS) {
+			/* Full: start again from this file on. */
+			hmap_clear(&rs->seen);
+			rs->nrefs = 0;
+		}
+		if (array_grow(&rs->refs, &rs->caprefs, rs->nrefs,
+		    sizeof(*rs->refs), 1024) ||
+		    hmap_put(&rs->seen, &rowid, (int64_t)rs->nrefs))
+			return (-1);
+		ref = &rs->refs[rs->nrefs++];
+		ref->slot = slot;
+		ref->gen = src->gen;
+		ref->off = off;
+	}
+	rs->npend = 0;
+	return (0);
+}
+
+/* The file going on into the next window: remember its n chunks here. */
+static int
+reuse_pend(struct restore *rs, const struct rjob *jobs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (jobs[i].loc.plain_len < REUSE_MIN ||
+		    rs->npend == REUSE_CHUNKS)
+			continue;
+		if (array_grow(&rs->pend, &rs->cappend, rs->npend,
+		    sizeof(*rs->pend), 256))
+			return (-1);
+		rs->pend[rs->npend].rowid = jobs[i].loc.rowid;
+		rs->pend[rs->npend].off = (int64_t)jobs[i].loc.file_offset;
+		rs->npend++;
+	}
+	return (0);
+}
+
+/* A restored file holding this chunk: a descriptor of it of the job's
+ * own (the file's slot may be given to another before the job runs). */
+static void
+reuse_find(struct restore *rs, struct rjob *j)
+{
+	const struct reuse_ref *ref;
+	const struct reuse_src *src;
+	int64_t idx;
+
+	j->src_fd = -1;
+	if (rs->nsrcs == 0 || j->loc.plain_len < REUSE_MIN ||
+	    !hmap_get(&rs->seen, &j->loc.rowid, &idx))
+		return;
+	ref = &rs->refs[idx];
+	src = &rs->srcs[ref->slot];
+	if (src->fd == -1 || src->gen != ref->gen)
+		return;
+	if ((j->src_fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 0)) != -1)
+		j->src_off = ref->off;
+}
+
+/* A window's descriptors: its jobs' and its finished files'. */
+static void
+window_close_fds(struct window *win)
+{
+	size_t i;
+
+	for (i = 0; i < win->njobs; i++) {
+		if (win->jobs[i].src_fd != -1)
+			close(win->jobs[i].src_fd);
+		win->jobs[i].src_fd = -1;
+	}
+	for (i = 0; i < win->nents; i++) {
+		if (win->ents[i].keep_fd != -1)
+			close(win->ents[i].keep_fd);
+		win->ents[i].keep_fd = -1;
+	}
+}
+
+/*
+ * How many restored files to keep open, within the limit of open files:
+ * besides them, each window's jobs may hold one descriptor per REUSE_MIN
+ * bytes, and the rest of the run needs some (packs, writers, catalog).
+ */
+static size_t
+reuse_files(void)
+{
+	size_t per_window = WINDOW_BYTES / REUSE_MIN;
+	struct rlimit rl;
+	rlim_t spare;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return (0);
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return (REUSE_FILES);
+	if (rl.rlim_cur < 128 + 3 * per_window)
+		return (0);
+	spare = (rl.rlim_cur - 128 - 3 * per_window) / 2;
+	return (spare < REUSE_FILES ? (size_t)spare : REUSE_FILES);
+}
+
+/*
+ * The out window is written: link second names, count, remember what
+ * may be read back, and empty it.  0, or -1 on a fatal error.
  */
 static int
 finish_window(struct restore *rs, struct window *win)
@@ -337,6 +540,19 @@ finish_window(struct restore *rs, struct window *win)
 		} else if (we->e.kind == ENTRY_FILE) {
 			rs->res->bytes += we->bytes;
 			progress_update(&rs->progress, 0, (uint64_t)we->bytes);
+			if (!we->cont || we->rc != WR_OK)
+				rs->npend = 0;	/* another file, or failed */
+			if (we->rc == WR_OK && !we->last &&
+			    reuse_pend(rs, &win->jobs[we->first], we->njobs))
+				return (-1);
+			if (we->keep_fd != -1) {
+				int fd = we->keep_fd;
+
+				we->keep_fd = -1;
+				if (reuse_add(rs, fd, &win->jobs[we->first],
+				    we->njobs))
+					return (-1);
+			}
 			if (we->rc == WR_FAILED || we->rc == WR_DAMAGED) {
 				rs->res->failed++;
 				if (we->rc == WR_DAMAGED)
@@ -351,6 +567,7 @@ finish_window(struct restore *rs, struct window *win)
 		free(we->mem);
 		we->mem = NULL;	/* a failure above leaves nents as it is */
 	}
+	window_close_fds(win);
 	win->nents = win->nfiles = win->njobs = 0;
 	buf_reset(&win->data);
 	return (0);
@@ -428,6 +645,7 @@ take(struct restore *rs, const struct entry *e)
 	win->nents++;
 	we->first = win->njobs;
 	we->last = 1;
+	we->keep_fd = -1;
 	return (we);
 }
 
@@ -505,6 +723,7 @@ add_entry(struct restore *rs, const struct entry *e)
 		j->loc = locs[i];
 		j->off = win->data.len;
 		j->rc = -1;
+		reuse_find(rs, j);
 		win->data.len += locs[i].plain_len;
 		win->ents[win->nents - 1].njobs++;
 	}
@@ -566,6 +785,10 @@ engine_restore(struct repo *r, struct catalog *c,
 	pthread_mutex_init(&rs.mu, NULL);
 	hmap_init(&rs.links, 24);
 	hmap_init(&rs.planned, 24);
+	hmap_init(&rs.seen, sizeof(int64_t));
+	for (i = 0; i < REUSE_FILES; i++)
+		rs.srcs[i].fd = -1;
+	rs.nsrcs = reuse_files();
 	/* A full's bytes read are its content; other levels store only a
 	 * delta, so no total (and no ETA) rather than a wrong one. */
 	progress_init(&rs.progress, "restore", s->level == LEVEL_FULL &&
@@ -598,7 +821,8 @@ engine_restore(struct repo *r, struct catalog *c,
 		goto out;
 	}
 	for (t = 0; t < pool_threads(rs.pool); t++)
-		if ((rs.workers[t].z = compressor_new(1)) == NULL)
+		if ((rs.workers[t].z = compressor_new(1)) == NULL ||
+		    (rs.workers[t].rd = fs_reader_new()) == NULL)
 			goto out;
 	if ((rs.fr = fs_restore_open(o->target,
 	    (geteuid() == 0 ? FS_RESTORE_OWNER : 0) |
@@ -636,6 +860,8 @@ out:
 			for (i = 0; i < READER_CACHE; i++)
 				pack_reader_close(rs.workers[t].cache[i].pr);
 			compressor_free(rs.workers[t].z);
+			fs_reader_free(rs.workers[t].rd);
+			res->reused += rs.workers[t].reused;
 		}
 		free(rs.workers);
 	}
@@ -643,6 +869,7 @@ out:
 	for (w = 0; w < 3; w++) {
 		struct window *win = &rs.win[w];
 
+		window_close_fds(win);
 		for (i = 0; i < win->nents; i++)
 			free(win->ents[i].mem);
 		free(win->ents);
@@ -658,6 +885,12 @@ out:
 	free(rs.link_paths);
 	hmap_release(&rs.links);
 	hmap_release(&rs.planned);
+	hmap_release(&rs.seen);
+	for (i = 0; i < REUSE_FILES; i++)
+		if (rs.srcs[i].fd != -1)
+			close(rs.srcs[i].fd);
+	free(rs.refs);
+	free(rs.pend);
 	res->seconds = now_monotonic() - t0;
 	return (status);
 }

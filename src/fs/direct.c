@@ -18,6 +18,7 @@
 #include <linux/openat2.h>
 #endif
 
+#include "coffer/fs.h"
 #include "coffer/log.h"
 #include "fs-int.h"
 
@@ -33,6 +34,9 @@ struct direct_writer {
 	size_t fill;		/* bytes in it */
 	int64_t start;		/* the file offset of its first byte */
 	int fd;			/* O_DIRECT, -1 when not active */
+	int readable;		/* fd was opened for reading too */
+	int kept;		/* the last file's, once ended: -1 or an
+				 * O_RDWR descriptor for direct_take_fd */
 
 	pthread_t thread;
 	int started;
@@ -162,6 +166,15 @@ stop(struct direct_writer *d)
 	return (rc);
 }
 
+/* The last file's descriptor, not taken: closed. */
+static void
+drop_kept(struct direct_writer *d)
+{
+	if (d->kept != -1)
+		close(d->kept);
+	d->kept = -1;
+}
+
 struct direct_writer *
 direct_new(void)
 {
@@ -172,6 +185,7 @@ direct_new(void)
 		return (NULL);
 	}
 	d->fd = -1;
+	d->kept = -1;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	return (d);
@@ -182,6 +196,7 @@ direct_free(struct direct_writer *d)
 {
 	if (d == NULL)
 		return;
+	drop_kept(d);
 	(void)stop(d);
 	if (d->started) {
 		pthread_mutex_lock(&d->mu);
@@ -263,6 +278,7 @@ direct_begin(struct direct_writer *d, int dirfd, const char *path,
 	char *parent = NULL;
 	int pfd = dirfd, fd = -1;
 
+	drop_kept(d);
 	(void)stop(d);
 	if (size < (int64_t)DIRECT_MIN || prepare(d))
 		return (0);
@@ -284,8 +300,14 @@ direct_begin(struct direct_writer *d, int dirfd, const char *path,
 	if (fstat(pfd, &st) || st.st_uid != geteuid() ||
 	    (st.st_mode & (S_IWGRP | S_IWOTH)))
 		goto no;
-	if ((fd = open_beneath(pfd, base, O_WRONLY | O_DIRECT)) < 0)
-		goto no;
+	/* Readable too if the file's mode lets its owner read, so that what
+	 * is written can be read back (direct_take_fd). */
+	d->readable = 1;
+	if ((fd = open_beneath(pfd, base, O_RDWR | O_DIRECT)) < 0) {
+		d->readable = 0;
+		if ((fd = open_beneath(pfd, base, O_WRONLY | O_DIRECT)) < 0)
+			goto no;
+	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
 	    st.st_uid != geteuid() || st.st_size != 0 || !local_fs(fd))
 		goto no;
@@ -369,6 +391,11 @@ direct_end(struct direct_writer *d, const void **tail, size_t *tail_len,
 		err = errno;
 	else if (n > 0)
 		err = write_all(d->fd, d->buf[d->cur], n, d->start);
+	if (!err && d->readable) {
+		/* Handed on by direct_take_fd, or closed by the next stop. */
+		d->kept = d->fd;
+		d->fd = -1;
+	}
 	(void)stop(d);
 	if (err) {
 		errno = err;
@@ -383,5 +410,83 @@ direct_end(struct direct_writer *d, const void **tail, size_t *tail_len,
 void
 direct_abandon(struct direct_writer *d)
 {
+	drop_kept(d);
 	(void)stop(d);
+}
+
+int
+direct_take_fd(struct direct_writer *d)
+{
+	int fd = d->kept;
+
+	d->kept = -1;
+	return (fd);
+}
+
+/*
+ * Reading back (fs.h): through a buffer of the reader's own, in aligned
+ * blocks, which any descriptor takes, O_DIRECT or not.
+ */
+struct fs_reader {
+	unsigned char *buf;
+};
+
+struct fs_reader *
+fs_reader_new(void)
+{
+	struct fs_reader *rd;
+
+	if ((rd = calloc(1, sizeof(*rd))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	return (rd);
+}
+
+void
+fs_reader_free(struct fs_reader *rd)
+{
+	if (rd == NULL)
+		return;
+	free(rd->buf);
+	free(rd);
+}
+
+int
+fs_reader_read(struct fs_reader *rd, int fd, void *buf, size_t len,
+    int64_t off)
+{
+	unsigned char *p = buf;
+	size_t skip, want, n;
+	ssize_t got;
+	int64_t at;
+
+	if (rd->buf == NULL &&
+	    (rd->buf = aligned_alloc(DIRECT_ALIGN, DIRECT_STAGE)) == NULL)
+		return (-1);
+	while (len > 0) {
+		at = off & ~(int64_t)(DIRECT_ALIGN - 1);
+		skip = (size_t)(off - at);
+		want = skip + len;
+		if (want > DIRECT_STAGE)
+			want = DIRECT_STAGE;
+		want = (want + DIRECT_ALIGN - 1) & ~(size_t)(DIRECT_ALIGN - 1);
+		do
+			got = pread(fd, rd->buf, want, at);
+		while (got < 0 && errno == EINTR);
+		if (got < 0)
+			return (-1);
+		if ((size_t)got <= skip) {
+			errno = EIO;	/* the file is shorter */
+			return (-1);
+		}
+		n = (size_t)got - skip;
+		if (n > len)
+			n = len;
+		memcpy(p, rd->buf + skip, n);
+		p += n;
+		len -= n;
+		off += (int64_t)n;
+	}
+	return (0);
 }

@@ -57,4 +57,12 @@ int direct_end(struct direct_writer *d, const void **tail, size_t *tail_len,
 /* Stop, writing nothing more (the file is being thrown away). */
 void direct_abandon(struct direct_writer *d);
 
+/*
+ * After direct_end succeeded: the file's descriptor (O_RDWR, O_DIRECT
+ * unless a write refused it), which the caller owns from now on; -1 if
+ * the file's mode did not let it be opened for reading.  Not taken, it is
+ * closed by the next direct_begin, direct_abandon or direct_free.
+ */
+int direct_take_fd(struct direct_writer *d);
+
 #endif

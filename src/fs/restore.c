@@ -563,6 +563,13 @@ fs_restore_finish(struct fs_restore *r)
 	return (r->fatal ? -1 : 0);
 }
 
+int
+fs_restore_keep(struct fs_restore *r)
+{
+	assert(r->state == IDLE);
+	return (direct_take_fd(r->dw));
+}
+
 void
 fs_restore_discard(struct fs_restore *r)
 {

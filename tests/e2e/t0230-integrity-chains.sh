@@ -2,10 +2,6 @@
 test_description='verify, drill and audit over chains of full, differential and incremental snapshots'
 . "$(dirname "$0")/../lib.sh"
 
-catalog_db() {
-	echo "$XDG_STATE_HOME/coffer/$(sed -n 's/^id //p' repo/coffer.conf)/catalog.db"
-}
-
 # "pack offset stored_len" of the first chunk of PATH's content in
 # snapshot SID (its own row).
 chunk_in() {

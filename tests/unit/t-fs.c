@@ -842,6 +842,7 @@ feed(struct fs_restore *r, int64_t from, int64_t to)
 }
 
 static void test_direct_writer(void);
+static void test_kept(const char *dst);
 
 /*
  * Large files' data goes around the page cache (src/fs/direct.c): it must
@@ -935,9 +936,79 @@ test_direct(void)
 	}
 	if (!direct) {
 		skip("direct writer: no O_DIRECT under %s", base);
+		skip("kept descriptors: no O_DIRECT under %s", base);
 		return;
 	}
 	test_direct_writer();
+	test_kept(dst);
+}
+
+/* 1 if n bytes read back at off match the pattern. */
+static int
+reads_back(struct fs_reader *rd, int fd, int64_t off, size_t n)
+{
+	unsigned char *p;
+	size_t i;
+	int good;
+
+	if ((p = malloc(n)) == NULL)
+		return (0);
+	memset(p, 0, n);
+	good = fs_reader_read(rd, fd, p, n, off) == 0;
+	for (i = 0; good && i < n; i++)
+		good = p[i] == pat(off + (int64_t)i);
+	free(p);
+	return (good);
+}
+
+/*
+ * A file written directly can be read back through the descriptor its
+ * writer kept (restore copies shared chunks from there): at any offset,
+ * through the tail written by libarchive, from the file written even if
+ * another now has its name.
+ */
+static void
+test_kept(const char *dst)
+{
+	struct fs_restore *r;
+	struct fs_reader *rd;
+	struct entry e;
+	unsigned char c;
+	int64_t size = 5 * MiB + 123;
+	int fd = -1;
+
+	if (!ok((r = fs_restore_open(dst, FS_RESTORE_FORCE)) != NULL &&
+	    (rd = fs_reader_new()) != NULL, "kept: open"))
+		return;
+	e = mk("kept", ENTRY_FILE);
+	e.size = size;
+	ok(fs_restore_begin(r, &e) == 0 && feed(r, 0, size) == 0 &&
+	    fs_restore_finish(r) == 0 && (fd = fs_restore_keep(r)) >= 0 &&
+	    fs_restore_keep(r) == -1,
+	    "kept: a large file's descriptor, handed over once");
+	e = mk("kept-small", ENTRY_FILE);
+	e.size = 1000;
+	ok(fs_restore_begin(r, &e) == 0 && feed(r, 0, e.size) == 0 &&
+	    fs_restore_finish(r) == 0 && fs_restore_keep(r) == -1,
+	    "kept: none for a file that went through the page cache");
+	ok(fs_restore_close(r) == 0, "kept: close the writer");
+	if (fd < 0) {
+		fs_reader_free(rd);
+		return;
+	}
+	ok(reads_back(rd, fd, 0, 100) && reads_back(rd, fd, 4095, 2 * MiB + 7) &&
+	    reads_back(rd, fd, 3 * MiB, MiB) && reads_back(rd, fd, size - 50, 50),
+	    "kept: read back at any offset, the tail too");
+	errno = 0;
+	ok(fs_reader_read(rd, fd, &c, 1, size) == -1 && errno == EIO,
+	    "kept: reading past the end fails (EIO)");
+	/* Another file under its name changes nothing read. */
+	ok(rename(pj(dst, "kept"), pj(dst, "kept-moved")) == 0 &&
+	    write_file(pj(dst, "kept"), "other", 5, 0644) == 0 &&
+	    reads_back(rd, fd, size - 4000, 4000),
+	    "kept: the file written is read, not the one at its name");
+	close(fd);
+	fs_reader_free(rd);
 }
 
 /* A new empty file for the direct writer's tests. */
