@@ -117,6 +117,24 @@ int fs_restore_begin(struct fs_restore *r, const struct entry *e);
 int fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
     int64_t offset);
 int fs_restore_finish(struct fs_restore *r);
+
+/*
+ * As fs_restore_data, but the caller lends buf: a large file's data may be
+ * written from it after the call returns (to the disk directly, from
+ * there, where buf is aligned as the file is: buf + i at a multiple of
+ * 4096 where offset + i is).  buf must stay as it is until
+ * fs_restore_wait(r, fs_restore_ticket(r)) returns, or fs_restore_finish
+ * or fs_restore_discard does.  A write that fails after the call fails the
+ * file's next call.
+ */
+int fs_restore_data_lent(struct fs_restore *r, const void *buf, size_t len,
+    int64_t offset);
+/* A mark of the data lent so far, and a wait until it is written (or
+ * failed).  fs_restore_wait may be called from any thread, while the
+ * writer is in use on another. */
+uint64_t fs_restore_ticket(struct fs_restore *r);
+void fs_restore_wait(struct fs_restore *r, uint64_t ticket);
+
 /* The current file cannot be completed: remove what was written of it. */
 void fs_restore_discard(struct fs_restore *r);
 

@@ -1,8 +1,10 @@
 /*
- * Direct writes of a restored file's data (fs-int.h): two aligned buffers,
- * one filled by the caller while the writer's thread writes the other with
- * O_DIRECT, so the pool that decrypts and hashes does not wait for the
- * disk.
+ * Direct writes of a restored file's data (fs-int.h).  The writer's thread
+ * writes requests in order, O_DIRECT, so the pool that decrypts and hashes
+ * does not wait for the disk.  A request is either one of two aligned
+ * staging buffers, which direct_write copies into, or memory the caller
+ * lends (direct_lend) when it is aligned as the file is, written from
+ * there without a copy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,9 +29,18 @@
 #define DIRECT_ALIGN 4096
 #define DIRECT_STAGE (1u << 20)
 #define DIRECT_MIN DIRECT_STAGE
+#define DIRECT_QUEUE 16
+
+struct direct_req {
+	int fd;
+	const unsigned char *p;
+	size_t len;
+	int64_t off;
+};
 
 struct direct_writer {
 	unsigned char *buf[2];
+	uint64_t buf_seq[2];	/* the request writing it out */
 	int cur;		/* the buffer the caller fills */
 	size_t fill;		/* bytes in it */
 	int64_t start;		/* the file offset of its first byte */
@@ -42,13 +53,12 @@ struct direct_writer {
 	int started;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	/* The write the thread has been handed, under mu. */
-	int busy;
-	int req_fd;
-	const unsigned char *req;
-	size_t req_len;
-	int64_t req_off;
-	int err;		/* errno of the last failed write, or 0 */
+	/* Under mu: requests queued, and written (in order; request n is
+	 * q[(n - 1) % DIRECT_QUEUE]). */
+	struct direct_req q[DIRECT_QUEUE];
+	uint64_t queued, done;
+	int err;		/* errno of the first failed write, until the
+				 * owner takes it; later requests are skipped */
 	int quit;
 };
 
@@ -88,35 +98,68 @@ static void *
 writer_thread(void *arg)
 {
 	struct direct_writer *d = arg;
-	int err;
+	struct direct_req r;
+	int err, skip;
 
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
-		while (!d->busy && !d->quit)
+		while (d->done == d->queued && !d->quit)
 			pthread_cond_wait(&d->cv, &d->mu);
-		if (!d->busy)
+		if (d->done == d->queued)
 			break;
+		r = d->q[d->done % DIRECT_QUEUE];
+		skip = d->err != 0;
 		pthread_mutex_unlock(&d->mu);
-		err = write_all(d->req_fd, d->req, d->req_len, d->req_off);
+		err = skip ? 0 : write_all(r.fd, r.p, r.len, r.off);
 		pthread_mutex_lock(&d->mu);
 		if (err && !d->err)
 			d->err = err;
-		d->busy = 0;
+		d->done++;
 		pthread_cond_broadcast(&d->cv);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return (NULL);
 }
 
-/* The thread's write done: 0, or -1 with errno if a write failed. */
+/* Queue len bytes at p for file offset off: the request's number. */
+static uint64_t
+enqueue(struct direct_writer *d, const unsigned char *p, size_t len,
+    int64_t off)
+{
+	struct direct_req *r;
+	uint64_t seq;
+
+	pthread_mutex_lock(&d->mu);
+	while (d->queued - d->done == DIRECT_QUEUE)
+		pthread_cond_wait(&d->cv, &d->mu);
+	r = &d->q[d->queued % DIRECT_QUEUE];
+	r->fd = d->fd;
+	r->p = p;
+	r->len = len;
+	r->off = off;
+	seq = ++d->queued;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	return (seq);
+}
+
+/* Requests up to seq written (or skipped after a failure). */
+static void
+wait_seq(struct direct_writer *d, uint64_t seq)
+{
+	pthread_mutex_lock(&d->mu);
+	while (d->done < seq)
+		pthread_cond_wait(&d->cv, &d->mu);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* 0, or -1 with errno if a write failed (the error is taken). */
 static int
-wait_idle(struct direct_writer *d)
+take_err(struct direct_writer *d)
 {
 	int err;
 
 	pthread_mutex_lock(&d->mu);
-	while (d->busy)
-		pthread_cond_wait(&d->cv, &d->mu);
 	err = d->err;
 	d->err = 0;
 	pthread_mutex_unlock(&d->mu);
@@ -127,24 +170,25 @@ wait_idle(struct direct_writer *d)
 	return (0);
 }
 
-/* Hand the full buffer to the thread and go on in the other one. */
+/* Everything queued written: 0, or -1 with errno. */
+static int
+wait_idle(struct direct_writer *d)
+{
+	wait_seq(d, d->queued);
+	return (take_err(d));
+}
+
+/* Queue the staged buffer's fill bytes (whole blocks) and go on in the
+ * other one once it is written out.  0, or -1 with errno. */
 static int
 hand_over(struct direct_writer *d)
 {
-	if (wait_idle(d))
-		return (-1);
-	pthread_mutex_lock(&d->mu);
-	d->req_fd = d->fd;
-	d->req = d->buf[d->cur];
-	d->req_len = d->fill;
-	d->req_off = d->start;
-	d->busy = 1;
-	pthread_cond_broadcast(&d->cv);
-	pthread_mutex_unlock(&d->mu);
+	d->buf_seq[d->cur] = enqueue(d, d->buf[d->cur], d->fill, d->start);
 	d->start += (int64_t)d->fill;
 	d->fill = 0;
 	d->cur ^= 1;
-	return (0);
+	wait_seq(d, d->buf_seq[d->cur]);
+	return (take_err(d));
 }
 
 /* Not active any more: wait for the thread, close. */
@@ -348,6 +392,60 @@ int64_t
 direct_next(const struct direct_writer *d)
 {
 	return (d->start + (int64_t)d->fill);
+}
+
+int
+direct_lend(struct direct_writer *d, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	size_t k, m;
+	int e;
+
+	if (take_err(d))	/* an earlier write failed */
+		goto fail;
+	/* A block begun in the staging buffer is completed there. */
+	if (d->fill % DIRECT_ALIGN) {
+		k = DIRECT_ALIGN - d->fill % DIRECT_ALIGN;
+		if (k > len)
+			k = len;
+		memcpy(d->buf[d->cur] + d->fill, p, k);
+		d->fill += k;
+		p += k;
+		len -= k;
+		if (d->fill % DIRECT_ALIGN)
+			return (0);
+	}
+	m = len & ~(size_t)(DIRECT_ALIGN - 1);
+	if (m == 0 || (uintptr_t)p % DIRECT_ALIGN)
+		return (direct_write(d, p, len));
+	/* Staged blocks go first, then the lent ones. */
+	if (d->fill > 0 && hand_over(d))
+		goto fail;
+	(void)enqueue(d, p, m, d->start);
+	d->start += (int64_t)m;
+	return (direct_write(d, p + m, len - m));
+fail:
+	e = errno;
+	(void)stop(d);
+	errno = e;
+	return (-1);
+}
+
+uint64_t
+direct_ticket(struct direct_writer *d)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&d->mu);
+	t = d->queued;
+	pthread_mutex_unlock(&d->mu);
+	return (t);
+}
+
+void
+direct_wait(struct direct_writer *d, uint64_t ticket)
+{
+	wait_seq(d, ticket);
 }
 
 int

@@ -46,6 +46,23 @@ int64_t direct_next(const struct direct_writer *d);
 int direct_write(struct direct_writer *d, const void *buf, size_t len);
 
 /*
+ * Take len bytes at direct_next() as direct_write does, but the caller
+ * lends buf: where it is aligned in memory as the file's offsets are
+ * (buf + i at a multiple of 4096 where direct_next() + i is), its whole
+ * blocks are written from there, without a copy; the rest is copied.
+ * buf must stay as it is until direct_wait(d, direct_ticket(d)) returns,
+ * or direct_end or direct_abandon does.  0, or -1 with errno (a write
+ * failed, here or earlier; the writer is no longer active).
+ */
+int direct_lend(struct direct_writer *d, const void *buf, size_t len);
+
+/* A mark of what has been taken so far; direct_wait returns once it is
+ * written, or failed (the failure is for the owner's next call).  Both
+ * may be called from a thread other than the owner's. */
+uint64_t direct_ticket(struct direct_writer *d);
+void direct_wait(struct direct_writer *d, uint64_t ticket);
+
+/*
  * Write out everything taken but the last partial block, which *tail
  * (*tail_len bytes, at file offset *tail_off) is left for the caller to
  * write through the page cache, and stop being active.  0, or -1 with

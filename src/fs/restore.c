@@ -509,9 +509,9 @@ direct_flush(struct fs_restore *r)
 	return (len > 0 ? write_block(r, tail, len, off) : 0);
 }
 
-int
-fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
-    int64_t offset)
+static int
+restore_data(struct fs_restore *r, const void *buf, size_t len,
+    int64_t offset, int lent)
 {
 	assert(r->state == IN_ENTRY && r->kind == ENTRY_FILE);
 	if (r->fatal) {
@@ -528,7 +528,8 @@ fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
 		 * refuses it. */
 		if (offset == direct_next(r->dw) && (uint64_t)offset + len <=
 		    (uint64_t)archive_entry_size(r->ae)) {
-			if (direct_write(r->dw, buf, len) == 0)
+			if ((lent ? direct_lend(r->dw, buf, len) :
+			    direct_write(r->dw, buf, len)) == 0)
 				return (0);
 			log_errno("cannot write '%s'", cur(r));
 			return (-1);
@@ -539,6 +540,32 @@ fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
 			return (-1);
 	}
 	return (write_block(r, buf, len, offset));
+}
+
+int
+fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
+    int64_t offset)
+{
+	return (restore_data(r, buf, len, offset, 0));
+}
+
+int
+fs_restore_data_lent(struct fs_restore *r, const void *buf, size_t len,
+    int64_t offset)
+{
+	return (restore_data(r, buf, len, offset, 1));
+}
+
+uint64_t
+fs_restore_ticket(struct fs_restore *r)
+{
+	return (direct_ticket(r->dw));
+}
+
+void
+fs_restore_wait(struct fs_restore *r, uint64_t ticket)
+{
+	direct_wait(r->dw, ticket);
 }
 
 int

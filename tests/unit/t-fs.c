@@ -1091,6 +1091,41 @@ test_direct_writer(void)
 		skip("direct: other owners' directories (not root)");
 	}
 
+	/*
+	 * Lent memory: whole blocks aligned as the file are written from
+	 * it, after the call; what is not aligned is copied.  Once the
+	 * ticket is waited for, the caller may change it.
+	 */
+	{
+		size_t n = 3 * MiB + 8192, cut = 12345, k;
+		unsigned char *lent = aligned_alloc(4096, n + 4096);
+		uint64_t t;
+		int good;
+
+		for (k = 0; lent && k < n; k++)
+			lent[k] = pat((int64_t)k);
+		/* From offset 0: a first piece ending mid-block, then the
+		 * rest from lent + cut (aligned as its offset is), then an
+		 * unaligned copy of the same bytes for the last MiB. */
+		good = lent && fresh(dir, "lent") == 0 &&
+		    direct_begin(d, dirfd, "lent", 8 * MiB) == 1 &&
+		    direct_lend(d, lent, cut) == 0 &&
+		    direct_lend(d, lent + cut, 2 * MiB - cut) == 0;
+		t = good ? direct_ticket(d) : 0;
+		if (good) {
+			direct_wait(d, t);
+			memset(lent, 0, 2 * MiB);	/* no longer read */
+			memmove(lent + 1, lent + 2 * MiB, n - 2 * MiB);
+			good = direct_lend(d, lent + 1, n - 2 * MiB) == 0 &&
+			    direct_end(d, &tail, &tlen, &toff) == 0 &&
+			    toff + (int64_t)tlen == (int64_t)n;
+		}
+		ok(good && has_pattern(pj(dir, "lent"), 0, (size_t)toff),
+		    "direct: lent memory written, aligned or not, and free "
+		    "once its ticket is waited for");
+		free(lent);
+	}
+
 	/* A write failing on the writer's thread reaches the caller. */
 	snprintf(mnt, sizeof(mnt), "%s/full-fs", dir);
 	if (is_root && mkdir(mnt, 0755) == 0 &&
@@ -1107,6 +1142,23 @@ test_direct_writer(void)
 		ok(!rc && e == ENOSPC && !direct_active(d),
 		    "direct: a full disk on the writer's thread is reported "
 		    "(%s)", strerror(e));
+		/* ... and from lent memory, at the next call. */
+		{
+			static unsigned char al[MiB] __attribute__((aligned(4096)));
+
+			rc = fresh(mnt, "g") == 0 &&
+			    direct_begin(d, dirfd, "full-fs/g", 8 * MiB) == 1;
+			for (i = 0; rc && i < 4; i++)
+				rc = direct_lend(d, al, MiB) == 0;
+			e = errno;
+			if (rc && direct_end(d, &tail, &tlen, &toff) != 0) {
+				rc = 0;
+				e = errno;
+			}
+			ok(!rc && e == ENOSPC && !direct_active(d),
+			    "direct: a lent write failing later is reported "
+			    "(%s)", strerror(e));
+		}
 		umount(mnt);
 	} else
 		skip("direct: a full disk (needs root and tmpfs)");
