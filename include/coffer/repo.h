@@ -193,6 +193,14 @@ int pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
 int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
     size_t *n);
 
+/*
+ * 1 if the len bytes at off of pack name are in memory (the page cache),
+ * as far as their first and last bytes tell; 0 if not, or if that cannot
+ * be known.  Reading them costs no disk I/O then.  Nothing is reported.
+ */
+int pack_cached(const struct repo *r, const char *name, uint64_t off,
+    uint64_t len);
+
 uint64_t pack_reader_size(const struct pack_reader *p);
 const char *pack_reader_name(const struct pack_reader *p);
 void pack_reader_close(struct pack_reader *p);

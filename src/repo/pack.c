@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "coffer/fsutil.h"
@@ -535,6 +536,37 @@ pack_writer_free(struct pack_writer *w)
 	spare_give(&w->bufs[1]);
 	free(w->ents);
 	free(w);
+}
+
+/* 1 if the byte at off is in the page cache (read without waiting). */
+static int
+nowait_byte(int fd, uint64_t off)
+{
+	char c;
+	struct iovec v = { &c, 1 };
+
+	return (preadv2(fd, &v, 1, (off_t)off, RWF_NOWAIT) == 1);
+}
+
+int
+pack_cached(const struct repo *r, const char *name, uint64_t off,
+    uint64_t len)
+{
+	uint8_t id[16];
+	char *path;
+	int fd, cached;
+
+	if (len == 0 || strlen(name) != PACK_NAME_LEN ||
+	    hex_decode(id, 16, name) || (path = repo_pack_path(r, name)) ==
+	    NULL)
+		return (0);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd == -1)
+		return (0);
+	cached = nowait_byte(fd, off) && nowait_byte(fd, off + len - 1);
+	close(fd);
+	return (cached);
 }
 
 struct pack_reader *

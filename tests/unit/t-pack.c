@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "coffer/chunk.h"
@@ -152,6 +153,30 @@ main(void)
 		all &= get(r, info.name, &ents[i], &out) == 0 &&
 		    out.len == RECLEN && memcmp(out.data, data[i], RECLEN) == 0;
 	ok(all, "every record reads back and verifies");
+
+	/* In the page cache after reading; not once dropped from it. */
+	{
+		char *path = repo_pack_path(r, info.name);
+		int fd = path ? open(path, O_RDONLY) : -1;
+		struct statfs sf;
+
+		ok(pack_cached(r, info.name, ents[1].offset, ents[1].stored_len),
+		    "a record just read is in memory");
+		if (fd != -1 && fstatfs(fd, &sf) == 0 &&
+		    sf.f_type == 0x01021994)
+			skip("a record dropped from memory: tmpfs keeps it");
+		else
+			ok(fd != -1 && fdatasync(fd) == 0 &&
+			    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0 &&
+			    !pack_cached(r, info.name, ents[1].offset,
+			    ents[1].stored_len),
+			    "a record dropped from memory is not");
+		ok(!pack_cached(r, "not-a-pack", 0, 10) &&
+		    !pack_cached(r, info.name, 0, 0), "nonsense is not");
+		if (fd != -1)
+			close(fd);
+		free(path);
+	}
 
 	p = pack_reader_open(r, info.name);
 	ok(p && pack_reader_index(p, &idx, &n) == 0 && n == NREC &&
