@@ -83,6 +83,10 @@ enum fs_restore_flags {
 
 struct fs_restore;
 
+/* A regular file this large may have its data written around the page
+ * cache (O_DIRECT, where the target allows it safely). */
+#define FS_RESTORE_DIRECT_MIN (1u << 20)
+
 /*
  * Restore into target (created if absent; must be empty unless
  * FS_RESTORE_FORCE).  Entries are written through archive_write_disk with

@@ -60,13 +60,11 @@ struct cached_reader {
 	uint64_t used;
 };
 
-/* Per-thread: pack readers, a decompressor, a reader of restored files. */
+/* Per-thread: pack readers and a decompressor. */
 struct rworker {
 	struct cached_reader cache[READER_CACHE];
 	uint64_t tick;
 	struct compressor *z;
-	struct fs_reader *rd;
-	int64_t reused;			/* bytes read back */
 };
 
 /* WR_DAMAGED: its data failed authentication or is missing; WR_FAILED:
@@ -93,6 +91,36 @@ struct rjob {
 	int rc;
 	int src_fd;			/* a restored file holding it, or -1 */
 	int64_t src_off;		/* where in that file */
+	int rb;				/* RB_*: reading it back, under rb.mu */
+};
+
+enum { RB_NONE, RB_QUEUED, RB_DONE, RB_FAILED };
+
+/*
+ * Reading back runs on threads of its own, from the start of the loop
+ * that fetches the window, while the pool decrypts the other chunks (which
+ * it takes first): a pool thread would wait for the disk, behind the
+ * writes.  Two, so that a read is queued while another is served.  A
+ * chunk that could not be read back is fetched by its job.
+ */
+#define READBACK_THREADS 2
+
+struct readback {
+	pthread_t thread[READBACK_THREADS];
+	int started;			/* threads */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct window *win;		/* being fetched */
+	size_t *q;			/* its jobs to read back */
+	size_t n, next, cap;
+	int quit;
+	struct fs_reader *rd[READBACK_THREADS];
+	int64_t bytes;			/* read back */
+};
+
+struct readback_start {
+	struct restore *rs;
+	struct fs_reader *rd;
 };
 
 /* A restored file chunks are read back from (a slot of a ring); gen
@@ -114,6 +142,15 @@ struct reuse_pending {
 	int64_t off;
 };
 
+/*
+ * A window's chunks are in data, aligned to 4096 and laid out so that a
+ * large file's part starts aligned as in the file: its whole blocks can be
+ * written to the disk from there (fs_restore_data_lent).  The file going
+ * on into the next window may still be written from here after the loop
+ * that wrote it, until its writer's ticket; the window is settled before
+ * its memory is written again (it is fetched into) or moved (it grows
+ * while filled).
+ */
 struct window {
 	struct wentry *ents;
 	size_t nents, capents;
@@ -121,7 +158,12 @@ struct window {
 	size_t nfiles, capfiles;
 	struct rjob *jobs;
 	size_t njobs, capjobs;
+	size_t *order;			/* jobs in the order the pool takes
+					 * them: to read back last */
+	size_t caporder;
 	struct buf data;
+	struct fs_restore *lent_to;	/* the writer still using data */
+	uint64_t lent_ticket;
 };
 
 struct restore {
@@ -157,6 +199,8 @@ struct restore {
 	size_t nsrcs, next_src;		/* slots in use: 0 turns it off */
 	struct reuse_pending *pend;
 	size_t npend, cappend;
+	struct readback rb;
+	int read_back_always;		/* even records in memory */
 	struct progress progress;
 };
 
@@ -206,12 +250,18 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 		    (unsigned long long)j->loc.file_offset);
 		return;
 	}
-	/* Written already: read back; if that fails, fetched after all. */
-	if (j->src_fd != -1 && fs_reader_read(w->rd, j->src_fd,
-	    win->data.data + j->off, j->loc.plain_len, j->src_off) == 0) {
-		w->reused += (int64_t)j->loc.plain_len;
-		j->rc = 0;
-		return;
+	/* Written already: read back; if that failed, fetched after all. */
+	if (j->src_fd != -1) {
+		int rb;
+
+		pthread_mutex_lock(&rs->rb.mu);
+		while ((rb = j->rb) == RB_QUEUED)
+			pthread_cond_wait(&rs->rb.cv, &rs->rb.mu);
+		pthread_mutex_unlock(&rs->rb.mu);
+		if (rb == RB_DONE) {
+			j->rc = 0;
+			return;
+		}
 	}
 	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
 		return;
@@ -260,7 +310,7 @@ static void
 write_file(struct restore *rs, struct window *win, struct wentry *we)
 {
 	struct fs_restore *w;
-	size_t i;
+	size_t i, k;
 
 	we->rc = WR_OK;
 	if (we->cont) {
@@ -279,24 +329,38 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 			return;
 		}
 	}
-	for (i = we->first; i < we->first + we->njobs; i++) {
-		struct rjob *j = &win->jobs[i];
-
-		if (j->rc != 0 || fs_restore_data(w, win->data.data + j->off,
-		    j->loc.plain_len, (int64_t)j->loc.file_offset)) {
+	for (i = we->first; i < we->first + we->njobs; i++)
+		if (win->jobs[i].rc != 0) {
 			fs_restore_discard(w);
 			writer_put(rs, w);
-			/* A failed write has said why (a full disk). */
-			if (j->rc != 0)
-				log_error("cannot restore '%s': its data is "
-				    "damaged or missing", we->e.path);
-			we->rc = j->rc != 0 ? WR_DAMAGED : WR_FAILED;
+			log_error("cannot restore '%s': its data is damaged or "
+			    "missing", we->e.path);
+			we->rc = WR_DAMAGED;
 			return;
 		}
-		we->bytes += (int64_t)j->loc.plain_len;
+	/* Lent in runs of contiguous chunks (a hole ends one). */
+	for (i = we->first; i < we->first + we->njobs; i = k) {
+		const struct rjob *j = &win->jobs[i];
+		size_t len = j->loc.plain_len;
+
+		for (k = i + 1; k < we->first + we->njobs &&
+		    win->jobs[k].loc.file_offset == j->loc.file_offset + len &&
+		    win->jobs[k].off == j->off + len; k++)
+			len += win->jobs[k].loc.plain_len;
+		if (fs_restore_data_lent(w, win->data.data + j->off, len,
+		    (int64_t)j->loc.file_offset)) {
+			/* It has said why (a full disk). */
+			fs_restore_discard(w);
+			writer_put(rs, w);
+			we->rc = WR_FAILED;
+			return;
+		}
+		we->bytes += (int64_t)len;
 	}
 	if (!we->last) {
 		rs->carry_out = w;	/* one such file per window */
+		win->lent_to = w;
+		win->lent_ticket = fs_restore_ticket(w);
 		return;
 	}
 	if (fs_restore_finish(w))
@@ -307,7 +371,7 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 }
 
 /* Index i of a step: the out window's files first (they take longest),
- * then the fetch window's chunks. */
+ * then the fetch window's chunks, those read back last. */
 static void
 step_job(void *arg, size_t i, int worker)
 {
@@ -316,8 +380,115 @@ step_job(void *arg, size_t i, int worker)
 	if (i < rs->out->nfiles)
 		write_file(rs, rs->out, &rs->out->ents[rs->out->files[i]]);
 	else
-		fetch_chunk(rs, rs->fetch, &rs->fetch->jobs[i -
-		    rs->out->nfiles], &rs->workers[worker]);
+		fetch_chunk(rs, rs->fetch, &rs->fetch->jobs[rs->fetch->order[i -
+		    rs->out->nfiles]], &rs->workers[worker]);
+}
+
+static void *
+readback_main(void *arg)
+{
+	struct restore *rs = ((struct readback_start *)arg)->rs;
+	struct fs_reader *rd = ((struct readback_start *)arg)->rd;
+	struct readback *b = &rs->rb;
+	struct rjob *j;
+	int ok;
+
+	free(arg);
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		while (b->next == b->n && !b->quit)
+			pthread_cond_wait(&b->cv, &b->mu);
+		if (b->next == b->n)
+			break;
+		j = &b->win->jobs[b->q[b->next++]];
+		pthread_mutex_unlock(&b->mu);
+		ok = fs_reader_read(rd, j->src_fd, b->win->data.data + j->off,
+		    j->loc.plain_len, j->src_off) == 0;
+		pthread_mutex_lock(&b->mu);
+		j->rb = ok ? RB_DONE : RB_FAILED;
+		if (ok)
+			b->bytes += (int64_t)j->loc.plain_len;
+		pthread_cond_broadcast(&b->cv);
+	}
+	pthread_mutex_unlock(&b->mu);
+	return (NULL);
+}
+
+/*
+ * The window about to be fetched: the order the pool takes its jobs in,
+ * and its chunks to read back handed to the reading threads (idle: the
+ * last loop's jobs waited for theirs), started the first time.  0, or -1
+ * (out of memory, reported).
+ */
+static int
+readback_start(struct restore *rs, struct window *win)
+{
+	struct readback *b = &rs->rb;
+	size_t i, n = 0, k;
+
+	while (win->caporder < win->njobs)
+		if (array_grow(&win->order, &win->caporder, win->caporder,
+		    sizeof(*win->order), win->njobs))
+			return (-1);
+	while (b->cap < win->njobs)
+		if (array_grow(&b->q, &b->cap, b->cap, sizeof(*b->q),
+		    win->njobs))
+			return (-1);
+	/* A record in memory costs no I/O: fetched rather than read back
+	 * (right after a backup, on a host with memory to spare). */
+	for (i = 0; i < win->njobs; i++) {
+		struct rjob *j = &win->jobs[i];
+
+		if (j->src_fd != -1 && !rs->read_back_always &&
+		    pack_cached(rs->repo, j->loc.pack,
+		    j->loc.pack_offset, j->loc.stored_len)) {
+			close(j->src_fd);
+			j->src_fd = -1;
+		}
+	}
+	for (i = 0; i < win->njobs; i++)
+		if (win->jobs[i].src_fd == -1)
+			win->order[n++] = i;
+	k = n;
+	for (i = 0; i < win->njobs; i++)
+		if (win->jobs[i].src_fd != -1) {
+			win->order[n++] = i;
+			win->jobs[i].rb = RB_QUEUED;
+		}
+	if (k == n)
+		return (0);
+	while (b->started < READBACK_THREADS) {
+		struct readback_start *st;
+
+		if ((st = malloc(sizeof(*st))) == NULL ||
+		    (st->rd = fs_reader_new()) == NULL) {
+			free(st);
+			break;
+		}
+		st->rs = rs;
+		if (pthread_create(&b->thread[b->started], NULL,
+		    readback_main, st)) {
+			fs_reader_free(st->rd);
+			free(st);
+			break;
+		}
+		b->rd[b->started++] = st->rd;
+	}
+	if (b->started == 0) {
+		/* No thread to read back with: the jobs fetch. */
+		for (i = k; i < n; i++)
+			win->jobs[win->order[i]].rb = RB_NONE;
+		return (0);
+	}
+	pthread_mutex_lock(&b->mu);
+	b->win = win;
+	for (i = k; i < n; i++)
+		b->q[i - k] = win->order[i];
+	b->n = n - k;
+	b->next = 0;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	return (0);
 }
 
 /* The key of a hardlink group: inode and content. */
@@ -573,6 +744,47 @@ finish_window(struct restore *rs, struct window *win)
 	return (0);
 }
 
+/* Nothing is written from the window's memory any more. */
+static void
+window_settle(struct window *win)
+{
+	if (win->lent_to != NULL)
+		fs_restore_wait(win->lent_to, win->lent_ticket);
+	win->lent_to = NULL;
+}
+
+/* Room for n more bytes of chunks in the window, which is aligned
+ * (malloc's is not): 0, or -1 (reported). */
+static int
+window_reserve(struct window *win, size_t n)
+{
+	struct buf *b = &win->data;
+	size_t cap;
+	uint8_t *p;
+
+	if (n <= b->cap - b->len)
+		return (0);
+	window_settle(win);	/* its memory moves */
+	cap = b->cap ? b->cap : WINDOW_BYTES + (1u << 20);
+	while (cap - b->len < n) {
+		if (cap > SIZE_MAX / 2) {
+			log_error("out of memory");
+			return (-1);
+		}
+		cap *= 2;
+	}
+	if ((p = aligned_alloc(4096, cap)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if (b->len > 0)
+		memcpy(p, b->data, b->len);
+	free(b->data);
+	b->data = p;
+	b->cap = cap;
+	return (0);
+}
+
 /* The pool's loop done, if one runs. */
 static void
 wait_loop(struct restore *rs)
@@ -604,6 +816,11 @@ step(struct restore *rs)
 	rs->out = rs->fetch;
 	rs->fetch = rs->fill;
 	rs->fill = w;
+	/* Its chunks go where a file going on may still be written from
+	 * (by now, a loop ago, it is). */
+	window_settle(rs->fetch);
+	if (readback_start(rs, rs->fetch))
+		return (-1);
 	if ((n = rs->out->nfiles + rs->fetch->njobs) > 0) {
 		pool_start(rs->pool, n, step_job, rs);
 		rs->running = 1;
@@ -717,12 +934,23 @@ add_entry(struct restore *rs, const struct entry *e)
 			we->cont = 1;
 			win = rs->fill;
 		}
-		if (buf_reserve(&win->data, locs[i].plain_len) ||
+		/* A large file's part starts aligned as in the file. */
+		if (win->ents[win->nents - 1].njobs == 0 &&
+		    e->size >= FS_RESTORE_DIRECT_MIN) {
+			size_t pad = (size_t)((locs[i].file_offset -
+			    win->data.len) % 4096);
+
+			if (window_reserve(win, pad))
+				goto err;
+			win->data.len += pad;
+		}
+		if (window_reserve(win, locs[i].plain_len) ||
 		    (j = new_job(win)) == NULL)
 			goto err;
 		j->loc = locs[i];
 		j->off = win->data.len;
 		j->rc = -1;
+		j->rb = RB_NONE;
 		reuse_find(rs, j);
 		win->data.len += locs[i].plain_len;
 		win->ents[win->nents - 1].njobs++;
@@ -769,6 +997,7 @@ engine_restore(struct repo *r, struct catalog *c,
     struct restore_result *res)
 {
 	struct restore rs;
+	const char *env;
 	double t0 = now_monotonic();
 	int status = STATUS_ERROR, empty, t, w;
 	size_t i;
@@ -786,9 +1015,18 @@ engine_restore(struct repo *r, struct catalog *c,
 	hmap_init(&rs.links, 24);
 	hmap_init(&rs.planned, 24);
 	hmap_init(&rs.seen, sizeof(int64_t));
+	pthread_mutex_init(&rs.rb.mu, NULL);
+	pthread_cond_init(&rs.rb.cv, NULL);
 	for (i = 0; i < REUSE_FILES; i++)
 		rs.srcs[i].fd = -1;
 	rs.nsrcs = reuse_files();
+	/* Tests read back what the page cache holds; "never" turns it off
+	 * (to compare). */
+	if ((env = getenv("COFFER_READ_BACK")) != NULL) {
+		if (strcmp(env, "never") == 0)
+			rs.nsrcs = 0;
+		rs.read_back_always = strcmp(env, "always") == 0;
+	}
 	/* A full's bytes read are its content; other levels store only a
 	 * delta, so no total (and no ETA) rather than a wrong one. */
 	progress_init(&rs.progress, "restore", s->level == LEVEL_FULL &&
@@ -821,8 +1059,7 @@ engine_restore(struct repo *r, struct catalog *c,
 		goto out;
 	}
 	for (t = 0; t < pool_threads(rs.pool); t++)
-		if ((rs.workers[t].z = compressor_new(1)) == NULL ||
-		    (rs.workers[t].rd = fs_reader_new()) == NULL)
+		if ((rs.workers[t].z = compressor_new(1)) == NULL)
 			goto out;
 	if ((rs.fr = fs_restore_open(o->target,
 	    (geteuid() == 0 ? FS_RESTORE_OWNER : 0) |
@@ -844,6 +1081,20 @@ engine_restore(struct repo *r, struct catalog *c,
 out:
 	/* A failed step or take may leave the pool's loop running. */
 	wait_loop(&rs);
+	/* The loop's jobs waited for what they read back: the reading
+	 * thread is idle. */
+	pthread_mutex_lock(&rs.rb.mu);
+	rs.rb.quit = 1;
+	pthread_cond_broadcast(&rs.rb.cv);
+	pthread_mutex_unlock(&rs.rb.mu);
+	for (t = 0; t < rs.rb.started; t++) {
+		pthread_join(rs.rb.thread[t], NULL);
+		fs_reader_free(rs.rb.rd[t]);
+	}
+	res->reused = rs.rb.bytes;
+	free(rs.rb.q);
+	pthread_cond_destroy(&rs.rb.cv);
+	pthread_mutex_destroy(&rs.rb.mu);
 	progress_done(&rs.progress);
 	/* The file writers first: the first one sets directory times.  A
 	 * failed run leaves no file half written that looks whole. */
@@ -860,8 +1111,6 @@ out:
 			for (i = 0; i < READER_CACHE; i++)
 				pack_reader_close(rs.workers[t].cache[i].pr);
 			compressor_free(rs.workers[t].z);
-			fs_reader_free(rs.workers[t].rd);
-			res->reused += rs.workers[t].reused;
 		}
 		free(rs.workers);
 	}
@@ -875,6 +1124,7 @@ out:
 		free(win->ents);
 		free(win->files);
 		free(win->jobs);
+		free(win->order);
 		buf_release(&win->data);
 	}
 	free(rs.writers);

@@ -28,7 +28,7 @@
  * alignment of any file system that asks for less. */
 #define DIRECT_ALIGN 4096
 #define DIRECT_STAGE (1u << 20)
-#define DIRECT_MIN DIRECT_STAGE
+#define DIRECT_MIN FS_RESTORE_DIRECT_MIN
 #define DIRECT_QUEUE 16
 
 struct direct_req {
