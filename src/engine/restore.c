@@ -240,17 +240,9 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	struct pack_entry pe;
 
 	j->rc = -1;
-	if (j->loc.pack[0] == '\0') {
-		log_error("a chunk at offset %llu is in no pack",
-		    (unsigned long long)j->loc.file_offset);
-		return;
-	}
-	if (j->loc.type != PACK_REC_DATA) {
-		log_error("a chunk at offset %llu is not a data record",
-		    (unsigned long long)j->loc.file_offset);
-		return;
-	}
-	/* Written already: read back; if that failed, fetched after all. */
+	/* Written already: read back; if that failed, fetched after all.
+	 * Waited for first: nothing may still write into the window once
+	 * the loop is done. */
 	if (j->src_fd != -1) {
 		int rb;
 
@@ -262,6 +254,16 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 			j->rc = 0;
 			return;
 		}
+	}
+	if (j->loc.pack[0] == '\0') {
+		log_error("a chunk at offset %llu is in no pack",
+		    (unsigned long long)j->loc.file_offset);
+		return;
+	}
+	if (j->loc.type != PACK_REC_DATA) {
+		log_error("a chunk at offset %llu is not a data record",
+		    (unsigned long long)j->loc.file_offset);
+		return;
 	}
 	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
 		return;
@@ -303,6 +305,18 @@ writer_put(struct restore *rs, struct fs_restore *w)
 	pthread_mutex_lock(&rs->mu);
 	rs->idle[rs->nidle++] = w;
 	pthread_mutex_unlock(&rs->mu);
+}
+
+/* Has the part of the file in this window a chunk worth reading back? */
+static int
+has_reusable(const struct window *win, const struct wentry *we)
+{
+	size_t i;
+
+	for (i = we->first; i < we->first + we->njobs; i++)
+		if (win->jobs[i].loc.plain_len >= REUSE_MIN)
+			return (1);
+	return (0);
 }
 
 /* Write a regular file's part held by the window (a pool job). */
@@ -365,8 +379,11 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 	}
 	if (fs_restore_finish(w))
 		we->rc = WR_FAILED;
-	else
+	else if (rs->nsrcs > 0 && (we->cont || has_reusable(win, we))) {
+		/* At most one per REUSE_MIN of the window, and the file
+		 * going on from the last one, are held until it finishes. */
 		we->keep_fd = fs_restore_keep(w);
+	}
 	writer_put(rs, w);
 }
 
@@ -466,13 +483,16 @@ readback_start(struct restore *rs, struct window *win)
 			break;
 		}
 		st->rs = rs;
+		/* The thread frees st: what is needed of it, first. */
+		b->rd[b->started] = st->rd;
 		if (pthread_create(&b->thread[b->started], NULL,
 		    readback_main, st)) {
-			fs_reader_free(st->rd);
+			fs_reader_free(b->rd[b->started]);
+			b->rd[b->started] = NULL;
 			free(st);
 			break;
 		}
-		b->rd[b->started++] = st->rd;
+		b->started++;
 	}
 	if (b->started == 0) {
 		/* No thread to read back with: the jobs fetch. */
@@ -662,14 +682,18 @@ window_close_fds(struct window *win)
 }
 
 /*
- * How many restored files to keep open, within the limit of open files:
- * besides them, each window's jobs may hold one descriptor per REUSE_MIN
- * bytes, and the rest of the run needs some (packs, writers, catalog).
+ * How many restored files to keep open, within the limit of open files.
+ * Besides them: each window's jobs may hold one descriptor per REUSE_MIN
+ * bytes, and as many files just written are held until their window is
+ * finished (write_file); each of the pool's threads keeps READER_CACHE
+ * packs open and a writer (its file and the direct one); the rest of the
+ * run (catalog, target, readers) needs some.  0 turns reading back off.
  */
 static size_t
-reuse_files(void)
+reuse_files(int threads)
 {
-	size_t per_window = WINDOW_BYTES / REUSE_MIN;
+	rlim_t need = 64 + (rlim_t)(READER_CACHE + 2) * (rlim_t)(threads + 1) +
+	    4 * (WINDOW_BYTES / REUSE_MIN + 1);
 	struct rlimit rl;
 	rlim_t spare;
 
@@ -677,9 +701,9 @@ reuse_files(void)
 		return (0);
 	if (rl.rlim_cur == RLIM_INFINITY)
 		return (REUSE_FILES);
-	if (rl.rlim_cur < 128 + 3 * per_window)
+	if (rl.rlim_cur < need)
 		return (0);
-	spare = (rl.rlim_cur - 128 - 3 * per_window) / 2;
+	spare = (rl.rlim_cur - need) / 2;
 	return (spare < REUSE_FILES ? (size_t)spare : REUSE_FILES);
 }
 
@@ -1019,14 +1043,6 @@ engine_restore(struct repo *r, struct catalog *c,
 	pthread_cond_init(&rs.rb.cv, NULL);
 	for (i = 0; i < REUSE_FILES; i++)
 		rs.srcs[i].fd = -1;
-	rs.nsrcs = reuse_files();
-	/* Tests read back what the page cache holds; "never" turns it off
-	 * (to compare). */
-	if ((env = getenv("COFFER_READ_BACK")) != NULL) {
-		if (strcmp(env, "never") == 0)
-			rs.nsrcs = 0;
-		rs.read_back_always = strcmp(env, "always") == 0;
-	}
 	/* A full's bytes read are its content; other levels store only a
 	 * delta, so no total (and no ETA) rather than a wrong one. */
 	progress_init(&rs.progress, "restore", s->level == LEVEL_FULL &&
@@ -1050,6 +1066,14 @@ engine_restore(struct repo *r, struct catalog *c,
 	    pool_default_threads())) == NULL)
 		goto out;
 	rs.capwriters = (size_t)pool_threads(rs.pool) + 1;
+	rs.nsrcs = reuse_files(pool_threads(rs.pool));
+	/* Tests read back what the page cache holds; "never" turns it off
+	 * (to compare). */
+	if ((env = getenv("COFFER_READ_BACK")) != NULL) {
+		if (strcmp(env, "never") == 0)
+			rs.nsrcs = 0;
+		rs.read_back_always = strcmp(env, "always") == 0;
+	}
 	if ((rs.workers = calloc((size_t)pool_threads(rs.pool),
 	    sizeof(*rs.workers))) == NULL ||
 	    (rs.writers = calloc(rs.capwriters, sizeof(*rs.writers))) ==
