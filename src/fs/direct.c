@@ -94,6 +94,26 @@ write_all(int fd, const unsigned char *p, size_t len, int64_t off)
 	return (0);
 }
 
+int
+fs_open_beneath(int dirfd, const char *path, int flags)
+{
+#ifdef SYS_openat2
+	struct open_how how;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)flags | O_NOFOLLOW | O_CLOEXEC;
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+	    RESOLVE_NO_MAGICLINKS;
+	return ((int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how)));
+#else
+	(void)dirfd;
+	(void)path;
+	(void)flags;
+	errno = ENOSYS;
+	return (-1);
+#endif
+}
+
 static void *
 writer_thread(void *arg)
 {
@@ -300,18 +320,6 @@ local_fs(int fd)
 	}
 }
 
-/* openat2 below dirfd, through no symlink and no "..": nothing outside. */
-static int
-open_beneath(int dirfd, const char *path, int flags)
-{
-	struct open_how how;
-
-	memset(&how, 0, sizeof(how));
-	how.flags = (uint64_t)flags | O_NOFOLLOW | O_CLOEXEC;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-	    RESOLVE_NO_MAGICLINKS;
-	return ((int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how)));
-}
 
 int
 direct_begin(struct direct_writer *d, int dirfd, const char *path,
@@ -336,7 +344,7 @@ direct_begin(struct direct_writer *d, int dirfd, const char *path,
 		if ((parent = strndup(path, (size_t)(slash - path))) == NULL)
 			return (0);
 		base = slash + 1;
-		pfd = open_beneath(dirfd, parent, O_PATH | O_DIRECTORY);
+		pfd = fs_open_beneath(dirfd, parent, O_PATH | O_DIRECTORY);
 		free(parent);
 		if (pfd < 0)
 			return (0);
@@ -347,9 +355,9 @@ direct_begin(struct direct_writer *d, int dirfd, const char *path,
 	/* Readable too if the file's mode lets its owner read, so that what
 	 * is written can be read back (direct_take_fd). */
 	d->readable = 1;
-	if ((fd = open_beneath(pfd, base, O_RDWR | O_DIRECT)) < 0) {
+	if ((fd = fs_open_beneath(pfd, base, O_RDWR | O_DIRECT)) < 0) {
 		d->readable = 0;
-		if ((fd = open_beneath(pfd, base, O_WRONLY | O_DIRECT)) < 0)
+		if ((fd = fs_open_beneath(pfd, base, O_WRONLY | O_DIRECT)) < 0)
 			goto no;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||

@@ -20,6 +20,11 @@
  */
 struct direct_writer;
 
+/* openat2 of path below dirfd, through no symlink, no ".." and no magic
+ * link (O_NOFOLLOW | O_CLOEXEC added): nothing outside is opened.  -1
+ * with errno, ENOSYS without openat2. */
+int fs_open_beneath(int dirfd, const char *path, int flags);
+
 /* NULL (reported) when out of memory. */
 struct direct_writer *direct_new(void);
 void direct_free(struct direct_writer *d);

@@ -38,6 +38,16 @@ struct fs_restore {
 	struct buf path;	/* current entry's path, NUL-terminated */
 	struct buf name;	/* scratch: an xattr name */
 	struct direct_writer *dw;	/* a large file's data */
+	int force;		/* FS_RESTORE_FORCE */
+	/* Directories that existed (FS_RESTORE_FORCE): their times, set
+	 * again at close.  libarchive sets an existing directory's times
+	 * when it reaches it, and defers only those of directories it
+	 * creates; what is written in it afterwards moves them. */
+	struct dir_times {
+		char *path;
+		int64_t mtime_ns;
+	} *redo;
+	size_t nredo, capredo;
 };
 
 /*
@@ -122,6 +132,9 @@ writer_free(struct fs_restore *r)
 	if (r->cwdfd != -1)
 		close(r->cwdfd);
 	direct_free(r->dw);
+	for (size_t i = 0; i < r->nredo; i++)
+		free(r->redo[i].path);
+	free(r->redo);
 	buf_release(&r->path);
 	buf_release(&r->name);
 	free(r->target);
@@ -250,6 +263,7 @@ fs_restore_open(const char *target, int flags)
 	if ((r = writer_new(target, opts)) == NULL)
 		return (NULL);
 	r->primary = 1;
+	r->force = (flags & FS_RESTORE_FORCE) != 0;
 	r->gen = atomic_fetch_add(&gens, 1) + 1;
 	if ((r->dirfd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) ==
 	    -1) {
@@ -281,6 +295,7 @@ fs_restore_dup(struct fs_restore *r)
 	if ((d = writer_new(r->target, r->opts)) == NULL)
 		return (NULL);
 	d->gen = r->gen;
+	d->force = r->force;
 	if ((d->dirfd = fcntl(r->dirfd, F_DUPFD_CLOEXEC, 0)) == -1) {
 		log_errno("cannot open target '%s'", r->target);
 		writer_free(d);
@@ -382,6 +397,72 @@ set_mtime(struct archive_entry *ae, int64_t ns)
 	archive_entry_set_atime(ae, (time_t)sec, (long)nsec);
 }
 
+/* A directory about to be restored over an existing one: remember its
+ * times.  0, or -1 (out of memory, reported). */
+static int
+remember_dir(struct fs_restore *r, const struct entry *e)
+{
+	struct stat st;
+
+	if (fstatat(r->dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISDIR(st.st_mode))
+		return (0);
+	if (array_grow(&r->redo, &r->capredo, r->nredo, sizeof(*r->redo),
+	    64))
+		return (-1);
+	if ((r->redo[r->nredo].path = strdup(e->path)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	r->redo[r->nredo++].mtime_ns = e->mtime_ns;
+	return (0);
+}
+
+/*
+ * The times of the directories that existed, once everything in them is
+ * written: through their parent opened below the target (no symlink on
+ * the way), the directory itself not followed.  A failure is a warning,
+ * as libarchive's own are.
+ */
+static void
+redo_dir_times(struct fs_restore *r)
+{
+	struct timespec ts[2];
+	size_t i;
+
+	for (i = 0; i < r->nredo; i++) {
+		const char *path = r->redo[i].path, *slash, *base = path;
+		char *parent;
+		int pfd = r->dirfd, rc;
+
+		if ((slash = strrchr(path, '/')) != NULL) {
+			if ((parent = strndup(path, (size_t)(slash - path))) ==
+			    NULL) {
+				log_error("out of memory");
+				return;
+			}
+			pfd = fs_open_beneath(r->dirfd, parent,
+			    O_PATH | O_DIRECTORY);
+			free(parent);
+			base = slash + 1;
+		}
+		ts[0].tv_sec = r->redo[i].mtime_ns / 1000000000;
+		ts[0].tv_nsec = r->redo[i].mtime_ns % 1000000000;
+		if (ts[0].tv_nsec < 0) {
+			ts[0].tv_sec--;
+			ts[0].tv_nsec += 1000000000;
+		}
+		ts[1] = ts[0];
+		rc = pfd < 0 ? -1 :
+		    utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
+		if (rc)
+			log_warn("incomplete restore of '%s': cannot set its "
+			    "times: %s", path, strerror(errno));
+		if (pfd >= 0 && pfd != r->dirfd)
+			close(pfd);
+	}
+}
+
 int
 fs_restore_begin(struct fs_restore *r, const struct entry *e)
 {
@@ -454,6 +535,8 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	else
 		archive_entry_set_perm(r->ae, e->mode & 07777);
 
+	if (e->kind == ENTRY_DIR && r->force && remember_dir(r, e))
+		return (-1);
 	if ((own = disk_enter(r)) < 0)
 		return (-1);
 	st = archive_write_header(r->a, r->ae);
@@ -674,6 +757,7 @@ fs_restore_close(struct fs_restore *r)
 		if (check(r, st, "finish restore into", r->target))
 			ret = -1;
 	}
+	redo_dir_times(r);
 	if (r->primary) {
 		/* This thread's directory and umask: its own or the
 		 * process's, as they were at open. */
