@@ -111,8 +111,9 @@ struct readback {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct window *win;		/* being fetched */
-	size_t *q;			/* its jobs to read back */
-	size_t n, next, cap;
+	const size_t *q;		/* its jobs to read back: the end of
+					 * its order */
+	size_t n, next;
 	int quit;
 	struct fs_reader *rd[READBACK_THREADS];
 	int64_t bytes;			/* read back */
@@ -307,14 +308,15 @@ writer_put(struct restore *rs, struct fs_restore *w)
 	pthread_mutex_unlock(&rs->mu);
 }
 
-/* Has the part of the file in this window a chunk worth reading back? */
+/* Is one of these n chunks (a file's part in a window) worth reading
+ * back? */
 static int
-has_reusable(const struct window *win, const struct wentry *we)
+has_reusable(const struct rjob *jobs, size_t n)
 {
 	size_t i;
 
-	for (i = we->first; i < we->first + we->njobs; i++)
-		if (win->jobs[i].loc.plain_len >= REUSE_MIN)
+	for (i = 0; i < n; i++)
+		if (jobs[i].loc.plain_len >= REUSE_MIN)
 			return (1);
 	return (0);
 }
@@ -379,7 +381,8 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 	}
 	if (fs_restore_finish(w))
 		we->rc = WR_FAILED;
-	else if (rs->nsrcs > 0 && (we->cont || has_reusable(win, we))) {
+	else if (rs->nsrcs > 0 && (we->cont ||
+	    has_reusable(&win->jobs[we->first], we->njobs))) {
 		/* At most one per REUSE_MIN of the window, and the file
 		 * going on from the last one, are held until it finishes. */
 		we->keep_fd = fs_restore_keep(w);
@@ -447,10 +450,6 @@ readback_start(struct restore *rs, struct window *win)
 		if (array_grow(&win->order, &win->caporder, win->caporder,
 		    sizeof(*win->order), win->njobs))
 			return (-1);
-	while (b->cap < win->njobs)
-		if (array_grow(&b->q, &b->cap, b->cap, sizeof(*b->q),
-		    win->njobs))
-			return (-1);
 	/* A record in memory costs no I/O: fetched rather than read back
 	 * (right after a backup, on a host with memory to spare). */
 	for (i = 0; i < win->njobs; i++) {
@@ -502,8 +501,7 @@ readback_start(struct restore *rs, struct window *win)
 	}
 	pthread_mutex_lock(&b->mu);
 	b->win = win;
-	for (i = k; i < n; i++)
-		b->q[i - k] = win->order[i];
+	b->q = win->order + k;
 	b->n = n - k;
 	b->next = 0;
 	pthread_cond_broadcast(&b->cv);
@@ -568,9 +566,7 @@ reuse_add(struct restore *rs, int fd, const struct rjob *jobs, size_t n)
 	uint32_t slot = (uint32_t)rs->next_src;
 	size_t i, total = rs->npend + n;
 
-	for (i = 0; i < n && jobs[i].loc.plain_len < REUSE_MIN; i++)
-		;
-	if (rs->nsrcs == 0 || (rs->npend == 0 && i == n)) {
+	if (rs->nsrcs == 0 || (rs->npend == 0 && !has_reusable(jobs, n))) {
 		close(fd);	/* nothing worth reading back */
 		return (0);
 	}
@@ -1116,7 +1112,6 @@ out:
 		fs_reader_free(rs.rb.rd[t]);
 	}
 	res->reused = rs.rb.bytes;
-	free(rs.rb.q);
 	pthread_cond_destroy(&rs.rb.cv);
 	pthread_mutex_destroy(&rs.rb.mu);
 	progress_done(&rs.progress);

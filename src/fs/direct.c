@@ -114,6 +114,24 @@ fs_open_beneath(int dirfd, const char *path, int flags)
 #endif
 }
 
+int
+fs_open_parent(int dirfd, const char *path, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	char *parent;
+	int pfd;
+
+	*base = path;
+	if (slash == NULL)
+		return (dirfd);
+	if ((parent = strndup(path, (size_t)(slash - path))) == NULL)
+		return (-1);
+	pfd = fs_open_beneath(dirfd, parent, O_PATH | O_DIRECTORY);
+	free(parent);
+	*base = slash + 1;
+	return (pfd);
+}
+
 static void *
 writer_thread(void *arg)
 {
@@ -230,6 +248,18 @@ stop(struct direct_writer *d)
 	return (rc);
 }
 
+/* A write failed (errno says why): not active any more.  -1, errno
+ * kept. */
+static int
+fail(struct direct_writer *d)
+{
+	int e = errno;
+
+	(void)stop(d);
+	errno = e;
+	return (-1);
+}
+
 /* The last file's descriptor, not taken: closed. */
 static void
 drop_kept(struct direct_writer *d)
@@ -326,9 +356,8 @@ direct_begin(struct direct_writer *d, int dirfd, const char *path,
     int64_t size)
 {
 	struct stat st;
-	const char *slash, *base = path;
-	char *parent = NULL;
-	int pfd = dirfd, fd = -1;
+	const char *base;
+	int pfd, fd = -1;
 
 	drop_kept(d);
 	(void)stop(d);
@@ -340,15 +369,8 @@ direct_begin(struct direct_writer *d, int dirfd, const char *path,
 	 * writable by no one else (no other user can rename or put a file
 	 * there), and the file is regular, ours, empty, with no other name.
 	 */
-	if ((slash = strrchr(path, '/')) != NULL) {
-		if ((parent = strndup(path, (size_t)(slash - path))) == NULL)
-			return (0);
-		base = slash + 1;
-		pfd = fs_open_beneath(dirfd, parent, O_PATH | O_DIRECTORY);
-		free(parent);
-		if (pfd < 0)
-			return (0);
-	}
+	if ((pfd = fs_open_parent(dirfd, path, &base)) < 0)
+		return (0);
 	if (fstat(pfd, &st) || st.st_uid != geteuid() ||
 	    (st.st_mode & (S_IWGRP | S_IWOTH)))
 		goto no;
@@ -407,10 +429,9 @@ direct_lend(struct direct_writer *d, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
 	size_t k, m;
-	int e;
 
 	if (take_err(d))	/* an earlier write failed */
-		goto fail;
+		return (fail(d));
 	/* A block begun in the staging buffer is completed there. */
 	if (d->fill % DIRECT_ALIGN) {
 		k = DIRECT_ALIGN - d->fill % DIRECT_ALIGN;
@@ -428,15 +449,10 @@ direct_lend(struct direct_writer *d, const void *buf, size_t len)
 		return (direct_write(d, p, len));
 	/* Staged blocks go first, then the lent ones. */
 	if (d->fill > 0 && hand_over(d))
-		goto fail;
+		return (fail(d));
 	(void)enqueue(d, p, m, d->start);
 	d->start += (int64_t)m;
 	return (direct_write(d, p + m, len - m));
-fail:
-	e = errno;
-	(void)stop(d);
-	errno = e;
-	return (-1);
 }
 
 uint64_t
@@ -461,7 +477,6 @@ direct_write(struct direct_writer *d, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
 	size_t n;
-	int e;
 
 	while (len > 0) {
 		n = DIRECT_STAGE - d->fill;
@@ -471,12 +486,8 @@ direct_write(struct direct_writer *d, const void *buf, size_t len)
 		d->fill += n;
 		p += n;
 		len -= n;
-		if (d->fill == DIRECT_STAGE && hand_over(d)) {
-			e = errno;
-			(void)stop(d);
-			errno = e;
-			return (-1);
-		}
+		if (d->fill == DIRECT_STAGE && hand_over(d))
+			return (fail(d));
 	}
 	return (0);
 }

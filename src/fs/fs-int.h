@@ -5,18 +5,20 @@
 #include <stdint.h>
 
 /*
- * Private to src/fs: writing a restored file's data around the page cache.
+ * Private to src/fs: opening below the target, and writing a restored
+ * file's data around the page cache.
  *
  * Restore writes gigabytes that nobody reads back soon.  Through the page
  * cache every one of its pages is newly allocated, which evicts what the
  * machine was using it for, and costs a fault in the host where the guest's
  * free memory is handed back to it (virtio-balloon free page reporting):
  * the same restore spent from 2 to 14 seconds in the kernel.  So the data
- * of a large file goes to the disk from two buffers of this writer's own,
- * O_DIRECT, written by a thread of its own while the caller fills the
- * other.  What O_DIRECT cannot take (the last partial block, data after a
- * gap, a file system that refuses it) goes through the page cache as
- * before; the caller writes that part.
+ * of a large file goes to the disk O_DIRECT, queued to a thread of the
+ * writer's own: from the caller's memory where it is aligned as the file
+ * is (direct_lend), else copied into two staging buffers of the writer's.
+ * What O_DIRECT cannot take (the last partial block, data after a gap, a
+ * file system that refuses it) goes through the page cache as before; the
+ * caller writes that part.
  */
 struct direct_writer;
 
@@ -24,6 +26,11 @@ struct direct_writer;
  * link (O_NOFOLLOW | O_CLOEXEC added): nothing outside is opened.  -1
  * with errno, ENOSYS without openat2. */
 int fs_open_beneath(int dirfd, const char *path, int flags);
+
+/* The directory holding path below dirfd, opened so (O_PATH): dirfd
+ * itself for a path with no '/'.  *base is path's last component.  -1
+ * with errno. */
+int fs_open_parent(int dirfd, const char *path, const char **base);
 
 /* NULL (reported) when out of memory. */
 struct direct_writer *direct_new(void);

@@ -384,17 +384,28 @@ filetype_of(int kind)
 	}
 }
 
+/* Nanoseconds since the epoch as seconds and a non-negative remainder. */
+static struct timespec
+ns_timespec(int64_t ns)
+{
+	struct timespec ts;
+
+	ts.tv_sec = (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	if (ts.tv_nsec < 0) {
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000;
+	}
+	return (ts);
+}
+
 static void
 set_mtime(struct archive_entry *ae, int64_t ns)
 {
-	int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
+	struct timespec ts = ns_timespec(ns);
 
-	if (nsec < 0) {
-		sec--;
-		nsec += 1000000000;
-	}
-	archive_entry_set_mtime(ae, (time_t)sec, (long)nsec);
-	archive_entry_set_atime(ae, (time_t)sec, (long)nsec);
+	archive_entry_set_mtime(ae, ts.tv_sec, ts.tv_nsec);
+	archive_entry_set_atime(ae, ts.tv_sec, ts.tv_nsec);
 }
 
 /* A directory about to be restored over an existing one: remember its
@@ -431,28 +442,10 @@ redo_dir_times(struct fs_restore *r)
 	size_t i;
 
 	for (i = 0; i < r->nredo; i++) {
-		const char *path = r->redo[i].path, *slash, *base = path;
-		char *parent;
-		int pfd = r->dirfd, rc;
+		const char *path = r->redo[i].path, *base;
+		int pfd = fs_open_parent(r->dirfd, path, &base), rc;
 
-		if ((slash = strrchr(path, '/')) != NULL) {
-			if ((parent = strndup(path, (size_t)(slash - path))) ==
-			    NULL) {
-				log_error("out of memory");
-				return;
-			}
-			pfd = fs_open_beneath(r->dirfd, parent,
-			    O_PATH | O_DIRECTORY);
-			free(parent);
-			base = slash + 1;
-		}
-		ts[0].tv_sec = r->redo[i].mtime_ns / 1000000000;
-		ts[0].tv_nsec = r->redo[i].mtime_ns % 1000000000;
-		if (ts[0].tv_nsec < 0) {
-			ts[0].tv_sec--;
-			ts[0].tv_nsec += 1000000000;
-		}
-		ts[1] = ts[0];
+		ts[0] = ts[1] = ns_timespec(r->redo[i].mtime_ns);
 		rc = pfd < 0 ? -1 :
 		    utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
 		if (rc)
