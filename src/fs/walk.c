@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <archive.h>
@@ -390,6 +391,23 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 	struct archive_entry *ae = w->dae;
 	int r;
 
+	/*
+	 * Most files have neither, and one llistxattr says so: ACLs are
+	 * xattrs too (system.posix_acl_access and _default, system.nfs4_acl)
+	 * and are listed with the others.  libarchive would make three
+	 * system calls (the list, and libacl's stat and getxattr), which
+	 * for a tree of small files is a good part of the walk.  A non-empty
+	 * list, or an error, takes the full way.
+	 */
+	if (llistxattr(fs_walk_source_path(w), NULL, 0) == 0) {
+		buf_reset(&w->xattrs);
+		free(w->acl);
+		w->acl = NULL;
+		e->xattrs = NULL;
+		e->xattrs_len = 0;
+		e->acl = NULL;
+		return (0);
+	}
 	archive_entry_clear(ae);
 	archive_entry_copy_pathname(ae, fs_walk_source_path(w));
 	/* The walk's stat: libarchive would lstat() the path again. */
