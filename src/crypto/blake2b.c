@@ -22,7 +22,7 @@
 
 #include "blake2b.h"
 
-static const uint64_t blake2b_iv[8] = {
+const uint64_t blake2b_iv[8] = {
 	0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL,
 	0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
 	0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
@@ -107,18 +107,7 @@ compress(struct blake2b_state *s, const uint8_t block[BLAKE2B_BLOCK],
 	v14 = last ? ~blake2b_iv[6] : blake2b_iv[6];
 	v15 = blake2b_iv[7];
 
-	ROUND(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-	ROUND(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
-	ROUND(11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4);
-	ROUND(7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8);
-	ROUND(9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13);
-	ROUND(2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9);
-	ROUND(12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11);
-	ROUND(13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10);
-	ROUND(6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5);
-	ROUND(10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0);
-	ROUND(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-	ROUND(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
+	BLAKE2B_ROUNDS(ROUND);
 
 	s->h[0] ^= v0 ^ v8;  s->h[1] ^= v1 ^ v9;
 	s->h[2] ^= v2 ^ v10; s->h[3] ^= v3 ^ v11;
@@ -184,6 +173,16 @@ blake2b_update(struct blake2b_state *s, const void *in, size_t n)
 	}
 	memcpy(s->buf + s->buflen, p, n);
 	s->buflen += n;
+}
+
+void
+blake2b_continue(struct blake2b_state *s)
+{
+	if (s->buflen == BLAKE2B_BLOCK) {
+		count(s, BLAKE2B_BLOCK);
+		compress(s, s->buf, 0);
+		s->buflen = 0;
+	}
 }
 
 void

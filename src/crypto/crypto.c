@@ -185,6 +185,15 @@ crypto_chunk_id(const struct crypto_keys *k, const void *data, size_t len,
 	blake2b(out, CRYPTO_ID_BYTES, data, len, k->id, sizeof(k->id));
 }
 
+void
+crypto_chunk_ids(const struct crypto_keys *k, size_t n,
+    const uint8_t *const *data, const size_t *len,
+    uint8_t (*out)[CRYPTO_ID_BYTES])
+{
+	blake2b_many((uint8_t *)out, CRYPTO_ID_BYTES, n, data, len, k->id,
+	    sizeof(k->id));
+}
+
 static struct blake2b_state *
 hash_state(struct crypto_hash_state *s)
 {

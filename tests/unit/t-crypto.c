@@ -224,6 +224,76 @@ out:
 	crypto_keys_free(k);
 }
 
+/*
+ * crypto_chunk_ids hashes eight chunks at once where it can (AVX-512):
+ * every id must still be crypto_generichash's, whatever the mix of
+ * lengths (equal, around block boundaries, empty, one long among short
+ * ones, so that lanes finish apart and the last ones end in the scalar
+ * code) and however many chunks there are.
+ */
+static void
+test_hash_many(void)
+{
+	static const size_t edges[] = { 0, 1, 127, 128, 129, 255, 256, 257 };
+	enum { MAXN = 40, DATA = 700000 };
+	uint8_t master[CRYPTO_KEY_BYTES], idkey[32], want[32];
+	uint8_t got[MAXN][CRYPTO_ID_BYTES];
+	const uint8_t *in[MAXN];
+	size_t len[MAXN], n, i;
+	struct crypto_keys *k;
+	uint8_t *data;
+	int set, nbad = 0, nids = 0;
+
+	randombytes_buf(master, sizeof(master));
+	k = crypto_keys_from_master(master);
+	data = malloc(DATA);
+	ok(k != NULL && data != NULL, "keys for the many-ids test");
+	if (k == NULL || data == NULL)
+		goto out;
+	randombytes_buf(data, DATA);
+	crypto_kdf_derive_from_key(idkey, sizeof(idkey), 1, "coffer01",
+	    master);
+	for (set = 0; set < 400; set++) {
+		n = 1 + randombytes_uniform(set % 7 == 0 ? MAXN : 20);
+		for (i = 0; i < n; i++) {
+			switch (set % 5) {
+			case 0:
+				len[i] = randombytes_uniform(1200);
+				break;
+			case 1:
+				len[i] = i == 0 ? 1 + randombytes_uniform(5000) :
+				    len[0];
+				break;
+			case 2:
+				len[i] = i == n / 2 ? 600000 :
+				    randombytes_uniform(3000);
+				break;
+			case 3:
+				len[i] = edges[randombytes_uniform(
+				    sizeof(edges) / sizeof(edges[0]))];
+				break;
+			default:
+				len[i] = randombytes_uniform(90000);
+				break;
+			}
+			in[i] = data + randombytes_uniform(64);
+		}
+		memset(got, 0, sizeof(got));
+		crypto_chunk_ids(k, n, in, len, got);
+		for (i = 0; i < n; i++) {
+			crypto_generichash(want, 32, in[i], len[i], idkey,
+			    sizeof(idkey));
+			nbad += memcmp(want, got[i], 32) != 0;
+			nids++;
+		}
+	}
+	ok(nbad == 0, "ids of chunks hashed together equal "
+	    "crypto_generichash (%d ids in 400 sets, %d differ)", nids, nbad);
+out:
+	free(data);
+	crypto_keys_free(k);
+}
+
 static void
 test_meta_mac(struct crypto_keys *a, struct crypto_keys *b)
 {
@@ -630,6 +700,7 @@ main(void)
 	ok(crypto_init() == 0 && crypto_init() == 0, "crypto_init twice");
 	test_derivation();
 	test_hash_format();
+	test_hash_many();
 
 	memset(ma, 0xaa, sizeof(ma));
 	memset(mb, 0xbb, sizeof(mb));
