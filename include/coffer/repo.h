@@ -188,6 +188,16 @@ int pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
 /* The same into out, which holds e->plain_len bytes (no copy). */
 int pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
     struct compressor *z, uint8_t *out);
+/*
+ * pack_reader_read but for the last check: the record is authenticated
+ * (its id is in the AEAD's associated data) and decompressed, and the
+ * keyed hash of the plaintext is left to the caller, who must compare it
+ * with e->id before trusting a byte (restore hashes eight chunks at once:
+ * crypto_chunk_ids) and report a difference with pack_report_mismatch.
+ */
+int pack_reader_read_unhashed(struct pack_reader *p,
+    const struct pack_entry *e, struct compressor *z, uint8_t *out);
+void pack_report_mismatch(const char *pack, uint64_t offset);
 
 /* Read and decrypt the index trailer: malloc'd array in *ents. 0 / -1. */
 int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,

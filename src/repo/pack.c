@@ -640,11 +640,12 @@ err:
 /*
  * The record is read into a spare buffer taken for this call only (a
  * reader holds no memory between reads: restore keeps several open per
- * thread), and a compressed one is decrypted in place there.
+ * thread), and a compressed one is decrypted in place there.  With
+ * check_id, the plaintext is hashed and compared with e->id.
  */
-int
-pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
-    struct compressor *z, uint8_t *out)
+static int
+read_record(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z, uint8_t *out, int check_id)
 {
 	uint8_t ad[RECORD_AD_BYTES], id[CRYPTO_ID_BYTES];
 	struct compressor *own = NULL;
@@ -708,11 +709,12 @@ pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
 			goto auth;
 	}
-	crypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
-	if (memcmp(id, e->id, CRYPTO_ID_BYTES) != 0) {
-		log_error("pack '%s': record at offset %llu: content does not "
-		    "match its id", p->path, (unsigned long long)e->offset);
-		goto out;
+	if (check_id) {
+		crypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
+		if (memcmp(id, e->id, CRYPTO_ID_BYTES) != 0) {
+			pack_report_mismatch(p->path, e->offset);
+			goto out;
+		}
 	}
 	rc = 0;
 	goto out;
@@ -724,6 +726,27 @@ out:
 	compressor_free(own);
 	spare_give(&ct);
 	return (rc);
+}
+
+int
+pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z, uint8_t *out)
+{
+	return (read_record(p, e, z, out, 1));
+}
+
+int
+pack_reader_read_unhashed(struct pack_reader *p,
+    const struct pack_entry *e, struct compressor *z, uint8_t *out)
+{
+	return (read_record(p, e, z, out, 0));
+}
+
+void
+pack_report_mismatch(const char *pack, uint64_t offset)
+{
+	log_error("pack '%s': record at offset %llu: content does not match "
+	    "its id", pack, (unsigned long long)offset);
 }
 
 int
