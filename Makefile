@@ -55,6 +55,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# A test helper that writes with coffer's own code (a forged record).
+$(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
+
 # Test helpers (tree comparison, ...): standalone programs, no libcoffer.
 $(BUILD)/tests/%: tests/tools/%.c
 	@mkdir -p $(dir $@)

@@ -417,6 +417,19 @@ chunk_loc() {
 		WHERE pa.name = CAST('$1' AS BLOB) AND cc.seq = $2 LIMIT 1"
 }
 
+# restored_or_named DIR: each file of src is in DIR exactly or named in
+# err; prints a "lost: PATH" line for each one lost.
+restored_or_named() {
+	for f in $(cd src && find . -type f | sed "s|^\./||" | sort); do
+		if test -e "$1/$f"; then
+			cmp "src/$f" "$1/$f" || return 1
+		else
+			grep -F "'$f'" err >/dev/null || return 1
+			echo "lost: $f"
+		fi
+	done
+}
+
 # pack_path NAME: where pack NAME is in repo.
 pack_path() {
 	echo "repo/packs/$(echo "$1" | cut -c1-2)/$1"

@@ -117,21 +117,6 @@ damage() {
 	flip_byte "$(pack_path "$1")" $(($2 + $3 / 2))
 }
 
-# restored_or_named DIR: each file of src is in DIR exactly or named in
-# err; prints how many were lost.
-restored_or_named() {
-	lost=0 &&
-	for f in $(cd src && find . -type f | sed "s|^\./||" | sort); do
-		if test -e "$1/$f"; then
-			cmp "src/$f" "$1/$f" || return 1
-		else
-			grep -F "'$f'" err >/dev/null || return 1
-			lost=$((lost + 1))
-			echo "lost: $f"
-		fi
-	done
-}
-
 test_expect_success 'setup: a copy of the repository' '
 	cp -a repo pristine
 '
