@@ -105,7 +105,6 @@ struct rjob {
 	int src_fd;			/* a restored file holding it, or -1 */
 	int64_t src_off;		/* where in that file */
 	int rb;				/* RB_*: reading it back, under rb.mu */
-	int unhashed;			/* fetched; its id not yet checked */
 };
 
 enum { RB_NONE, RB_QUEUED, RB_DONE, RB_FAILED };
@@ -179,12 +178,10 @@ struct window {
 	struct buf data;
 	struct fs_restore *lent_to;	/* the writer still using data */
 	uint64_t lent_ticket;
-	/* Its fetched chunks, largest first, hashed HASH_GROUP at a time
-	 * (neighbours in size: a group's lanes end about together) before
-	 * any of its files is written; how many groups are done, under
-	 * restore.mu. */
-	size_t *vq;
-	size_t nvq, capvq;
+	/* Its fetched chunks are hashed before any of its files is
+	 * written, in groups of HASH_GROUP neighbours in order (largest
+	 * first: a group's lanes end about together); how many groups are
+	 * done, under restore.mu. */
 	size_t ngroups, vdone;
 };
 
@@ -305,27 +302,31 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	pe.stored_len = j->loc.stored_len;
 	if (pack_reader_read_unhashed(pr, &pe, w->z, win->data.data + j->off))
 		return;
-	j->unhashed = 1;
 	j->rc = 0;
 }
 
 /*
- * Group g of the out window's fetched chunks: their keyed hashes, taken
- * together, must be their ids.  A chunk that differs is damaged (its job
- * fails), as if pack_reader_read had found it.
+ * Group g of the out window's chunks (order[g * HASH_GROUP] on): the keyed
+ * hashes of those fetched, taken together, must be their ids.  A chunk
+ * that differs is damaged (its job fails), as if pack_reader_read had
+ * found it.  One read back was checked when the file it comes from was
+ * written; one whose fetch failed has failed already.
  */
 static void
 verify_group(struct restore *rs, struct window *win, size_t g)
 {
 	const uint8_t *in[HASH_GROUP];
 	uint8_t ids[HASH_GROUP][CRYPTO_ID_BYTES];
-	size_t len[HASH_GROUP], at[HASH_GROUP], n, k, q;
+	size_t len[HASH_GROUP], at[HASH_GROUP], n = 0, k, q, end;
 
-	n = 0;
-	for (q = g * HASH_GROUP; q < win->nvq && n < HASH_GROUP; q++) {
-		const struct rjob *j = &win->jobs[win->vq[q]];
+	end = (g + 1) * HASH_GROUP < win->njobs ? (g + 1) * HASH_GROUP :
+	    win->njobs;
+	for (q = g * HASH_GROUP; q < end; q++) {
+		const struct rjob *j = &win->jobs[win->order[q]];
 
-		at[n] = win->vq[q];
+		if (j->rc != 0 || j->rb == RB_DONE)
+			continue;
+		at[n] = win->order[q];
 		in[n] = win->data.data + j->off;
 		len[n++] = j->loc.plain_len;
 	}
@@ -346,31 +347,6 @@ verify_group(struct restore *rs, struct window *win, size_t g)
 	if (++win->vdone == win->ngroups)
 		pthread_cond_broadcast(&rs->verified);
 	pthread_mutex_unlock(&rs->mu);
-}
-
-/*
- * The window whose files the next loop writes: its fetched chunks in
- * groups to hash, largest first (the fetch order).  0, or -1 (out of
- * memory, reported).
- */
-static int
-verify_plan(struct window *win)
-{
-	size_t i;
-
-	win->nvq = win->ngroups = win->vdone = 0;
-	while (win->capvq < win->njobs)
-		if (array_grow(&win->vq, &win->capvq, win->capvq,
-		    sizeof(*win->vq), win->njobs))
-			return (-1);
-	for (i = 0; i < win->njobs; i++) {
-		struct rjob *j = &win->jobs[win->order[i]];
-
-		if (j->rc == 0 && j->unhashed)
-			win->vq[win->nvq++] = win->order[i];
-	}
-	win->ngroups = (win->nvq + HASH_GROUP - 1) / HASH_GROUP;
-	return (0);
 }
 
 /*
@@ -977,8 +953,11 @@ step(struct restore *rs)
 	/* Its chunks go where a file going on may still be written from
 	 * (by now, two loops ago, it is). */
 	window_settle(rs->fetch);
-	if (verify_plan(rs->out) || readback_start(rs, rs->fetch))
+	if (readback_start(rs, rs->fetch))
 		return (-1);
+	/* The written window's groups to hash, in its fetch order. */
+	rs->out->ngroups = (rs->out->njobs + HASH_GROUP - 1) / HASH_GROUP;
+	rs->out->vdone = 0;
 	rs->head = rs->out->ngroups == 0 ? 0 :
 	    rs->fetch->njobs < FETCH_HEAD ? rs->fetch->njobs : FETCH_HEAD;
 	if ((n = rs->out->ngroups + rs->out->nfiles + rs->fetch->njobs) > 0) {
@@ -1111,7 +1090,6 @@ add_entry(struct restore *rs, const struct entry *e)
 		j->off = win->data.len;
 		j->rc = -1;
 		j->rb = RB_NONE;
-		j->unhashed = 0;
 		reuse_find(rs, j);
 		win->data.len += locs[i].plain_len;
 		win->ents[win->nents - 1].njobs++;
@@ -1287,7 +1265,6 @@ out:
 		free(win->files);
 		free(win->jobs);
 		free(win->order);
-		free(win->vq);
 		buf_release(&win->data);
 	}
 	free(rs.writers);
