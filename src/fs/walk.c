@@ -391,6 +391,12 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 	struct archive_entry *ae = w->dae;
 	int r;
 
+	buf_reset(&w->xattrs);
+	free(w->acl);
+	w->acl = NULL;
+	e->xattrs = NULL;
+	e->xattrs_len = 0;
+	e->acl = NULL;
 	/*
 	 * Most files have neither, and one llistxattr says so: ACLs are
 	 * xattrs too (system.posix_acl_access and _default, system.nfs4_acl)
@@ -399,15 +405,8 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 	 * for a tree of small files is a good part of the walk.  A non-empty
 	 * list, or an error, takes the full way.
 	 */
-	if (llistxattr(fs_walk_source_path(w), NULL, 0) == 0) {
-		buf_reset(&w->xattrs);
-		free(w->acl);
-		w->acl = NULL;
-		e->xattrs = NULL;
-		e->xattrs_len = 0;
-		e->acl = NULL;
+	if (llistxattr(fs_walk_source_path(w), NULL, 0) == 0)
 		return (0);
-	}
 	archive_entry_clear(ae);
 	archive_entry_copy_pathname(ae, fs_walk_source_path(w));
 	/* The walk's stat: libarchive would lstat() the path again. */
@@ -430,8 +429,6 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 	 * stays stat()'s: its group bits are the ACL's mask, which restore
 	 * sets back after the ACL.
 	 */
-	free(w->acl);
-	w->acl = NULL;
 	if (archive_entry_acl_count(ae, ARCHIVE_ENTRY_ACL_TYPE_POSIX1E |
 	    ARCHIVE_ENTRY_ACL_TYPE_NFS4) > 0) {
 		w->acl = archive_entry_acl_to_text(ae, NULL,
