@@ -578,7 +578,9 @@ readback_start(struct restore *rs, struct window *win)
 		if (win->jobs[i].src_fd == -1)
 			win->order[n++] = i;
 	k = n;
-	qsort_r(win->order, k, sizeof(*win->order), larger_first, win->jobs);
+	if (k > 1)	/* order is not allocated for an empty window */
+		qsort_r(win->order, k, sizeof(*win->order), larger_first,
+		    win->jobs);
 	for (i = 0; i < win->njobs; i++)
 		if (win->jobs[i].src_fd != -1) {
 			win->order[n++] = i;
