@@ -5,7 +5,7 @@ MANDIR    ?= $(PREFIX)/share/man
 DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
-LIBS_PC   := libarchive libsodium sqlite3 libzstd
+LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
              -Wformat=2 -Wno-unused-parameter
@@ -68,7 +68,7 @@ $(BUILD)/tests/%: tests/tools/%.c
 -include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
 
 # Debian packages: build dependencies and what the tests use.
-DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev \
+DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libsqlite3-dev libzstd-dev sqlite3 attr acl perl xxd
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:

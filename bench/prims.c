@@ -2,7 +2,8 @@
  * bench/prims.c: single-core throughput of the primitives a backup is made
  * of, on this machine, for `make bench`: keyed BLAKE2b (coffer's chunk id,
  * and libsodium's crypto_generichash for comparison), XChaCha20-Poly1305
- * encryption, zstd levels 1 and 3
+ * encryption (coffer's, through OpenSSL where it can, and libsodium's for
+ * comparison), zstd levels 1 and 3
  * on text and on bf16 tensor data, and coffer's chunker (chunker_next with
  * chunker_params_default and a random key, from build/libcoffer.a).
  *
@@ -142,6 +143,8 @@ bench_hash(const uint8_t *buf, size_t len, const struct crypto_keys *k)
 	}
 }
 
+/* XChaCha20-Poly1305 two ways: coffer's records' (crypto_aead_encrypt,
+ * src/crypto/aead.c) and libsodium's, which gives the same output. */
 static void
 bench_aead(const uint8_t *buf, size_t len)
 {
@@ -149,26 +152,36 @@ bench_aead(const uint8_t *buf, size_t len)
 	uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
 	uint8_t ad[64];
 	uint8_t *out = malloc(PIECE + crypto_aead_xchacha20poly1305_ietf_ABYTES);
-	size_t done = 0;
-	double t0 = now(), t;
+	size_t done;
+	double t0, t;
 
 	if (!out)
 		exit(1);
 	crypto_aead_xchacha20poly1305_ietf_keygen(key);
 	randombytes_buf(ad, sizeof ad);
-	do {
-		for (size_t off = 0; off < len; off += PIECE) {
-			size_t n = len - off < PIECE ? len - off : PIECE;
-			unsigned long long clen;
+	for (int lib = 0; lib < 2; lib++) {
+		done = 0;
+		t0 = now();
+		do {
+			for (size_t off = 0; off < len; off += PIECE) {
+				size_t n = len - off < PIECE ? len - off : PIECE;
+				unsigned long long clen;
 
-			randombytes_buf(nonce, sizeof nonce);
-			crypto_aead_xchacha20poly1305_ietf_encrypt(out, &clen,
-			    buf + off, n, ad, sizeof ad, NULL, nonce, key);
-			sink += out[0];
-			done += n;
-		}
-	} while ((t = now() - t0) < MIN_SECONDS);
-	report("xchacha20poly1305_encrypt", done, t, 0);
+				if (lib) {
+					randombytes_buf(nonce, sizeof nonce);
+					crypto_aead_xchacha20poly1305_ietf_encrypt(
+					    out, &clen, buf + off, n, ad,
+					    sizeof ad, NULL, nonce, key);
+				} else
+					crypto_aead_encrypt(key, nonce, ad,
+					    sizeof ad, buf + off, n, out);
+				sink += out[0];
+				done += n;
+			}
+		} while ((t = now() - t0) < MIN_SECONDS);
+		report(lib ? "xchacha20poly1305_encrypt_libsodium" :
+		    "xchacha20poly1305_encrypt", done, t, 0);
+	}
 	free(out);
 }
 

@@ -92,7 +92,7 @@ build_coffer
 # shellcheck disable=SC2046
 $CC -std=c11 -O2 -I"$ROOT/include" $(pkg-config --cflags libsodium libzstd) \
 	-o "$BD/bin/prims" "$ROOT/bench/prims.c" "$BD/build/libcoffer.a" \
-	$(pkg-config --libs libarchive libsodium sqlite3 libzstd) -pthread
+	$(pkg-config --libs libarchive libsodium libcrypto sqlite3 libzstd) -pthread
 
 # ---- environment of the three tools -----------------------------------------
 # Everything each tool keeps (caches, catalogs, keys) lives under $BD.

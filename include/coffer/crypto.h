@@ -95,6 +95,8 @@ void crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
 int crypto_aead_decrypt(const uint8_t *key,
     const uint8_t nonce[CRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
     const uint8_t *ct, size_t ctlen, uint8_t *out);
+/* Whose code computes it: "openssl" or "libsodium" (src/crypto/aead.c). */
+const char *crypto_aead_impl(void);
 
 /*
  * Ed25519 signatures with the repository's signing key.  Not "crypto_sign":

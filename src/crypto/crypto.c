@@ -295,30 +295,6 @@ crypto_pack_key_unseal(const struct crypto_keys *k,
 }
 
 void
-crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
-    const void *ad, size_t adlen, const void *plain, size_t plen,
-    uint8_t *out)
-{
-	/* 192-bit nonces: random ones never collide in practice. */
-	randombytes_buf(nonce, CRYPTO_NONCE_BYTES);
-	crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, plain, plen, ad,
-	    adlen, NULL, nonce, key);
-}
-
-int
-crypto_aead_decrypt(const uint8_t *key,
-    const uint8_t nonce[CRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
-    const uint8_t *ct, size_t ctlen, uint8_t *out)
-{
-	if (ctlen < CRYPTO_TAG_BYTES)
-		return (-1);
-	if (crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL, NULL, ct,
-	    ctlen, ad, adlen, nonce, key) != 0)
-		return (-1);
-	return (0);
-}
-
-void
 crypto_sign_msg(const struct crypto_keys *k, const void *msg, size_t len,
     uint8_t sig[CRYPTO_SIG_BYTES])
 {

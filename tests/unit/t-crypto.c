@@ -372,6 +372,84 @@ test_aead(void)
 	    out) == 0, "aead round trip of an empty message");
 }
 
+/*
+ * The records' format is libsodium's XChaCha20-Poly1305-IETF, whoever
+ * computes it (aead.c): what either seals, the other opens, at lengths
+ * around ChaCha20's 64-byte blocks and Poly1305's 16, sealed and opened
+ * in place as pack.c does; and a record that fails leaves no plaintext.
+ */
+static void
+test_aead_format(void)
+{
+	static const size_t lens[] = { 0, 1, 15, 16, 17, 63, 64, 65, 255,
+	    256, 4000, 65536, 1000003 };
+	enum { MAXLEN = 1000003 };
+	uint8_t key[CRYPTO_KEY_BYTES], nonce[CRYPTO_NONCE_BYTES], ad[57];
+	uint8_t *plain, *ct, *ct2, *out;
+	size_t i, n;
+	unsigned long long clen;
+	int ours = 0, theirs = 0, inplace = 0, wiped = 0;
+	const char *env = getenv("COFFER_AEAD");
+
+	ok(strcmp(crypto_aead_impl(), env != NULL &&
+	    strcmp(env, "libsodium") == 0 ? "libsodium" : "openssl") == 0,
+	    "aead computed by %s", crypto_aead_impl());
+	plain = malloc(MAXLEN);
+	ct = malloc(MAXLEN + CRYPTO_TAG_BYTES);
+	ct2 = malloc(MAXLEN + CRYPTO_TAG_BYTES);
+	out = malloc(MAXLEN);
+	if (plain == NULL || ct == NULL || ct2 == NULL || out == NULL) {
+		ok(0, "memory for the aead format test");
+		goto out;
+	}
+	crypto_random(key, sizeof(key));
+	crypto_random(ad, sizeof(ad));
+	crypto_random(plain, MAXLEN);
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		n = lens[i];
+		/* Ours sealed, libsodium's opens; and the same bytes. */
+		crypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, n, ct);
+		ours += crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL,
+		    NULL, ct, n + CRYPTO_TAG_BYTES, ad, sizeof(ad), nonce,
+		    key) == 0 && memcmp(out, plain, n) == 0;
+		crypto_aead_xchacha20poly1305_ietf_encrypt(ct2, &clen, plain,
+		    n, ad, sizeof(ad), NULL, nonce, key);
+		ours += memcmp(ct, ct2, n + CRYPTO_TAG_BYTES) == 0;
+		/* libsodium's sealed (another nonce), ours opens, in
+		 * place. */
+		crypto_random(nonce, sizeof(nonce));
+		crypto_aead_xchacha20poly1305_ietf_encrypt(ct, &clen, plain,
+		    n, NULL, 0, NULL, nonce, key);
+		theirs += crypto_aead_decrypt(key, nonce, NULL, 0, ct,
+		    n + CRYPTO_TAG_BYTES, ct) == 0 && memcmp(ct, plain, n) == 0;
+		/* Sealed in place, opened in place. */
+		memcpy(ct, plain, n);
+		crypto_aead_encrypt(key, nonce, ad, sizeof(ad), ct, n, ct);
+		inplace += crypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct,
+		    n + CRYPTO_TAG_BYTES, ct) == 0 && memcmp(ct, plain, n) == 0;
+		/* The tag's last byte changed: nothing of the plaintext. */
+		crypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, n, ct);
+		ct[n + CRYPTO_TAG_BYTES - 1] ^= 0x80;
+		wiped += crypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct,
+		    n + CRYPTO_TAG_BYTES, out) == -1 &&
+		    (n == 0 || memcmp(out, plain, n) != 0);
+	}
+	n = sizeof(lens) / sizeof(lens[0]);
+	ok(ours == (int)(2 * n), "aead: libsodium opens what we seal, and "
+	    "we seal the same bytes (%d of %zu)", ours, 2 * n);
+	ok(theirs == (int)n, "aead: we open what libsodium seals, in place "
+	    "(%d of %zu)", theirs, n);
+	ok(inplace == (int)n, "aead: sealed and opened in place (%d of %zu)",
+	    inplace, n);
+	ok(wiped == (int)n, "aead: a record that fails leaves no plaintext "
+	    "(%d of %zu)", wiped, n);
+out:
+	free(plain);
+	free(ct);
+	free(ct2);
+	free(out);
+}
+
 static void
 test_seal(struct crypto_keys *a, struct crypto_keys *b)
 {
@@ -712,6 +790,7 @@ main(void)
 	}
 	test_meta_mac(a, b);
 	test_aead();
+	test_aead_format();
 	test_seal(a, b);
 	test_sign(a, b);
 	test_slot(a);
