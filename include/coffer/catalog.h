@@ -24,6 +24,15 @@ struct catalog;
 struct catalog *catalog_open(const char *path);
 void catalog_close(struct catalog *c);
 
+/*
+ * Memory for SQLite's page cache, which is also what a query's sort holds
+ * before it spills to a temporary file: CATALOG_CACHE_KIB from open.
+ * Both fill up to it as the catalog grows; a command that holds large
+ * buffers of its own (restore's windows) asks for less.
+ */
+#define CATALOG_CACHE_KIB 8192
+int catalog_set_cache(struct catalog *c, int kib);
+
 /* Default path: $XDG_STATE_HOME/coffer/<repo id hex>/catalog.db with
  * XDG_STATE_HOME defaulting to $HOME/.local/state.  malloc'd. */
 char *catalog_default_path(const char *repo_id_hex);

@@ -552,8 +552,8 @@ catalog_open(const char *path)
 	 * backup into a repository of ten benchmark trees (a 66 MB catalog)
 	 * peaked at 68 MiB; 64 MiB of cache took one tree to 80 MiB.
 	 */
-	if (cat_exec(c, "PRAGMA synchronous = FULL; "
-	    "PRAGMA cache_size = -8192", "configure the catalog"))
+	if (cat_exec(c, "PRAGMA synchronous = FULL", "configure the catalog") ||
+	    catalog_set_cache(c, CATALOG_CACHE_KIB))
 		goto err;
 	if (migrate(c))
 		goto err;
@@ -563,6 +563,16 @@ nomem:
 err:
 	catalog_close(c);
 	return (NULL);
+}
+
+int
+catalog_set_cache(struct catalog *c, int kib)
+{
+	char sql[64];
+
+	/* PRAGMA takes no parameters; the value is our integer. */
+	snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%d", kib);
+	return (cat_exec(c, sql, "size the catalog's cache"));
 }
 
 void
