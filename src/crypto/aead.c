@@ -31,11 +31,11 @@
 #include "coffer/crypto.h"
 #include "coffer/log.h"
 
-_Static_assert(CRYPTO_NONCE_BYTES ==
-    crypto_aead_xchacha20poly1305_ietf_NPUBBYTES, "nonce size");
-_Static_assert(CRYPTO_TAG_BYTES == crypto_aead_xchacha20poly1305_ietf_ABYTES,
-    "tag size");
-_Static_assert(crypto_core_hchacha20_INPUTBYTES == 16, "HChaCha20 input");
+/* crypto.c checks the key, nonce and tag against libsodium's AEAD. */
+_Static_assert(crypto_core_hchacha20_INPUTBYTES == 16 &&
+    crypto_core_hchacha20_KEYBYTES == CRYPTO_KEY_BYTES &&
+    crypto_core_hchacha20_OUTPUTBYTES == CRYPTO_KEY_BYTES,
+    "HChaCha20 sizes");
 
 #define IETF_NONCE_BYTES 12
 
