@@ -109,6 +109,50 @@ print_results(void)
 	}
 }
 
+/* Time piece() over buf in PIECE-sized pieces, again and again until
+ * MIN_SECONDS have passed, and report it as name. */
+static void
+timed_pieces(const char *name, const uint8_t *buf, size_t len,
+    void (*piece)(void *, const uint8_t *, size_t), void *arg)
+{
+	size_t done = 0;
+	double t0 = now(), t;
+
+	do {
+		for (size_t off = 0; off < len; off += PIECE) {
+			size_t n = len - off < PIECE ? len - off : PIECE;
+
+			piece(arg, buf + off, n);
+			done += n;
+		}
+	} while ((t = now() - t0) < MIN_SECONDS);
+	report(name, done, t, 0);
+}
+
+struct hash_arg {
+	const struct crypto_keys *k;
+	uint8_t key[32];
+};
+
+static void
+hash_coffer(void *arg, const uint8_t *p, size_t n)
+{
+	uint8_t out[32];
+
+	crypto_chunk_id(((struct hash_arg *)arg)->k, p, n, out);
+	sink += out[0];
+}
+
+static void
+hash_libsodium(void *arg, const uint8_t *p, size_t n)
+{
+	const uint8_t *key = ((struct hash_arg *)arg)->key;
+	uint8_t out[32];
+
+	crypto_generichash(out, sizeof out, p, n, key, 32);
+	sink += out[0];
+}
+
 /*
  * Keyed BLAKE2b-256 two ways: coffer's chunk id (its own RFC 7693 code,
  * src/crypto/blake2b.c) and libsodium's crypto_generichash, which gives
@@ -117,72 +161,59 @@ print_results(void)
 static void
 bench_hash(const uint8_t *buf, size_t len, const struct crypto_keys *k)
 {
-	uint8_t key[32], out[32];
-	size_t done;
-	double t0, t;
+	struct hash_arg a = { .k = k };
 
-	randombytes_buf(key, sizeof key);
-	for (int lib = 0; lib < 2; lib++) {
-		done = 0;
-		t0 = now();
-		do {
-			for (size_t off = 0; off < len; off += PIECE) {
-				size_t n = len - off < PIECE ? len - off : PIECE;
-
-				if (lib)
-					crypto_generichash(out, sizeof out,
-					    buf + off, n, key, sizeof key);
-				else
-					crypto_chunk_id(k, buf + off, n, out);
-				sink += out[0];
-				done += n;
-			}
-		} while ((t = now() - t0) < MIN_SECONDS);
-		report(lib ? "blake2b_keyed_libsodium" : "blake2b_keyed", done,
-		    t, 0);
-	}
+	randombytes_buf(a.key, sizeof a.key);
+	timed_pieces("blake2b_keyed", buf, len, hash_coffer, &a);
+	timed_pieces("blake2b_keyed_libsodium", buf, len, hash_libsodium, &a);
 }
 
-/* XChaCha20-Poly1305 two ways: coffer's records' (crypto_aead_encrypt,
- * src/crypto/aead.c) and libsodium's, which gives the same output. */
-static void
-bench_aead(const uint8_t *buf, size_t len)
-{
+struct aead_arg {
 	uint8_t key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES];
 	uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
 	uint8_t ad[64];
-	uint8_t *out = malloc(PIECE + crypto_aead_xchacha20poly1305_ietf_ABYTES);
-	size_t done;
-	double t0, t;
+	uint8_t *out;
+};
 
-	if (!out)
+static void
+aead_coffer(void *arg, const uint8_t *p, size_t n)
+{
+	struct aead_arg *a = arg;
+
+	crypto_aead_encrypt(a->key, a->nonce, a->ad, sizeof a->ad, p, n,
+	    a->out);
+	sink += a->out[0];
+}
+
+static void
+aead_libsodium(void *arg, const uint8_t *p, size_t n)
+{
+	struct aead_arg *a = arg;
+	unsigned long long clen;
+
+	randombytes_buf(a->nonce, sizeof a->nonce);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(a->out, &clen, p, n, a->ad,
+	    sizeof a->ad, NULL, a->nonce, a->key);
+	sink += a->out[0];
+}
+
+/* XChaCha20-Poly1305 two ways: coffer's records' (crypto_aead_encrypt,
+ * src/crypto/aead.c, which OpenSSL computes) and libsodium's, which gives
+ * the same output. */
+static void
+bench_aead(const uint8_t *buf, size_t len)
+{
+	struct aead_arg a;
+
+	if ((a.out = malloc(PIECE +
+	    crypto_aead_xchacha20poly1305_ietf_ABYTES)) == NULL)
 		exit(1);
-	crypto_aead_xchacha20poly1305_ietf_keygen(key);
-	randombytes_buf(ad, sizeof ad);
-	for (int lib = 0; lib < 2; lib++) {
-		done = 0;
-		t0 = now();
-		do {
-			for (size_t off = 0; off < len; off += PIECE) {
-				size_t n = len - off < PIECE ? len - off : PIECE;
-				unsigned long long clen;
-
-				if (lib) {
-					randombytes_buf(nonce, sizeof nonce);
-					crypto_aead_xchacha20poly1305_ietf_encrypt(
-					    out, &clen, buf + off, n, ad,
-					    sizeof ad, NULL, nonce, key);
-				} else
-					crypto_aead_encrypt(key, nonce, ad,
-					    sizeof ad, buf + off, n, out);
-				sink += out[0];
-				done += n;
-			}
-		} while ((t = now() - t0) < MIN_SECONDS);
-		report(lib ? "xchacha20poly1305_encrypt_libsodium" :
-		    "xchacha20poly1305_encrypt", done, t, 0);
-	}
-	free(out);
+	crypto_aead_xchacha20poly1305_ietf_keygen(a.key);
+	randombytes_buf(a.ad, sizeof a.ad);
+	timed_pieces("xchacha20poly1305_encrypt", buf, len, aead_coffer, &a);
+	timed_pieces("xchacha20poly1305_encrypt_libsodium", buf, len,
+	    aead_libsodium, &a);
+	free(a.out);
 }
 
 static void
