@@ -478,7 +478,7 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
  * first FETCH_HEAD of the fetch window's chunks (the largest); the out
  * window's files, which wait for the groups; the rest of the fetch
  * window's chunks, those read back last.  While one thread hashes a group
- * (a checkpoint's window is one group of its seven or eight chunks), the
+ * (a checkpoint's window is one group of its five to eight chunks), the
  * other fetches, rather than wait to write; the files are written in the
  * middle of the loop, so that their writes to the disk are well on by
  * the next; and the loop ends on the smallest chunks, which the threads

@@ -326,7 +326,7 @@ fill_xattrs(struct fs_walk *w, struct archive_entry *ae)
 	const void *value;
 	size_t size;
 
-	buf_reset(&w->xattrs);
+	/* w->xattrs is empty: fs_walk_details cleared it. */
 	if (archive_entry_xattr_reset(ae) == 0)
 		return (0);
 	while (archive_entry_xattr_next(ae, &name, &value, &size) ==
