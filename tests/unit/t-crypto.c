@@ -150,6 +150,30 @@ out:
  * alone, for lengths around every block boundary and for large inputs,
  * in one piece and in pieces split at random.
  */
+/*
+ * Keys from a random master secret, and their id subkey derived as
+ * DESIGN.md numbers it under the "coffer01" context (to check ids against
+ * libsodium's crypto_generichash).  NULL when out of memory.
+ */
+static struct crypto_keys *
+random_keys(uint8_t master[CRYPTO_KEY_BYTES], uint8_t idkey[32])
+{
+	randombytes_buf(master, CRYPTO_KEY_BYTES);
+	crypto_kdf_derive_from_key(idkey, 32, 1, "coffer01", master);
+	return (crypto_keys_from_master(master));
+}
+
+/* len random bytes, malloc'd; NULL when out of memory. */
+static uint8_t *
+random_data(size_t len)
+{
+	uint8_t *p = malloc(len);
+
+	if (p != NULL)
+		randombytes_buf(p, len);
+	return (p);
+}
+
 static void
 test_hash_format(void)
 {
@@ -165,16 +189,11 @@ test_hash_format(void)
 	int nbad = 0, nsplit = 0, ncase = 0;
 	uint8_t *data;
 
-	randombytes_buf(master, sizeof(master));
-	k = crypto_keys_from_master(master);
-	data = malloc(maxlen);
+	k = random_keys(master, idkey);
+	data = random_data(maxlen);
 	ok(k != NULL && data != NULL, "keys for the hash format test");
 	if (k == NULL || data == NULL)
 		goto out;
-	randombytes_buf(data, maxlen);
-	/* Subkeys as DESIGN.md numbers them under the "coffer01" context. */
-	crypto_kdf_derive_from_key(idkey, sizeof(idkey), 1, "coffer01",
-	    master);
 	crypto_kdf_derive_from_key(metakey, sizeof(metakey), 3, "coffer01",
 	    master);
 
@@ -244,15 +263,11 @@ test_hash_many(void)
 	uint8_t *data;
 	int set, nbad = 0, nids = 0;
 
-	randombytes_buf(master, sizeof(master));
-	k = crypto_keys_from_master(master);
-	data = malloc(DATA);
+	k = random_keys(master, idkey);
+	data = random_data(DATA);
 	ok(k != NULL && data != NULL, "keys for the many-ids test");
 	if (k == NULL || data == NULL)
 		goto out;
-	randombytes_buf(data, DATA);
-	crypto_kdf_derive_from_key(idkey, sizeof(idkey), 1, "coffer01",
-	    master);
 	for (set = 0; set < 400; set++) {
 		n = 1 + randombytes_uniform(set % 7 == 0 ? MAXN : 20);
 		for (i = 0; i < n; i++) {
