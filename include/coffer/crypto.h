@@ -114,18 +114,41 @@ int crypto_verify(const struct crypto_keys *k, const void *msg, size_t len,
  * salt and the repository id bound in:
  *   "CFKS" | version | kind | opslimit u64 | memlimit u64 | salt[16] |
  *   nonce[24] | ciphertext(payload) + tag
- * memlimit 0 means the default (64 MiB, 3 passes).
- * Returns 0 and appends the slot to out, or -1.
+ * memlimit 0 means the default (64 MiB, 3 passes).  A memlimit above what
+ * crypto_slot_unwrap accepts on this host is refused.
+ * Returns 0 and appends the slot to out, or -1 (reported).
  */
 int crypto_slot_wrap(const struct crypto_keys *k,
     const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, uint64_t memlimit, struct buf *out);
 
+/* Why crypto_slot_unwrap returned NULL (*wrong / *why). */
+enum {
+	CRYPTO_SLOT_DAMAGED = 0,	/* malformed (reported) */
+	CRYPTO_SLOT_WRONG = 1,		/* the passphrase does not open it */
+	CRYPTO_SLOT_REFUSED = 2		/* costs more than this host allows */
+};
+
 /*
- * Open a passphrase slot.  Returns the keys, or NULL with *wrong set to 1
- * when the slot is well-formed but the passphrase does not open it, 0 when
- * the slot is malformed (the error is reported).
+ * Open a passphrase slot read from the repository file name ("keys/ab12",
+ * for messages; NULL says just "key slot").  Returns the keys, or NULL
+ * with *why set:
+ *   CRYPTO_SLOT_WRONG: well-formed, but the passphrase does not open it
+ *     (nor would a damaged salt, nonce or ciphertext, nor another
+ *     repository's slot: the tag cannot tell them apart); not reported;
+ *   CRYPTO_SLOT_REFUSED: its Argon2id parameters exceed this host's
+ *     limits (4 passes, and 1 GiB unless COFFER_KDF_MAX_MEMORY gives
+ *     another number of MiB, up to 4096), so it was not tried; reported,
+ *     naming the slot, the cost and the limit;
+ *   CRYPTO_SLOT_DAMAGED: malformed, or anything else (reported).
+ * The limits are checked before Argon2id runs: a forged slot costs no
+ * more than one the host accepts.
  */
+struct crypto_keys *crypto_slot_unwrap_named(const char *name,
+    const uint8_t *slot, size_t len,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+    size_t passlen, int *why);
+/* The same with name NULL (*wrong is the *why above). */
 struct crypto_keys *crypto_slot_unwrap(const uint8_t *slot, size_t len,
     const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, int *wrong);

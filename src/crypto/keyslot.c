@@ -1,4 +1,7 @@
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -43,10 +46,8 @@ _Static_assert(SLOT_HEADER_BYTES == 62, "slot header layout");
 #define SLOT_MEMLIMIT_DEFAULT (64ULL << 20)
 
 /*
- * What an unwrap agrees to spend.  The parameters come from the slot, and a
- * slot is read from the repository, which we do not trust: without bounds a
- * forged slot could make us allocate terabytes or spin for hours before the
- * AEAD tag gets a chance to reject it.
+ * The range of the format: a slot outside it is malformed.  Argon2id
+ * itself would take up to 4 TiB and 2^32 passes.
  */
 #define SLOT_OPSLIMIT_MIN 1
 #define SLOT_OPSLIMIT_MAX 100
@@ -56,6 +57,26 @@ _Static_assert(SLOT_HEADER_BYTES == 62, "slot header layout");
 _Static_assert(SLOT_OPSLIMIT_MIN >= crypto_pwhash_argon2id_OPSLIMIT_MIN &&
     SLOT_MEMLIMIT_MIN >= crypto_pwhash_argon2id_MEMLIMIT_MIN,
     "slot bounds below what Argon2id accepts");
+
+/*
+ * What this host agrees to spend on one slot.  The parameters come from
+ * the slot, read from a repository we do not trust, and Argon2id must run
+ * before the tag can reject a forged slot: at the format's ceiling (4 GiB,
+ * 100 passes) each forged slot would cost minutes.  coffer writes 3 passes
+ * and 64 MiB unless --kdf-memory asks for more; libsodium's costliest
+ * preset (SENSITIVE) is 4 passes of 1 GiB, 3.4 s here.  So 4 passes, and
+ * 1 GiB of memory unless COFFER_KDF_MAX_MEMORY (MiB, up to the format's
+ * 4096) raises it: a slot made with --kdf-memory above 1024 needs it on
+ * every host that opens the repository, and wrap refuses to make a slot
+ * that this host would refuse to open.
+ */
+#define SLOT_LOCAL_OPSLIMIT_MAX 4
+#define SLOT_LOCAL_MEMLIMIT_MAX (1ULL << 30)
+#define KDF_MAX_MEMORY_ENV "COFFER_KDF_MAX_MEMORY"
+
+_Static_assert(SLOT_LOCAL_OPSLIMIT_MAX >= SLOT_OPSLIMIT_DEFAULT &&
+    SLOT_LOCAL_MEMLIMIT_MAX >= SLOT_MEMLIMIT_DEFAULT,
+    "the local limits refuse the slots coffer writes by default");
 
 /* Key file: "coffer-key 1 <repo id hex> <master hex>\n". */
 #define KF_PREFIX "coffer-key "
@@ -76,6 +97,31 @@ memlimit_max(void)
 	if ((uint64_t)crypto_pwhash_argon2id_MEMLIMIT_MAX < SLOT_MEMLIMIT_MAX)
 		return ((uint64_t)crypto_pwhash_argon2id_MEMLIMIT_MAX);
 	return (SLOT_MEMLIMIT_MAX);
+}
+
+/*
+ * The memory this host lets Argon2id use: COFFER_KDF_MAX_MEMORY MiB, else
+ * SLOT_LOCAL_MEMLIMIT_MAX.  0 when the variable is malformed (reported).
+ */
+static uint64_t
+local_memlimit(void)
+{
+	const char *env = getenv(KDF_MAX_MEMORY_ENV);
+	unsigned long long mib;
+	char *end;
+
+	if (env == NULL || *env == '\0')
+		return (SLOT_LOCAL_MEMLIMIT_MAX);
+	errno = 0;
+	mib = strtoull(env, &end, 10);
+	if (errno || end == env || *end != '\0' || env[0] == '-' ||
+	    mib < 8 || mib > memlimit_max() >> 20) {
+		log_error(KDF_MAX_MEMORY_ENV " must be a number of MiB from 8 "
+		    "to %llu, not '%s'", (unsigned long long)(memlimit_max() >>
+		    20), env);
+		return (0);
+	}
+	return ((uint64_t)mib << 20);
 }
 
 static int
@@ -100,6 +146,7 @@ crypto_slot_wrap(const struct crypto_keys *k,
     size_t passlen, uint64_t memlimit, struct buf *out)
 {
 	const uint64_t opslimit = SLOT_OPSLIMIT_DEFAULT;
+	uint64_t local;
 	uint8_t ad[SLOT_AD_BYTES];
 	uint8_t *wkey, *payload;
 	const uint8_t *master;
@@ -114,6 +161,16 @@ crypto_slot_wrap(const struct crypto_keys *k,
 		log_error("key slot memory limit %llu out of range "
 		    "(%llu..%llu bytes)", (unsigned long long)memlimit,
 		    SLOT_MEMLIMIT_MIN, (unsigned long long)memlimit_max());
+		goto err0;
+	}
+	/* A slot this host would refuse to open is no use. */
+	if ((local = local_memlimit()) == 0)
+		goto err0;
+	if (memlimit > local) {
+		log_error("key slot: Argon2id memory %llu MiB exceeds the local "
+		    "limit %llu MiB (" KDF_MAX_MEMORY_ENV " raises it)",
+		    (unsigned long long)(memlimit >> 20),
+		    (unsigned long long)(local >> 20));
 		goto err0;
 	}
 	if ((wkey = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL)
@@ -156,62 +213,102 @@ err0:
 	return (-1);
 }
 
-/* Check everything that can be checked without the passphrase. */
-static int
-slot_check(const uint8_t *slot, size_t len)
+/* "key slot 'keys/ab12'" or "key slot", for messages. */
+static void
+slot_label(char *out, size_t n, const char *name)
 {
-	uint64_t opslimit, memlimit;
+	if (name != NULL)
+		snprintf(out, n, "key slot '%s'", name);
+	else
+		snprintf(out, n, "key slot");
+}
 
+/*
+ * Check everything that can be checked without the passphrase: the format
+ * (*why = CRYPTO_SLOT_DAMAGED) and this host's limits (CRYPTO_SLOT_REFUSED).
+ * 0 when the slot may go to Argon2id, else -1 (reported).
+ */
+static int
+slot_check(const char *name, const uint8_t *slot, size_t len, int *why)
+{
+	uint64_t opslimit, memlimit, local;
+	char what[300];
+
+	slot_label(what, sizeof(what), name);
 	if (len < 4 || memcmp(slot + OFF_MAGIC, SLOT_MAGIC, 4) != 0) {
-		log_error("malformed key slot: not a coffer key slot");
-		return (-1);
+		log_error("malformed %s: not a coffer key slot", what);
+		goto damaged;
 	}
 	if (len < OFF_OPSLIMIT) {
-		log_error("malformed key slot: truncated (%zu bytes)", len);
-		return (-1);
+		log_error("malformed %s: truncated (%zu bytes)", what, len);
+		goto damaged;
 	}
 	if (slot[OFF_VERSION] != SLOT_VERSION) {
-		log_error("unsupported key slot version %u", slot[OFF_VERSION]);
-		return (-1);
+		log_error("%s: unsupported version %u", what,
+		    slot[OFF_VERSION]);
+		goto damaged;
 	}
 	if (slot[OFF_KIND] != SLOT_KIND_PASSPHRASE) {
-		log_error("unsupported key slot kind %u", slot[OFF_KIND]);
-		return (-1);
+		log_error("%s: unsupported kind %u", what,
+		    slot[OFF_KIND]);
+		goto damaged;
 	}
 	if (len != SLOT_BYTES) {
-		log_error("malformed key slot: %s (%zu bytes, expected %d)",
+		log_error("malformed %s: %s (%zu bytes, expected %d)", what,
 		    len < SLOT_BYTES ? "truncated" : "trailing garbage", len,
 		    SLOT_BYTES);
-		return (-1);
+		goto damaged;
 	}
 	opslimit = get_u64(slot + OFF_OPSLIMIT);
 	memlimit = get_u64(slot + OFF_MEMLIMIT);
 	if (opslimit < SLOT_OPSLIMIT_MIN || opslimit > SLOT_OPSLIMIT_MAX) {
-		log_error("malformed key slot: %llu passes is out of range "
-		    "(%d..%d)", (unsigned long long)opslimit,
-		    SLOT_OPSLIMIT_MIN, SLOT_OPSLIMIT_MAX);
-		return (-1);
+		log_error("malformed %s: %llu passes is out of range (%d..%d)",
+		    what, (unsigned long long)opslimit, SLOT_OPSLIMIT_MIN,
+		    SLOT_OPSLIMIT_MAX);
+		goto damaged;
 	}
 	if (memlimit < SLOT_MEMLIMIT_MIN || memlimit > memlimit_max()) {
-		log_error("malformed key slot: memory limit %llu is out of "
-		    "range (%llu..%llu bytes)", (unsigned long long)memlimit,
+		log_error("malformed %s: memory limit %llu is out of range "
+		    "(%llu..%llu bytes)", what, (unsigned long long)memlimit,
 		    SLOT_MEMLIMIT_MIN, (unsigned long long)memlimit_max());
-		return (-1);
+		goto damaged;
+	}
+	if ((local = local_memlimit()) == 0)
+		goto refused;
+	if (memlimit > local) {
+		log_error("%s: Argon2id memory %llu MiB exceeds the local limit "
+		    "%llu MiB (" KDF_MAX_MEMORY_ENV " raises it)", what,
+		    (unsigned long long)((memlimit + (1 << 20) - 1) >> 20),
+		    (unsigned long long)(local >> 20));
+		goto refused;
+	}
+	if (opslimit > SLOT_LOCAL_OPSLIMIT_MAX) {
+		log_error("%s: Argon2id %llu passes exceed the local limit of "
+		    "%d", what, (unsigned long long)opslimit,
+		    SLOT_LOCAL_OPSLIMIT_MAX);
+		goto refused;
 	}
 	return (0);
+damaged:
+	*why = CRYPTO_SLOT_DAMAGED;
+	return (-1);
+refused:
+	*why = CRYPTO_SLOT_REFUSED;
+	return (-1);
 }
 
 struct crypto_keys *
-crypto_slot_unwrap(const uint8_t *slot, size_t len,
+crypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
     const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
-    size_t passlen, int *wrong)
+    size_t passlen, int *why)
 {
 	struct crypto_keys *k;
 	uint8_t ad[SLOT_AD_BYTES];
 	uint8_t *wkey, *payload;
+	char what[300];
 
-	*wrong = 0;
-	if (slot_check(slot, len))
+	*why = CRYPTO_SLOT_DAMAGED;
+	if (slot_check(name, slot, len, why))
 		goto err0;
 	memcpy(ad, slot, SLOT_HEADER_BYTES);
 	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CRYPTO_REPO_ID_BYTES);
@@ -233,11 +330,13 @@ crypto_slot_unwrap(const uint8_t *slot, size_t len,
 	if (crypto_aead_xchacha20poly1305_ietf_decrypt(payload, NULL, NULL,
 	    slot + SLOT_HEADER_BYTES, SLOT_BYTES - SLOT_HEADER_BYTES, ad,
 	    sizeof(ad), slot + OFF_NONCE, wkey) != 0) {
-		*wrong = 1;
+		*why = CRYPTO_SLOT_WRONG;
 		goto err2;
 	}
 	if (payload[0] != PAYLOAD_MASTER) {
-		log_error("unsupported key slot payload kind %u", payload[0]);
+		slot_label(what, sizeof(what), name);
+		log_error("%s: unsupported payload kind %u", what,
+		    payload[0]);
 		goto err2;
 	}
 	if ((k = crypto_keys_from_master(payload + 1)) == NULL)
@@ -246,6 +345,7 @@ crypto_slot_unwrap(const uint8_t *slot, size_t len,
 	crypto_secret_free(wkey);
 
 	/* Success! */
+	*why = 0;
 	return (k);
 
 err2:
@@ -255,6 +355,15 @@ err1:
 err0:
 	/* Failure! */
 	return (NULL);
+}
+
+struct crypto_keys *
+crypto_slot_unwrap(const uint8_t *slot, size_t len,
+    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+    size_t passlen, int *wrong)
+{
+	return (crypto_slot_unwrap_named(NULL, slot, len, repo_id, pass,
+	    passlen, wrong));
 }
 
 int

@@ -4,6 +4,7 @@
  * case is damage as it happens in the field: a flipped bit, a cut-off file,
  * a slot or pack from another repository.
  */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -532,7 +533,8 @@ same_keys(const struct crypto_keys *k, const struct crypto_keys *ref)
 
 /*
  * Unwrap and classify: 0 opened, 1 wrong passphrase (and silent), 2 malformed
- * (and reported), -1 anything else, such as a silent malformed slot.
+ * (and reported), 3 refused by the local limits (and reported), -1 anything
+ * else, such as a silent malformed slot.
  */
 static int
 try_unwrap(const uint8_t *slot, size_t len, const uint8_t *repo_id,
@@ -551,8 +553,10 @@ try_unwrap(const uint8_t *slot, size_t len, const uint8_t *repo_id,
 		rc = same_keys(k, want) && wrong == 0 && silent(out) ? 0 : -1;
 	else if (wrong == 1)
 		rc = silent(out) ? 1 : -1;
-	else if (wrong == 0)
+	else if (wrong == CRYPTO_SLOT_DAMAGED)
 		rc = reported(out) ? 2 : -1;
+	else if (wrong == CRYPTO_SLOT_REFUSED)
+		rc = reported(out) ? 3 : -1;
 	crypto_keys_free(k);
 	return (rc);
 }
@@ -684,6 +688,109 @@ out:
 	buf_release(&h);
 }
 
+/* Whether msg holds each of the NULL-terminated strings (verbose: yes). */
+static int
+says(const char *msg, ...)
+{
+	const char *want;
+	va_list ap;
+	int rc = 1;
+
+	if (getenv("TEST_VERBOSE") != NULL)
+		return (1);
+	va_start(ap, msg);
+	while ((want = va_arg(ap, const char *)) != NULL)
+		if (strstr(msg, want) == NULL)
+			rc = 0;
+	va_end(ap);
+	return (rc);
+}
+
+/*
+ * The local limits: a slot the format allows but this host will not pay
+ * for is refused before Argon2id runs, distinctly from a malformed one.
+ */
+static void
+test_slot_limits(struct crypto_keys *a)
+{
+	static const char pass[] = "pass";
+	struct buf s = BUF_INIT, h = BUF_INIT;
+	struct crypto_keys *k;
+	const char *msg;
+	int why, rc;
+
+	unsetenv("COFFER_KDF_MAX_MEMORY");
+	if (crypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &s) ||
+	    s.len != 111) {
+		ok(0, "a slot at 16 MiB");
+		goto out;
+	}
+	buf_append(&h, s.data, s.len);
+
+	/* 4 GiB and 100 passes: the format's ceiling, 1 GB per slot before. */
+	put_u64(h.data + 14, 4ULL << 30);
+	put_u64(h.data + 6, 100);
+	capture_begin();
+	k = crypto_slot_unwrap_named("keys/ab12", h.data, h.len, repo_a, pass,
+	    strlen(pass), &why);
+	msg = capture_end();
+	ok(k == NULL && why == CRYPTO_SLOT_REFUSED && reported(msg) &&
+	    says(msg, "key slot 'keys/ab12'", "4096 MiB", "local limit 1024 MiB",
+	    "COFFER_KDF_MAX_MEMORY", NULL),
+	    "4 GiB, 100 passes: refused, naming the slot, the cost and the limit");
+	put_u64(h.data + 6, 3);
+	put_u64(h.data + 14, (1ULL << 30) + 1024);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, &msg) == 3 &&
+	    says(msg, "key slot:", "1025 MiB", "1024 MiB", NULL),
+	    "just above 1 GiB is refused (unnamed: 'key slot')");
+	put_u64(h.data + 14, 16ULL << 20);
+	put_u64(h.data + 6, 5);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, &msg) == 3 &&
+	    says(msg, "5 passes", "limit of 4", NULL),
+	    "5 passes are refused");
+	put_u64(h.data + 6, 4);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 1,
+	    "4 passes are tried (and fail the tag: the AD binds them)");
+	put_u64(h.data + 6, 101);
+	ok(try_unwrap(h.data, h.len, repo_a, pass, a, NULL) == 2,
+	    "101 passes are still malformed, not refused");
+
+	/* The variable moves the memory limit both ways. */
+	setenv("COFFER_KDF_MAX_MEMORY", "8", 1);
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, &msg) == 3 &&
+	    says(msg, "16 MiB", "local limit 8 MiB", NULL),
+	    "COFFER_KDF_MAX_MEMORY=8 refuses a 16 MiB slot");
+	buf_reset(&h);
+	capture_begin();
+	rc = crypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &h);
+	msg = capture_end();
+	ok(rc == -1 && h.len == 0 && reported(msg) &&
+	    says(msg, "local limit 8 MiB", NULL),
+	    "wrap refuses to make a slot this host would refuse");
+	setenv("COFFER_KDF_MAX_MEMORY", "16", 1);
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 0,
+	    "COFFER_KDF_MAX_MEMORY=16 opens it");
+	{
+		static const char *const bad[] = { "", "x", "7", "4097", "-1",
+			"16M", "99999999999999999999" };
+		size_t i, n = 0;
+
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			setenv("COFFER_KDF_MAX_MEMORY", bad[i], 1);
+			rc = try_unwrap(s.data, s.len, repo_a, pass, a, &msg);
+			if (bad[i][0] == '\0' ? rc == 0 : rc == 3 &&
+			    says(msg, "COFFER_KDF_MAX_MEMORY must be", NULL))
+				n++;
+		}
+		ok(n == i, "a malformed COFFER_KDF_MAX_MEMORY refuses, "
+		    "an empty one is the default");
+	}
+	unsetenv("COFFER_KDF_MAX_MEMORY");
+out:
+	buf_release(&s);
+	buf_release(&h);
+}
+
 /* The parts of a valid key file for repo_a, and one hex digit short. */
 #define KF_RID "a0010203000000000000000000000000"
 #define KF_M16 "1111111111111111"
@@ -809,6 +916,7 @@ main(void)
 	test_seal(a, b);
 	test_sign(a, b);
 	test_slot(a);
+	test_slot_limits(a);
 	test_keyfile(a);
 	crypto_keys_free(a);
 	crypto_keys_free(b);
