@@ -19,10 +19,17 @@ int fsutil_fsync_dir(const char *path);
  */
 int fsutil_write_file(const char *path, const void *data, size_t len,
     mode_t mode, int replace);
+/* The same for name (one component) in the directory dirfd, never through
+ * a symlink; what names the file in messages. */
+int fsutil_write_file_at(int dirfd, const char *name, const char *what,
+    const void *data, size_t len, mode_t mode, int replace);
 
 /* Read a whole (small) file, at most max bytes, into a malloc'd buffer. */
 int fsutil_read_file(const char *path, size_t max, unsigned char **data,
     size_t *len);
+/* The same from an open descriptor (read to its end); what names it. */
+int fsutil_read_fd(int fd, size_t max, unsigned char **data, size_t *len,
+    const char *what);
 
 /* write(2) all of it, retrying on EINTR and short writes. */
 int fsutil_write_all(int fd, const void *p, size_t n, const char *what);

@@ -50,7 +50,7 @@ int repo_unlock(struct repo *r, const char *key_file, const char *pass,
 
 void repo_close(struct repo *r);
 
-/* Absolute (resolved when opened). */
+/* Absolute (resolved when opened); for messages. */
 const char *repo_path(const struct repo *r);
 const uint8_t *repo_id(const struct repo *r);		/* 16 bytes */
 const char *repo_id_hex(const struct repo *r);		/* 32 hex */
@@ -68,8 +68,28 @@ int repo_lock(struct repo *r, int wait);
 /* Remove leftovers in tmp/ (packs of a crashed run).  Writer lock held. */
 int repo_clean_tmp(struct repo *r);
 
-/* Path of a pack file: REPO/packs/ab/<name>; malloc'd. */
+/* Path of a pack file, for messages: REPO/packs/ab/<name>; malloc'd. */
 char *repo_pack_path(const struct repo *r, const char *name);
+
+/*
+ * Files of the repository are opened relative to its directories, opened
+ * once by repo_open, never through a symlink and never blocking on a FIFO;
+ * anything that is not the regular file or directory expected is refused,
+ * naming it.  Whoever can write the repository cannot make coffer reach
+ * outside it.
+ *
+ * repo_pack_open: a pack, read-only.  An fd, or -1 (reported unless quiet;
+ * errno ENOENT when it is missing).
+ * repo_tmp_create: a new file tmp/<name> (O_EXCL), for writing.  -1 on
+ * error (reported).  repo_tmp_remove unlinks it (no report).
+ * repo_pack_publish: rename tmp/<name>, written and fsynced by the caller,
+ * to packs/ab/<name>, and fsync the directories that changed.  0 or -1.
+ * Pack names are PACK_NAME_LEN lowercase hex digits; others are refused.
+ */
+int repo_pack_open(const struct repo *r, const char *name, int quiet);
+int repo_tmp_create(const struct repo *r, const char *name);
+void repo_tmp_remove(const struct repo *r, const char *name);
+int repo_pack_publish(const struct repo *r, const char *name);
 
 /*
  * Packs.  A pack is: header, records, encrypted index trailer (DESIGN.md).

@@ -34,7 +34,8 @@ struct pack_writer {
 	struct repo *repo;
 	char name[PACK_NAME_LEN + 1];
 	uint8_t pack_id[16];
-	char *tmp_path;
+	char *tmp_path;			/* for messages */
+	int in_tmp;			/* tmp/<name> is ours to remove */
 	int fd;
 	uint8_t *key;			/* sodium_malloc'd */
 	struct crypto_hash_state hash;
@@ -231,11 +232,9 @@ pack_writer_new(struct repo *r)
 		goto err;
 	}
 	snprintf(w->tmp_path, n, "%s/tmp/%s", repo_path(r), w->name);
-	if ((w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-	    0600)) == -1) {
-		log_errno("cannot create pack '%s'", w->tmp_path);
+	if ((w->fd = repo_tmp_create(r, w->name)) == -1)
 		goto err;
-	}
+	w->in_tmp = 1;
 	if (pthread_create(&w->io, NULL, io_main, w)) {
 		log_error("cannot start a thread to write pack '%s'", w->name);
 		goto err;
@@ -457,59 +456,24 @@ pack_writer_finish(struct pack_writer *w, struct pack_info *info)
 	return (pack_writer_finish_wait(w, info));
 }
 
-/*
- * Durability order (DESIGN.md): data fsynced in tmp/, renamed into
- * packs/, the directory fsynced.  Only then may the catalog commit rows
- * that point into this pack.  On the writer's thread.
- */
+/* Durability order (DESIGN.md): on the writer's thread. */
 static int
 make_durable(struct pack_writer *w)
 {
-	char *dir = NULL, *dst = NULL;
-	int rc = -1;
-
 	if (fsync(w->fd)) {
 		log_errno("fsync of pack '%s' failed", w->tmp_path);
-		goto out;
+		return (-1);
 	}
 	if (close(w->fd)) {
 		w->fd = -1;
 		log_errno("close of pack '%s' failed", w->tmp_path);
-		goto out;
+		return (-1);
 	}
 	w->fd = -1;
-	if ((dst = repo_pack_path(w->repo, w->name)) == NULL)
-		goto out;
-	dir = strndup(dst, strlen(dst) - PACK_NAME_LEN - 1);
-	if (dir == NULL) {
-		log_error("out of memory");
-		goto out;
-	}
-	if (mkdir(dir, 0700) == 0) {
-		char *packs = strndup(dir, strlen(dir) - 3);
-
-		if (packs == NULL || fsutil_fsync_dir(packs)) {
-			free(packs);
-			goto out;
-		}
-		free(packs);
-	} else if (errno != EEXIST) {
-		log_errno("cannot create directory '%s'", dir);
-		goto out;
-	}
-	if (rename(w->tmp_path, dst)) {
-		log_errno("cannot move pack '%s' to '%s'", w->tmp_path, dst);
-		goto out;
-	}
-	free(w->tmp_path);
-	w->tmp_path = NULL;
-	if (fsutil_fsync_dir(dir))
-		goto out;
-	rc = 0;
-out:
-	free(dir);
-	free(dst);
-	return (rc);
+	if (repo_pack_publish(w->repo, w->name))
+		return (-1);
+	w->in_tmp = 0;
+	return (0);
 }
 
 void
@@ -528,8 +492,8 @@ pack_writer_free(struct pack_writer *w)
 	pthread_cond_destroy(&w->cv);
 	if (w->fd != -1)
 		close(w->fd);
-	if (w->tmp_path)
-		unlink(w->tmp_path);
+	if (w->in_tmp)
+		repo_tmp_remove(w->repo, w->name);
 	free(w->tmp_path);
 	crypto_secret_free(w->key);
 	spare_give(&w->bufs[0]);
@@ -552,17 +516,9 @@ int
 pack_cached(const struct repo *r, const char *name, uint64_t off,
     uint64_t len)
 {
-	uint8_t id[16];
-	char *path;
 	int fd, cached;
 
-	if (len == 0 || strlen(name) != PACK_NAME_LEN ||
-	    hex_decode(id, 16, name) || (path = repo_pack_path(r, name)) ==
-	    NULL)
-		return (0);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	free(path);
-	if (fd == -1)
+	if (len == 0 || (fd = repo_pack_open(r, name, 1)) == -1)
 		return (0);
 	cached = nowait_byte(fd, off) && nowait_byte(fd, off + len - 1);
 	close(fd);
@@ -587,12 +543,9 @@ pack_reader_open(struct repo *r, const char *name)
 		goto err;
 	}
 	memcpy(p->name, name, PACK_NAME_LEN + 1);
-	if ((p->path = repo_pack_path(r, name)) == NULL)
+	if ((p->path = repo_pack_path(r, name)) == NULL ||
+	    (p->fd = repo_pack_open(r, name, 0)) == -1)
 		goto err;
-	if ((p->fd = open(p->path, O_RDONLY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open pack '%s'", p->path);
-		goto err;
-	}
 	if (fstat(p->fd, &st)) {
 		log_errno("cannot stat pack '%s'", p->path);
 		goto err;

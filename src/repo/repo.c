@@ -24,9 +24,22 @@
 #define CONF_MAX 4096
 #define SLOT_MAX 65536
 #define KEYFILE_MAX 4096
+/*
+ * Files in keys/ tried with a passphrase.  Each costs an Argon2id run:
+ * whoever can write the repository must not be able to make opening it
+ * arbitrarily slow.
+ */
+#define SLOT_FILES_MAX 32
+
+/* The directories of a repository, opened once, never through a link. */
+enum repo_dir { DIR_KEYS, DIR_PACKS, DIR_TMP, DIR_LOCKS, NDIRS };
+static const char *const dir_names[NDIRS] = { "keys", "packs", "tmp",
+	"locks" };
 
 struct repo {
-	char *path;
+	char *path;			/* for messages */
+	int dfd;			/* the repository's directory */
+	int dirs[NDIRS];
 	uint8_t id[CRYPTO_REPO_ID_BYTES];
 	char id_hex[2 * CRYPTO_REPO_ID_BYTES + 1];
 	struct chunker_params chunker;
@@ -38,14 +51,99 @@ struct repo {
 	int lock_fd;
 };
 
-static char *
-repo_file(const char *path, const char *name)
+/* What is at name in dirfd, for a message ("a symbolic link"). */
+static const char *
+kind_at(int dirfd, const char *name)
 {
-	char *p = fsutil_join(path, name);
+	struct stat st;
 
-	if (p == NULL)
-		log_error("out of memory");
-	return (p);
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return ("missing");
+	switch (st.st_mode & S_IFMT) {
+	case S_IFREG: return ("a regular file");
+	case S_IFDIR: return ("a directory");
+	case S_IFLNK: return ("a symbolic link");
+	case S_IFIFO: return ("a FIFO");
+	case S_IFSOCK: return ("a socket");
+	default: return ("a device");
+	}
+}
+
+/*
+ * Open name, one component of the repository in dirfd, as a regular file
+ * (want S_IFREG, flags O_RDONLY or O_RDWR | O_CREAT) or a directory (want
+ * S_IFDIR).  Never through a symlink, never blocking on a FIFO, and
+ * anything that is not what is expected is refused, naming it by rel (its
+ * path in the repository).  An fd, or -1 (reported unless quiet; errno
+ * ENOENT when it does not exist).
+ */
+static int
+open_in(const struct repo *r, int dirfd, const char *name, const char *rel,
+    int flags, mode_t want, int quiet)
+{
+	struct stat st;
+	int fd, e;
+
+	flags |= O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	if (want == S_IFDIR)
+		flags |= O_DIRECTORY;
+	if ((fd = openat(dirfd, name, flags, 0600)) == -1) {
+		e = errno;
+		if (!quiet && (e == ELOOP || e == ENOTDIR || e == EISDIR))
+			log_error("repository '%s': '%s' is %s where %s "
+			    "belongs: refused", r->path, rel,
+			    kind_at(dirfd, name), want == S_IFDIR ?
+			    "a directory" : "a regular file");
+		else if (!quiet) {
+			errno = e;
+			log_errno("repository '%s': cannot open '%s'", r->path,
+			    rel);
+		}
+		errno = e;
+		return (-1);
+	}
+	if (fstat(fd, &st)) {
+		e = errno;
+		if (!quiet)
+			log_errno("repository '%s': cannot stat '%s'", r->path,
+			    rel);
+		close(fd);
+		errno = e;
+		return (-1);
+	}
+	if ((st.st_mode & S_IFMT) != want) {
+		if (!quiet)
+			log_error("repository '%s': '%s' is %s where %s "
+			    "belongs: refused", r->path, rel,
+			    kind_at(dirfd, name), want == S_IFDIR ?
+			    "a directory" : "a regular file");
+		close(fd);
+		errno = EINVAL;
+		return (-1);
+	}
+	/* Reads of a regular file block as they should. */
+	if (want == S_IFREG && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK &
+	    (O_APPEND | O_NONBLOCK)) == -1) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return (-1);
+	}
+	return (fd);
+}
+
+/* Read a small regular file of the repository, at most max bytes. */
+static int
+read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
+    size_t max, unsigned char **data, size_t *len)
+{
+	int fd, rc;
+
+	if ((fd = open_in(r, dirfd, name, rel, O_RDONLY, S_IFREG, 0)) == -1)
+		return (-1);
+	rc = fsutil_read_fd(fd, max, data, len, rel);
+	close(fd);
+	return (rc);
 }
 
 /* The text of coffer.conf without its mac line. */
@@ -64,53 +162,30 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c)
 	    REPO_FORMAT_VERSION, idhex, c->min, c->avg, c->max));
 }
 
-static int
-mkdirs(const char *path, const char *const *names)
-{
-	char *p;
-
-	for (; *names; names++) {
-		if ((p = repo_file(path, *names)) == NULL)
-			return (-1);
-		if (mkdir(p, 0700)) {
-			log_errno("cannot create directory '%s'", p);
-			free(p);
-			return (-1);
-		}
-		free(p);
-	}
-	return (0);
-}
-
+/* Undo a failed init: what init creates, and nothing else. */
 static void
-remove_tree_known(const char *path)
+remove_made(int dfd)
 {
-	static const char *const dirs[] = { "keys", "packs", "tmp", "locks",
-		NULL };
 	const char *const *d;
 	struct dirent *de;
-	char *p, *f;
 	DIR *dir;
+	int fd;
 
-	for (d = dirs; *d; d++) {
-		if ((p = fsutil_join(path, *d)) == NULL)
+	for (d = dir_names; d < dir_names + NDIRS; d++) {
+		if ((fd = openat(dfd, *d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC)) == -1)
 			continue;
-		if ((dir = opendir(p)) != NULL) {
-			while ((de = readdir(dir)) != NULL) {
-				if (de->d_name[0] == '.')
-					continue;
-				if ((f = fsutil_join(p, de->d_name)) != NULL)
-					unlink(f);
-				free(f);
-			}
-			closedir(dir);
+		if ((dir = fdopendir(fd)) == NULL) {
+			close(fd);
+			continue;
 		}
-		rmdir(p);
-		free(p);
+		while ((de = readdir(dir)) != NULL)
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				unlinkat(fd, de->d_name, 0);
+		closedir(dir);
+		unlinkat(dfd, *d, AT_REMOVEDIR);
 	}
-	if ((p = fsutil_join(path, "coffer.conf")) != NULL)
-		unlink(p);
-	free(p);
+	unlinkat(dfd, "coffer.conf", 0);
 }
 
 /* Key material passes through plain buffers briefly: wipe them. */
@@ -125,15 +200,13 @@ wipe_release(struct buf *b)
 int
 repo_init(const char *path, const struct repo_init_opts *o)
 {
-	static const char *const dirs[] = { "keys", "packs", "tmp", "locks",
-		NULL };
 	struct chunker_params cp;
 	uint8_t id[CRYPTO_REPO_ID_BYTES], mac[CRYPTO_MAC_BYTES], kid[8];
-	char machex[2 * CRYPTO_MAC_BYTES + 1], kidhex[17];
+	char machex[2 * CRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
 	struct crypto_keys *k = NULL;
 	struct buf conf = BUF_INIT, slot = BUF_INIT;
-	char *p = NULL, *kf;
-	int created = 0, wrote_keyfile = 0, e;
+	int created = 0, wrote_keyfile = 0, dfd = -1, kfd = -1, e;
+	const char *const *d;
 
 	if (o->chunker)
 		cp = *o->chunker;
@@ -157,11 +230,19 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		log_errno("cannot create directory '%s'", path);
 		return (-1);
 	}
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open directory '%s'", path);
+		goto err;
+	}
 	if (crypto_init() || (k = crypto_keys_generate()) == NULL)
 		goto err;
 	crypto_random(id, sizeof(id));
-	if (mkdirs(path, dirs))
-		goto err;
+	for (d = dir_names; d < dir_names + NDIRS; d++) {
+		if (mkdirat(dfd, *d, 0700)) {
+			log_errno("cannot create directory '%s/%s'", path, *d);
+			goto err;
+		}
+	}
 
 	/* Key material first: a coffer.conf without a key is a lost repo. */
 	if (o->key_file) {
@@ -177,16 +258,15 @@ repo_init(const char *path, const struct repo_init_opts *o)
 			goto err;
 		crypto_random(kid, sizeof(kid));
 		hex_encode(kidhex, kid, sizeof(kid));
-		if ((kf = fsutil_join("keys", kidhex)) == NULL ||
-		    (p = repo_file(path, kf)) == NULL) {
-			free(kf);
+		snprintf(rel, sizeof(rel), "keys/%s", kidhex);
+		if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) == -1) {
+			log_errno("cannot open '%s/keys'", path);
 			goto err;
 		}
-		free(kf);
-		if (fsutil_write_file(p, slot.data, slot.len, 0600, 0))
+		if (fsutil_write_file_at(kfd, kidhex, rel, slot.data, slot.len,
+		    0600, 0))
 			goto err;
-		free(p);
-		p = NULL;
 	}
 	if (conf_body(&conf, id, &cp))
 		goto err;
@@ -194,13 +274,12 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	hex_encode(machex, mac, sizeof(mac));
 	if (buf_printf(&conf, "mac %s\n", machex))
 		goto err;
-	if ((p = repo_file(path, "coffer.conf")) == NULL)
+	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf", conf.data,
+	    conf.len, 0644, 0))
 		goto err;
-	if (fsutil_write_file(p, conf.data, conf.len, 0644, 0))
-		goto err;
-	if (fsutil_fsync_dir(path))
-		goto err;
-	free(p);
+	if (kfd != -1)
+		close(kfd);
+	close(dfd);
 	buf_release(&conf);
 	wipe_release(&slot);
 	crypto_keys_free(k);
@@ -208,11 +287,15 @@ repo_init(const char *path, const struct repo_init_opts *o)
 err:
 	if (o->key_file && wrote_keyfile)
 		unlink(o->key_file);
-	free(p);
 	buf_release(&conf);
 	wipe_release(&slot);
 	crypto_keys_free(k);
-	remove_tree_known(path);
+	if (kfd != -1)
+		close(kfd);
+	if (dfd != -1) {
+		remove_made(dfd);
+		close(dfd);
+	}
 	if (created)
 		rmdir(path);
 	return (-1);
@@ -288,55 +371,55 @@ struct repo *
 repo_open(const char *path)
 {
 	struct repo *r;
-	struct stat st;
-	char *conf;
+	unsigned char *copy;
 	size_t len;
+	int i;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		log_error("out of memory");
 		return (NULL);
 	}
 	r->lock_fd = -1;
-	if ((r->path = strdup(path)) == NULL ||
-	    (conf = repo_file(path, "coffer.conf")) == NULL) {
+	r->dfd = -1;
+	for (i = 0; i < NDIRS; i++)
+		r->dirs[i] = -1;
+	/* Absolute, for messages: the working directory may change. */
+	if ((r->path = realpath(path, NULL)) == NULL &&
+	    (r->path = strdup(path)) == NULL) {
 		log_error("out of memory");
 		goto err;
 	}
-	if (stat(conf, &st)) {
+	/* The repository's own path may be a link (a mount point's); nothing
+	 * below it is followed. */
+	if ((r->dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			log_error("'%s' is not a coffer repository", path);
 		else
 			log_errno("cannot open repository '%s'", path);
-		free(conf);
 		goto err;
 	}
-	if (fsutil_read_file(conf, CONF_MAX, &r->conf, &len)) {
-		free(conf);
+	if (fstatat(r->dfd, "coffer.conf", &(struct stat){ 0 },
+	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
+		log_error("'%s' is not a coffer repository", path);
 		goto err;
 	}
-	free(conf);
-	/* Absolute from here on: a restore moves the working directory
-	 * into its target while packs are still being opened. */
-	free(r->path);
-	if ((r->path = realpath(path, NULL)) == NULL) {
-		log_errno("cannot open repository '%s'", path);
+	if (read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
+	    &r->conf, &len))
 		goto err;
-	}
 	/* Copy: parsing writes NULs into the text, the MAC needs it whole. */
-	{
-		unsigned char *copy = malloc(len + 1);
-
-		if (copy == NULL) {
-			log_error("out of memory");
-			goto err;
-		}
-		memcpy(copy, r->conf, len + 1);
-		if (conf_parse(r, copy, len)) {
-			free(copy);
-			goto err;
-		}
-		free(copy);
+	if ((copy = malloc(len + 1)) == NULL) {
+		log_error("out of memory");
+		goto err;
 	}
+	memcpy(copy, r->conf, len + 1);
+	i = conf_parse(r, copy, len);
+	free(copy);
+	if (i)
+		goto err;
+	for (i = 0; i < NDIRS; i++)
+		if ((r->dirs[i] = open_in(r, r->dfd, dir_names[i],
+		    dir_names[i], O_RDONLY, S_IFDIR, 0)) == -1)
+			goto err;
 	if (crypto_init())
 		goto err;
 	return (r);
@@ -363,9 +446,31 @@ unlock_keyfile(struct repo *r, const char *key_file)
 {
 	uint8_t id[CRYPTO_REPO_ID_BYTES];
 	unsigned char *data;
+	struct stat st;
 	size_t len;
+	int fd, rc;
 
-	if (fsutil_read_file(key_file, KEYFILE_MAX, &data, &len))
+	if ((fd = open(key_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) == -1) {
+		log_errno("cannot open key file '%s'", key_file);
+		return (-1);
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		log_error("key file '%s' is not a regular file", key_file);
+		close(fd);
+		return (-1);
+	}
+	/* As ssh does with a private key: a secret others can read is not
+	 * one any more, and saying so early beats a silent leak. */
+	if (st.st_mode & 077) {
+		log_error("key file '%s' can be read or written by others "
+		    "(mode %04o): refused; chmod 600 it", key_file,
+		    (unsigned)(st.st_mode & 07777));
+		close(fd);
+		return (-1);
+	}
+	rc = fsutil_read_fd(fd, KEYFILE_MAX, &data, &len, key_file);
+	close(fd);
+	if (rc)
 		return (-1);
 	r->keys = crypto_keyfile_decode(data, len, id);
 	explicit_bzero(data, len);
@@ -385,39 +490,92 @@ unlock_keyfile(struct repo *r, const char *key_file)
 }
 
 static int
-unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
+cmp_names(const void *a, const void *b)
+{
+	return (strcmp(*(char *const *)a, *(char *const *)b));
+}
+
+/*
+ * The names in keys/, sorted (the order slots are tried in does not depend
+ * on the file system's).  0, or -1 (reported): more than SLOT_FILES_MAX.
+ */
+static int
+slot_names(struct repo *r, char ***names, size_t *n)
 {
 	struct dirent *de;
-	unsigned char *slot;
-	char *dir, *p;
-	size_t len;
-	int wrong, slots = 0;
+	char **v = NULL;
+	size_t k = 0;
 	DIR *d;
+	int fd;
 
-	if ((dir = repo_file(r->path, "keys")) == NULL)
-		return (-1);
-	if ((d = opendir(dir)) == NULL) {
-		log_errno("cannot open key directory '%s'", dir);
-		free(dir);
+	*names = NULL;
+	*n = 0;
+	if ((fd = dup(r->dirs[DIR_KEYS])) == -1 || (d = fdopendir(fd)) ==
+	    NULL) {
+		log_errno("repository '%s': cannot read 'keys'", r->path);
+		if (fd != -1)
+			close(fd);
 		return (-1);
 	}
-	while (r->keys == NULL && (de = readdir(d)) != NULL) {
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
-		if ((p = fsutil_join(dir, de->d_name)) == NULL)
-			break;
-		if (fsutil_read_file(p, SLOT_MAX, &slot, &len) == 0) {
-			slots++;
-			r->keys = crypto_slot_unwrap(slot, len, r->id, pass,
-			    passlen, &wrong);
-			if (r->keys == NULL && !wrong)
-				log_warn("key slot '%s' is damaged", p);
-			free(slot);
+		if (k == SLOT_FILES_MAX) {
+			log_error("repository '%s': more than %d files in "
+			    "'keys': refused (a repository holds a few key "
+			    "slots; remove what is not one)", r->path,
+			    SLOT_FILES_MAX);
+			goto err;
 		}
-		free(p);
+		if (v == NULL && (v = calloc(SLOT_FILES_MAX,
+		    sizeof(*v))) == NULL)
+			goto nomem;
+		if ((v[k] = strdup(de->d_name)) == NULL)
+			goto nomem;
+		k++;
 	}
 	closedir(d);
-	free(dir);
+	if (k > 0)
+		qsort(v, k, sizeof(*v), cmp_names);
+	*names = v;
+	*n = k;
+	return (0);
+nomem:
+	log_error("out of memory");
+err:
+	closedir(d);
+	while (k > 0)
+		free(v[--k]);
+	free(v);
+	return (-1);
+}
+
+static int
+unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
+{
+	unsigned char *slot;
+	char **names, rel[NAME_MAX + 8];
+	size_t i, n, len;
+	int wrong, slots = 0;
+
+	if (slot_names(r, &names, &n))
+		return (-1);
+	for (i = 0; i < n && r->keys == NULL; i++) {
+		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
+		if (read_in(r, r->dirs[DIR_KEYS], names[i], rel, SLOT_MAX,
+		    &slot, &len))
+			continue;	/* reported; another slot may open */
+		slots++;
+		r->keys = crypto_slot_unwrap(slot, len, r->id, pass, passlen,
+		    &wrong);
+		if (r->keys == NULL && !wrong)
+			log_warn("key slot '%s' is damaged", rel);
+		free(slot);
+	}
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 	if (r->keys != NULL)
 		return (0);
 	if (slots == 0)
@@ -451,10 +609,17 @@ repo_unlock(struct repo *r, const char *key_file, const char *pass,
 void
 repo_close(struct repo *r)
 {
+	int i;
+
 	if (r == NULL)
 		return;
 	if (r->lock_fd != -1)
 		close(r->lock_fd);
+	for (i = 0; i < NDIRS; i++)
+		if (r->dirs[i] != -1)
+			close(r->dirs[i]);
+	if (r->dfd != -1)
+		close(r->dfd);
 	crypto_keys_free(r->keys);
 	free(r->conf);
 	free(r->path);
@@ -491,31 +656,45 @@ repo_keys(const struct repo *r)
 	return (r->keys);
 }
 
+/* Text read from the repository goes to a terminal: no control bytes. */
+static void
+sanitize(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
 int
 repo_lock(struct repo *r, int wait)
 {
 	char info[256] = "", host[HOST_NAME_MAX + 1] = "?", when[32];
-	char *p;
+	struct stat st;
 	ssize_t n;
 	int fd;
 
 	if (r->lock_fd != -1)
 		return (0);
-	if ((p = repo_file(r->path, "locks/writer")) == NULL)
+	if ((fd = open_in(r, r->dirs[DIR_LOCKS], "writer", "locks/writer",
+	    O_RDWR | O_CREAT, S_IFREG, 0)) == -1)
 		return (-1);
-	if ((fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
-		log_errno("cannot open lock '%s'", p);
-		free(p);
-		return (-1);
+	/* The lock is written to: a second name for another file (a hard
+	 * link planted in the repository) must not be. */
+	if (fstat(fd, &st) || st.st_nlink != 1) {
+		log_error("repository '%s': 'locks/writer' has other names "
+		    "(a hard link): refused", r->path);
+		goto err;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		if (errno != EWOULDBLOCK) {
-			log_errno("cannot lock '%s'", p);
+			log_errno("repository '%s': cannot lock 'locks/writer'",
+			    r->path);
 			goto err;
 		}
 		n = pread(fd, info, sizeof(info) - 1, 0);
 		info[n > 0 ? n : 0] = '\0';
 		info[strcspn(info, "\n")] = '\0';
+		sanitize(info);
 		if (!wait) {
 			log_error("repository '%s' is locked by another "
 			    "writer (%s)", r->path, info[0] ? info : "unknown");
@@ -526,7 +705,8 @@ repo_lock(struct repo *r, int wait)
 			    r->path, info[0] ? info : "unknown");
 		while (flock(fd, LOCK_EX)) {
 			if (errno != EINTR) {
-				log_errno("cannot lock '%s'", p);
+				log_errno("repository '%s': cannot lock "
+				    "'locks/writer'", r->path);
 				goto err;
 			}
 		}
@@ -538,12 +718,10 @@ repo_lock(struct repo *r, int wait)
 	    (long)getpid(), when);
 	if (ftruncate(fd, 0) == 0)
 		(void)!pwrite(fd, info, strlen(info), 0);
-	free(p);
 	r->lock_fd = fd;
 	return (0);
 err:
 	close(fd);
-	free(p);
 	return (-1);
 }
 
@@ -551,33 +729,39 @@ int
 repo_clean_tmp(struct repo *r)
 {
 	struct dirent *de;
-	char *dir, *p;
-	int rc = 0;
+	struct stat st;
+	int rc = 0, fd;
 	DIR *d;
 
-	if ((dir = repo_file(r->path, "tmp")) == NULL)
-		return (-1);
-	if ((d = opendir(dir)) == NULL) {
-		log_errno("cannot open '%s'", dir);
-		free(dir);
+	if ((fd = dup(r->dirs[DIR_TMP])) == -1 || (d = fdopendir(fd)) ==
+	    NULL) {
+		log_errno("repository '%s': cannot read 'tmp'", r->path);
+		if (fd != -1)
+			close(fd);
 		return (-1);
 	}
+	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if ((p = fsutil_join(dir, de->d_name)) == NULL) {
-			rc = -1;
-			break;
+		/* unlinkat removes a link itself, never what it names; a
+		 * directory is not coffer's and is left alone. */
+		if (fstatat(r->dirs[DIR_TMP], de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+			log_warn("repository '%s': 'tmp/%s' is a directory, "
+			    "not a leftover of coffer's: left alone", r->path,
+			    de->d_name);
+			continue;
 		}
-		if (unlink(p) && errno != ENOENT) {
-			log_errno("cannot remove leftover '%s'", p);
+		if (unlinkat(r->dirs[DIR_TMP], de->d_name, 0) &&
+		    errno != ENOENT) {
+			log_errno("repository '%s': cannot remove leftover "
+			    "'tmp/%s'", r->path, de->d_name);
 			rc = -1;
 		} else
-			log_info("removed leftover '%s'", p);
-		free(p);
+			log_info("removed leftover 'tmp/%s'", de->d_name);
 	}
 	closedir(d);
-	free(dir);
 	return (rc);
 }
 
@@ -593,4 +777,109 @@ repo_pack_path(const struct repo *r, const char *name)
 	}
 	snprintf(p, n, "%s/packs/%.2s/%s", r->path, name, name);
 	return (p);
+}
+
+/* A pack's name is 32 lowercase hex digits: never a path. */
+static int
+pack_name_ok(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < PACK_NAME_LEN; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') ||
+		    (name[i] >= 'a' && name[i] <= 'f')))
+			return (0);
+	return (name[i] == '\0');
+}
+
+int
+repo_pack_open(const struct repo *r, const char *name, int quiet)
+{
+	char fan[3], rel[PACK_NAME_LEN + 16];
+	int dfd, fd, e;
+
+	if (!pack_name_ok(name)) {
+		if (!quiet)
+			log_error("bad pack name '%s'", name);
+		errno = EINVAL;
+		return (-1);
+	}
+	memcpy(fan, name, 2);
+	fan[2] = '\0';
+	snprintf(rel, sizeof(rel), "packs/%s", fan);
+	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
+	    S_IFDIR, quiet)) == -1)
+		return (-1);
+	snprintf(rel, sizeof(rel), "packs/%s/%s", fan, name);
+	fd = open_in(r, dfd, name, rel, O_RDONLY, S_IFREG, quiet);
+	e = errno;
+	close(dfd);
+	errno = e;
+	return (fd);
+}
+
+int
+repo_tmp_create(const struct repo *r, const char *name)
+{
+	int fd;
+
+	/* O_EXCL: whatever already has the name, a link included, stays. */
+	if ((fd = openat(r->dirs[DIR_TMP], name, O_WRONLY | O_CREAT | O_EXCL |
+	    O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
+		log_errno("repository '%s': cannot create 'tmp/%s'", r->path,
+		    name);
+	return (fd);
+}
+
+void
+repo_tmp_remove(const struct repo *r, const char *name)
+{
+	unlinkat(r->dirs[DIR_TMP], name, 0);
+}
+
+/*
+ * Durability order (DESIGN.md): the caller fsynced the pack in tmp/; it
+ * is renamed into packs/ab/ (made, and packs/ fsynced, when new) and the
+ * directory fsynced.  Only then may the catalog reference it.
+ */
+int
+repo_pack_publish(const struct repo *r, const char *name)
+{
+	char fan[3], rel[16];
+	int dfd, rc = -1;
+
+	if (!pack_name_ok(name)) {
+		log_error("bad pack name '%s'", name);
+		return (-1);
+	}
+	memcpy(fan, name, 2);
+	fan[2] = '\0';
+	snprintf(rel, sizeof(rel), "packs/%s", fan);
+	if (mkdirat(r->dirs[DIR_PACKS], fan, 0700) == 0) {
+		if (fsync(r->dirs[DIR_PACKS])) {
+			log_errno("repository '%s': fsync of 'packs' failed",
+			    r->path);
+			return (-1);
+		}
+	} else if (errno != EEXIST) {
+		log_errno("repository '%s': cannot create '%s'", r->path, rel);
+		return (-1);
+	}
+	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY, S_IFDIR,
+	    0)) == -1)
+		return (-1);
+	if (renameat(r->dirs[DIR_TMP], name, dfd, name)) {
+		log_errno("repository '%s': cannot move 'tmp/%s' to '%s/%s'",
+		    r->path, name, rel, name);
+		goto out;
+	}
+	if (fsync(dfd)) {
+		log_errno("repository '%s': fsync of '%s' failed", r->path,
+		    rel);
+		goto out;
+	}
+	rc = 0;
+out:
+	close(dfd);
+	return (rc);
 }

@@ -89,10 +89,10 @@ dir_of(const char *path)
 }
 
 int
-fsutil_write_file(const char *path, const void *data, size_t len,
-    mode_t mode, int replace)
+fsutil_write_file_at(int dirfd, const char *name, const char *what,
+    const void *data, size_t len, mode_t mode, int replace)
 {
-	char *tmp = NULL, *dir = NULL;
+	char tmp[NAME_MAX + 1];
 	uint8_t rnd[8];
 	char rhex[17];
 	int fd;
@@ -100,83 +100,93 @@ fsutil_write_file(const char *path, const void *data, size_t len,
 	/* Temporary names only need to be unlikely to collide. */
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		memset(rnd, (int)getpid(), sizeof(rnd));
-	hex_encode(rhex, rnd, sizeof(rhex) / 2);
-	if ((dir = dir_of(path)) == NULL)
-		goto nomem;
-	if ((tmp = malloc(strlen(path) + 32)) == NULL)
-		goto nomem;
-	snprintf(tmp, strlen(path) + 32, "%s.tmp-%s", path, rhex);
-
-	if (!replace && access(path, F_OK) == 0) {
-		log_error("'%s' already exists", path);
-		goto err0;
+	hex_encode(rhex, rnd, sizeof(rnd));
+	if (strchr(name, '/') != NULL || (size_t)snprintf(tmp, sizeof(tmp),
+	    ".%s.tmp-%s", name, rhex) >= sizeof(tmp)) {
+		log_error("bad file name '%s'", what);
+		return (-1);
 	}
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)) ==
-	    -1) {
-		log_errno("cannot create '%s'", tmp);
-		goto err0;
+	/* O_EXCL: an existing name, a symlink included, is never opened. */
+	if ((fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, mode)) == -1) {
+		log_errno("cannot create a temporary file for '%s'", what);
+		return (-1);
 	}
-	if (fsutil_write_all(fd, data, len, tmp))
-		goto err1;
+	if (fsutil_write_all(fd, data, len, what))
+		goto err;
 	if (fchmod(fd, mode)) {
-		log_errno("fchmod of '%s' failed", tmp);
-		goto err1;
+		log_errno("fchmod of '%s' failed", what);
+		goto err;
 	}
 	if (fsync(fd)) {
-		log_errno("fsync of '%s' failed", tmp);
-		goto err1;
+		log_errno("fsync of '%s' failed", what);
+		goto err;
 	}
 	if (close(fd)) {
 		fd = -1;
-		log_errno("close of '%s' failed", tmp);
-		goto err1;
+		log_errno("close of '%s' failed", what);
+		goto err;
 	}
 	fd = -1;
 	if (!replace) {
-		/* link(2) fails if the name exists: no race with another
-		 * writer of the same name. */
-		if (link(tmp, path)) {
-			log_errno("cannot create '%s'", path);
-			goto err1;
+		/* link(2) fails if the name exists, a dangling symlink
+		 * included: no race with another writer of the same name. */
+		if (linkat(dirfd, tmp, dirfd, name, 0)) {
+			if (errno == EEXIST)
+				log_error("'%s' already exists", what);
+			else
+				log_errno("cannot create '%s'", what);
+			goto err;
 		}
-		unlink(tmp);
-	} else if (rename(tmp, path)) {
-		log_errno("cannot rename '%s' to '%s'", tmp, path);
-		goto err1;
+		unlinkat(dirfd, tmp, 0);
+	} else if (renameat(dirfd, tmp, dirfd, name)) {
+		log_errno("cannot replace '%s'", what);
+		goto err;
 	}
-	if (fsutil_fsync_dir(dir))
-		goto err0;
-	free(tmp);
-	free(dir);
+	if (fsync(dirfd)) {
+		log_errno("fsync of the directory of '%s' failed", what);
+		return (-1);
+	}
 	return (0);
-err1:
+err:
 	if (fd != -1)
 		close(fd);
-	unlink(tmp);
-err0:
-	free(tmp);
-	free(dir);
-	return (-1);
-nomem:
-	log_error("out of memory");
-	free(tmp);
-	free(dir);
+	unlinkat(dirfd, tmp, 0);
 	return (-1);
 }
 
 int
-fsutil_read_file(const char *path, size_t max, unsigned char **data,
-    size_t *len)
+fsutil_write_file(const char *path, const void *data, size_t len,
+    mode_t mode, int replace)
+{
+	const char *base = strrchr(path, '/');
+	char *dir;
+	int dfd, rc;
+
+	if ((dir = dir_of(path)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open directory '%s'", dir);
+		free(dir);
+		return (-1);
+	}
+	rc = fsutil_write_file_at(dfd, base ? base + 1 : path, path, data,
+	    len, mode, replace);
+	close(dfd);
+	free(dir);
+	return (rc);
+}
+
+int
+fsutil_read_fd(int fd, size_t max, unsigned char **data, size_t *len,
+    const char *what)
 {
 	unsigned char *p = NULL, *q;
 	size_t n = 0, cap = 0;
 	ssize_t r;
-	int fd;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open '%s'", path);
-		return (-1);
-	}
 	for (;;) {
 		if (n == cap) {
 			if (cap >= max + 1)
@@ -194,7 +204,7 @@ fsutil_read_file(const char *path, size_t max, unsigned char **data,
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			log_errno("cannot read '%s'", path);
+			log_errno("cannot read '%s'", what);
 			goto err;
 		}
 		if (r == 0)
@@ -202,7 +212,7 @@ fsutil_read_file(const char *path, size_t max, unsigned char **data,
 		n += (size_t)r;
 	}
 	if (n > max) {
-		log_error("'%s' is too large (more than %zu bytes)", path, max);
+		log_error("'%s' is too large (more than %zu bytes)", what, max);
 		goto err;
 	}
 	if (p == NULL && (p = malloc(1)) == NULL) {
@@ -210,14 +220,29 @@ fsutil_read_file(const char *path, size_t max, unsigned char **data,
 		goto err;
 	}
 	p[n] = '\0';
-	close(fd);
 	*data = p;
 	*len = n;
 	return (0);
 err:
-	close(fd);
+	if (p != NULL)
+		explicit_bzero(p, n);
 	free(p);
 	return (-1);
+}
+
+int
+fsutil_read_file(const char *path, size_t max, unsigned char **data,
+    size_t *len)
+{
+	int fd, rc;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open '%s'", path);
+		return (-1);
+	}
+	rc = fsutil_read_fd(fd, max, data, len, path);
+	close(fd);
+	return (rc);
 }
 
 int

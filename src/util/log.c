@@ -8,12 +8,33 @@
 int log_level;
 unsigned long log_warnings;
 
+/*
+ * Messages carry names from outside (files of the source tree, text read
+ * from the repository): a terminal must not take any of it for a control
+ * sequence.  C0 controls, DEL and UTF-8's C1 controls become '?'.
+ */
+static void
+sanitize(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	for (; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			*p = '?';
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+			p[0] = p[1] = '?';
+			p++;
+		}
+	}
+}
+
 static void __attribute__((format(printf, 2, 0)))
 vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
 {
 	char msg[4096];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	sanitize(msg);
 	if (errnum)
 		fprintf(stderr, "%s%s: %s\n", prefix, msg, strerror(errnum));
 	else
