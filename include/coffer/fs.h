@@ -116,6 +116,11 @@ struct fs_restore *fs_restore_dup(struct fs_restore *r);
  * fs_restore_data (any order of offsets; gaps stay holes) and then
  * fs_restore_finish.  For others, fs_restore_finish at once.  Unsafe paths
  * are refused.  0, or -1 (reported; the run may go on with the next entry).
+ *
+ * A regular file is written under a temporary name in its directory
+ * (".coffer-" and 16 hex digits) and takes its path at fs_restore_finish,
+ * by rename: until then, and for good if it is discarded or fails,
+ * whatever was at its path (FS_RESTORE_FORCE) is left as it was.
  */
 int fs_restore_begin(struct fs_restore *r, const struct entry *e);
 int fs_restore_data(struct fs_restore *r, const void *buf, size_t len,
@@ -139,7 +144,9 @@ int fs_restore_data_lent(struct fs_restore *r, const void *buf, size_t len,
 uint64_t fs_restore_ticket(struct fs_restore *r);
 void fs_restore_wait(struct fs_restore *r, uint64_t ticket);
 
-/* The current file cannot be completed: remove what was written of it. */
+/* The current file cannot be completed: remove what was written of it
+ * (its temporary name, from its directory's descriptor); what was at its
+ * path is left as it was. */
 void fs_restore_discard(struct fs_restore *r);
 
 /*

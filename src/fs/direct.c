@@ -114,12 +114,46 @@ fs_open_beneath(int dirfd, const char *path, int flags)
 #endif
 }
 
+/*
+ * Without openat2 (before Linux 5.6): one component at a time, none of
+ * them followed if it is a symlink, no "..".  Renames in between may take
+ * it elsewhere below dirfd, never out through a symlink.
+ */
+static int
+open_dir_walk(int dirfd, char *path)
+{
+	char *p = path, *slash;
+	int fd = dirfd, next, e;
+
+	for (;;) {
+		if ((slash = strchr(p, '/')) != NULL)
+			*slash = '\0';
+		if (*p == '\0' || strcmp(p, "..") == 0) {
+			errno = EXDEV;
+			next = -1;
+		} else
+			next = openat(fd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC);
+		e = errno;
+		if (fd != dirfd)
+			close(fd);
+		if (next == -1) {
+			errno = e;
+			return (-1);
+		}
+		fd = next;
+		if (slash == NULL)
+			return (fd);
+		p = slash + 1;
+	}
+}
+
 int
 fs_open_parent(int dirfd, const char *path, const char **base)
 {
 	const char *slash = strrchr(path, '/');
 	char *parent;
-	int pfd;
+	int pfd, e;
 
 	*base = path;
 	if (slash == NULL)
@@ -127,7 +161,11 @@ fs_open_parent(int dirfd, const char *path, const char **base)
 	if ((parent = strndup(path, (size_t)(slash - path))) == NULL)
 		return (-1);
 	pfd = fs_open_beneath(dirfd, parent, O_PATH | O_DIRECTORY);
+	if (pfd == -1 && errno == ENOSYS)
+		pfd = open_dir_walk(dirfd, parent);
+	e = errno;
 	free(parent);
+	errno = e;
 	*base = slash + 1;
 	return (pfd);
 }

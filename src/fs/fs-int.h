@@ -27,9 +27,9 @@ struct direct_writer;
  * with errno, ENOSYS without openat2. */
 int fs_open_beneath(int dirfd, const char *path, int flags);
 
-/* The directory holding path below dirfd, opened so (O_PATH): dirfd
- * itself for a path with no '/'.  *base is path's last component.  -1
- * with errno. */
+/* The directory holding path below dirfd, opened so (O_PATH; without
+ * openat2, a component at a time, none followed): dirfd itself for a path
+ * with no '/'.  *base is path's last component.  -1 with errno. */
 int fs_open_parent(int dirfd, const char *path, const char **base);
 
 /* NULL (reported) when out of memory. */

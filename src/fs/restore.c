@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,17 @@ struct fs_restore {
 	int fatal;		/* archive_write_disk gave up */
 	struct buf path;	/* current entry's path, NUL-terminated */
 	struct buf name;	/* scratch: an xattr name */
+	/*
+	 * A regular file is written under a temporary name beside its own
+	 * (tmp, NUL-terminated) and renamed over it once finished: until
+	 * then, whatever was at its path stays as it was.  pfd is their
+	 * directory (dirfd itself, or -1 when none is open); base and tbase
+	 * the offsets of the last components in path and tmp.
+	 */
+	struct buf tmp;
+	size_t base, tbase;
+	int pfd;
+	uint64_t rnd, nseq;	/* temporary names */
 	struct direct_writer *dw;	/* a large file's data */
 	int force;		/* FS_RESTORE_FORCE */
 	int in_dir;		/* the entry was begun from its directory
@@ -195,6 +207,8 @@ writer_free(struct fs_restore *r)
 		archive_write_free(r->a);
 	if (r->ae != NULL)
 		archive_entry_free(r->ae);
+	if (r->pfd != -1 && r->pfd != r->dirfd)
+		close(r->pfd);
 	if (r->dirfd != -1)
 		close(r->dirfd);
 	if (r->cwdfd != -1)
@@ -205,6 +219,7 @@ writer_free(struct fs_restore *r)
 	free(r->redo);
 	buf_release(&r->path);
 	buf_release(&r->name);
+	buf_release(&r->tmp);
 	free(r->target);
 	free(r);
 }
@@ -276,10 +291,16 @@ writer_new(const char *target, int opts)
 		log_error("out of memory");
 		return (NULL);
 	}
-	r->dirfd = r->cwdfd = -1;
+	r->dirfd = r->cwdfd = r->pfd = -1;
 	r->opts = opts;
 	buf_init(&r->path);
 	buf_init(&r->name);
+	buf_init(&r->tmp);
+	/* Not a secret: a name nothing else in the directory is likely to
+	 * have (libarchive would replace it). */
+	if (getrandom(&r->rnd, sizeof(r->rnd), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(r->rnd))
+		r->rnd = (uint64_t)(uintptr_t)r ^ (uint64_t)getpid() << 32;
 	if ((r->target = strdup(target)) == NULL ||
 	    (r->dw = direct_new()) == NULL ||
 	    (r->a = locked_disk_new()) == NULL ||
@@ -387,6 +408,103 @@ static const char *
 cur(const struct fs_restore *r)
 {
 	return ((const char *)r->path.data);
+}
+
+/* The current file's temporary name, and their last components. */
+static const char *
+tmp_path(const struct fs_restore *r)
+{
+	return ((const char *)r->tmp.data);
+}
+
+static const char *
+tmp_base(const struct fs_restore *r)
+{
+	return ((const char *)r->tmp.data + r->tbase);
+}
+
+static const char *
+cur_base(const struct fs_restore *r)
+{
+	return ((const char *)r->path.data + r->base);
+}
+
+/*
+ * A temporary name beside the current path: ".coffer-" and 16 hex digits
+ * (splitmix64 of a per-writer random start and a count).  0, or -1 (out
+ * of memory, reported).
+ */
+static int
+set_tmp(struct fs_restore *r)
+{
+	const char *p = cur(r), *slash = strrchr(p, '/');
+	char name[8 + 16 + 1];
+	uint64_t z = r->rnd + ++r->nseq * 0x9e3779b97f4a7c15ULL;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	(void)snprintf(name, sizeof(name), ".coffer-%016llx",
+	    (unsigned long long)z);
+	r->base = slash != NULL ? (size_t)(slash - p) + 1 : 0;
+	buf_reset(&r->tmp);
+	if (buf_append(&r->tmp, p, r->base) || buf_puts(&r->tmp, name) ||
+	    buf_put_u8(&r->tmp, 0))
+		return (-1);
+	r->tbase = r->base;
+	return (0);
+}
+
+static void
+close_pfd(struct fs_restore *r)
+{
+	if (r->pfd != -1 && r->pfd != r->dirfd)
+		close(r->pfd);
+	r->pfd = -1;
+}
+
+/*
+ * The current file is given up: its temporary name is removed, from its
+ * directory's descriptor (a directory on the way swapped for a symlink
+ * since cannot lead elsewhere).
+ */
+static void
+drop_tmp(struct fs_restore *r)
+{
+	if (r->pfd == -1)
+		log_warn("cannot remove incomplete '%s' (as '%s'): its "
+		    "directory is not open", cur(r), tmp_path(r));
+	else if (unlinkat(r->pfd, tmp_base(r), 0) && errno != ENOENT)
+		log_warn_errno("cannot remove incomplete '%s' (as '%s')",
+		    cur(r), tmp_path(r));
+	close_pfd(r);
+}
+
+/*
+ * The current file, finished under its temporary name, takes its path:
+ * whatever was there is replaced at once, as libarchive would have
+ * replaced it (a directory only if it is empty).  0, or -1 (reported;
+ * the temporary name is left to drop_tmp).
+ */
+static int
+put_in_place(struct fs_restore *r)
+{
+	if (renameat(r->pfd, tmp_base(r), r->pfd, cur_base(r)) == 0)
+		return (0);
+	if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) {
+		if (unlinkat(r->pfd, cur_base(r), AT_REMOVEDIR) == 0) {
+			if (renameat(r->pfd, tmp_base(r), r->pfd,
+			    cur_base(r)) == 0)
+				return (0);
+		} else {
+			log_errno("cannot restore '%s': cannot replace the "
+			    "directory there", cur(r));
+			return (-1);
+		}
+	}
+	log_errno("cannot restore '%s': cannot rename '%s' into place",
+	    cur(r), tmp_path(r));
+	return (-1);
 }
 
 static int
@@ -602,21 +720,48 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		return (-1);
 	r->in_dir = 0;
 	if (e->kind == ENTRY_FILE) {
-		if ((own = disk_enter_at(r, e->path, &name)) < 0)
+		/* Written under a temporary name (set_tmp), renamed over
+		 * its path once finished. */
+		if (set_tmp(r) || (own = disk_enter_at(r, e->path,
+		    &name)) < 0)
 			return (-1);
 		r->in_dir = name != e->path;
-		if (r->in_dir)
-			archive_entry_set_pathname(r->ae, name);
+		archive_entry_set_pathname(r->ae, r->in_dir ? tmp_base(r) :
+		    tmp_path(r));
 	} else if ((own = disk_enter(r)) < 0)
 		return (-1);
 	st = archive_write_header(r->a, r->ae);
+	if (e->kind == ENTRY_FILE && (st == ARCHIVE_OK ||
+	    st == ARCHIVE_WARN)) {
+		/* The directory the file was just created in: the working
+		 * one when the file was begun from there, or opened below
+		 * the target through no symlink. */
+		const char *b;
+
+		if (r->in_dir)
+			r->pfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		else
+			r->pfd = fs_open_parent(r->dirfd, tmp_path(r), &b);
+		if (r->pfd == -1)
+			log_errno("cannot restore '%s': cannot open its "
+			    "directory", e->path);
+	}
 	disk_leave(own);
-	if (check(r, st, "restore", e->path) || r->fatal)
+	if (check(r, st, "restore", e->path) || r->fatal ||
+	    (e->kind == ENTRY_FILE && r->pfd == -1)) {
+		if (e->kind == ENTRY_FILE && (st == ARCHIVE_OK ||
+		    st == ARCHIVE_WARN)) {
+			/* Created: closed and removed. */
+			r->kind = e->kind;
+			r->state = IN_ENTRY;
+			fs_restore_discard(r);
+		}
 		return (-1);
+	}
 	r->kind = e->kind;
 	r->state = IN_ENTRY;
 	if (e->kind == ENTRY_FILE)
-		(void)direct_begin(r->dw, r->dirfd, cur(r), e->size);
+		(void)direct_begin(r->dw, r->pfd, tmp_base(r), e->size);
 	return (0);
 }
 
@@ -745,12 +890,21 @@ fs_restore_finish(struct fs_restore *r)
 	if (r->kind == ENTRY_SOCK)
 		return (0);
 	if (r->fatal || (own = entry_enter(r)) < 0)
-		return (-1);
+		goto fail;
 	st = archive_write_finish_entry(r->a);
 	disk_leave(own);
-	if (check(r, st, "finish", cur(r)))
-		return (-1);
-	return (r->fatal ? -1 : 0);
+	if (check(r, st, "finish", cur(r)) || r->fatal)
+		goto fail;
+	if (r->kind == ENTRY_FILE) {
+		if (put_in_place(r))
+			goto fail;
+		close_pfd(r);
+	}
+	return (0);
+fail:
+	if (r->kind == ENTRY_FILE)
+		drop_tmp(r);
+	return (-1);
 }
 
 int
@@ -776,11 +930,10 @@ fs_restore_discard(struct fs_restore *r)
 		(void)archive_write_finish_entry(r->a);
 		disk_leave(own);
 	}
-	/* From the target's descriptor: whatever happened above, no part
-	 * of a file stays to look whole. */
-	if (r->kind == ENTRY_FILE && unlinkat(r->dirfd, cur(r), 0) &&
-	    errno != ENOENT)
-		log_warn_errno("cannot remove incomplete '%s'", cur(r));
+	/* Whatever happened above, no part of a file stays to look
+	 * whole, and what was at its path stays as it was. */
+	if (r->kind == ENTRY_FILE)
+		drop_tmp(r);
 }
 
 int
