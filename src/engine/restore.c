@@ -99,6 +99,7 @@ struct wentry {
 	int cont;			/* goes on with a file begun earlier */
 	int last;			/* its last chunk is in this window */
 	int link;			/* a second name of an earlier inode */
+	int bad;			/* its catalog rows are not sane */
 	int rc;				/* WR_*, from writing its file */
 	int64_t bytes;			/* written of it in this window */
 	int keep_fd;			/* finished: fs_restore_keep's, or -1 */
@@ -195,6 +196,8 @@ struct window {
 struct restore {
 	struct repo *repo;
 	struct catalog *cat;
+	const char *sid;		/* the snapshot's, for errors */
+	uint32_t chunk_max;		/* the repository's chunker max */
 	struct fs_restore *fr;		/* directories, links, devices */
 	struct restore_result *res;
 	const struct restore_opts *opts;
@@ -412,6 +415,12 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 		pthread_cond_wait(&rs->verified, &rs->mu);
 	pthread_mutex_unlock(&rs->mu);
 	we->rc = WR_OK;
+	if (we->bad) {
+		/* Said why when it was taken; nothing at its path is
+		 * touched. */
+		we->rc = WR_DAMAGED;
+		return;
+	}
 	if (we->cont) {
 		if ((w = rs->carry_in) == NULL) {
 			we->rc = WR_FAILED_BEFORE;
@@ -1034,6 +1043,40 @@ new_job(struct window *win)
 	return (&win->jobs[win->njobs++]);
 }
 
+/*
+ * The catalog is not authenticated as the records are: a file's chunk
+ * locations are checked before anything is reserved for them.  A length
+ * the chunker cannot have cut (a damaged row of 4 GiB was reserved before
+ * its record's own check failed), a record larger than packs hold, or
+ * data outside the file is damage.  1 sane, 0 not (reported).
+ */
+static int
+locs_sane(struct restore *rs, const struct entry *e,
+    const struct catalog_chunk_loc *locs, size_t n)
+{
+	uint64_t end = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct catalog_chunk_loc *l = &locs[i];
+
+		if (l->plain_len == 0 || l->plain_len > rs->chunk_max ||
+		    l->stored_len > PACK_RECORD_MAX || l->file_offset < end ||
+		    e->size < (int64_t)l->plain_len ||
+		    l->file_offset > (uint64_t)e->size - l->plain_len) {
+			log_error("snapshot %s: cannot restore '%s': the "
+			    "catalog's chunk %zu of it (%u bytes at offset "
+			    "%llu, stored in %u) is out of bounds", rs->sid,
+			    e->path, i, l->plain_len,
+			    (unsigned long long)l->file_offset,
+			    l->stored_len);
+			return (0);
+		}
+		end = l->file_offset + l->plain_len;
+	}
+	return (1);
+}
+
 /* Take one entry into the fill window, stepping as windows fill up. */
 static int
 add_entry(struct restore *rs, const struct entry *e)
@@ -1069,6 +1112,11 @@ add_entry(struct restore *rs, const struct entry *e)
 		return (0);
 	if (catalog_content_chunks(rs->cat, e->content_id, &locs, &n))
 		return (-1);
+	if (!locs_sane(rs, e, locs, n)) {
+		we->bad = 1;
+		free(locs);
+		return (0);
+	}
 	for (i = 0; i < n; i++) {
 		struct window *win = rs->fill;
 
@@ -1154,6 +1202,8 @@ engine_restore(struct repo *r, struct catalog *c,
 	memset(&rs, 0, sizeof(rs));
 	rs.repo = r;
 	rs.cat = c;
+	rs.sid = s->sid;
+	rs.chunk_max = repo_chunker_params(r)->max;
 	rs.res = res;
 	rs.opts = o;
 	rs.fill = &rs.win[0];

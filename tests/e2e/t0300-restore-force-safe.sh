@@ -139,4 +139,27 @@ test_expect_success 'a directory where a file goes: an empty one is replaced' '
 	no_leftovers dirs
 '
 
+# A catalog row is not authenticated as a record is: a length of 4 GiB
+# would be believed, and reserved, before the record's own check.
+test_expect_success 'a chunk length out of bounds in the catalog: that file only' '
+	fresh_repo && make_live &&
+	cp "$(catalog_db)" catalog.saved &&
+	sqlite3 "$(catalog_db)" "
+		UPDATE chunk SET plain_len = 4294967040 WHERE id = (
+			SELECT cc.chunk_id FROM entry e
+			JOIN path pa ON pa.id = e.path_id
+			JOIN content_chunk cc ON cc.content_id = e.content_id
+			WHERE pa.name = CAST(\"d/big.bin\" AS BLOB)
+			AND cc.seq = 1)" &&
+	(ulimit -v 3000000 &&
+		test_expect_code 4 coffer -r repo restore --force "$id" live \
+			2>err) &&
+	cat err &&
+	grep "d/big.bin" err | grep -F "$id" &&
+	! grep -F "out of memory" err &&
+	cmp before/d/big.bin live/d/big.bin &&
+	cmp src/d/small.txt live/d/small.txt &&
+	cp catalog.saved "$(catalog_db)"
+'
+
 test_done
