@@ -139,7 +139,7 @@ main(int argc, char **argv)
 	};
 	struct global_opts g;
 	size_t i;
-	int ch;
+	int ch, st;
 
 	/* Names are bytes: keep libarchive from converting them. */
 	setlocale(LC_ALL, "C");
@@ -155,6 +155,8 @@ main(int argc, char **argv)
 	mallopt(M_ARENA_MAX, 2);
 	signal(SIGPIPE, SIG_IGN);
 	memset(&g, 0, sizeof(g));
+	if (cmd_secrets_init(&g))
+		return (STATUS_ERROR);
 	g.repo = getenv("COFFER_REPO");
 	g.key_file = getenv("COFFER_KEY_FILE");
 	g.catalog = getenv("COFFER_CATALOG");
@@ -211,7 +213,9 @@ main(int argc, char **argv)
 		if (strcmp(commands[i].name, argv[0]) == 0) {
 			/* Each command runs getopt_long from the start. */
 			optind = 0;
-			return (commands[i].fn(argc, argv, &g));
+			st = commands[i].fn(argc, argv, &g);
+			cmd_secrets_release(&g);
+			return (st);
 		}
 	}
 	log_error("'%s' is not a coffer command (see 'coffer help')",

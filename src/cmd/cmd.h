@@ -13,7 +13,18 @@ struct global_opts {
 	const char *passphrase_file;	/* --passphrase-file */
 	const char *catalog;		/* --catalog, COFFER_CATALOG */
 	int no_wait;			/* --no-wait */
+	char *env_pass;			/* COFFER_PASSPHRASE (locked memory) */
+	size_t env_passlen;
 };
+
+/*
+ * First thing in main: no core dumps or ptrace from here on, and
+ * COFFER_PASSPHRASE moved from the environment (wiped and unset, so that
+ * no child inherits it) into g->env_pass.  0, or -1 (reported) when there
+ * is no memory for it.  cmd_secrets_release wipes and frees g->env_pass.
+ */
+int cmd_secrets_init(struct global_opts *g);
+void cmd_secrets_release(struct global_opts *g);
 
 /* Each command parses its own options (argv[0] is its name) and returns
  * a status from coffer/status.h. */
@@ -50,9 +61,11 @@ int cmd_open(const struct global_opts *g, int flags, struct repo **r,
 void cmd_close(struct repo *r, struct catalog *c);
 
 /*
- * A passphrase from --passphrase-file, COFFER_PASSPHRASE or the terminal
- * (no echo; asked twice when confirm).  *pass is freed with
- * cmd_passphrase_free.  STATUS_OK or a status.
+ * A passphrase from --passphrase-file (its first line; refused unless the
+ * file is closed to group and others), COFFER_PASSPHRASE (as taken by
+ * cmd_secrets_init) or the terminal (no echo; asked twice when confirm).
+ * *pass is locked memory, freed (and wiped) with cmd_passphrase_free.
+ * STATUS_OK or a status.
  */
 int cmd_passphrase(const struct global_opts *g, const char *prompt,
     int confirm, char **pass, size_t *len);

@@ -5,55 +5,184 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/crypto.h"
 #include "coffer/engine.h"
-#include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
 #define PASS_MAX 1024
+#define PASS_ENV "COFFER_PASSPHRASE"
+
+extern char **environ;
+
+int
+cmd_secrets_init(struct global_opts *g)
+{
+	static const struct rlimit no_core = { 0, 0 };
+	const size_t pre = sizeof(PASS_ENV "=") - 1;
+	char **e, *v;
+	size_t n;
+	int rc = 0;
+
+	/*
+	 * Keys and passphrases are about to be held: no core dump of them,
+	 * and no same-user process reading our memory or environment
+	 * (PR_SET_DUMPABLE 0 denies ptrace and /proc/PID/{mem,environ} to
+	 * all but root; RLIMIT_CORE 0 covers a core_pattern that writes
+	 * files even so).  Secrets are in sodium_malloc memory as well,
+	 * which is locked and left out of cores (MADV_DONTDUMP).
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
+	    setrlimit(RLIMIT_CORE, &no_core))
+		log_errno("cannot disable core dumps");
+
+	/*
+	 * COFFER_PASSPHRASE moves into locked memory and leaves the
+	 * environment: children would inherit it, and /proc/PID/environ
+	 * shows the bytes the process started with, so they are wiped, not
+	 * only unset.  The first definition wins, as with getenv.
+	 */
+	g->env_pass = NULL;
+	g->env_passlen = 0;
+	for (e = environ; e != NULL && *e != NULL; e++) {
+		if (strncmp(*e, PASS_ENV "=", pre) != 0)
+			continue;
+		v = *e + pre;
+		n = strlen(v);
+		if (g->env_pass == NULL && rc == 0) {
+			if ((g->env_pass = (char *)crypto_secret_new(
+			    PASS_MAX + 1)) == NULL)
+				rc = -1;
+			else {
+				g->env_passlen = n < PASS_MAX ? n : PASS_MAX;
+				memcpy(g->env_pass, v, g->env_passlen);
+				g->env_pass[g->env_passlen] = '\0';
+			}
+		}
+		explicit_bzero(v, n);
+	}
+	unsetenv(PASS_ENV);
+	return (rc);
+}
+
+void
+cmd_secrets_release(struct global_opts *g)
+{
+	crypto_secret_free((uint8_t *)g->env_pass);
+	g->env_pass = NULL;
+	g->env_passlen = 0;
+}
 
 void
 cmd_passphrase_free(char *pass, size_t len)
 {
-	if (pass == NULL)
-		return;
-	explicit_bzero(pass, len + 1);
-	free(pass);
+	/* sodium_free wipes all of it. */
+	crypto_secret_free((uint8_t *)pass);
 }
 
-/* Read a line from the terminal without echo. */
+/*
+ * Read a line from the terminal without echo into out (outlen bytes, NUL
+ * terminated, without the newline).  read(2) on the descriptor, not stdio,
+ * whose buffer would keep a copy of the line.
+ */
 static int
 read_tty(const char *prompt, char *out, size_t outlen)
 {
 	struct termios old, quiet;
-	size_t n;
-	FILE *tty;
-	int ok;
+	size_t n = 0;
+	ssize_t r;
+	char c;
+	int fd;
 
-	if ((tty = fopen("/dev/tty", "r+")) == NULL)
+	if ((fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1)
 		return (-1);
-	if (tcgetattr(fileno(tty), &old)) {
-		fclose(tty);
+	if (tcgetattr(fd, &old)) {
+		close(fd);
 		return (-1);
 	}
 	quiet = old;
 	quiet.c_lflag &= ~(tcflag_t)ECHO;
 	quiet.c_lflag |= ECHONL;
-	fputs(prompt, tty);
-	fflush(tty);
-	tcsetattr(fileno(tty), TCSAFLUSH, &quiet);
-	ok = fgets(out, (int)outlen, tty) != NULL;
-	tcsetattr(fileno(tty), TCSAFLUSH, &old);
-	fclose(tty);
-	if (!ok)
-		return (-1);
-	n = strcspn(out, "\n");
+	(void)!write(fd, prompt, strlen(prompt));
+	tcsetattr(fd, TCSAFLUSH, &quiet);
+	/* One byte at a time: the rest of the line stays in the kernel. */
+	for (;;) {
+		r = read(fd, &c, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || c == '\n')
+			break;
+		if (n + 1 < outlen)
+			out[n++] = c;
+	}
+	c = '\0';
+	tcsetattr(fd, TCSAFLUSH, &old);
+	close(fd);
 	out[n] = '\0';
+	return (r < 0 || (r == 0 && n == 0) ? -1 : 0);
+}
+
+/*
+ * The first line of the passphrase file path into out (PASS_MAX + 2
+ * bytes), which is also the read buffer: the rest of the file is wiped
+ * there, and the file is refused unless only its owner may read or write
+ * it, as ssh refuses an unprotected private key.
+ */
+static int
+read_pass_file(const char *path, char *out, size_t *len)
+{
+	struct stat st;
+	size_t n = 0;
+	ssize_t r;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open passphrase file '%s'", path);
+		return (-1);
+	}
+	if (fstat(fd, &st)) {
+		log_errno("cannot stat passphrase file '%s'", path);
+		goto err;
+	}
+	if (S_ISREG(st.st_mode) && (st.st_mode & 077) != 0) {
+		log_error("passphrase file '%s' is open to others (mode %04o): "
+		    "chmod 600 '%s'", path, (unsigned)(st.st_mode & 07777),
+		    path);
+		goto err;
+	}
+	while (n < PASS_MAX + 1) {
+		r = read(fd, out + n, PASS_MAX + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			log_errno("cannot read passphrase file '%s'", path);
+			goto err;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > PASS_MAX) {
+		log_error("passphrase file '%s' is too large (more than %d "
+		    "bytes)", path, PASS_MAX);
+		goto err;
+	}
+	close(fd);
+	out[n] = '\0';
+	*len = strcspn(out, "\r\n");
+	explicit_bzero(out + *len, n - *len);
 	return (0);
+err:
+	explicit_bzero(out, n);
+	close(fd);
+	return (-1);
 }
 
 int
@@ -61,53 +190,44 @@ cmd_passphrase(const struct global_opts *g, const char *prompt, int confirm,
     char **pass, size_t *len)
 {
 	char *p, *again;
-	const char *env;
-	unsigned char *data;
 	size_t n;
 
-	if ((p = calloc(1, PASS_MAX + 1)) == NULL) {
-		log_error("out of memory");
+	/* Room for a line of PASS_MAX bytes, and for a file one byte over. */
+	if ((p = (char *)crypto_secret_new(PASS_MAX + 2)) == NULL)
 		return (STATUS_ERROR);
-	}
+	memset(p, 0, PASS_MAX + 2);
 	if (g->passphrase_file) {
-		if (fsutil_read_file(g->passphrase_file, PASS_MAX, &data, &n)) {
-			free(p);
+		if (read_pass_file(g->passphrase_file, p, &n)) {
+			cmd_passphrase_free(p, 0);
 			return (STATUS_REPO);
 		}
-		/* The first line is the passphrase. */
-		n = strcspn((char *)data, "\r\n");
-		memcpy(p, data, n);
-		explicit_bzero(data, n);
-		free(data);
-	} else if ((env = getenv("COFFER_PASSPHRASE")) != NULL) {
-		n = strlen(env);
-		if (n > PASS_MAX)
-			n = PASS_MAX;
-		memcpy(p, env, n);
+	} else if (g->env_pass != NULL) {
+		n = g->env_passlen;
+		memcpy(p, g->env_pass, n);
 	} else {
 		if (read_tty(prompt, p, PASS_MAX + 1)) {
 			log_error("no passphrase: use --key-file, "
 			    "--passphrase-file or COFFER_PASSPHRASE when there "
 			    "is no terminal");
-			free(p);
+			cmd_passphrase_free(p, 0);
 			return (STATUS_REPO);
 		}
 		if (confirm) {
-			if ((again = calloc(1, PASS_MAX + 1)) == NULL ||
-			    read_tty("enter the passphrase again: ", again,
-			    PASS_MAX + 1) || strcmp(p, again) != 0) {
+			if ((again = (char *)crypto_secret_new(PASS_MAX + 1)) ==
+			    NULL || read_tty("enter the passphrase again: ",
+			    again, PASS_MAX + 1) || strcmp(p, again) != 0) {
 				log_error("the passphrases do not match");
-				cmd_passphrase_free(again, PASS_MAX);
-				cmd_passphrase_free(p, PASS_MAX);
+				cmd_passphrase_free(again, 0);
+				cmd_passphrase_free(p, 0);
 				return (STATUS_USAGE);
 			}
-			cmd_passphrase_free(again, PASS_MAX);
+			cmd_passphrase_free(again, 0);
 		}
 		n = strlen(p);
 	}
 	if (n == 0) {
 		log_error("the passphrase is empty");
-		cmd_passphrase_free(p, PASS_MAX);
+		cmd_passphrase_free(p, 0);
 		return (STATUS_USAGE);
 	}
 	*pass = p;
@@ -121,7 +241,7 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 {
 	struct repo *r;
 	struct catalog *c = NULL;
-	char *pass = NULL, *catpath = NULL;
+	char *pass = NULL, *catpath = NULL, aside[PATH_MAX + 64];
 	size_t passlen = 0;
 	int st;
 
@@ -134,7 +254,12 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 	}
 	if ((r = repo_open(g->repo)) == NULL)
 		return (STATUS_REPO);
-	if (flags & OPEN_KEYS) {
+	/*
+	 * The catalog is chosen by the repository's id, which only the key
+	 * authenticates (coffer.conf's MAC), and brought up to date from
+	 * signed records: a command that uses it unlocks the keys first.
+	 */
+	if ((flags & OPEN_KEYS) || cp) {
 		if (g->key_file == NULL &&
 		    (st = cmd_passphrase(g, "passphrase: ", 0, &pass,
 		    &passlen)) != STATUS_OK)
@@ -157,14 +282,23 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 			st = STATUS_REPO;
 			goto err;
 		}
-		if ((c = catalog_open(catpath)) == NULL) {
+		if ((c = catalog_open_or_reset(catpath, aside,
+		    sizeof(aside))) == NULL) {
 			st = STATUS_REPO;
 			goto err;
 		}
+		if (aside[0] != '\0')
+			log_warn("catalog '%s' was damaged: moved aside to '%s' "
+			    "and rebuilt from the repository", catpath, aside);
 		free(catpath);
 		catpath = NULL;
 	}
 	if ((flags & OPEN_WRITE) && engine_prepare_write(r, c, !g->no_wait)) {
+		st = STATUS_REPO;
+		goto err;
+	}
+	/* The repository is the source of truth; the catalog catches up. */
+	if (c != NULL && engine_catalog_update(r, c)) {
 		st = STATUS_REPO;
 		goto err;
 	}

@@ -36,6 +36,7 @@ test_expect_success 'the key slot does not hold the passphrase in the clear' '
 
 test_expect_success 'init with --passphrase-file' '
 	printf "file passphrase\n" >pass &&
+	chmod 600 pass &&
 	coffer --passphrase-file pass init repo2 &&
 	check_layout repo2 &&
 	coffer --passphrase-file pass -r repo2 backup ds data

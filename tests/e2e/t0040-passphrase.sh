@@ -36,9 +36,11 @@ test_expect_success 'backup with a wrong passphrase' '
 
 test_expect_success 'a wrong passphrase from --passphrase-file' '
 	printf "not it\n" >wrong-pass &&
+	chmod 600 wrong-pass &&
 	test_expect_code 3 coffer --passphrase-file wrong-pass -r repo \
 		restore "$id" out2 2>err &&
 	test_line_count = 1 err &&
+	grep -F "wrong passphrase" err &&
 	test_path_is_missing out2
 '
 
