@@ -28,7 +28,9 @@
  * its name.  Up to REUSE_FILES such files are kept open, the latest (fewer
  * under a low limit of open files), and up to REUSE_CHUNKS of their chunks
  * remembered; a chunk that cannot be read back is fetched from its pack as
- * any other.
+ * any other.  What is read back is hashed as what is fetched: by then the
+ * file is its owner's, who may have changed it; a chunk that is not its
+ * id is fetched after all.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -234,6 +236,7 @@ struct restore {
 	size_t npend, cappend;
 	struct readback rb;
 	int read_back_always;		/* even records in memory */
+	int change_restored;		/* tests: COFFER_TEST_CHANGE_RESTORED */
 	struct progress progress;
 };
 
@@ -316,14 +319,44 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 }
 
 /*
- * Group g of the out window's chunks (order[g * HASH_GROUP] on): the keyed
- * hashes of those fetched, taken together, must be their ids.  A chunk
- * that differs is damaged (its job fails), as if pack_reader_read had
- * found it.  One read back was checked when the file it comes from was
- * written; one whose fetch failed has failed already.
+ * A chunk read back that is not what its id says: the file it was read
+ * from changed since it was restored (it is its owner's by then).  Fetched
+ * from its pack after all, and checked there (pack_reader_read).
  */
 static void
-verify_group(struct restore *rs, struct window *win, size_t g)
+refetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
+    struct rworker *w)
+{
+	struct pack_reader *pr;
+	struct pack_entry pe;
+
+	log_warn("a chunk read back from a file restored earlier has "
+	    "changed since; fetching it from pack '%s'", j->loc.pack);
+	j->rc = -1;
+	if (j->loc.pack[0] == '\0' || j->loc.type != PACK_REC_DATA ||
+	    (pr = get_reader(rs, w, j->loc.pack)) == NULL)
+		return;
+	memcpy(pe.id, j->loc.cid, CRYPTO_ID_BYTES);
+	pe.type = j->loc.type;
+	pe.flags = j->loc.flags;
+	pe.offset = j->loc.pack_offset;
+	pe.plain_len = j->loc.plain_len;
+	pe.stored_len = j->loc.stored_len;
+	if (pack_reader_read(pr, &pe, w->z, win->data.data + j->off) == 0)
+		j->rc = 0;
+}
+
+/*
+ * Group g of the out window's chunks (order[g * HASH_GROUP] on): the keyed
+ * hashes of those fetched or read back, taken together, must be their
+ * ids.  A fetched chunk that differs is damaged (its job fails), as if
+ * pack_reader_read had found it; one read back is fetched again
+ * (refetch_chunk): a byte is written only if it was checked after it was
+ * last read.  One whose fetch failed has failed already.
+ */
+static void
+verify_group(struct restore *rs, struct window *win, size_t g,
+    struct rworker *w)
 {
 	const uint8_t *in[HASH_GROUP];
 	uint8_t ids[HASH_GROUP][CRYPTO_ID_BYTES];
@@ -334,7 +367,7 @@ verify_group(struct restore *rs, struct window *win, size_t g)
 	for (q = g * HASH_GROUP; q < end; q++) {
 		const struct rjob *j = &win->jobs[win->order[q]];
 
-		if (j->rc != 0 || j->rb == RB_DONE)
+		if (j->rc != 0)
 			continue;
 		at[n] = win->order[q];
 		in[n] = win->data.data + j->off;
@@ -347,6 +380,10 @@ verify_group(struct restore *rs, struct window *win, size_t g)
 
 		if (memcmp(ids[k], j->loc.cid, CRYPTO_ID_BYTES) == 0)
 			continue;
+		if (j->rb == RB_DONE) {
+			refetch_chunk(rs, win, j, w);
+			continue;
+		}
 		path = repo_pack_path(rs->repo, j->loc.pack);
 		pack_report_mismatch(path ? path : j->loc.pack,
 		    j->loc.pack_offset);
@@ -501,7 +538,7 @@ step_job(void *arg, size_t i, int worker)
 	size_t head = rs->head;
 
 	if (i < out->ngroups) {
-		verify_group(rs, out, i);
+		verify_group(rs, out, i, &rs->workers[worker]);
 		return;
 	}
 	i -= out->ngroups;
@@ -686,6 +723,25 @@ remember_link(struct restore *rs, const struct entry *e)
 }
 
 /*
+ * Tests only (COFFER_TEST_CHANGE_RESTORED): the first byte of the first
+ * file kept to read back from is changed before its chunks are read back,
+ * as the user it was restored for may change it meanwhile.
+ */
+static void
+change_restored(int fd)
+{
+	unsigned char c;
+	int fl;
+
+	if ((fl = fcntl(fd, F_GETFL)) == -1 ||
+	    fcntl(fd, F_SETFL, fl & ~O_DIRECT) == -1 ||
+	    pread(fd, &c, 1, 0) != 1)
+		return;
+	c ^= 0xff;
+	(void)pwrite(fd, &c, 1, 0);
+}
+
+/*
  * A file restored whole, and its descriptor kept: its chunks (those of
  * the pending list, then n jobs) may be read back from it.  It takes the
  * oldest file's slot.  Takes fd.  0, or -1 on a fatal error.
@@ -704,6 +760,10 @@ reuse_add(struct restore *rs, int fd, const struct rjob *jobs, size_t n)
 	if (src->fd != -1)
 		close(src->fd);
 	src->fd = fd;
+	if (rs->change_restored) {
+		change_restored(fd);
+		rs->change_restored = 0;
+	}
 	src->gen++;		/* the refs to the file it held are stale */
 	rs->next_src = (rs->next_src + 1) % rs->nsrcs;
 	for (i = 0; i < total; i++) {
@@ -1250,6 +1310,7 @@ engine_restore(struct repo *r, struct catalog *c,
 			rs.nsrcs = 0;
 		rs.read_back_always = strcmp(env, "always") == 0;
 	}
+	rs.change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;
 	if ((rs.workers = calloc((size_t)pool_threads(rs.pool),
 	    sizeof(*rs.workers))) == NULL ||
 	    (rs.writers = calloc(rs.capwriters, sizeof(*rs.writers))) ==
