@@ -22,6 +22,13 @@ struct catalog;
  * current schema.  WAL, synchronous=FULL, foreign_keys=ON.
  */
 struct catalog *catalog_open(const char *path);
+/*
+ * The same, but a file that is not a coffer catalog or is corrupt is moved
+ * aside to PATH.damaged-TIME (kept, never deleted; its name in aside, else
+ * "") and a new, empty catalog opened in its place.
+ */
+struct catalog *catalog_open_or_reset(const char *path, char *aside,
+    size_t size);
 void catalog_close(struct catalog *c);
 
 /*
@@ -43,6 +50,19 @@ char *catalog_default_path(const char *repo_id_hex);
  * Released by catalog_close.
  */
 int catalog_lock(struct catalog *c, int wait);
+/* Take the writer lock if it is free: 1 taken, 2 held by this handle
+ * already, 0 held by another process (not reported), -1 error.  catalog_unlock gives it
+ * back before the catalog is closed. */
+int catalog_lock_try(struct catalog *c);
+void catalog_unlock(struct catalog *c);
+/*
+ * The sync lock ("sync" beside the database), held while the catalog is
+ * brought up to date: a command waits for a sync in progress (a rebuild
+ * takes a while) rather than read a catalog half-made.  Short: it is not
+ * held across a backup.  begin blocks until it is free.
+ */
+int catalog_sync_begin(struct catalog *c);
+void catalog_sync_end(struct catalog *c);
 
 int catalog_begin(struct catalog *c);
 int catalog_commit(struct catalog *c);
@@ -120,6 +140,11 @@ int catalog_snapshot_fail(struct catalog *c, int64_t id, int64_t finished_ns);
 int catalog_snapshot_find(struct catalog *c, const char *name,
     struct catalog_snapshot *s);
 int catalog_snapshot_get(struct catalog *c, int64_t id,
+    struct catalog_snapshot *s);
+
+/* The snapshot whose id is exactly sid: 1 found (filled *s), 0 not (not
+ * reported), -1 error. */
+int catalog_snapshot_find_sid(struct catalog *c, const char *sid,
     struct catalog_snapshot *s);
 
 /* Call cb for each snapshot (of one dataset, or all when dataset is NULL),
@@ -369,5 +394,46 @@ int catalog_drill_add(struct catalog *c, struct catalog_drill *d);
  */
 int catalog_drill_list(struct catalog *c, const char *dataset, int latest,
     int (*cb)(void *arg, const struct catalog_drill *d), void *arg);
+
+
+/*
+ * Bringing the catalog up to date with the repository (import.c).
+ *
+ * catalog_pack_names: the names of the packs the catalog knows, sorted;
+ * a malloc'd array of malloc'd strings.
+ *
+ * catalog_pack_import: add pack name (size, keyed hash of its header and
+ * index) and the location of each chunk of its index.  A chunk known
+ * without a location gets this one; one located elsewhere keeps its
+ * place.  All or nothing.
+ *
+ * catalog_record_peek: the metadata of a snapshot record's image (the
+ * rows catalog_snapshot_export wrote, signature already checked).
+ *
+ * catalog_record_import: insert the snapshot of a record stored in
+ * record_pack, with its entries, contents and chunks (chunks without a
+ * location until their pack is imported).  0 imported, 1 known already
+ * (complete), 2 its parent is not in the catalog (not reported), -1 error
+ * (reported); nothing changed unless 0.  A snapshot of that id that is not complete (a run
+ * interrupted after its last pack was durable) is replaced.  Must be
+ * called outside any transaction.
+ */
+struct catalog_record_meta {
+	char sid[SNAPSHOT_ID_HEX + 1];
+	char parent_sid[SNAPSHOT_ID_HEX + 1];
+	char full_sid[SNAPSHOT_ID_HEX + 1];
+	char dataset[256];
+	int level;
+	int depth;
+	int64_t started_ns;
+};
+
+int catalog_pack_names(struct catalog *c, char ***names, size_t *n);
+int catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
+    const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n);
+int catalog_record_peek(struct catalog *c, const uint8_t *img, size_t len,
+    struct catalog_record_meta *m);
+int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
+    const char *record_pack, struct catalog_record_meta *m);
 
 #endif

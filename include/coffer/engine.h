@@ -20,6 +20,36 @@
  */
 int engine_prepare_write(struct repo *r, struct catalog *c, int wait);
 
+/*
+ * The catalog as a cache of the repository.  engine_sync reads the packs
+ * the catalog does not know (their index trailers and snapshot records,
+ * never data records) and adds their snapshots, chunks and packs to it.
+ * An up-to-date catalog costs a listing of packs/ and one query.  A
+ * record that cannot be read or trusted, or whose parent is not in the
+ * repository, is reported and left out; a pack whose index cannot be read
+ * is reported and read again next time.  0, or -1 (the catalog could not
+ * be written; reported).  The caller holds the catalog's writer lock.
+ */
+struct sync_result {
+	size_t packs_new;	/* packs added to the catalog */
+	size_t packs_bad;	/* unreadable: left for the next time */
+	size_t packs_missing;	/* in the catalog, not in the repository */
+	size_t records;		/* snapshots added */
+	size_t records_bad;	/* records left out */
+	uint64_t bytes_read;	/* of packs: headers, indexes, records */
+	double seconds;
+};
+int engine_sync(struct repo *r, struct catalog *c, struct sync_result *res);
+
+/*
+ * engine_sync before a command uses the catalog: with the catalog's
+ * writer lock when it is free (taken and given back) or already held; when
+ * another coffer process on this host holds it, that writer is keeping the
+ * catalog in step and nothing is done.  A sync that adds snapshots says so
+ * in one line on a terminal (or with -v).  0 or -1 (reported).
+ */
+int engine_catalog_update(struct repo *r, struct catalog *c);
+
 /* No level asked: incremental when a complete full exists, else full. */
 #define LEVEL_AUTO (-1)
 

@@ -92,6 +92,14 @@ void repo_tmp_remove(const struct repo *r, const char *name);
 int repo_pack_publish(const struct repo *r, const char *name);
 
 /*
+ * The names of the packs in packs/, sorted: a malloc'd array of malloc'd
+ * strings.  What is not a pack there (other names, a pack in the wrong
+ * fan-out directory) is left out with a warning; a fan-out directory that
+ * is not one is an error.  0 or -1 (reported).
+ */
+int repo_list_packs(const struct repo *r, char ***names, size_t *n);
+
+/*
  * Packs.  A pack is: header, records, encrypted index trailer (DESIGN.md).
  *   header  = "CFPK" | u8 version | 3 zero bytes | repo id[16] |
  *             pack id[16] | sealed pack key[80]
@@ -231,6 +239,8 @@ int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 int pack_cached(const struct repo *r, const char *name, uint64_t off,
     uint64_t len);
 
+/* The pack's hash (struct pack_info) once its index was read; else NULL. */
+const uint8_t *pack_reader_hash(const struct pack_reader *p);
 uint64_t pack_reader_size(const struct pack_reader *p);
 const char *pack_reader_name(const struct pack_reader *p);
 void pack_reader_close(struct pack_reader *p);

@@ -36,9 +36,11 @@ struct catalog {
 	char *path;		/* the database file */
 	char *dir;		/* its directory: holds "lock" */
 	int lock_fd;		/* -1 until catalog_lock */
+	int sync_fd;		/* -1 unless bringing it up to date */
 	sqlite3_stmt *st[ST__COUNT];
 	struct catalog_resolver *resolver;	/* the open one (levels.c) */
 	int seen_fn;		/* coffer_seen() registered */
+	int damaged;		/* open failed: not a catalog, or corrupt */
 };
 
 /* The cached statement id, reset and with its bindings cleared; prepared

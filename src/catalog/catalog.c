@@ -435,6 +435,7 @@ migrate(struct catalog *c)
 	if ((app != 0 && app != CATALOG_APPLICATION_ID) ||
 	    (version == 0 && ntables != 0)) {
 		log_error("'%s' is not a coffer catalog", c->path);
+		c->damaged = 1;
 		goto err;
 	}
 	for (i = 0; i < sizeof(migrations) / sizeof(migrations[0]); i++) {
@@ -475,8 +476,20 @@ dir_of(const char *path)
 	return (strndup(path, (size_t)(slash - path)));
 }
 
-struct catalog *
-catalog_open(const char *path)
+/* SQLite's word for a file that is not, or no longer, a database. */
+static int
+damaged_code(int rc)
+{
+	return (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT);
+}
+
+/*
+ * Open the catalog at path; *damaged is set when it fails because the
+ * file is not a coffer catalog or is corrupt (rather than, say, not
+ * readable).
+ */
+static struct catalog *
+open_catalog(const char *path, int *damaged)
 {
 	struct catalog *c;
 	struct stat sb;
@@ -491,6 +504,7 @@ catalog_open(const char *path)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		goto nomem;
 	c->lock_fd = -1;
+	c->sync_fd = -1;
 	if ((c->path = strdup(path)) == NULL || (c->dir = dir_of(path)) ==
 	    NULL)
 		goto nomem;
@@ -532,9 +546,12 @@ catalog_open(const char *path)
 		/* The first read of the file: junk fails here. */
 		log_error("cannot open catalog '%s': %s", path,
 		    sqlite3_errmsg(c->db));
+		c->damaged = damaged_code(sqlite3_errcode(c->db));
 		goto err;
 	}
 	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW)
+		c->damaged = damaged_code(sqlite3_errcode(c->db));
 	mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) :
 	    NULL;
 	if (mode == NULL || strcmp(mode, "wal") != 0) {
@@ -555,14 +572,72 @@ catalog_open(const char *path)
 	if (cat_exec(c, "PRAGMA synchronous = FULL", "configure the catalog") ||
 	    catalog_set_cache(c, CATALOG_CACHE_KIB))
 		goto err;
-	if (migrate(c))
+	if (migrate(c)) {
+		c->damaged |= damaged_code(sqlite3_errcode(c->db));
 		goto err;
+	}
 	return (c);
 nomem:
 	log_error("out of memory");
 err:
+	if (c != NULL)
+		*damaged = c->damaged;
 	catalog_close(c);
 	return (NULL);
+}
+
+struct catalog *
+catalog_open(const char *path)
+{
+	int damaged = 0;
+
+	return (open_catalog(path, &damaged));
+}
+
+/* Move path (and its -wal and -shm files) to path.damaged-TIME. */
+static int
+move_aside(const char *path, char *aside, size_t size)
+{
+	static const char *const sfx[] = { "-wal", "-shm" };
+	char from[PATH_MAX], to[PATH_MAX], when[32];
+	struct tm tm;
+	time_t now = time(NULL);
+	size_t i;
+
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm);
+	if ((size_t)snprintf(aside, size, "%s.damaged-%s", path, when) >=
+	    size) {
+		log_error("catalog path '%s' is too long", path);
+		return (-1);
+	}
+	if (rename(path, aside)) {
+		log_errno("cannot move the damaged catalog '%s' aside", path);
+		return (-1);
+	}
+	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(from, sizeof(from), "%s%s", path, sfx[i]);
+		snprintf(to, sizeof(to), "%s%s", aside, sfx[i]);
+		if (rename(from, to) && errno != ENOENT) {
+			log_errno("cannot move '%s' aside", from);
+			return (-1);
+		}
+	}
+	return (0);
+}
+
+struct catalog *
+catalog_open_or_reset(const char *path, char *aside, size_t size)
+{
+	struct catalog *c;
+	int damaged = 0;
+
+	aside[0] = '\0';
+	if ((c = open_catalog(path, &damaged)) != NULL || !damaged)
+		return (c);
+	if (move_aside(path, aside, size))
+		return (NULL);
+	return (open_catalog(path, &damaged));
 }
 
 int
@@ -593,6 +668,8 @@ catalog_close(struct catalog *c)
 		    sqlite3_errmsg(c->db));
 	if (c->lock_fd != -1)
 		close(c->lock_fd);
+	if (c->sync_fd != -1)
+		close(c->sync_fd);
 	free(c->path);
 	free(c->dir);
 	free(c);
@@ -674,6 +751,87 @@ err1:
 err0:
 	free(name);
 	return (-1);
+}
+
+int
+catalog_lock_try(struct catalog *c)
+{
+	char *name;
+	int fd;
+
+	if (c->lock_fd != -1)
+		return (2);
+	if ((name = fsutil_join(c->dir, "lock")) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if ((fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
+		log_errno("cannot open lock file '%s'", name);
+		free(name);
+		return (-1);
+	}
+	free(name);
+	while (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		if (errno == EINTR)
+			continue;
+		close(fd);
+		return (errno == EWOULDBLOCK ? 0 : -1);
+	}
+	c->lock_fd = fd;
+	return (1);
+}
+
+/* flock the file name beside the catalog with op; an fd or -1. */
+static int
+flock_beside(struct catalog *c, const char *name, int op)
+{
+	char *path;
+	int fd;
+
+	if ((path = fsutil_join(c->dir, name)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
+		log_errno("cannot open lock file '%s'", path);
+		free(path);
+		return (-1);
+	}
+	free(path);
+	while (flock(fd, op) == -1) {
+		if (errno == EINTR)
+			continue;
+		close(fd);
+		return (-1);
+	}
+	return (fd);
+}
+
+int
+catalog_sync_begin(struct catalog *c)
+{
+	if (c->sync_fd == -1 &&
+	    (c->sync_fd = flock_beside(c, "sync", LOCK_EX)) == -1)
+		return (-1);
+	return (0);
+}
+
+void
+catalog_sync_end(struct catalog *c)
+{
+	if (c->sync_fd != -1) {
+		close(c->sync_fd);
+		c->sync_fd = -1;
+	}
+}
+
+void
+catalog_unlock(struct catalog *c)
+{
+	if (c->lock_fd != -1) {
+		close(c->lock_fd);
+		c->lock_fd = -1;
+	}
 }
 
 int

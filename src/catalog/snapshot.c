@@ -379,6 +379,31 @@ out:
 }
 
 int
+catalog_snapshot_find_sid(struct catalog *c, const char *sid,
+    struct catalog_snapshot *s)
+{
+	sqlite3_stmt *st;
+	int rc, ret;
+
+	if ((st = cat_prepare(c, SNAPSHOT_SELECT "WHERE s.sid = ?1",
+	    "look up a snapshot")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, sid);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		ret = fill(st, s) ? -1 : 1;
+	else if (rc == SQLITE_DONE)
+		ret = 0;
+	else {
+		log_error("cannot look up snapshot %s: %s", sid,
+		    sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
 catalog_snapshot_get(struct catalog *c, int64_t id,
     struct catalog_snapshot *s)
 {

@@ -388,7 +388,7 @@ cmd_listing(int argc, char **argv, const struct global_opts *g,
 		return (cmd_usage_error(name));
 	if (optind < argc)
 		dataset = argv[optind];
-	/* Catalog rows only: no key, no lock. */
+	/* Catalog rows only: no lock (the key, to bring it up to date). */
 	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
 		return (st);
 	if (ls.json)

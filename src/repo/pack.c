@@ -66,6 +66,9 @@ struct pack_reader {
 	uint64_t size;
 	uint8_t pack_id[16];
 	uint8_t *key;
+	uint8_t hdr[PACK_HEADER_BYTES];
+	uint8_t hash[32];		/* of header and index, once read */
+	int have_hash;
 };
 
 static void
@@ -557,6 +560,7 @@ pack_reader_open(struct repo *r, const char *name)
 	}
 	if (fsutil_pread_all(p->fd, hdr, sizeof(hdr), 0, p->path))
 		goto err;
+	memcpy(p->hdr, hdr, sizeof(hdr));
 	if (memcmp(hdr, PACK_MAGIC, 4) != 0) {
 		log_error("'%s' is not a pack (bad magic)", p->path);
 		goto err;
@@ -744,6 +748,17 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 	if (fsutil_pread_all(p->fd, ct.data, len,
 	    (off_t)(p->size - sizeof(tail) - len), p->path))
 		goto err;
+	/* The pack's hash as its writer computed it (struct pack_info). */
+	{
+		struct crypto_hash_state h;
+
+		crypto_hash_init(repo_keys(p->repo), &h);
+		crypto_hash_update(&h, p->hdr, sizeof(p->hdr));
+		crypto_hash_update(&h, ct.data, len);
+		crypto_hash_update(&h, tail, sizeof(tail));
+		crypto_hash_final(&h, p->hash);
+		p->have_hash = 1;
+	}
 	index_ad(ad, p->repo, p->pack_id);
 	if (crypto_aead_decrypt(p->key, ct.data, ad, sizeof(ad),
 	    ct.data + CRYPTO_NONCE_BYTES, len - CRYPTO_NONCE_BYTES, pt.data)) {
@@ -781,6 +796,12 @@ err:
 	buf_release(&ct);
 	buf_release(&pt);
 	return (-1);
+}
+
+const uint8_t *
+pack_reader_hash(const struct pack_reader *p)
+{
+	return (p->have_hash ? p->hash : NULL);
 }
 
 uint64_t

@@ -2,6 +2,7 @@
  * The repository directory: coffer.conf, key slots, locks, tmp/.
  * See DESIGN.md "Repository and catalog on disk".
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -882,4 +883,95 @@ repo_pack_publish(const struct repo *r, const char *name)
 out:
 	close(dfd);
 	return (rc);
+}
+
+/* Append the packs of fan-out directory fan (open as dfd) to *v. */
+static int
+list_fan(const struct repo *r, int dfd, const char *fan, char ***v,
+    size_t *n, size_t *cap)
+{
+	struct dirent *de;
+	char **nv;
+	DIR *d;
+
+	if ((d = fdopendir(dfd)) == NULL) {
+		log_errno("repository '%s': cannot read 'packs/%s'", r->path,
+		    fan);
+		close(dfd);
+		return (-1);
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (!pack_name_ok(de->d_name) || memcmp(de->d_name, fan, 2)) {
+			log_warn("repository '%s': 'packs/%s/%s' is not a pack "
+			    "name: left out", r->path, fan, de->d_name);
+			continue;
+		}
+		if (*n == *cap) {
+			*cap = *cap ? 2 * *cap : 256;
+			if ((nv = reallocarray(*v, *cap, sizeof(**v))) == NULL)
+				goto nomem;
+			*v = nv;
+		}
+		if (((*v)[*n] = strdup(de->d_name)) == NULL)
+			goto nomem;
+		(*n)++;
+	}
+	closedir(d);
+	return (0);
+nomem:
+	log_error("out of memory");
+	closedir(d);
+	return (-1);
+}
+
+int
+repo_list_packs(const struct repo *r, char ***names, size_t *n)
+{
+	struct dirent *de;
+	char **v = NULL, rel[16];
+	size_t k = 0, cap = 0;
+	int fd, dfd;
+	DIR *d;
+
+	*names = NULL;
+	*n = 0;
+	if ((fd = dup(r->dirs[DIR_PACKS])) == -1 || (d = fdopendir(fd)) ==
+	    NULL) {
+		log_errno("repository '%s': cannot read 'packs'", r->path);
+		if (fd != -1)
+			close(fd);
+		return (-1);
+	}
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (strlen(de->d_name) != 2 || !isxdigit((unsigned char)
+		    de->d_name[0]) || !isxdigit((unsigned char)de->d_name[1]) ||
+		    isupper((unsigned char)de->d_name[0]) ||
+		    isupper((unsigned char)de->d_name[1])) {
+			log_warn("repository '%s': 'packs/%s' is not a fan-out "
+			    "directory: left out", r->path, de->d_name);
+			continue;
+		}
+		snprintf(rel, sizeof(rel), "packs/%s", de->d_name);
+		if ((dfd = open_in(r, r->dirs[DIR_PACKS], de->d_name, rel,
+		    O_RDONLY, S_IFDIR, 0)) == -1 ||
+		    list_fan(r, dfd, de->d_name, &v, &k, &cap))
+			goto err;
+	}
+	closedir(d);
+	if (k > 0)
+		qsort(v, k, sizeof(*v), cmp_names);
+	*names = v;
+	*n = k;
+	return (0);
+err:
+	closedir(d);
+	while (k > 0)
+		free(v[--k]);
+	free(v);
+	return (-1);
 }

@@ -1,0 +1,431 @@
+/*
+ * Bringing the catalog up to date with the repository: packs it has not
+ * seen (their index: where each chunk is) and snapshot records (a
+ * snapshot's own rows, export.c) inserted as they are.  The repository is
+ * the source of truth; this file turns what it holds into rows.
+ *
+ * A record is authenticated by its signature before it gets here, but it
+ * is parsed as if it were hostile all the same: SQLite opens it read-only,
+ * in defensive mode, and every value it gives is checked before it is
+ * used.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog-int.h"
+#include "coffer/log.h"
+
+#define RECORD_SCHEMA "rec"
+
+int
+catalog_pack_names(struct catalog *c, char ***names, size_t *n)
+{
+	sqlite3_stmt *st;
+	char **v = NULL, **nv;
+	size_t k = 0, cap = 0;
+	int rc;
+
+	*names = NULL;
+	*n = 0;
+	if ((st = cat_prepare(c, "SELECT name FROM pack ORDER BY name",
+	    "list packs")) == NULL)
+		return (-1);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (k == cap) {
+			cap = cap ? 2 * cap : 256;
+			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL)
+				goto nomem;
+			v = nv;
+		}
+		if ((v[k] = strdup((const char *)sqlite3_column_text(st, 0))) ==
+		    NULL)
+			goto nomem;
+		k++;
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot list packs: %s", sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_finalize(st);
+	*names = v;
+	*n = k;
+	return (0);
+nomem:
+	log_error("out of memory");
+err:
+	sqlite3_finalize(st);
+	while (k > 0)
+		free(v[--k]);
+	free(v);
+	return (-1);
+}
+
+int
+catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
+    const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t pack;
+	size_t i;
+	int ret = -1;
+
+	if (cat_savepoint(c))
+		return (-1);
+	if (catalog_pack_add(c, name, size, hash, &pack))
+		goto out;
+	/*
+	 * A chunk known without a place (an interrupted run reserved it)
+	 * gets this one; a chunk stored twice (two hosts raced) keeps the
+	 * place it has.
+	 */
+	if ((st = cat_prepare(c, "INSERT INTO chunk(cid, pack_id, pack_offset,"
+	    " plain_len, stored_len, type, flags)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+	    " ON CONFLICT(cid) DO UPDATE SET pack_id = excluded.pack_id,"
+	    " pack_offset = excluded.pack_offset,"
+	    " plain_len = excluded.plain_len,"
+	    " stored_len = excluded.stored_len, type = excluded.type,"
+	    " flags = excluded.flags WHERE chunk.pack_id IS NULL",
+	    "import a pack")) == NULL)
+		goto out;
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_blob(st, 1, locs[i].cid, 32, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, pack);
+		sqlite3_bind_int64(st, 3, (int64_t)locs[i].pack_offset);
+		sqlite3_bind_int64(st, 4, locs[i].plain_len);
+		sqlite3_bind_int64(st, 5, locs[i].stored_len);
+		sqlite3_bind_int(st, 6, locs[i].type);
+		sqlite3_bind_int(st, 7, locs[i].flags);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot import pack '%s': %s", name,
+			    sqlite3_errmsg(c->db));
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	sqlite3_finalize(st);
+	if (ret == 0)
+		return (cat_release(c));
+	cat_rollback_to(c);
+	return (-1);
+}
+
+/* Attach the record image read-only as schema "rec".  0 or -1. */
+static int
+attach(struct catalog *c, const uint8_t *img, size_t len)
+{
+	unsigned char *copy;
+	int rc;
+
+	if (len < 512 || len > (size_t)INT64_MAX) {
+		log_error("snapshot record: bad image size %zu", len);
+		return (-1);
+	}
+	if (cat_exec(c, "ATTACH ':memory:' AS " RECORD_SCHEMA,
+	    "read a snapshot record"))
+		return (-1);
+	/* deserialize takes ownership of sqlite3_malloc'd memory. */
+	if ((copy = sqlite3_malloc64(len)) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	memcpy(copy, img, len);
+	rc = sqlite3_deserialize(c->db, RECORD_SCHEMA, copy, (sqlite3_int64)len,
+	    (sqlite3_int64)len, SQLITE_DESERIALIZE_FREEONCLOSE |
+	    SQLITE_DESERIALIZE_READONLY);
+	if (rc != SQLITE_OK) {
+		log_error("snapshot record: cannot read its image: %s",
+		    sqlite3_errstr(rc));
+		goto err;
+	}
+	return (0);
+err:
+	(void)cat_exec(c, "DETACH " RECORD_SCHEMA, "close a snapshot record");
+	return (-1);
+}
+
+static void
+detach(struct catalog *c)
+{
+	(void)cat_exec(c, "DETACH " RECORD_SCHEMA, "close a snapshot record");
+}
+
+/* One meta value of the attached record, as text ("" if absent) or int. */
+static int
+meta_text(struct catalog *c, const char *key, char *out, size_t size)
+{
+	sqlite3_stmt *st;
+	const unsigned char *t;
+	int rc;
+
+	out[0] = '\0';
+	if ((st = cat_prepare(c, "SELECT value FROM " RECORD_SCHEMA ".meta"
+	    " WHERE key = ?1", "read a snapshot record")) == NULL)
+		return (-1);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && (t = sqlite3_column_text(st, 0)) != NULL)
+		snprintf(out, size, "%s", (const char *)t);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_error("snapshot record: cannot read '%s': %s", key,
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+static int
+meta_int(struct catalog *c, const char *key, int64_t *v)
+{
+	char t[32], *end;
+
+	if (meta_text(c, key, t, sizeof(t)))
+		return (-1);
+	*v = strtoll(t, &end, 10);
+	if (t[0] == '\0' || *end != '\0') {
+		log_error("snapshot record: bad or missing '%s'", key);
+		return (-1);
+	}
+	return (0);
+}
+
+/* Read and check the attached record's meta rows. */
+static int
+read_meta(struct catalog *c, struct catalog_record_meta *m)
+{
+	int64_t format, level, depth, state;
+
+	memset(m, 0, sizeof(*m));
+	if (meta_int(c, "format", &format) || meta_text(c, "sid", m->sid,
+	    sizeof(m->sid)) || meta_text(c, "parent_sid", m->parent_sid,
+	    sizeof(m->parent_sid)) || meta_text(c, "full_sid", m->full_sid,
+	    sizeof(m->full_sid)) || meta_text(c, "dataset", m->dataset,
+	    sizeof(m->dataset)) || meta_int(c, "level", &level) ||
+	    meta_int(c, "depth", &depth) || meta_int(c, "state", &state) ||
+	    meta_int(c, "started_ns", &m->started_ns))
+		return (-1);
+	if (format != 1) {
+		log_error("snapshot record: format %lld is not one this coffer "
+		    "reads (upgrade coffer)", (long long)format);
+		return (-1);
+	}
+	if (!cat_is_hex(m->sid, SNAPSHOT_ID_HEX) || m->dataset[0] == '\0' ||
+	    level < LEVEL_FULL || level > LEVEL_INCREMENTAL || depth < 0 ||
+	    depth > 1000000 || state != SNAP_COMPLETE ||
+	    (level == LEVEL_FULL) != (m->parent_sid[0] == '\0') ||
+	    (level == LEVEL_FULL) != (depth == 0) ||
+	    (m->parent_sid[0] && (!cat_is_hex(m->parent_sid,
+	    SNAPSHOT_ID_HEX) || !cat_is_hex(m->full_sid, SNAPSHOT_ID_HEX)))) {
+		log_error("snapshot record%s%s: its metadata is inconsistent",
+		    m->sid[0] ? " " : "", cat_is_hex(m->sid, SNAPSHOT_ID_HEX) ?
+		    m->sid : "");
+		return (-1);
+	}
+	m->level = (int)level;
+	m->depth = (int)depth;
+	return (0);
+}
+
+int
+catalog_record_peek(struct catalog *c, const uint8_t *img, size_t len,
+    struct catalog_record_meta *m)
+{
+	int rc;
+
+	if (attach(c, img, len))
+		return (-1);
+	rc = read_meta(c, m);
+	detach(c);
+	return (rc);
+}
+
+/* The statements of an import, in order; ?1 = the new snapshot's row. */
+static const char *const import_sql[] = {
+	"INSERT INTO path(name) SELECT path FROM " RECORD_SCHEMA ".entry"
+	" WHERE true ON CONFLICT(name) DO NOTHING",
+	"INSERT INTO chunk(cid) SELECT DISTINCT cid FROM " RECORD_SCHEMA
+	".content_chunk WHERE length(cid) = 32"
+	" ON CONFLICT(cid) DO NOTHING",
+	"INSERT INTO content(hash, size, nchunks)"
+	" SELECT hash, size, nchunks FROM " RECORD_SCHEMA ".content"
+	" WHERE length(hash) = 32 AND size >= 0 AND nchunks >= 0"
+	" ON CONFLICT(hash) DO NOTHING",
+	"INSERT INTO content_chunk(content_id, seq, chunk_id, file_offset, len)"
+	" SELECT c.id, rc.seq, ch.id, rc.file_offset, rc.len"
+	" FROM " RECORD_SCHEMA ".content_chunk rc"
+	" JOIN content c ON c.hash = rc.content"
+	" JOIN chunk ch ON ch.cid = rc.cid"
+	" WHERE rc.seq >= 0 AND rc.file_offset >= 0 AND rc.len > 0"
+	" ON CONFLICT DO NOTHING",
+	"INSERT INTO entry(snapshot_id, path_id, kind, mode, uid, gid, uname,"
+	" gname, size, mtime_ns, ctime_ns, ino, dev, nlink, rdev, target,"
+	" xattrs, acl, content_id)"
+	" SELECT ?1, p.id, e.kind, coalesce(e.mode, 0), coalesce(e.uid, 0),"
+	" coalesce(e.gid, 0), e.uname, e.gname, coalesce(e.size, 0),"
+	" coalesce(e.mtime_ns, 0), coalesce(e.ctime_ns, 0),"
+	" coalesce(e.ino, 0), coalesce(e.dev, 0), coalesce(e.nlink, 0),"
+	" coalesce(e.rdev, 0), e.target, e.xattrs, e.acl, c.id"
+	" FROM " RECORD_SCHEMA ".entry e JOIN path p ON p.name = e.path"
+	" LEFT JOIN content c ON c.hash = e.content",
+};
+
+/* A content whose chunks did not all arrive is not a content. */
+static const char check_sql[] =
+	"SELECT count(*) FROM " RECORD_SCHEMA ".content rc"
+	" JOIN content c ON c.hash = rc.hash"
+	" WHERE c.nchunks != (SELECT count(*) FROM content_chunk cc"
+	" WHERE cc.content_id = c.id)"
+	" OR (SELECT count(*) FROM " RECORD_SCHEMA ".entry e"
+	" WHERE e.content IS NOT NULL AND NOT EXISTS (SELECT 1 FROM content"
+	" x WHERE x.hash = e.content)) != 0";
+
+static int
+insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
+    const char *record_pack, int64_t *rowid)
+{
+	struct catalog_snapshot s;
+	int64_t dataset, v;
+	char host[256], source[4096];
+	int found, rc = -1;
+
+	memset(&s, 0, sizeof(s));
+	if ((found = catalog_dataset_id(c, m->dataset, 1, &dataset)) < 0)
+		return (-1);
+	memcpy(s.sid, m->sid, sizeof(s.sid));
+	s.dataset_id = dataset;
+	s.level = m->level;
+	s.depth = m->depth;
+	s.state = SNAP_RUNNING;
+	s.started_ns = m->started_ns;
+	if (meta_text(c, "host", host, sizeof(host)) ||
+	    meta_text(c, "source", source, sizeof(source)))
+		return (-1);
+	s.host = host;
+	s.source = source;
+	if (m->level != LEVEL_FULL) {
+		struct catalog_snapshot p;
+
+		if ((found = catalog_snapshot_find_sid(c, m->parent_sid, &p)) <
+		    0)
+			return (-1);
+		if (!found || p.state != SNAP_COMPLETE) {
+			if (found)
+				catalog_snapshot_release(&p);
+			return (2);	/* not yet: the caller may retry */
+		}
+		s.parent_id = p.id;
+		s.full_id = p.full_id;
+		catalog_snapshot_release(&p);
+	}
+	if (catalog_snapshot_create(c, &s))
+		goto out;
+	s.state = SNAP_COMPLETE;
+	memcpy(s.record_pack, record_pack, sizeof(s.record_pack));
+	if (meta_int(c, "finished_ns", &s.finished_ns) ||
+	    meta_int(c, "files", &s.files) || meta_int(c, "dirs", &s.dirs) ||
+	    meta_int(c, "others", &s.others) ||
+	    meta_int(c, "deleted", &s.deleted) ||
+	    meta_int(c, "bytes_read", &s.bytes_read) ||
+	    meta_int(c, "bytes_new", &s.bytes_new) ||
+	    meta_int(c, "bytes_stored", &s.bytes_stored) ||
+	    meta_int(c, "warnings", &v))
+		goto out;
+	s.warnings = v;
+	if (catalog_snapshot_update(c, &s))
+		goto out;
+	*rowid = s.id;
+	rc = 0;
+out:
+	s.host = s.source = NULL;
+	return (rc);
+}
+
+int
+catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
+    const char *record_pack, struct catalog_record_meta *m)
+{
+	sqlite3_stmt *st = NULL;
+	struct catalog_snapshot old;
+	int64_t rowid, bad;
+	size_t i;
+	int found, rc, parent_missing = 0, ret = -1;
+
+	/* ATTACH is refused inside a transaction: before the savepoint. */
+	if (attach(c, img, len))
+		return (-1);
+	if (read_meta(c, m) || cat_savepoint(c))
+		goto out0;
+	if ((found = catalog_snapshot_find_sid(c, m->sid, &old)) < 0)
+		goto out;
+	if (found) {
+		int complete = old.state == SNAP_COMPLETE;
+
+		catalog_snapshot_release(&old);
+		if (complete) {
+			ret = 1;	/* known already */
+			goto out;
+		}
+		/*
+		 * A run that crashed after its last pack was durable but
+		 * before its commit: the record proves it complete.
+		 */
+		if ((st = cat_prepare(c, "DELETE FROM snapshot WHERE sid = ?1",
+		    "replace an interrupted snapshot")) == NULL)
+			goto out;
+		sqlite3_bind_text(st, 1, m->sid, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot replace snapshot %s: %s", m->sid,
+			    sqlite3_errmsg(c->db));
+			goto out;
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	if ((rc = insert_snapshot(c, m, record_pack, &rowid)) != 0) {
+		if (rc == 2)
+			parent_missing = 1;
+		goto out;
+	}
+	for (i = 0; i < sizeof(import_sql) / sizeof(import_sql[0]); i++) {
+		if ((st = cat_prepare(c, import_sql[i],
+		    "import a snapshot record")) == NULL)
+			goto out;
+		sqlite3_bind_int64(st, 1, rowid);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot import snapshot %s: %s", m->sid,
+			    sqlite3_errmsg(c->db));
+			goto out;
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	if ((st = cat_prepare(c, check_sql, "import a snapshot record")) ==
+	    NULL)
+		goto out;
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		log_error("cannot import snapshot %s: %s", m->sid,
+		    sqlite3_errmsg(c->db));
+		goto out;
+	}
+	bad = sqlite3_column_int64(st, 0);
+	if (bad != 0) {
+		log_error("snapshot %s: its record is inconsistent (contents "
+		    "without their chunks)", m->sid);
+		goto out;
+	}
+	ret = 0;
+out:
+	sqlite3_finalize(st);
+	if (ret >= 0) {
+		if (cat_release(c))
+			ret = -1;
+	} else
+		cat_rollback_to(c);
+out0:
+	detach(c);
+	return (parent_missing ? 2 : ret);
+}

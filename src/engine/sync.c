@@ -1,0 +1,359 @@
+/*
+ * The catalog as a cache of the repository (DESIGN.md): every command
+ * that opens a repository first brings its catalog up to date with what
+ * the repository holds.
+ *
+ * What the catalog lacks is found by pack name: the packs in packs/ that
+ * the catalog's pack table does not list.  Packs are immutable and named
+ * at random, so a pack the catalog knows needs no second look, and an
+ * up-to-date catalog costs one listing of packs/ and one query.  Of a new
+ * pack only the index trailer and the snapshot records are read, never
+ * data records.
+ *
+ * Order, so that a crash at any point leaves a catalog the next sync
+ * completes: the snapshot records first (each in its own transaction; a
+ * record's chunks are rows without a location until then), then the
+ * packs with their chunks' locations (one transaction).  A pack row is
+ * therefore written only after every record in it was imported, and a
+ * pack without its row is read again next time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coffer/engine.h"
+#include "coffer/log.h"
+#include "coffer/progress.h"
+#include "engine-int.h"
+
+struct rec_ref {
+	char pack[PACK_NAME_LEN + 1];
+	struct pack_entry ent;
+};
+
+struct sync {
+	struct repo *repo;
+	struct catalog *cat;
+	struct sync_result *res;
+	struct compressor *z;
+	struct buf data, scratch;
+	struct progress progress;
+};
+
+/* The packs of a (repository, sorted) not in b (catalog, sorted). */
+static void
+diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
+    size_t *n_only_a, size_t *only_b)
+{
+	size_t i = 0, j = 0, k = 0;
+	int cmp;
+
+	*only_b = 0;
+	while (i < na || j < nb) {
+		cmp = i == na ? 1 : j == nb ? -1 : strcmp(a[i], b[j]);
+		if (cmp < 0)
+			(*only_a)[k++] = a[i++];
+		else if (cmp > 0) {
+			(*only_b)++;
+			j++;
+		} else {
+			i++;
+			j++;
+		}
+	}
+	*n_only_a = k;
+}
+
+static void
+free_names(char **v, size_t n)
+{
+	while (n > 0)
+		free(v[--n]);
+	free(v);
+}
+
+/* Read, authenticate and verify the signature of a snapshot record. */
+static int
+read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
+    const uint8_t **img, size_t *len)
+{
+	const char *why;
+	int rc;
+
+	if (pack_reader_get(pr, &rf->ent, s->z, &s->data))
+		return (-1);
+	s->res->bytes_read += rf->ent.stored_len;
+	rc = snapshot_record_open(s->repo, s->data.data, s->data.len,
+	    &s->scratch, img, len, &why);
+	if (rc == 0)
+		log_error("pack '%s': a snapshot record %s: left out", rf->pack,
+		    why);
+	return (rc == 1 ? 0 : -1);
+}
+
+/*
+ * Import the records, parents before children: a record whose parent is
+ * not there yet waits for the next pass; those still waiting when a pass
+ * imports nothing have lost their parent.
+ */
+static int
+import_records(struct sync *s, struct rec_ref *recs, size_t n)
+{
+	struct catalog_record_meta m;
+	struct pack_reader *pr = NULL;
+	const uint8_t *img;
+	size_t i, k, len, progress;
+	int rc;
+
+	do {
+		progress = 0;
+		for (i = k = 0; i < n; i++) {
+			if (pr == NULL || strcmp(pack_reader_name(pr),
+			    recs[i].pack) != 0) {
+				pack_reader_close(pr);
+				if ((pr = pack_reader_open(s->repo,
+				    recs[i].pack)) == NULL) {
+					s->res->records_bad++;
+					continue;
+				}
+			}
+			if (read_record(s, pr, &recs[i], &img, &len) != 0) {
+				s->res->records_bad++;
+				continue;
+			}
+			rc = catalog_record_import(s->cat, img, len,
+			    recs[i].pack, &m);
+			if (rc == 2) {
+				recs[k++] = recs[i];	/* next pass */
+				continue;
+			}
+			progress++;
+			if (rc < 0)
+				s->res->records_bad++;
+			else if (rc == 0)
+				s->res->records++;
+			progress_update(&s->progress, 1, 0);
+		}
+		n = k;
+	} while (n > 0 && progress > 0);
+	pack_reader_close(pr);
+	for (i = 0; i < n; i++) {
+		log_error("pack '%s': a snapshot record builds on a snapshot "
+		    "that is not in the repository: left out", recs[i].pack);
+		s->res->records_bad++;
+	}
+	return (0);
+}
+
+/* The data chunks of an index, as catalog locations. */
+static int
+index_locs(const struct pack_entry *ents, size_t n,
+    struct catalog_chunk_loc **locs, size_t *nlocs)
+{
+	struct catalog_chunk_loc *v;
+	size_t i, k = 0;
+
+	*locs = NULL;
+	*nlocs = 0;
+	if (n == 0)
+		return (0);
+	if ((v = calloc(n, sizeof(*v))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	for (i = 0; i < n; i++) {
+		if (ents[i].type != PACK_REC_DATA)
+			continue;
+		memcpy(v[k].cid, ents[i].id, sizeof(v[k].cid));
+		v[k].pack_offset = ents[i].offset;
+		v[k].plain_len = ents[i].plain_len;
+		v[k].stored_len = ents[i].stored_len;
+		v[k].type = ents[i].type;
+		v[k].flags = ents[i].flags;
+		k++;
+	}
+	*locs = v;
+	*nlocs = k;
+	return (0);
+}
+
+/* Read a new pack's index: its records go to *recs; 1 if the pack is
+ * unreadable (reported, left out), 0, -1 on error. */
+static int
+scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
+    size_t *nrecs, size_t *cap)
+{
+	struct pack_reader *pr;
+	struct pack_entry *ents = NULL;
+	size_t i, n;
+	int rc = 1;
+
+	if ((pr = pack_reader_open(s->repo, name)) == NULL)
+		return (1);
+	if (pack_reader_index(pr, &ents, &n))
+		goto out;
+	s->res->bytes_read += PACK_HEADER_BYTES + n * 46;
+	for (i = 0; i < n; i++) {
+		if (ents[i].type != PACK_REC_SNAPSHOT)
+			continue;
+		if (array_grow(recs, cap, *nrecs, sizeof(**recs), 16)) {
+			rc = -1;
+			goto out;
+		}
+		memcpy((*recs)[*nrecs].pack, name, PACK_NAME_LEN + 1);
+		(*recs)[*nrecs].ent = ents[i];
+		(*nrecs)++;
+	}
+	rc = 0;
+out:
+	free(ents);
+	pack_reader_close(pr);
+	return (rc);
+}
+
+/* Add the packs (read fine) with their chunks' places, in one commit. */
+static int
+import_packs(struct sync *s, char **names, const char *ok, size_t n)
+{
+	struct catalog_chunk_loc *locs = NULL;
+	struct pack_reader *pr;
+	struct pack_entry *ents;
+	size_t i, nents, nlocs;
+	int rc = -1;
+
+	if (catalog_begin(s->cat))
+		return (-1);
+	for (i = 0; i < n; i++) {
+		if (!ok[i])
+			continue;
+		if ((pr = pack_reader_open(s->repo, names[i])) == NULL)
+			continue;
+		ents = NULL;
+		if (pack_reader_index(pr, &ents, &nents) == 0 &&
+		    index_locs(ents, nents, &locs, &nlocs) == 0) {
+			if (catalog_pack_import(s->cat, names[i],
+			    pack_reader_size(pr), pack_reader_hash(pr), locs,
+			    nlocs)) {
+				free(locs);
+				free(ents);
+				pack_reader_close(pr);
+				goto out;
+			}
+			s->res->packs_new++;
+		}
+		free(locs);
+		locs = NULL;
+		free(ents);
+		pack_reader_close(pr);
+	}
+	if (catalog_commit(s->cat))
+		goto out;
+	rc = 0;
+out:
+	if (rc)
+		catalog_rollback(s->cat);
+	return (rc);
+}
+
+int
+engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
+{
+	struct sync s;
+	struct rec_ref *recs = NULL;
+	char **in_repo = NULL, **in_cat = NULL, **fresh = NULL, *ok = NULL;
+	size_t nrepo = 0, ncat = 0, nfresh = 0, nrecs = 0, cap = 0, i;
+	double t0 = now_monotonic();
+	int rc = -1, st;
+
+	memset(res, 0, sizeof(*res));
+	memset(&s, 0, sizeof(s));
+	s.repo = r;
+	s.cat = c;
+	s.res = res;
+	if (repo_list_packs(r, &in_repo, &nrepo) ||
+	    catalog_pack_names(c, &in_cat, &ncat))
+		goto out;
+	if (nrepo > 0 && (fresh = calloc(nrepo, sizeof(*fresh))) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	diff_sorted(in_repo, nrepo, in_cat, ncat, &fresh, &nfresh,
+	    &res->packs_missing);
+	if (nfresh == 0) {
+		rc = 0;
+		goto out;
+	}
+	if ((ok = calloc(nfresh, 1)) == NULL ||
+	    (s.z = compressor_new(1)) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	progress_init(&s.progress, "catalog: reading the repository", 0);
+	s.progress.unit = "packs";
+	for (i = 0; i < nfresh; i++) {
+		if ((st = scan_pack(&s, fresh[i], &recs, &nrecs, &cap)) < 0)
+			goto out;
+		ok[i] = st == 0;
+		if (st == 1)
+			res->packs_bad++;
+		progress_update(&s.progress, 1, 0);
+	}
+	if (import_records(&s, recs, nrecs) ||
+	    import_packs(&s, fresh, ok, nfresh))
+		goto out;
+	rc = 0;
+out:
+	progress_done(&s.progress);
+	res->seconds = now_monotonic() - t0;
+	compressor_free(s.z);
+	buf_release(&s.data);
+	buf_release(&s.scratch);
+	free(recs);
+	free(ok);
+	free(fresh);
+	free_names(in_repo, nrepo);
+	free_names(in_cat, ncat);
+	return (rc);
+}
+
+int
+engine_catalog_update(struct repo *r, struct catalog *c)
+{
+	struct sync_result res;
+	int held, rc = 0;
+
+	/* First the sync lock: a sync in progress (a rebuild takes a
+	 * while) is waited for, never read half-made. */
+	if (catalog_sync_begin(c))
+		return (-1);
+	if ((held = catalog_lock_try(c)) < 0) {
+		catalog_sync_end(c);
+		return (-1);
+	}
+	if (held == 0) {
+		/* A writer on this host keeps the catalog in step. */
+		log_info("catalog: another coffer process is writing it; "
+		    "not brought up to date now");
+		catalog_sync_end(c);
+		return (0);
+	}
+	rc = engine_sync(r, c, &res);
+	catalog_sync_end(c);
+	if (held == 1)
+		catalog_unlock(c);
+	if (rc == 0 && res.records > 0) {
+		if (log_level >= 0 && isatty(STDERR_FILENO))
+			fprintf(stderr, "catalog: %zu snapshot%s added from "
+			    "the repository (%zu pack%s read, %.1f s)\n",
+			    res.records, res.records == 1 ? "" : "s",
+			    res.packs_new, res.packs_new == 1 ? "" : "s",
+			    res.seconds);
+		else
+			log_info("catalog: %zu snapshots added from the "
+			    "repository (%zu packs, %llu bytes read, %.1f s)",
+			    res.records, res.packs_new,
+			    (unsigned long long)res.bytes_read, res.seconds);
+	}
+	return (rc);
+}
