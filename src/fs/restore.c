@@ -595,15 +595,22 @@ set_mtime(struct archive_entry *ae, int64_t ns)
 	archive_entry_set_atime(ae, ts.tv_sec, ts.tv_nsec);
 }
 
-/* A directory about to be restored over an existing one: remember its
- * times.  0, or -1 (out of memory, reported). */
+/* A directory about to be restored over an existing one (reached below
+ * the target through no symlink): remember its times.  0, or -1 (out of
+ * memory, reported). */
 static int
 remember_dir(struct fs_restore *r, const struct entry *e)
 {
 	struct stat st;
+	const char *base;
+	int pfd, rc;
 
-	if (fstatat(r->dirfd, e->path, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-	    !S_ISDIR(st.st_mode))
+	if ((pfd = fs_open_parent(r->dirfd, e->path, &base)) == -1)
+		return (0);
+	rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW);
+	if (pfd != r->dirfd)
+		close(pfd);
+	if (rc != 0 || !S_ISDIR(st.st_mode))
 		return (0);
 	if (array_grow(&r->redo, &r->capredo, r->nredo, sizeof(*r->redo),
 	    64))
@@ -936,6 +943,48 @@ fs_restore_discard(struct fs_restore *r)
 		drop_tmp(r);
 }
 
+/*
+ * A second name, from the directories' descriptors opened below the target
+ * through no symlink: linked under a temporary name and renamed over the
+ * path, so that whatever was there stays until it is replaced at once.
+ * 0, -1 (reported), or 1: the new name's directory does not exist.
+ */
+static int
+link_beneath(struct fs_restore *r, const struct entry *e,
+    const char *existing)
+{
+	const char *ebase, *b;
+	int epfd, rc = -1;
+
+	if (set_path(r, e->path) || set_tmp(r))
+		return (-1);
+	if ((r->pfd = fs_open_parent(r->dirfd, e->path, &b)) == -1) {
+		if (errno == ENOENT)
+			return (1);
+		log_errno("cannot link '%s' to '%s'", e->path, existing);
+		return (-1);
+	}
+	if ((epfd = fs_open_parent(r->dirfd, existing, &ebase)) == -1) {
+		log_errno("cannot link '%s' to '%s'", e->path, existing);
+		close_pfd(r);
+		return (-1);
+	}
+	if (linkat(epfd, ebase, r->pfd, tmp_base(r), 0))
+		log_errno("cannot link '%s' to '%s'", e->path, existing);
+	else if (put_in_place(r))
+		drop_tmp(r);
+	else {
+		/* A rename between two names of one file leaves both. */
+		if (unlinkat(r->pfd, tmp_base(r), 0) && errno != ENOENT)
+			log_warn_errno("cannot remove '%s'", tmp_path(r));
+		rc = 0;
+	}
+	if (epfd != r->dirfd)
+		close(epfd);
+	close_pfd(r);
+	return (rc);
+}
+
 int
 fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
     const char *existing)
@@ -950,6 +999,9 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 		    e->path, existing);
 		return (-1);
 	}
+	if ((st = link_beneath(r, e, existing)) != 1)
+		return (st);
+	/* Its directory is not there yet: libarchive makes it. */
 	archive_entry_clear(r->ae);
 	archive_entry_set_pathname(r->ae, e->path);
 	archive_entry_set_hardlink(r->ae, existing);

@@ -23,6 +23,7 @@ plant() {
 	ln -s "$TMP/outside" "$1/dir" &&
 	ln -s "$TMP/outside/file" "$1/file.txt" &&
 	mkdir "$1/hl" && ln outside/victim "$1/hl/v.txt" &&
+	ln -s "$TMP/outside/victim" "$1/hl/w.txt" &&
 	printf "not asked for\n" >"$1/unrelated.txt"
 }
 
@@ -33,6 +34,7 @@ test_expect_success 'setup: a tree backed up, a directory outside the target' '
 	random_file src/dir/sub/big.bin 2 &&
 	printf "a file\n" >src/file.txt &&
 	printf "restored over a hard link\n" >src/hl/v.txt &&
+	ln src/hl/v.txt src/hl/w.txt &&
 	chmod 0777 src/dir/sub &&
 	coffer_init_keyfile repo &&
 	coffer -r repo backup --json ds src >b.json &&
@@ -57,7 +59,9 @@ test_expect_success 'symlinks planted for a directory and a file: nothing outsid
 	! test -L tgt/dir && ! test -L tgt/file.txt &&
 	treecmp src/dir tgt/dir &&
 	cmp src/file.txt tgt/file.txt &&
-	cmp src/hl/v.txt tgt/hl/v.txt
+	cmp src/hl/v.txt tgt/hl/v.txt &&
+	! test -L tgt/hl/w.txt &&
+	test "$(stat -c %i tgt/hl/v.txt)" = "$(stat -c %i tgt/hl/w.txt)"
 '
 
 test_expect_success 'a symlink planted one level down' '
