@@ -56,6 +56,9 @@ static const struct command {
 	  "[--rto DUR] [--rpo DUR] [--json] [--metrics-file FILE] SNAPSHOT\n"
 	  "       coffer drill history [--json] [DATASET]",
 	  "rehearse a recovery and record it" },
+	{ "catalog", cmd_catalog, "catalog rebuild [--json]\n"
+	  "       coffer catalog check [--json]",
+	  "rebuild the catalog from the repository, or check it" },
 	{ "help", cmd_help, "help [COMMAND]", "show help" },
 	{ "version", cmd_version, "version", "print the version" },
 };

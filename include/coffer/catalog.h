@@ -29,6 +29,13 @@ struct catalog *catalog_open(const char *path);
  */
 struct catalog *catalog_open_or_reset(const char *path, char *aside,
     size_t size);
+/*
+ * Put the catalog file with in c's place (a rebuild), the old one moved
+ * aside to PATH.old-TIME (its name in aside); c goes on with the new one.
+ * With c's writer lock held, so that no other process sees the swap.
+ */
+int catalog_replace(struct catalog *c, const char *with, char *aside,
+    size_t size);
 void catalog_close(struct catalog *c);
 
 /*
@@ -435,5 +442,8 @@ int catalog_record_peek(struct catalog *c, const uint8_t *img, size_t len,
     struct catalog_record_meta *m);
 int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
     const char *record_pack, struct catalog_record_meta *m);
+/* Copy the drill history of the catalog file from into c (a rebuild):
+ * rows c has already (same time and snapshot) are not copied twice. */
+int catalog_copy_history(struct catalog *c, const char *from);
 
 #endif

@@ -46,7 +46,8 @@ int engine_sync(struct repo *r, struct catalog *c, struct sync_result *res);
  * writer lock when it is free (taken and given back) or already held; when
  * another coffer process on this host holds it, that writer is keeping the
  * catalog in step and nothing is done.  A sync that adds snapshots says so
- * in one line on a terminal (or with -v).  0 or -1 (reported).
+ * in one line on a terminal (or with -v).  0, 1 when packs or records
+ * had to be left out (reported: damage), or -1 (reported).
  */
 int engine_catalog_update(struct repo *r, struct catalog *c);
 

@@ -594,9 +594,9 @@ catalog_open(const char *path)
 	return (open_catalog(path, &damaged));
 }
 
-/* Move path (and its -wal and -shm files) to path.damaged-TIME. */
+/* Move path (and its -wal and -shm files) to path.WHY-TIME. */
 static int
-move_aside(const char *path, char *aside, size_t size)
+move_aside(const char *path, char *aside, size_t size, const char *why)
 {
 	static const char *const sfx[] = { "-wal", "-shm" };
 	char from[PATH_MAX], to[PATH_MAX], when[32];
@@ -606,13 +606,13 @@ move_aside(const char *path, char *aside, size_t size)
 
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm);
-	if ((size_t)snprintf(aside, size, "%s.damaged-%s", path, when) >=
+	if ((size_t)snprintf(aside, size, "%s.%s-%s", path, why, when) >=
 	    size) {
 		log_error("catalog path '%s' is too long", path);
 		return (-1);
 	}
 	if (rename(path, aside)) {
-		log_errno("cannot move the damaged catalog '%s' aside", path);
+		log_errno("cannot move catalog '%s' aside", path);
 		return (-1);
 	}
 	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
@@ -626,6 +626,49 @@ move_aside(const char *path, char *aside, size_t size)
 	return (0);
 }
 
+int
+catalog_replace(struct catalog *c, const char *with, char *aside,
+    size_t size)
+{
+	static const char *const sfx[] = { "-wal", "-shm" };
+	char from[PATH_MAX];
+	size_t i;
+	int damaged = 0;
+	struct catalog *n;
+
+	if (c->lock_fd == -1) {
+		log_error("internal error: catalog_replace without the lock");
+		return (-1);
+	}
+	/* Closed first: its WAL is folded into it and removed. */
+	for (i = 0; i < ST__COUNT; i++) {
+		sqlite3_finalize(c->st[i]);
+		c->st[i] = NULL;
+	}
+	if (sqlite3_close(c->db) != SQLITE_OK) {
+		log_error("cannot close catalog '%s': %s", c->path,
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	c->db = NULL;
+	if (move_aside(c->path, aside, size, "old"))
+		return (-1);
+	if (rename(with, c->path)) {
+		log_errno("cannot move '%s' to '%s'", with, c->path);
+		return (-1);
+	}
+	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(from, sizeof(from), "%s%s", with, sfx[i]);
+		(void)unlink(from);
+	}
+	if ((n = open_catalog(c->path, &damaged)) == NULL)
+		return (-1);
+	c->db = n->db;
+	n->db = NULL;
+	catalog_close(n);
+	return (0);
+}
+
 struct catalog *
 catalog_open_or_reset(const char *path, char *aside, size_t size)
 {
@@ -635,7 +678,7 @@ catalog_open_or_reset(const char *path, char *aside, size_t size)
 	aside[0] = '\0';
 	if ((c = open_catalog(path, &damaged)) != NULL || !damaged)
 		return (c);
-	if (move_aside(path, aside, size))
+	if (move_aside(path, aside, size, "damaged"))
 		return (NULL);
 	return (open_catalog(path, &damaged));
 }

@@ -429,3 +429,53 @@ out0:
 	detach(c);
 	return (parent_missing ? 2 : ret);
 }
+
+int
+catalog_copy_history(struct catalog *c, const char *from)
+{
+	static const char *const sql[] = {
+		"INSERT INTO dataset(name) SELECT name FROM old.dataset"
+		" WHERE true ON CONFLICT(name) DO NOTHING",
+		"INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
+		" sample, files, bytes, failures, seconds, check_seconds,"
+		" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"
+		" verdict)"
+		" SELECT d.time_ns, nd.id, s.id, d.sid, d.mode, d.sample,"
+		" d.files, d.bytes, d.failures, d.seconds, d.check_seconds,"
+		" d.estimate_seconds, d.rto_seconds, d.rpo_seconds,"
+		" d.rpo_age_seconds, d.verdict"
+		" FROM old.drill d JOIN old.dataset od ON od.id = d.dataset_id"
+		" JOIN dataset nd ON nd.name = od.name"
+		" LEFT JOIN snapshot s ON s.sid = d.sid"
+		" WHERE NOT EXISTS (SELECT 1 FROM drill x"
+		" WHERE x.time_ns = d.time_ns AND x.sid = d.sid)"
+		" ORDER BY d.time_ns",
+	};
+	sqlite3_stmt *st;
+	size_t i;
+	int rc = -1;
+
+	if ((st = cat_prepare(c, "ATTACH ?1 AS old", "read the old catalog")) ==
+	    NULL)
+		return (-1);
+	cat_bind_text(st, 1, from);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot read the old catalog '%s': %s", from,
+		    sqlite3_errmsg(c->db));
+		sqlite3_finalize(st);
+		return (-1);
+	}
+	sqlite3_finalize(st);
+	if (cat_exec(c, "BEGIN IMMEDIATE", "copy the drill history"))
+		goto out;
+	for (i = 0; i < sizeof(sql) / sizeof(sql[0]); i++)
+		if (cat_exec(c, sql[i], "copy the drill history"))
+			goto out;
+	if (cat_exec(c, "COMMIT", "copy the drill history"))
+		goto out;
+	rc = 0;
+out:
+	catalog_rollback(c);
+	(void)cat_exec(c, "DETACH old", "close the old catalog");
+	return (rc);
+}

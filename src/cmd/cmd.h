@@ -40,6 +40,11 @@ int cmd_version(int argc, char **argv, const struct global_opts *g);
 int cmd_verify(int argc, char **argv, const struct global_opts *g);
 int cmd_audit(int argc, char **argv, const struct global_opts *g);
 int cmd_drill(int argc, char **argv, const struct global_opts *g);
+int cmd_catalog(int argc, char **argv, const struct global_opts *g);
+
+/* verify's report, as text or JSON (catalog check prints it too). */
+struct verify_result;
+void cmd_verify_print(const struct verify_result *res, int json);
 
 /* One-line usage of a command, for errors and help; NULL if unknown. */
 const char *cmd_usage(const char *name);

@@ -235,6 +235,9 @@ cmd_passphrase(const struct global_opts *g, const char *prompt, int confirm,
 	return (STATUS_OK);
 }
 
+/* The last cmd_open's catalog update left out what it could not read. */
+static int catalog_damage;
+
 int
 cmd_open(const struct global_opts *g, int flags, struct repo **rp,
     struct catalog **cp)
@@ -243,7 +246,7 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 	struct catalog *c = NULL;
 	char *pass = NULL, *catpath = NULL, aside[PATH_MAX + 64];
 	size_t passlen = 0;
-	int st;
+	int st, rc = 0;
 
 	*rp = NULL;
 	if (cp)
@@ -298,10 +301,12 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 		goto err;
 	}
 	/* The repository is the source of truth; the catalog catches up. */
-	if (c != NULL && engine_catalog_update(r, c)) {
+	if (c != NULL && (rc = engine_catalog_update(r, c)) < 0) {
 		st = STATUS_REPO;
 		goto err;
 	}
+	if (c != NULL && rc > 0)
+		catalog_damage = 1;
 	*rp = r;
 	if (cp)
 		*cp = c;
@@ -397,6 +402,10 @@ cmd_listing(int argc, char **argv, const struct global_opts *g,
 		st = STATUS_REPO;
 	if (ls.json)
 		fputs(ls.n ? "\n]\n" : "]\n", stdout);
+	/* A listing that leaves out what the repository could not give is
+	 * not a clean one. */
+	if (st == STATUS_OK && catalog_damage)
+		st = STATUS_INTEGRITY;
 	cmd_close(r, c);
 	return (st);
 }

@@ -185,6 +185,15 @@ print_text(const struct verify_result *res)
 		    (long long)res->packs_total, tail, res->last_pack);
 }
 
+void
+cmd_verify_print(const struct verify_result *res, int json)
+{
+	if (json)
+		print_json(res);
+	else
+		print_text(res);
+}
+
 int
 cmd_verify(int argc, char **argv, const struct global_opts *g)
 {

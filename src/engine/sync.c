@@ -355,5 +355,7 @@ engine_catalog_update(struct repo *r, struct catalog *c)
 			    res.records, res.packs_new,
 			    (unsigned long long)res.bytes_read, res.seconds);
 	}
+	if (rc == 0 && (res.packs_bad > 0 || res.records_bad > 0))
+		rc = 1;
 	return (rc);
 }

@@ -137,4 +137,54 @@ test_expect_success 'a rebuild reads indexes and records, not data' '
 	grep "snapshots added from the repository" err
 '
 
+test_expect_success 'catalog rebuild: a new catalog, the old kept, drill history carried' '
+	coffer -r repo drill --no-write ds-a@latest >/dev/null &&
+	coffer -r repo drill history --json >h-before.json &&
+	json_check h-before.json "@\$j >= 1" &&
+	coffer -r repo catalog rebuild --json >rb.json &&
+	cat rb.json &&
+	json_check rb.json "\$j->{action} eq q(rebuilt) &&
+		\$j->{snapshots_added} >= 9 && \$j->{records_bad} == 0" &&
+	prev=$(json_get rb.json "\$j->{previous}") &&
+	test -f "$prev" &&
+	coffer -r repo drill history --json >h-after.json &&
+	test_cmp h-before.json h-after.json &&
+	listing after &&
+	grep -v -e ds-c after >after.main &&
+	test_cmp reference2 after.main
+'
+
+test_expect_success 'catalog check: consistent, exit 0' '
+	coffer -r repo catalog check >chk &&
+	cat chk &&
+	grep "verified .*: no errors" chk
+'
+
+test_expect_success 'a pack lost: catalog check and verify name the snapshots, exit 4' '
+	cp -a repo repo-saved &&
+	sid=$(sed -n 5p sids) &&
+	pk=$(largest_pack repo) &&
+	rm "$pk" &&
+	test_expect_code 4 coffer -r repo catalog check >chk 2>err &&
+	cat chk err &&
+	grep "missing from the repository" chk &&
+	grep "break" chk &&
+	test_expect_code 4 coffer -r repo verify >v 2>verr &&
+	cat v verr &&
+	grep "break" v &&
+	rm -rf repo && mv repo-saved repo
+'
+
+test_expect_success 'snapshots never lists an empty table over lost records' '
+	rm -rf "$XDG_STATE_HOME/coffer" &&
+	cp -a repo repo-saved &&
+	for p in $(find repo/packs -type f); do
+		flip_byte "$p" $(( $(stat -c %s "$p") - 20 )) || return 1
+	done &&
+	test_expect_code 4 coffer -r repo snapshots >out.txt 2>err;
+	rc=$?; cat out.txt err;
+	rm -rf repo && mv repo-saved repo && test $rc = 0 &&
+	grep "index" err
+'
+
 test_done

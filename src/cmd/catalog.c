@@ -1,0 +1,194 @@
+/*
+ * coffer catalog rebuild | check: the catalog is a cache of the
+ * repository (every command brings it up to date on its own); these make
+ * a new one from scratch, and say how the two compare.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/engine.h"
+#include "coffer/log.h"
+#include "coffer/status.h"
+
+static int
+usage(void)
+{
+	return (cmd_usage_error("catalog"));
+}
+
+static int
+parse_json(int argc, char **argv, int *json)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int ch;
+
+	*json = 0;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'j')
+			return (-1);
+		*json = 1;
+	}
+	return (optind == argc ? 0 : -1);
+}
+
+static void
+print_sync(const char *what, const struct sync_result *res, int json,
+    const char *aside)
+{
+	if (json) {
+		printf("{\"action\":\"%s\",\"snapshots_added\":%zu,"
+		    "\"packs_added\":%zu,\"packs_unreadable\":%zu,"
+		    "\"packs_missing\":%zu,\"records_bad\":%zu,"
+		    "\"bytes_read\":%llu,\"seconds\":%.3f", what, res->records,
+		    res->packs_new, res->packs_bad, res->packs_missing,
+		    res->records_bad, (unsigned long long)res->bytes_read,
+		    res->seconds);
+		return;
+	}
+	if (log_level < 0 && res->packs_bad == 0 && res->records_bad == 0 &&
+	    res->packs_missing == 0)
+		return;
+	printf("%s: %zu snapshot%s and %zu pack%s from the repository "
+	    "(%llu bytes read, %.1f s)", what, res->records,
+	    res->records == 1 ? "" : "s", res->packs_new,
+	    res->packs_new == 1 ? "" : "s",
+	    (unsigned long long)res->bytes_read, res->seconds);
+	if (res->packs_bad || res->records_bad)
+		printf("; %zu unreadable pack%s, %zu snapshot record%s left "
+		    "out", res->packs_bad, res->packs_bad == 1 ? "" : "s",
+		    res->records_bad, res->records_bad == 1 ? "" : "s");
+	if (res->packs_missing)
+		printf("; %zu pack%s the catalog knew %s missing from the "
+		    "repository", res->packs_missing,
+		    res->packs_missing == 1 ? "" : "s",
+		    res->packs_missing == 1 ? "is" : "are");
+	printf("\n");
+	if (aside && aside[0])
+		printf("the previous catalog is kept as '%s'\n", aside);
+}
+
+/*
+ * A new catalog from the repository alone, built beside the old one and
+ * put in its place under the catalog's writer lock.  The drill history
+ * the old one holds is carried over.
+ */
+static int
+rebuild(const struct global_opts *g, int json)
+{
+	struct sync_result res;
+	struct catalog *c = NULL, *n = NULL;
+	struct repo *r;
+	char *path = NULL, tmp[PATH_MAX], aside[PATH_MAX + 64] = "";
+	int st = STATUS_REPO;
+
+	if ((st = cmd_open(g, OPEN_KEYS, &r, NULL)) != STATUS_OK)
+		return (st);
+	st = STATUS_REPO;
+	path = g->catalog ? strdup(g->catalog) :
+	    catalog_default_path(repo_id_hex(r));
+	if (path == NULL || (size_t)snprintf(tmp, sizeof(tmp), "%s.rebuild",
+	    path) >= sizeof(tmp)) {
+		log_error("cannot find a place for the catalog");
+		goto out;
+	}
+	if ((c = catalog_open_or_reset(path, aside, sizeof(aside))) == NULL ||
+	    catalog_lock(c, !g->no_wait))
+		goto out;
+	/* What an interrupted rebuild left. */
+	(void)unlink(tmp);
+	if ((n = catalog_open(tmp)) == NULL)
+		goto out;
+	if (engine_sync(r, n, &res) || catalog_copy_history(n, path))
+		goto out;
+	catalog_close(n);
+	n = NULL;
+	if (catalog_replace(c, tmp, aside, sizeof(aside)))
+		goto out;
+	print_sync("rebuilt", &res, json, aside);
+	if (json)
+		printf(",\"previous\":\"%s\"}\n", aside);
+	st = res.packs_bad || res.records_bad ? STATUS_INTEGRITY : STATUS_OK;
+out:
+	catalog_close(n);
+	if (st != STATUS_OK && st != STATUS_INTEGRITY)
+		(void)unlink(tmp);
+	free(path);
+	cmd_close(r, c);
+	return (st);
+}
+
+/*
+ * The catalog against the repository: what the repository holds that the
+ * catalog cannot use (unreadable packs, records left out), what the
+ * catalog knows that the repository lost, and, from verify's structure
+ * pass, which snapshots that breaks.
+ */
+static int
+check(const struct global_opts *g, int json)
+{
+	struct sync_result res;
+	struct verify_opts vo;
+	struct verify_result vr;
+	struct catalog *c;
+	struct repo *r;
+	int st, held;
+
+	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
+		return (st);
+	/* Once more, for the counts: an up-to-date catalog reads nothing. */
+	if ((held = catalog_lock_try(c)) <= 0) {
+		if (held == 0)
+			log_error("catalog is being written by another coffer "
+			    "process; check again when it is done");
+		cmd_close(r, c);
+		return (STATUS_REPO);
+	}
+	st = engine_sync(r, c, &res);
+	catalog_unlock(c);
+	if (st) {
+		cmd_close(r, c);
+		return (STATUS_REPO);
+	}
+	memset(&vo, 0, sizeof(vo));
+	vo.read = VERIFY_STRUCTURE;
+	st = engine_verify(r, c, &vo, &vr);
+	if (st == STATUS_OK || st == STATUS_INTEGRITY) {
+		print_sync("checked", &res, json, NULL);
+		if (json)
+			printf(",\"verify\":");
+		if (json || log_level >= 0 || st != STATUS_OK)
+			cmd_verify_print(&vr, json);
+		if (json)
+			printf("}\n");
+		if (res.packs_bad || res.records_bad || res.packs_missing)
+			st = STATUS_INTEGRITY;
+	}
+	engine_verify_result_release(&vr);
+	cmd_close(r, c);
+	return (st);
+}
+
+int
+cmd_catalog(int argc, char **argv, const struct global_opts *g)
+{
+	int json;
+
+	if (argc < 2)
+		return (usage());
+	if (parse_json(argc - 1, argv + 1, &json))
+		return (usage());
+	if (strcmp(argv[1], "rebuild") == 0)
+		return (rebuild(g, json));
+	if (strcmp(argv[1], "check") == 0)
+		return (check(g, json));
+	return (usage());
+}
