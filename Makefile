@@ -35,9 +35,11 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
 TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
 HDRS      := $(sort $(wildcard include/coffer/*.h))
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz-*.c))
+REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay-%)
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
-        fuzz bench bench-growth demo format
+        fuzz fuzz-corpus bench bench-growth demo format
 all: $(BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
@@ -60,6 +62,15 @@ $(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# Each libFuzzer target with a main() that runs files through it
+# (tests/fuzz/replay.c), by the ordinary compiler: make check replays
+# tests/fuzz/corpus/<target>/ through them (t0900).
+$(BUILD)/tests/replay-%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/replay.h \
+    $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -DFUZZ_REPLAY -Itests/fuzz -o $@ $< \
+	  tests/fuzz/replay.c $(BUILD)/libcoffer.a $(ALL_LIBS)
+
 # Test helpers (tree comparison, ...): standalone programs, no libcoffer.
 $(BUILD)/tests/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
@@ -79,13 +90,13 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
-unit: $(UNIT_BIN) $(TOOL_BIN)
+unit: $(UNIT_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 check: deps
 	@$(MAKE) --no-print-directory $(BIN) unit
 	@command -v prove >/dev/null || { echo "check: prove not found (make deps)"; exit 2; }
 	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
 
-e2e: $(BIN) $(TOOL_BIN)
+e2e: $(BIN) $(TOOL_BIN) $(REPLAY_BIN)
 	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -v tests/e2e/t*.sh
 
 # Timed comparison with restic and borg on a generated training tree
@@ -125,9 +136,14 @@ demo: deps
 	@$(MAKE) --no-print-directory coffer
 	sh tests/demo.sh
 
-# libFuzzer targets for the parsers of untrusted input (needs clang).
-FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz-*.c))
-FUZZ_CC  ?= clang
+# libFuzzer targets for the parsers of untrusted input (needs clang; not
+# in make deps).  Each is built, then run for FUZZ_TIME seconds from its
+# seeds in tests/fuzz/corpus/<target>/ (read only; what it finds goes to
+# build-fuzz/corpus/<target>/).  A crash, leak, timeout or OOM is written
+# into the seed directory (-artifact_prefix) and make fuzz fails: commit
+# that file with the fix, and make check replays it from then on (t0900).
+FUZZ_CC   ?= clang
+FUZZ_TIME ?= 60
 fuzz:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: needs clang (apt-get install clang)"; exit 2; }
 	$(MAKE) BUILD=build-fuzz BIN=build-fuzz/coffer CC=$(FUZZ_CC) \
@@ -137,7 +153,18 @@ fuzz:
 	  b=build-fuzz/fuzz/$$(basename $$f .c); echo "  FUZZ $$b"; \
 	  $(FUZZ_CC) $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined \
 	    -o $$b $$f build-fuzz/libcoffer.a $(ALL_LIBS); done
-	@echo "run e.g.: build-fuzz/fuzz/fuzz-pack -max_total_time=60 -close_fd_mask=2"
+	@set -e; for f in $(FUZZ_SRC); do \
+	  t=$$(basename $$f .c); c=tests/fuzz/corpus/$${t#fuzz-}; \
+	  mkdir -p build-fuzz/corpus/$$t; echo "  RUN  $$t, $(FUZZ_TIME) s"; \
+	  build-fuzz/fuzz/$$t -max_total_time=$(FUZZ_TIME) -close_fd_mask=2 \
+	    -artifact_prefix=$$c/ build-fuzz/corpus/$$t $$c || \
+	  { echo "fuzz: $$t failed; its input is in $$c/"; exit 1; }; done
+
+# Regenerate the seeds from each target's fuzz_seeds (then commit them).
+fuzz-corpus: $(REPLAY_BIN)
+	@set -e; for b in $(REPLAY_BIN); do t=$${b##*/replay-fuzz-}; \
+	  mkdir -p tests/fuzz/corpus/$$t; $$b --seeds tests/fuzz/corpus/$$t; \
+	  echo "  SEEDS tests/fuzz/corpus/$$t: $$(ls tests/fuzz/corpus/$$t | wc -l) files"; done
 
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(HDRS)

@@ -14,12 +14,10 @@
  * and no call reads past the bytes it was given (every buffer is
  * allocated at its exact size).
  *
- * Build and run:
- *   clang -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE \
- *       -Iinclude -o /tmp/fuzz-st tests/fuzz/fuzz-safetensors.c \
- *       src/chunk/safetensors.c src/util/[*].c
- *   /tmp/fuzz-st -max_total_time=60 -dict=<file of tokens such as
- *       "data_offsets" "__metadata__" "\\u" "[0," "{\"t\":{">
+ * Build and run: make fuzz (seeds: tests/fuzz/corpus/safetensors, written
+ * by fuzz_seeds below through make fuzz-corpus).  A dictionary helps:
+ *   -dict=<file of tokens such as "data_offsets" "__metadata__" "\\u"
+ *   "[0," "{\"t\":{">
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -122,3 +120,61 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(file);
 	return (0);
 }
+
+#ifdef FUZZ_REPLAY
+#include <stdio.h>
+
+#include "replay.h"
+
+/* dir/name: control byte ctl, then text. */
+static int
+seed(const char *dir, const char *name, uint8_t ctl, const char *text)
+{
+	size_t n = strlen(text);
+	uint8_t *p = malloc(n + 1);
+	int rc;
+
+	if (p == NULL)
+		return (-1);
+	p[0] = ctl;
+	memcpy(p + 1, text, n);
+	rc = fuzz_write_seed(dir, name, p, n + 1);
+	free(p);
+	return (rc);
+}
+
+/*
+ * Headers alone (control bit 0, the length prefix made to match), the
+ * data extending k bytes past them (bits 1-7); and a whole small file.
+ */
+int
+fuzz_seeds(const char *dir)
+{
+	static const char two[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+	    "\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F16\",\"shape\":[2],"
+	    "\"data_offsets\":[8,12]}}";
+	char file[256];
+	size_t n = sizeof(two) - 1, i;
+
+	/* 8-byte little-endian header length, the header, 12 data bytes. */
+	file[0] = 0;
+	for (i = 0; i < 8; i++)
+		file[1 + i] = (char)(uint8_t)((uint64_t)n >> (8 * i));
+	memcpy(file + 9, two, n);
+	memset(file + 9 + n, 'd', 12);
+	return (seed(dir, "two-tensors", 12 << 1 | 1, two) ||
+	    seed(dir, "metadata", 4 << 1 | 1, "{\"__metadata__\":{\"format\":"
+	    "\"pt\"},\"w\":{\"dtype\":\"U8\",\"shape\":[4],"
+	    "\"data_offsets\":[0,4]}}") ||
+	    seed(dir, "escaped-name", 2 << 1 | 1, "{\"\\u0041\\\"b\":{\"dtype\":"
+	    "\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}") ||
+	    seed(dir, "empty-header", 1, "{}") ||
+	    seed(dir, "overlapping", 16 << 1 | 1, "{\"a\":{\"dtype\":\"U8\","
+	    "\"shape\":[8],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"U8\","
+	    "\"shape\":[8],\"data_offsets\":[4,12]}}") ||
+	    seed(dir, "huge-offsets", 127 << 1 | 1, "{\"a\":{\"dtype\":\"U8\","
+	    "\"shape\":[1],\"data_offsets\":[0,18446744073709551615]}}") ||
+	    seed(dir, "truncated-json", 1, "{\"a\":{\"dtype\":\"F32\",\"sha") ||
+	    fuzz_write_seed(dir, "whole-file", file, 9 + n + 12) ? -1 : 0);
+}
+#endif
