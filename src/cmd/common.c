@@ -35,13 +35,14 @@ cmd_secrets_init(struct global_opts *g)
 	 * Keys and passphrases are about to be held: no core dump of them,
 	 * and no same-user process reading our memory or environment
 	 * (PR_SET_DUMPABLE 0 denies ptrace and /proc/PID/{mem,environ} to
-	 * all but root; RLIMIT_CORE 0 covers a core_pattern that writes
-	 * files even so).  Secrets are in sodium_malloc memory as well,
-	 * which is locked and left out of cores (MADV_DONTDUMP).
+	 * all but root; RLIMIT_CORE 0 stops the core file that
+	 * fs.suid_dumpable = 2 would still write).  Secrets are in
+	 * sodium_malloc memory as well, which is locked and left out of
+	 * cores (MADV_DONTDUMP).  Not fatal: the run is as safe as before.
 	 */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
 	    setrlimit(RLIMIT_CORE, &no_core))
-		log_errno("cannot disable core dumps");
+		log_warn_errno("cannot disable core dumps");
 
 	/*
 	 * COFFER_PASSPHRASE moves into locked memory and leaves the
