@@ -13,7 +13,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 2
+#define CATALOG_SCHEMA_VERSION 3
 
 struct catalog;
 
@@ -445,5 +445,32 @@ int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
 /* Copy the drill history of the catalog file from into c (a rebuild):
  * rows c has already (same time and snapshot) are not copied twice. */
 int catalog_copy_history(struct catalog *c, const char *from);
+
+
+/*
+ * The journal (journal.c): drill results and failed or interrupted
+ * snapshots, which the catalog alone would lose with the host, carried
+ * in the repository as signed journal records.
+ *
+ * catalog_journal_export: the rows not yet in the repository as a journal
+ * image appended to out; *n how many (0: nothing to write, out unchanged)
+ * and *upto what catalog_journal_mark needs to mark exactly those.
+ * catalog_journal_mark: they are now in pack (durable), in the caller's
+ * transaction.
+ * catalog_journal_import: the rows of a journal image stored in pack
+ * (signature checked by the caller) that the catalog lacks; *added how
+ * many.  Outside any
+ * transaction.  0 or -1 (reported).
+ */
+struct catalog_journal_upto {
+	int64_t drill;			/* drill rows up to this id */
+	int64_t snapshot;		/* failed snapshots up to this id */
+};
+int catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
+    struct catalog_journal_upto *upto);
+int catalog_journal_mark(struct catalog *c, const char *pack,
+    const struct catalog_journal_upto *upto);
+int catalog_journal_import(struct catalog *c, const uint8_t *img,
+    size_t len, const char *pack, size_t *added);
 
 #endif

@@ -36,6 +36,7 @@ struct sync_result {
 	size_t packs_missing;	/* in the catalog, not in the repository */
 	size_t records;		/* snapshots added */
 	size_t records_bad;	/* records left out */
+	size_t journal;		/* drill results and failed runs added */
 	uint64_t bytes_read;	/* of packs: headers, indexes, records */
 	double seconds;
 };
@@ -50,6 +51,16 @@ int engine_sync(struct repo *r, struct catalog *c, struct sync_result *res);
  * had to be left out (reported: damage), or -1 (reported).
  */
 int engine_catalog_update(struct repo *r, struct catalog *c);
+
+/*
+ * The journal (journal.c): write the drill results and failed runs the
+ * repository does not hold yet as one signed record in a new pack, and
+ * mark them in the catalog.  flush: the writer lock is held.  flush_try:
+ * takes the lock if it is free, else leaves the rows for the next writer
+ * (and returns 0).  0 or -1 (reported).
+ */
+int engine_journal_flush(struct repo *r, struct catalog *c);
+int engine_journal_flush_try(struct repo *r, struct catalog *c);
 
 /* No level asked: incremental when a complete full exists, else full. */
 #define LEVEL_AUTO (-1)

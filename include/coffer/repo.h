@@ -64,6 +64,9 @@ const struct crypto_keys *repo_keys(const struct repo *r);
  * "repository is locked by ...".  Held until repo_close.  0 or -1.
  */
 int repo_lock(struct repo *r, int wait);
+/* The same if the lock is free: 1 taken (or held), 0 held by another
+ * writer (not reported), -1 error (reported). */
+int repo_lock_try(struct repo *r);
 
 /* Remove leftovers in tmp/ (packs of a crashed run).  Writer lock held. */
 int repo_clean_tmp(struct repo *r);
@@ -119,7 +122,11 @@ int repo_list_packs(const struct repo *r, char ***names, size_t *n);
 #define PACK_RECORD_MAX (1u << 30)	/* larger records are rejected */
 #define PACK_TARGET_SIZE (64u << 20)
 
-enum pack_record_type { PACK_REC_DATA = 1, PACK_REC_SNAPSHOT = 2 };
+enum pack_record_type {
+	PACK_REC_DATA = 1,
+	PACK_REC_SNAPSHOT = 2,
+	PACK_REC_JOURNAL = 3		/* drill results, failed runs */
+};
 enum pack_record_flags { PACK_FLAG_ZSTD = 1 };
 
 struct pack_entry {

@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "coffer/buf.h"
 #include "coffer/catalog.h"
 
 /*
@@ -124,5 +125,20 @@ int cat_snapshot_exists(struct catalog *c, int64_t id);
 /* Fill e (all but path) from the CAT_ENTRY_COLS starting at column col.
  * Strings point into the statement's column memory. */
 void cat_col_entry(sqlite3_stmt *st, int col, struct entry *e);
+
+/*
+ * Images (export.c): run SQL on an image being built (errors name
+ * snapshot_id); copy the rows of src_sql on the catalog (?1 bound to
+ * snapshot_id) through dst_sql on the image, or with meta each column of
+ * its one row as a (key, value) row.  0 or -1 (reported).
+ */
+int cat_mem_exec(sqlite3 *mem, const char *sql, int64_t snapshot_id);
+/* A new, empty in-memory image; its bytes appended to out.  NULL / -1
+ * (reported). */
+sqlite3 *cat_mem_new(int64_t snapshot_id);
+int cat_mem_serialize(sqlite3 *mem, struct buf *out, int64_t snapshot_id);
+int cat_copy_rows(struct catalog *c, sqlite3 *mem, int64_t snapshot_id,
+    const char *what, const char *src_sql, const char *dst_sql, int meta,
+    int64_t *nrows);
 
 #endif

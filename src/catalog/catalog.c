@@ -191,6 +191,16 @@ static const char schema_v2[] =
 	") WITHOUT ROWID;\n";
 
 /*
+ * Schema version 3: the journal.  What must outlive the host besides
+ * snapshots (drill results, failed and interrupted runs) is also written
+ * to the repository, as signed journal records (journal.c).  A drill row
+ * is in the repository once in_repo is set; a failed snapshot once its
+ * record_pack names the pack holding its journal record.
+ */
+static const char schema_v3[] =
+	"ALTER TABLE drill ADD COLUMN in_repo INTEGER NOT NULL DEFAULT 0;\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -201,6 +211,7 @@ static const struct migration {
 } migrations[] = {
 	{ 1, schema_v1 },
 	{ 2, schema_v2 },
+	{ 3, schema_v3 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {

@@ -87,8 +87,8 @@ static const struct copy {
 	  "INSERT INTO content_chunk VALUES (?1, ?2, ?3, ?4, ?5)" },
 };
 
-static int
-mem_exec(sqlite3 *mem, const char *sql, int64_t snapshot_id)
+int
+cat_mem_exec(sqlite3 *mem, const char *sql, int64_t snapshot_id)
 {
 	char *msg = NULL;
 
@@ -108,8 +108,8 @@ mem_exec(sqlite3 *mem, const char *sql, int64_t snapshot_id)
  * its snapshot before the transaction that completes it commits.
  * With meta set, each column of src's single row becomes a meta row.
  */
-static int
-copy_rows(struct catalog *c, sqlite3 *mem, int64_t snapshot_id,
+int
+cat_copy_rows(struct catalog *c, sqlite3 *mem, int64_t snapshot_id,
     const char *what, const char *src_sql, const char *dst_sql, int meta,
     int64_t *nrows)
 {
@@ -163,42 +163,79 @@ out:
 	return (ret);
 }
 
-int
-catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
-    struct buf *out)
+sqlite3 *
+cat_mem_new(int64_t snapshot_id)
 {
 	sqlite3 *mem = NULL;
-	sqlite3_int64 size = 0;
-	unsigned char *img = NULL;
-	char fmt[64];
-	int64_t n;
-	size_t i;
-	int ret = -1, img_owned = 0;
 
 	if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-		log_error("cannot export snapshot %lld: %s",
-		    (long long)snapshot_id,
+		log_error("cannot export %lld: %s", (long long)snapshot_id,
 		    mem ? sqlite3_errmsg(mem) : "out of memory");
-		goto out;
+		sqlite3_close(mem);
+		return (NULL);
 	}
 	/* An empty image makes it a memdb database: its pages are one block
 	 * that sqlite3_serialize can hand out without copying. */
 	if (sqlite3_deserialize(mem, "main", NULL, 0, 0,
 	    SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE) !=
 	    SQLITE_OK) {
-		log_error("cannot export snapshot %lld: %s",
-		    (long long)snapshot_id, sqlite3_errmsg(mem));
-		goto out;
+		log_error("cannot export %lld: %s", (long long)snapshot_id,
+		    sqlite3_errmsg(mem));
+		sqlite3_close(mem);
+		return (NULL);
 	}
-	if (mem_exec(mem, export_schema, snapshot_id) ||
-	    mem_exec(mem, "BEGIN", snapshot_id))
+	return (mem);
+}
+
+int
+cat_mem_serialize(sqlite3 *mem, struct buf *out, int64_t snapshot_id)
+{
+	sqlite3_int64 size = 0;
+	unsigned char *img;
+	int owned = 0, rc;
+
+	img = sqlite3_serialize(mem, "main", &size, SQLITE_SERIALIZE_NOCOPY);
+	if (img == NULL) {
+		/* Not one block after all: take a copy. */
+		if ((img = sqlite3_serialize(mem, "main", &size, 0)) == NULL) {
+			log_error("cannot export %lld: cannot serialize the "
+			    "record", (long long)snapshot_id);
+			return (-1);
+		}
+		owned = 1;
+	}
+	if (size < 0 || (uint64_t)size > SIZE_MAX) {
+		log_error("cannot export %lld: record too large",
+		    (long long)snapshot_id);
+		rc = -1;
+	} else
+		rc = buf_append(out, img, (size_t)size);
+	if (owned)
+		sqlite3_free(img);
+	return (rc);
+}
+
+int
+catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
+    struct buf *out)
+{
+	sqlite3 *mem;
+	char fmt[64];
+	int64_t n;
+	size_t i;
+	int ret = -1;
+
+	if ((mem = cat_mem_new(snapshot_id)) == NULL)
+		return (-1);
+	if (cat_mem_exec(mem, export_schema, snapshot_id) ||
+	    cat_mem_exec(mem, "BEGIN", snapshot_id))
 		goto out;
 	snprintf(fmt, sizeof(fmt), "INSERT INTO meta VALUES ('format', %d)",
 	    EXPORT_FORMAT);
-	if (mem_exec(mem, fmt, snapshot_id))
+	if (cat_mem_exec(mem, fmt, snapshot_id))
 		goto out;
-	if (copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
+	if (cat_copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
 	    "INSERT INTO meta VALUES (?1, ?2)", 1, &n))
 		goto out;
 	if (n != 1) {
@@ -207,33 +244,13 @@ catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
 		goto out;
 	}
 	for (i = 0; i < sizeof(copies) / sizeof(copies[0]); i++)
-		if (copy_rows(c, mem, snapshot_id, copies[i].what,
+		if (cat_copy_rows(c, mem, snapshot_id, copies[i].what,
 		    copies[i].src, copies[i].dst, 0, &n))
 			goto out;
-	if (mem_exec(mem, "COMMIT", snapshot_id))
+	if (cat_mem_exec(mem, "COMMIT", snapshot_id))
 		goto out;
-
-	img = sqlite3_serialize(mem, "main", &size, SQLITE_SERIALIZE_NOCOPY);
-	if (img == NULL) {
-		/* Not one block after all: take a copy. */
-		if ((img = sqlite3_serialize(mem, "main", &size, 0)) == NULL) {
-			log_error("cannot export snapshot %lld: cannot "
-			    "serialize the record", (long long)snapshot_id);
-			goto out;
-		}
-		img_owned = 1;
-	}
-	if (size < 0 || (uint64_t)size > SIZE_MAX) {
-		log_error("cannot export snapshot %lld: record too large",
-		    (long long)snapshot_id);
-		goto out;
-	}
-	if (buf_append(out, img, (size_t)size))
-		goto out;
-	ret = 0;
+	ret = cat_mem_serialize(mem, out, snapshot_id);
 out:
-	if (img_owned)
-		sqlite3_free(img);
 	sqlite3_close(mem);
 	return (ret);
 }

@@ -806,6 +806,10 @@ engine_prepare_write(struct repo *r, struct catalog *c, int wait)
 	if (n > 0)
 		log_info("marked %d interrupted snapshot%s failed", n,
 		    n == 1 ? "" : "s");
+	/* Failed runs and drills the repository does not know yet. */
+	if (engine_journal_flush(r, c))
+		log_warn("the journal (drill results, failed runs) could not "
+		    "be written to the repository; the next run tries again");
 	return (0);
 }
 

@@ -794,6 +794,11 @@ engine_drill(struct repo *r, struct catalog *c,
 	}
 	if (catalog_drill_add(c, rec))
 		status = STATUS_ERROR;
+	/* The result is evidence: into the repository too, now if no
+	 * writer holds it, else by the next one. */
+	else if (engine_journal_flush_try(d.repo, c))
+		log_warn("the drill's result could not be written to the "
+		    "repository; the next backup tries again");
 out:
 	progress_done(&d.progress);
 	if (d.scratch != NULL) {

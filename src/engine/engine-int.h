@@ -103,6 +103,11 @@ int snapshot_record_open(const struct repo *r, const uint8_t *rec,
     size_t len, struct buf *scratch, const uint8_t **img, size_t *imglen,
     const char **why);
 
+/* The same for a journal record (journal.c). */
+int journal_record_open(const struct repo *r, const uint8_t *rec,
+    size_t len, struct buf *scratch, const uint8_t **img, size_t *imglen,
+    const char **why);
+
 /* Hostname (malloc'd; "" when unknown), for snapshot rows. */
 char *engine_host_name(void);
 

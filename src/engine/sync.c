@@ -92,20 +92,78 @@ read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
 	return (rc == 1 ? 0 : -1);
 }
 
+/* Journal records (drill results, failed runs), after the snapshots
+ * they name. */
+static void
+import_journals(struct sync *s, const struct rec_ref *recs, size_t n)
+{
+	struct pack_reader *pr = NULL;
+	const uint8_t *img;
+	const char *why;
+	size_t i, len, added;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		if (recs[i].ent.type != PACK_REC_JOURNAL)
+			continue;
+		if (pr == NULL || strcmp(pack_reader_name(pr),
+		    recs[i].pack) != 0) {
+			pack_reader_close(pr);
+			if ((pr = pack_reader_open(s->repo, recs[i].pack)) ==
+			    NULL) {
+				s->res->records_bad++;
+				continue;
+			}
+		}
+		if (pack_reader_get(pr, &recs[i].ent, s->z, &s->data)) {
+			s->res->records_bad++;
+			continue;
+		}
+		s->res->bytes_read += recs[i].ent.stored_len;
+		rc = journal_record_open(s->repo, s->data.data, s->data.len,
+		    &s->scratch, &img, &len, &why);
+		if (rc != 1) {
+			if (rc == 0)
+				log_error("pack '%s': a journal record %s: "
+				    "left out", recs[i].pack, why);
+			s->res->records_bad++;
+			continue;
+		}
+		if (catalog_journal_import(s->cat, img, len, recs[i].pack,
+		    &added))
+			s->res->records_bad++;
+		else
+			s->res->journal += added;
+	}
+	pack_reader_close(pr);
+}
+
 /*
  * Import the records, parents before children: a record whose parent is
  * not there yet waits for the next pass; those still waiting when a pass
  * imports nothing have lost their parent.
  */
 static int
-import_records(struct sync *s, struct rec_ref *recs, size_t n)
+import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 {
 	struct catalog_record_meta m;
 	struct pack_reader *pr = NULL;
+	struct rec_ref *recs;
 	const uint8_t *img;
-	size_t i, k, len, progress;
+	size_t i, k, n = 0, len, progress;
 	int rc;
 
+	/* The snapshot records, in a list of their own that shrinks as
+	 * they are imported. */
+	if (nall == 0)
+		return (0);
+	if ((recs = calloc(nall, sizeof(*recs))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	for (i = 0; i < nall; i++)
+		if (all[i].ent.type == PACK_REC_SNAPSHOT)
+			recs[n++] = all[i];
 	do {
 		progress = 0;
 		for (i = k = 0; i < n; i++) {
@@ -143,6 +201,7 @@ import_records(struct sync *s, struct rec_ref *recs, size_t n)
 		    "that is not in the repository: left out", recs[i].pack);
 		s->res->records_bad++;
 	}
+	free(recs);
 	return (0);
 }
 
@@ -195,7 +254,8 @@ scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
 		goto out;
 	s->res->bytes_read += PACK_HEADER_BYTES + n * 46;
 	for (i = 0; i < n; i++) {
-		if (ents[i].type != PACK_REC_SNAPSHOT)
+		if (ents[i].type != PACK_REC_SNAPSHOT &&
+		    ents[i].type != PACK_REC_JOURNAL)
 			continue;
 		if (array_grow(recs, cap, *nrecs, sizeof(**recs), 16)) {
 			rc = -1;
@@ -299,8 +359,10 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 			res->packs_bad++;
 		progress_update(&s.progress, 1, 0);
 	}
-	if (import_records(&s, recs, nrecs) ||
-	    import_packs(&s, fresh, ok, nfresh))
+	if (import_records(&s, recs, nrecs))
+		goto out;
+	import_journals(&s, recs, nrecs);
+	if (import_packs(&s, fresh, ok, nfresh))
 		goto out;
 	rc = 0;
 out:

@@ -657,6 +657,9 @@ repo_keys(const struct repo *r)
 	return (r->keys);
 }
 
+enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
+static int lock_writer(struct repo *r, int how);
+
 /* Text read from the repository goes to a terminal: no control bytes. */
 static void
 sanitize(char *s)
@@ -669,13 +672,26 @@ sanitize(char *s)
 int
 repo_lock(struct repo *r, int wait)
 {
+	return (lock_writer(r, wait ? LOCK_WAIT : LOCK_FAIL) == 1 ? 0 : -1);
+}
+
+int
+repo_lock_try(struct repo *r)
+{
+	return (lock_writer(r, LOCK_QUIET));
+}
+
+/* LOCK_WAIT, LOCK_FAIL (reported), LOCK_QUIET (0 when busy). */
+static int
+lock_writer(struct repo *r, int how)
+{
 	char info[256] = "", host[HOST_NAME_MAX + 1] = "?", when[32];
 	struct stat st;
 	ssize_t n;
 	int fd;
 
 	if (r->lock_fd != -1)
-		return (0);
+		return (1);
 	if ((fd = open_in(r, r->dirs[DIR_LOCKS], "writer", "locks/writer",
 	    O_RDWR | O_CREAT, S_IFREG, 0)) == -1)
 		return (-1);
@@ -696,7 +712,11 @@ repo_lock(struct repo *r, int wait)
 		info[n > 0 ? n : 0] = '\0';
 		info[strcspn(info, "\n")] = '\0';
 		sanitize(info);
-		if (!wait) {
+		if (how == LOCK_QUIET) {
+			close(fd);
+			return (0);
+		}
+		if (how == LOCK_FAIL) {
 			log_error("repository '%s' is locked by another "
 			    "writer (%s)", r->path, info[0] ? info : "unknown");
 			goto err;
@@ -720,7 +740,7 @@ repo_lock(struct repo *r, int wait)
 	if (ftruncate(fd, 0) == 0)
 		(void)!pwrite(fd, info, strlen(info), 0);
 	r->lock_fd = fd;
-	return (0);
+	return (1);
 err:
 	close(fd);
 	return (-1);

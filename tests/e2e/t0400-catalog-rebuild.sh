@@ -66,6 +66,31 @@ test_expect_success 'and every snapshot restores identically' '
 	all_restore
 '
 
+test_expect_success 'drill results and interrupted runs outlive the catalog' '
+	coffer -r repo drill --no-write ds-a@latest >/dev/null &&
+	coffer -r repo drill history --json >h1.json &&
+	json_check h1.json "@\$j == 1" &&
+	mkdir big && for i in 1 2 3 4; do random_file big/s$i 50 || return 1; done &&
+	{ "$COFFER" -r repo backup ds-big big >/dev/null 2>&1 & } && pid=$! &&
+	n=0 &&
+	while kill -0 $pid 2>/dev/null &&
+	    test "$(find repo/tmp -type f | wc -l)" = 0 && test $n -lt 1000; do
+		sleep 0.02; n=$((n + 1))
+	done &&
+	kill -9 $pid && { wait $pid; test $? = 137; } &&
+	printf "after the crash\n" >b/after && snap ds-b b incremental &&
+	coffer -r repo snapshots --json >s1.json &&
+	json_check s1.json "grep({ \$_->{state} eq q(failed) &&
+		\$_->{dataset} eq q(ds-big) } @\$j) == 1" &&
+	rm -rf "$XDG_STATE_HOME/coffer" &&
+	coffer -r repo drill history --json >h2.json &&
+	test_cmp h1.json h2.json &&
+	coffer -r repo snapshots --json >s2.json &&
+	json_check s2.json "grep({ \$_->{state} eq q(failed) &&
+		\$_->{dataset} eq q(ds-big) } @\$j) == 1" &&
+	listing reference && test_line_count = 10 reference
+'
+
 test_expect_success 'a new host (another state directory) sees them all' '
 	XDG_STATE_HOME=$TMP/host2 listing host2.list &&
 	test_cmp reference host2.list &&
@@ -97,7 +122,7 @@ test_expect_success 'an older copy of the catalog catches up' '
 	cp -a "$CATDIR" catalog-2 &&
 	printf "later\n" >a/later && snap ds-a a incremental &&
 	listing reference2 &&
-	test_line_count = 9 reference2 &&
+	test_line_count = 11 reference2 &&
 	rm -rf "$CATDIR" && cp -a catalog-2 "$CATDIR" &&
 	listing after &&
 	test_cmp reference2 after &&

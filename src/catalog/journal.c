@@ -1,0 +1,251 @@
+/*
+ * Journal images: the drill results and failed snapshots of a catalog
+ * that the repository does not hold yet, as a small SQLite image (as
+ * snapshot records are, export.c) that the engine signs and stores in a
+ * pack.  Import is the reverse, for a catalog rebuilt on another host.
+ * Names, never catalog row ids: datasets by name, snapshots by id.
+ * Format 1.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog-int.h"
+#include "coffer/log.h"
+
+#define JOURNAL_FORMAT 1
+#define JOURNAL_SCHEMA "jnl"
+
+static const char journal_schema[] =
+	"PRAGMA journal_mode = OFF;\n"
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;\n"
+	"CREATE TABLE drill (time_ns INTEGER, dataset TEXT, sid TEXT,"
+	" mode TEXT, sample REAL, files INTEGER, bytes INTEGER,"
+	" failures INTEGER, seconds REAL, check_seconds REAL,"
+	" estimate_seconds REAL, rto_seconds REAL, rpo_seconds REAL,"
+	" rpo_age_seconds REAL, verdict TEXT);\n"
+	"CREATE TABLE failed (sid TEXT, dataset TEXT, level INTEGER,"
+	" parent_sid TEXT, started_ns INTEGER, finished_ns INTEGER,"
+	" host TEXT, source TEXT);\n";
+
+/* ?1 is the upper bound of the row ids taken. */
+static const char drills_sql[] =
+	"SELECT dr.time_ns, d.name, dr.sid, dr.mode, dr.sample, dr.files,"
+	" dr.bytes, dr.failures, dr.seconds, dr.check_seconds,"
+	" dr.estimate_seconds, dr.rto_seconds, dr.rpo_seconds,"
+	" dr.rpo_age_seconds, dr.verdict"
+	" FROM drill dr JOIN dataset d ON d.id = dr.dataset_id"
+	" WHERE dr.in_repo = 0 AND dr.id <= ?1";
+static const char failed_sql[] =
+	"SELECT s.sid, d.name, s.level, p.sid, s.started_ns, s.finished_ns,"
+	" s.host, s.source"
+	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"
+	" LEFT JOIN snapshot p ON p.id = s.parent_id"
+	" WHERE s.state = 2 AND s.record_pack IS NULL AND s.id <= ?1";
+
+static int
+max_id(struct catalog *c, const char *sql, int64_t *v)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, sql, "read the journal")) == NULL)
+		return (-1);
+	rc = sqlite3_step(st);
+	*v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW) {
+		log_error("cannot read the journal: %s", sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+int
+catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
+    struct catalog_journal_upto *upto)
+{
+	sqlite3 *mem;
+	int64_t nd, nf;
+	char fmt[64];
+	int ret = -1;
+
+	*n = 0;
+	if (max_id(c, "SELECT coalesce(max(id), 0) FROM drill", &upto->drill) ||
+	    max_id(c, "SELECT coalesce(max(id), 0) FROM snapshot",
+	    &upto->snapshot))
+		return (-1);
+	if ((mem = cat_mem_new(0)) == NULL)
+		return (-1);
+	snprintf(fmt, sizeof(fmt), "INSERT INTO meta VALUES ('format', %d)",
+	    JOURNAL_FORMAT);
+	if (cat_mem_exec(mem, journal_schema, 0) ||
+	    cat_mem_exec(mem, "BEGIN", 0) || cat_mem_exec(mem, fmt, 0) ||
+	    cat_copy_rows(c, mem, upto->drill, "drill results", drills_sql,
+	    "INSERT INTO drill VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+	    " ?10, ?11, ?12, ?13, ?14, ?15)", 0, &nd) ||
+	    cat_copy_rows(c, mem, upto->snapshot, "failed snapshots",
+	    failed_sql, "INSERT INTO failed VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+	    " ?7, ?8)", 0, &nf) ||
+	    cat_mem_exec(mem, "COMMIT", 0))
+		goto out;
+	if (nd + nf > 0 && cat_mem_serialize(mem, out, 0))
+		goto out;
+	*n = (size_t)(nd + nf);
+	ret = 0;
+out:
+	sqlite3_close(mem);
+	return (ret);
+}
+
+int
+catalog_journal_mark(struct catalog *c, const char *pack,
+    const struct catalog_journal_upto *upto)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, "UPDATE drill SET in_repo = 1"
+	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, upto->drill);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto err;
+	if ((st = cat_prepare(c, "UPDATE snapshot SET record_pack = ?2"
+	    " WHERE state = 2 AND record_pack IS NULL AND id <= ?1",
+	    "mark the journal")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, upto->snapshot);
+	cat_bind_text(st, 2, pack);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto err;
+	return (0);
+err:
+	log_error("cannot mark the journal: %s", sqlite3_errmsg(c->db));
+	return (-1);
+}
+
+/*
+ * The rows, checked as they are copied: values the catalog's CHECKs would
+ * refuse are left out rather than fail the whole record.
+ */
+static const char *const import_sql[] = {
+	"INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
+	JOURNAL_SCHEMA ".drill WHERE typeof(dataset) = 'text'"
+	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING",
+	"INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
+	" sample, files, bytes, failures, seconds, check_seconds,"
+	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"
+	" verdict, in_repo)"
+	" SELECT j.time_ns, d.id, s.id, j.sid, j.mode, j.sample, j.files,"
+	" j.bytes, j.failures, j.seconds, j.check_seconds,"
+	" j.estimate_seconds, j.rto_seconds, j.rpo_seconds,"
+	" j.rpo_age_seconds, j.verdict, 1"
+	" FROM " JOURNAL_SCHEMA ".drill j JOIN dataset d ON d.name = j.dataset"
+	" LEFT JOIN snapshot s ON s.sid = j.sid"
+	" WHERE typeof(j.time_ns) = 'integer' AND length(j.sid) = 32"
+	" AND j.mode IN ('restore', 'no-write')"
+	" AND j.sample > 0 AND j.sample <= 100"
+	" AND j.verdict IN ('pass', 'fail', 'missed-objective')"
+	" AND typeof(j.files) = 'integer' AND typeof(j.bytes) = 'integer'"
+	" AND typeof(j.failures) = 'integer'"
+	" AND typeof(j.seconds) IN ('real', 'integer')"
+	" AND typeof(j.check_seconds) IN ('real', 'integer')"
+	" AND NOT EXISTS (SELECT 1 FROM drill x WHERE x.time_ns = j.time_ns"
+	" AND x.sid = j.sid)"
+	" ORDER BY j.time_ns",
+	/* A failed run is listed with its place in its chain: its parent
+	 * must be known (a failed full needs none). */
+	"INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
+	JOURNAL_SCHEMA ".failed WHERE typeof(dataset) = 'text'"
+	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING",
+	"INSERT INTO snapshot(sid, dataset_id, level, parent_id, full_id,"
+	" depth, state, started_ns, finished_ns, host, source, record_pack)"
+	" SELECT f.sid, d.id, f.level, p.id, p.full_id,"
+	" coalesce(p.depth + 1, 0), 2, f.started_ns, f.finished_ns, f.host,"
+	" f.source, ?1"
+	" FROM " JOURNAL_SCHEMA ".failed f JOIN dataset d ON d.name = f.dataset"
+	" LEFT JOIN snapshot p ON p.sid = f.parent_sid AND p.state = 1"
+	" WHERE length(f.sid) = 32 AND f.level IN (0, 1, 2)"
+	" AND (f.level = 0) = (p.id IS NULL)"
+	" AND typeof(f.started_ns) = 'integer'"
+	" AND NOT EXISTS (SELECT 1 FROM snapshot x WHERE x.sid = f.sid)",
+};
+
+int
+catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
+    const char *pack, size_t *added)
+{
+	sqlite3_stmt *st = NULL;
+	unsigned char *copy;
+	char fmt[16] = "";
+	size_t i;
+	int rc, ret = -1;
+
+	*added = 0;
+	if (len < 512) {
+		log_error("journal record: bad image size %zu", len);
+		return (-1);
+	}
+	if (cat_exec(c, "ATTACH ':memory:' AS " JOURNAL_SCHEMA,
+	    "read a journal record"))
+		return (-1);
+	if ((copy = sqlite3_malloc64(len)) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	memcpy(copy, img, len);
+	rc = sqlite3_deserialize(c->db, JOURNAL_SCHEMA, copy,
+	    (sqlite3_int64)len, (sqlite3_int64)len,
+	    SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY);
+	if (rc != SQLITE_OK) {
+		log_error("journal record: cannot read its image: %s",
+		    sqlite3_errstr(rc));
+		goto out;
+	}
+	if ((st = cat_prepare(c, "SELECT value FROM " JOURNAL_SCHEMA ".meta"
+	    " WHERE key = 'format'", "read a journal record")) == NULL)
+		goto out;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(fmt, sizeof(fmt), "%s",
+		    (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	st = NULL;
+	if (strcmp(fmt, "1") != 0) {
+		log_error("journal record: format '%s' is not one this coffer "
+		    "reads", fmt);
+		goto out;
+	}
+	/* Deferred: IMMEDIATE would lock the read-only image too. */
+	if (cat_exec(c, "BEGIN", "import a journal record"))
+		goto out;
+	for (i = 0; i < sizeof(import_sql) / sizeof(import_sql[0]); i++) {
+		if ((st = cat_prepare(c, import_sql[i],
+		    "import a journal record")) == NULL)
+			goto rollback;
+		cat_bind_text(st, 1, pack);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot import a journal record: %s",
+			    sqlite3_errmsg(c->db));
+			goto rollback;
+		}
+		if (i == 1 || i == 3)	/* drills, failed snapshots */
+			*added += (size_t)sqlite3_changes(c->db);
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	if (cat_exec(c, "COMMIT", "import a journal record"))
+		goto rollback;
+	ret = 0;
+	goto out;
+rollback:
+	catalog_rollback(c);
+out:
+	sqlite3_finalize(st);
+	(void)cat_exec(c, "DETACH " JOURNAL_SCHEMA, "close a journal record");
+	return (ret);
+}
