@@ -33,7 +33,9 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 				return (STATUS_USAGE);
 			if (mib < 8 || mib > 4096) {
 				log_error("--kdf-memory must be between 8 and "
-				    "4096 MiB");
+				    "4096 MiB (above 1024, every host that "
+				    "opens the repository needs "
+				    "COFFER_KDF_MAX_MEMORY)");
 				return (STATUS_USAGE);
 			}
 			o.kdf_memory = (uint64_t)mib << 20;

@@ -276,14 +276,14 @@ slot_check(const char *name, const uint8_t *slot, size_t len, int *why)
 	if ((local = local_memlimit()) == 0)
 		goto refused;
 	if (memlimit > local) {
-		log_error("%s: Argon2id memory %llu MiB exceeds the local limit "
+		log_warn("%s: Argon2id memory %llu MiB exceeds the local limit "
 		    "%llu MiB (" KDF_MAX_MEMORY_ENV " raises it)", what,
 		    (unsigned long long)((memlimit + (1 << 20) - 1) >> 20),
 		    (unsigned long long)(local >> 20));
 		goto refused;
 	}
 	if (opslimit > SLOT_LOCAL_OPSLIMIT_MAX) {
-		log_error("%s: Argon2id %llu passes exceed the local limit of "
+		log_warn("%s: Argon2id %llu passes exceed the local limit of "
 		    "%d", what, (unsigned long long)opslimit,
 		    SLOT_LOCAL_OPSLIMIT_MAX);
 		goto refused;

@@ -442,6 +442,29 @@ verify_conf(struct repo *r)
 	return (0);
 }
 
+/* read(2) up to size bytes into buf (no stdio copy); *len what came. */
+static int
+read_secret(int fd, unsigned char *buf, size_t size, size_t *len,
+    const char *what)
+{
+	ssize_t got;
+
+	*len = 0;
+	while (*len < size) {
+		got = read(fd, buf + *len, size - *len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			log_errno("cannot read '%s'", what);
+			return (-1);
+		}
+		if (got == 0)
+			break;
+		*len += (size_t)got;
+	}
+	return (0);
+}
+
 static int
 unlock_keyfile(struct repo *r, const char *key_file)
 {
@@ -469,13 +492,24 @@ unlock_keyfile(struct repo *r, const char *key_file)
 		close(fd);
 		return (-1);
 	}
-	rc = fsutil_read_fd(fd, KEYFILE_MAX, &data, &len, key_file);
-	close(fd);
-	if (rc)
+	/* Read into locked memory (sodium_malloc: no swap, no core). */
+	if ((data = crypto_secret_new(KEYFILE_MAX + 1)) == NULL) {
+		log_error("out of memory");
+		close(fd);
 		return (-1);
+	}
+	rc = read_secret(fd, data, KEYFILE_MAX + 1, &len, key_file);
+	close(fd);
+	if (rc == 0 && len > KEYFILE_MAX) {
+		log_error("key file '%s' is too large", key_file);
+		rc = -1;
+	}
+	if (rc) {
+		crypto_secret_free(data);
+		return (-1);
+	}
 	r->keys = crypto_keyfile_decode(data, len, id);
-	explicit_bzero(data, len);
-	free(data);
+	crypto_secret_free(data);
 	if (r->keys == NULL) {
 		log_error("cannot use key file '%s'", key_file);
 		return (-1);
@@ -558,7 +592,7 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 	unsigned char *slot;
 	char **names, rel[NAME_MAX + 8];
 	size_t i, n, len;
-	int wrong, slots = 0;
+	int why, slots = 0, tried = 0;
 
 	if (slot_names(r, &names, &n))
 		return (-1);
@@ -568,10 +602,12 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 		    &slot, &len))
 			continue;	/* reported; another slot may open */
 		slots++;
-		r->keys = crypto_slot_unwrap(slot, len, r->id, pass, passlen,
-		    &wrong);
-		if (r->keys == NULL && !wrong)
-			log_warn("key slot '%s' is damaged", rel);
+		/* Refused and damaged slots are reported, naming them. */
+		r->keys = crypto_slot_unwrap_named(rel, slot, len, r->id, pass,
+		    passlen, &why);
+		if (r->keys != NULL || why == CRYPTO_SLOT_WRONG)
+			tried++;
+		explicit_bzero(slot, len);
 		free(slot);
 	}
 	for (i = 0; i < n; i++)
@@ -582,6 +618,9 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 	if (slots == 0)
 		log_error("repository '%s' has no passphrase key slot (use "
 		    "--key-file)", r->path);
+	else if (tried == 0)
+		log_error("repository '%s': no key slot could be tried (see "
+		    "above)", r->path);
 	else
 		log_error("wrong passphrase for repository '%s'", r->path);
 	return (-1);

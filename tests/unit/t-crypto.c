@@ -67,7 +67,8 @@ static int
 reported(const char *out)
 {
 	return (getenv("TEST_VERBOSE") != NULL ||
-	    strncmp(out, "error: ", 7) == 0);
+	    strncmp(out, "error: ", 7) == 0 ||
+	    strncmp(out, "warning: ", 9) == 0);
 }
 
 static int
