@@ -13,7 +13,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 3
+#define CATALOG_SCHEMA_VERSION 4
 
 struct catalog;
 
@@ -177,7 +177,8 @@ struct catalog_chunk_loc {
 };
 
 /* 1 if the chunk is known and stored in a pack, 0 if not (then *rowid is
- * its row if one exists, else 0), -1 on error. */
+ * its row if one exists, else 0), -1 on error.  A chunk marked damaged
+ * counts as not stored: the next backup that meets it stores it again. */
 int catalog_chunk_find(struct catalog *c, const uint8_t cid[32],
     int64_t *rowid);
 /* Insert a chunk row without a location; *rowid. */
@@ -442,6 +443,15 @@ int catalog_record_peek(struct catalog *c, const uint8_t *img, size_t len,
     struct catalog_record_meta *m);
 int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
     const char *record_pack, struct catalog_record_meta *m);
+/*
+ * Mark n chunks (by row) damaged or missing, as verify, restore or drill
+ * found them: the next backup that meets their content stores them again
+ * (catalog_chunk_find), and locating the new copy clears the mark.  0 or
+ * -1 (reported).
+ */
+int catalog_chunks_mark_damaged(struct catalog *c, const int64_t *rows,
+    size_t n);
+
 /* Copy the drill history of the catalog file from into c (a rebuild):
  * rows c has already (same time and snapshot) are not copied twice. */
 int catalog_copy_history(struct catalog *c, const char *from);

@@ -201,6 +201,15 @@ static const char schema_v3[] =
 	"ALTER TABLE drill ADD COLUMN in_repo INTEGER NOT NULL DEFAULT 0;\n";
 
 /*
+ * Schema version 4: healing.  A chunk found damaged or missing (verify,
+ * restore, drill) is marked; a marked chunk counts as not stored, so the
+ * next backup that meets its content stores it again, and the new copy's
+ * location (which clears the mark) serves every snapshot that needs it.
+ */
+static const char schema_v4[] =
+	"ALTER TABLE chunk ADD COLUMN damaged INTEGER NOT NULL DEFAULT 0;\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -212,6 +221,7 @@ static const struct migration {
 	{ 1, schema_v1 },
 	{ 2, schema_v2 },
 	{ 3, schema_v3 },
+	{ 4, schema_v4 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {
@@ -224,13 +234,14 @@ static const char *const stmt_sql[ST__COUNT] = {
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
 		" ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
 	[ST_CHUNK_FIND] =
-		"SELECT id, pack_id IS NOT NULL FROM chunk WHERE cid = ?1",
+		"SELECT id, pack_id IS NOT NULL AND damaged = 0 FROM chunk"
+		" WHERE cid = ?1",
 	[ST_CHUNK_ADD] = "INSERT INTO chunk(cid) VALUES (?1)"
 			 " ON CONFLICT(cid) DO NOTHING",
 	[ST_CHUNK_LOCATE] =
 		"UPDATE chunk SET pack_id = ?2, pack_offset = ?3,"
-		" plain_len = ?4, stored_len = ?5, type = ?6, flags = ?7"
-		" WHERE id = ?1",
+		" plain_len = ?4, stored_len = ?5, type = ?6, flags = ?7,"
+		" damaged = 0 WHERE id = ?1",
 	[ST_CONTENT_FIND] = "SELECT id, size FROM content WHERE hash = ?1",
 	[ST_CONTENT_ADD] =
 		"INSERT INTO content(hash, size, nchunks) VALUES (?1, ?2, ?3)",

@@ -347,3 +347,35 @@ err:
 	free(v);
 	return (-1);
 }
+
+int
+catalog_chunks_mark_damaged(struct catalog *c, const int64_t *rows, size_t n)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int ret = -1;
+
+	if (n == 0)
+		return (0);
+	if (cat_savepoint(c))
+		return (-1);
+	if ((st = cat_prepare(c, "UPDATE chunk SET damaged = 1 WHERE id = ?1",
+	    "mark damaged chunks")) == NULL)
+		goto out;
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, rows[i]);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot mark damaged chunks: %s",
+			    sqlite3_errmsg(c->db));
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	sqlite3_finalize(st);
+	if (ret == 0)
+		return (cat_release(c));
+	cat_rollback_to(c);
+	return (-1);
+}

@@ -76,8 +76,8 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 		goto out;
 	/*
 	 * A chunk known without a place (an interrupted run reserved it)
-	 * gets this one; a chunk stored twice (two hosts raced) keeps the
-	 * place it has.
+	 * or marked damaged (another host healed it) gets this one; a chunk
+	 * stored twice (two hosts raced) keeps the place it has.
 	 */
 	if ((st = cat_prepare(c, "INSERT INTO chunk(cid, pack_id, pack_offset,"
 	    " plain_len, stored_len, type, flags)"
@@ -86,7 +86,8 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 	    " pack_offset = excluded.pack_offset,"
 	    " plain_len = excluded.plain_len,"
 	    " stored_len = excluded.stored_len, type = excluded.type,"
-	    " flags = excluded.flags WHERE chunk.pack_id IS NULL",
+	    " flags = excluded.flags, damaged = 0"
+	    " WHERE chunk.pack_id IS NULL OR chunk.damaged = 1",
 	    "import a pack")) == NULL)
 		goto out;
 	for (i = 0; i < n; i++) {

@@ -705,6 +705,9 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	if (catalog_chunks_break(c, v.bad_rows, res->ndamage, collect_broken,
 	    &bs))
 		goto out;
+	/* So that the next backup that meets them stores them again. */
+	if (catalog_chunks_mark_damaged(c, v.bad_rows, res->ndamage))
+		goto out;
 	status = res->ndamage || res->nbad_records ? STATUS_INTEGRITY :
 	    STATUS_OK;
 out:

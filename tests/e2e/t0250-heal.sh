@@ -1,0 +1,76 @@
+#!/bin/bash
+test_description='a chunk found damaged is stored again by the next backup that meets it, and every snapshot heals'
+. "$(dirname "$0")/../lib.sh"
+
+# flip_chunk PATH SEQ: damage the SEQth chunk of PATH in its pack.
+flip_chunk() {
+	set -- $(chunk_loc "$1" "$2") &&
+	test -n "$1" &&
+	flip_byte "$(pack_path "$1")" $(( $2 + 40 ))
+}
+
+test_expect_success 'setup: two snapshots sharing a file' '
+	mkdir src && random_file src/weights.bin 3 &&
+	random_file src/gone.bin 1 &&
+	printf "notes\n" >src/notes.txt &&
+	coffer_init_keyfile repo &&
+	coffer -r repo backup --json ds src >b1.json &&
+	old=$(json_get b1.json "\$j->{snapshot}") &&
+	printf "more\n" >>src/notes.txt &&
+	coffer -r repo backup --json ds src >b2.json &&
+	cp -a src src.copy
+'
+
+test_expect_success 'a byte flipped in a chunk of the shared file: verify names it' '
+	flip_chunk weights.bin 0 &&
+	test_expect_code 4 coffer -r repo verify --read-data >v1 2>&1 &&
+	cat v1 &&
+	grep weights.bin v1
+'
+
+test_expect_success 'restore of the old snapshot fails on that file (exit 4)' '
+	test_expect_code 4 coffer -r repo restore "$old" out1 2>err &&
+	grep weights.bin err
+'
+
+test_expect_success 'a full backup stores the damaged chunk again' '
+	coffer -r repo backup --json --level full ds src >b3.json &&
+	json_check b3.json "\$j->{bytes_new} > 0"
+'
+
+test_expect_success 'verify --read-data passes: every snapshot is healed' '
+	coffer -r repo verify --read-data
+'
+
+test_expect_success 'the old snapshot restores identically' '
+	coffer -r repo restore "$old" out2 &&
+	cmp src.copy/weights.bin out2/weights.bin &&
+	cmp src.copy/gone.bin out2/gone.bin
+'
+
+test_expect_success 'content the source no longer has stays named by verify' '
+	flip_chunk gone.bin 0 &&
+	test_expect_code 4 coffer -r repo verify --read-data >v2 2>&1 &&
+	grep gone.bin v2 &&
+	rm src/gone.bin &&
+	coffer -r repo backup --level full ds src &&
+	test_expect_code 4 coffer -r repo verify --read-data >v3 2>&1 &&
+	cat v3 &&
+	grep gone.bin v3 &&
+	! grep weights.bin v3
+'
+
+test_expect_success 'an unchanged file is healed by a full, not by an incremental' '
+	flip_chunk weights.bin 1 &&
+	test_expect_code 4 coffer -r repo verify --read-data >/dev/null 2>&1 &&
+	coffer -r repo backup --json ds src >b4.json &&
+	json_check b4.json "\$j->{bytes_new} < 1048576" &&
+	test_expect_code 4 coffer -r repo verify --read-data >/dev/null 2>&1 &&
+	coffer -r repo backup --level full ds src &&
+	test_expect_code 4 coffer -r repo verify --read-data >v4 2>&1 &&
+	cat v4 &&
+	grep gone.bin v4 &&
+	! grep weights.bin v4
+'
+
+test_done
