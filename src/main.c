@@ -14,6 +14,7 @@
 #include "cmd/cmd.h"
 #include "coffer/crypto.h"
 #include "coffer/log.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 
 #ifndef COFFER_VERSION
@@ -218,6 +219,9 @@ main(int argc, char **argv)
 			optind = 0;
 			st = commands[i].fn(argc, argv, &g);
 			cmd_secrets_release(&g);
+			/* Stopped by a signal: the status a shell expects. */
+			if (signals_caught() && st != STATUS_OK)
+				st = 128 + signals_caught();
 			return (st);
 		}
 	}

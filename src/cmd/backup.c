@@ -8,6 +8,7 @@
 #include "coffer/engine.h"
 #include "coffer/json.h"
 #include "coffer/log.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 
 static void
@@ -135,6 +136,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		st = STATUS_USAGE;
 		goto out;
 	}
+	signals_install();	/* the engine stops at its next safe point */
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		goto out;
 	st = engine_backup(r, c, &o, &res);

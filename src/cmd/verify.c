@@ -8,6 +8,7 @@
 #include "coffer/hex.h"
 #include "coffer/json.h"
 #include "coffer/log.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 
 /* --read-data's value: "" (all), "P%", or "N/M". */
@@ -234,6 +235,7 @@ cmd_verify(int argc, char **argv, const struct global_opts *g)
 	 * repository and writes its own catalog rows. */
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		return (st);
+	signals_install();	/* stops after the pack it is on */
 	st = engine_verify(r, c, &o, &res);
 	if (st == STATUS_OK || st == STATUS_INTEGRITY) {
 		if (json)

@@ -32,6 +32,7 @@
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
+#include "coffer/signals.h"
 #include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/status.h"
@@ -556,6 +557,8 @@ read_file(struct backup *b, struct fs_walk *w)
 	if (begin_read(b))
 		return (READ_FATAL);
 	for (;;) {
+		if (signals_caught())
+			return (READ_FATAL);	/* reported by the walk */
 		if ((p = read_room(b)) == NULL)
 			return (READ_FATAL);
 		if ((rc = fs_walk_read_into(w, p, READ_BYTES, &len, &off)) != 1)
@@ -746,6 +749,10 @@ walk_source(struct backup *b)
 		return (-1);
 	b->walk = w;
 	while ((rc = fs_walk_next(w, &e)) == 1) {
+		if (signals_caught()) {
+			rc = -1;
+			break;
+		}
 		if (b->level != LEVEL_FULL) {
 			if ((had_base = catalog_resolver_get(b->view, e.path,
 			    &old)) < 0) {
@@ -789,6 +796,10 @@ walk_source(struct backup *b)
 		rc = -1;
 	b->walk = NULL;
 	fs_walk_close(w);
+	if (signals_caught())
+		log_error("backup of '%s' interrupted by %s: the snapshot is "
+		    "marked failed", b->opts->dataset,
+		    signals_name(signals_caught()));
 	return (rc < 0 ? -1 : 0);
 }
 

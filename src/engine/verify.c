@@ -22,6 +22,7 @@
 #include "coffer/log.h"
 #include "coffer/pool.h"
 #include "coffer/progress.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 #include "engine-int.h"
 
@@ -670,6 +671,12 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 			res->complete = 0;
 			break;
 		}
+		/* Stopped by a signal: as at the time limit, the next run
+		 * resumes after this pack. */
+		if (signals_caught() && i + 1 < npacks) {
+			res->complete = 0;
+			break;
+		}
 	}
 	if (res->complete) {
 		/* Chunks of packs after the last one (a pack row that
@@ -710,6 +717,12 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 		goto out;
 	status = res->ndamage || res->nbad_records ? STATUS_INTEGRITY :
 	    STATUS_OK;
+	if (!res->complete && signals_caught()) {
+		log_error("verify interrupted by %s after pack %.12s: the next "
+		    "run resumes there", signals_name(signals_caught()),
+		    res->last_pack);
+		status = STATUS_ERROR;
+	}
 out:
 	progress_done(&v.progress);
 	res->seconds = now_monotonic() - t0;
