@@ -31,8 +31,8 @@ static const struct command {
 	  "create a repository" },
 	{ "backup", cmd_backup,
 	  "backup [--level full|differential|incremental] [--exclude GLOB]... "
-	  "[--one-file-system] [--compression N] [--threads N] [--json] "
-	  "DATASET PATH",
+	  "[--one-file-system] [--compression N] [--threads N] [--new-source] "
+	  "[--json] DATASET PATH",
 	  "take a snapshot of a dataset" },
 	{ "snapshots", cmd_snapshots, "snapshots [--json] [DATASET]",
 	  "list snapshots" },
@@ -126,6 +126,129 @@ cmd_version(int argc, char **argv, const struct global_opts *g)
 	return (STATUS_OK);
 }
 
+/* Levenshtein distance of two short words (commands), capped. */
+static size_t
+distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), i, j, d[32], prev, t;
+
+	if (la >= 31 || lb >= 31)
+		return (99);
+	for (j = 0; j <= lb; j++)
+		d[j] = j;
+	for (i = 1; i <= la; i++) {
+		prev = d[0];
+		d[0] = i;
+		for (j = 1; j <= lb; j++) {
+			t = d[j];
+			d[j] = prev + (a[i - 1] != b[j - 1]);
+			if (d[j - 1] + 1 < d[j])
+				d[j] = d[j - 1] + 1;
+			if (t + 1 < d[j])
+				d[j] = t + 1;
+			prev = t;
+		}
+	}
+	return (d[lb]);
+}
+
+/* The command a mistyped one most likely meant, or NULL. */
+static const char *
+nearest_command(const char *name)
+{
+	const char *best = NULL;
+	size_t i, d, bestd = 3;
+
+	for (i = 0; i < NCOMMANDS; i++) {
+		d = distance(name, commands[i].name);
+		if (strncmp(name, commands[i].name, strlen(name)) == 0 &&
+		    strlen(name) >= 2)
+			d = 1;
+		if (d < bestd) {
+			bestd = d;
+			best = commands[i].name;
+		}
+	}
+	return (best);
+}
+
+/*
+ * Global options after the command too (coffer backup -q ...), as restic
+ * takes them: taken out of the command's arguments before it parses them.
+ * Up to a "--".  0, or -1 (reported).
+ */
+static int
+take_globals(int *argc, char **argv, struct global_opts *g)
+{
+	const char *v, *opt;
+	int i, k, n = *argc, val;
+
+	for (i = k = 1; i < n; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			while (i < n)
+				argv[k++] = argv[i++];
+			break;
+		}
+		val = 0;
+		v = NULL;
+		if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
+			log_level = -1;
+		else if (!strcmp(argv[i], "-v") ||
+		    !strcmp(argv[i], "--verbose"))
+			log_level++;
+		else if (!strcmp(argv[i], "--no-wait"))
+			g->wait = 0;
+		else if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--repo") ||
+		    !strcmp(argv[i], "--key-file") ||
+		    !strcmp(argv[i], "--passphrase-file") ||
+		    !strcmp(argv[i], "--catalog") ||
+		    !strcmp(argv[i], "--wait"))
+			val = 1;
+		else if (!strncmp(argv[i], "--repo=", 7) ||
+		    !strncmp(argv[i], "--key-file=", 11) ||
+		    !strncmp(argv[i], "--passphrase-file=", 18) ||
+		    !strncmp(argv[i], "--catalog=", 10) ||
+		    !strncmp(argv[i], "--wait=", 7))
+			v = strchr(argv[i], '=') + 1;
+		else {
+			argv[k++] = argv[i];
+			continue;
+		}
+		if (val) {
+			if (i + 1 >= n) {
+				log_error("option '%s' needs a value", argv[i]);
+				return (-1);
+			}
+			v = argv[++i];
+		}
+		if (v == NULL)
+			continue;
+		/* The option's first letter: -r, --repo, --key-file... */
+		opt = argv[i - val];
+		switch (opt[1] == '-' ? opt[2] : opt[1]) {
+		case 'r':
+			g->repo = v;
+			break;
+		case 'k':
+			g->key_file = v;
+			break;
+		case 'p':
+			g->passphrase_file = v;
+			break;
+		case 'c':
+			g->catalog = v;
+			break;
+		case 'w':
+			if (cmd_parse_duration("--wait", v, &g->wait))
+				return (-1);
+			break;
+		}
+	}
+	argv[k] = NULL;
+	*argc = k;
+	return (0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -137,11 +260,13 @@ main(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "no-wait", no_argument, NULL, 'W' },
+		{ "wait", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct global_opts g;
+	const char *near;
 	size_t i;
 	int ch, st;
 
@@ -159,6 +284,7 @@ main(int argc, char **argv)
 	mallopt(M_ARENA_MAX, 2);
 	signal(SIGPIPE, SIG_IGN);
 	memset(&g, 0, sizeof(g));
+	g.wait = WAIT_DEFAULT;
 	if (cmd_secrets_init(&g))
 		return (STATUS_ERROR);
 	g.repo = getenv("COFFER_REPO");
@@ -193,7 +319,11 @@ main(int argc, char **argv)
 			log_level++;
 			break;
 		case 'W':
-			g.no_wait = 1;
+			g.wait = 0;
+			break;
+		case 'w':
+			if (cmd_parse_duration("--wait", optarg, &g.wait))
+				return (STATUS_USAGE);
 			break;
 		case 'h':
 			usage(stdout);
@@ -211,6 +341,8 @@ main(int argc, char **argv)
 		usage(stderr);
 		return (STATUS_USAGE);
 	}
+	if (take_globals(&argc, argv, &g))
+		return (STATUS_USAGE);
 	if (crypto_init())
 		return (STATUS_ERROR);
 	for (i = 0; i < NCOMMANDS; i++) {
@@ -225,7 +357,11 @@ main(int argc, char **argv)
 			return (st);
 		}
 	}
-	log_error("'%s' is not a coffer command (see 'coffer help')",
-	    argv[0]);
+	if ((near = nearest_command(argv[0])) != NULL)
+		log_error("'%s' is not a coffer command; did you mean '%s'?",
+		    argv[0], near);
+	else
+		log_error("'%s' is not a coffer command (see 'coffer help')",
+		    argv[0]);
 	return (STATUS_USAGE);
 }

@@ -15,10 +15,11 @@
  */
 
 /*
- * Before writing: take the repository's and the catalog's writer locks,
+ * Before writing: take the repository's and the catalog's writer locks
+ * (waiting at most wait seconds each; < 0 for ever, 0 not at all),
  * remove what a crashed run left in tmp/, mark its snapshots failed.
  */
-int engine_prepare_write(struct repo *r, struct catalog *c, int wait);
+int engine_prepare_write(struct repo *r, struct catalog *c, double wait);
 
 /*
  * The catalog as a cache of the repository.  engine_sync reads the packs
@@ -72,6 +73,7 @@ struct backup_opts {
 	struct fs_walk_opts walk;
 	int compress_level;		/* zstd level; 0 = default */
 	int threads;			/* 0 = one per processor */
+	int new_source;			/* the dataset's root moved on purpose */
 };
 
 struct backup_result {

@@ -46,4 +46,8 @@ int fsutil_dir_is_empty(const char *path, int missing_ok);
 /* Join a and b with one '/', into a malloc'd string (NULL on ENOMEM). */
 char *fsutil_join(const char *a, const char *b);
 
+/* flock(fd, LOCK_EX), waiting at most timeout seconds (< 0: for ever).
+ * 0 taken, 1 timed out, -1 error (errno; not reported). */
+int fsutil_flock_wait(int fd, double timeout);
+
 #endif

@@ -60,10 +60,11 @@ const struct crypto_keys *repo_keys(const struct repo *r);
 
 /*
  * Take the repository's writer lock (flock on locks/writer, holding this
- * host, pid and time).  wait: block until free; else fail at once with
- * "repository is locked by ...".  Held until repo_close.  0 or -1.
+ * host, pid and time), waiting at most wait seconds for another writer
+ * to give it back (< 0: for ever; 0: fail at once with "repository is
+ * locked by ...").  Held until repo_close.  0 or -1 (reported).
  */
-int repo_lock(struct repo *r, int wait);
+int repo_lock(struct repo *r, double wait);
 /* The same if the lock is free: 1 taken (or held), 0 held by another
  * writer (not reported), -1 error (reported). */
 int repo_lock_try(struct repo *r);

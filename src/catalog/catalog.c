@@ -781,7 +781,7 @@ catalog_default_path(const char *repo_id_hex)
 }
 
 int
-catalog_lock(struct catalog *c, int wait)
+catalog_lock(struct catalog *c, double wait)
 {
 	char *name;
 	int fd;
@@ -798,14 +798,15 @@ catalog_lock(struct catalog *c, int wait)
 	}
 	/* flock, not fcntl locks: it belongs to this open file, so closing
 	 * some other descriptor of the file (SQLite does) cannot drop it. */
-	while (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) == -1) {
-		if (errno == EINTR)
-			continue;
-		if (errno == EWOULDBLOCK)
-			log_error("catalog '%s' is locked by another coffer "
-			    "process", c->dir);
-		else
-			log_errno("cannot lock '%s'", name);
+	switch (fsutil_flock_wait(fd, wait)) {
+	case 0:
+		break;
+	case 1:
+		log_error("catalog '%s' is locked by another coffer process",
+		    c->dir);
+		goto err1;
+	default:
+		log_errno("cannot lock '%s'", name);
 		goto err1;
 	}
 	c->lock_fd = fd;

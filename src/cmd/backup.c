@@ -65,6 +65,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		{ "json", no_argument, NULL, 'j' },
 		{ "compression", required_argument, NULL, 'z' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "new-source", no_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct backup_opts o;
@@ -99,6 +100,9 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 			break;
 		case 'j':
 			json = 1;
+			break;
+		case 'N':
+			o.new_source = 1;
 			break;
 		case 'z':
 			lvl = cmd_parse_num("--compression", optarg);

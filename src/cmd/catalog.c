@@ -101,7 +101,7 @@ rebuild(const struct global_opts *g, int json)
 		goto out;
 	}
 	if ((c = catalog_open_or_reset(path, aside, sizeof(aside))) == NULL ||
-	    catalog_lock(c, !g->no_wait))
+	    catalog_lock(c, g->wait))
 		goto out;
 	/* What an interrupted rebuild left. */
 	(void)unlink(tmp);

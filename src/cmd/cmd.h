@@ -6,13 +6,16 @@
 #include "coffer/catalog.h"
 #include "coffer/repo.h"
 
-/* Options that come before the command (and their environment twins). */
+/* Options that come before or after the command (and their environment
+ * twins). */
+#define WAIT_DEFAULT 3600.0		/* an hour: cron runs do not pile up */
 struct global_opts {
 	const char *repo;		/* -r, COFFER_REPO */
 	const char *key_file;		/* --key-file, COFFER_KEY_FILE */
 	const char *passphrase_file;	/* --passphrase-file */
 	const char *catalog;		/* --catalog, COFFER_CATALOG */
-	int no_wait;			/* --no-wait */
+	double wait;			/* --wait, --no-wait: seconds for
+					 * the writer locks (< 0: for ever) */
 	char *env_pass;			/* COFFER_PASSPHRASE (locked memory) */
 	size_t env_passlen;
 };

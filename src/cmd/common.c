@@ -297,7 +297,7 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 		free(catpath);
 		catpath = NULL;
 	}
-	if ((flags & OPEN_WRITE) && engine_prepare_write(r, c, !g->no_wait)) {
+	if ((flags & OPEN_WRITE) && engine_prepare_write(r, c, g->wait)) {
 		st = STATUS_REPO;
 		goto err;
 	}

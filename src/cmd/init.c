@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
@@ -19,7 +20,7 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 	char *pass = NULL;
 	size_t passlen = 0;
 	long long mib;
-	int ch, st;
+	int ch, st, empty;
 
 	memset(&o, 0, sizeof(o));
 	o.key_file = g->key_file;
@@ -48,6 +49,14 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 		path = argv[optind++];
 	if (path == NULL || optind != argc)
 		return (cmd_usage_error("init"));
+	/* A directory that holds something is the user's mistake (status
+	 * 2), and is said before a passphrase is asked for. */
+	if ((empty = fsutil_dir_is_empty(path, 1)) <= 0) {
+		if (empty == 0)
+			log_error("'%s' is not empty: a repository needs a new "
+			    "or empty directory", path);
+		return (empty == 0 ? STATUS_USAGE : STATUS_ERROR);
+	}
 	if (o.key_file == NULL) {
 		st = cmd_passphrase(g, "new passphrase: ", 1, &pass, &passlen);
 		if (st != STATUS_OK)

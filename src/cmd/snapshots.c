@@ -35,14 +35,17 @@ print_one(void *arg, const struct catalog_snapshot *s)
 		    s->finished_ns > s->started_ns ?
 		    (double)(s->finished_ns - s->started_ns) / 1e9 : 0.0);
 	} else {
+		/* SIZE is what the run read from the source; DEPTH the
+		 * snapshots below it in its chain (0 for a full). */
 		if (ls->n == 0)
-			printf("%-12s  %-16s  %-12s  %-20s  %-8s  %9s  %10s\n",
-			    "ID", "DATASET", "LEVEL", "TIME", "STATE", "FILES",
-			    "SIZE");
+			printf("%-12s  %-16s  %-12s  %5s  %-20s  %-8s  %9s  "
+			    "%10s  %s\n", "ID", "DATASET", "LEVEL", "DEPTH",
+			    "TIME", "STATE", "FILES", "SIZE", "SOURCE");
 		fmt_bytes(size, sizeof(size), (double)s->bytes_read);
-		printf("%-12.12s  %-16s  %-12s  %-20s  %-8s  %9lld  %10s\n",
-		    s->sid, s->dataset, catalog_level_name(s->level), when,
-		    catalog_state_name(s->state), (long long)s->files, size);
+		printf("%-12.12s  %-16s  %-12s  %5d  %-20s  %-8s  %9lld  %10s  "
+		    "%s\n", s->sid, s->dataset, catalog_level_name(s->level),
+		    s->depth, when, catalog_state_name(s->state),
+		    (long long)s->files, size, s->source ? s->source : "-");
 	}
 	ls->n++;
 	return (0);

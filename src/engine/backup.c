@@ -94,6 +94,7 @@ struct backup {
 	struct chunker *chunker;
 	uint32_t max_chunk;
 	int level;
+	int force_full;			/* --new-source, no level asked */
 	int64_t dataset_id;
 
 	/*
@@ -804,7 +805,7 @@ walk_source(struct backup *b)
 }
 
 int
-engine_prepare_write(struct repo *r, struct catalog *c, int wait)
+engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 {
 	int n = 0;
 
@@ -825,6 +826,36 @@ engine_prepare_write(struct repo *r, struct catalog *c, int wait)
 }
 
 /*
+ * A dataset is one tree: a backup from another root than its newest
+ * snapshot's (a typo in a cron line) would make @latest another tree,
+ * with a tombstone for every file of the old one.  Refused unless
+ * --new-source says it is meant (then a full starts the new chain when no
+ * level is asked).  0, 1 refused (reported), -1 error.
+ */
+static int
+check_source(struct backup *b, const char *source)
+{
+	struct catalog_snapshot prev;
+	int found, rc = 0;
+
+	memset(&prev, 0, sizeof(prev));
+	if ((found = catalog_snapshot_base(b->cat, b->dataset_id,
+	    LEVEL_INCREMENTAL, &prev)) < 0)
+		return (-1);
+	if (found && prev.source != NULL && strcmp(prev.source, source) != 0) {
+		if (!b->opts->new_source) {
+			log_error("dataset '%s' is backed up from '%s', not "
+			    "'%s' (--new-source if it moved)",
+			    b->opts->dataset, prev.source, source);
+			rc = 1;
+		} else if (b->opts->level == LEVEL_AUTO)
+			b->force_full = 1;
+	}
+	catalog_snapshot_release(&prev);
+	return (rc);
+}
+
+/*
  * Decide the level and the base.  An incremental or differential without
  * a complete full to build on becomes a full, as Bacula does.
  */
@@ -834,6 +865,8 @@ choose_level(struct backup *b, struct catalog_snapshot *s,
 {
 	int level = b->opts->level, found;
 
+	if (level == LEVEL_AUTO && b->force_full)
+		level = LEVEL_FULL;
 	if (level == LEVEL_AUTO) {
 		if ((found = catalog_snapshot_base(b->cat, b->dataset_id,
 		    LEVEL_DIFFERENTIAL, base)) < 0)
@@ -921,17 +954,21 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (catalog_dataset_id(c, o->dataset, 1, &b.dataset_id) < 0)
 		goto out;
 	s.dataset_id = b.dataset_id;
+	if ((s.source = realpath(o->source, NULL)) == NULL) {
+		log_errno("cannot open '%s'", o->source);
+		goto out;
+	}
+	if ((i = check_source(&b, s.source)) != 0) {
+		if (i > 0)
+			status = STATUS_USAGE;
+		goto out;
+	}
 	if (choose_level(&b, &s, &base))
 		goto out;
 	b.level = s.level;
 	s.state = SNAP_RUNNING;
 	s.started_ns = now_realtime_ns();
 	s.host = engine_host_name();
-	s.source = realpath(o->source, NULL);
-	if (s.source == NULL) {
-		log_errno("cannot open '%s'", o->source);
-		goto out;
-	}
 	if (catalog_snapshot_create(c, &s))
 		goto out;
 	if (s.level == LEVEL_FULL)

@@ -697,7 +697,7 @@ repo_keys(const struct repo *r)
 }
 
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
-static int lock_writer(struct repo *r, int how);
+static int lock_writer(struct repo *r, int how, double timeout);
 
 /* Text read from the repository goes to a terminal: no control bytes. */
 static void
@@ -709,20 +709,22 @@ sanitize(char *s)
 }
 
 int
-repo_lock(struct repo *r, int wait)
+repo_lock(struct repo *r, double wait)
 {
-	return (lock_writer(r, wait ? LOCK_WAIT : LOCK_FAIL) == 1 ? 0 : -1);
+	return (lock_writer(r, wait != 0 ? LOCK_WAIT : LOCK_FAIL, wait) == 1 ?
+	    0 : -1);
 }
 
 int
 repo_lock_try(struct repo *r)
 {
-	return (lock_writer(r, LOCK_QUIET));
+	return (lock_writer(r, LOCK_QUIET, 0));
 }
 
-/* LOCK_WAIT, LOCK_FAIL (reported), LOCK_QUIET (0 when busy). */
+/* LOCK_WAIT (timeout seconds, < 0 for ever), LOCK_FAIL (reported),
+ * LOCK_QUIET (0 when busy). */
 static int
-lock_writer(struct repo *r, int how)
+lock_writer(struct repo *r, int how, double timeout)
 {
 	char info[256] = "", host[HOST_NAME_MAX + 1] = "?", when[32];
 	struct stat st;
@@ -763,12 +765,18 @@ lock_writer(struct repo *r, int how)
 		if (log_level >= 0 && isatty(STDERR_FILENO))
 			fprintf(stderr, "waiting for the lock on '%s' (%s)\n",
 			    r->path, info[0] ? info : "unknown");
-		while (flock(fd, LOCK_EX)) {
-			if (errno != EINTR) {
-				log_errno("repository '%s': cannot lock "
-				    "'locks/writer'", r->path);
-				goto err;
-			}
+		switch (fsutil_flock_wait(fd, timeout)) {
+		case 0:
+			break;
+		case 1:
+			log_error("repository '%s' is still locked by another "
+			    "writer after %.0f s (%s)", r->path, timeout,
+			    info[0] ? info : "unknown");
+			goto err;
+		default:
+			log_errno("repository '%s': cannot lock "
+			    "'locks/writer'", r->path);
+			goto err;
 		}
 	}
 	/* Who holds it, for the message a blocked writer prints. */

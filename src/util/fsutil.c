@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coffer/fsutil.h"
@@ -306,4 +308,35 @@ fsutil_join(const char *a, const char *b)
 	p[la] = '/';
 	memcpy(p + la + 1, b, lb + 1);
 	return (p);
+}
+
+int
+fsutil_flock_wait(int fd, double timeout)
+{
+	struct timespec now, end, nap = { 0, 20 * 1000 * 1000 };
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)timeout;
+	end.tv_nsec += (long)((timeout - (double)(time_t)timeout) * 1e9);
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return (0);
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return (-1);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (timeout >= 0 && (now.tv_sec > end.tv_sec ||
+		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec)))
+			return (1);
+		/* Polled, from 20 ms up to half a second: a blocking flock
+		 * could not be given a deadline. */
+		nanosleep(&nap, NULL);
+		if (nap.tv_nsec < 500 * 1000 * 1000)
+			nap.tv_nsec *= 2;
+		if (nap.tv_nsec > 500 * 1000 * 1000)
+			nap.tv_nsec = 500 * 1000 * 1000;
+	}
 }
