@@ -37,9 +37,10 @@ TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
 HDRS      := $(sort $(wildcard include/coffer/*.h))
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz-*.c))
 REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay-%)
+MAN_PAGES := $(sort $(wildcard man/*.1))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
-        fuzz fuzz-corpus bench bench-growth demo format
+        fuzz fuzz-corpus bench bench-growth demo format man-lint
 all: $(BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
@@ -80,7 +81,7 @@ $(BUILD)/tests/%: tests/tools/%.c
 
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
-            libsqlite3-dev libzstd-dev sqlite3 attr acl perl xxd
+            libsqlite3-dev libzstd-dev sqlite3 attr acl perl xxd mandoc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=; for p in $(DEB_PKGS); do \
@@ -92,7 +93,7 @@ deps:
 
 unit: $(UNIT_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 check: deps
-	@$(MAKE) --no-print-directory $(BIN) unit
+	@$(MAKE) --no-print-directory $(BIN) unit man-lint
 	@command -v prove >/dev/null || { echo "check: prove not found (make deps)"; exit 2; }
 	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
 
@@ -119,14 +120,28 @@ hdr-check:
 	  $(CC) $(ALL_CFLAGS) -x c -fsyntax-only - || { echo "hdr-check: $$h"; exit 1; }; \
 	done; echo "hdr-check: $(words $(HDRS)) headers compile alone"
 
+# The binary, coffer(1) and a page per command (coffer-backup(1), ...).
 install: coffer
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 coffer $(DESTDIR)$(BINDIR)/coffer
-	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/coffer
-	for m in man/*.1; do rm -f $(DESTDIR)$(MANDIR)/man1/$${m#man/}; done
+	for m in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man1/$${m#man/}; done
+
+# Every man page must be free of warnings: mandoc's lint at its warning
+# level (its style notes depend on which other manuals are installed, so
+# they do not count), or groff's warnings where mandoc is missing.
+man-lint:
+	@if command -v mandoc >/dev/null; then \
+	  mandoc -T lint -W warning $(MAN_PAGES) || \
+	  { echo "man-lint: mandoc warns about the pages above"; exit 1; }; \
+	else \
+	  for m in $(MAN_PAGES); do out=$$(groff -mandoc -ww -z $$m 2>&1); \
+	    [ -z "$$out" ] || { echo "$$out"; \
+	    echo "man-lint: groff warns about $$m"; exit 1; }; done; \
+	fi; echo "man-lint: $(words $(MAN_PAGES)) pages, no warnings"
 
 lint:
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
