@@ -7,7 +7,7 @@
 #include "coffer/buf.h"
 
 /*
- * All of coffer's cryptography; the only libsodium user.  See DESIGN.md
+ * All of coffer's cryptography; the only libsodium user.  See doc/design.md
  * ("Crypto").  Secrets live in sodium_malloc'd memory and are wiped on free.
  */
 

@@ -95,7 +95,7 @@ struct backup_result {
  * Take a snapshot of o->source as dataset o->dataset at o->level: a full
  * reads everything; a differential (base: the last full) or incremental
  * (base: the previous snapshot) stores only entries that changed since its
- * base, plus tombstones.  Durability order as in DESIGN.md: packs are
+ * base, plus tombstones.  Durability order as in doc/design.md: packs are
  * durable before the catalog rows that use them commit; the snapshot
  * becomes complete in the last transaction.  STATUS_OK, STATUS_WARN (some
  * entries skipped or kept at their previous version), or STATUS_ERROR.

@@ -10,7 +10,7 @@
 
 /*
  * The repository: a directory on storage that need not be trusted (see
- * DESIGN.md).  coffer.conf (public parameters, MAC'd under the meta key),
+ * doc/format.md).  coffer.conf (public parameters, MAC'd under the meta key),
  * keys/ (key slots), packs/ab/ab... (immutable packs), tmp/, locks/.
  */
 #define REPO_FORMAT_VERSION 1
@@ -104,7 +104,7 @@ int repo_pack_publish(const struct repo *r, const char *name);
 int repo_list_packs(const struct repo *r, char ***names, size_t *n);
 
 /*
- * Packs.  A pack is: header, records, encrypted index trailer (DESIGN.md).
+ * Packs.  A pack is: header, records, encrypted index trailer (doc/format.md).
  *   header  = "CFPK" | u8 version | 3 zero bytes | repo id[16] |
  *             pack id[16] | sealed pack key[80]
  *   record  = u8 type | u8 flags | u32 plain len | u32 stored len |

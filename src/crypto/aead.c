@@ -1,5 +1,5 @@
 /*
- * XChaCha20-Poly1305-IETF, the AEAD of every record (DESIGN.md), computed
+ * XChaCha20-Poly1305-IETF, the AEAD of every record (doc/format.md), computed
  * by OpenSSL's ChaCha20-Poly1305 (RFC 8439) under the subkey that
  * libsodium's HChaCha20 derives from the key and the nonce's first 16
  * bytes, with the nonce's last 8 bytes after four zero bytes as its

@@ -92,7 +92,7 @@ engine_journal_flush(struct repo *r, struct catalog *c)
 		goto out;
 	}
 	crypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
-	/* Durable first (DESIGN.md's order), then the catalog says so. */
+	/* Durable first (doc/design.md's order), then the catalog says so. */
 	if ((w = pack_writer_new(r)) == NULL ||
 	    pack_writer_add(w, PACK_REC_JOURNAL, 0, id, rec.data, rec.len,
 	    (uint32_t)rec.len, NULL) || pack_writer_finish(w, &info))

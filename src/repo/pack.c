@@ -459,7 +459,7 @@ pack_writer_finish(struct pack_writer *w, struct pack_info *info)
 	return (pack_writer_finish_wait(w, info));
 }
 
-/* Durability order (DESIGN.md): on the writer's thread. */
+/* Durability order (doc/design.md): on the writer's thread. */
 static int
 make_durable(struct pack_writer *w)
 {

@@ -1,6 +1,6 @@
 /*
  * The repository directory: coffer.conf, key slots, locks, tmp/.
- * See DESIGN.md "Repository and catalog on disk".
+ * See doc/format.md ("Repository layout") and doc/design.md ("Threat model").
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -906,7 +906,7 @@ repo_tmp_remove(const struct repo *r, const char *name)
 }
 
 /*
- * Durability order (DESIGN.md): the caller fsynced the pack in tmp/; it
+ * Durability order (doc/design.md): the caller fsynced the pack in tmp/; it
  * is renamed into packs/ab/ (made, and packs/ fsynced, when new) and the
  * directory fsynced.  Only then may the catalog reference it.
  */
