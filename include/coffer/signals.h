@@ -8,7 +8,7 @@
  * packs) and stops there as after an error, so that the snapshot is
  * marked failed, tmp/ is cleaned and every complete snapshot stays
  * restorable.  A second signal ends the process at once, by the signal's
- * default action; a crash at any point is safe too (DESIGN.md's order).
+ * default action; a crash at any point is safe too (doc/design.md's order).
  */
 void signals_install(void);
 /* The signal that asked to stop (SIGINT, ...), or 0. */
