@@ -67,6 +67,13 @@ size_t chunker_next_resume(const struct chunker *c, const uint8_t *data,
  */
 uint64_t safetensors_header_size(const uint8_t *head, size_t len,
     uint64_t file_size);
+/*
+ * The size a safetensors file must have, by its header: the end of its
+ * last tensor.  0 when head (the header, whole) is not one.  A file
+ * shorter than that is still being written.
+ */
+uint64_t safetensors_declared_size(const uint8_t *head, size_t len,
+    uint64_t file_size);
 int safetensors_cuts(const uint8_t *head, size_t len, uint64_t file_size,
     uint64_t **cuts, size_t *n);
 
@@ -126,6 +133,9 @@ int chunk_stream_finish(struct chunk_stream *s);
 int chunk_stream_use(struct chunk_stream *s, struct buf *b);
 /* In place, a read given up: the uncut tail leaves the caller's buffer. */
 void chunk_stream_abandon(struct chunk_stream *s);
+/* 1 if the file is a safetensors file shorter than its header declares
+ * (known once its header was fed): a checkpoint still being written. */
+int chunk_stream_short(const struct chunk_stream *s);
 /* In place: room for len bytes at the end of the buffer (NULL: out of
  * memory); chunk_stream_wrote then takes the n <= len bytes written there
  * as the block at file offset off, as chunk_stream_feed would. */

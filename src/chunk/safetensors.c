@@ -661,6 +661,33 @@ tail:
 	return (s->p == s->end ? ST_OK : ST_BAD);
 }
 
+uint64_t
+safetensors_declared_size(const uint8_t *head, size_t len,
+    uint64_t file_size)
+{
+	struct offs o = { NULL, 0, 0 };
+	struct scan s;
+	uint64_t hs, max;
+	size_t i;
+
+	hs = safetensors_header_size(head, len, file_size);
+	if (hs == 0 || (uint64_t)len < hs)
+		return (0);
+	s.p = head + 8;
+	s.end = head + hs;
+	/* Offsets are checked against nothing but overflow here: the
+	 * point is to see those beyond the file's end. */
+	if (parse_header(&s, hs, UINT64_MAX - hs, &o) != ST_OK) {
+		free(o.v);
+		return (0);
+	}
+	for (i = 0, max = hs; i < o.n; i++)
+		if (o.v[i] > max)
+			max = o.v[i];
+	free(o.v);
+	return (max);
+}
+
 int
 safetensors_cuts(const uint8_t *head, size_t len, uint64_t file_size,
     uint64_t **cuts, size_t *n)

@@ -30,6 +30,7 @@ struct chunk_stream {
 	uint64_t *cuts;			/* tensor boundaries, sorted */
 	size_t ncuts, cut;
 	int cuts_checked;
+	int short_file;			/* shorter than its header says */
 };
 
 /* Cutting in the caller's buffer (chunk_stream_use), not our own. */
@@ -87,6 +88,8 @@ check_safetensors(struct chunk_stream *s)
 	need = safetensors_header_size(p, avail, s->size);
 	if (need == 0 || need > avail || need > s->max)
 		return (0);	/* not one, or a header too big to buffer */
+	s->short_file = safetensors_declared_size(p, avail, s->size) >
+	    s->size;
 	return (safetensors_cuts(p, avail, s->size, &s->cuts, &s->ncuts) < 0 ?
 	    -1 : 0);
 }
@@ -288,4 +291,11 @@ chunk_stream_reset(struct chunk_stream *s, uint64_t file_size)
 	s->cuts = NULL;
 	s->ncuts = s->cut = 0;
 	s->cuts_checked = 0;
+	s->short_file = 0;
+}
+
+int
+chunk_stream_short(const struct chunk_stream *s)
+{
+	return (s->short_file);
 }

@@ -506,7 +506,7 @@ emit_chunk(void *arg, const uint8_t *data, size_t len, int64_t off)
 	return (queue_chunk(arg, data, len, off));
 }
 
-enum { STORED = 0, SKIPPED = 1, CHANGING = 2 };
+enum { STORED = 0, SKIPPED = 1, CHANGING = 2, INCOMPLETE = 3 };
 
 /* Start (or restart) reading b->cur.  0 or -1. */
 static int
@@ -541,6 +541,8 @@ read_room(struct backup *b)
 
 /* read_file's fatal error: not FS_WALK_CHANGED (-2), not a skip (-1). */
 #define READ_FATAL (-3)
+/* A safetensors file shorter than its header declares (being written). */
+#define READ_SHORT (-4)
 
 /*
  * Read the file once, cutting it exactly as audit and drill will (one
@@ -568,6 +570,10 @@ read_file(struct backup *b, struct fs_walk *w)
 		progress_update(&b->progress, 0, len);
 		if (chunk_stream_wrote(b->cs, len, off))
 			return (READ_FATAL);
+		if (chunk_stream_short(b->cs)) {
+			chunk_stream_abandon(b->cs);
+			return (READ_SHORT);
+		}
 	}
 	if (rc < 0)
 		chunk_stream_abandon(b->cs);
@@ -604,6 +610,8 @@ store_file(struct backup *b, struct fs_walk *w, struct pfile *f)
 	}
 	if (rc == READ_FATAL)
 		return (-1);
+	if (rc == READ_SHORT)
+		return (INCOMPLETE);
 	if (rc < 0)
 		return (SKIPPED);
 	return (STORED);
@@ -638,14 +646,19 @@ open_view(struct backup *b)
 }
 
 /*
- * A file kept changing while it was read.  Keep the previous version: for
+ * A file kept changing while it was read, or is a checkpoint still being
+ * written (incomplete).  Keep the previous version: for
  * a differential or incremental, by storing nothing (the base's entry
  * stays in the view); for a full, by copying the previous snapshot's entry.
  * 0 or -1.
  */
 static int
-keep_previous(struct backup *b, const struct entry *e, int had_base)
+keep_previous(struct backup *b, const struct entry *e, int had_base,
+    int incomplete)
 {
+	const char *why = incomplete ? "is shorter than its safetensors "
+	    "header declares (still being written?)" : "changed during the "
+	    "backup";
 	struct entry old;
 	int found = had_base;
 
@@ -664,11 +677,11 @@ keep_previous(struct backup *b, const struct entry *e, int had_base)
 			found = 0;
 	}
 	if (found)
-		log_warn("'%s' changed during the backup; kept its previous "
-		    "version", fs_walk_source_path(b->walk));
+		log_warn("'%s' %s; kept its previous version",
+		    fs_walk_source_path(b->walk), why);
 	else
-		log_warn("'%s' changed during the backup; not stored (no "
-		    "earlier version)", fs_walk_source_path(b->walk));
+		log_warn("'%s' %s; not stored (no earlier version)",
+		    fs_walk_source_path(b->walk), why);
 	b->res->changing++;
 	return (0);
 }
@@ -725,7 +738,8 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 		return (-1);
 	if (rc != STORED) {
 		f->state = DEAD;
-		if (rc == CHANGING && keep_previous(b, &f->e, had_base))
+		if ((rc == CHANGING || rc == INCOMPLETE) &&
+		    keep_previous(b, &f->e, had_base, rc == INCOMPLETE))
 			return (-1);
 		return (0);
 	}

@@ -539,6 +539,28 @@ test_many(size_t ntensors, int timed)
 	free(off);
 }
 
+/* The size a header declares: a file shorter than it is being written. */
+static void
+test_declared(void)
+{
+	static const char j[] = "{\"a\":{\"dtype\":\"U8\",\"shape\":[100],"
+	    "\"data_offsets\":[0,100]},\"b\":{\"dtype\":\"U8\","
+	    "\"shape\":[50],\"data_offsets\":[100,150]}}";
+	size_t jlen = sizeof(j) - 1;
+	uint8_t *h = make_head(j, jlen);
+
+	ok(safetensors_declared_size(h, 8 + jlen, 8 + jlen + 150) ==
+	    8 + jlen + 150, "declared size: the end of the last tensor");
+	ok(safetensors_declared_size(h, 8 + jlen, 8 + jlen + 60) ==
+	    8 + jlen + 150, "declared size of a file cut short: still 150 on");
+	ok(safetensors_cuts(h, 8 + jlen, 8 + jlen + 60, &(uint64_t *){ NULL },
+	    &(size_t){ 0 }) == 0, "and such a file has no cuts of its own");
+	h[8] = '[';
+	ok(safetensors_declared_size(h, 8 + jlen, 8 + jlen + 150) == 0,
+	    "not a header: 0");
+	free(h);
+}
+
 int
 main(void)
 {
@@ -547,6 +569,7 @@ main(void)
 	test_header_size();
 	test_good();
 	test_truncated();
+	test_declared();
 	test_bad();
 	test_many(10000, 1);
 	test_many(small && *small == '1' ? 100000 : 1000000, 0);
