@@ -305,6 +305,34 @@ int catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
     struct buf *out);
 
 /*
+ * A snapshot record in parts (format 2; export.c describes it): where a
+ * part was stored, as the head names it.
+ */
+struct catalog_record_part {
+	char pack[33];			/* the pack holding it */
+	uint8_t rid[32];		/* its record id (keyed hash) */
+};
+#define CATALOG_RECORD_PART_ENTRIES 65536
+#define CATALOG_RECORD_PART_BYTES (16u << 20)
+
+/*
+ * emit stores one part's image (len bytes, valid only during the call):
+ * part is its index, head is set for the last one.  For every part but
+ * the head it fills *where.  0, or -1 (reported) to stop the export.
+ */
+typedef int (*catalog_part_emit_fn)(void *arg, const uint8_t *img,
+    size_t len, int part, int head, struct catalog_record_part *where);
+/*
+ * Export snapshot snapshot_id as a sequence of part images of at most
+ * max_entries entries and about max_bytes of rows each, handing each to
+ * emit as soon as it is made: memory holds one part, whatever the
+ * snapshot's size.  Reads the catalog only.  0 or -1 (reported).
+ */
+int catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
+    size_t max_entries, size_t max_bytes, catalog_part_emit_fn emit,
+    void *arg);
+
+/*
  * Integrity: verify, audit and drills (src/catalog/verify.c).
  */
 
@@ -428,6 +456,8 @@ int catalog_drill_list(struct catalog *c, const char *dataset, int latest,
  * called outside any transaction.
  */
 struct catalog_record_meta {
+	int format;			/* 1 (one image) or 2 (in parts) */
+	int parts;			/* of a head (1 for format 1) */
 	char sid[SNAPSHOT_ID_HEX + 1];
 	char parent_sid[SNAPSHOT_ID_HEX + 1];
 	char full_sid[SNAPSHOT_ID_HEX + 1];
@@ -442,8 +472,48 @@ int catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
     const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n);
 int catalog_record_peek(struct catalog *c, const uint8_t *img, size_t len,
     struct catalog_record_meta *m);
+/*
+ * What a record image is, read from its meta and part tables alone, with
+ * no catalog (verify, sync): format, snapshot id, its index among the
+ * snapshot's parts, and, of a head, the count of parts and where the
+ * others are (partv[i] is part i, i < parts - 1; malloc'd).  A format 1
+ * record is a head of one part; a part that is not a head has parts 0.
+ * 0, or -1 (reported: "snapshot record: ...") if the image is malformed.
+ */
+struct catalog_record_info {
+	int format;
+	int part;
+	int parts;
+	char sid[SNAPSHOT_ID_HEX + 1];
+	struct catalog_record_part *partv;
+};
+int catalog_record_info(const uint8_t *img, size_t len,
+    struct catalog_record_info *ri);
+void catalog_record_info_release(struct catalog_record_info *ri);
+
+/*
+ * Fetch part idx of a snapshot record in parts, from where the head says
+ * it is: *img points to its image, its signature checked and its record
+ * id compared, valid until the next call.  0, or -1 (reported) if it is
+ * missing, damaged or not the record named.
+ */
+typedef int (*catalog_part_fetch_fn)(void *arg,
+    const struct catalog_record_part *where, int idx, const uint8_t **img,
+    size_t *len);
+/*
+ * catalog_record_import with a record in parts: img must be a head (3 is
+ * returned for any other part, which is imported with its head: nothing
+ * is done).  The head's snapshot is inserted as running and committed,
+ * then each part in a transaction of its own (fetched with fetch), then
+ * the head's own rows and the change to complete in the last one.  A
+ * part missing or not the one the head names (another snapshot's, another
+ * copy of that index) leaves the snapshot out (-1, reported, its rows
+ * deleted); a crash leaves it running, replaced when its head is read
+ * again.
+ */
 int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
-    const char *record_pack, struct catalog_record_meta *m);
+    const char *record_pack, catalog_part_fetch_fn fetch, void *arg,
+    struct catalog_record_meta *m);
 /*
  * Mark n chunks (by row) damaged or missing, as verify, restore or drill
  * found them: the next backup that meets their content stores them again

@@ -255,6 +255,343 @@ out:
 	return (ret);
 }
 
+/*
+ * Format 2: the snapshot record in parts, so that neither the writer nor
+ * a reader ever holds more than one bounded slice of a snapshot, whatever
+ * its number of files.
+ *
+ * Part i (0-based) is a database of the export schema holding a slice of
+ * the snapshot's entries, in the catalog's entry order (path id: the
+ * table's clustering, so slices are read without sorting millions of
+ * rows), with the contents and content chunks those entries reference
+ * (a content shared by two slices is in both).  A slice ends at
+ * max_entries entries or at about max_bytes of rows, whichever comes
+ * first; one entry is never split, so a file of very many chunks makes a
+ * part larger than max_bytes.  Every part's meta holds the snapshot's
+ * metadata (as format 1) plus format = 2 and part = i, and every part is
+ * signed on its own: the signature covers the snapshot id and the index.
+ *
+ * The last part is the head, written after all the others: its meta also
+ * holds parts = N (the count, head included), and its table
+ *
+ *	part (idx INTEGER PRIMARY KEY, pack TEXT, rid BLOB)
+ *
+ * names each other part 0..N-2: the pack that holds it and its record id
+ * (the keyed hash of the signed record, which the pack reader checks).
+ * A reader takes a snapshot in only through its head: the head says how
+ * many parts there are and binds each one by id, so a part missing, a
+ * part of another snapshot, or another part of the same index cannot
+ * pass.  A part without a head (a run that died before its end) is
+ * nothing.  A snapshot small enough for one part is one record, the head,
+ * with no part rows.
+ */
+#define EXPORT_FORMAT_PARTS 2
+
+static const char part_schema[] =
+	"CREATE TABLE part (\n"
+	"	idx INTEGER PRIMARY KEY,\n"
+	"	pack TEXT NOT NULL,\n"
+	"	rid BLOB NOT NULL\n"
+	");\n";
+
+/* A slice's entries, in path id order after ?2; ?1 = snapshot id. */
+static const char slice_entries_sql[] =
+	"SELECT p.name, e.kind, e.mode, e.uid, e.gid, e.uname, e.gname,"
+	" e.size, e.mtime_ns, e.ctime_ns, e.ino, e.dev, e.nlink, e.rdev,"
+	" e.target, e.xattrs, e.acl, c.hash, e.path_id, c.nchunks"
+	" FROM entry e JOIN path p ON p.id = e.path_id"
+	" LEFT JOIN content c ON c.id = e.content_id"
+	" WHERE e.snapshot_id = ?1 AND e.path_id > ?2"
+	" ORDER BY e.path_id";
+#define SLICE_ENTRY_COLS 18
+
+static const char more_sql[] =
+	"SELECT 1 FROM entry WHERE snapshot_id = ?1 AND path_id > ?2 LIMIT 1";
+
+/* The contents and chunks of the slice (?2, ?3]. */
+static const struct copy slice_copies[] = {
+	{ "contents",
+	  "SELECT c.hash, c.size, c.nchunks FROM content c"
+	  " WHERE c.id IN (SELECT content_id FROM entry"
+	  " WHERE snapshot_id = ?1 AND path_id > ?2 AND path_id <= ?3)",
+	  "INSERT INTO content VALUES (?1, ?2, ?3)" },
+	{ "content chunks",
+	  "SELECT c.hash, cc.seq, ch.cid, cc.file_offset, cc.len"
+	  " FROM content c JOIN content_chunk cc ON cc.content_id = c.id"
+	  " JOIN chunk ch ON ch.id = cc.chunk_id"
+	  " WHERE c.id IN (SELECT content_id FROM entry"
+	  " WHERE snapshot_id = ?1 AND path_id > ?2 AND path_id <= ?3)",
+	  "INSERT INTO content_chunk VALUES (?1, ?2, ?3, ?4, ?5)" },
+};
+
+/* Copy the rows of one slice query (?1 snapshot, ?2 lo, ?3 hi). */
+static int
+copy_slice(struct catalog *c, sqlite3 *mem, int64_t snapshot_id, int64_t lo,
+    int64_t hi, const struct copy *cp)
+{
+	sqlite3_stmt *src = NULL, *dst = NULL;
+	int j, n, rc, ret = -1;
+
+	if ((src = cat_prepare(c, cp->src, "export a snapshot")) == NULL)
+		return (-1);
+	if (sqlite3_prepare_v2(mem, cp->dst, -1, &dst, NULL) != SQLITE_OK) {
+		log_error("cannot export snapshot %lld: %s",
+		    (long long)snapshot_id, sqlite3_errmsg(mem));
+		goto out;
+	}
+	sqlite3_bind_int64(src, 1, snapshot_id);
+	sqlite3_bind_int64(src, 2, lo);
+	sqlite3_bind_int64(src, 3, hi);
+	n = sqlite3_column_count(src);
+	while ((rc = sqlite3_step(src)) == SQLITE_ROW) {
+		sqlite3_reset(dst);
+		for (j = 0; j < n; j++)
+			sqlite3_bind_value(dst, j + 1,
+			    sqlite3_column_value(src, j));
+		if (sqlite3_step(dst) != SQLITE_DONE) {
+			log_error("cannot export the %s of snapshot %lld: %s",
+			    cp->what, (long long)snapshot_id,
+			    sqlite3_errmsg(mem));
+			goto out;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot read the %s of snapshot %lld: %s", cp->what,
+		    (long long)snapshot_id, sqlite3_errmsg(c->db));
+		goto out;
+	}
+	ret = 0;
+out:
+	sqlite3_finalize(src);
+	sqlite3_finalize(dst);
+	return (ret);
+}
+
+/*
+ * The entries of the next slice, after path id lo: *hi is the last one's
+ * path id (lo when there is none).  An entry's size is estimated from its
+ * variable columns and its content's chunk rows; an upper bound, since a
+ * content repeated in the slice is stored once.
+ */
+static int
+copy_slice_entries(struct catalog *c, sqlite3 *mem, sqlite3_stmt *src,
+    int64_t snapshot_id, int64_t lo, size_t max_entries, size_t max_bytes,
+    int64_t *hi)
+{
+	static const int var_cols[] = { 0, 5, 6, 14, 15, 16 };
+	sqlite3_stmt *dst = NULL;
+	size_t n = 0, bytes = 0, k;
+	int j, rc = SQLITE_DONE, ret = -1;
+
+	*hi = lo;
+	if (sqlite3_prepare_v2(mem, copies[0].dst, -1, &dst, NULL) !=
+	    SQLITE_OK) {
+		log_error("cannot export snapshot %lld: %s",
+		    (long long)snapshot_id, sqlite3_errmsg(mem));
+		return (-1);
+	}
+	sqlite3_reset(src);
+	sqlite3_bind_int64(src, 1, snapshot_id);
+	sqlite3_bind_int64(src, 2, lo);
+	while (n < max_entries && bytes < max_bytes &&
+	    (rc = sqlite3_step(src)) == SQLITE_ROW) {
+		sqlite3_reset(dst);
+		for (j = 0; j < SLICE_ENTRY_COLS; j++)
+			sqlite3_bind_value(dst, j + 1,
+			    sqlite3_column_value(src, j));
+		if (sqlite3_step(dst) != SQLITE_DONE) {
+			log_error("cannot export the entries of snapshot "
+			    "%lld: %s", (long long)snapshot_id,
+			    sqlite3_errmsg(mem));
+			goto out;
+		}
+		*hi = sqlite3_column_int64(src, SLICE_ENTRY_COLS);
+		bytes += 96;
+		for (k = 0; k < sizeof(var_cols) / sizeof(var_cols[0]); k++)
+			bytes += (size_t)sqlite3_column_bytes(src, var_cols[k]);
+		if (sqlite3_column_type(src, 17) != SQLITE_NULL)
+			bytes += 64 + 80 * (size_t)sqlite3_column_int64(src,
+			    SLICE_ENTRY_COLS + 1);
+		n++;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_error("cannot read the entries of snapshot %lld: %s",
+		    (long long)snapshot_id, sqlite3_errmsg(c->db));
+		goto out;
+	}
+	ret = 0;
+out:
+	sqlite3_reset(src);
+	sqlite3_finalize(dst);
+	return (ret);
+}
+
+/* 1 if the snapshot has entries after path id hi, 0 if not, -1. */
+static int
+more_entries(struct catalog *c, sqlite3_stmt *more, int64_t snapshot_id,
+    int64_t hi)
+{
+	int rc;
+
+	sqlite3_reset(more);
+	sqlite3_bind_int64(more, 1, snapshot_id);
+	sqlite3_bind_int64(more, 2, hi);
+	rc = sqlite3_step(more);
+	sqlite3_reset(more);
+	if (rc == SQLITE_ROW)
+		return (1);
+	if (rc == SQLITE_DONE)
+		return (0);
+	log_error("cannot read the entries of snapshot %lld: %s",
+	    (long long)snapshot_id, sqlite3_errmsg(c->db));
+	return (-1);
+}
+
+/* The head's part rows. */
+static int
+write_part_table(sqlite3 *mem, int64_t snapshot_id,
+    const struct catalog_record_part *parts, size_t n)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int ret = 0;
+
+	if (cat_mem_exec(mem, part_schema, snapshot_id))
+		return (-1);
+	if (sqlite3_prepare_v2(mem, "INSERT INTO part VALUES (?1, ?2, ?3)",
+	    -1, &st, NULL) != SQLITE_OK) {
+		log_error("cannot export snapshot %lld: %s",
+		    (long long)snapshot_id, sqlite3_errmsg(mem));
+		return (-1);
+	}
+	for (i = 0; i < n && ret == 0; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, (int64_t)i);
+		sqlite3_bind_text(st, 2, parts[i].pack, -1, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 3, parts[i].rid, sizeof(parts[i].rid),
+		    SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot export snapshot %lld: %s",
+			    (long long)snapshot_id, sqlite3_errmsg(mem));
+			ret = -1;
+		}
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+/* Hand the finished image of mem to emit, without a copy if it can. */
+static int
+emit_image(sqlite3 *mem, int64_t snapshot_id, int part, int head,
+    catalog_part_emit_fn emit, void *arg, struct catalog_record_part *where)
+{
+	sqlite3_int64 size = 0;
+	unsigned char *img;
+	int owned = 0, rc;
+
+	img = sqlite3_serialize(mem, "main", &size, SQLITE_SERIALIZE_NOCOPY);
+	if (img == NULL) {
+		if ((img = sqlite3_serialize(mem, "main", &size, 0)) == NULL) {
+			log_error("cannot export %lld: cannot serialize the "
+			    "record", (long long)snapshot_id);
+			return (-1);
+		}
+		owned = 1;
+	}
+	if (size < 0 || (uint64_t)size > SIZE_MAX) {
+		log_error("cannot export %lld: record too large",
+		    (long long)snapshot_id);
+		rc = -1;
+	} else
+		rc = emit(arg, img, (size_t)size, part, head, where);
+	if (owned)
+		sqlite3_free(img);
+	return (rc);
+}
+
+int
+catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
+    size_t max_entries, size_t max_bytes, catalog_part_emit_fn emit,
+    void *arg)
+{
+	struct catalog_record_part *parts = NULL, where;
+	sqlite3_stmt *src = NULL, *more = NULL;
+	sqlite3 *mem = NULL;
+	size_t nparts = 0, cap = 0, i;
+	int64_t lo = INT64_MIN, hi, n;
+	char sql[96];
+	int head = 0, ret = -1;
+
+	if (max_entries == 0)
+		max_entries = 1;
+	if ((src = cat_prepare(c, slice_entries_sql, "export a snapshot")) ==
+	    NULL || (more = cat_prepare(c, more_sql, "export a snapshot")) ==
+	    NULL)
+		goto out;
+	while (!head) {
+		if (nparts > INT32_MAX - 1) {
+			log_error("cannot export snapshot %lld: too many "
+			    "parts", (long long)snapshot_id);
+			goto out;
+		}
+		if ((mem = cat_mem_new(snapshot_id)) == NULL)
+			goto out;
+		snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES ('format', "
+		    "%d), ('part', %zu)", EXPORT_FORMAT_PARTS, nparts);
+		if (cat_mem_exec(mem, export_schema, snapshot_id) ||
+		    cat_mem_exec(mem, "BEGIN", snapshot_id) ||
+		    cat_mem_exec(mem, sql, snapshot_id))
+			goto out;
+		if (cat_copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
+		    "INSERT INTO meta VALUES (?1, ?2)", 1, &n))
+			goto out;
+		if (n != 1) {
+			log_error("cannot export snapshot %lld: no such "
+			    "snapshot", (long long)snapshot_id);
+			goto out;
+		}
+		if (copy_slice_entries(c, mem, src, snapshot_id, lo,
+		    max_entries, max_bytes, &hi))
+			goto out;
+		for (i = 0; i < sizeof(slice_copies) / sizeof(slice_copies[0]);
+		    i++)
+			if (copy_slice(c, mem, snapshot_id, lo, hi,
+			    &slice_copies[i]))
+				goto out;
+		if ((head = more_entries(c, more, snapshot_id, hi)) < 0)
+			goto out;
+		head = !head;
+		if (head) {
+			snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES "
+			    "('parts', %zu)", nparts + 1);
+			if (cat_mem_exec(mem, sql, snapshot_id) ||
+			    write_part_table(mem, snapshot_id, parts, nparts))
+				goto out;
+		}
+		if (cat_mem_exec(mem, "COMMIT", snapshot_id))
+			goto out;
+		memset(&where, 0, sizeof(where));
+		if (emit_image(mem, snapshot_id, (int)nparts, head, emit, arg,
+		    &where))
+			goto out;
+		sqlite3_close(mem);
+		mem = NULL;
+		if (head)
+			break;
+		if (array_grow(&parts, &cap, nparts, sizeof(*parts), 64))
+			goto out;
+		parts[nparts++] = where;
+		lo = hi;
+	}
+	ret = 0;
+out:
+	sqlite3_close(mem);
+	sqlite3_finalize(src);
+	sqlite3_finalize(more);
+	free(parts);
+	return (ret);
+}
+
 int
 catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
     struct buf *out)

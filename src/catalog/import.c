@@ -209,11 +209,13 @@ read_meta(struct catalog *c, struct catalog_record_meta *m)
 	    meta_int(c, "depth", &depth) || meta_int(c, "state", &state) ||
 	    meta_int(c, "started_ns", &m->started_ns))
 		return (-1);
-	if (format != 1) {
+	if (format != 1 && format != 2) {
 		log_error("snapshot record: format %lld is not one this coffer "
 		    "reads (upgrade coffer)", (long long)format);
 		return (-1);
 	}
+	m->format = (int)format;
+	m->parts = 1;
 	if (!cat_is_hex(m->sid, SNAPSHOT_ID_HEX) || m->dataset[0] == '\0' ||
 	    level < LEVEL_FULL || level > LEVEL_INCREMENTAL || depth < 0 ||
 	    depth > 1000000 || state != SNAP_COMPLETE ||
@@ -284,12 +286,20 @@ static const char check_sql[] =
 	" WHERE e.content IS NOT NULL AND NOT EXISTS (SELECT 1 FROM content"
 	" x WHERE x.hash = e.content)) != 0";
 
+static int complete_snapshot(struct catalog *c,
+    const struct catalog_record_meta *m, int64_t rowid,
+    const char *record_pack);
+
+/*
+ * Insert the attached record's snapshot, running; complete too unless
+ * its parts are still to come.  0, 2 if its parent is not there, -1.
+ */
 static int
 insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
-    const char *record_pack, int64_t *rowid)
+    const char *record_pack, int complete, int64_t *rowid)
 {
 	struct catalog_snapshot s;
-	int64_t dataset, v;
+	int64_t dataset;
 	char host[256], source[4096];
 	int found, rc = -1;
 
@@ -324,6 +334,25 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 	}
 	if (catalog_snapshot_create(c, &s))
 		goto out;
+	*rowid = s.id;
+	rc = complete ? complete_snapshot(c, m, s.id, record_pack) : 0;
+out:
+	s.host = s.source = NULL;
+	return (rc);
+}
+
+/* Snapshot rowid complete, with the counters of the attached record. */
+static int
+complete_snapshot(struct catalog *c, const struct catalog_record_meta *m,
+    int64_t rowid, const char *record_pack)
+{
+	struct catalog_snapshot s;
+	int64_t v;
+	int rc = -1;
+
+	memset(&s, 0, sizeof(s));
+	s.id = rowid;
+	memcpy(s.sid, m->sid, sizeof(s.sid));
 	s.state = SNAP_COMPLETE;
 	memcpy(s.record_pack, record_pack, sizeof(s.record_pack));
 	if (meta_int(c, "finished_ns", &s.finished_ns) ||
@@ -338,66 +367,27 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 	s.warnings = v;
 	if (catalog_snapshot_update(c, &s))
 		goto out;
-	*rowid = s.id;
 	rc = 0;
 out:
-	s.host = s.source = NULL;
 	return (rc);
 }
 
-int
-catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
-    const char *record_pack, struct catalog_record_meta *m)
+/* Insert the attached record's rows under snapshot rowid and check that
+ * every content came with its chunks. */
+static int
+import_rows(struct catalog *c, const char *sid, int64_t rowid)
 {
 	sqlite3_stmt *st = NULL;
-	struct catalog_snapshot old;
-	int64_t rowid, bad;
 	size_t i;
-	int found, rc, parent_missing = 0, ret = -1;
+	int ret = -1;
 
-	/* ATTACH is refused inside a transaction: before the savepoint. */
-	if (attach(c, img, len))
-		return (-1);
-	if (read_meta(c, m) || cat_savepoint(c))
-		goto out0;
-	if ((found = catalog_snapshot_find_sid(c, m->sid, &old)) < 0)
-		goto out;
-	if (found) {
-		int complete = old.state == SNAP_COMPLETE;
-
-		catalog_snapshot_release(&old);
-		if (complete) {
-			ret = 1;	/* known already */
-			goto out;
-		}
-		/*
-		 * A run that crashed after its last pack was durable but
-		 * before its commit: the record proves it complete.
-		 */
-		if ((st = cat_prepare(c, "DELETE FROM snapshot WHERE sid = ?1",
-		    "replace an interrupted snapshot")) == NULL)
-			goto out;
-		sqlite3_bind_text(st, 1, m->sid, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			log_error("cannot replace snapshot %s: %s", m->sid,
-			    sqlite3_errmsg(c->db));
-			goto out;
-		}
-		sqlite3_finalize(st);
-		st = NULL;
-	}
-	if ((rc = insert_snapshot(c, m, record_pack, &rowid)) != 0) {
-		if (rc == 2)
-			parent_missing = 1;
-		goto out;
-	}
 	for (i = 0; i < sizeof(import_sql) / sizeof(import_sql[0]); i++) {
 		if ((st = cat_prepare(c, import_sql[i],
 		    "import a snapshot record")) == NULL)
-			goto out;
+			return (-1);
 		sqlite3_bind_int64(st, 1, rowid);
 		if (sqlite3_step(st) != SQLITE_DONE) {
-			log_error("cannot import snapshot %s: %s", m->sid,
+			log_error("cannot import snapshot %s: %s", sid,
 			    sqlite3_errmsg(c->db));
 			goto out;
 		}
@@ -406,21 +396,81 @@ catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
 	}
 	if ((st = cat_prepare(c, check_sql, "import a snapshot record")) ==
 	    NULL)
-		goto out;
+		return (-1);
 	if (sqlite3_step(st) != SQLITE_ROW) {
-		log_error("cannot import snapshot %s: %s", m->sid,
+		log_error("cannot import snapshot %s: %s", sid,
 		    sqlite3_errmsg(c->db));
 		goto out;
 	}
-	bad = sqlite3_column_int64(st, 0);
-	if (bad != 0) {
+	if (sqlite3_column_int64(st, 0) != 0) {
 		log_error("snapshot %s: its record is inconsistent (contents "
-		    "without their chunks)", m->sid);
+		    "without their chunks)", sid);
 		goto out;
 	}
 	ret = 0;
 out:
 	sqlite3_finalize(st);
+	return (ret);
+}
+
+/*
+ * In the open savepoint: 1 if snapshot sid is known complete; else any
+ * row of it (a run interrupted after its last pack was durable, or an
+ * import of parts cut short) is deleted and 0 returned.  -1 on error.
+ */
+static int
+known_or_replace(struct catalog *c, const char *sid)
+{
+	struct catalog_snapshot old;
+	sqlite3_stmt *st;
+	int found, complete;
+
+	if ((found = catalog_snapshot_find_sid(c, sid, &old)) <= 0)
+		return (found);
+	complete = old.state == SNAP_COMPLETE;
+	catalog_snapshot_release(&old);
+	if (complete)
+		return (1);
+	if ((st = cat_prepare(c, "DELETE FROM snapshot WHERE sid = ?1",
+	    "replace an interrupted snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot replace snapshot %s: %s", sid,
+		    sqlite3_errmsg(c->db));
+		sqlite3_finalize(st);
+		return (-1);
+	}
+	sqlite3_finalize(st);
+	return (0);
+}
+
+/* Format 1: the whole snapshot in one image, in one transaction. */
+static int
+import_whole(struct catalog *c, const uint8_t *img, size_t len,
+    const char *record_pack, struct catalog_record_meta *m)
+{
+	int64_t rowid;
+	int rc, parent_missing = 0, ret = -1;
+
+	/* ATTACH is refused inside a transaction: before the savepoint. */
+	if (attach(c, img, len))
+		return (-1);
+	if (read_meta(c, m) || cat_savepoint(c))
+		goto out0;
+	if ((rc = known_or_replace(c, m->sid)) != 0) {
+		ret = rc > 0 ? 1 : -1;
+		goto out;
+	}
+	if ((rc = insert_snapshot(c, m, record_pack, 1, &rowid)) != 0) {
+		if (rc == 2)
+			parent_missing = 1;
+		goto out;
+	}
+	if (import_rows(c, m->sid, rowid))
+		goto out;
+	ret = 0;
+out:
 	if (ret >= 0) {
 		if (cat_release(c))
 			ret = -1;
@@ -429,6 +479,318 @@ out:
 out0:
 	detach(c);
 	return (parent_missing ? 2 : ret);
+}
+
+/* Delete what an import of parts did so far. */
+static void
+drop_snapshot(struct catalog *c, int64_t rowid)
+{
+	sqlite3_stmt *st;
+
+	if (cat_savepoint(c))
+		return;
+	if ((st = cat_prepare(c, "DELETE FROM snapshot WHERE id = ?1",
+	    "drop a snapshot left out")) == NULL) {
+		cat_rollback_to(c);
+		return;
+	}
+	sqlite3_bind_int64(st, 1, rowid);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot drop snapshot row %lld: %s",
+		    (long long)rowid, sqlite3_errmsg(c->db));
+		sqlite3_finalize(st);
+		cat_rollback_to(c);
+		return;
+	}
+	sqlite3_finalize(st);
+	(void)cat_release(c);
+}
+
+/* One part (not the head) under snapshot rowid, in its own transaction. */
+static int
+import_part(struct catalog *c, const struct catalog_record_meta *m,
+    int64_t rowid, int idx, const uint8_t *img, size_t len)
+{
+	struct catalog_record_info ri;
+	int ret = -1;
+
+	if (catalog_record_info(img, len, &ri))
+		return (-1);
+	if (ri.format != 2 || ri.part != idx || ri.parts != 0 ||
+	    strcmp(ri.sid, m->sid) != 0) {
+		log_error("snapshot %s: its part %d is another record (of "
+		    "snapshot %s, part %d)", m->sid, idx, ri.sid, ri.part);
+		catalog_record_info_release(&ri);
+		return (-1);
+	}
+	catalog_record_info_release(&ri);
+	if (attach(c, img, len))
+		return (-1);
+	if (cat_savepoint(c))
+		goto out0;
+	if (import_rows(c, m->sid, rowid))
+		goto out;
+	ret = 0;
+out:
+	if (ret == 0) {
+		if (cat_release(c))
+			ret = -1;
+	} else
+		cat_rollback_to(c);
+out0:
+	detach(c);
+	return (ret);
+}
+
+/*
+ * Format 2, from its head: the snapshot row (running) in a first
+ * transaction, each part in one of its own, the head's rows and the
+ * change to complete in the last.  ATTACH is refused inside a
+ * transaction, so one transaction for all the parts is not to be had;
+ * a snapshot that is running is not one restore, levels or a rebuild
+ * use, and the next reading of its head replaces it (known_or_replace).
+ */
+static int
+import_parts(struct catalog *c, const uint8_t *img, size_t len,
+    const char *record_pack, const struct catalog_record_info *ri,
+    catalog_part_fetch_fn fetch, void *arg, struct catalog_record_meta *m)
+{
+	const uint8_t *pimg;
+	size_t plen;
+	int64_t rowid = 0;
+	int i, rc, ret = -1;
+
+	if (attach(c, img, len))
+		return (-1);
+	if (read_meta(c, m))
+		goto out0;
+	m->parts = ri->parts;
+	if (m->format != 2 || strcmp(m->sid, ri->sid) != 0) {
+		log_error("snapshot record %s: its metadata is inconsistent",
+		    ri->sid);
+		goto out0;
+	}
+	if (cat_savepoint(c))
+		goto out0;
+	if ((rc = known_or_replace(c, m->sid)) == 0)
+		rc = insert_snapshot(c, m, record_pack, 0, &rowid);
+	if (rc == 1 || rc == 2) {
+		/* Known already; or its parent is not here yet, retried. */
+		cat_rollback_to(c);
+		detach(c);
+		return (rc);
+	}
+	if (rc != 0) {
+		cat_rollback_to(c);
+		goto out0;
+	}
+	if (cat_release(c))
+		goto out0;
+	detach(c);
+
+	for (i = 0; i + 1 < ri->parts; i++) {
+		if (fetch(arg, &ri->partv[i], i, &pimg, &plen)) {
+			log_error("snapshot %s: its part %d of %d is missing "
+			    "or damaged", m->sid, i + 1, ri->parts);
+			goto fail;
+		}
+		if (import_part(c, m, rowid, i, pimg, plen))
+			goto fail;
+	}
+
+	if (attach(c, img, len))
+		goto fail;
+	if (cat_savepoint(c)) {
+		detach(c);
+		goto fail;
+	}
+	if (import_rows(c, m->sid, rowid) ||
+	    complete_snapshot(c, m, rowid, record_pack)) {
+		cat_rollback_to(c);
+		detach(c);
+		goto fail;
+	}
+	if (cat_release(c)) {
+		detach(c);
+		goto fail;
+	}
+	detach(c);
+	return (0);
+fail:
+	drop_snapshot(c, rowid);
+	return (-1);
+out0:
+	detach(c);
+	return (ret);
+}
+
+int
+catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
+    const char *record_pack, catalog_part_fetch_fn fetch, void *arg,
+    struct catalog_record_meta *m)
+{
+	struct catalog_record_info ri;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (catalog_record_info(img, len, &ri))
+		return (-1);
+	if (ri.format == 1)
+		rc = import_whole(c, img, len, record_pack, m);
+	else if (ri.parts == 0)
+		rc = 3;
+	else
+		rc = import_parts(c, img, len, record_pack, &ri, fetch, arg,
+		    m);
+	catalog_record_info_release(&ri);
+	return (rc);
+}
+
+/* One integer of meta, or def when absent; -1 if not an integer. */
+static int
+info_int(sqlite3 *mem, sqlite3_stmt *st, const char *key, int64_t def,
+    int64_t *v)
+{
+	int rc;
+
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	*v = def;
+	if (rc == SQLITE_ROW) {
+		if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) {
+			log_error("snapshot record: bad '%s'", key);
+			return (-1);
+		}
+		*v = sqlite3_column_int64(st, 0);
+	} else if (rc != SQLITE_DONE) {
+		log_error("snapshot record: cannot read '%s': %s", key,
+		    sqlite3_errmsg(mem));
+		return (-1);
+	}
+	return (0);
+}
+
+/* A head's part table into ri->partv: rows 0..parts-2, each once. */
+static int
+info_parts(sqlite3 *mem, struct catalog_record_info *ri)
+{
+	sqlite3_stmt *st = NULL;
+	const unsigned char *pack;
+	int64_t idx, n = 0;
+	int rc, ret = -1;
+
+	if (ri->parts <= 1)
+		return (0);
+	if ((ri->partv = calloc((size_t)ri->parts - 1,
+	    sizeof(*ri->partv))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if (sqlite3_prepare_v2(mem, "SELECT idx, pack, rid FROM part"
+	    " ORDER BY idx", -1, &st, NULL) != SQLITE_OK)
+		goto sqlerr;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		idx = sqlite3_column_int64(st, 0);
+		pack = sqlite3_column_text(st, 1);
+		if (idx != n || n >= ri->parts - 1 || pack == NULL ||
+		    !cat_is_hex((const char *)pack, 32) ||
+		    sqlite3_column_type(st, 2) != SQLITE_BLOB ||
+		    sqlite3_column_bytes(st, 2) != 32)
+			goto bad;
+		memcpy(ri->partv[n].pack, pack, 33);
+		memcpy(ri->partv[n].rid, sqlite3_column_blob(st, 2), 32);
+		n++;
+	}
+	if (rc != SQLITE_DONE)
+		goto sqlerr;
+	if (n != ri->parts - 1)
+		goto bad;
+	ret = 0;
+	goto out;
+bad:
+	log_error("snapshot record %s: its list of parts is malformed",
+	    ri->sid);
+	goto out;
+sqlerr:
+	log_error("snapshot record %s: cannot read its parts: %s", ri->sid,
+	    sqlite3_errmsg(mem));
+out:
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_record_info(const uint8_t *img, size_t len,
+    struct catalog_record_info *ri)
+{
+	sqlite3 *mem = NULL;
+	sqlite3_stmt *st = NULL;
+	const unsigned char *t;
+	int64_t format, part, parts;
+	int ret = -1;
+
+	memset(ri, 0, sizeof(*ri));
+	if (len < 512 || len > INT32_MAX) {
+		log_error("snapshot record: bad image size %zu", len);
+		return (-1);
+	}
+	if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE, NULL) !=
+	    SQLITE_OK)
+		goto sqlerr;
+	sqlite3_db_config(mem, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	/* Read-only and not freed by SQLite: the image stays the caller's
+	 * and is never written. */
+	if (sqlite3_deserialize(mem, "main", (unsigned char *)(uintptr_t)img,
+	    (sqlite3_int64)len, (sqlite3_int64)len,
+	    SQLITE_DESERIALIZE_READONLY) != SQLITE_OK)
+		goto sqlerr;
+	if (sqlite3_prepare_v2(mem, "SELECT value FROM meta WHERE key = ?1",
+	    -1, &st, NULL) != SQLITE_OK)
+		goto sqlerr;
+	sqlite3_bind_text(st, 1, "sid", -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_ROW ||
+	    (t = sqlite3_column_text(st, 0)) == NULL ||
+	    !cat_is_hex((const char *)t, SNAPSHOT_ID_HEX)) {
+		log_error("snapshot record: bad snapshot id");
+		goto out;
+	}
+	memcpy(ri->sid, t, SNAPSHOT_ID_HEX + 1);
+	if (info_int(mem, st, "format", 0, &format) ||
+	    info_int(mem, st, "part", 0, &part) ||
+	    info_int(mem, st, "parts", format == 1 ? 1 : 0, &parts))
+		goto out;
+	if ((format != 1 && format != 2) || part < 0 || parts < 0 ||
+	    parts > INT32_MAX || (format == 1 && (part != 0 || parts != 1)) ||
+	    (parts != 0 && part != parts - 1)) {
+		log_error("snapshot record %s: format %lld, part %lld of %lld "
+		    "is not one this coffer reads", ri->sid, (long long)format,
+		    (long long)part, (long long)parts);
+		goto out;
+	}
+	ri->format = (int)format;
+	ri->part = (int)part;
+	ri->parts = (int)parts;
+	if (info_parts(mem, ri))
+		goto out;
+	ret = 0;
+	goto out;
+sqlerr:
+	log_error("snapshot record: cannot read its image: %s",
+	    mem ? sqlite3_errmsg(mem) : "out of memory");
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(mem);
+	if (ret)
+		catalog_record_info_release(ri);
+	return (ret);
+}
+
+void
+catalog_record_info_release(struct catalog_record_info *ri)
+{
+	free(ri->partv);
+	ri->partv = NULL;
 }
 
 int

@@ -86,14 +86,40 @@ int packer_flush(struct packer *p);
 int packer_maybe_flush(struct packer *p);
 
 /*
- * Sign snapshot s's own catalog rows (catalog_snapshot_export) and store
- * them as a snapshot record; sets s->record_pack.  0 or -1.
+ * Sign snapshot s's own catalog rows and store them as a snapshot record
+ * in parts (catalog_snapshot_export_parts; each part signed, the head
+ * last), the parts added to packs as they are made; sets s->record_pack
+ * to the head's pack.  Packs that fill meanwhile are made durable and
+ * located but not committed: s is complete in the caller's transaction,
+ * which packer_flush commits.  0 or -1.
  */
 int packer_snapshot_record(struct packer *p, struct catalog_snapshot *s);
 
 /*
+ * Reading snapshot records by pack and record id (the parts a head
+ * names), keeping the last pack open.  record_reader_get: 1 with *img
+ * pointing at the image of the signed record (valid until the next
+ * call), 0 if it is missing, damaged or badly signed (reported), -1 on a
+ * fatal error (out of memory).
+ */
+struct record_reader {
+	struct repo *repo;
+	struct compressor *z;
+	struct pack_reader *pr;
+	struct pack_entry *ents;
+	size_t nents;
+	struct buf data, scratch;
+	uint64_t bytes_read;
+};
+void record_reader_init(struct record_reader *rr, struct repo *r);
+void record_reader_release(struct record_reader *rr);
+int record_reader_get(struct record_reader *rr, const char *pack,
+    const uint8_t rid[CRYPTO_ID_BYTES], const uint8_t **img, size_t *len);
+
+/*
  * The snapshot record: "CFSN" | u8 version | Ed25519 signature | image
- * (catalog_snapshot_export), the signature over "coffer-snapshot\0" |
+ * (one part of catalog_snapshot_export_parts, or a whole
+ * catalog_snapshot_export in format 1), the signature over "coffer-snapshot\0" |
  * repository id | image.  snapshot_record_open checks the form and the
  * signature (with the key slot's public key, never one from the repo)
  * and points *img at the image.  1 good, 0 malformed or badly signed

@@ -294,28 +294,30 @@ packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 	return (0);
 }
 
-int
-packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
+/* Sign img as a snapshot record and add it to the open pack; its id and
+ * pack in *where. */
+static int
+store_record(struct packer *p, const uint8_t *img, size_t len,
+    struct catalog_record_part *where)
 {
 	/*
-	 * One buffer, no copy of the image (it is the run's largest
-	 * allocation): the signed message (record_message's context,
-	 * repository id, image) is built behind room for the record's
-	 * header, which then takes the place of the context and id.
+	 * The signed message (record_message's context, repository id,
+	 * image) is built behind room for the record's header, which then
+	 * takes the place of the context and id: one copy of the image.
 	 */
 	const size_t pre = sizeof(record_ctx) + CRYPTO_REPO_ID_BYTES;
 	const size_t pad = SNAPSHOT_RECORD_HEADER - pre;
 	struct buf rec = BUF_INIT;
-	uint8_t sig[CRYPTO_SIG_BYTES], id[CRYPTO_ID_BYTES];
+	uint8_t sig[CRYPTO_SIG_BYTES];
 	int rc = -1;
 
-	if (buf_reserve(&rec, pad))
+	if (buf_reserve(&rec, pad + pre + len))
 		goto out;
 	memset(rec.data, 0, pad);
 	rec.len = pad;
 	if (buf_append(&rec, record_ctx, sizeof(record_ctx)) ||
 	    buf_append(&rec, repo_id(p->repo), CRYPTO_REPO_ID_BYTES) ||
-	    catalog_snapshot_export_append(p->cat, s->id, &rec))
+	    buf_append(&rec, img, len))
 		goto out;
 	crypto_sign_msg(repo_keys(p->repo), rec.data + pad, rec.len - pad,
 	    sig);
@@ -326,14 +328,151 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 		log_error("snapshot record is too large (%zu bytes)", rec.len);
 		goto out;
 	}
-	crypto_chunk_id(repo_keys(p->repo), rec.data, rec.len, id);
-	if (write_record(p, PACK_REC_SNAPSHOT, id, &rec, NULL))
+	crypto_chunk_id(repo_keys(p->repo), rec.data, rec.len, where->rid);
+	if (write_record(p, PACK_REC_SNAPSHOT, where->rid, &rec, NULL))
 		goto out;
-	memcpy(s->record_pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
+	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
 	rc = 0;
 out:
 	buf_release(&rec);
 	return (rc);
+}
+
+struct part_emit {
+	struct packer *p;
+	struct catalog_snapshot *s;
+	size_t nparts;
+};
+
+/*
+ * One part of the record.  A pack that fills is made durable as the
+ * parts go on, but not committed: the caller's transaction already holds
+ * the snapshot complete, and must commit only after its head is durable
+ * (packer_flush).
+ */
+static int
+emit_part(void *arg, const uint8_t *img, size_t len, int part, int head,
+    struct catalog_record_part *where)
+{
+	struct part_emit *pe = arg;
+	struct packer *p = pe->p;
+
+	(void)part;
+	if (store_record(p, img, len, where))
+		return (-1);
+	pe->nparts++;
+	if (head) {
+		memcpy(pe->s->record_pack, where->pack, PACK_NAME_LEN + 1);
+		return (0);
+	}
+	if (pack_writer_size(p->pw) >= p->target_size &&
+	    (locate_finished(p) || finish_start(p)))
+		return (-1);
+	return (0);
+}
+
+int
+packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
+{
+	struct catalog_record_part where;
+	struct part_emit pe;
+	struct buf img = BUF_INIT;
+	size_t entries = CATALOG_RECORD_PART_ENTRIES;
+	const char *env;
+	int rc;
+
+	/*
+	 * Tuning and tests: COFFER_RECORD_PART_ENTRIES sets the entries per
+	 * part (a test makes many parts of a few hundred files), and
+	 * COFFER_RECORD_FORMAT=1 writes the record whole, as coffer did
+	 * before parts, so that reading old repositories stays tested.
+	 */
+	if ((env = getenv("COFFER_RECORD_PART_ENTRIES")) != NULL &&
+	    atoll(env) > 0)
+		entries = (size_t)atoll(env);
+	if ((env = getenv("COFFER_RECORD_FORMAT")) != NULL &&
+	    strcmp(env, "1") == 0) {
+		if (catalog_snapshot_export(p->cat, s->id, &img))
+			return (-1);
+		rc = store_record(p, img.data, img.len, &where);
+		buf_release(&img);
+		if (rc == 0)
+			memcpy(s->record_pack, where.pack, PACK_NAME_LEN + 1);
+		return (rc);
+	}
+	memset(&pe, 0, sizeof(pe));
+	pe.p = p;
+	pe.s = s;
+	return (catalog_snapshot_export_parts(p->cat, s->id, entries,
+	    CATALOG_RECORD_PART_BYTES, emit_part, &pe));
+}
+
+void
+record_reader_init(struct record_reader *rr, struct repo *r)
+{
+	memset(rr, 0, sizeof(*rr));
+	rr->repo = r;
+	buf_init(&rr->data);
+	buf_init(&rr->scratch);
+}
+
+void
+record_reader_release(struct record_reader *rr)
+{
+	pack_reader_close(rr->pr);
+	free(rr->ents);
+	compressor_free(rr->z);
+	buf_release(&rr->data);
+	buf_release(&rr->scratch);
+	memset(rr, 0, sizeof(*rr));
+}
+
+int
+record_reader_get(struct record_reader *rr, const char *pack,
+    const uint8_t rid[CRYPTO_ID_BYTES], const uint8_t **img, size_t *len)
+{
+	const struct pack_entry *e = NULL;
+	const char *why;
+	size_t i;
+
+	/* The parts of a snapshot follow one another in few packs: the
+	 * last pack stays open with its index. */
+	if (rr->pr == NULL || strcmp(pack_reader_name(rr->pr), pack) != 0) {
+		pack_reader_close(rr->pr);
+		free(rr->ents);
+		rr->ents = NULL;
+		rr->nents = 0;
+		if ((rr->pr = pack_reader_open(rr->repo, pack)) == NULL)
+			return (0);
+		if (pack_reader_index(rr->pr, &rr->ents, &rr->nents)) {
+			pack_reader_close(rr->pr);
+			rr->pr = NULL;
+			return (0);
+		}
+	}
+	for (i = 0; i < rr->nents && e == NULL; i++)
+		if (rr->ents[i].type == PACK_REC_SNAPSHOT &&
+		    memcmp(rr->ents[i].id, rid, CRYPTO_ID_BYTES) == 0)
+			e = &rr->ents[i];
+	if (e == NULL) {
+		log_error("pack '%s': a snapshot record part is not in its "
+		    "index", pack);
+		return (0);
+	}
+	if (rr->z == NULL && (rr->z = compressor_new(1)) == NULL)
+		return (-1);
+	if (pack_reader_get(rr->pr, e, rr->z, &rr->data))
+		return (0);
+	rr->bytes_read += e->stored_len;
+	switch (snapshot_record_open(rr->repo, rr->data.data, rr->data.len,
+	    &rr->scratch, img, len, &why)) {
+	case -1:
+		return (-1);
+	case 0:
+		log_error("pack '%s': a snapshot record part %s", pack, why);
+		return (0);
+	}
+	return (1);
 }
 
 char *

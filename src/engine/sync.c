@@ -10,6 +10,11 @@
  * pack only the index trailer and the snapshot records are read, never
  * data records.
  *
+ * A snapshot recorded in parts (export.c) is imported from its head,
+ * which names its other parts by pack and record id; they are read from
+ * wherever they are, known pack or new, and a part met on its own is
+ * nothing until its head comes.
+ *
  * Order, so that a crash at any point leaves a catalog the next sync
  * completes: the snapshot records first (each in its own transaction; a
  * record's chunks are rows without a location until then), then the
@@ -30,6 +35,7 @@
 struct rec_ref {
 	char pack[PACK_NAME_LEN + 1];
 	struct pack_entry ent;
+	int last;		/* the last snapshot record of its pack */
 };
 
 struct sync {
@@ -39,6 +45,9 @@ struct sync {
 	struct compressor *z;
 	struct buf data, scratch;
 	struct progress progress;
+	/* The parts of records in parts, read for their heads. */
+	struct record_reader parts;
+	struct hmap parts_done;		/* record id -> 1 */
 };
 
 /* The packs of a (repository, sorted) not in b (catalog, sorted). */
@@ -138,6 +147,47 @@ import_journals(struct sync *s, const struct rec_ref *recs, size_t n)
 	pack_reader_close(pr);
 }
 
+/* catalog_part_fetch_fn: a part its head names, from any pack. */
+static int
+fetch_part(void *arg, const struct catalog_record_part *where, int idx,
+    const uint8_t **img, size_t *len)
+{
+	struct sync *s = arg;
+	uint64_t before = s->parts.bytes_read;
+	int rc;
+
+	(void)idx;
+	rc = record_reader_get(&s->parts, where->pack, where->rid, img, len);
+	s->res->bytes_read += s->parts.bytes_read - before;
+	if (rc != 1)
+		return (-1);
+	/* Read through its head: not again on its own. */
+	if (hmap_put(&s->parts_done, where->rid, 1))
+		return (-1);
+	return (0);
+}
+
+/*
+ * The order records are read in: a snapshot in parts is imported from
+ * its head, which reads the parts it names; a part met before its head
+ * is read for nothing (it says only that it is a part).  Heads are
+ * written last, so the last snapshot record of each pack comes first;
+ * then the others, in pack order.
+ */
+static int
+heads_first(const void *a, const void *b)
+{
+	const struct rec_ref *x = a, *y = b;
+	int c;
+
+	if (x->last != y->last)
+		return (x->last ? -1 : 1);
+	if ((c = strcmp(x->pack, y->pack)) != 0)
+		return (c);
+	return (x->ent.offset < y->ent.offset ? -1 :
+	    x->ent.offset > y->ent.offset);
+}
+
 /*
  * Import the records, parents before children: a record whose parent is
  * not there yet waits for the next pass; those still waiting when a pass
@@ -164,9 +214,14 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 	for (i = 0; i < nall; i++)
 		if (all[i].ent.type == PACK_REC_SNAPSHOT)
 			recs[n++] = all[i];
+	qsort(recs, n, sizeof(*recs), heads_first);
 	do {
 		progress = 0;
 		for (i = k = 0; i < n; i++) {
+			int64_t done;
+
+			if (hmap_get(&s->parts_done, recs[i].ent.id, &done))
+				continue;
 			if (pr == NULL || strcmp(pack_reader_name(pr),
 			    recs[i].pack) != 0) {
 				pack_reader_close(pr);
@@ -181,17 +236,21 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 				continue;
 			}
 			rc = catalog_record_import(s->cat, img, len,
-			    recs[i].pack, &m);
+			    recs[i].pack, fetch_part, s, &m);
 			if (rc == 2) {
 				recs[k++] = recs[i];	/* next pass */
 				continue;
 			}
 			progress++;
-			if (rc < 0)
+			if (rc < 0) {
+				if (m.sid[0])
+					log_error("pack '%s': snapshot %s is "
+					    "left out", recs[i].pack, m.sid);
 				s->res->records_bad++;
-			else if (rc == 0)
+			} else if (rc == 0)
 				s->res->records++;
-			progress_update(&s->progress, 1, 0);
+			if (rc != 3)
+				progress_update(&s->progress, 1, 0);
 		}
 		n = k;
 	} while (n > 0 && progress > 0);
@@ -257,12 +316,22 @@ scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
 		if (ents[i].type != PACK_REC_SNAPSHOT &&
 		    ents[i].type != PACK_REC_JOURNAL)
 			continue;
+		if (ents[i].type == PACK_REC_SNAPSHOT) {
+			size_t j;
+
+			for (j = *nrecs; j > 0 && strcmp((*recs)[j - 1].pack,
+			    name) == 0; j--)
+				if ((*recs)[j - 1].ent.type ==
+				    PACK_REC_SNAPSHOT)
+					(*recs)[j - 1].last = 0;
+		}
 		if (array_grow(recs, cap, *nrecs, sizeof(**recs), 16)) {
 			rc = -1;
 			goto out;
 		}
 		memcpy((*recs)[*nrecs].pack, name, PACK_NAME_LEN + 1);
 		(*recs)[*nrecs].ent = ents[i];
+		(*recs)[*nrecs].last = ents[i].type == PACK_REC_SNAPSHOT;
 		(*nrecs)++;
 	}
 	rc = 0;
@@ -331,6 +400,8 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	s.repo = r;
 	s.cat = c;
 	s.res = res;
+	record_reader_init(&s.parts, r);
+	hmap_init(&s.parts_done, CRYPTO_ID_BYTES);
 	if (repo_list_packs(r, &in_repo, &nrepo) ||
 	    catalog_pack_names(c, &in_cat, &ncat))
 		goto out;
@@ -369,6 +440,8 @@ out:
 	progress_done(&s.progress);
 	res->seconds = now_monotonic() - t0;
 	compressor_free(s.z);
+	record_reader_release(&s.parts);
+	hmap_release(&s.parts_done);
 	buf_release(&s.data);
 	buf_release(&s.scratch);
 	free(recs);

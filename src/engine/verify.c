@@ -54,6 +54,7 @@ struct verify {
 
 	struct snaprec *recs;		/* sorted by pack */
 	size_t nrecs, reci;
+	struct record_reader parts;	/* of records in parts */
 
 	int64_t *bad_rows;		/* chunk rows of res->damage */
 	char last_bad_pack[33];
@@ -225,15 +226,49 @@ take_needed(struct verify *v, const char *name)
 	return (0);
 }
 
+/*
+ * The other parts of a snapshot record in parts (head ri): each one where
+ * the head says, signed, of this snapshot and of its index.  Read out of
+ * the pass's pack order, through a reader of their own: they are few per
+ * snapshot and follow one another.  0, or -1 on a fatal error.
+ */
+static int
+check_parts(struct verify *v, struct snaprec *sr,
+    const struct catalog_record_info *head)
+{
+	struct catalog_record_info ri;
+	const uint8_t *img;
+	size_t len;
+	int i, rc, good;
+
+	for (i = 0; i + 1 < head->parts; i++) {
+		rc = record_reader_get(&v->parts, head->partv[i].pack,
+		    head->partv[i].rid, &img, &len);
+		if (rc < 0)
+			return (-1);
+		good = rc == 1 && catalog_record_info(img, len, &ri) == 0;
+		if (good) {
+			good = ri.format == 2 && ri.part == i &&
+			    ri.parts == 0 && strcmp(ri.sid, head->sid) == 0;
+			catalog_record_info_release(&ri);
+		}
+		if (!good)
+			return (add_bad_record(v, sr, "has a part that is "
+			    "missing, damaged or another record's"));
+	}
+	return (0);
+}
+
 /* Check one snapshot record of the pack: signature, then whose it is. */
 static int
 check_record(struct verify *v, struct pack_reader *pr,
     const struct pack_entry *e, size_t first, size_t end)
 {
-	char sid[SNAPSHOT_ID_HEX + 1];
+	struct catalog_record_info ri;
 	const uint8_t *img;
 	const char *why;
 	size_t i, imglen;
+	int rc = 0;
 
 	if (pack_reader_get(pr, e, v->z, &v->data))
 		return (0);	/* reported; its snapshot shows as missing */
@@ -246,13 +281,19 @@ check_record(struct verify *v, struct pack_reader *pr,
 		    pack_reader_name(pr), (unsigned long long)e->offset, why);
 		return (0);
 	}
-	if (catalog_record_sid(img, imglen, sid))
+	if (catalog_record_info(img, imglen, &ri))
 		return (0);
 	v->res->records++;
-	for (i = first; i < end; i++)
-		if (strcmp(v->recs[i].sid, sid) == 0)
-			v->recs[i].found = 1;
-	return (0);
+	/* A part that is not a head is checked through its head. */
+	for (i = first; i < end && ri.parts > 0; i++) {
+		if (strcmp(v->recs[i].sid, ri.sid) != 0 || v->recs[i].found)
+			continue;
+		v->recs[i].found = 1;
+		if ((rc = check_parts(v, &v->recs[i], &ri)) != 0)
+			break;
+	}
+	catalog_record_info_release(&ri);
+	return (rc);
 }
 
 /* Read and check one needed chunk of the current pack (a pool job). */
@@ -597,6 +638,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	v.res = res;
 	buf_init(&v.data);
 	buf_init(&v.msg);
+	record_reader_init(&v.parts, r);
 	hmap_init(&v.index, CRYPTO_ID_BYTES);
 	mode_name(o, res->mode, sizeof(res->mode));
 
@@ -740,6 +782,7 @@ out:
 	free(v.rcs);
 	buf_release(&v.data);
 	buf_release(&v.msg);
+	record_reader_release(&v.parts);
 	hmap_release(&v.index);
 	for (i = 0; i < v.nrecs; i++)
 		free(v.recs[i].dataset);
