@@ -32,7 +32,7 @@ static const struct command {
 	{ "backup", cmd_backup,
 	  "backup [--level full|differential|incremental] [--exclude GLOB]... "
 	  "[--one-file-system] [--compression N] [--threads N] [--new-source] "
-	  "[--json] DATASET PATH",
+	  "[--time TIME] [--json] DATASET PATH",
 	  "take a snapshot of a dataset" },
 	{ "snapshots", cmd_snapshots, "snapshots [--json] [DATASET]",
 	  "list snapshots" },
@@ -57,6 +57,15 @@ static const struct command {
 	  "[--rto DUR] [--rpo DUR] [--json] [--metrics-file FILE] SNAPSHOT\n"
 	  "       coffer drill history [--json] [DATASET]",
 	  "rehearse a recovery and record it" },
+	{ "forget", cmd_forget,
+	  "forget [--keep-last N] [--keep-hourly N] [--keep-daily N] "
+	  "[--keep-weekly N] [--keep-monthly N] [--keep-yearly N] "
+	  "[--keep-within DUR] [--dataset D] [--dry-run] [--prune "
+	  "[--max-unused P%]] [--json]\n"
+	  "       coffer forget [--dry-run] [--prune] SNAPSHOT...",
+	  "forget snapshots by retention rules, chain-aware" },
+	{ "prune", cmd_prune, "prune [--max-unused P%] [--dry-run] [--json]",
+	  "delete and repack packs no snapshot needs" },
 	{ "catalog", cmd_catalog, "catalog rebuild [--json]\n"
 	  "       coffer catalog check [--json]",
 	  "rebuild the catalog from the repository, or check it" },

@@ -13,7 +13,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 4
+#define CATALOG_SCHEMA_VERSION 5
 
 struct catalog;
 
@@ -529,9 +529,9 @@ int catalog_copy_history(struct catalog *c, const char *from);
 
 
 /*
- * The journal (journal.c): drill results and failed or interrupted
- * snapshots, which the catalog alone would lose with the host, carried
- * in the repository as signed journal records.
+ * The journal (journal.c): drill results, failed or interrupted
+ * snapshots and forgotten ones, which the catalog alone would lose with
+ * the host, carried in the repository as signed journal records.
  *
  * catalog_journal_export: the rows not yet in the repository as a journal
  * image appended to out; *n how many (0: nothing to write, out unchanged)
@@ -546,6 +546,7 @@ int catalog_copy_history(struct catalog *c, const char *from);
 struct catalog_journal_upto {
 	int64_t drill;			/* drill rows up to this id */
 	int64_t snapshot;		/* failed snapshots up to this id */
+	int64_t forgotten;		/* forgotten snapshots up to this id */
 };
 int catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto);
@@ -553,5 +554,58 @@ int catalog_journal_mark(struct catalog *c, const char *pack,
     const struct catalog_journal_upto *upto);
 int catalog_journal_import(struct catalog *c, const uint8_t *img,
     size_t len, const char *pack, size_t *added);
+
+/*
+ * Forgetting (forget.c).  catalog_forget: the snapshots sids go from the
+ * catalog with their rows, children first, and their ids are kept in
+ * forgotten (for the journal, and so that their records, still in the
+ * packs until prune, never bring them back); one that a remaining
+ * snapshot builds on stays (the caller's plan keeps chains whole).
+ * *gone how many went.  catalog_forget_apply: the same for the ids
+ * forgotten already (a sync that imported a record again, or a forget
+ * from another host).  All or nothing; 0 or -1 (reported).
+ */
+int catalog_forget(struct catalog *c, const char *const *sids, size_t n,
+    int64_t now_ns, size_t *gone);
+int catalog_forget_apply(struct catalog *c, size_t *gone);
+
+/*
+ * Prune (prune.c).  catalog_prune_begin marks the live chunks (those an
+ * entry of a snapshot the catalog holds uses), for the calls below.
+ * catalog_prune_packs: every pack with its located and live chunks and
+ * their stored bytes, by name.  catalog_prune_chunks: the chunks located
+ * in one pack, by offset, with whether they are live.  catalog_prune_drop
+ * (in the caller's transaction, after the live chunks of the packs going
+ * were located elsewhere with catalog_chunk_locate): the contents nothing
+ * uses, the chunk rows left in those packs, and the packs.  0 or -1.
+ */
+struct catalog_prune_pack {
+	int64_t id;
+	char name[33];
+	uint64_t size;
+	int64_t chunks, live_chunks;
+	uint64_t live_bytes;		/* stored bytes of the live chunks */
+};
+struct catalog_prune_chunk {
+	int64_t rowid;
+	uint64_t offset;
+	int live;
+};
+int catalog_prune_begin(struct catalog *c);
+int catalog_prune_packs(struct catalog *c, struct catalog_prune_pack **packs,
+    size_t *n);
+int catalog_prune_chunks(struct catalog *c, int64_t pack_id,
+    struct catalog_prune_chunk **chunks, size_t *n);
+int catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n);
+/*
+ * Packs the catalog lists that the repository no longer holds (a sync):
+ * catalog_packs_gone notes them, so that catalog_pack_import relocates
+ * their chunks to a new pack that holds them too (another host's repack);
+ * catalog_packs_gone_drop then removes the gone packs nothing needs, with
+ * their chunk rows and the contents no entry uses.  *dropped how many.
+ */
+int catalog_packs_gone(struct catalog *c, const char *const *names,
+    size_t n);
+int catalog_packs_gone_drop(struct catalog *c, size_t *dropped);
 
 #endif

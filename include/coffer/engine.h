@@ -6,6 +6,7 @@
 
 #include "coffer/catalog.h"
 #include "coffer/fs.h"
+#include "coffer/policy.h"
 #include "coffer/repo.h"
 
 /*
@@ -34,7 +35,9 @@ int engine_prepare_write(struct repo *r, struct catalog *c, double wait);
 struct sync_result {
 	size_t packs_new;	/* packs added to the catalog */
 	size_t packs_bad;	/* unreadable: left for the next time */
-	size_t packs_missing;	/* in the catalog, not in the repository */
+	size_t packs_missing;	/* in the catalog, not in the repository,
+				 * and still needed */
+	size_t packs_dropped;	/* gone (pruned elsewhere), not needed */
 	size_t records;		/* snapshots added */
 	size_t records_bad;	/* records left out */
 	size_t journal;		/* drill results and failed runs added */
@@ -63,6 +66,68 @@ int engine_catalog_update(struct repo *r, struct catalog *c);
 int engine_journal_flush(struct repo *r, struct catalog *c);
 int engine_journal_flush_try(struct repo *r, struct catalog *c);
 
+/*
+ * Retention (forget.c): which complete snapshots the rules (or names) keep
+ * and which go, chain-aware: a kept snapshot keeps every snapshot it
+ * restores from, and a named one that a kept one builds on is refused
+ * (STATUS_USAGE, naming them).  Unless dry_run, the rest are forgotten:
+ * their rows leave the catalog and their ids go to the repository's
+ * journal (the writer locks are held).  Data goes with engine_prune.
+ * STATUS_OK, STATUS_USAGE, STATUS_ERROR.
+ */
+struct forget_opts {
+	struct retention rules;
+	const char *dataset;		/* NULL: every dataset */
+	const char *const *sids;	/* names to forget instead of rules */
+	size_t nsids;
+	int dry_run;
+};
+struct forget_item {
+	char sid[SNAPSHOT_ID_HEX + 1];
+	char parent_sid[SNAPSHOT_ID_HEX + 1];
+	char *dataset;
+	int level;
+	int64_t time_ns;
+	int keep;
+	unsigned reasons;		/* RETAIN_* */
+	char needed_by[SNAPSHOT_ID_HEX + 1];	/* RETAIN_CHAIN: for whom */
+};
+struct forget_result {
+	struct forget_item *items;	/* by dataset, newest first */
+	size_t n;
+	size_t forget;			/* items not kept */
+	size_t forgotten;		/* of those, removed (not dry_run) */
+};
+int engine_forget(struct repo *r, struct catalog *c,
+    const struct forget_opts *o, struct forget_result *res);
+void engine_forget_result_release(struct forget_result *res);
+
+/*
+ * Prune (prune.c): delete the packs no remaining snapshot needs anything
+ * of, and repack those whose unneeded share is above max_unused (live
+ * chunks copied into new packs), in the crash-safe order prune.c
+ * describes.  The writer locks are held.  With dry_run, only the plan.
+ * STATUS_OK or STATUS_ERROR.
+ */
+struct prune_opts {
+	double max_unused;		/* 0..1: repack above this share */
+	int dry_run;
+};
+struct prune_result {
+	int64_t packs;			/* in the catalog before */
+	int64_t packs_deleted;		/* nothing needed: deleted */
+	int64_t packs_repacked;		/* live chunks moved, then deleted */
+	int64_t packs_written;		/* new packs */
+	int64_t chunks_moved;
+	uint64_t bytes_before;		/* of all packs */
+	uint64_t bytes_deleted;		/* of the packs deleted or repacked */
+	uint64_t bytes_written;		/* of the new packs */
+	uint64_t bytes_read;		/* indexes, records, moved chunks */
+	double seconds;
+};
+int engine_prune(struct repo *r, struct catalog *c,
+    const struct prune_opts *o, struct prune_result *res);
+
 /* No level asked: incremental when a complete full exists, else full. */
 #define LEVEL_AUTO (-1)
 
@@ -74,6 +139,7 @@ struct backup_opts {
 	int compress_level;		/* zstd level; 0 = default */
 	int threads;			/* 0 = one per processor */
 	int new_source;			/* the dataset's root moved on purpose */
+	int64_t time_ns;		/* the snapshot's time; 0: now */
 };
 
 struct backup_result {

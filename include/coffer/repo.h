@@ -94,6 +94,9 @@ int repo_pack_open(const struct repo *r, const char *name, int quiet);
 int repo_tmp_create(const struct repo *r, const char *name);
 void repo_tmp_remove(const struct repo *r, const char *name);
 int repo_pack_publish(const struct repo *r, const char *name);
+/* Delete pack name from packs/ and fsync its directory (prune).  A pack
+ * already gone is fine.  0 or -1 (reported). */
+int repo_pack_remove(const struct repo *r, const char *name);
 
 /*
  * The names of the packs in packs/, sorted: a malloc'd array of malloc'd
@@ -234,6 +237,11 @@ int pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
 int pack_reader_read_unhashed(struct pack_reader *p,
     const struct pack_entry *e, struct compressor *z, uint8_t *out);
 void pack_report_mismatch(const char *pack, uint64_t offset);
+/* The record's stored payload (zstd output when e->flags says so), after
+ * authentication, into out: to copy a record into another pack as it is.
+ * The keyed hash is not checked (the AEAD binds the id).  0 or -1. */
+int pack_reader_get_stored(struct pack_reader *p, const struct pack_entry *e,
+    struct buf *out);
 
 /* Read and decrypt the index trailer: malloc'd array in *ents. 0 / -1. */
 int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,

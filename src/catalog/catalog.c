@@ -210,6 +210,20 @@ static const char schema_v4[] =
 	"ALTER TABLE chunk ADD COLUMN damaged INTEGER NOT NULL DEFAULT 0;\n";
 
 /*
+ * Schema version 5: retention.  A forgotten snapshot's id stays in
+ * forgotten, so that its record, still in a pack until prune removes it,
+ * never brings it back (a rebuild, another host's sync); in_repo says
+ * whether the journal carried the forget to the repository yet.
+ */
+static const char schema_v5[] =
+	"CREATE TABLE forgotten (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	sid TEXT NOT NULL UNIQUE,\n"
+	"	time_ns INTEGER NOT NULL,\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0\n"
+	");\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -222,6 +236,7 @@ static const struct migration {
 	{ 2, schema_v2 },
 	{ 3, schema_v3 },
 	{ 4, schema_v4 },
+	{ 5, schema_v5 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {

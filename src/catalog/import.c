@@ -75,9 +75,10 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 	if (catalog_pack_add(c, name, size, hash, &pack))
 		goto out;
 	/*
-	 * A chunk known without a place (an interrupted run reserved it)
-	 * or marked damaged (another host healed it) gets this one; a chunk
-	 * stored twice (two hosts raced) keeps the place it has.
+	 * A chunk known without a place (an interrupted run reserved it),
+	 * marked damaged (another host healed it) or in a pack that is gone
+	 * (another host repacked it) gets this one; a chunk stored twice
+	 * (two hosts raced) keeps the place it has.
 	 */
 	if ((st = cat_prepare(c, "INSERT INTO chunk(cid, pack_id, pack_offset,"
 	    " plain_len, stored_len, type, flags)"
@@ -87,7 +88,8 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 	    " plain_len = excluded.plain_len,"
 	    " stored_len = excluded.stored_len, type = excluded.type,"
 	    " flags = excluded.flags, damaged = 0"
-	    " WHERE chunk.pack_id IS NULL OR chunk.damaged = 1",
+	    " WHERE chunk.pack_id IS NULL OR chunk.damaged = 1"
+	    " OR chunk.pack_id IN (SELECT id FROM temp.gone)",
 	    "import a pack")) == NULL)
 		goto out;
 	for (i = 0; i < n; i++) {

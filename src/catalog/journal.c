@@ -13,7 +13,7 @@
 #include "catalog-int.h"
 #include "coffer/log.h"
 
-#define JOURNAL_FORMAT 1
+#define JOURNAL_FORMAT 2	/* 1 had no forgotten table */
 #define JOURNAL_SCHEMA "jnl"
 
 static const char journal_schema[] =
@@ -26,7 +26,8 @@ static const char journal_schema[] =
 	" rpo_age_seconds REAL, verdict TEXT);\n"
 	"CREATE TABLE failed (sid TEXT, dataset TEXT, level INTEGER,"
 	" parent_sid TEXT, started_ns INTEGER, finished_ns INTEGER,"
-	" host TEXT, source TEXT);\n";
+	" host TEXT, source TEXT);\n"
+	"CREATE TABLE forgotten (sid TEXT, time_ns INTEGER);\n";
 
 /* ?1 is the upper bound of the row ids taken. */
 static const char drills_sql[] =
@@ -42,6 +43,8 @@ static const char failed_sql[] =
 	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"
 	" LEFT JOIN snapshot p ON p.id = s.parent_id"
 	" WHERE s.state = 2 AND s.record_pack IS NULL AND s.id <= ?1";
+static const char forgotten_sql[] =
+	"SELECT sid, time_ns FROM forgotten WHERE in_repo = 0 AND id <= ?1";
 
 static int
 max_id(struct catalog *c, const char *sql, int64_t *v)
@@ -66,14 +69,16 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto)
 {
 	sqlite3 *mem;
-	int64_t nd, nf;
+	int64_t nd, nf, ng;
 	char fmt[64];
 	int ret = -1;
 
 	*n = 0;
 	if (max_id(c, "SELECT coalesce(max(id), 0) FROM drill", &upto->drill) ||
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM snapshot",
-	    &upto->snapshot))
+	    &upto->snapshot) ||
+	    max_id(c, "SELECT coalesce(max(id), 0) FROM forgotten",
+	    &upto->forgotten))
 		return (-1);
 	if ((mem = cat_mem_new(0)) == NULL)
 		return (-1);
@@ -87,11 +92,13 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
 	    cat_copy_rows(c, mem, upto->snapshot, "failed snapshots",
 	    failed_sql, "INSERT INTO failed VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
 	    " ?7, ?8)", 0, &nf) ||
+	    cat_copy_rows(c, mem, upto->forgotten, "forgotten snapshots",
+	    forgotten_sql, "INSERT INTO forgotten VALUES (?1, ?2)", 0, &ng) ||
 	    cat_mem_exec(mem, "COMMIT", 0))
 		goto out;
-	if (nd + nf > 0 && cat_mem_serialize(mem, out, 0))
+	if (nd + nf + ng > 0 && cat_mem_serialize(mem, out, 0))
 		goto out;
-	*n = (size_t)(nd + nf);
+	*n = (size_t)(nd + nf + ng);
 	ret = 0;
 out:
 	sqlite3_close(mem);
@@ -119,6 +126,14 @@ catalog_journal_mark(struct catalog *c, const char *pack,
 		return (-1);
 	sqlite3_bind_int64(st, 1, upto->snapshot);
 	cat_bind_text(st, 2, pack);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto err;
+	if ((st = cat_prepare(c, "UPDATE forgotten SET in_repo = 1"
+	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, upto->forgotten);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
@@ -173,7 +188,14 @@ static const char *const import_sql[] = {
 	" WHERE length(f.sid) = 32 AND f.level IN (0, 1, 2)"
 	" AND (f.level = 0) = (p.id IS NULL)"
 	" AND typeof(f.started_ns) = 'integer'"
-	" AND NOT EXISTS (SELECT 1 FROM snapshot x WHERE x.sid = f.sid)",
+	" AND NOT EXISTS (SELECT 1 FROM snapshot x WHERE x.sid = f.sid)"
+	" AND NOT EXISTS (SELECT 1 FROM forgotten x WHERE x.sid = f.sid)",
+	/* Forgotten snapshots: remembered, then gone (catalog_forget_apply
+	 * deletes them, children first, after the import). */
+	"INSERT INTO forgotten(sid, time_ns, in_repo)"
+	" SELECT sid, time_ns, 1 FROM " JOURNAL_SCHEMA ".forgotten"
+	" WHERE length(sid) = 32 AND typeof(time_ns) = 'integer'"
+	" ON CONFLICT(sid) DO NOTHING",
 };
 
 int
@@ -183,7 +205,7 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 	sqlite3_stmt *st = NULL;
 	unsigned char *copy;
 	char fmt[16] = "";
-	size_t i;
+	size_t i, nsql = sizeof(import_sql) / sizeof(import_sql[0]);
 	int rc, ret = -1;
 
 	*added = 0;
@@ -215,7 +237,10 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 		    (const char *)sqlite3_column_text(st, 0));
 	sqlite3_finalize(st);
 	st = NULL;
-	if (strcmp(fmt, "1") != 0) {
+	/* Format 1 has no forgotten table: that statement is left out. */
+	if (strcmp(fmt, "1") == 0)
+		nsql--;
+	else if (strcmp(fmt, "2") != 0) {
 		log_error("journal record: format '%s' is not one this coffer "
 		    "reads", fmt);
 		goto out;
@@ -223,7 +248,7 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 	/* Deferred: IMMEDIATE would lock the read-only image too. */
 	if (cat_exec(c, "BEGIN", "import a journal record"))
 		goto out;
-	for (i = 0; i < sizeof(import_sql) / sizeof(import_sql[0]); i++) {
+	for (i = 0; i < nsql; i++) {
 		if ((st = cat_prepare(c, import_sql[i],
 		    "import a journal record")) == NULL)
 			goto rollback;
@@ -233,7 +258,7 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 			    sqlite3_errmsg(c->db));
 			goto rollback;
 		}
-		if (i == 1 || i == 3)	/* drills, failed snapshots */
+		if (i == 1 || i == 3 || i == 4)	/* drills, failed, forgotten */
 			*added += (size_t)sqlite3_changes(c->db);
 		sqlite3_finalize(st);
 		st = NULL;

@@ -66,6 +66,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		{ "compression", required_argument, NULL, 'z' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "new-source", no_argument, NULL, 'N' },
+		{ "time", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct backup_opts o;
@@ -103,6 +104,12 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 			break;
 		case 'N':
 			o.new_source = 1;
+			break;
+		case 'T':
+			if (cmd_parse_time("--time", optarg, &o.time_ns)) {
+				st = STATUS_USAGE;
+				goto out;
+			}
 			break;
 		case 'z':
 			lvl = cmd_parse_num("--compression", optarg);

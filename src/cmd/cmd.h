@@ -2,6 +2,7 @@
 #define COFFER_CMD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "coffer/catalog.h"
 #include "coffer/repo.h"
@@ -44,6 +45,8 @@ int cmd_verify(int argc, char **argv, const struct global_opts *g);
 int cmd_audit(int argc, char **argv, const struct global_opts *g);
 int cmd_drill(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog(int argc, char **argv, const struct global_opts *g);
+int cmd_forget(int argc, char **argv, const struct global_opts *g);
+int cmd_prune(int argc, char **argv, const struct global_opts *g);
 
 /* verify's report, as text or JSON (catalog check prints it too). */
 struct verify_result;
@@ -112,6 +115,8 @@ int cmd_listing(int argc, char **argv, const struct global_opts *g,
  */
 int cmd_parse_duration(const char *opt, const char *s, double *secs);
 int cmd_parse_percent(const char *opt, const char *s, double *pct);
+/* A time in UTC (--time): 2026-11-01T02:15:00Z, as ns since the epoch. */
+int cmd_parse_time(const char *opt, const char *s, int64_t *ns);
 /* Seconds for people: "4.2 s", "12m05s", "3h20m", "2d04h"; "-" if < 0. */
 void cmd_fmt_seconds(char *out, size_t len, double s);
 

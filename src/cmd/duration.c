@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,4 +104,32 @@ cmd_fmt_seconds(char *out, size_t len, double s)
 		snprintf(out, len, "%lldh%02lldm", t / 3600, t % 3600 / 60);
 	else
 		snprintf(out, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
+}
+
+int
+cmd_parse_time(const char *opt, const char *s, int64_t *ns)
+{
+	struct tm tm;
+	const char *end;
+	time_t t;
+
+	memset(&tm, 0, sizeof(tm));
+	/* ISO 8601 in UTC: 2026-11-01T02:15:00Z (the Z, or a space for the
+	 * T, may be left out), or a date alone. */
+	if ((end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL &&
+	    (end = strptime(s, "%Y-%m-%d %H:%M:%S", &tm)) == NULL &&
+	    (end = strptime(s, "%Y-%m-%d", &tm)) == NULL)
+		goto bad;
+	if (*end == 'Z')
+		end++;
+	if (*end != '\0')
+		goto bad;
+	if ((t = timegm(&tm)) == (time_t)-1)
+		goto bad;
+	*ns = (int64_t)t * 1000000000;
+	return (0);
+bad:
+	log_error("%s: '%s' is not a time (YYYY-MM-DDTHH:MM:SSZ, UTC)", opt,
+	    s);
+	return (-1);
 }

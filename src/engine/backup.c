@@ -981,7 +981,7 @@ engine_backup(struct repo *r, struct catalog *c,
 		goto out;
 	b.level = s.level;
 	s.state = SNAP_RUNNING;
-	s.started_ns = now_realtime_ns();
+	s.started_ns = o->time_ns ? o->time_ns : now_realtime_ns();
 	s.host = engine_host_name();
 	if (catalog_snapshot_create(c, &s))
 		goto out;

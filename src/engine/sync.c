@@ -50,21 +50,22 @@ struct sync {
 	struct hmap parts_done;		/* record id -> 1 */
 };
 
-/* The packs of a (repository, sorted) not in b (catalog, sorted). */
+/* The packs of a (repository, sorted) not in b (catalog, sorted), and
+ * those of b not in a (into only_b, room for nb). */
 static void
 diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
-    size_t *n_only_a, size_t *only_b)
+    size_t *n_only_a, char **only_b, size_t *n_only_b)
 {
 	size_t i = 0, j = 0, k = 0;
 	int cmp;
 
-	*only_b = 0;
+	*n_only_b = 0;
 	while (i < na || j < nb) {
 		cmp = i == na ? 1 : j == nb ? -1 : strcmp(a[i], b[j]);
 		if (cmp < 0)
 			(*only_a)[k++] = a[i++];
 		else if (cmp > 0) {
-			(*only_b)++;
+			only_b[(*n_only_b)++] = b[j];
 			j++;
 		} else {
 			i++;
@@ -385,13 +386,30 @@ out:
 	return (rc);
 }
 
+/* Drop the gone packs nothing needs; count the others as missing. */
+static int
+drop_gone(struct sync *s, size_t ngone)
+{
+	size_t dropped;
+
+	if (ngone == 0)
+		return (0);
+	if (catalog_packs_gone_drop(s->cat, &dropped))
+		return (-1);
+	s->res->packs_dropped = dropped;
+	s->res->packs_missing = ngone - dropped;
+	return (0);
+}
+
 int
 engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 {
 	struct sync s;
 	struct rec_ref *recs = NULL;
 	char **in_repo = NULL, **in_cat = NULL, **fresh = NULL, *ok = NULL;
+	char **gone = NULL;
 	size_t nrepo = 0, ncat = 0, nfresh = 0, nrecs = 0, cap = 0, i;
+	size_t ngone = 0, dropped;
 	double t0 = now_monotonic();
 	int rc = -1, st;
 
@@ -409,10 +427,22 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 		log_error("out of memory");
 		goto out;
 	}
-	diff_sorted(in_repo, nrepo, in_cat, ncat, &fresh, &nfresh,
-	    &res->packs_missing);
+	if (ncat > 0 && (gone = calloc(ncat, sizeof(*gone))) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	diff_sorted(in_repo, nrepo, in_cat, ncat, &fresh, &nfresh, gone,
+	    &ngone);
+	/*
+	 * Packs the catalog knows that the repository no longer has: pruned
+	 * (by another host) or lost.  A new pack holding their chunks (a
+	 * repack) takes them over; those nothing needs any more are dropped
+	 * after the import; the rest are damage, left for verify to name.
+	 */
+	if (catalog_packs_gone(c, (const char *const *)gone, ngone))
+		goto out;
 	if (nfresh == 0) {
-		rc = 0;
+		rc = drop_gone(&s, ngone);
 		goto out;
 	}
 	if ((ok = calloc(nfresh, 1)) == NULL ||
@@ -433,9 +463,13 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	if (import_records(&s, recs, nrecs))
 		goto out;
 	import_journals(&s, recs, nrecs);
+	/* A record imported again after its snapshot was forgotten (a
+	 * pack read anew, another host's forget) goes again. */
+	if (catalog_forget_apply(c, &dropped))
+		goto out;
 	if (import_packs(&s, fresh, ok, nfresh))
 		goto out;
-	rc = 0;
+	rc = drop_gone(&s, ngone);
 out:
 	progress_done(&s.progress);
 	res->seconds = now_monotonic() - t0;
@@ -447,6 +481,7 @@ out:
 	free(recs);
 	free(ok);
 	free(fresh);
+	free(gone);
 	free_names(in_repo, nrepo);
 	free_names(in_cat, ncat);
 	return (rc);

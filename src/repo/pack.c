@@ -600,9 +600,11 @@ err:
  * thread), and a compressed one is decrypted in place there.  With
  * check_id, the plaintext is hashed and compared with e->id.
  */
+enum { READ_PLAIN, READ_UNHASHED, READ_STORED };
+
 static int
 read_record(struct pack_reader *p, const struct pack_entry *e,
-    struct compressor *z, uint8_t *out, int check_id)
+    struct compressor *z, uint8_t *out, int how)
 {
 	uint8_t ad[RECORD_AD_BYTES], id[CRYPTO_ID_BYTES];
 	struct compressor *own = NULL;
@@ -640,6 +642,15 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 		goto out;
 	}
 	record_ad(ad, p->repo, e->id, e->type, e->flags, e->plain_len);
+	if (how == READ_STORED) {
+		/* Authenticated, still compressed: for copying it into
+		 * another pack (prune) without recompressing. */
+		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
+			goto auth;
+		rc = 0;
+		goto out;
+	}
 	if (e->flags & PACK_FLAG_ZSTD) {
 		uint8_t *payload = rh + PACK_RECORD_HEADER_BYTES;
 
@@ -666,7 +677,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
 			goto auth;
 	}
-	if (check_id) {
+	if (how == READ_PLAIN) {
 		crypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
 		if (memcmp(id, e->id, CRYPTO_ID_BYTES) != 0) {
 			pack_report_mismatch(p->path, e->offset);
@@ -689,14 +700,31 @@ int
 pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
     struct compressor *z, uint8_t *out)
 {
-	return (read_record(p, e, z, out, 1));
+	return (read_record(p, e, z, out, READ_PLAIN));
 }
 
 int
 pack_reader_read_unhashed(struct pack_reader *p,
     const struct pack_entry *e, struct compressor *z, uint8_t *out)
 {
-	return (read_record(p, e, z, out, 0));
+	return (read_record(p, e, z, out, READ_UNHASHED));
+}
+
+int
+pack_reader_get_stored(struct pack_reader *p, const struct pack_entry *e,
+    struct buf *out)
+{
+	buf_reset(out);
+	if (e->stored_len > PACK_RECORD_MAX) {
+		log_error("pack '%s': record at offset %llu is too large",
+		    p->path, (unsigned long long)e->offset);
+		return (-1);
+	}
+	if (buf_reserve(out, e->stored_len) ||
+	    read_record(p, e, NULL, out->data, READ_STORED))
+		return (-1);
+	out->len = e->stored_len;
+	return (0);
 }
 
 void

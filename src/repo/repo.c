@@ -1042,3 +1042,39 @@ err:
 	free(v);
 	return (-1);
 }
+
+int
+repo_pack_remove(const struct repo *r, const char *name)
+{
+	char fan[3], rel[16];
+	int dfd, rc = -1;
+
+	if (!pack_name_ok(name)) {
+		log_error("bad pack name '%s'", name);
+		return (-1);
+	}
+	memcpy(fan, name, 2);
+	fan[2] = '\0';
+	snprintf(rel, sizeof(rel), "packs/%s", fan);
+	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY, S_IFDIR,
+	    1)) == -1) {
+		if (errno == ENOENT)
+			return (0);
+		log_errno("repository '%s': cannot open '%s'", r->path, rel);
+		return (-1);
+	}
+	if (unlinkat(dfd, name, 0) && errno != ENOENT) {
+		log_errno("repository '%s': cannot remove '%s/%s'", r->path,
+		    rel, name);
+		goto out;
+	}
+	if (fsync(dfd)) {
+		log_errno("repository '%s': fsync of '%s' failed", r->path,
+		    rel);
+		goto out;
+	}
+	rc = 0;
+out:
+	close(dfd);
+	return (rc);
+}

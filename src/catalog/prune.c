@@ -1,0 +1,222 @@
+/*
+ * What prune needs of the catalog: which chunks a snapshot still needs
+ * (live), how much of each pack that is, and the one transaction that
+ * moves chunks into new packs and drops what is gone.
+ *
+ * Live = referenced by an entry of a snapshot the catalog holds (through
+ * its content).  Forgotten snapshots' rows are gone, so their chunks are
+ * not; the chunks of failed runs were never committed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog-int.h"
+#include "coffer/log.h"
+
+int
+catalog_prune_begin(struct catalog *c)
+{
+	return (cat_exec(c, "DROP TABLE IF EXISTS temp.live;"
+	    "CREATE TEMP TABLE live (id INTEGER PRIMARY KEY);"
+	    "INSERT OR IGNORE INTO temp.live SELECT cc.chunk_id"
+	    " FROM entry e JOIN content_chunk cc"
+	    " ON cc.content_id = e.content_id WHERE e.content_id IS NOT NULL",
+	    "find the chunks snapshots need"));
+}
+
+int
+catalog_prune_packs(struct catalog *c, struct catalog_prune_pack **packs,
+    size_t *n)
+{
+	struct catalog_prune_pack *v = NULL;
+	size_t k = 0, cap = 0;
+	sqlite3_stmt *st;
+	int rc;
+
+	*packs = NULL;
+	*n = 0;
+	if ((st = cat_prepare(c, "SELECT p.id, p.name, p.size,"
+	    " count(ch.id), count(l.id),"
+	    " coalesce(sum(CASE WHEN l.id IS NOT NULL THEN ch.stored_len"
+	    " END), 0)"
+	    " FROM pack p LEFT JOIN chunk ch ON ch.pack_id = p.id"
+	    " LEFT JOIN temp.live l ON l.id = ch.id"
+	    " GROUP BY p.id ORDER BY p.name", "plan the prune")) == NULL)
+		return (-1);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (array_grow(&v, &cap, k, sizeof(*v), 64))
+			goto err;
+		memset(&v[k], 0, sizeof(v[k]));
+		v[k].id = sqlite3_column_int64(st, 0);
+		snprintf(v[k].name, sizeof(v[k].name), "%s",
+		    (const char *)sqlite3_column_text(st, 1));
+		v[k].size = (uint64_t)sqlite3_column_int64(st, 2);
+		v[k].chunks = sqlite3_column_int64(st, 3);
+		v[k].live_chunks = sqlite3_column_int64(st, 4);
+		v[k].live_bytes = (uint64_t)sqlite3_column_int64(st, 5);
+		k++;
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot plan the prune: %s", sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_finalize(st);
+	*packs = v;
+	*n = k;
+	return (0);
+err:
+	sqlite3_finalize(st);
+	free(v);
+	return (-1);
+}
+
+int
+catalog_prune_chunks(struct catalog *c, int64_t pack_id,
+    struct catalog_prune_chunk **chunks, size_t *n)
+{
+	struct catalog_prune_chunk *v = NULL;
+	size_t k = 0, cap = 0;
+	sqlite3_stmt *st;
+	int rc;
+
+	*chunks = NULL;
+	*n = 0;
+	if ((st = cat_prepare(c, "SELECT ch.id, ch.pack_offset,"
+	    " l.id IS NOT NULL FROM chunk ch"
+	    " LEFT JOIN temp.live l ON l.id = ch.id"
+	    " WHERE ch.pack_id = ?1 ORDER BY ch.pack_offset",
+	    "plan the prune")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, pack_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (array_grow(&v, &cap, k, sizeof(*v), 256))
+			goto err;
+		v[k].rowid = sqlite3_column_int64(st, 0);
+		v[k].offset = (uint64_t)sqlite3_column_int64(st, 1);
+		v[k].live = sqlite3_column_int(st, 2);
+		k++;
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot plan the prune: %s", sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_finalize(st);
+	*chunks = v;
+	*n = k;
+	return (0);
+err:
+	sqlite3_finalize(st);
+	free(v);
+	return (-1);
+}
+
+int
+catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n)
+{
+	static const char *const gc[] = {
+		/* Contents no entry uses (their chunk lists cascade). */
+		"DELETE FROM content WHERE id NOT IN (SELECT content_id"
+		" FROM entry WHERE content_id IS NOT NULL)",
+	};
+	sqlite3_stmt *st = NULL;
+	size_t i;
+
+	for (i = 0; i < sizeof(gc) / sizeof(gc[0]); i++)
+		if (cat_exec(c, gc[i], "drop what prune removed"))
+			return (-1);
+	/* The chunk rows that were in the packs going (live ones moved
+	 * already), then the packs. */
+	if ((st = cat_prepare(c, "DELETE FROM chunk WHERE pack_id = ?1"
+	    " AND id NOT IN (SELECT chunk_id FROM content_chunk)",
+	    "drop what prune removed")) == NULL)
+		return (-1);
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, packs[i]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			goto err;
+	}
+	sqlite3_finalize(st);
+	if ((st = cat_prepare(c, "DELETE FROM pack WHERE id = ?1",
+	    "drop what prune removed")) == NULL)
+		return (-1);
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, packs[i]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			goto err;
+	}
+	sqlite3_finalize(st);
+	return (0);
+err:
+	log_error("cannot drop what prune removed: %s", sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return (-1);
+}
+
+int
+catalog_packs_gone(struct catalog *c, const char *const *names, size_t n)
+{
+	sqlite3_stmt *st;
+	size_t i;
+
+	if (cat_exec(c, "CREATE TEMP TABLE IF NOT EXISTS gone"
+	    " (id INTEGER PRIMARY KEY); DELETE FROM temp.gone",
+	    "note the packs gone"))
+		return (-1);
+	if (n == 0)
+		return (0);
+	if ((st = cat_prepare(c, "INSERT OR IGNORE INTO temp.gone"
+	    " SELECT id FROM pack WHERE name = ?1", "note the packs gone")) ==
+	    NULL)
+		return (-1);
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		cat_bind_text(st, 1, names[i]);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot note the packs gone: %s",
+			    sqlite3_errmsg(c->db));
+			sqlite3_finalize(st);
+			return (-1);
+		}
+	}
+	sqlite3_finalize(st);
+	return (0);
+}
+
+int
+catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
+{
+	static const char *const sql[] = {
+		/* Contents no entry uses any more (forgotten elsewhere). */
+		"DELETE FROM content WHERE id NOT IN (SELECT content_id"
+		" FROM entry WHERE content_id IS NOT NULL)",
+		/* What the gone packs held that nothing uses. */
+		"DELETE FROM chunk WHERE pack_id IN (SELECT id FROM temp.gone)"
+		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
+		/* The gone packs nothing is located in now. */
+		"DELETE FROM pack WHERE id IN (SELECT id FROM temp.gone)"
+		" AND id NOT IN (SELECT pack_id FROM chunk"
+		" WHERE pack_id IS NOT NULL)",
+	};
+	size_t i;
+
+	*dropped = 0;
+	if (cat_exec(c, "BEGIN IMMEDIATE", "drop the packs gone"))
+		return (-1);
+	for (i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+		if (cat_exec(c, sql[i], "drop the packs gone")) {
+			catalog_rollback(c);
+			return (-1);
+		}
+		if (i == 2)
+			*dropped = (size_t)sqlite3_changes(c->db);
+	}
+	if (cat_exec(c, "DELETE FROM temp.gone; COMMIT",
+	    "drop the packs gone")) {
+		catalog_rollback(c);
+		return (-1);
+	}
+	return (0);
+}

@@ -1,0 +1,247 @@
+/*
+ * coffer forget [rules | SNAPSHOT...] [--dataset D] [--dry-run] [--prune]
+ * coffer prune [--max-unused P%] [--dry-run] [--json]
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/engine.h"
+#include "coffer/json.h"
+#include "coffer/log.h"
+#include "coffer/signals.h"
+#include "coffer/status.h"
+
+static int
+parse_count(const char *opt, const char *arg, int *out)
+{
+	long long v = cmd_parse_num(opt, arg);
+
+	if (v < 0)
+		return (-1);
+	if (v == 0 || v > 1000000) {
+		log_error("%s takes a count from 1 to 1000000", opt);
+		return (-1);
+	}
+	*out = (int)v;
+	return (0);
+}
+
+static void
+print_plan(const struct forget_result *res, int json, int dry_run)
+{
+	const struct forget_item *it;
+	char when[32], why[96];
+	size_t i;
+
+	if (json) {
+		printf("{\"dry_run\":%s,\"forget\":%zu,\"forgotten\":%zu,"
+		    "\"snapshots\":[", dry_run ? "true" : "false",
+		    res->forget, res->forgotten);
+		for (i = 0; i < res->n; i++) {
+			it = &res->items[i];
+			fmt_time(when, sizeof(when), it->time_ns);
+			retention_reasons(it->reasons, why, sizeof(why));
+			printf("%s\n  {\"id\":\"%s\",\"dataset\":", i ? "," : "",
+			    it->sid);
+			json_str(stdout, it->dataset);
+			printf(",\"level\":\"%s\",\"time\":\"%s\","
+			    "\"keep\":%s,\"reasons\":\"%s\",\"needed_by\":",
+			    catalog_level_name(it->level), when,
+			    it->keep ? "true" : "false", why);
+			if (it->needed_by[0])
+				printf("\"%s\"}", it->needed_by);
+			else
+				fputs("null}", stdout);
+		}
+		printf("%s]}\n", res->n ? "\n" : "");
+		return;
+	}
+	/* Quiet under cron unless asked: the plan is for a person. */
+	if (log_level < 0 || (log_level == 0 && !dry_run &&
+	    !isatty(STDOUT_FILENO)))
+		return;
+	for (i = 0; i < res->n; i++) {
+		it = &res->items[i];
+		fmt_time(when, sizeof(when), it->time_ns);
+		retention_reasons(it->reasons, why, sizeof(why));
+		printf("%-6s  %.12s  %-16s  %-12s  %-20s  %s%s%.12s%s\n",
+		    it->keep ? "keep" : "forget", it->sid, it->dataset,
+		    catalog_level_name(it->level), when, it->keep ? why : "",
+		    it->needed_by[0] ? " (for " : "", it->needed_by,
+		    it->needed_by[0] ? ")" : "");
+	}
+	printf("%s%zu of %zu snapshot%s\n", dry_run ? "would forget " :
+	    "forgot ", dry_run ? res->forget : res->forgotten, res->n,
+	    res->n == 1 ? "" : "s");
+}
+
+static void
+print_prune(const struct prune_result *res, int json, int dry_run)
+{
+	char del[32], wr[32], before[32];
+
+	if (json) {
+		printf("{\"dry_run\":%s,\"packs\":%lld,\"packs_deleted\":%lld,"
+		    "\"packs_repacked\":%lld,\"packs_written\":%lld,"
+		    "\"chunks_moved\":%lld,\"bytes_before\":%llu,"
+		    "\"bytes_deleted\":%llu,\"bytes_written\":%llu,"
+		    "\"bytes_read\":%llu,\"seconds\":%.3f}\n",
+		    dry_run ? "true" : "false", (long long)res->packs,
+		    (long long)res->packs_deleted,
+		    (long long)res->packs_repacked,
+		    (long long)res->packs_written,
+		    (long long)res->chunks_moved,
+		    (unsigned long long)res->bytes_before,
+		    (unsigned long long)res->bytes_deleted,
+		    (unsigned long long)res->bytes_written,
+		    (unsigned long long)res->bytes_read, res->seconds);
+		return;
+	}
+	if (log_level < 0 || (log_level == 0 && !dry_run &&
+	    !isatty(STDOUT_FILENO)))
+		return;
+	fmt_bytes(del, sizeof(del), (double)res->bytes_deleted);
+	fmt_bytes(wr, sizeof(wr), (double)res->bytes_written);
+	fmt_bytes(before, sizeof(before), (double)res->bytes_before);
+	printf("%s %lld of %lld packs (%s of %s), %lld repacked into %lld "
+	    "new (%s written), %.1f s\n", dry_run ? "would delete" :
+	    "deleted", (long long)(res->packs_deleted + res->packs_repacked),
+	    (long long)res->packs, del, before, (long long)res->packs_repacked,
+	    (long long)res->packs_written, wr, res->seconds);
+}
+
+static int
+run_prune(struct repo *r, struct catalog *c, double max_unused, int dry_run,
+    int json)
+{
+	struct prune_opts po;
+	struct prune_result pr;
+	int st;
+
+	memset(&po, 0, sizeof(po));
+	po.max_unused = max_unused;
+	po.dry_run = dry_run;
+	st = engine_prune(r, c, &po, &pr);
+	if (st == STATUS_OK)
+		print_prune(&pr, json, dry_run);
+	return (st);
+}
+
+int
+cmd_forget(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "keep-last", required_argument, NULL, 'l' },
+		{ "keep-hourly", required_argument, NULL, 'H' },
+		{ "keep-daily", required_argument, NULL, 'd' },
+		{ "keep-weekly", required_argument, NULL, 'w' },
+		{ "keep-monthly", required_argument, NULL, 'm' },
+		{ "keep-yearly", required_argument, NULL, 'y' },
+		{ "keep-within", required_argument, NULL, 'W' },
+		{ "dataset", required_argument, NULL, 'D' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "prune", no_argument, NULL, 'p' },
+		{ "max-unused", required_argument, NULL, 'u' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct forget_opts o;
+	struct forget_result res;
+	struct repo *r;
+	struct catalog *c;
+	double pct = 10;
+	int ch, st, json = 0, prune = 0;
+
+	memset(&o, 0, sizeof(o));
+	while ((ch = getopt_long(argc, argv, "n", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'l': st = parse_count("--keep-last", optarg,
+		    &o.rules.last); break;
+		case 'H': st = parse_count("--keep-hourly", optarg,
+		    &o.rules.hourly); break;
+		case 'd': st = parse_count("--keep-daily", optarg,
+		    &o.rules.daily); break;
+		case 'w': st = parse_count("--keep-weekly", optarg,
+		    &o.rules.weekly); break;
+		case 'm': st = parse_count("--keep-monthly", optarg,
+		    &o.rules.monthly); break;
+		case 'y': st = parse_count("--keep-yearly", optarg,
+		    &o.rules.yearly); break;
+		case 'W': st = cmd_parse_duration("--keep-within", optarg,
+		    &o.rules.within); break;
+		case 'D': o.dataset = optarg; st = 0; break;
+		case 'n': o.dry_run = 1; st = 0; break;
+		case 'p': prune = 1; st = 0; break;
+		case 'u': st = cmd_parse_percent("--max-unused", optarg, &pct);
+		    break;
+		case 'j': json = 1; st = 0; break;
+		default:
+			return (cmd_usage_error("forget"));
+		}
+		if (st)
+			return (STATUS_USAGE);
+	}
+	o.sids = (const char *const *)argv + optind;
+	o.nsids = (size_t)(argc - optind);
+	if ((o.nsids > 0) == retention_any(&o.rules)) {
+		log_error(o.nsids > 0 ? "give snapshots or --keep rules, not "
+		    "both" : "no --keep rule and no snapshot given: nothing "
+		    "to decide (see 'coffer help forget')");
+		return (STATUS_USAGE);
+	}
+	signals_install();
+	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+		return (st);
+	st = engine_forget(r, c, &o, &res);
+	if (st == STATUS_OK)
+		print_plan(&res, json && !prune, o.dry_run);
+	engine_forget_result_release(&res);
+	if (st == STATUS_OK && prune)
+		st = run_prune(r, c, pct / 100, o.dry_run, json);
+	cmd_close(r, c);
+	return (st);
+}
+
+int
+cmd_prune(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct option opts[] = {
+		{ "max-unused", required_argument, NULL, 'u' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct repo *r;
+	struct catalog *c;
+	double pct = 10;
+	int ch, st, json = 0, dry_run = 0;
+
+	while ((ch = getopt_long(argc, argv, "n", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'u':
+			if (cmd_parse_percent("--max-unused", optarg, &pct))
+				return (STATUS_USAGE);
+			break;
+		case 'n':
+			dry_run = 1;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			return (cmd_usage_error("prune"));
+		}
+	}
+	if (optind != argc)
+		return (cmd_usage_error("prune"));
+	signals_install();
+	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+		return (st);
+	st = run_prune(r, c, pct / 100, dry_run, json);
+	cmd_close(r, c);
+	return (st);
+}
