@@ -41,7 +41,7 @@ REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay-%)
 MAN_PAGES := $(sort $(wildcard man/*.1))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
-        fuzz fuzz-corpus bench bench-growth demo format man-lint
+        fuzz fuzz-corpus bench bench-growth bench-prune demo format man-lint
 all: $(BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
@@ -105,6 +105,11 @@ e2e: $(BIN) $(TOOL_BIN) $(REPLAY_BIN)
 # (bench/README.md; BENCH_SCALE, BENCH_DIR, BENCH_KEEP).  Not part of check.
 bench: deps
 	CC="$(CC)" MAKE="$(MAKE)" sh bench/run.sh
+
+# Retention against restic and borg: forget half of PRUNE_ROUNDS (10)
+# trees and reclaim the space (bench/prune.sh).  Not part of check.
+bench-prune: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/prune.sh
 
 # Peak RSS as one repository grows to GROWTH_ROUNDS (10) benchmark trees
 # (bench/README.md).  Not part of check.
