@@ -105,9 +105,9 @@ struct fs_restore *fs_restore_open(const char *target, int flags);
 
 /*
  * Another writer into the same target, for another thread: each writer is
- * used by one thread at a time.  Directories' deferred metadata is applied
- * by the writer that created them, at its close; close the duplicates
- * before the writer they came from.  NULL (reported) on error.
+ * used by one thread at a time.  Directories' metadata is set by the
+ * writer that created them, at its close; close the duplicates before the
+ * writer they came from.  NULL (reported) on error.
  */
 struct fs_restore *fs_restore_dup(struct fs_restore *r);
 
@@ -116,6 +116,12 @@ struct fs_restore *fs_restore_dup(struct fs_restore *r);
  * fs_restore_data (any order of offsets; gaps stay holes) and then
  * fs_restore_finish.  For others, fs_restore_finish at once.  Unsafe paths
  * are refused.  0, or -1 (reported; the run may go on with the next entry).
+ *
+ * A directory is made with mode 0700 (or found, FS_RESTORE_FORCE); its
+ * mode, owner, extended attributes, ACLs and times are set at close, those
+ * of the directories below it first, each from a descriptor opened below
+ * the target through no symlink: a directory that has become a symlink
+ * meanwhile is left alone (a warning).
  *
  * A regular file is written under a temporary name in its directory
  * (".coffer-" and 16 hex digits) and takes its path at fs_restore_finish,
@@ -174,7 +180,14 @@ int fs_reader_read(struct fs_reader *rd, int fd, void *buf, size_t len,
 int fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
     const char *existing);
 
-/* Apply deferred directory metadata, close.  0 or -1.  NULL is fine. */
+/*
+ * The metadata of the target itself, from e (the snapshot's root, a
+ * directory), to be set at close after everything in it, as a
+ * directory's.  0, or -1 (reported).
+ */
+int fs_restore_root(struct fs_restore *r, const struct entry *e);
+
+/* Set the directories' metadata, close.  0 or -1.  NULL is fine. */
 int fs_restore_close(struct fs_restore *r);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <archive.h>
@@ -23,6 +24,11 @@
 #include "fs-int.h"
 
 enum { IDLE, IN_ENTRY };
+
+/* Entries never lead outside the target: through a symlink, "..", or an
+ * absolute path. */
+#define SECURE_OPTS (ARCHIVE_EXTRACT_SECURE_SYMLINKS | \
+	ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS)
 
 struct fs_restore {
 	struct archive *a;
@@ -54,15 +60,36 @@ struct fs_restore {
 	int force;		/* FS_RESTORE_FORCE */
 	int in_dir;		/* the entry was begun from its directory
 				 * (disk_enter_at) */
-	/* Directories that existed (FS_RESTORE_FORCE): their times, set
-	 * again at close.  libarchive sets an existing directory's times
-	 * when it reaches it, and defers only those of directories it
-	 * creates; what is written in it afterwards moves them. */
-	struct dir_times {
-		char *path;
-		int64_t mtime_ns;
-	} *redo;
-	size_t nredo, capredo;
+	int nolib;		/* the entry has nothing in libarchive */
+	/* The directories this writer made or found, and the target's own
+	 * (path ""): their metadata, set at close (set_dirs). */
+	struct dir_meta *dirs;
+	size_t ndirs, capdirs;
+	struct buf acl;		/* scratch: an ACL's extended attribute */
+};
+
+/*
+ * A directory's metadata, set once everything in it is written: its mode
+ * could forbid writing in it, and what is written in it moves its times.
+ * libarchive would defer the same for the directories it creates, and set
+ * it at close by name, following whatever the directories above have
+ * become meanwhile: a local user who owns one of them (restored with its
+ * owner) could swap what is below for a symlink and have the mode, owner
+ * and times of a directory outside the target set.  So directories are
+ * made here, and their metadata set from a descriptor of each, opened
+ * below the target through no symlink (set_dirs).
+ */
+struct dir_meta {
+	char *path;		/* with its xattrs and ACLs after it */
+	uint32_t mode;
+	int owner;		/* uid and gid are to be set */
+	int64_t uid, gid;
+	int64_t mtime_ns;
+	const uint8_t *xattrs;	/* entry_xattrs format */
+	size_t xattrs_len;
+	/* system.posix_acl_access and _default, or none (len 0). */
+	const uint8_t *acl[2];
+	size_t acl_len[2];
 };
 
 /*
@@ -150,7 +177,7 @@ disk_enter(const struct fs_restore *r)
  * missing or not reachable that way (a symlink, which --force replaces)
  * is libarchive's to create or refuse, as before.  Only for regular
  * files, which leave libarchive nothing to do by name at close (entries
- * carry no file flags; directories' deferred times are by name).
+ * carry no file flags; directories are made and set here: set_dirs).
  */
 static int
 disk_enter_at(const struct fs_restore *r, const char *path,
@@ -214,11 +241,12 @@ writer_free(struct fs_restore *r)
 	if (r->cwdfd != -1)
 		close(r->cwdfd);
 	direct_free(r->dw);
-	for (size_t i = 0; i < r->nredo; i++)
-		free(r->redo[i].path);
-	free(r->redo);
+	for (size_t i = 0; i < r->ndirs; i++)
+		free(r->dirs[i].path);
+	free(r->dirs);
 	buf_release(&r->path);
 	buf_release(&r->name);
+	buf_release(&r->acl);
 	buf_release(&r->tmp);
 	free(r->target);
 	free(r);
@@ -296,6 +324,7 @@ writer_new(const char *target, int opts)
 	buf_init(&r->path);
 	buf_init(&r->name);
 	buf_init(&r->tmp);
+	buf_init(&r->acl);
 	/* Not a secret: a name nothing else in the directory is likely to
 	 * have (libarchive would replace it). */
 	if (getrandom(&r->rnd, sizeof(r->rnd), GRND_NONBLOCK) !=
@@ -343,9 +372,7 @@ fs_restore_open(const char *target, int flags)
 	 * would turn zero blocks of the data into holes; holes come from
 	 * the gaps between the blocks we are given.
 	 */
-	opts = ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-	    ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-	    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_TIME |
+	opts = SECURE_OPTS | ARCHIVE_EXTRACT_TIME |
 	    ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_XATTR |
 	    ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_FFLAGS;
 	if (flags & FS_RESTORE_OWNER)
@@ -595,59 +622,348 @@ set_mtime(struct archive_entry *ae, int64_t ns)
 	archive_entry_set_atime(ae, ts.tv_sec, ts.tv_nsec);
 }
 
-/* A directory about to be restored over an existing one (reached below
- * the target through no symlink): remember its times.  0, or -1 (out of
- * memory, reported). */
-static int
-remember_dir(struct fs_restore *r, const struct entry *e)
-{
-	struct stat st;
-	const char *base;
-	int pfd, rc;
+/*
+ * POSIX.1e ACLs are given to directories as Linux keeps them, in the
+ * extended attributes system.posix_acl_access and _default
+ * (linux/posix_acl_xattr.h): a version, then (tag, permissions, id)
+ * entries in the order of their tags and ids, little-endian.  libarchive
+ * would set them by name, and coffer does not link libacl.
+ */
+#define PACL_VERSION 2
+#define PACL_NO_ID UINT32_MAX
 
-	if ((pfd = fs_open_parent(r->dirfd, e->path, &base)) == -1)
+struct pacl {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+
+static int
+pacl_tag(int tag)
+{
+	switch (tag) {
+	case ARCHIVE_ENTRY_ACL_USER_OBJ:
+		return (0x01);
+	case ARCHIVE_ENTRY_ACL_USER:
+		return (0x02);
+	case ARCHIVE_ENTRY_ACL_GROUP_OBJ:
+		return (0x04);
+	case ARCHIVE_ENTRY_ACL_GROUP:
+		return (0x08);
+	case ARCHIVE_ENTRY_ACL_MASK:
+		return (0x10);
+	case ARCHIVE_ENTRY_ACL_OTHER:
+		return (0x20);
+	default:
+		return (-1);
+	}
+}
+
+static int
+pacl_cmp(const void *x, const void *y)
+{
+	const struct pacl *a = x, *b = y;
+
+	if (a->tag != b->tag)
+		return (a->tag < b->tag ? -1 : 1);
+	return (a->id < b->id ? -1 : a->id > b->id);
+}
+
+/*
+ * The ACL of type (access or default) that r->ae holds, appended to r->acl
+ * as its extended attribute; *len is how long (0: none).  Named users and
+ * groups are looked up by name first, as libarchive does for owners.  0,
+ * or -1 (out of memory, reported).
+ */
+static int
+acl_xattr(struct fs_restore *r, int type, size_t *len)
+{
+	struct pacl *v = NULL;
+	const char *name;
+	size_t n = 0, cap = 0, i, start = r->acl.len;
+	int t, perm, tag, qual, pt;
+	uint8_t b[8];
+
+	*len = 0;
+	if (archive_entry_acl_reset(r->ae, type) == 0)
 		return (0);
-	rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW);
-	if (pfd != r->dirfd)
-		close(pfd);
-	if (rc != 0 || !S_ISDIR(st.st_mode))
-		return (0);
-	if (array_grow(&r->redo, &r->capredo, r->nredo, sizeof(*r->redo),
+	while (archive_entry_acl_next(r->ae, type, &t, &perm, &tag, &qual,
+	    &name) == ARCHIVE_OK) {
+		if ((pt = pacl_tag(tag)) < 0)
+			continue;
+		if (array_grow(&v, &cap, n, sizeof(*v), 8))
+			goto err;
+		v[n].tag = (uint16_t)pt;
+		v[n].perm = (uint16_t)(perm & 7);
+		v[n].id = tag == ARCHIVE_ENTRY_ACL_USER ?
+		    (uint32_t)archive_write_disk_uid(r->a, name, qual) :
+		    tag == ARCHIVE_ENTRY_ACL_GROUP ?
+		    (uint32_t)archive_write_disk_gid(r->a, name, qual) :
+		    PACL_NO_ID;
+		n++;
+	}
+	qsort(v, n, sizeof(*v), pacl_cmp);
+	if (buf_put_u32(&r->acl, PACL_VERSION))
+		goto err;
+	for (i = 0; i < n; i++) {
+		b[0] = (uint8_t)v[i].tag;
+		b[1] = (uint8_t)(v[i].tag >> 8);
+		b[2] = (uint8_t)v[i].perm;
+		b[3] = (uint8_t)(v[i].perm >> 8);
+		put_u32(b + 4, v[i].id);
+		if (buf_append(&r->acl, b, sizeof(b)))
+			goto err;
+	}
+	free(v);
+	*len = r->acl.len - start;
+	return (0);
+err:
+	free(v);
+	return (-1);
+}
+
+/*
+ * Remember e's metadata for the directory at path below the target (""
+ * for the target itself), to be set at close.  0, or -1 (out of memory,
+ * reported).
+ */
+static int
+remember_dir(struct fs_restore *r, const struct entry *e, const char *path)
+{
+	struct dir_meta *d;
+	size_t plen = strlen(path) + 1, alen[2] = { 0, 0 };
+	uint32_t mode = e->mode & 07777;
+	uint8_t *p;
+
+	buf_reset(&r->acl);
+	if (e->acl != NULL && *e->acl != '\0') {
+		archive_entry_clear(r->ae);
+		archive_entry_set_filetype(r->ae, AE_IFDIR);
+		archive_entry_set_perm(r->ae, mode);
+		if (archive_entry_acl_from_text(r->ae, e->acl,
+		    ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) != ARCHIVE_OK)
+			log_warn("cannot restore the ACL of '%s': not a "
+			    "POSIX.1e ACL; restoring it without", e->path);
+		else {
+			/* As for files (fs_restore_begin): the group bits
+			 * are the group:: entry's until the ACL's mask
+			 * takes their place. */
+			if (archive_entry_acl_count(r->ae,
+			    ARCHIVE_ENTRY_ACL_TYPE_ACCESS) > 0)
+				mode = (mode & 07707) |
+				    (archive_entry_perm(r->ae) & 070);
+			archive_entry_set_perm(r->ae, mode);
+			if (acl_xattr(r, ARCHIVE_ENTRY_ACL_TYPE_ACCESS,
+			    &alen[0]) ||
+			    acl_xattr(r, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT,
+			    &alen[1]))
+				return (-1);
+		}
+	}
+	if (array_grow(&r->dirs, &r->capdirs, r->ndirs, sizeof(*r->dirs),
 	    64))
 		return (-1);
-	if ((r->redo[r->nredo].path = strdup(e->path)) == NULL) {
+	/* Sizes of what is in memory already: no overflow. */
+	if ((p = malloc(plen + e->xattrs_len + r->acl.len)) == NULL) {
 		log_error("out of memory");
 		return (-1);
 	}
-	r->redo[r->nredo++].mtime_ns = e->mtime_ns;
+	d = &r->dirs[r->ndirs++];
+	memset(d, 0, sizeof(*d));
+	d->path = memcpy(p, path, plen);
+	p += plen;
+	if (e->xattrs_len > 0)
+		d->xattrs = memcpy(p, e->xattrs, e->xattrs_len);
+	d->xattrs_len = e->xattrs_len;
+	p += e->xattrs_len;
+	if (r->acl.len > 0)
+		memcpy(p, r->acl.data, r->acl.len);
+	d->acl[0] = p;
+	d->acl_len[0] = alen[0];
+	d->acl[1] = p + alen[0];
+	d->acl_len[1] = alen[1];
+	d->mode = mode;
+	d->mtime_ns = e->mtime_ns;
+	if ((d->owner = (r->opts & ARCHIVE_EXTRACT_OWNER) != 0)) {
+		d->uid = archive_write_disk_uid(r->a, e->uname, e->uid);
+		d->gid = archive_write_disk_gid(r->a, e->gname, e->gid);
+	}
 	return (0);
 }
 
 /*
- * The times of the directories that existed, once everything in them is
- * written: through their parent opened below the target (no symlink on
- * the way), the directory itself not followed.  A failure is a warning,
- * as libarchive's own are.
+ * A directory: made here (mode 0700 until its own is set at close), or
+ * found there (FS_RESTORE_FORCE), through its parent opened below the
+ * target through no symlink.  When that parent cannot be reached so (it
+ * is missing, or not a directory), or something else is in the way,
+ * libarchive makes it as before (it makes the directories above, replaces
+ * what is in the way, refuses a symlink on the way), told to set nothing
+ * about it, so that it has nothing to set by name at close.  0, or -1
+ * (reported).
  */
-static void
-redo_dir_times(struct fs_restore *r)
+static int
+begin_dir(struct fs_restore *r, const struct entry *e)
 {
-	struct timespec ts[2];
-	size_t i;
+	struct stat st;
+	const char *base;
+	int pfd, made = 0, own, st1, st2 = ARCHIVE_OK;
 
-	for (i = 0; i < r->nredo; i++) {
-		const char *path = r->redo[i].path, *base;
-		int pfd = fs_open_parent(r->dirfd, path, &base), rc;
-
-		ts[0] = ts[1] = ns_timespec(r->redo[i].mtime_ns);
-		rc = pfd < 0 ? -1 :
-		    utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
-		if (rc)
-			log_warn("incomplete restore of '%s': cannot set its "
-			    "times: %s", path, strerror(errno));
-		if (pfd >= 0 && pfd != r->dirfd)
+	if ((pfd = fs_open_parent(r->dirfd, e->path, &base)) != -1) {
+		if (mkdirat(pfd, base, 0700) == 0)
+			made = 1;
+		else if (errno == EEXIST && fstatat(pfd, base, &st,
+		    AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+			made = 1;
+		if (pfd != r->dirfd)
 			close(pfd);
 	}
+	if (!made) {
+		archive_entry_clear(r->ae);
+		archive_entry_set_pathname(r->ae, e->path);
+		archive_entry_set_filetype(r->ae, AE_IFDIR);
+		archive_entry_set_perm(r->ae, 0700);
+		if ((own = disk_enter(r)) < 0)
+			return (-1);
+		(void)archive_write_disk_set_options(r->a, r->opts &
+		    SECURE_OPTS);
+		st1 = archive_write_header(r->a, r->ae);
+		if (st1 == ARCHIVE_OK || st1 == ARCHIVE_WARN)
+			st2 = archive_write_finish_entry(r->a);
+		(void)archive_write_disk_set_options(r->a, r->opts);
+		disk_leave(own);
+		if (check(r, st1, "restore", e->path) ||
+		    check(r, st2, "restore", e->path) || r->fatal)
+			return (-1);
+	}
+	return (remember_dir(r, e, e->path));
+}
+
+int
+fs_restore_root(struct fs_restore *r, const struct entry *e)
+{
+	assert(r->state == IDLE);
+	if (e->kind != ENTRY_DIR) {
+		log_error("cannot restore the metadata of the snapshot's root: "
+		    "it is a %s, not a directory", entry_kind_name(e->kind));
+		return (-1);
+	}
+	return (remember_dir(r, e, ""));
+}
+
+/* A directory's path is a prefix of those below it: in reverse order,
+ * they come before it, and the target ("") comes last. */
+static int
+deeper_first(const void *x, const void *y)
+{
+	const struct dir_meta *a = x, *b = y;
+
+	return (-strcmp(a->path, b->path));
+}
+
+/* The directory at path below dirfd, reached through no symlink. */
+static int
+open_dir_beneath(int dirfd, const char *path)
+{
+	const char *base;
+	int fd, pfd, e;
+
+	fd = fs_open_beneath(dirfd, path, O_RDONLY | O_DIRECTORY);
+	if (fd != -1 || errno != ENOSYS)
+		return (fd);
+	if ((pfd = fs_open_parent(dirfd, path, &base)) == -1)
+		return (-1);
+	fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	e = errno;
+	if (pfd != dirfd)
+		close(pfd);
+	errno = e;
+	return (fd);
+}
+
+static void
+dir_warn(const struct fs_restore *r, const struct dir_meta *d,
+    const char *what)
+{
+	log_warn("incomplete restore of '%s': cannot set its %s: %s",
+	    *d->path != '\0' ? d->path : r->target, what, strerror(errno));
+}
+
+static void
+set_xattrs(struct fs_restore *r, const struct dir_meta *d, int fd)
+{
+	struct entry_xattr_iter it;
+	const char *name;
+	const void *value;
+	size_t nl, vl;
+
+	entry_xattrs_iter_init(&it, d->xattrs, d->xattrs_len);
+	while (entry_xattrs_next(&it, &name, &nl, &value, &vl) == 1) {
+		buf_reset(&r->name);
+		if (buf_append(&r->name, name, nl) || buf_put_u8(&r->name, 0))
+			return;
+		name = (const char *)r->name.data;
+		/* The ACLs are set as such (as libarchive skips them). */
+		if (strcmp(name, "system.posix_acl_access") == 0 ||
+		    strcmp(name, "system.posix_acl_default") == 0)
+			continue;
+		if (fsetxattr(fd, name, value, vl, 0))
+			dir_warn(r, d, "extended attributes");
+	}
+}
+
+/*
+ * One directory's metadata, in libarchive's order: the owner first (a
+ * change of owner clears setuid and setgid), extended attributes before
+ * the mode without root (the mode may forbid writing them) and after it
+ * with root (security.capability goes with other changes), the ACLs after
+ * the mode (the access ACL's mask takes the group bits), the times last.
+ */
+static void
+set_dir(struct fs_restore *r, const struct dir_meta *d, int root)
+{
+	static const char *const acl_name[2] = {
+		"system.posix_acl_access", "system.posix_acl_default"
+	};
+	struct timespec ts[2];
+	int fd, i;
+
+	if (*d->path == '\0')
+		fd = r->dirfd;
+	else if ((fd = open_dir_beneath(r->dirfd, d->path)) == -1) {
+		log_warn("incomplete restore of '%s': cannot open it to set "
+		    "its mode, owner and times: %s", d->path,
+		    strerror(errno));
+		return;
+	}
+	if (d->owner && fchown(fd, (uid_t)d->uid, (gid_t)d->gid))
+		dir_warn(r, d, "owner");
+	if (!root && d->xattrs_len > 0)
+		set_xattrs(r, d, fd);
+	if (fchmod(fd, (mode_t)d->mode))
+		dir_warn(r, d, "mode");
+	if (root && d->xattrs_len > 0)
+		set_xattrs(r, d, fd);
+	for (i = 0; i < 2; i++)
+		if (d->acl_len[i] > 0 && fsetxattr(fd, acl_name[i],
+		    d->acl[i], d->acl_len[i], 0))
+			dir_warn(r, d, "ACL");
+	ts[0] = ts[1] = ns_timespec(d->mtime_ns);
+	if (futimens(fd, ts))
+		dir_warn(r, d, "times");
+	if (fd != r->dirfd)
+		close(fd);
+}
+
+/* Every directory's metadata, those below a directory before its own. */
+static void
+set_dirs(struct fs_restore *r)
+{
+	size_t i;
+	int root = geteuid() == 0;
+
+	qsort(r->dirs, r->ndirs, sizeof(*r->dirs), deeper_first);
+	for (i = 0; i < r->ndirs; i++)
+		set_dir(r, &r->dirs[i], root);
 }
 
 int
@@ -674,6 +990,7 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 			return (-1);
 		log_info("not restoring socket '%s'", e->path);
 		r->kind = e->kind;
+		r->nolib = 1;
 		r->state = IN_ENTRY;
 		return (0);
 	}
@@ -689,6 +1006,15 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	}
 	if (set_path(r, e->path))
 		return (-1);
+	if (e->kind == ENTRY_DIR) {
+		if (begin_dir(r, e))
+			return (-1);
+		r->kind = e->kind;
+		r->nolib = 1;
+		r->state = IN_ENTRY;
+		return (0);
+	}
+	r->nolib = 0;
 
 	archive_entry_clear(r->ae);
 	archive_entry_set_pathname(r->ae, e->path);
@@ -723,8 +1049,6 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	else
 		archive_entry_set_perm(r->ae, e->mode & 07777);
 
-	if (e->kind == ENTRY_DIR && r->force && remember_dir(r, e))
-		return (-1);
 	r->in_dir = 0;
 	if (e->kind == ENTRY_FILE) {
 		/* Written under a temporary name (set_tmp), renamed over
@@ -894,7 +1218,7 @@ fs_restore_finish(struct fs_restore *r)
 		return (-1);
 	}
 	r->state = IDLE;
-	if (r->kind == ENTRY_SOCK)
+	if (r->nolib)
 		return (0);
 	if (r->fatal || (own = entry_enter(r)) < 0)
 		goto fail;
@@ -930,7 +1254,7 @@ fs_restore_discard(struct fs_restore *r)
 		return;
 	direct_abandon(r->dw);
 	r->state = IDLE;
-	if (r->kind == ENTRY_SOCK)
+	if (r->nolib)
 		return;
 	/* Closes the descriptor; its metadata is wasted work. */
 	if (!r->fatal && (own = entry_enter(r)) >= 0) {
@@ -1021,6 +1345,21 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 	return (r->fatal ? -1 : 0);
 }
 
+/*
+ * Tests only (COFFER_TEST_BEFORE_DIR_METADATA): a shell command, run once
+ * every entry is written and before the directories' metadata is set: the
+ * point where a local user who owns a restored directory may have
+ * rearranged what is below it.
+ */
+static void
+test_hook(const struct fs_restore *r)
+{
+	const char *cmd = getenv("COFFER_TEST_BEFORE_DIR_METADATA");
+
+	if (r->primary && cmd != NULL && *cmd != '\0' && system(cmd) != 0)
+		log_warn("COFFER_TEST_BEFORE_DIR_METADATA failed");
+}
+
 int
 fs_restore_close(struct fs_restore *r)
 {
@@ -1030,10 +1369,11 @@ fs_restore_close(struct fs_restore *r)
 		return (0);
 	if (r->state == IN_ENTRY && fs_restore_finish(r))
 		ret = -1;
-	/* Deferred directory modes and times (a 0000 directory could not
-	 * have been filled otherwise) are applied by close, by name, so
-	 * still from inside the target.  After FATAL, libarchive refuses
-	 * every call but free. */
+	test_hook(r);
+	/* libarchive has nothing left to set by name but the modes of the
+	 * directories it made above a file that came without them (a
+	 * subset), when the umask hides some of 0700: from inside the
+	 * target.  After FATAL, libarchive refuses every call but free. */
 	if (r->fatal || (own = disk_enter(r)) < 0)
 		ret = -1;
 	else {
@@ -1042,7 +1382,7 @@ fs_restore_close(struct fs_restore *r)
 		if (check(r, st, "finish restore into", r->target))
 			ret = -1;
 	}
-	redo_dir_times(r);
+	set_dirs(r);
 	if (r->primary) {
 		/* This thread's directory and umask: its own or the
 		 * process's, as they were at open. */
