@@ -18,7 +18,14 @@ struct fs_walk_opts {
 	 * any depth; with '/', the path relative to the root. */
 	char *const *excludes;
 	size_t nexcludes;
+	/* Return the root itself too, first, as "." (FS_ROOT_PATH): its
+	 * mode, owner, times, xattrs and ACL are the dataset's. */
+	int root;
 };
+
+/* The path of the walk's root among the entries below it (fs_walk_opts
+ * root): what a restore's target itself takes its metadata from. */
+#define FS_ROOT_PATH "."
 
 struct fs_walk;
 
@@ -29,8 +36,8 @@ struct fs_walk;
 struct fs_walk *fs_walk_open(const char *root, const struct fs_walk_opts *o);
 
 /*
- * Next entry below the root (the root itself is not returned), with path
- * relative to the root.  Metadata: type, mode, owner, times (ns), inode,
+ * Next entry below the root (the root itself first, as FS_ROOT_PATH, when
+ * the options ask for it), with path relative to the root.  Metadata: type, mode, owner, times (ns), inode,
  * device, link count, symlink target; not xattrs and ACLs (see
  * fs_walk_details).  An entry that cannot be read is warned about
  * (log_warn) and skipped.  1 entry, 0 end, -1 fatal.

@@ -49,6 +49,7 @@ struct fs_walk {
 	char **excludes;
 	size_t nexcludes;
 	int started;		/* the root entry has been consumed */
+	int want_root;		/* ... and is returned (fs_walk_opts root) */
 	int fatal;		/* libarchive is in its FATAL state */
 	int filtered;		/* our filter made libarchive skip one */
 
@@ -233,6 +234,7 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 		n--;
 	w->prefix_len = n;
 
+	w->want_root = o != NULL && o->root;
 	if (o != NULL && o->nexcludes > 0) {
 		if ((w->excludes = calloc(o->nexcludes, sizeof(char *))) ==
 		    NULL)
@@ -607,7 +609,11 @@ fs_walk_next(struct fs_walk *w, struct entry *e)
 				    w->root, errstr(w->a));
 				goto fatal;
 			}
-			continue;
+			if (!w->want_root)
+				continue;
+			if (fill_entry(w, e, FS_ROOT_PATH, ENTRY_DIR))
+				goto fatal;
+			return (1);
 		}
 		if ((rel = rel_of(w, p)) == NULL) {
 			log_error("'%s' is not below '%s'", p, w->root);

@@ -353,7 +353,7 @@ walk_and_restore(const char *src, struct fs_restore *r)
 {
 	static char p1[] = "*.tmp", p2[] = "excluded-dir", p3[] = "sub/deep/*";
 	char *const ex[] = { p1, p2, p3 };
-	struct fs_walk_opts o = { 0, ex, 3 };
+	struct fs_walk_opts o = { 0, ex, 3, 0 };
 	struct fs_walk *w;
 	struct entry e;
 	struct rec *rc, *first;
@@ -1195,7 +1195,7 @@ test_unreadable(void)
 	if ((pid = fork()) == 0) {
 		static char pat[] = "*.tmp";
 		char *const ex[] = { pat };
-		struct fs_walk_opts o = { 0, ex, 1 };
+		struct fs_walk_opts o = { 0, ex, 1, 0 };
 		struct fs_walk *w;
 		struct entry e;
 		const void *b;
@@ -1409,6 +1409,68 @@ bench(void)
 	unlink(pj(dir, "f"));
 }
 
+/*
+ * The root itself, asked for: first, as ".", with its own metadata, which
+ * fs_restore_root gives the target after everything in it (a mode without
+ * write permission would have kept the rest out).
+ */
+static void
+test_root_entry(void)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	struct fs_walk_opts o = { 0 };
+	struct timespec ts[2] = { { 1577836800, 5 }, { 1577836800, 5 } };
+	struct fs_restore *r = NULL;
+	struct fs_walk *w;
+	struct entry e, root;
+	struct stat st;
+	int n = 0, dots = 0, rc;
+
+	snprintf(src, sizeof(src), "%s/rootsrc", base);
+	snprintf(dst, sizeof(dst), "%s/rootdst", base);
+	if (mkdir(src, 0755) || mkdir(pj(src, "d"), 0755) ||
+	    chmod(src, 0551) || utimensat(AT_FDCWD, src, ts, 0)) {
+		ok(0, "root entry setup");
+		return;
+	}
+	o.root = 1;
+	memset(&root, 0, sizeof(root));
+	if ((w = fs_walk_open(src, &o)) == NULL) {
+		ok(0, "walk with the root");
+		return;
+	}
+	while ((rc = fs_walk_next(w, &e)) == 1) {
+		if (n++ == 0) {
+			root = e;
+			root.path = FS_ROOT_PATH;
+			root.uname = root.gname = NULL;
+			ok(strcmp(e.path, FS_ROOT_PATH) == 0 &&
+			    e.kind == ENTRY_DIR && e.mode == 0551 &&
+			    e.mtime_ns == 1577836800000000005LL,
+			    "the root comes first, as '.', with its metadata");
+			if ((r = fs_restore_open(dst, 0)) == NULL ||
+			    fs_restore_root(r, &root))
+				ok(0, "fs_restore_root");
+		} else {
+			if (strcmp(e.path, FS_ROOT_PATH) == 0)
+				dots++;
+			if (r != NULL && (fs_restore_begin(r, &e) ||
+			    fs_restore_finish(r)))
+				ok(0, "restore '%s' below the root", e.path);
+		}
+	}
+	fs_walk_close(w);
+	ok(rc == 0 && n == 2 && dots == 0, "and only once (%d entries)", n);
+	ok(r != NULL && fs_restore_close(r) == 0, "close the restore");
+	ok(stat(dst, &st) == 0 && (st.st_mode & 07777) == 0551 &&
+	    st.st_mtim.tv_sec == 1577836800 && st.st_mtim.tv_nsec == 5 &&
+	    stat(pj(dst, "d"), &st) == 0,
+	    "the target has the root's mode and times, set after its "
+	    "contents");
+	(void)chmod(src, 0755);
+	(void)chmod(dst, 0755);
+}
+
 int
 main(void)
 {
@@ -1466,6 +1528,7 @@ main(void)
 	test_hostile();
 	test_direct();
 	test_roots(src);
+	test_root_entry();
 	test_changing();
 	test_unreadable();
 	bench();
