@@ -191,6 +191,9 @@ struct restore_opts {
 	char *const *paths;		/* subset; NULL/0 = everything */
 	size_t npaths;
 	int force;			/* target may be non-empty */
+	/* A target that was not empty takes the snapshot root's metadata
+	 * too (an empty or new one always does). */
+	int root_metadata;
 	int threads;			/* 0 = one per processor */
 	/* Restore only the entries for which filter returns non-zero
 	 * (NULL: all).  Directories it leaves out are still made as needed

@@ -14,6 +14,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 {
 	static const struct option opts[] = {
 		{ "force", no_argument, NULL, 'f' },
+		{ "root-metadata", no_argument, NULL, 'R' },
 		{ "threads", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -30,6 +31,9 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 		switch (ch) {
 		case 'f':
 			o.force = 1;
+			break;
+		case 'R':
+			o.root_metadata = 1;
 			break;
 		case 't':
 			if ((o.threads = cmd_parse_threads(optarg)) < 0)

@@ -543,6 +543,23 @@ out:
 	return (rc);
 }
 
+/*
+ * Tests only (COFFER_TEST_BEFORE_DRILL_CHECK): a shell command run between
+ * the restore and its check, with the scratch directory in
+ * COFFER_TEST_SCRATCH, to alter what was restored as a faulty restore
+ * would.
+ */
+static void
+test_hook(const struct drill *d)
+{
+	const char *cmd = getenv("COFFER_TEST_BEFORE_DRILL_CHECK");
+
+	if (cmd == NULL || *cmd == '\0')
+		return;
+	if (setenv("COFFER_TEST_SCRATCH", d->scratch, 1) || system(cmd) != 0)
+		log_warn("COFFER_TEST_BEFORE_DRILL_CHECK failed");
+}
+
 /* Check (or stream) every entry of the sample, in path order. */
 static int
 check_all(struct drill *d)
@@ -755,6 +772,7 @@ engine_drill(struct repo *r, struct catalog *c,
 			    rst))
 				goto out;
 		} else {
+			test_hook(&d);
 			progress_init(&d.progress, "check",
 			    (uint64_t)rr.bytes);
 			t0 = now_monotonic();

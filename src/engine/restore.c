@@ -19,7 +19,9 @@
  * progress follow on this thread, in order, once a window is written.  A
  * directory is always taken before what it holds, so it exists before its
  * files are written; its own times and mode are applied when the first
- * writer closes, after all the others.
+ * writer closes, after all the others.  So are the target's, from the
+ * snapshot's root entry (".", FS_ROOT_PATH), when the target is the
+ * restore's own: made by it or empty, or --root-metadata.
  *
  * Content that several files share (the frozen layers of consecutive
  * checkpoints) is fetched, decrypted and hashed once: a chunk of a large
@@ -226,6 +228,11 @@ struct restore {
 	char **link_paths;
 	size_t nlinks, caplinks;
 	int64_t missing;		/* requested paths not in the snapshot */
+	/* The target takes the snapshot root's metadata (root_entry). */
+	int root_ok, root_done;
+	char **made;			/* directories above the paths asked
+					 * for, made (make_above) */
+	size_t nmade, capmade;
 	/* Chunks to read back: chunk row -> index into refs. */
 	struct hmap seen;
 	struct reuse_ref *refs;
@@ -1052,6 +1059,29 @@ drain(struct restore *rs)
 	return (step(rs) || step(rs) || step(rs) ? -1 : 0);
 }
 
+/*
+ * The snapshot's root entry (a backup stores it as FS_ROOT_PATH; older ones
+ * have none): its metadata is the target's, set after everything in it,
+ * when the target is the restore's own (see engine_restore).
+ */
+static void
+root_entry(struct restore *rs, const struct entry *e)
+{
+	if (rs->root_done)
+		return;
+	rs->root_done = 1;
+	if (!rs->root_ok) {
+		log_info("'%s' keeps its own mode, owner and times: it was "
+		    "not empty (--root-metadata gives it the snapshot's)",
+		    rs->opts->target);
+		return;
+	}
+	if (fs_restore_root(rs->fr, e))
+		rs->res->failed++;
+	else
+		rs->res->files++;
+}
+
 /* A directory, symlink, device or socket: created now, in order. */
 static void
 create_now(struct restore *rs, const struct entry *e)
@@ -1146,6 +1176,10 @@ add_entry(struct restore *rs, const struct entry *e)
 	struct rjob *j;
 	size_t n = 0, i;
 
+	if (strcmp(e->path, FS_ROOT_PATH) == 0) {
+		root_entry(rs, e);
+		return (0);
+	}
 	if (e->kind != ENTRY_FILE) {
 		create_now(rs, e);
 		return (0);
@@ -1216,6 +1250,81 @@ add_entry(struct restore *rs, const struct entry *e)
 err:
 	free(locs);
 	return (-1);
+}
+
+/* 1 if dir was made already by make_above, else remembered as made now;
+ * -1 out of memory (reported). */
+static int
+made_already(struct restore *rs, const char *dir)
+{
+	size_t i;
+
+	for (i = 0; i < rs->nmade; i++)
+		if (strcmp(rs->made[i], dir) == 0)
+			return (1);
+	if (array_grow(&rs->made, &rs->capmade, rs->nmade,
+	    sizeof(*rs->made), 8))
+		return (-1);
+	if ((rs->made[rs->nmade] = strdup(dir)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	rs->nmade++;
+	return (0);
+}
+
+/*
+ * Before a subset: the snapshot's directories above it, made with their
+ * own metadata (set at close, as every directory's) rather than made by
+ * libarchive with default metadata; and the root's.  Nothing when the
+ * path is not in the snapshot (restore_under says so).  0, or -1.
+ */
+static int
+make_above(struct restore *rs, int64_t snapshot_id, const char *path)
+{
+	struct catalog_resolver *cr;
+	struct entry e;
+	char *dir;
+	size_t n;
+	int rc = -1, found, done;
+
+	if ((dir = strdup(path)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	if ((cr = catalog_resolver_new(rs->cat, snapshot_id)) == NULL)
+		goto out;
+	if ((found = catalog_resolver_get(cr, path, &e)) <= 0) {
+		rc = found;
+		goto out;
+	}
+	if ((found = catalog_resolver_get(cr, FS_ROOT_PATH, &e)) < 0)
+		goto out;
+	if (found && (rs->opts->filter == NULL ||
+	    rs->opts->filter(rs->opts->filter_arg, &e)))
+		root_entry(rs, &e);
+	/* Each directory above path, from the top. */
+	for (n = 0; dir[n] != '\0'; n++) {
+		if (dir[n] != '/')
+			continue;
+		dir[n] = '\0';
+		if ((done = made_already(rs, dir)) < 0)
+			goto out;
+		if (!done) {
+			if ((found = catalog_resolver_get(cr, dir, &e)) < 0)
+				goto out;
+			if (found && e.kind == ENTRY_DIR &&
+			    (rs->opts->filter == NULL ||
+			    rs->opts->filter(rs->opts->filter_arg, &e)))
+				create_now(rs, &e);
+		}
+		dir[n] = '/';
+	}
+	rc = 0;
+out:
+	catalog_resolver_free(cr);
+	free(dir);
+	return (rc);
 }
 
 static int
@@ -1289,15 +1398,21 @@ engine_restore(struct repo *r, struct catalog *c,
 		    catalog_state_name(s->state));
 		return (STATUS_USAGE);
 	}
-	if (!o->force) {
-		if ((empty = fsutil_dir_is_empty(o->target, 1)) < 0)
-			return (STATUS_ERROR);
-		if (!empty) {
-			log_error("target '%s' is not empty (use --force)",
-			    o->target);
-			return (STATUS_USAGE);
-		}
+	if ((empty = fsutil_dir_is_empty(o->target, 1)) < 0)
+		return (STATUS_ERROR);
+	if (!empty && !o->force) {
+		log_error("target '%s' is not empty (use --force)",
+		    o->target);
+		return (STATUS_USAGE);
 	}
+	/*
+	 * A target that the restore makes, or that is empty, is the
+	 * snapshot's root: it takes the root's mode, owner, times, xattrs
+	 * and ACL (a 0750 dataset must not come back 0755).  A tree that was
+	 * there (--force) keeps its own unless asked: its mode and owner may
+	 * be what lets others reach the rest of it, as for a mount point.
+	 */
+	rs.root_ok = empty || o->root_metadata;
 	if ((rs.pool = pool_new(o->threads > 0 ? o->threads :
 	    pool_default_threads())) == NULL)
 		goto out;
@@ -1333,7 +1448,8 @@ engine_restore(struct repo *r, struct catalog *c,
 			goto out;
 	} else {
 		for (i = 0; i < o->npaths; i++)
-			if (restore_under(&rs, s->id, o->paths[i]))
+			if (make_above(&rs, s->id, o->paths[i]) ||
+			    restore_under(&rs, s->id, o->paths[i]))
 				goto out;
 	}
 	/* Damaged data first: the repository needs attention; then files
@@ -1396,6 +1512,9 @@ out:
 	for (i = 0; i < rs.nlinks; i++)
 		free(rs.link_paths[i]);
 	free(rs.link_paths);
+	for (i = 0; i < rs.nmade; i++)
+		free(rs.made[i]);
+	free(rs.made);
 	hmap_release(&rs.links);
 	hmap_release(&rs.planned);
 	hmap_release(&rs.seen);
