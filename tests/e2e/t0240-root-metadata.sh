@@ -35,6 +35,8 @@ test_expect_success 'setup: a root of unusual mode, owner, times, ACL and xattr'
 	chmod 0750 src && chmod 0711 src/a && chmod 0705 src/a/b &&
 	setfacl -m u:4321:rx src && setfacl -d -m u:4321:rx src &&
 	setfattr -n user.tag -v dataset src &&
+	setfacl -m u:4321:rwx,g:4322:x src/a && setfacl -d -m u:4321:r src/a &&
+	setfattr -n user.sub -v 1 src/a &&
 	touch -d "2003-03-03 03:03:03.123456789" src/a/b &&
 	touch -d "2002-02-02 02:02:02" src/a &&
 	touch -d "2020-01-01 00:00:00.5" src &&
