@@ -83,4 +83,12 @@ int entry_dup(struct entry *dst, void **mem, const struct entry *src);
  */
 int entry_path_is_safe(const char *path);
 
+/*
+ * The dataset root's own entry (its mode, owner, times, xattrs, ACL) is
+ * stored under ENTRY_ROOT_PATH; restore gives them to the target, never
+ * writes that path.  1 if path is it.
+ */
+#define ENTRY_ROOT_PATH "."
+int entry_path_is_root(const char *path);
+
 #endif

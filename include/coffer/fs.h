@@ -25,7 +25,7 @@ struct fs_walk_opts {
 
 /* The path of the walk's root among the entries below it (fs_walk_opts
  * root): what a restore's target itself takes its metadata from. */
-#define FS_ROOT_PATH "."
+#define FS_ROOT_PATH ENTRY_ROOT_PATH
 
 struct fs_walk;
 

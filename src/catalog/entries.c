@@ -45,7 +45,7 @@ catalog_entry_add(struct catalog *c, int64_t snapshot_id,
 	int rc;
 
 	/* Restore trusts the catalog's paths: refuse bad ones at the door. */
-	if (!entry_path_is_safe(e->path)) {
+	if (!entry_path_is_safe(e->path) && !entry_path_is_root(e->path)) {
 		log_error("cannot add entry '%s': unsafe path",
 		    e->path ? e->path : "");
 		return (-1);

@@ -110,6 +110,7 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 		snprintf(latest, n, "%s@latest", dataset);
 		name = latest;
 	}
+	o.walk.root = 1;
 	o.walk.excludes = ex;
 	o.walk.nexcludes = nex;
 	o.report = report;

@@ -139,6 +139,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 	}
 	o.dataset = argv[optind];
 	o.source = argv[optind + 1];
+	o.walk.root = 1;
 	o.walk.excludes = ex;
 	o.walk.nexcludes = nex;
 	if (o.dataset[0] == '\0' || strchr(o.dataset, '@') ||

@@ -89,6 +89,12 @@ entry_path_is_safe(const char *path)
 	}
 }
 
+int
+entry_path_is_root(const char *path)
+{
+	return (path != NULL && strcmp(path, ENTRY_ROOT_PATH) == 0);
+}
+
 static size_t
 str_size(const char *s)
 {

@@ -57,9 +57,10 @@ test_expect_success 'a subset: the directories above it have their own metadata'
 	cmp src/a/b/f.txt part/a/b/f.txt
 '
 
-# The walk returns the root on request (fs_walk_opts root); the catalog
-# and the backup take it with issue 24's second part.
-grep -q " \.$" ls.out && test_set_prereq ROOT_STORED
+test_expect_success 'the backup stores the root as "."' '
+	grep " \.$" ls.out
+'
+test_set_prereq ROOT_STORED
 
 test_expect_success ROOT_STORED 'a new target takes the root'"'"'s metadata' '
 	coffer -r repo restore "$id" new &&
