@@ -43,7 +43,8 @@ static const struct command {
 	{ "consolidate", cmd_consolidate, "consolidate [--json] SNAPSHOT",
 	  "make a synthetic full of a snapshot's chain" },
 	{ "restore", cmd_restore,
-	  "restore [--force] [--threads N] SNAPSHOT TARGET [PATH...]",
+	  "restore [--force] [--root-metadata] [--threads N] SNAPSHOT TARGET "
+	  "[PATH...]",
 	  "restore a snapshot, or part of it" },
 	{ "verify", cmd_verify,
 	  "verify [--read-data[=P%|=N/M]] [--max-duration DUR] [--json]",
