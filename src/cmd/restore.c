@@ -7,6 +7,7 @@
 #include "coffer/engine.h"
 #include "coffer/json.h"
 #include "coffer/log.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 
 int
@@ -66,6 +67,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
 		goto out;
 	}
+	signals_install();	/* stops between files; what is written is whole */
 	st = engine_restore(r, c, &s, &o, &res);
 	if (res.failed)
 		log_error("%lld file%s could not be restored",

@@ -49,6 +49,7 @@
 #include "coffer/log.h"
 #include "coffer/pool.h"
 #include "coffer/progress.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 
 #define READER_CACHE 4
@@ -228,6 +229,11 @@ struct restore {
 	char **link_paths;
 	size_t nlinks, caplinks;
 	int64_t missing;		/* requested paths not in the snapshot */
+	/* Chunks found damaged or missing, marked in the catalog at the
+	 * end so that the next backup stores them again. */
+	pthread_mutex_t bad_mu;
+	int64_t *bad_rows;
+	size_t nbad, capbad;
 	/* The target takes the snapshot root's metadata (root_entry). */
 	int root_ok, root_done;
 	char **made;			/* directories above the paths asked
@@ -901,6 +907,25 @@ reuse_files(int threads)
 	return (spare < REUSE_FILES ? (size_t)spare : REUSE_FILES);
 }
 
+/* The chunks of a damaged file that failed: to be marked damaged. */
+static void
+note_damaged(struct restore *rs, const struct rjob *jobs, size_t n)
+{
+	size_t i;
+
+	pthread_mutex_lock(&rs->bad_mu);
+	for (i = 0; i < n; i++) {
+		if (jobs[i].rc == 0 || jobs[i].loc.rowid == 0)
+			continue;
+		if (array_grow(&rs->bad_rows, &rs->capbad, rs->nbad,
+		    sizeof(*rs->bad_rows), 16))
+			break;
+		rs->bad_rows[rs->nbad++] = jobs[i].loc.rowid;
+	}
+	pthread_mutex_unlock(&rs->bad_mu);
+}
+
+
 /*
  * The out window is written: link second names, count, remember what
  * may be read back, and empty it.  0, or -1 on a fatal error.
@@ -944,8 +969,11 @@ finish_window(struct restore *rs, struct window *win)
 			}
 			if (we->rc == WR_FAILED || we->rc == WR_DAMAGED) {
 				rs->res->failed++;
-				if (we->rc == WR_DAMAGED)
+				if (we->rc == WR_DAMAGED) {
 					rs->res->damaged++;
+					note_damaged(rs, &win->jobs[we->first],
+					    we->njobs);
+				}
 			} else if (we->rc == WR_OK && we->last) {
 				if (remember_link(rs, &we->e))
 					return (-1);
@@ -1338,6 +1366,14 @@ restore_under(struct restore *rs, int64_t snapshot_id, const char *under)
 		return (-1);
 	while ((rc = catalog_iter_next(it, &e)) == 1) {
 		seen = 1;
+		/* Stopped by a signal: what is written is whole. */
+		if (signals_caught()) {
+			log_error("restore interrupted by %s: the files "
+			    "restored so far are whole, the rest are missing",
+			    signals_name(signals_caught()));
+			rc = -1;
+			break;
+		}
 		if (rs->opts->filter &&
 		    !rs->opts->filter(rs->opts->filter_arg, &e))
 			continue;
@@ -1380,6 +1416,7 @@ engine_restore(struct repo *r, struct catalog *c,
 	rs.out = &rs.win[2];
 	rs.spare = &rs.win[3];
 	pthread_mutex_init(&rs.mu, NULL);
+	pthread_mutex_init(&rs.bad_mu, NULL);
 	pthread_cond_init(&rs.verified, NULL);
 	hmap_init(&rs.links, 24);
 	hmap_init(&rs.planned, 24);
@@ -1509,6 +1546,11 @@ out:
 	free(rs.idle);
 	pthread_cond_destroy(&rs.verified);
 	pthread_mutex_destroy(&rs.mu);
+	/* So that the next backup that meets them stores them again. */
+	if (rs.nbad > 0)
+		(void)catalog_chunks_mark_damaged(c, rs.bad_rows, rs.nbad);
+	free(rs.bad_rows);
+	pthread_mutex_destroy(&rs.bad_mu);
 	for (i = 0; i < rs.nlinks; i++)
 		free(rs.link_paths[i]);
 	free(rs.link_paths);

@@ -73,4 +73,18 @@ test_expect_success 'an unchanged file is healed by a full, not by an incrementa
 	! grep weights.bin v4
 '
 
+test_expect_success 'damage found by a restore heals the same way' '
+	printf "x\n" >src/new.txt &&
+	random_file src/other.bin 2 &&
+	coffer -r repo backup --json ds src >b5.json &&
+	snap=$(json_get b5.json "\$j->{snapshot}") &&
+	flip_chunk other.bin 0 &&
+	test_expect_code 4 coffer -r repo restore "$snap" out5 2>err &&
+	grep other.bin err &&
+	coffer -r repo backup --json --level full ds src >b6.json &&
+	json_check b6.json "\$j->{bytes_new} > 0" &&
+	coffer -r repo restore "$snap" out6 &&
+	cmp src/other.bin out6/other.bin
+'
+
 test_done

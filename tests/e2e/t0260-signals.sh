@@ -68,4 +68,26 @@ test_expect_success 'SIGINT stops verify --read-data; the next run resumes' '
 	fi
 '
 
+test_expect_success 'SIGINT stops a restore between files: what is there is whole' '
+	coffer -r repo backup ds src >/dev/null 2>&1;
+	{ "$COFFER" -r repo restore ds@latest rst >r.out 2>r.err & } && pid=$! &&
+	n=0 &&
+	while kill -0 $pid 2>/dev/null && ! test -d rst && test $n -lt 500; do
+		sleep 0.01; n=$((n + 1))
+	done &&
+	sleep 0.3 &&
+	kill -INT $pid &&
+	{ wait $pid; echo $? >status; } &&
+	cat r.err &&
+	if test "$(cat status)" = 130; then
+		grep "restore interrupted by SIGINT" r.err &&
+		for f in $(cd rst && find . -type f ! -name ".coffer-*"); do
+			cmp "src/$f" "rst/$f" || return 1
+		done &&
+		test -z "$(find rst -name ".coffer-*")"
+	else
+		test "$(cat status)" = 0
+	fi
+'
+
 test_done
