@@ -7,14 +7,143 @@
  * hashes: what a bug or a misbehaving writer with the keys would leave,
  * and what the keyed hash, checked after decrypting, must catch.  Links
  * libcoffer (a rule of its own in the Makefile).
+ *
+ * forge-record swap-part REPO KEYFILE PACK_X PACK_Y IDX: read the head of
+ * a snapshot record in parts from PACK_X (the last snapshot record
+ * there), point its part IDX at part IDX of the head in PACK_Y, sign it
+ * again with the repository's key and write it to a new pack; print the
+ * pack's name.  A signed head that names another snapshot's part: what
+ * only a writer with the keys could make, and what a reader must refuse,
+ * part by part.  PACK_Y = PACK_X makes a good head again (a control).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sqlite3.h>
+
+#include "coffer/buf.h"
 #include "coffer/crypto.h"
 #include "coffer/hex.h"
 #include "coffer/repo.h"
+
+#define REC_HEADER (4 + 1 + CRYPTO_SIG_BYTES)
+static const char record_ctx[] = "coffer-snapshot";
+
+/* The image of the last snapshot record in pack name (malloc'd). */
+static uint8_t *
+read_head(struct repo *r, const char *name, size_t *len)
+{
+	struct pack_reader *pr;
+	struct pack_entry *ents = NULL, *e = NULL;
+	struct buf b = BUF_INIT;
+	uint8_t *img = NULL;
+	size_t i, n;
+
+	if ((pr = pack_reader_open(r, name)) == NULL ||
+	    pack_reader_index(pr, &ents, &n))
+		return (NULL);
+	for (i = 0; i < n; i++)
+		if (ents[i].type == PACK_REC_SNAPSHOT)
+			e = &ents[i];
+	if (e != NULL && pack_reader_get(pr, e, NULL, &b) == 0 &&
+	    b.len > REC_HEADER && (img = malloc(b.len - REC_HEADER)) != NULL) {
+		*len = b.len - REC_HEADER;
+		memcpy(img, b.data + REC_HEADER, *len);
+	}
+	buf_release(&b);
+	free(ents);
+	pack_reader_close(pr);
+	return (img);
+}
+
+static sqlite3 *
+open_image(const uint8_t *img, size_t len)
+{
+	sqlite3 *db;
+	unsigned char *copy;
+
+	if (sqlite3_open(":memory:", &db) != SQLITE_OK ||
+	    (copy = sqlite3_malloc64(len)) == NULL)
+		return (NULL);
+	memcpy(copy, img, len);
+	if (sqlite3_deserialize(db, "main", copy, (sqlite3_int64)len,
+	    (sqlite3_int64)len, SQLITE_DESERIALIZE_FREEONCLOSE |
+	    SQLITE_DESERIALIZE_RESIZEABLE) != SQLITE_OK)
+		return (NULL);
+	return (db);
+}
+
+static int
+swap_part(int argc, char **argv)
+{
+	struct pack_writer *w;
+	struct pack_entry e;
+	struct pack_info info;
+	struct repo *r;
+	struct buf rec = BUF_INIT;
+	sqlite3 *x, *y;
+	sqlite3_stmt *get, *set;
+	uint8_t *ix, *iy, *img, sig[CRYPTO_SIG_BYTES], id[CRYPTO_ID_BYTES];
+	sqlite3_int64 size;
+	size_t lx, ly;
+
+	if (argc != 7) {
+		fprintf(stderr, "usage: forge-record swap-part REPO KEYFILE "
+		    "PACK_X PACK_Y IDX\n");
+		return (2);
+	}
+	if (crypto_init() || (r = repo_open(argv[2])) == NULL ||
+	    repo_unlock(r, argv[3], NULL, 0))
+		return (1);
+	if ((ix = read_head(r, argv[4], &lx)) == NULL ||
+	    (iy = read_head(r, argv[5], &ly)) == NULL ||
+	    (x = open_image(ix, lx)) == NULL || (y = open_image(iy, ly)) == NULL)
+		return (1);
+	if (sqlite3_prepare_v2(y, "SELECT pack, rid FROM part WHERE idx = ?1",
+	    -1, &get, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(x, "UPDATE part SET pack = ?1, rid = ?2"
+	    " WHERE idx = ?3", -1, &set, NULL) != SQLITE_OK)
+		return (1);
+	sqlite3_bind_int64(get, 1, atoll(argv[6]));
+	if (sqlite3_step(get) != SQLITE_ROW)
+		return (1);
+	sqlite3_bind_value(set, 1, sqlite3_column_value(get, 0));
+	sqlite3_bind_value(set, 2, sqlite3_column_value(get, 1));
+	sqlite3_bind_int64(set, 3, atoll(argv[6]));
+	if (sqlite3_step(set) != SQLITE_DONE || sqlite3_changes(x) != 1)
+		return (1);
+	sqlite3_finalize(get);
+	sqlite3_finalize(set);
+	if ((img = sqlite3_serialize(x, "main", &size, 0)) == NULL)
+		return (1);
+	/* As packer.c signs: context, repository id, image. */
+	if (buf_append(&rec, record_ctx, sizeof(record_ctx)) ||
+	    buf_append(&rec, repo_id(r), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(&rec, img, (size_t)size))
+		return (1);
+	crypto_sign_msg(repo_keys(r), rec.data, rec.len, sig);
+	buf_reset(&rec);
+	if (buf_append(&rec, "CFSN\1", 5) ||
+	    buf_append(&rec, sig, sizeof(sig)) ||
+	    buf_append(&rec, img, (size_t)size))
+		return (1);
+	crypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
+	if ((w = pack_writer_new(r)) == NULL ||
+	    pack_writer_add(w, PACK_REC_SNAPSHOT, 0, id, rec.data, rec.len,
+	    (uint32_t)rec.len, &e) || pack_writer_finish(w, &info))
+		return (1);
+	printf("%s\n", info.name);
+	pack_writer_free(w);
+	sqlite3_free(img);
+	sqlite3_close(x);
+	sqlite3_close(y);
+	free(ix);
+	free(iy);
+	buf_release(&rec);
+	repo_close(r);
+	return (0);
+}
 
 int
 main(int argc, char **argv)
@@ -27,6 +156,8 @@ main(int argc, char **argv)
 	uint8_t *data;
 	long len;
 
+	if (argc > 1 && strcmp(argv[1], "swap-part") == 0)
+		return (swap_part(argc, argv));
 	if (argc != 5 || strlen(argv[3]) != 2 * CRYPTO_ID_BYTES ||
 	    hex_decode(id, CRYPTO_ID_BYTES, argv[3]) ||
 	    (len = atol(argv[4])) <= 0) {
