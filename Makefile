@@ -5,7 +5,7 @@ MANDIR    ?= $(PREFIX)/share/man
 DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
-LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd
+LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
              -Wformat=2 -Wno-unused-parameter
@@ -82,7 +82,8 @@ $(BUILD)/tests/%: tests/tools/%.c
 
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
-            libsqlite3-dev libzstd-dev sqlite3 attr acl perl xxd mandoc
+            libsqlite3-dev libzstd-dev libjansson-dev sqlite3 attr acl perl xxd \
+            mandoc rclone
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=; for p in $(DEB_PKGS); do \

@@ -58,6 +58,13 @@ void crypto_hash_final(struct crypto_hash_state *s, uint8_t out[32]);
 
 /* Unkeyed BLAKE2b-256, for naming files by content (pack hashes). */
 void crypto_plain_hash(const void *data, size_t len, uint8_t out[32]);
+/*
+ * Incremental unkeyed BLAKE2b of outlen bytes (1 to 64), fed with
+ * crypto_hash_update: whole-file hashes that anyone can check without a
+ * key (b2sum's default length is 64).
+ */
+void crypto_plain_hash_init(struct crypto_hash_state *s, size_t outlen);
+void crypto_plain_hash_final(struct crypto_hash_state *s, uint8_t *out);
 
 /* MAC (keyed BLAKE2b-256 under the "meta" subkey) over coffer.conf. */
 void crypto_meta_mac(const struct crypto_keys *k, const void *data,

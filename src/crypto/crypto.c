@@ -226,6 +226,18 @@ crypto_plain_hash(const void *data, size_t len, uint8_t out[32])
 }
 
 void
+crypto_plain_hash_init(struct crypto_hash_state *s, size_t outlen)
+{
+	blake2b_init(hash_state(s), outlen, NULL, 0);
+}
+
+void
+crypto_plain_hash_final(struct crypto_hash_state *s, uint8_t *out)
+{
+	blake2b_final(hash_state(s), out);
+}
+
+void
 crypto_meta_mac(const struct crypto_keys *k, const void *data, size_t len,
     uint8_t out[CRYPTO_MAC_BYTES])
 {
