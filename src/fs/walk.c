@@ -649,6 +649,24 @@ fatal:
 	return (-1);
 }
 
+/*
+ * Tests only (COFFER_TEST_BEFORE_CHANGE_CHECK): a shell command run each
+ * time a regular file has been read to its end, before the check whether
+ * it changed while read, with the file's path in COFFER_TEST_PATH: where
+ * a writer's append would make the copy a torn one.
+ */
+static void
+test_hook(const struct fs_walk *w)
+{
+	const char *cmd = getenv("COFFER_TEST_BEFORE_CHANGE_CHECK");
+
+	if (cmd == NULL || *cmd == '\0')
+		return;
+	if (setenv("COFFER_TEST_PATH", fs_walk_source_path(w), 1) ||
+	    system(cmd) != 0)
+		log_warn("COFFER_TEST_BEFORE_CHANGE_CHECK failed");
+}
+
 int
 fs_walk_read_into(struct fs_walk *w, void *dst, size_t cap, size_t *len,
     int64_t *offset)
@@ -666,6 +684,7 @@ fs_walk_read_into(struct fs_walk *w, void *dst, size_t cap, size_t *len,
 	if (w->mapi == w->nmap) {
 		struct stat st;
 
+		test_hook(w);
 		/* Written to while we read it: the caller decides. */
 		if (file_changed(w, &st))
 			return (FS_WALK_CHANGED);
