@@ -13,7 +13,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 5
+#define CATALOG_SCHEMA_VERSION 6
 
 struct catalog;
 
@@ -607,5 +607,54 @@ int catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n);
 int catalog_packs_gone(struct catalog *c, const char *const *names,
     size_t n);
 int catalog_packs_gone_drop(struct catalog *c, size_t *dropped);
+
+/*
+ * Offsite bundles (src/catalog/bundle.c): what this host exported to each
+ * target and imported from it.
+ */
+struct catalog_bundle {
+	int64_t id;
+	int exported;			/* 1 exported, 0 imported */
+	char target[65];
+	uint32_t seq;
+	int level;
+	uint32_t base_seq;		/* 0 for a full */
+	uint8_t manifest[32];		/* BLAKE2b-256 of its manifest */
+	char name[128];			/* its file name */
+	uint64_t size;
+	int64_t packs;
+	char *snapshots;		/* malloc'd: sids, space-separated */
+	int64_t created_ns;
+};
+void catalog_bundle_release(struct catalog_bundle *b);
+/*
+ * The newest bundle of target in a direction (exported or not); with
+ * full_only the newest full.  1 found (*b filled), 0 none, -1 error.
+ */
+int catalog_bundle_last(struct catalog *c, int exported, const char *target,
+    int full_only, struct catalog_bundle *b);
+/* A bundle of seq: 1 found, 0 not, -1. */
+int catalog_bundle_get(struct catalog *c, int exported, const char *target,
+    uint32_t seq, struct catalog_bundle *b);
+/* Record b (sets b->id) with the packs it carried, all or nothing. */
+int catalog_bundle_add(struct catalog *c, struct catalog_bundle *b,
+    char *const *packs, size_t n);
+/*
+ * The packs that exported bundles of target with from_seq <= seq hold,
+ * as a sorted malloc'd array of malloc'd names.
+ */
+int catalog_bundle_held(struct catalog *c, const char *target,
+    uint32_t from_seq, char ***packs, size_t *n);
+/* Each bundle (of target, or of all when NULL), by target and seq. */
+int catalog_bundle_list(struct catalog *c, int exported, const char *target,
+    int (*cb)(void *arg, const struct catalog_bundle *b), void *arg);
+/*
+ * The packs a snapshot's chain needs for its data (the chunks of every
+ * entry of the snapshot and its ancestors) and for its records' heads,
+ * sorted and unique, malloc'd.  Record parts are named by the heads.
+ */
+int catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
+    char ***packs, size_t *n);
+void catalog_names_free(char **names, size_t n);
 
 #endif

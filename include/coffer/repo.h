@@ -107,6 +107,31 @@ int repo_pack_remove(const struct repo *r, const char *name);
 int repo_list_packs(const struct repo *r, char ***names, size_t *n);
 
 /*
+ * What a bare machine needs besides packs to open a repository (export,
+ * import --init): coffer.conf and the key slots, as stored (the slots are
+ * encrypted; coffer.conf is authenticated by its MAC).  name is the path
+ * inside the repository: "coffer.conf", "keys/NAME".
+ */
+struct repo_file {
+	char name[80];
+	unsigned char *data;
+	size_t len;
+};
+int repo_meta_files(struct repo *r, struct repo_file **files, size_t *n);
+void repo_files_free(struct repo_file *files, size_t n);
+/*
+ * Create a repository at path (new or empty) from such files, as init
+ * does but with the given identity; nothing is trusted until repo_unlock
+ * checks coffer.conf's MAC with the key.  On failure nothing is left.
+ */
+int repo_init_from(const char *path, const struct repo_file *files,
+    size_t n);
+/* Undo repo_init_from (an import --init that failed): 0 or -1. */
+int repo_remove_made(const char *path);
+/* 1 if packs/ holds a pack of that name, 0 if not, -1 on error. */
+int repo_pack_exists(const struct repo *r, const char *name);
+
+/*
  * Packs.  A pack is: header, records, encrypted index trailer (doc/format.md).
  *   header  = "CFPK" | u8 version | 3 zero bytes | repo id[16] |
  *             pack id[16] | sealed pack key[80]

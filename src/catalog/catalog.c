@@ -224,6 +224,38 @@ static const char schema_v5[] =
 	");\n";
 
 /*
+ * Schema version 6: offsite bundles.  bundle is what this host exported
+ * to each target (direction 'export') and imported from each
+ * (direction 'import'): its place in the target's chain (seq, level, the
+ * bundle it builds on) and its manifest's hash, which the next bundle
+ * names.  bundle_pack lists the packs an exported bundle carried, so
+ * that the next export to the target sends only what it does not hold.
+ * Like the rest of the catalog it is a cache: a host without it exports
+ * a full next, which is never less than the target needs.
+ */
+static const char schema_v6[] =
+	"CREATE TABLE bundle (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	direction TEXT NOT NULL CHECK (direction IN ('export', 'import')),\n"
+	"	target TEXT NOT NULL,\n"
+	"	seq INTEGER NOT NULL CHECK (seq > 0),\n"
+	"	level INTEGER NOT NULL CHECK (level IN (0, 1, 2)),\n"
+	"	base_seq INTEGER NOT NULL DEFAULT 0,\n"
+	"	manifest BLOB NOT NULL,\n"
+	"	name TEXT NOT NULL,\n"
+	"	size INTEGER NOT NULL,\n"
+	"	packs INTEGER NOT NULL,\n"
+	"	snapshots TEXT NOT NULL,\n"
+	"	created_ns INTEGER NOT NULL,\n"
+	"	UNIQUE (direction, target, seq)\n"
+	");\n"
+	"CREATE TABLE bundle_pack (\n"
+	"	bundle_id INTEGER NOT NULL\n"
+	"		REFERENCES bundle(id) ON DELETE CASCADE,\n"
+	"	pack TEXT NOT NULL,\n"
+	"	PRIMARY KEY (bundle_id, pack)\n"
+	") WITHOUT ROWID;\n";
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -237,6 +269,7 @@ static const struct migration {
 	{ 3, schema_v3 },
 	{ 4, schema_v4 },
 	{ 5, schema_v5 },
+	{ 6, schema_v6 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {

@@ -1078,3 +1078,166 @@ out:
 	close(dfd);
 	return (rc);
 }
+
+int
+repo_pack_exists(const struct repo *r, const char *name)
+{
+	int fd;
+
+	if ((fd = repo_pack_open(r, name, 1)) != -1) {
+		close(fd);
+		return (1);
+	}
+	if (errno == ENOENT)
+		return (0);
+	log_errno("repository '%s': cannot open pack '%s'", r->path, name);
+	return (-1);
+}
+
+void
+repo_files_free(struct repo_file *files, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (files[i].data)
+			explicit_bzero(files[i].data, files[i].len);
+		free(files[i].data);
+	}
+	free(files);
+}
+
+int
+repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
+{
+	struct repo_file *v;
+	char **names;
+	size_t i, k = 0, nn;
+
+	*files = NULL;
+	*n = 0;
+	if (slot_names(r, &names, &nn))
+		return (-1);
+	if ((v = calloc(nn + 1, sizeof(*v))) == NULL) {
+		log_errno("out of memory");
+		goto err;
+	}
+	snprintf(v[0].name, sizeof(v[0].name), "coffer.conf");
+	if (read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
+	    &v[0].data, &v[0].len))
+		goto err;
+	for (k = 1; k <= nn; k++) {
+		if (strlen(names[k - 1]) > 64) {
+			log_error("repository '%s': key slot name 'keys/%s' is "
+			    "too long", r->path, names[k - 1]);
+			goto err;
+		}
+		snprintf(v[k].name, sizeof(v[k].name), "keys/%s",
+		    names[k - 1]);
+		if (read_in(r, r->dirs[DIR_KEYS], names[k - 1], v[k].name,
+		    SLOT_MAX, &v[k].data, &v[k].len))
+			goto err;
+	}
+	for (i = 0; i < nn; i++)
+		free(names[i]);
+	free(names);
+	*files = v;
+	*n = nn + 1;
+	return (0);
+err:
+	for (i = 0; i < nn; i++)
+		free(names[i]);
+	free(names);
+	if (v)
+		repo_files_free(v, nn + 1);
+	return (-1);
+}
+
+int
+repo_init_from(const char *path, const struct repo_file *files, size_t n)
+{
+	const char *const *d;
+	int created = 0, dfd = -1, kfd = -1, e, conf = -1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(files[i].name, "coffer.conf") == 0)
+			conf = (int)i;
+		else if (strncmp(files[i].name, "keys/", 5) != 0 ||
+		    strchr(files[i].name + 5, '/') ||
+		    files[i].name[5] == '.' || files[i].name[5] == '\0') {
+			log_error("bad repository file name '%s'",
+			    files[i].name);
+			return (-1);
+		}
+	}
+	if (conf < 0 || n - 1 > SLOT_FILES_MAX) {
+		log_error("no coffer.conf, or too many key slots, to make a "
+		    "repository of");
+		return (-1);
+	}
+	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+		return (-1);
+	if (e == 0) {
+		log_error("'%s' is not empty: a repository needs a new or "
+		    "empty directory", path);
+		return (-1);
+	}
+	if (mkdir(path, 0700) == 0)
+		created = 1;
+	else if (errno != EEXIST) {
+		log_errno("cannot create directory '%s'", path);
+		return (-1);
+	}
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open directory '%s'", path);
+		goto err;
+	}
+	for (d = dir_names; d < dir_names + NDIRS; d++) {
+		if (mkdirat(dfd, *d, 0700)) {
+			log_errno("cannot create directory '%s/%s'", path, *d);
+			goto err;
+		}
+	}
+	if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1) {
+		log_errno("cannot open '%s/keys'", path);
+		goto err;
+	}
+	/* Key slots first, as init: a coffer.conf without a key is lost. */
+	for (i = 0; i < n; i++)
+		if ((int)i != conf && fsutil_write_file_at(kfd,
+		    files[i].name + 5, files[i].name, files[i].data,
+		    files[i].len, 0600, 0))
+			goto err;
+	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf",
+	    files[conf].data, files[conf].len, 0644, 0))
+		goto err;
+	close(kfd);
+	close(dfd);
+	return (0);
+err:
+	if (kfd != -1)
+		close(kfd);
+	if (dfd != -1) {
+		remove_made(dfd);
+		close(dfd);
+	}
+	if (created)
+		rmdir(path);
+	return (-1);
+}
+
+int
+repo_remove_made(const char *path)
+{
+	int dfd;
+
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1)
+		return (-1);
+	remove_made(dfd);
+	close(dfd);
+	/* Fails, leaving it, if anything else is there (not ours). */
+	return (rmdir(path) == 0 || errno == ENOENT ? 0 : -1);
+}

@@ -1,0 +1,260 @@
+/*
+ * Offsite bundles in the catalog (schema version 6, catalog.c): what each
+ * target holds, and what a snapshot's chain needs from the repository.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog-int.h"
+#include "coffer/log.h"
+
+void
+catalog_bundle_release(struct catalog_bundle *b)
+{
+	free(b->snapshots);
+	b->snapshots = NULL;
+}
+
+void
+catalog_names_free(char **names, size_t n)
+{
+	while (n > 0)
+		free(names[--n]);
+	free(names);
+}
+
+#define BUNDLE_COLS "id, direction = 'export', target, seq, level, base_seq," \
+	" manifest, name, size, packs, snapshots, created_ns"
+
+static int
+col_bundle(sqlite3_stmt *st, struct catalog_bundle *b)
+{
+	const void *m = sqlite3_column_blob(st, 6);
+
+	memset(b, 0, sizeof(*b));
+	b->id = sqlite3_column_int64(st, 0);
+	b->exported = sqlite3_column_int(st, 1);
+	snprintf(b->target, sizeof(b->target), "%s",
+	    (const char *)sqlite3_column_text(st, 2));
+	b->seq = (uint32_t)sqlite3_column_int64(st, 3);
+	b->level = sqlite3_column_int(st, 4);
+	b->base_seq = (uint32_t)sqlite3_column_int64(st, 5);
+	if (m && sqlite3_column_bytes(st, 6) == (int)sizeof(b->manifest))
+		memcpy(b->manifest, m, sizeof(b->manifest));
+	snprintf(b->name, sizeof(b->name), "%s",
+	    (const char *)sqlite3_column_text(st, 7));
+	b->size = (uint64_t)sqlite3_column_int64(st, 8);
+	b->packs = sqlite3_column_int64(st, 9);
+	b->created_ns = sqlite3_column_int64(st, 11);
+	return (cat_col_strdup(st, 10, &b->snapshots));
+}
+
+static int
+one_bundle(struct catalog *c, sqlite3_stmt *st, struct catalog_bundle *b)
+{
+	int rc = sqlite3_step(st), ret = 0;
+
+	if (rc == SQLITE_ROW)
+		ret = col_bundle(st, b) ? -1 : 1;
+	else if (rc != SQLITE_DONE) {
+		log_error("cannot read the bundles: %s", sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_bundle_last(struct catalog *c, int exported, const char *target,
+    int full_only, struct catalog_bundle *b)
+{
+	sqlite3_stmt *st;
+
+	if ((st = cat_prepare(c, "SELECT " BUNDLE_COLS " FROM bundle"
+	    " WHERE direction = ?1 AND target = ?2 AND (?3 = 0 OR level = 0)"
+	    " ORDER BY seq DESC LIMIT 1", "find a bundle")) == NULL)
+		return (-1);
+	sqlite3_bind_text(st, 1, exported ? "export" : "import", -1,
+	    SQLITE_STATIC);
+	cat_bind_text(st, 2, target);
+	sqlite3_bind_int(st, 3, full_only);
+	return (one_bundle(c, st, b));
+}
+
+int
+catalog_bundle_get(struct catalog *c, int exported, const char *target,
+    uint32_t seq, struct catalog_bundle *b)
+{
+	sqlite3_stmt *st;
+
+	if ((st = cat_prepare(c, "SELECT " BUNDLE_COLS " FROM bundle"
+	    " WHERE direction = ?1 AND target = ?2 AND seq = ?3",
+	    "find a bundle")) == NULL)
+		return (-1);
+	sqlite3_bind_text(st, 1, exported ? "export" : "import", -1,
+	    SQLITE_STATIC);
+	cat_bind_text(st, 2, target);
+	sqlite3_bind_int64(st, 3, seq);
+	return (one_bundle(c, st, b));
+}
+
+int
+catalog_bundle_add(struct catalog *c, struct catalog_bundle *b,
+    char *const *packs, size_t n)
+{
+	sqlite3_stmt *st = NULL;
+	size_t i;
+
+	if (cat_savepoint(c))
+		return (-1);
+	if ((st = cat_prepare(c, "INSERT INTO bundle(direction, target, seq,"
+	    " level, base_seq, manifest, name, size, packs, snapshots,"
+	    " created_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+	    " ?11)", "record a bundle")) == NULL)
+		goto err;
+	sqlite3_bind_text(st, 1, b->exported ? "export" : "import", -1,
+	    SQLITE_STATIC);
+	cat_bind_text(st, 2, b->target);
+	sqlite3_bind_int64(st, 3, b->seq);
+	sqlite3_bind_int(st, 4, b->level);
+	sqlite3_bind_int64(st, 5, b->base_seq);
+	sqlite3_bind_blob(st, 6, b->manifest, sizeof(b->manifest),
+	    SQLITE_STATIC);
+	cat_bind_text(st, 7, b->name);
+	sqlite3_bind_int64(st, 8, (int64_t)b->size);
+	sqlite3_bind_int64(st, 9, b->packs);
+	cat_bind_text(st, 10, b->snapshots ? b->snapshots : "");
+	sqlite3_bind_int64(st, 11, b->created_ns);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto sqlerr;
+	sqlite3_finalize(st);
+	b->id = sqlite3_last_insert_rowid(c->db);
+	if ((st = cat_prepare(c, "INSERT OR IGNORE INTO bundle_pack(bundle_id,"
+	    " pack) VALUES (?1, ?2)", "record a bundle's packs")) == NULL)
+		goto err;
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, b->id);
+		cat_bind_text(st, 2, packs[i]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			goto sqlerr;
+	}
+	sqlite3_finalize(st);
+	return (cat_release(c));
+sqlerr:
+	log_error("cannot record bundle '%s': %s", b->name,
+	    sqlite3_errmsg(c->db));
+err:
+	sqlite3_finalize(st);
+	cat_rollback_to(c);
+	return (-1);
+}
+
+/* Every row's first column as a malloc'd string, in order. */
+static int
+names_of(struct catalog *c, sqlite3_stmt *st, char ***names, size_t *n,
+    const char *what)
+{
+	char **v = NULL;
+	size_t k = 0, cap = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (array_grow(&v, &cap, k, sizeof(*v), 256) ||
+		    (v[k] = strdup((const char *)sqlite3_column_text(st,
+		    0))) == NULL) {
+			log_errno("%s", what);
+			goto err;
+		}
+		k++;
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot %s: %s", what, sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_finalize(st);
+	*names = v;
+	*n = k;
+	return (0);
+err:
+	sqlite3_finalize(st);
+	catalog_names_free(v, k);
+	return (-1);
+}
+
+int
+catalog_bundle_held(struct catalog *c, const char *target, uint32_t from_seq,
+    char ***packs, size_t *n)
+{
+	sqlite3_stmt *st;
+
+	*packs = NULL;
+	*n = 0;
+	if ((st = cat_prepare(c, "SELECT DISTINCT bp.pack FROM bundle b"
+	    " JOIN bundle_pack bp ON bp.bundle_id = b.id"
+	    " WHERE b.direction = 'export' AND b.target = ?1 AND b.seq >= ?2"
+	    " ORDER BY bp.pack", "list what a target holds")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, target);
+	sqlite3_bind_int64(st, 2, from_seq);
+	return (names_of(c, st, packs, n, "list what a target holds"));
+}
+
+int
+catalog_bundle_list(struct catalog *c, int exported, const char *target,
+    int (*cb)(void *arg, const struct catalog_bundle *b), void *arg)
+{
+	struct catalog_bundle b;
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	if ((st = cat_prepare(c, "SELECT " BUNDLE_COLS " FROM bundle"
+	    " WHERE direction = ?1 AND (?2 IS NULL OR target = ?2)"
+	    " ORDER BY target, seq", "list the bundles")) == NULL)
+		return (-1);
+	sqlite3_bind_text(st, 1, exported ? "export" : "import", -1,
+	    SQLITE_STATIC);
+	cat_bind_text(st, 2, target);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (col_bundle(st, &b)) {
+			ret = -1;
+			break;
+		}
+		ret = cb(arg, &b);
+		catalog_bundle_release(&b);
+		if (ret)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE) {
+		log_error("cannot list the bundles: %s", sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_chain_packs(struct catalog *c, int64_t snapshot_id, char ***packs,
+    size_t *n)
+{
+	sqlite3_stmt *st;
+
+	*packs = NULL;
+	*n = 0;
+	if ((st = cat_prepare(c, "WITH RECURSIVE chain(id) AS ("
+	    " SELECT ?1 UNION SELECT s.parent_id FROM snapshot s"
+	    " JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL)"
+	    " SELECT p.name FROM pack p WHERE p.id IN ("
+	    "  SELECT ch.pack_id FROM chain"
+	    "  JOIN entry e ON e.snapshot_id = chain.id"
+	    "  JOIN content_chunk cc ON cc.content_id = e.content_id"
+	    "  JOIN chunk ch ON ch.id = cc.chunk_id"
+	    "  WHERE e.content_id IS NOT NULL)"
+	    " OR p.name IN (SELECT record_pack FROM snapshot"
+	    "  WHERE id IN chain AND record_pack IS NOT NULL)"
+	    " ORDER BY p.name", "find the packs of a chain")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, snapshot_id);
+	return (names_of(c, st, packs, n, "find the packs of a chain"));
+}
