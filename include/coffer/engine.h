@@ -10,10 +10,30 @@
 #include "coffer/repo.h"
 
 /*
- * The pipelines that commands run: backup, restore.  They take an unlocked
- * repository and an open catalog, report their own errors, and return a
- * status from coffer/status.h.
+ * The pipelines that commands run: backup, restore, verify, ...  They take
+ * an unlocked repository and an open catalog, report their own errors
+ * (through the log module), and return what the run came to: an
+ * engine_result, never an exit status (src/cmd/ maps one to the other).
  */
+enum engine_result {
+	ENGINE_OK = 0,		/* done */
+	ENGINE_WARN,		/* done, with warnings: an entry skipped,
+				 * unreadable, or kept at its previous
+				 * version */
+	ENGINE_REFUSED,		/* a bad request, nothing done: a snapshot
+				 * not complete, a target not empty, a path
+				 * not in the snapshot, a snapshot that a
+				 * kept one builds on */
+	ENGINE_DAMAGED,		/* damaged or missing data was found */
+	ENGINE_CORRUPTION,	/* audit: live content changed while its
+				 * size and mtime did not */
+	ENGINE_OBJECTIVE,	/* drill: the checks passed, the RTO or RPO
+				 * was missed */
+	ENGINE_ERROR,		/* could not run or finish: an I/O error, a
+				 * full disk, no memory */
+	ENGINE_INTERRUPTED	/* stopped at a safe point by the signal
+				 * signals_caught() names */
+};
 
 /*
  * Before writing: take the repository's and the catalog's writer locks
@@ -70,10 +90,10 @@ int engine_journal_flush_try(struct repo *r, struct catalog *c);
  * Retention (forget.c): which complete snapshots the rules (or names) keep
  * and which go, chain-aware: a kept snapshot keeps every snapshot it
  * restores from, and a named one that a kept one builds on is refused
- * (STATUS_USAGE, naming them).  Unless dry_run, the rest are forgotten:
+ * (ENGINE_REFUSED, naming them).  Unless dry_run, the rest are forgotten:
  * their rows leave the catalog and their ids go to the repository's
  * journal (the writer locks are held).  Data goes with engine_prune.
- * STATUS_OK, STATUS_USAGE, STATUS_ERROR.
+ * ENGINE_OK, ENGINE_REFUSED or ENGINE_ERROR.
  */
 struct forget_opts {
 	struct retention rules;
@@ -98,7 +118,7 @@ struct forget_result {
 	size_t forget;			/* items not kept */
 	size_t forgotten;		/* of those, removed (not dry_run) */
 };
-int engine_forget(struct repo *r, struct catalog *c,
+enum engine_result engine_forget(struct repo *r, struct catalog *c,
     const struct forget_opts *o, struct forget_result *res);
 void engine_forget_result_release(struct forget_result *res);
 
@@ -107,7 +127,7 @@ void engine_forget_result_release(struct forget_result *res);
  * of, and repack those whose unneeded share is above max_unused (live
  * chunks copied into new packs), in the crash-safe order prune.c
  * describes.  The writer locks are held.  With dry_run, only the plan.
- * STATUS_OK or STATUS_ERROR.
+ * ENGINE_OK, ENGINE_ERROR or ENGINE_INTERRUPTED.
  */
 struct prune_opts {
 	double max_unused;		/* 0..1: repack above this share */
@@ -125,7 +145,7 @@ struct prune_result {
 	uint64_t bytes_read;		/* indexes, records, moved chunks */
 	double seconds;
 };
-int engine_prune(struct repo *r, struct catalog *c,
+enum engine_result engine_prune(struct repo *r, struct catalog *c,
     const struct prune_opts *o, struct prune_result *res);
 
 /* No level asked: incremental when a complete full exists, else full. */
@@ -163,10 +183,11 @@ struct backup_result {
  * (base: the previous snapshot) stores only entries that changed since its
  * base, plus tombstones.  Durability order as in doc/design.md: packs are
  * durable before the catalog rows that use them commit; the snapshot
- * becomes complete in the last transaction.  STATUS_OK, STATUS_WARN (some
- * entries skipped or kept at their previous version), or STATUS_ERROR.
+ * becomes complete in the last transaction.  ENGINE_OK, ENGINE_WARN (some
+ * entries skipped or kept at their previous version), ENGINE_REFUSED (the
+ * source is not the dataset's), ENGINE_ERROR or ENGINE_INTERRUPTED.
  */
-int engine_backup(struct repo *r, struct catalog *c,
+enum engine_result engine_backup(struct repo *r, struct catalog *c,
     const struct backup_opts *o, struct backup_result *res);
 
 struct consolidate_result {
@@ -180,10 +201,10 @@ struct consolidate_result {
  * A synthetic full: a new full snapshot of src's dataset whose entries are
  * src's resolved chain, made from catalog rows alone (no source reads),
  * with its own signed snapshot record.  Restoring it equals restoring src;
- * it keeps later chains short.  STATUS_OK, STATUS_USAGE (src not
- * complete) or STATUS_ERROR.  Needs the writer locks (engine_prepare_write).
+ * it keeps later chains short.  ENGINE_OK, ENGINE_REFUSED (src not
+ * complete) or ENGINE_ERROR.  Needs the writer locks (engine_prepare_write).
  */
-int engine_consolidate(struct repo *r, struct catalog *c,
+enum engine_result engine_consolidate(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *src, struct consolidate_result *res);
 
 struct restore_opts {
@@ -218,12 +239,12 @@ struct restore_result {
  * Restore snapshot s (its resolved chain) into o->target.  Every chunk is
  * authenticated and its keyed hash checked before it is written; a file
  * whose data is damaged or missing, or that cannot be written (a full
- * disk), is named, removed, and the rest goes on.  STATUS_OK,
- * STATUS_INTEGRITY (some files' data is damaged), STATUS_ERROR (some files
- * could not be written, or the restore could not run), STATUS_USAGE
- * (target not empty, a path not in the snapshot).
+ * disk), is named, removed, and the rest goes on.  ENGINE_OK,
+ * ENGINE_DAMAGED (some files' data is damaged), ENGINE_ERROR (some files
+ * could not be written, or the restore could not run), ENGINE_REFUSED
+ * (target not empty, a path not in the snapshot), ENGINE_INTERRUPTED.
  */
-int engine_restore(struct repo *r, struct catalog *c,
+enum engine_result engine_restore(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct restore_opts *o,
     struct restore_result *res);
 
@@ -302,10 +323,11 @@ struct verify_result {
  * and save where the pass got to; the next run of the same mode resumes
  * there, and a pass that completes forgets it.  Damaged and missing
  * chunks are mapped to the snapshots and files they break.
- * STATUS_OK, STATUS_INTEGRITY (anything wrong), or STATUS_ERROR.
+ * ENGINE_OK, ENGINE_DAMAGED (anything wrong), ENGINE_ERROR, or
+ * ENGINE_INTERRUPTED (the next run resumes where this one stopped).
  * The result is released with engine_verify_result_release.
  */
-int engine_verify(struct repo *r, struct catalog *c,
+enum engine_result engine_verify(struct repo *r, struct catalog *c,
     const struct verify_opts *o, struct verify_result *res);
 void engine_verify_result_release(struct verify_result *res);
 
@@ -345,10 +367,11 @@ struct audit_result {
  * rehash each regular file whose size and mtime match its entry (the
  * backup's chunker and keyed hash), and compare: changed content with
  * unchanged size and mtime is silent corruption.  Needs the keys, writes
- * nothing.  STATUS_CORRUPTION, STATUS_WARN (no corruption, some file
- * unreadable), STATUS_OK, or STATUS_ERROR.
+ * nothing.  ENGINE_CORRUPTION, ENGINE_WARN (no corruption, some file
+ * unreadable), ENGINE_OK, ENGINE_REFUSED (s not complete, or with no
+ * source), or ENGINE_ERROR.
  */
-int engine_audit(struct repo *r, struct catalog *c,
+enum engine_result engine_audit(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct audit_opts *o,
     struct audit_result *res);
 
@@ -384,11 +407,13 @@ struct drill_result {
  * against the catalog, time it, compare with the objectives (RTO: the
  * restore time, estimated for the whole snapshot from a sample; RPO: the
  * age of the dataset's newest complete snapshot) and record the result in
- * the drill table.  STATUS_OK (pass), STATUS_INTEGRITY (fail),
- * STATUS_OBJECTIVE (missed objective), or STATUS_USAGE / STATUS_ERROR
- * when no drill could be run.  Release res with engine_drill_result_release.
+ * the drill table.  ENGINE_OK (pass), ENGINE_DAMAGED (fail),
+ * ENGINE_OBJECTIVE (missed objective), ENGINE_ERROR (failed on files the
+ * restore could not write, or no drill could be run), ENGINE_REFUSED (s
+ * not complete) or ENGINE_INTERRUPTED.  Release res with
+ * engine_drill_result_release.
  */
-int engine_drill(struct repo *r, struct catalog *c,
+enum engine_result engine_drill(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct drill_opts *o,
     struct drill_result *res);
 void engine_drill_result_release(struct drill_result *res);

@@ -136,7 +136,7 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 		json_str(stdout, s.source);
 		fputs(",\"changes\":[", stdout);
 	}
-	st = engine_audit(r, c, &s, &o, &res);
+	st = cmd_status(engine_audit(r, c, &s, &o, &res));
 	if (rp.json) {
 		printf("],\"complete\":%s,\"entries\":%lld,\"files\":%lld,"
 		    "\"bytes\":%lld,\"corrupt\":%lld,\"modified\":%lld,"

@@ -151,7 +151,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 	signals_install();	/* the engine stops at its next safe point */
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		goto out;
-	st = engine_backup(r, c, &o, &res);
+	st = cmd_status(engine_backup(r, c, &o, &res));
 	if (st == STATUS_OK || st == STATUS_WARN)
 		print_result(&o, &res, json);
 	cmd_close(r, c);

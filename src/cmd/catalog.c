@@ -160,7 +160,7 @@ check(const struct global_opts *g, int json)
 	}
 	memset(&vo, 0, sizeof(vo));
 	vo.read = VERIFY_STRUCTURE;
-	st = engine_verify(r, c, &vo, &vr);
+	st = cmd_status(engine_verify(r, c, &vo, &vr));
 	if (st == STATUS_OK || st == STATUS_INTEGRITY) {
 		print_sync("checked", &res, json, NULL);
 		if (json)

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "coffer/catalog.h"
+#include "coffer/engine.h"
 #include "coffer/repo.h"
 
 /* Options that come before or after the command (and their environment
@@ -70,6 +71,13 @@ enum {
 int cmd_open(const struct global_opts *g, int flags, struct repo **r,
     struct catalog **c);
 void cmd_close(struct repo *r, struct catalog *c);
+
+/*
+ * The exit status of an engine's result (coffer/status.h, man/coffer.1):
+ * the one place where the library's outcomes become the command line's.
+ * ENGINE_INTERRUPTED is 128 + the signal, as a shell reports it.
+ */
+int cmd_status(enum engine_result res);
 
 /*
  * A passphrase from --passphrase-file (its first line; refused unless the

@@ -15,6 +15,7 @@
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 
 #define PASS_MAX 1024
@@ -325,6 +326,33 @@ cmd_close(struct repo *r, struct catalog *c)
 {
 	catalog_close(c);
 	repo_close(r);
+}
+
+int
+cmd_status(enum engine_result res)
+{
+	switch (res) {
+	case ENGINE_OK:
+		return (STATUS_OK);
+	case ENGINE_WARN:
+		return (STATUS_WARN);
+	case ENGINE_REFUSED:
+		return (STATUS_USAGE);
+	case ENGINE_DAMAGED:
+		return (STATUS_INTEGRITY);
+	case ENGINE_CORRUPTION:
+		return (STATUS_CORRUPTION);
+	case ENGINE_OBJECTIVE:
+		return (STATUS_OBJECTIVE);
+	case ENGINE_INTERRUPTED:
+		/* What a shell reports for a process the signal ended. */
+		if (signals_caught())
+			return (128 + signals_caught());
+		break;
+	case ENGINE_ERROR:
+		break;
+	}
+	return (STATUS_ERROR);
 }
 
 int

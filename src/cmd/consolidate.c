@@ -36,7 +36,8 @@ cmd_consolidate(int argc, char **argv, const struct global_opts *g)
 		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
 		goto out;
 	}
-	if ((st = engine_consolidate(r, c, &src, &res)) != STATUS_OK)
+	if ((st = cmd_status(engine_consolidate(r, c, &src, &res))) !=
+	    STATUS_OK)
 		goto out;
 	if (json) {
 		printf("{\"snapshot\":\"%s\",\"source\":\"%s\",\"dataset\":",

@@ -404,7 +404,7 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
 		goto out;
 	}
-	st = engine_drill(r, c, &s, &o, &res);
+	st = cmd_status(engine_drill(r, c, &s, &o, &res));
 	if (res.rec.verdict != NULL) {
 		if (json)
 			print_json(&res);

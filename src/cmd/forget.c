@@ -125,7 +125,7 @@ run_prune(struct repo *r, struct catalog *c, double max_unused, int dry_run,
 	memset(&po, 0, sizeof(po));
 	po.max_unused = max_unused;
 	po.dry_run = dry_run;
-	st = engine_prune(r, c, &po, &pr);
+	st = cmd_status(engine_prune(r, c, &po, &pr));
 	if (st == STATUS_OK)
 		print_prune(&pr, json, dry_run);
 	return (st);
@@ -196,7 +196,7 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	signals_install();
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		return (st);
-	st = engine_forget(r, c, &o, &res);
+	st = cmd_status(engine_forget(r, c, &o, &res));
 	if (st == STATUS_OK)
 		print_plan(&res, json && !prune, o.dry_run);
 	engine_forget_result_release(&res);

@@ -68,7 +68,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 		goto out;
 	}
 	signals_install();	/* stops between files; what is written is whole */
-	st = engine_restore(r, c, &s, &o, &res);
+	st = cmd_status(engine_restore(r, c, &s, &o, &res));
 	if (res.failed)
 		log_error("%lld file%s could not be restored",
 		    (long long)res.failed, res.failed == 1 ? "" : "s");

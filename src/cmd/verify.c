@@ -236,7 +236,7 @@ cmd_verify(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		return (st);
 	signals_install();	/* stops after the pack it is on */
-	st = engine_verify(r, c, &o, &res);
+	st = cmd_status(engine_verify(r, c, &o, &res));
 	if (st == STATUS_OK || st == STATUS_INTEGRITY) {
 		if (json)
 			print_json(&res);

@@ -20,7 +20,6 @@
 #include "coffer/hmap.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
-#include "coffer/status.h"
 #include "integrity-int.h"
 
 /* An entry of the snapshot's view. */
@@ -306,7 +305,7 @@ by_path(const void *x, const void *y)
 	    ((const struct change *)y)->path));
 }
 
-int
+enum engine_result
 engine_audit(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct audit_opts *o,
     struct audit_result *res)
@@ -318,7 +317,7 @@ engine_audit(struct repo *r, struct catalog *c,
 	unsigned long warn0 = log_warnings;
 	double t0 = now_monotonic();
 	size_t i;
-	int status = STATUS_ERROR, rc;
+	int status = ENGINE_ERROR, rc;
 
 	memset(res, 0, sizeof(*res));
 	memset(&a, 0, sizeof(a));
@@ -333,12 +332,12 @@ engine_audit(struct repo *r, struct catalog *c,
 	if (s->state != SNAP_COMPLETE) {
 		log_error("snapshot %s is %s, not complete", s->sid,
 		    catalog_state_name(s->state));
-		return (STATUS_USAGE);
+		return (ENGINE_REFUSED);
 	}
 	if (source == NULL || *source == '\0') {
 		log_error("snapshot %s does not say where its data was read "
 		    "from", s->sid);
-		return (STATUS_USAGE);
+		return (ENGINE_REFUSED);
 	}
 	if ((a.chunker = chunker_new(repo_chunker_params(r),
 	    crypto_keys_chunker_key(repo_keys(r)))) == NULL)
@@ -375,9 +374,9 @@ engine_audit(struct repo *r, struct catalog *c,
 		    ch->kind, ch->offset)) != 0)
 			goto out;
 	}
-	status = res->corrupt ? STATUS_CORRUPTION :
-	    (res->unreadable || log_warnings != warn0) ? STATUS_WARN :
-	    STATUS_OK;
+	status = res->corrupt ? ENGINE_CORRUPTION :
+	    (res->unreadable || log_warnings != warn0) ? ENGINE_WARN :
+	    ENGINE_OK;
 out:
 	progress_done(&a.progress);
 	res->seconds = now_monotonic() - t0;

@@ -35,7 +35,6 @@
 #include "coffer/signals.h"
 #include "coffer/pool.h"
 #include "coffer/progress.h"
-#include "coffer/status.h"
 #include "engine-int.h"
 
 #define BATCH_BYTES (6u << 20)
@@ -916,7 +915,7 @@ choose_level(struct backup *b, struct catalog_snapshot *s,
 	return (0);
 }
 
-int
+enum engine_result
 engine_backup(struct repo *r, struct catalog *c,
     const struct backup_opts *o, struct backup_result *res)
 {
@@ -926,7 +925,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	unsigned long warn0 = log_warnings;
 	double t0 = now_monotonic();
 	int64_t deleted = 0;
-	int status = STATUS_ERROR, in_txn = 0, running = 0, i;
+	int status = ENGINE_ERROR, in_txn = 0, running = 0, i;
 
 	memset(res, 0, sizeof(*res));
 	memset(&b, 0, sizeof(b));
@@ -974,7 +973,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	}
 	if ((i = check_source(&b, s.source)) != 0) {
 		if (i > 0)
-			status = STATUS_USAGE;
+			status = ENGINE_REFUSED;
 		goto out;
 	}
 	if (choose_level(&b, &s, &base))
@@ -1041,7 +1040,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	res->bytes_stored = s.bytes_stored;
 	res->packs = b.packer.packs;
 	res->warnings = s.warnings;
-	status = res->warnings ? STATUS_WARN : STATUS_OK;
+	status = res->warnings ? ENGINE_WARN : ENGINE_OK;
 out:
 	/* A failed run may leave the pool on the batches. */
 	if (b.running)
@@ -1052,8 +1051,10 @@ out:
 		catalog_rollback(c);
 	/* A run that failed says so now, not at the next run (a crash
 	 * leaves that to it). */
-	if (running && status == STATUS_ERROR)
+	if (running && status == ENGINE_ERROR)
 		(void)catalog_snapshot_fail(c, s.id, now_realtime_ns());
+	if (status == ENGINE_ERROR && signals_caught())
+		status = ENGINE_INTERRUPTED;
 	res->seconds = now_monotonic() - t0;
 	packer_release(&b.packer);
 	chunker_free(b.chunker);

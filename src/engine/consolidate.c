@@ -10,10 +10,9 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
-#include "coffer/status.h"
 #include "engine-int.h"
 
-int
+enum engine_result
 engine_consolidate(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *src, struct consolidate_result *res)
 {
@@ -22,14 +21,14 @@ engine_consolidate(struct repo *r, struct catalog *c,
 	uint8_t sid[SNAPSHOT_ID_HEX / 2];
 	int64_t counts[3];
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, in_txn = 0, running = 0;
+	int status = ENGINE_ERROR, in_txn = 0, running = 0;
 
 	memset(res, 0, sizeof(*res));
 	memset(&s, 0, sizeof(s));
 	if (src->state != SNAP_COMPLETE) {
 		log_error("snapshot %s is %s, not complete", src->sid,
 		    catalog_state_name(src->state));
-		return (STATUS_USAGE);
+		return (ENGINE_REFUSED);
 	}
 	if (packer_init(&p, r, c, 0))
 		goto out;
@@ -74,11 +73,11 @@ engine_consolidate(struct repo *r, struct catalog *c,
 	res->dirs = s.dirs;
 	res->others = s.others;
 	res->bytes_stored = s.bytes_stored;
-	status = STATUS_OK;
+	status = ENGINE_OK;
 out:
 	if (in_txn)
 		catalog_rollback(c);
-	if (running && status != STATUS_OK)
+	if (running && status != ENGINE_OK)
 		(void)catalog_snapshot_fail(c, s.id, now_realtime_ns());
 	packer_release(&p);
 	catalog_snapshot_release(&s);

@@ -34,7 +34,6 @@
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
-#include "coffer/status.h"
 #include "integrity-int.h"
 
 #define READERS 16
@@ -691,7 +690,7 @@ rpo_age(struct catalog *c, const char *dataset, int64_t now)
 	return (age);
 }
 
-int
+enum engine_result
 engine_drill(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct drill_opts *o,
     struct drill_result *res)
@@ -701,7 +700,7 @@ engine_drill(struct repo *r, struct catalog *c,
 	struct restore_opts ro;
 	struct drill d;
 	double t0;
-	int status = STATUS_ERROR, rst = STATUS_OK, n;
+	int status = ENGINE_ERROR, rst = ENGINE_OK, n;
 
 	memset(res, 0, sizeof(*res));
 	memset(&d, 0, sizeof(d));
@@ -727,7 +726,7 @@ engine_drill(struct repo *r, struct catalog *c,
 	if (s->state != SNAP_COMPLETE) {
 		log_error("snapshot %s is %s, not complete", s->sid,
 		    catalog_state_name(s->state));
-		return (STATUS_USAGE);
+		return (ENGINE_REFUSED);
 	}
 	if ((n = getgroups(0, NULL)) > 0) {
 		if ((d.groups = calloc((size_t)n, sizeof(*d.groups))) ==
@@ -763,13 +762,14 @@ engine_drill(struct repo *r, struct catalog *c,
 		ro.filter_arg = &d;
 		rst = engine_restore(r, c, s, &ro, &rr);
 		rec->seconds = rr.seconds;
-		if (rst != STATUS_OK && rst != STATUS_INTEGRITY &&
-		    !(rst == STATUS_ERROR && rr.complete)) {
+		if (rst != ENGINE_OK && rst != ENGINE_DAMAGED &&
+		    !(rst == ENGINE_ERROR && rr.complete)) {
 			/* A restore that cannot run is a failed drill; one
 			 * that could not write some files (a full scratch
 			 * disk) is checked, and fails on them. */
-			if (fail(&d, ".", "the restore failed (status %d)",
-			    rst))
+			if (fail(&d, ".", "%s", rst == ENGINE_INTERRUPTED ?
+			    "the restore was interrupted" :
+			    "the restore failed"))
 				goto out;
 		} else {
 			test_hook(&d);
@@ -802,16 +802,17 @@ engine_drill(struct repo *r, struct catalog *c,
 	rec->failures = (int64_t)res->nfailures;
 	if (res->nfailures > 0) {
 		rec->verdict = "fail";
-		status = rst == STATUS_ERROR ? STATUS_ERROR : STATUS_INTEGRITY;
+		status = rst == ENGINE_ERROR || rst == ENGINE_INTERRUPTED ?
+		    rst : ENGINE_DAMAGED;
 	} else if (res->rto_missed || res->rpo_missed) {
 		rec->verdict = "missed-objective";
-		status = STATUS_OBJECTIVE;
+		status = ENGINE_OBJECTIVE;
 	} else {
 		rec->verdict = "pass";
-		status = STATUS_OK;
+		status = ENGINE_OK;
 	}
 	if (catalog_drill_add(c, rec))
-		status = STATUS_ERROR;
+		status = ENGINE_ERROR;
 	/* The result is evidence: into the repository too, now if no
 	 * writer holds it, else by the next one. */
 	else if (engine_journal_flush_try(d.repo, c))

@@ -19,7 +19,6 @@
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
-#include "coffer/status.h"
 
 struct collect {
 	struct forget_item *v;
@@ -140,13 +139,13 @@ apply_names(const struct forget_opts *o, struct forget_item *v, size_t n,
 	for (k = 0; k < o->nsids; k++) {
 		memset(&s, 0, sizeof(s));
 		if ((rc = catalog_snapshot_find(c, o->sids[k], &s)) <= 0)
-			return (rc < 0 ? STATUS_ERROR : STATUS_USAGE);
+			return (rc < 0 ? ENGINE_ERROR : ENGINE_REFUSED);
 		it = find(v, n, s.sid);
 		catalog_snapshot_release(&s);
 		if (it == NULL) {
 			log_error("snapshot '%s' is not complete: only "
 			    "complete snapshots are forgotten", o->sids[k]);
-			return (STATUS_USAGE);
+			return (ENGINE_REFUSED);
 		}
 		it->keep = 0;
 	}
@@ -165,10 +164,10 @@ apply_names(const struct forget_opts *o, struct forget_item *v, size_t n,
 			}
 		}
 	}
-	return (bad ? STATUS_USAGE : STATUS_OK);
+	return (bad ? ENGINE_REFUSED : ENGINE_OK);
 }
 
-int
+enum engine_result
 engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
     struct forget_result *res)
 {
@@ -182,14 +181,14 @@ engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
 	if (catalog_snapshot_list(c, o->dataset, collect_one, &cl)) {
 		res->items = cl.v;
 		res->n = cl.n;
-		return (STATUS_ERROR);
+		return (ENGINE_ERROR);
 	}
 	res->items = cl.v;
 	res->n = n = cl.n;
 	if (n > 1)
 		qsort(cl.v, n, sizeof(*cl.v), cmp_items);
 	if (o->nsids > 0) {
-		if ((st = apply_names(o, cl.v, n, c)) != STATUS_OK)
+		if ((st = apply_names(o, cl.v, n, c)) != ENGINE_OK)
 			return (st);
 	} else {
 		apply_rules(&o->rules, cl.v, n);
@@ -199,16 +198,16 @@ engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
 		if (!cl.v[i].keep)
 			res->forget++;
 	if (o->dry_run || res->forget == 0)
-		return (STATUS_OK);
+		return (ENGINE_OK);
 
 	if ((gone = calloc(res->forget, sizeof(*gone))) == NULL) {
 		log_error("out of memory");
-		return (STATUS_ERROR);
+		return (ENGINE_ERROR);
 	}
 	for (i = 0; i < n; i++)
 		if (!cl.v[i].keep)
 			gone[k++] = cl.v[i].sid;
-	st = STATUS_ERROR;
+	st = ENGINE_ERROR;
 	if (catalog_begin(c))
 		goto out;
 	if (catalog_forget(c, gone, k, now_realtime_ns(), &res->forgotten) ||
@@ -223,7 +222,7 @@ engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
 		    "repository's journal; prune will not run until they are");
 		goto out;
 	}
-	st = STATUS_OK;
+	st = ENGINE_OK;
 out:
 	free(gone);
 	return (st);

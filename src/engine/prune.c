@@ -27,7 +27,6 @@
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
-#include "coffer/status.h"
 #include "engine-int.h"
 
 enum fate { KEEP, DELETE, REPACK };
@@ -279,7 +278,7 @@ out:
 	return (rc);
 }
 
-int
+enum engine_result
 engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
     struct prune_result *res)
 {
@@ -288,7 +287,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	struct prune p;
 	double t0 = now_monotonic();
 	size_t i, n = 0;
-	int st = STATUS_ERROR;
+	int st = ENGINE_ERROR;
 
 	memset(res, 0, sizeof(*res));
 	memset(&p, 0, sizeof(p));
@@ -322,7 +321,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 		}
 	}
 	if (o->dry_run || res->packs_deleted + res->packs_repacked == 0) {
-		st = STATUS_OK;
+		st = ENGINE_OK;
 		goto out;
 	}
 	for (i = 0; i < n; i++)
@@ -334,6 +333,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	if (signals_caught()) {
 		log_error("prune interrupted by %s: nothing was removed",
 		    signals_name(signals_caught()));
+		st = ENGINE_INTERRUPTED;
 		goto out;
 	}
 	if (commit(&p, pk, n, fate))
@@ -341,12 +341,12 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	crash_point(&p, "committed");
 	/* From here on the catalog no longer knows the old packs: a
 	 * failure to delete one leaves garbage the next prune removes. */
-	st = STATUS_OK;
+	st = ENGINE_OK;
 	for (i = 0; i < n; i++) {
 		if (fate[i] == KEEP)
 			continue;
 		if (repo_pack_remove(r, pk[i].name))
-			st = STATUS_ERROR;
+			st = ENGINE_ERROR;
 		crash_point(&p, "removing");
 	}
 out:

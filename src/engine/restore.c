@@ -50,7 +50,6 @@
 #include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
-#include "coffer/status.h"
 
 #define READER_CACHE 4
 #define WINDOW_BYTES (8u << 20)
@@ -1392,7 +1391,7 @@ restore_under(struct restore *rs, int64_t snapshot_id, const char *under)
 	return (0);
 }
 
-int
+enum engine_result
 engine_restore(struct repo *r, struct catalog *c,
     const struct catalog_snapshot *s, const struct restore_opts *o,
     struct restore_result *res)
@@ -1400,7 +1399,7 @@ engine_restore(struct repo *r, struct catalog *c,
 	struct restore rs;
 	const char *env;
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, empty, t, w;
+	int status = ENGINE_ERROR, empty, t, w;
 	size_t i;
 
 	memset(res, 0, sizeof(*res));
@@ -1433,14 +1432,14 @@ engine_restore(struct repo *r, struct catalog *c,
 	if (s->state != SNAP_COMPLETE) {
 		log_error("snapshot %s is %s, not complete", s->sid,
 		    catalog_state_name(s->state));
-		return (STATUS_USAGE);
+		return (ENGINE_REFUSED);
 	}
 	if ((empty = fsutil_dir_is_empty(o->target, 1)) < 0)
-		return (STATUS_ERROR);
+		return (ENGINE_ERROR);
 	if (!empty && !o->force) {
 		log_error("target '%s' is not empty (use --force)",
 		    o->target);
-		return (STATUS_USAGE);
+		return (ENGINE_REFUSED);
 	}
 	/*
 	 * A target that the restore makes, or that is empty, is the
@@ -1492,8 +1491,8 @@ engine_restore(struct repo *r, struct catalog *c,
 	/* Damaged data first: the repository needs attention; then files
 	 * that could not be written (a full disk, say). */
 	res->complete = 1;
-	status = res->damaged ? STATUS_INTEGRITY : res->failed ? STATUS_ERROR :
-	    rs.missing ? STATUS_USAGE : STATUS_OK;
+	status = res->damaged ? ENGINE_DAMAGED : res->failed ? ENGINE_ERROR :
+	    rs.missing ? ENGINE_REFUSED : ENGINE_OK;
 out:
 	/* A failed step or take may leave the pool's loop running. */
 	wait_loop(&rs);
@@ -1517,10 +1516,10 @@ out:
 		if (!res->complete)
 			fs_restore_discard(rs.writers[i]);
 		if (fs_restore_close(rs.writers[i]))
-			status = STATUS_ERROR;
+			status = ENGINE_ERROR;
 	}
 	if (rs.fr && fs_restore_close(rs.fr))
-		status = STATUS_ERROR;
+		status = ENGINE_ERROR;
 	if (rs.workers) {
 		for (t = 0; t < pool_threads(rs.pool); t++) {
 			for (i = 0; i < READER_CACHE; i++)
@@ -1566,7 +1565,9 @@ out:
 	free(rs.refs);
 	free(rs.pend);
 	if (catalog_set_cache(c, CATALOG_CACHE_KIB))
-		status = STATUS_ERROR;
+		status = ENGINE_ERROR;
+	if (status == ENGINE_ERROR && !res->complete && signals_caught())
+		status = ENGINE_INTERRUPTED;
 	res->seconds = now_monotonic() - t0;
 	return (status);
 }

@@ -23,7 +23,6 @@
 #include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
-#include "coffer/status.h"
 #include "engine-int.h"
 
 
@@ -616,7 +615,7 @@ check_unrecorded(struct verify *v)
 	return (0);
 }
 
-int
+enum engine_result
 engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
     struct verify_result *res)
 {
@@ -628,7 +627,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	uint64_t total = 0;
 	size_t npacks = 0, i, start = 0;
 	double t0 = now_monotonic();
-	int status = STATUS_ERROR, found, t;
+	int status = ENGINE_ERROR, found, t;
 
 	memset(res, 0, sizeof(*res));
 	memset(&v, 0, sizeof(v));
@@ -757,13 +756,13 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	/* So that the next backup that meets them stores them again. */
 	if (catalog_chunks_mark_damaged(c, v.bad_rows, res->ndamage))
 		goto out;
-	status = res->ndamage || res->nbad_records ? STATUS_INTEGRITY :
-	    STATUS_OK;
+	status = res->ndamage || res->nbad_records ? ENGINE_DAMAGED :
+	    ENGINE_OK;
 	if (!res->complete && signals_caught()) {
 		log_error("verify interrupted by %s after pack %.12s: the next "
 		    "run resumes there", signals_name(signals_caught()),
 		    res->last_pack);
-		status = STATUS_ERROR;
+		status = ENGINE_INTERRUPTED;
 	}
 out:
 	progress_done(&v.progress);
