@@ -1,7 +1,7 @@
 /*
  * Helpers shared by coffer's unit tests (header-only): removing a test's
  * scratch tree, reproducible pseudo-random numbers, a fingerprint of
- * bytes, a little-endian store.
+ * bytes, a little-endian store, what the code under test wrote to stderr.
  */
 #ifndef COFFER_TESTUTIL_H
 #define COFFER_TESTUTIL_H
@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static inline int
 testutil_rm_one(const char *path, const struct stat *sb, int flag,
@@ -60,6 +61,52 @@ put_le64(uint8_t *p, uint64_t v)
 
 	for (i = 0; i < 8; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/*
+ * What the code under test writes to stderr between stderr_capture_begin
+ * and stderr_capture_end, which returns (the start of) it in buf; "" when
+ * nothing was written.  NULL when the capture could not be set up.
+ */
+struct stderr_capture {
+	int saved_fd;
+	FILE *f;
+	char buf[4096];
+};
+
+static inline void
+stderr_capture_begin(struct stderr_capture *cap)
+{
+	cap->saved_fd = -1;
+	fflush(stderr);
+	if ((cap->f = tmpfile()) == NULL)
+		return;
+	if ((cap->saved_fd = dup(STDERR_FILENO)) == -1 ||
+	    dup2(fileno(cap->f), STDERR_FILENO) == -1) {
+		if (cap->saved_fd != -1)
+			close(cap->saved_fd);
+		cap->saved_fd = -1;
+		fclose(cap->f);
+		cap->f = NULL;
+	}
+}
+
+static inline const char *
+stderr_capture_end(struct stderr_capture *cap)
+{
+	size_t n;
+
+	if (cap->f == NULL)
+		return (NULL);
+	fflush(stderr);
+	dup2(cap->saved_fd, STDERR_FILENO);
+	close(cap->saved_fd);
+	rewind(cap->f);
+	n = fread(cap->buf, 1, sizeof(cap->buf) - 1, cap->f);
+	cap->buf[n] = '\0';
+	fclose(cap->f);
+	cap->f = NULL;
+	return (cap->buf);
 }
 
 #endif
