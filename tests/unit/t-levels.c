@@ -2,8 +2,8 @@
  * Unit tests for snapshot levels in the catalog: base selection, the
  * resolver (lookups and tombstones), diff between views and synthetic
  * fulls, on a hand-made dataset whose every answer is written out here;
- * then timings (diagnostics, not assertions) on a 100,000-path full with
- * 10 incremental links.
+ * then timings (diagnostics) on a 100,000-path full with 10 incremental
+ * links, whose views and diffs are checked against a model.
  */
 #include <sqlite3.h>
 #include <stdint.h>
@@ -479,6 +479,8 @@ struct diffout {
 	int64_t a_size, b_size;	/* of a/f2 */
 	int stop_after;
 	long n;			/* changes reported */
+	long kinds[5];		/* of each DIFF_* */
+	long bad;		/* inconsistent callbacks */
 };
 
 static int
@@ -503,6 +505,8 @@ diff_cb(void *arg, int change, const struct entry *ea, const struct entry *eb)
 		d->b_size = eb ? eb->size : -1;
 	}
 	d->n++;
+	d->kinds[change >= 1 && change <= 4 ? change : 0]++;
+	d->bad += bad;
 	if (d->stop_after && --d->stop_after == 0)
 		return (7);
 	return (0);
@@ -663,8 +667,55 @@ test_close(void)
 
 /*
  * Timings: a full of NPATHS paths and NLINKS incrementals on it, each
- * rewriting, deleting and adding paths.
+ * rewriting, deleting and adding paths.  The views and diffs are checked
+ * against a model of what was written: each path's size and mtime after
+ * the full, after link NLINKS - 1 and after the last link (-1: deleted).
  */
+struct model {
+	int64_t size, mtime;
+};
+
+/* Changes from a to b over np model paths, counted by DIFF_* kind. */
+static void
+model_diff(const struct model *a, const struct model *b, size_t np,
+    long kinds[5])
+{
+	size_t i;
+
+	memset(kinds, 0, 5 * sizeof(*kinds));
+	for (i = 0; i < np; i++) {
+		if (a[i].size < 0 && b[i].size < 0)
+			continue;
+		if (a[i].size < 0)
+			kinds[DIFF_ADDED]++;
+		else if (b[i].size < 0)
+			kinds[DIFF_DELETED]++;
+		else if (a[i].size != b[i].size)
+			kinds[DIFF_MODIFIED]++;
+		else if (a[i].mtime != b[i].mtime)
+			kinds[DIFF_METADATA]++;
+	}
+}
+
+/* A diff's counts against the model's, the "new" paths added on top. */
+static void
+check_counts(const struct diffout *d, const long want[5], long added,
+    const char *name)
+{
+	if (!ok(d->bad == 0 && d->kinds[0] == 0 &&
+	    d->kinds[DIFF_ADDED] == want[DIFF_ADDED] + added &&
+	    d->kinds[DIFF_DELETED] == want[DIFF_DELETED] &&
+	    d->kinds[DIFF_MODIFIED] == want[DIFF_MODIFIED] &&
+	    d->kinds[DIFF_METADATA] == want[DIFF_METADATA],
+	    "%s: %ld added, %ld deleted, %ld modified, %ld metadata", name,
+	    want[DIFF_ADDED] + added, want[DIFF_DELETED],
+	    want[DIFF_MODIFIED], want[DIFF_METADATA]))
+		diag("got %ld added, %ld deleted, %ld modified, %ld metadata, "
+		    "%ld bad", d->kinds[DIFF_ADDED], d->kinds[DIFF_DELETED],
+		    d->kinds[DIFF_MODIFIED], d->kinds[DIFF_METADATA],
+		    d->bad + d->kinds[0]);
+}
+
 #define NDIRS 100
 #define NPATHS 100000
 #define NLINKS 10
@@ -678,12 +729,20 @@ test_timing(struct catalog *c)
 	struct entry e;
 	char **names;
 	int64_t dsb, ids[NLINKS + 1], i_new, f_new, n, counts[3];
-	size_t i, np = 0, found = 0, nview = 0;
+	struct model *m_full, *m_prev, *m_last;
+	size_t i, np = 0, found = 0, nview = 0, m_present = 0;
+	long want[5];
 	double t0, t;
 	int link, j, rc = 0, *touched;
 
 	names = calloc(NPATHS, sizeof(*names));
 	touched = calloc(NPATHS, sizeof(*touched));
+	m_full = calloc(NPATHS, sizeof(*m_full));
+	m_prev = calloc(NPATHS, sizeof(*m_prev));
+	m_last = calloc(NPATHS, sizeof(*m_last));
+	if (names == NULL || touched == NULL || m_full == NULL ||
+	    m_prev == NULL || m_last == NULL)
+		abort();
 	for (i = 0; i < NDIRS; i++) {
 		if (asprintf(&names[np++], "dir%03zu", i) < 0)
 			abort();
@@ -702,24 +761,36 @@ test_timing(struct catalog *c)
 		fill_entry(&e, names[i], dir ? ENTRY_DIR : ENTRY_FILE,
 		    dir ? 0 : (int64_t)(rnd() % 100000));
 		add(c, ids[0], &e);
+		m_last[i].size = e.size;
+		m_last[i].mtime = e.mtime_ns;
 	}
+	memcpy(m_full, m_last, np * sizeof(*m_full));
 	for (link = 1; link <= NLINKS; link++) {
 		char name[64];
 
 		ids[link] = new_snapshot(c, dsb, 100 + (unsigned)link,
 		    LEVEL_INCREMENTAL, ids[link - 1], 1 + link, SNAP_COMPLETE);
-		/* ~1000 rewritten or deleted files (1 in 10 deleted), 100
-		 * new.  A path drawn twice in a link is skipped. */
+		if (link == NLINKS)
+			memcpy(m_prev, m_last, np * sizeof(*m_prev));
+		/* ~1000 rewritten, touched or deleted files (1 in 10
+		 * deleted, 1 in 10 touched: same size, new mtime), 100 new.
+		 * A path drawn twice in a link is skipped. */
 		for (j = 0; j < 1000; j++) {
+			int64_t size = j;
+
 			i = rnd() % np;
 			if (strchr(names[i], '/') == NULL ||
 			    touched[i] == link)
 				continue;
 			touched[i] = link;
+			if (j % 10 == 5 && m_last[i].size >= 0)
+				size = m_last[i].size;
 			fill_entry(&e, names[i], j % 10 ? ENTRY_FILE :
-			    ENTRY_TOMBSTONE, j % 10 ? (int64_t)j : 0);
+			    ENTRY_TOMBSTONE, j % 10 ? size : 0);
 			e.mtime_ns = 1000 + link;
 			add(c, ids[link], &e);
+			m_last[i].size = j % 10 ? size : -1;
+			m_last[i].mtime = e.mtime_ns;
 		}
 		for (j = 0; j < 100; j++) {
 			snprintf(name, sizeof(name), "dir%03d/new%02d-%03d",
@@ -740,6 +811,10 @@ test_timing(struct catalog *c)
 	catalog_iter_free(it);
 	diag("catalog_entries of the %d-link chain: %zu paths in %.3f s",
 	    NLINKS + 1, nview, now_monotonic() - t0);
+	for (i = 0; i < np; i++)
+		m_present += m_last[i].size >= 0;
+	ok(nview == m_present + 100 * NLINKS, "the chain's view: %zu paths",
+	    m_present + 100 * NLINKS);
 
 	/* Lookups as a walk makes them: every path of the full, in order. */
 	t0 = now_monotonic();
@@ -755,6 +830,8 @@ test_timing(struct catalog *c)
 	diag("resolver_new %.4f s; %zu resolver_get (autocommit): %.3f s, "
 	    "%.2f us each, %zu found", t, np, now_monotonic() - t0,
 	    (now_monotonic() - t0) * 1e6 / (double)np, found);
+	ok(found == m_present, "resolver_get finds the %zu paths of the full "
+	    "still there", m_present);
 	found = 0;
 	ok(catalog_begin(c) == 0, "begin");
 	t0 = now_monotonic();
@@ -782,6 +859,8 @@ test_timing(struct catalog *c)
 	diag("catalog_diff full vs link %d: %ld changes in %.3f s", NLINKS,
 	    d.n, now_monotonic() - t0);
 	ok(rc == 0, "diff full / last link");
+	model_diff(m_full, m_last, np, want);
+	check_counts(&d, want, 100 * NLINKS, "diff full / last link");
 	buf_release(&d.b);
 	t0 = now_monotonic();
 	memset(&d, 0, sizeof(d));
@@ -789,6 +868,8 @@ test_timing(struct catalog *c)
 	diag("catalog_diff link %d vs link %d: %ld changes in %.3f s",
 	    NLINKS - 1, NLINKS, d.n, now_monotonic() - t0);
 	ok(rc == 0, "diff of neighbours");
+	model_diff(m_prev, m_last, np, want);
+	check_counts(&d, want, 100, "diff of neighbours");
 	buf_release(&d.b);
 
 	f_new = new_snapshot(c, dsb, 201, LEVEL_FULL, 0, 200, SNAP_RUNNING);
@@ -811,6 +892,9 @@ out:
 		free(names[i]);
 	free(names);
 	free(touched);
+	free(m_full);
+	free(m_prev);
+	free(m_last);
 }
 
 int
