@@ -46,15 +46,18 @@ report(void *arg, int change, const char *path, int kind, int64_t offset)
 	return (0);
 }
 
+const struct cmd_option cmd_audit_options[] = {
+	CMD_OPT_VALUE('e', "exclude", "GLOB",
+	    "leave out what matches GLOB, as backup did"),
+	CMD_OPT_LETTER_FLAG('x', "one-file-system",
+	    "stay on one file system, as backup did"),
+	CMD_OPT_FLAG('j', "json", "print the report as JSON"),
+	CMD_OPT_END
+};
+
 int
 cmd_audit(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "exclude", required_argument, NULL, 'e' },
-		{ "one-file-system", no_argument, NULL, 'x' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct catalog_snapshot s;
 	struct audit_opts o;
 	struct audit_result res;
@@ -68,7 +71,7 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 
 	memset(&o, 0, sizeof(o));
 	memset(&s, 0, sizeof(s));
-	while ((ch = getopt_long(argc, argv, "x", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_audit_options)) != -1) {
 		switch (ch) {
 		case 'e':
 			if (cmd_push_arg(&ex, &nex, optarg)) {

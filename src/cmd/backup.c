@@ -55,20 +55,28 @@ print_result(const struct backup_opts *o, const struct backup_result *res,
 	    0.0, res->warnings ? ", with warnings" : "");
 }
 
+const struct cmd_option cmd_backup_options[] = {
+	CMD_OPT_VALUE('l', "level", "LEVEL",
+	    "full, differential or incremental"),
+	CMD_OPT_VALUE('e', "exclude", "GLOB",
+	    "leave out what matches GLOB (repeatable)"),
+	CMD_OPT_LETTER_FLAG('x', "one-file-system",
+	    "stay on the file system of PATH"),
+	CMD_OPT_VALUE('z', "compression", "N",
+	    "zstd level of new chunks, 1 to 19 (1)"),
+	CMD_OPT_VALUE('t', "threads", "N",
+	    "threads that hash, compress and encrypt"),
+	CMD_OPT_VALUE('T', "time", "TIME",
+	    "record the snapshot as taken at TIME (RFC 3339)"),
+	CMD_OPT_FLAG('N', "new-source",
+	    "accept a PATH other than the dataset's"),
+	CMD_OPT_FLAG('j', "json", "print the result as JSON"),
+	CMD_OPT_END
+};
+
 int
 cmd_backup(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "level", required_argument, NULL, 'l' },
-		{ "exclude", required_argument, NULL, 'e' },
-		{ "one-file-system", no_argument, NULL, 'x' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "compression", required_argument, NULL, 'z' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "new-source", no_argument, NULL, 'N' },
-		{ "time", required_argument, NULL, 'T' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct backup_opts o;
 	struct backup_result res;
 	struct repo *r;
@@ -80,7 +88,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 
 	memset(&o, 0, sizeof(o));
 	o.level = LEVEL_AUTO;
-	while ((ch = getopt_long(argc, argv, "x", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_backup_options)) != -1) {
 		switch (ch) {
 		case 'l':
 			if ((o.level = catalog_level_parse(optarg)) < 0) {

@@ -15,24 +15,19 @@
 #include "coffer/log.h"
 #include "coffer/status.h"
 
-static int
-usage(void)
-{
-	return (cmd_usage_error("catalog"));
-}
+const struct cmd_option cmd_catalog_options[] = {
+	CMD_OPT_FLAG('j', "json", "print the result as JSON"),
+	CMD_OPT_END
+};
 
+/* rebuild and check: --json, and no operand.  0, or -1. */
 static int
 parse_json(int argc, char **argv, int *json)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	int ch;
 
 	*json = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_catalog_options)) != -1) {
 		if (ch != 'j')
 			return (-1);
 		*json = 1;
@@ -178,17 +173,21 @@ check(const struct global_opts *g, int json)
 }
 
 int
-cmd_catalog(int argc, char **argv, const struct global_opts *g)
+cmd_catalog_rebuild(int argc, char **argv, const struct global_opts *g)
 {
 	int json;
 
-	if (argc < 2)
-		return (usage());
-	if (parse_json(argc - 1, argv + 1, &json))
-		return (usage());
-	if (strcmp(argv[1], "rebuild") == 0)
-		return (rebuild(g, json));
-	if (strcmp(argv[1], "check") == 0)
-		return (check(g, json));
-	return (usage());
+	if (parse_json(argc, argv, &json))
+		return (cmd_usage_error("catalog rebuild"));
+	return (rebuild(g, json));
+}
+
+int
+cmd_catalog_check(int argc, char **argv, const struct global_opts *g)
+{
+	int json;
+
+	if (parse_json(argc, argv, &json))
+		return (cmd_usage_error("catalog check"));
+	return (check(g, json));
 }

@@ -1,8 +1,10 @@
 #ifndef COFFER_CMD_H
 #define COFFER_CMD_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "coffer/catalog.h"
 #include "coffer/engine.h"
@@ -31,6 +33,103 @@ struct global_opts {
 int cmd_secrets_init(struct global_opts *g);
 void cmd_secrets_release(struct global_opts *g);
 
+/*
+ * One option of a command, in the one table per command that cmd_getopt
+ * parses with and the command's help prints, so that the two cannot
+ * drift apart (git's parse-options).  A table ends with CMD_OPT_END.
+ */
+struct cmd_option {
+	const char *name;	/* the long name, without "--" */
+	int has_arg;		/* no_argument, required_argument or
+				 * optional_argument */
+	int val;		/* what cmd_getopt returns for it */
+	int letter;		/* 1: -val is the option too (-x) */
+	const char *arg;	/* its value's name in help ("N", "GLOB") */
+	const char *help;	/* one line, lowercase, no full stop */
+};
+#define CMD_OPT_FLAG(val, name, help) \
+	{ (name), no_argument, (val), 0, NULL, (help) }
+#define CMD_OPT_LETTER_FLAG(val, name, help) \
+	{ (name), no_argument, (val), 1, NULL, (help) }
+#define CMD_OPT_VALUE(val, name, arg, help) \
+	{ (name), required_argument, (val), 0, (arg), (help) }
+#define CMD_OPT_LETTER_VALUE(val, name, arg, help) \
+	{ (name), required_argument, (val), 1, (arg), (help) }
+#define CMD_OPT_OPTIONAL_VALUE(val, name, arg, help) \
+	{ (name), optional_argument, (val), 0, (arg), (help) }
+#define CMD_OPT_END { NULL, 0, 0, 0, NULL, NULL }
+
+/*
+ * getopt_long over a table of options (src/cmd/options.c): the next
+ * option's val, with optarg as getopt_long sets it; '?' for an unknown
+ * option or a missing value (getopt_long has said which); -1 after the
+ * last.  Options and operands may be mixed; cmd_getopt_ordered stops at
+ * the first operand instead (the global options, before the command).
+ * optind is getopt's: 0 before the first call starts afresh.
+ */
+int cmd_getopt(int argc, char **argv, const struct cmd_option *opts);
+int cmd_getopt_ordered(int argc, char **argv, const struct cmd_option *opts);
+
+/*
+ * The option of opts that the word arg names: "-x", "--name" or
+ * "--name=VALUE" (then *value points after the '='; else NULL).  NULL
+ * when none does.
+ */
+const struct cmd_option *cmd_option_find(const struct cmd_option *opts,
+    const char *arg, const char **value);
+
+/* The options that come before or after the command (-r, --key-file,
+ * ...): main.c parses them, help lists them. */
+extern const struct cmd_option cmd_global_options[];
+
+/*
+ * The options tables of the commands, each next to the switch that
+ * handles its values; the table of commands (src/cmd/commands.c) gives
+ * them to help.
+ */
+extern const struct cmd_option cmd_init_options[];
+extern const struct cmd_option cmd_backup_options[];
+extern const struct cmd_option cmd_listing_options[];
+extern const struct cmd_option cmd_ls_options[];
+extern const struct cmd_option cmd_diff_options[];
+extern const struct cmd_option cmd_consolidate_options[];
+extern const struct cmd_option cmd_restore_options[];
+extern const struct cmd_option cmd_verify_options[];
+extern const struct cmd_option cmd_audit_options[];
+extern const struct cmd_option cmd_drill_options[];
+extern const struct cmd_option cmd_forget_options[];
+extern const struct cmd_option cmd_prune_options[];
+extern const struct cmd_option cmd_catalog_options[];
+
+/*
+ * The help of the options of tables[0..n), one line each (an option
+ * that several tables share, once), on f.
+ */
+void cmd_options_help(FILE *f, const struct cmd_option *const *tables,
+    size_t n);
+/*
+ * The options of opts for a usage line, "[--json] [-n|--dry-run]", in
+ * buf (len bytes): 0, or -1 when they do not fit.
+ */
+int cmd_options_usage(char *buf, size_t len, const struct cmd_option *opts);
+/*
+ * 1 when argv[1..argc) asks for help (-h or --help before any "--",
+ * not as the value of an option of opts), else 0.
+ */
+int cmd_options_want_help(int argc, char **argv,
+    const struct cmd_option *opts);
+
+/*
+ * Run the command that argv[0] names (with argv[1], a subcommand:
+ * "catalog check"), after the global options were taken out: its help
+ * when it is asked for (-h, --help), else the command, with getopt
+ * reset.  An unknown command is reported, with a guess at the one meant.
+ * A status from coffer/status.h.  (src/cmd/commands.c)
+ */
+int cmd_run(int argc, char **argv, const struct global_opts *g);
+/* The usage of coffer, its global options and its commands, on f. */
+void cmd_overview(FILE *f);
+
 /* Each command parses its own options (argv[0] is its name) and returns
  * a status from coffer/status.h. */
 int cmd_init(int argc, char **argv, const struct global_opts *g);
@@ -40,12 +139,13 @@ int cmd_ls(int argc, char **argv, const struct global_opts *g);
 int cmd_restore(int argc, char **argv, const struct global_opts *g);
 int cmd_diff(int argc, char **argv, const struct global_opts *g);
 int cmd_consolidate(int argc, char **argv, const struct global_opts *g);
-int cmd_help(int argc, char **argv, const struct global_opts *g);
 int cmd_version(int argc, char **argv, const struct global_opts *g);
 int cmd_verify(int argc, char **argv, const struct global_opts *g);
 int cmd_audit(int argc, char **argv, const struct global_opts *g);
 int cmd_drill(int argc, char **argv, const struct global_opts *g);
-int cmd_catalog(int argc, char **argv, const struct global_opts *g);
+int cmd_drill_history(int argc, char **argv, const struct global_opts *g);
+int cmd_catalog_rebuild(int argc, char **argv, const struct global_opts *g);
+int cmd_catalog_check(int argc, char **argv, const struct global_opts *g);
 int cmd_forget(int argc, char **argv, const struct global_opts *g);
 int cmd_prune(int argc, char **argv, const struct global_opts *g);
 
@@ -53,9 +153,8 @@ int cmd_prune(int argc, char **argv, const struct global_opts *g);
 struct verify_result;
 void cmd_verify_print(const struct verify_result *res, int json);
 
-/* One-line usage of a command, for errors and help; NULL if unknown. */
-const char *cmd_usage(const char *name);
-/* "usage: coffer ..." on stderr; returns STATUS_USAGE. */
+/* "usage: coffer NAME ..." on stderr, a line for each form of the
+ * command ("drill": drill and drill history); returns STATUS_USAGE. */
 int cmd_usage_error(const char *name);
 
 enum {
@@ -108,9 +207,10 @@ struct cmd_listing {
 
 /*
  * The catalog listings (snapshots, drill history): "NAME [--json]
- * [DATASET]", from the catalog alone (no key).  list() prints each row
- * of dataset (or of all, when NULL) and returns < 0 on error; JSON rows
- * become the members of one array.  A status.
+ * [DATASET]" (cmd_listing_options; NAME for usage errors), from the
+ * catalog alone (no key).  list() prints each row of dataset (or of all,
+ * when NULL) and returns < 0 on error; JSON rows become the members of
+ * one array.  A status.
  */
 int cmd_listing(int argc, char **argv, const struct global_opts *g,
     const char *name, int (*list)(struct catalog *c, const char *dataset,

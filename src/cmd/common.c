@@ -398,22 +398,23 @@ cmd_parse_threads(const char *s)
 	return ((int)n);
 }
 
+const struct cmd_option cmd_listing_options[] = {
+	CMD_OPT_FLAG('j', "json", "print a JSON array"),
+	CMD_OPT_END
+};
+
 int
 cmd_listing(int argc, char **argv, const struct global_opts *g,
     const char *name, int (*list)(struct catalog *c, const char *dataset,
     struct cmd_listing *ls))
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct cmd_listing ls = { 0, 0 };
 	const char *dataset = NULL;
 	struct repo *r;
 	struct catalog *c;
 	int ch, st;
 
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_listing_options)) != -1) {
 		if (ch != 'j')
 			return (cmd_usage_error(name));
 		ls.json = 1;

@@ -9,20 +9,21 @@
 #include "coffer/log.h"
 #include "coffer/status.h"
 
+const struct cmd_option cmd_consolidate_options[] = {
+	CMD_OPT_FLAG('j', "json", "print the new snapshot as JSON"),
+	CMD_OPT_END
+};
+
 int
 cmd_consolidate(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct catalog_snapshot src;
 	struct consolidate_result res;
 	struct repo *r;
 	struct catalog *c;
 	int ch, st, rc, json = 0;
 
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_consolidate_options)) != -1) {
 		if (ch != 'j')
 			return (cmd_usage_error("consolidate"));
 		json = 1;

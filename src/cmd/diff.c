@@ -44,13 +44,14 @@ print_change(void *arg, int change, const struct entry *ea,
 	return (0);
 }
 
+const struct cmd_option cmd_diff_options[] = {
+	CMD_OPT_FLAG('j', "json", "print the changes as a JSON array"),
+	CMD_OPT_END
+};
+
 int
 cmd_diff(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct catalog_snapshot a, b;
 	struct diff_state d;
 	struct repo *r;
@@ -58,7 +59,7 @@ cmd_diff(int argc, char **argv, const struct global_opts *g)
 	int ch, st, rc;
 
 	memset(&d, 0, sizeof(d));
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_diff_options)) != -1) {
 		if (ch != 'j')
 			return (cmd_usage_error("diff"));
 		d.json = 1;

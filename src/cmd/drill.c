@@ -325,19 +325,30 @@ list_drills(struct catalog *c, const char *dataset, struct cmd_listing *ls)
 }
 
 int
+cmd_drill_history(int argc, char **argv, const struct global_opts *g)
+{
+	return (cmd_listing(argc, argv, g, "drill history", list_drills));
+}
+
+const struct cmd_option cmd_drill_options[] = {
+	CMD_OPT_VALUE('s', "sample", "P%",
+	    "check a fixed P% of the files (at least one)"),
+	CMD_OPT_VALUE('S', "scratch", "DIR",
+	    "restore into a scratch directory in DIR"),
+	CMD_OPT_FLAG('n', "no-write", "read and check the chunks only"),
+	CMD_OPT_FLAG('k', "keep", "keep the scratch directory"),
+	CMD_OPT_VALUE('T', "rto", "DURATION", "the recovery time objective"),
+	CMD_OPT_VALUE('P', "rpo", "DURATION",
+	    "the recovery point objective"),
+	CMD_OPT_FLAG('j', "json", "print the result as JSON"),
+	CMD_OPT_VALUE('m', "metrics-file", "FILE",
+	    "write Prometheus metrics to FILE"),
+	CMD_OPT_END
+};
+
+int
 cmd_drill(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "sample", required_argument, NULL, 's' },
-		{ "scratch", required_argument, NULL, 'S' },
-		{ "no-write", no_argument, NULL, 'n' },
-		{ "keep", no_argument, NULL, 'k' },
-		{ "rto", required_argument, NULL, 'T' },
-		{ "rpo", required_argument, NULL, 'P' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "metrics-file", required_argument, NULL, 'm' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct catalog_snapshot s;
 	struct drill_opts o;
 	struct drill_result res;
@@ -346,12 +357,8 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 	const char *metrics_file = NULL;
 	int ch, st, rc, json = 0;
 
-	/* "drill history ...": its own options. */
-	if (argc >= 2 && strcmp(argv[1], "history") == 0)
-		return (cmd_listing(argc - 1, argv + 1, g, "drill",
-		    list_drills));
 	memset(&o, 0, sizeof(o));
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_drill_options)) != -1) {
 		switch (ch) {
 		case 's':
 			if (cmd_parse_percent("--sample", optarg, &o.sample))

@@ -131,24 +131,34 @@ run_prune(struct repo *r, struct catalog *c, double max_unused, int dry_run,
 	return (st);
 }
 
+const struct cmd_option cmd_forget_options[] = {
+	CMD_OPT_VALUE('l', "keep-last", "N", "keep the N newest snapshots"),
+	CMD_OPT_VALUE('H', "keep-hourly", "N",
+	    "keep the newest of each of the N last hours"),
+	CMD_OPT_VALUE('d', "keep-daily", "N",
+	    "keep the newest of each of the N last days"),
+	CMD_OPT_VALUE('w', "keep-weekly", "N",
+	    "keep the newest of each of the N last weeks"),
+	CMD_OPT_VALUE('m', "keep-monthly", "N",
+	    "keep the newest of each of the N last months"),
+	CMD_OPT_VALUE('y', "keep-yearly", "N",
+	    "keep the newest of each of the N last years"),
+	CMD_OPT_VALUE('W', "keep-within", "DURATION",
+	    "keep those within DURATION of the newest"),
+	CMD_OPT_VALUE('D', "dataset", "DATASET",
+	    "judge this dataset's snapshots only"),
+	CMD_OPT_LETTER_FLAG('n', "dry-run",
+	    "print the plan; change nothing"),
+	CMD_OPT_FLAG('p', "prune", "prune after forgetting"),
+	CMD_OPT_VALUE('u', "max-unused", "P%",
+	    "with --prune: as prune's --max-unused"),
+	CMD_OPT_FLAG('j', "json", "print the plan as JSON"),
+	CMD_OPT_END
+};
+
 int
 cmd_forget(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "keep-last", required_argument, NULL, 'l' },
-		{ "keep-hourly", required_argument, NULL, 'H' },
-		{ "keep-daily", required_argument, NULL, 'd' },
-		{ "keep-weekly", required_argument, NULL, 'w' },
-		{ "keep-monthly", required_argument, NULL, 'm' },
-		{ "keep-yearly", required_argument, NULL, 'y' },
-		{ "keep-within", required_argument, NULL, 'W' },
-		{ "dataset", required_argument, NULL, 'D' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "prune", no_argument, NULL, 'p' },
-		{ "max-unused", required_argument, NULL, 'u' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct forget_opts o;
 	struct forget_result res;
 	struct repo *r;
@@ -157,7 +167,7 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	int ch, st, json = 0, prune = 0;
 
 	memset(&o, 0, sizeof(o));
-	while ((ch = getopt_long(argc, argv, "n", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_forget_options)) != -1) {
 		switch (ch) {
 		case 'l': st = parse_count("--keep-last", optarg,
 		    &o.rules.last); break;
@@ -206,21 +216,24 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	return (st);
 }
 
+const struct cmd_option cmd_prune_options[] = {
+	CMD_OPT_VALUE('u', "max-unused", "P%",
+	    "repack packs more than P% unused (10%)"),
+	CMD_OPT_LETTER_FLAG('n', "dry-run",
+	    "say what would be deleted; change nothing"),
+	CMD_OPT_FLAG('j', "json", "print the result as JSON"),
+	CMD_OPT_END
+};
+
 int
 cmd_prune(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "max-unused", required_argument, NULL, 'u' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct repo *r;
 	struct catalog *c;
 	double pct = 10;
 	int ch, st, json = 0, dry_run = 0;
 
-	while ((ch = getopt_long(argc, argv, "n", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_prune_options)) != -1) {
 		switch (ch) {
 		case 'u':
 			if (cmd_parse_percent("--max-unused", optarg, &pct))

@@ -7,14 +7,17 @@
 #include "coffer/log.h"
 #include "coffer/status.h"
 
+const struct cmd_option cmd_init_options[] = {
+	CMD_OPT_VALUE('K', "key-file", "PATH",
+	    "write a key file instead of a passphrase slot"),
+	CMD_OPT_VALUE('m', "kdf-memory", "MIB",
+	    "Argon2id memory, 8 to 4096 MiB (64)"),
+	CMD_OPT_END
+};
+
 int
 cmd_init(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "key-file", required_argument, NULL, 'K' },
-		{ "kdf-memory", required_argument, NULL, 'm' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct repo_init_opts o;
 	const char *path = g->repo;
 	char *pass = NULL;
@@ -24,7 +27,7 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 
 	memset(&o, 0, sizeof(o));
 	o.key_file = g->key_file;
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_init_options)) != -1) {
 		switch (ch) {
 		case 'K':
 			o.key_file = optarg;

@@ -43,13 +43,14 @@ print_entry(const struct entry *e, int json, int n)
 	putchar('\n');
 }
 
+const struct cmd_option cmd_ls_options[] = {
+	CMD_OPT_FLAG('j', "json", "print the entries as a JSON array"),
+	CMD_OPT_END
+};
+
 int
 cmd_ls(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct catalog_snapshot s;
 	struct catalog_iter *it;
 	struct entry e;
@@ -58,7 +59,7 @@ cmd_ls(int argc, char **argv, const struct global_opts *g)
 	char *under = NULL;
 	int ch, st, json = 0, n = 0, rc;
 
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_ls_options)) != -1) {
 		if (ch != 'j')
 			return (cmd_usage_error("ls"));
 		json = 1;

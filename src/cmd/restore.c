@@ -10,15 +10,18 @@
 #include "coffer/signals.h"
 #include "coffer/status.h"
 
+const struct cmd_option cmd_restore_options[] = {
+	CMD_OPT_FLAG('f', "force", "restore into a TARGET that is not empty"),
+	CMD_OPT_FLAG('R', "root-metadata",
+	    "with --force: give TARGET the root's metadata"),
+	CMD_OPT_VALUE('t', "threads", "N",
+	    "threads that read, check and write chunks"),
+	CMD_OPT_END
+};
+
 int
 cmd_restore(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "force", no_argument, NULL, 'f' },
-		{ "root-metadata", no_argument, NULL, 'R' },
-		{ "threads", required_argument, NULL, 't' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct catalog_snapshot s;
 	struct restore_opts o;
 	struct restore_result res;
@@ -28,7 +31,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 	int ch, st, rc, i;
 
 	memset(&o, 0, sizeof(o));
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_restore_options)) != -1) {
 		switch (ch) {
 		case 'f':
 			o.force = 1;

@@ -195,15 +195,18 @@ cmd_verify_print(const struct verify_result *res, int json)
 		print_text(res);
 }
 
+const struct cmd_option cmd_verify_options[] = {
+	CMD_OPT_OPTIONAL_VALUE('R', "read-data", "P%|N/M",
+	    "read and check the chunks too (of a share)"),
+	CMD_OPT_VALUE('D', "max-duration", "DURATION",
+	    "stop after DURATION; the next run resumes"),
+	CMD_OPT_FLAG('j', "json", "print the report as JSON"),
+	CMD_OPT_END
+};
+
 int
 cmd_verify(int argc, char **argv, const struct global_opts *g)
 {
-	static const struct option opts[] = {
-		{ "read-data", optional_argument, NULL, 'R' },
-		{ "max-duration", required_argument, NULL, 'D' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct verify_opts o;
 	struct verify_result res;
 	struct repo *r;
@@ -211,7 +214,7 @@ cmd_verify(int argc, char **argv, const struct global_opts *g)
 	int ch, st, json = 0;
 
 	memset(&o, 0, sizeof(o));
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = cmd_getopt(argc, argv, cmd_verify_options)) != -1) {
 		switch (ch) {
 		case 'R':
 			if (parse_read(optarg, &o))
