@@ -640,11 +640,12 @@ int catalog_bundle_get(struct catalog *c, int exported, const char *target,
 int catalog_bundle_add(struct catalog *c, struct catalog_bundle *b,
     char *const *packs, size_t n);
 /*
- * The packs that exported bundles of target with from_seq <= seq hold,
+ * The packs that exported bundles of target with from_seq <= seq <= to_seq
+ * hold,
  * as a sorted malloc'd array of malloc'd names.
  */
 int catalog_bundle_held(struct catalog *c, const char *target,
-    uint32_t from_seq, char ***packs, size_t *n);
+    uint32_t from_seq, uint32_t to_seq, char ***packs, size_t *n);
 /* Each bundle (of target, or of all when NULL), by target and seq. */
 int catalog_bundle_list(struct catalog *c, int exported, const char *target,
     int (*cb)(void *arg, const struct catalog_bundle *b), void *arg);

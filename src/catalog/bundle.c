@@ -185,7 +185,7 @@ err:
 
 int
 catalog_bundle_held(struct catalog *c, const char *target, uint32_t from_seq,
-    char ***packs, size_t *n)
+    uint32_t to_seq, char ***packs, size_t *n)
 {
 	sqlite3_stmt *st;
 
@@ -193,11 +193,13 @@ catalog_bundle_held(struct catalog *c, const char *target, uint32_t from_seq,
 	*n = 0;
 	if ((st = cat_prepare(c, "SELECT DISTINCT bp.pack FROM bundle b"
 	    " JOIN bundle_pack bp ON bp.bundle_id = b.id"
-	    " WHERE b.direction = 'export' AND b.target = ?1 AND b.seq >= ?2"
-	    " ORDER BY bp.pack", "list what a target holds")) == NULL)
+	    " WHERE b.direction = 'export' AND b.target = ?1"
+	    " AND b.seq BETWEEN ?2 AND ?3 ORDER BY bp.pack",
+	    "list what a target holds")) == NULL)
 		return (-1);
 	cat_bind_text(st, 1, target);
 	sqlite3_bind_int64(st, 2, from_seq);
+	sqlite3_bind_int64(st, 3, to_seq);
 	return (names_of(c, st, packs, n, "list what a target holds"));
 }
 

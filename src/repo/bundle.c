@@ -116,8 +116,8 @@ bundle_manifest_encode(const struct bundle_manifest *m, struct buf *out)
 	    json_string(level_names[m->level])) ||
 	    json_object_set_new(root, "base_sequence",
 	    json_integer(m->base_seq)) ||
-	    json_object_set_new(root, "base_manifest", m->base_seq ?
-	    hex_json(m->base_hash, BUNDLE_HASH_BYTES) : json_null()) ||
+	    (m->base_seq && json_object_set_new(root, "base_manifest",
+	    hex_json(m->base_hash, BUNDLE_HASH_BYTES))) ||
 	    json_object_set_new(root, "created_ns",
 	    json_integer(m->created_ns)))
 		goto out;
@@ -522,7 +522,7 @@ struct bundle_reader {
 	int in;
 	const char *what;
 	uint64_t offset;
-	uint8_t *io;
+	uint8_t *io;			/* what read_cb hands libarchive */
 	uint64_t size;			/* of the current member */
 	int eof_error;			/* the stream failed, not the format */
 };
@@ -613,34 +613,43 @@ bundle_reader_next(struct bundle_reader *r, const char **name,
 	return (1);
 }
 
-/* Read the current member to its end, handing each block to sink. */
+/*
+ * Read the current member to its end (libarchive's blocks, no copy),
+ * hashing it, into fd and/or out.  A member with holes (a sparse entry)
+ * is not one a bundle holds.
+ */
 static int
 member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
     uint8_t hash[BUNDLE_HASH_BYTES])
 {
 	struct crypto_hash_state h;
+	const void *p;
 	uint64_t done = 0;
-	la_ssize_t n;
+	la_int64_t off;
+	size_t n;
+	int rc;
 
 	crypto_plain_hash_init(&h, BUNDLE_HASH_BYTES);
-	for (;;) {
-		n = archive_read_data(r->a, r->io, IO_BYTES);
-		if (n < 0) {
-			log_error("%s: cut short or damaged: %s", r->what,
-			    archive_error_string(r->a));
+	while ((rc = archive_read_data_block(r->a, &p, &n, &off)) ==
+	    ARCHIVE_OK) {
+		if (off < 0 || (uint64_t)off != done) {
+			log_error("%s: a member with holes", r->what);
 			return (-1);
 		}
-		if (n == 0)
-			break;
-		done += (uint64_t)n;
-		if (out && (done > max || buf_append(out, r->io, (size_t)n))) {
+		done += n;
+		if (done > r->size || (out && (done > max ||
+		    buf_append(out, p, n)))) {
 			log_error("%s: a member is too large", r->what);
 			return (-1);
 		}
-		crypto_hash_update(&h, r->io, (size_t)n);
-		if (fd >= 0 && fsutil_write_all(fd, r->io, (size_t)n,
-		    "a staged pack"))
+		crypto_hash_update(&h, p, n);
+		if (fd >= 0 && fsutil_write_all(fd, p, n, "a staged pack"))
 			return (-1);
+	}
+	if (rc != ARCHIVE_EOF) {
+		log_error("%s: cut short or damaged: %s", r->what,
+		    archive_error_string(r->a));
+		return (-1);
 	}
 	if (done != r->size) {
 		log_error("%s: cut short (a member has %llu of %llu bytes)",
