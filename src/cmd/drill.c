@@ -10,6 +10,7 @@
 #include "coffer/json.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
+#include "coffer/prom.h"
 #include "coffer/status.h"
 
 static double
@@ -125,26 +126,6 @@ print_text(const struct drill_result *res, const struct drill_opts *o)
 	printf("  verdict    %s\n", d->verdict);
 }
 
-/* A Prometheus label value: backslash, double quote and newline escaped
- * (text exposition format). */
-static int
-put_label(struct buf *b, const char *s)
-{
-	int rc = 0;
-
-	for (; *s && rc == 0; s++) {
-		if (*s == '\\')
-			rc = buf_puts(b, "\\\\");
-		else if (*s == '"')
-			rc = buf_puts(b, "\\\"");
-		else if (*s == '\n')
-			rc = buf_puts(b, "\\n");
-		else
-			rc = buf_put_u8(b, (uint8_t)*s);
-	}
-	return (rc);
-}
-
 /* The newest drill of each dataset, gathered for the metrics file. */
 struct latest {
 	char *dataset;
@@ -229,41 +210,40 @@ write_metrics(struct catalog *c, const char *path)
 	if (catalog_drill_list(c, NULL, 1, collect_latest, &l))
 		goto out;
 	for (m = 0; m < M__COUNT; m++) {
-		err |= buf_printf(&b, "# HELP %s %s\n# TYPE %s gauge\n",
-		    metrics[m].name, metrics[m].help, metrics[m].name);
+		err |= prom_family(&b, metrics[m].name, "gauge",
+		    metrics[m].help);
 		for (i = 0; i < l.n; i++) {
 			const struct latest *p = &l.v[i];
+			double v;
+			int decimals = 3;
 
 			if (m == M_RPO && p->newest_ns == 0)
 				continue;
-			err |= buf_printf(&b, "%s{dataset=\"", metrics[m].name);
-			err |= put_label(&b, p->dataset);
-			err |= buf_puts(&b, "\"} ");
 			switch (m) {
 			case M_TIME:
-				err |= buf_printf(&b, "%.3f",
-				    (double)p->time_ns / 1e9);
+				v = (double)p->time_ns / 1e9;
 				break;
 			case M_SUCCESS:
-				err |= buf_printf(&b, "%d", p->pass);
+				v = p->pass;
+				decimals = 0;
 				break;
 			case M_DURATION:
-				err |= buf_printf(&b, "%.3f", p->seconds);
+				v = p->seconds;
 				break;
 			case M_BYTES:
-				err |= buf_printf(&b, "%lld",
-				    (long long)p->bytes);
+				v = (double)p->bytes;
+				decimals = 0;
 				break;
 			case M_FAILURES:
-				err |= buf_printf(&b, "%lld",
-				    (long long)p->failures);
+				v = (double)p->failures;
+				decimals = 0;
 				break;
 			default:
-				err |= buf_printf(&b, "%.3f",
-				    now > p->newest_ns ?
-				    (double)(now - p->newest_ns) / 1e9 : 0.0);
+				v = now > p->newest_ns ?
+				    (double)(now - p->newest_ns) / 1e9 : 0.0;
 			}
-			err |= buf_puts(&b, "\n");
+			err |= prom_sample(&b, metrics[m].name, "dataset",
+			    p->dataset, v, decimals);
 		}
 	}
 	if (err)
