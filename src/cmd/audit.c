@@ -5,7 +5,8 @@
 
 #include "cmd.h"
 #include "coffer/engine.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
@@ -18,8 +19,8 @@ static const char *const change_names[] = {
 };
 
 struct report {
-	int json;
-	int n;
+	int json;		/* --json: changes go to j */
+	struct jw j;
 };
 
 static int
@@ -28,13 +29,13 @@ report(void *arg, int change, const char *path, int kind, int64_t offset)
 	struct report *rp = arg;
 
 	if (rp->json) {
-		printf("%s{\"change\":\"%s\",\"path\":", rp->n ? "," : "",
-		    change_names[change]);
-		json_str(stdout, path);
-		printf(",\"type\":\"%s\"", entry_kind_name(kind));
+		jw_begin_object(&rp->j);
+		jw_str(jw_key(&rp->j, "change"), change_names[change]);
+		jw_str(jw_key(&rp->j, "path"), path);
+		jw_str(jw_key(&rp->j, "type"), entry_kind_name(kind));
 		if (change == AUDIT_CORRUPT)
-			printf(",\"offset\":%lld", (long long)offset);
-		putchar('}');
+			jw_int(jw_key(&rp->j, "offset"), offset);
+		jw_end_object(&rp->j);
 	} else {
 		/* Corruption in capitals: it must not drown in the list. */
 		printf("%-10s ", change == AUDIT_CORRUPT ? "CORRUPT" :
@@ -42,7 +43,6 @@ report(void *arg, int change, const char *path, int kind, int64_t offset)
 		fmt_path(stdout, path);
 		putchar('\n');
 	}
-	rp->n++;
 	return (0);
 }
 
@@ -61,7 +61,7 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 	struct catalog_snapshot s;
 	struct audit_opts o;
 	struct audit_result res;
-	struct report rp = { 0, 0 };
+	struct report rp = { .json = 0 };
 	struct repo *r;
 	struct catalog *c;
 	char **ex = NULL, *latest = NULL, sz[32];
@@ -133,24 +133,29 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 		goto out;
 	}
 	if (rp.json) {
-		fputs("{\"dataset\":", stdout);
-		json_str(stdout, s.dataset);
-		printf(",\"snapshot\":\"%s\",\"source\":", s.sid);
-		json_str(stdout, s.source);
-		fputs(",\"changes\":[", stdout);
+		jw_init(&rp.j, stdout);
+		jw_begin_object(&rp.j);
+		jw_str(jw_key(&rp.j, "dataset"), s.dataset);
+		jw_str(jw_key(&rp.j, "snapshot"), s.sid);
+		jw_str(jw_key(&rp.j, "source"), s.source);
+		jw_begin_array(jw_key(&rp.j, "changes"));
 	}
 	st = cmd_status(engine_audit(r, c, &s, &o, &res));
 	if (rp.json) {
-		printf("],\"complete\":%s,\"entries\":%lld,\"files\":%lld,"
-		    "\"bytes\":%lld,\"corrupt\":%lld,\"modified\":%lld,"
-		    "\"missing\":%lld,\"new\":%lld,\"unreadable\":%lld,"
-		    "\"recut\":%lld,\"seconds\":%.3f}\n",
-		    st == STATUS_ERROR || st == STATUS_USAGE ? "false" : "true",
-		    (long long)res.entries, (long long)res.files,
-		    (long long)res.bytes, (long long)res.corrupt,
-		    (long long)res.modified, (long long)res.missing,
-		    (long long)res.added, (long long)res.unreadable,
-		    (long long)res.recut, res.seconds);
+		jw_end_array(&rp.j);
+		jw_bool(jw_key(&rp.j, "complete"),
+		    st != STATUS_ERROR && st != STATUS_USAGE);
+		jw_int(jw_key(&rp.j, "entries"), res.entries);
+		jw_int(jw_key(&rp.j, "files"), res.files);
+		jw_int(jw_key(&rp.j, "bytes"), res.bytes);
+		jw_int(jw_key(&rp.j, "corrupt"), res.corrupt);
+		jw_int(jw_key(&rp.j, "modified"), res.modified);
+		jw_int(jw_key(&rp.j, "missing"), res.missing);
+		jw_int(jw_key(&rp.j, "new"), res.added);
+		jw_int(jw_key(&rp.j, "unreadable"), res.unreadable);
+		jw_int(jw_key(&rp.j, "recut"), res.recut);
+		jw_double(jw_key(&rp.j, "seconds"), res.seconds, 3);
+		jw_end_object(&rp.j);
 	} else if (st != STATUS_ERROR && st != STATUS_USAGE &&
 	    (log_level >= 0 || st != STATUS_OK)) {
 		fmt_bytes(sz, sizeof(sz), (double)res.bytes);

@@ -6,7 +6,8 @@
 
 #include "cmd.h"
 #include "coffer/engine.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
@@ -18,25 +19,29 @@ print_result(const struct backup_opts *o, const struct backup_result *res,
 	char rd[32], nw[32], st[32];
 
 	if (json) {
-		printf("{\"snapshot\":\"%s\",\"dataset\":", res->sid);
-		json_str(stdout, o->dataset);
-		printf(",\"level\":\"%s\",\"parent\":",
-		    catalog_level_name(res->level));
-		if (res->parent_sid[0])
-			printf("\"%s\"", res->parent_sid);
-		else
-			fputs("null", stdout);
-		printf(",\"depth\":%d,\"files\":%lld,\"dirs\":%lld,"
-		    "\"others\":%lld,\"unchanged\":%lld,\"deleted\":%lld,"
-		    "\"changed_during_backup\":%lld,\"bytes_read\":%lld,"
-		    "\"bytes_new\":%lld,\"bytes_stored\":%lld,\"packs\":%lld,"
-		    "\"seconds\":%.3f,\"warnings\":%lld}\n",
-		    res->depth, (long long)res->files, (long long)res->dirs,
-		    (long long)res->others, (long long)res->unchanged,
-		    (long long)res->deleted, (long long)res->changing,
-		    (long long)res->bytes_read, (long long)res->bytes_new,
-		    (long long)res->bytes_stored, (long long)res->packs,
-		    res->seconds, (long long)res->warnings);
+		struct jw j;
+
+		jw_init(&j, stdout);
+		jw_begin_object(&j);
+		jw_str(jw_key(&j, "snapshot"), res->sid);
+		jw_str(jw_key(&j, "dataset"), o->dataset);
+		jw_str(jw_key(&j, "level"), catalog_level_name(res->level));
+		jw_str(jw_key(&j, "parent"),
+		    res->parent_sid[0] ? res->parent_sid : NULL);
+		jw_int(jw_key(&j, "depth"), res->depth);
+		jw_int(jw_key(&j, "files"), res->files);
+		jw_int(jw_key(&j, "dirs"), res->dirs);
+		jw_int(jw_key(&j, "others"), res->others);
+		jw_int(jw_key(&j, "unchanged"), res->unchanged);
+		jw_int(jw_key(&j, "deleted"), res->deleted);
+		jw_int(jw_key(&j, "changed_during_backup"), res->changing);
+		jw_int(jw_key(&j, "bytes_read"), res->bytes_read);
+		jw_int(jw_key(&j, "bytes_new"), res->bytes_new);
+		jw_int(jw_key(&j, "bytes_stored"), res->bytes_stored);
+		jw_int(jw_key(&j, "packs"), res->packs);
+		jw_double(jw_key(&j, "seconds"), res->seconds, 3);
+		jw_int(jw_key(&j, "warnings"), res->warnings);
+		jw_end_object(&j);
 		return;
 	}
 	/* Quiet under cron: a summary only for a person or with -v. */

@@ -12,6 +12,7 @@
 
 #include "cmd.h"
 #include "coffer/engine.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
@@ -35,20 +36,23 @@ parse_json(int argc, char **argv, int *json)
 	return (optind == argc ? 0 : -1);
 }
 
+/* The members that rebuild's and check's JSON objects share. */
 static void
-print_sync(const char *what, const struct sync_result *res, int json,
-    const char *aside)
+sync_members(struct jw *j, const char *what, const struct sync_result *res)
 {
-	if (json) {
-		printf("{\"action\":\"%s\",\"snapshots_added\":%zu,"
-		    "\"packs_added\":%zu,\"packs_unreadable\":%zu,"
-		    "\"packs_missing\":%zu,\"records_bad\":%zu,"
-		    "\"bytes_read\":%llu,\"seconds\":%.3f", what, res->records,
-		    res->packs_new, res->packs_bad, res->packs_missing,
-		    res->records_bad, (unsigned long long)res->bytes_read,
-		    res->seconds);
-		return;
-	}
+	jw_str(jw_key(j, "action"), what);
+	jw_uint(jw_key(j, "snapshots_added"), res->records);
+	jw_uint(jw_key(j, "packs_added"), res->packs_new);
+	jw_uint(jw_key(j, "packs_unreadable"), res->packs_bad);
+	jw_uint(jw_key(j, "packs_missing"), res->packs_missing);
+	jw_uint(jw_key(j, "records_bad"), res->records_bad);
+	jw_uint(jw_key(j, "bytes_read"), res->bytes_read);
+	jw_double(jw_key(j, "seconds"), res->seconds, 3);
+}
+
+static void
+print_sync(const char *what, const struct sync_result *res, const char *aside)
+{
 	if (log_level < 0 && res->packs_bad == 0 && res->records_bad == 0 &&
 	    res->packs_missing == 0)
 		return;
@@ -80,6 +84,7 @@ static int
 rebuild(const struct global_opts *g, int json)
 {
 	struct sync_result res;
+	struct jw j;
 	struct catalog *c = NULL, *n = NULL;
 	struct repo *r;
 	char *path = NULL, tmp[PATH_MAX], aside[PATH_MAX + 64] = "";
@@ -108,9 +113,15 @@ rebuild(const struct global_opts *g, int json)
 	n = NULL;
 	if (catalog_replace(c, tmp, aside, sizeof(aside)))
 		goto out;
-	print_sync("rebuilt", &res, json, aside);
-	if (json)
-		printf(",\"previous\":\"%s\"}\n", aside);
+	if (json) {
+		jw_init(&j, stdout);
+		jw_begin_object(&j);
+		sync_members(&j, "rebuilt", &res);
+		jw_str(jw_key(&j, "previous"), aside);
+		jw_end_object(&j);
+	} else {
+		print_sync("rebuilt", &res, aside);
+	}
 	st = res.packs_bad || res.records_bad ? STATUS_INTEGRITY : STATUS_OK;
 out:
 	catalog_close(n);
@@ -133,6 +144,7 @@ check(const struct global_opts *g, int json)
 	struct sync_result res;
 	struct verify_opts vo;
 	struct verify_result vr;
+	struct jw j;
 	struct catalog *c;
 	struct repo *r;
 	int st, held;
@@ -157,13 +169,17 @@ check(const struct global_opts *g, int json)
 	vo.read = VERIFY_STRUCTURE;
 	st = cmd_status(engine_verify(r, c, &vo, &vr));
 	if (st == STATUS_OK || st == STATUS_INTEGRITY) {
-		print_sync("checked", &res, json, NULL);
-		if (json)
-			printf(",\"verify\":");
-		if (json || log_level >= 0 || st != STATUS_OK)
-			cmd_verify_print(&vr, json);
-		if (json)
-			printf("}\n");
+		if (json) {
+			jw_init(&j, stdout);
+			jw_begin_object(&j);
+			sync_members(&j, "checked", &res);
+			cmd_verify_print(&vr, jw_key(&j, "verify"));
+			jw_end_object(&j);
+		} else {
+			print_sync("checked", &res, NULL);
+			if (log_level >= 0 || st != STATUS_OK)
+				cmd_verify_print(&vr, NULL);
+		}
 		if (res.packs_bad || res.records_bad || res.packs_missing)
 			st = STATUS_INTEGRITY;
 	}

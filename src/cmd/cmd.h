@@ -8,6 +8,7 @@
 
 #include "coffer/catalog.h"
 #include "coffer/engine.h"
+#include "coffer/jw.h"
 #include "coffer/repo.h"
 
 /* Options that come before or after the command (and their environment
@@ -149,9 +150,13 @@ int cmd_catalog_check(int argc, char **argv, const struct global_opts *g);
 int cmd_forget(int argc, char **argv, const struct global_opts *g);
 int cmd_prune(int argc, char **argv, const struct global_opts *g);
 
-/* verify's report, as text or JSON (catalog check prints it too). */
+/*
+ * verify's report (catalog check prints it too): as text when j is NULL,
+ * else as one JSON object written to j, a document of its own or the
+ * value of a member.
+ */
 struct verify_result;
-void cmd_verify_print(const struct verify_result *res, int json);
+void cmd_verify_print(const struct verify_result *res, struct jw *j);
 
 /* "usage: coffer NAME ..." on stderr, a line for each form of the
  * command ("drill": drill and drill history); returns STATUS_USAGE. */
@@ -201,7 +206,8 @@ int cmd_parse_threads(const char *s);
 
 /* A listing's state, for its row printer: a JSON array or a table. */
 struct cmd_listing {
-	int json;
+	int json;			/* --json: rows go to j */
+	struct jw j;
 	int n;				/* rows printed so far */
 };
 

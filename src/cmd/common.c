@@ -408,7 +408,7 @@ cmd_listing(int argc, char **argv, const struct global_opts *g,
     const char *name, int (*list)(struct catalog *c, const char *dataset,
     struct cmd_listing *ls))
 {
-	struct cmd_listing ls = { 0, 0 };
+	struct cmd_listing ls = { .json = 0 };
 	const char *dataset = NULL;
 	struct repo *r;
 	struct catalog *c;
@@ -426,12 +426,14 @@ cmd_listing(int argc, char **argv, const struct global_opts *g,
 	/* Catalog rows only: no lock (the key, to bring it up to date). */
 	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
 		return (st);
-	if (ls.json)
-		fputs("[", stdout);
+	if (ls.json) {
+		jw_init(&ls.j, stdout);
+		jw_begin_array_lines(&ls.j);
+	}
 	if (list(c, dataset, &ls) < 0)
 		st = STATUS_REPO;
 	if (ls.json)
-		fputs(ls.n ? "\n]\n" : "]\n", stdout);
+		jw_end_array(&ls.j);
 	/* A listing that leaves out what the repository could not give is
 	 * not a clean one. */
 	if (st == STATUS_OK && catalog_damage)

@@ -5,7 +5,7 @@
 
 #include "cmd.h"
 #include "coffer/engine.h"
-#include "coffer/json.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
@@ -41,14 +41,20 @@ cmd_consolidate(int argc, char **argv, const struct global_opts *g)
 	    STATUS_OK)
 		goto out;
 	if (json) {
-		printf("{\"snapshot\":\"%s\",\"source\":\"%s\",\"dataset\":",
-		    res.sid, src.sid);
-		json_str(stdout, src.dataset);
-		printf(",\"level\":\"full\",\"files\":%lld,\"dirs\":%lld,"
-		    "\"others\":%lld,\"bytes_stored\":%lld,\"seconds\":%.3f}\n",
-		    (long long)res.files, (long long)res.dirs,
-		    (long long)res.others, (long long)res.bytes_stored,
-		    res.seconds);
+		struct jw j;
+
+		jw_init(&j, stdout);
+		jw_begin_object(&j);
+		jw_str(jw_key(&j, "snapshot"), res.sid);
+		jw_str(jw_key(&j, "source"), src.sid);
+		jw_str(jw_key(&j, "dataset"), src.dataset);
+		jw_str(jw_key(&j, "level"), "full");
+		jw_int(jw_key(&j, "files"), res.files);
+		jw_int(jw_key(&j, "dirs"), res.dirs);
+		jw_int(jw_key(&j, "others"), res.others);
+		jw_int(jw_key(&j, "bytes_stored"), res.bytes_stored);
+		jw_double(jw_key(&j, "seconds"), res.seconds, 3);
+		jw_end_object(&j);
 	} else if (log_level >= 0) {
 		/* The new id is the result: print it even under cron. */
 		printf("%s\n", res.sid);

@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
 struct diff_state {
-	int json;
+	int json;		/* --json: changes go to j */
+	struct jw j;
 	int64_t n[5];		/* by change kind */
 	int64_t total;
 };
@@ -27,13 +29,14 @@ print_change(void *arg, int change, const struct entry *ea,
 	if (change < DIFF_ADDED || change > DIFF_METADATA)
 		return (0);
 	if (d->json) {
-		printf("%s\n  {\"path\":", d->total ? "," : "");
-		json_str(stdout, e->path);
-		printf(",\"change\":\"%s\",\"type\":\"%s\"", word[change],
-		    entry_kind_name(e->kind));
+		jw_begin_object(&d->j);
+		jw_str(jw_key(&d->j, "path"), e->path);
+		jw_str(jw_key(&d->j, "change"), word[change]);
+		jw_str(jw_key(&d->j, "type"), entry_kind_name(e->kind));
 		if (ea && eb && ea->kind != eb->kind)
-			printf(",\"old_type\":\"%s\"", entry_kind_name(ea->kind));
-		putchar('}');
+			jw_str(jw_key(&d->j, "old_type"),
+			    entry_kind_name(ea->kind));
+		jw_end_object(&d->j);
 	} else {
 		printf("%c ", mark[change]);
 		fmt_path(stdout, e->path);
@@ -79,12 +82,14 @@ cmd_diff(int argc, char **argv, const struct global_opts *g)
 	if (a.dataset_id != b.dataset_id)
 		log_warn("comparing snapshots of different datasets ('%s' and "
 		    "'%s')", a.dataset, b.dataset);
-	if (d.json)
-		fputs("[", stdout);
+	if (d.json) {
+		jw_init(&d.j, stdout);
+		jw_begin_array_lines(&d.j);
+	}
 	if (catalog_diff(c, a.id, b.id, print_change, &d) < 0)
 		st = STATUS_REPO;
 	if (d.json)
-		fputs(d.total ? "\n]\n" : "]\n", stdout);
+		jw_end_array(&d.j);
 	else if (st == STATUS_OK && isatty(STDOUT_FILENO))
 		printf("%lld added, %lld deleted, %lld modified, "
 		    "%lld metadata only\n", (long long)d.n[DIFF_ADDED],

@@ -7,7 +7,8 @@
 #include "coffer/buf.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/prom.h"
@@ -19,52 +20,65 @@ mb_per_s(int64_t bytes, double seconds)
 	return (seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0);
 }
 
-/* A JSON number, or null for "none" (negative). */
+/* Seconds, or null for "none" (negative). */
 static void
-json_opt(const char *name, double v)
+put_seconds(struct jw *j, const char *key, double v)
 {
 	if (v >= 0)
-		printf(",\"%s\":%.3f", name, v);
+		jw_double(jw_key(j, key), v, 3);
 	else
-		printf(",\"%s\":null", name);
+		jw_null(jw_key(j, key));
+}
+
+/* The members a drill's JSON and each row of its history share. */
+static void
+drill_members(struct jw *j, const struct catalog_drill *d)
+{
+	char when[32];
+
+	fmt_time(when, sizeof(when), d->time_ns);
+	jw_str(jw_key(j, "time"), when);
+	jw_int(jw_key(j, "time_ns"), d->time_ns);
+	jw_str(jw_key(j, "dataset"), d->dataset);
+	jw_str(jw_key(j, "snapshot"), d->sid);
+	jw_str(jw_key(j, "mode"), d->no_write ? "no-write" : "restore");
+	jw_double(jw_key(j, "sample"), d->sample, -1);
+	jw_int(jw_key(j, "files"), d->files);
+	jw_int(jw_key(j, "bytes"), d->bytes);
+	jw_int(jw_key(j, "failures"), d->failures);
+	jw_double(jw_key(j, "seconds"), d->seconds, 3);
+	jw_double(jw_key(j, "check_seconds"), d->check_seconds, 3);
+	jw_double(jw_key(j, "mb_per_s"), mb_per_s(d->bytes, d->seconds), 3);
+	put_seconds(j, "estimate_seconds", d->estimate_seconds);
+	put_seconds(j, "rto_seconds", d->rto_seconds);
+	put_seconds(j, "rpo_seconds", d->rpo_seconds);
+	put_seconds(j, "rpo_age_seconds", d->rpo_age_seconds);
+	jw_str(jw_key(j, "verdict"), d->verdict);
 }
 
 static void
 print_json(const struct drill_result *res)
 {
-	const struct catalog_drill *d = &res->rec;
-	char when[32];
+	struct jw j;
 	size_t i;
 
-	fmt_time(when, sizeof(when), d->time_ns);
-	fputs("{\"dataset\":", stdout);
-	json_str(stdout, d->dataset);
-	printf(",\"snapshot\":\"%s\",\"time\":\"%s\",\"time_ns\":%lld,"
-	    "\"mode\":\"%s\",\"sample\":%g,\"scratch\":", d->sid, when,
-	    (long long)d->time_ns, d->no_write ? "no-write" : "restore",
-	    d->sample);
-	json_str(stdout, res->scratch);
-	printf(",\"scratch_kept\":%s", res->scratch_kept ? "true" : "false");
-	printf(",\"entries_total\":%lld,\"files\":%lld,\"bytes\":%lld,"
-	    "\"failures\":%lld,\"seconds\":%.3f,\"check_seconds\":%.3f,"
-	    "\"mb_per_s\":%.3f", (long long)res->entries_total,
-	    (long long)d->files, (long long)d->bytes, (long long)d->failures,
-	    d->seconds, d->check_seconds, mb_per_s(d->bytes, d->seconds));
-	json_opt("estimate_seconds", d->estimate_seconds);
-	json_opt("rto_seconds", d->rto_seconds);
-	json_opt("rpo_seconds", d->rpo_seconds);
-	json_opt("rpo_age_seconds", d->rpo_age_seconds);
-	printf(",\"rto_missed\":%s,\"rpo_missed\":%s,\"verdict\":\"%s\","
-	    "\"problems\":[", res->rto_missed ? "true" : "false",
-	    res->rpo_missed ? "true" : "false", d->verdict);
+	jw_init(&j, stdout);
+	jw_begin_object(&j);
+	drill_members(&j, &res->rec);
+	jw_str(jw_key(&j, "scratch"), res->scratch);
+	jw_bool(jw_key(&j, "scratch_kept"), res->scratch_kept);
+	jw_int(jw_key(&j, "entries_total"), res->entries_total);
+	jw_bool(jw_key(&j, "rto_missed"), res->rto_missed);
+	jw_bool(jw_key(&j, "rpo_missed"), res->rpo_missed);
+	jw_begin_array(jw_key(&j, "problems"));
 	for (i = 0; i < res->nfailures; i++) {
-		printf("%s{\"path\":", i ? "," : "");
-		json_str(stdout, res->failures[i].path);
-		fputs(",\"problem\":", stdout);
-		json_str(stdout, res->failures[i].what);
-		putchar('}');
+		jw_begin_object(&j);
+		jw_str(jw_key(&j, "path"), res->failures[i].path);
+		jw_str(jw_key(&j, "problem"), res->failures[i].what);
+		jw_end_object(&j);
 	}
-	fputs("]}\n", stdout);
+	jw_end_array(&j);
+	jw_end_object(&j);
 }
 
 static void
@@ -265,22 +279,9 @@ print_history(void *arg, const struct catalog_drill *d)
 
 	fmt_time(when, sizeof(when), d->time_ns);
 	if (h->json) {
-		printf("%s\n  {\"time\":\"%s\",\"time_ns\":%lld,\"dataset\":",
-		    h->n ? "," : "", when, (long long)d->time_ns);
-		json_str(stdout, d->dataset);
-		printf(",\"snapshot\":\"%s\",\"mode\":\"%s\",\"sample\":%g,"
-		    "\"files\":%lld,\"bytes\":%lld,\"failures\":%lld,"
-		    "\"seconds\":%.3f,\"check_seconds\":%.3f,"
-		    "\"mb_per_s\":%.3f", d->sid,
-		    d->no_write ? "no-write" : "restore", d->sample,
-		    (long long)d->files, (long long)d->bytes,
-		    (long long)d->failures, d->seconds, d->check_seconds,
-		    mb_per_s(d->bytes, d->seconds));
-		json_opt("estimate_seconds", d->estimate_seconds);
-		json_opt("rto_seconds", d->rto_seconds);
-		json_opt("rpo_seconds", d->rpo_seconds);
-		json_opt("rpo_age_seconds", d->rpo_age_seconds);
-		printf(",\"verdict\":\"%s\"}", d->verdict);
+		jw_begin_object(&h->j);
+		drill_members(&h->j, d);
+		jw_end_object(&h->j);
 	} else {
 		if (h->n == 0)
 			printf("%-20s  %-16s  %-12s  %-16s  %6s  %9s  %10s  "

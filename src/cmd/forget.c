@@ -10,7 +10,8 @@
 
 #include "cmd.h"
 #include "coffer/engine.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
@@ -38,26 +39,32 @@ print_plan(const struct forget_result *res, int json, int dry_run)
 	size_t i;
 
 	if (json) {
-		printf("{\"dry_run\":%s,\"forget\":%zu,\"forgotten\":%zu,"
-		    "\"snapshots\":[", dry_run ? "true" : "false",
-		    res->forget, res->forgotten);
+		struct jw j;
+
+		jw_init(&j, stdout);
+		jw_begin_object(&j);
+		jw_bool(jw_key(&j, "dry_run"), dry_run);
+		jw_uint(jw_key(&j, "forget"), res->forget);
+		jw_uint(jw_key(&j, "forgotten"), res->forgotten);
+		jw_begin_array_lines(jw_key(&j, "snapshots"));
 		for (i = 0; i < res->n; i++) {
 			it = &res->items[i];
 			fmt_time(when, sizeof(when), it->time_ns);
 			retention_reasons(it->reasons, why, sizeof(why));
-			printf("%s\n  {\"id\":\"%s\",\"dataset\":", i ? "," : "",
-			    it->sid);
-			json_str(stdout, it->dataset);
-			printf(",\"level\":\"%s\",\"time\":\"%s\","
-			    "\"keep\":%s,\"reasons\":\"%s\",\"needed_by\":",
-			    catalog_level_name(it->level), when,
-			    it->keep ? "true" : "false", why);
-			if (it->needed_by[0])
-				printf("\"%s\"}", it->needed_by);
-			else
-				fputs("null}", stdout);
+			jw_begin_object(&j);
+			jw_str(jw_key(&j, "id"), it->sid);
+			jw_str(jw_key(&j, "dataset"), it->dataset);
+			jw_str(jw_key(&j, "level"),
+			    catalog_level_name(it->level));
+			jw_str(jw_key(&j, "time"), when);
+			jw_bool(jw_key(&j, "keep"), it->keep);
+			jw_str(jw_key(&j, "reasons"), why);
+			jw_str(jw_key(&j, "needed_by"),
+			    it->needed_by[0] ? it->needed_by : NULL);
+			jw_end_object(&j);
 		}
-		printf("%s]}\n", res->n ? "\n" : "");
+		jw_end_array(&j);
+		jw_end_object(&j);
 		return;
 	}
 	/* Quiet under cron unless asked: the plan is for a person. */
@@ -85,20 +92,22 @@ print_prune(const struct prune_result *res, int json, int dry_run)
 	char del[32], wr[32], before[32];
 
 	if (json) {
-		printf("{\"dry_run\":%s,\"packs\":%lld,\"packs_deleted\":%lld,"
-		    "\"packs_repacked\":%lld,\"packs_written\":%lld,"
-		    "\"chunks_moved\":%lld,\"bytes_before\":%llu,"
-		    "\"bytes_deleted\":%llu,\"bytes_written\":%llu,"
-		    "\"bytes_read\":%llu,\"seconds\":%.3f}\n",
-		    dry_run ? "true" : "false", (long long)res->packs,
-		    (long long)res->packs_deleted,
-		    (long long)res->packs_repacked,
-		    (long long)res->packs_written,
-		    (long long)res->chunks_moved,
-		    (unsigned long long)res->bytes_before,
-		    (unsigned long long)res->bytes_deleted,
-		    (unsigned long long)res->bytes_written,
-		    (unsigned long long)res->bytes_read, res->seconds);
+		struct jw j;
+
+		jw_init(&j, stdout);
+		jw_begin_object(&j);
+		jw_bool(jw_key(&j, "dry_run"), dry_run);
+		jw_int(jw_key(&j, "packs"), res->packs);
+		jw_int(jw_key(&j, "packs_deleted"), res->packs_deleted);
+		jw_int(jw_key(&j, "packs_repacked"), res->packs_repacked);
+		jw_int(jw_key(&j, "packs_written"), res->packs_written);
+		jw_int(jw_key(&j, "chunks_moved"), res->chunks_moved);
+		jw_uint(jw_key(&j, "bytes_before"), res->bytes_before);
+		jw_uint(jw_key(&j, "bytes_deleted"), res->bytes_deleted);
+		jw_uint(jw_key(&j, "bytes_written"), res->bytes_written);
+		jw_uint(jw_key(&j, "bytes_read"), res->bytes_read);
+		jw_double(jw_key(&j, "seconds"), res->seconds, 3);
+		jw_end_object(&j);
 		return;
 	}
 	if (log_level < 0 || (log_level == 0 && !dry_run &&

@@ -5,31 +5,33 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
+/* One entry: a member of the JSON array when j, else a line. */
 static void
-print_entry(const struct entry *e, int json, int n)
+print_entry(const struct entry *e, struct jw *j)
 {
 	char when[32], mode[12];
 
 	fmt_time(when, sizeof(when), e->mtime_ns);
 	snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
-	if (json) {
-		printf("%s\n  {\"path\":", n ? "," : "");
-		json_str(stdout, e->path);
-		printf(",\"type\":\"%s\",\"mode\":\"%s\",\"uid\":%lld,"
-		    "\"gid\":%lld,\"user\":", entry_kind_name(e->kind), mode,
-		    (long long)e->uid, (long long)e->gid);
-		json_str(stdout, e->uname);
-		fputs(",\"group\":", stdout);
-		json_str(stdout, e->gname);
-		printf(",\"size\":%lld,\"mtime\":\"%s\",\"mtime_ns\":%lld,"
-		    "\"target\":", (long long)e->size, when,
-		    (long long)e->mtime_ns);
-		json_str(stdout, e->target);
-		putchar('}');
+	if (j) {
+		jw_begin_object(j);
+		jw_str(jw_key(j, "path"), e->path);
+		jw_str(jw_key(j, "type"), entry_kind_name(e->kind));
+		jw_str(jw_key(j, "mode"), mode);
+		jw_int(jw_key(j, "uid"), e->uid);
+		jw_int(jw_key(j, "gid"), e->gid);
+		jw_str(jw_key(j, "user"), e->uname);
+		jw_str(jw_key(j, "group"), e->gname);
+		jw_int(jw_key(j, "size"), e->size);
+		jw_str(jw_key(j, "mtime"), when);
+		jw_int(jw_key(j, "mtime_ns"), e->mtime_ns);
+		jw_str(jw_key(j, "target"), e->target);
+		jw_end_object(j);
 		return;
 	}
 	printf("%s%s %-8s %-8s %12lld %s ", entry_kind_char(e->kind), mode,
@@ -54,6 +56,7 @@ cmd_ls(int argc, char **argv, const struct global_opts *g)
 	struct catalog_snapshot s;
 	struct catalog_iter *it;
 	struct entry e;
+	struct jw j;
 	struct repo *r;
 	struct catalog *c;
 	char *under = NULL;
@@ -85,12 +88,14 @@ cmd_ls(int argc, char **argv, const struct global_opts *g)
 		st = STATUS_REPO;
 		goto out;
 	}
+	if (json) {
+		jw_init(&j, stdout);
+		jw_begin_array_lines(&j);
+	}
+	for (; (rc = catalog_iter_next(it, &e)) == 1; n++)
+		print_entry(&e, json ? &j : NULL);
 	if (json)
-		fputs("[", stdout);
-	while ((rc = catalog_iter_next(it, &e)) == 1)
-		print_entry(&e, json, n++);
-	if (json)
-		fputs(n ? "\n]\n" : "]\n", stdout);
+		jw_end_array(&j);
 	catalog_iter_free(it);
 	if (rc < 0)
 		st = STATUS_REPO;

@@ -5,7 +5,7 @@
 
 #include "cmd.h"
 #include "coffer/engine.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"

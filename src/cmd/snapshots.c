@@ -1,7 +1,8 @@
 #include <stdio.h>
 
 #include "cmd.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 
 static int
 print_one(void *arg, const struct catalog_snapshot *s)
@@ -11,29 +12,31 @@ print_one(void *arg, const struct catalog_snapshot *s)
 
 	fmt_time(when, sizeof(when), s->started_ns);
 	if (ls->json) {
-		printf("%s\n  {\"id\":\"%s\",\"dataset\":", ls->n ? "," : "",
-		    s->sid);
-		json_str(stdout, s->dataset);
-		printf(",\"level\":\"%s\",\"parent\":",
-		    catalog_level_name(s->level));
-		if (s->parent_sid[0])
-			printf("\"%s\"", s->parent_sid);
-		else
-			fputs("null", stdout);
-		printf(",\"depth\":%d,\"time\":\"%s\",\"state\":\"%s\","
-		    "\"host\":", s->depth, when, catalog_state_name(s->state));
-		json_str(stdout, s->host);
-		fputs(",\"source\":", stdout);
-		json_str(stdout, s->source);
-		printf(",\"files\":%lld,\"dirs\":%lld,\"others\":%lld,"
-		    "\"deleted\":%lld,\"bytes_read\":%lld,\"bytes_new\":%lld,"
-		    "\"bytes_stored\":%lld,\"warnings\":%lld,\"seconds\":%.3f}",
-		    (long long)s->files, (long long)s->dirs,
-		    (long long)s->others, (long long)s->deleted,
-		    (long long)s->bytes_read, (long long)s->bytes_new,
-		    (long long)s->bytes_stored, (long long)s->warnings,
+		struct jw *j = &ls->j;
+
+		jw_begin_object(j);
+		jw_str(jw_key(j, "id"), s->sid);
+		jw_str(jw_key(j, "dataset"), s->dataset);
+		jw_str(jw_key(j, "level"), catalog_level_name(s->level));
+		jw_str(jw_key(j, "parent"),
+		    s->parent_sid[0] ? s->parent_sid : NULL);
+		jw_int(jw_key(j, "depth"), s->depth);
+		jw_str(jw_key(j, "time"), when);
+		jw_str(jw_key(j, "state"), catalog_state_name(s->state));
+		jw_str(jw_key(j, "host"), s->host);
+		jw_str(jw_key(j, "source"), s->source);
+		jw_int(jw_key(j, "files"), s->files);
+		jw_int(jw_key(j, "dirs"), s->dirs);
+		jw_int(jw_key(j, "others"), s->others);
+		jw_int(jw_key(j, "deleted"), s->deleted);
+		jw_int(jw_key(j, "bytes_read"), s->bytes_read);
+		jw_int(jw_key(j, "bytes_new"), s->bytes_new);
+		jw_int(jw_key(j, "bytes_stored"), s->bytes_stored);
+		jw_int(jw_key(j, "warnings"), s->warnings);
+		jw_double(jw_key(j, "seconds"),
 		    s->finished_ns > s->started_ns ?
-		    (double)(s->finished_ns - s->started_ns) / 1e9 : 0.0);
+		    (double)(s->finished_ns - s->started_ns) / 1e9 : 0.0, 3);
+		jw_end_object(j);
 	} else {
 		/* SIZE is what the run read from the source; DEPTH the
 		 * snapshots below it in its chain (0 for a full). */

@@ -6,7 +6,8 @@
 #include "cmd.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
+#include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
@@ -49,77 +50,78 @@ bad:
 }
 
 static void
-print_json(const struct verify_result *res)
+print_json(const struct verify_result *res, struct jw *j)
 {
 	char h[65];
-	size_t i, j;
+	size_t i, k;
 
-	printf("{\"mode\":\"%s\",\"complete\":%s,\"resumed\":%s,"
-	    "\"packs_total\":%lld,\"packs\":%lld,\"packs_read\":%lld,"
-	    "\"chunks\":%lld,\"chunks_read\":%lld,\"bytes_read\":%lld,"
-	    "\"records\":%lld,\"earlier_packs\":%lld,\"earlier_errors\":%lld,"
-	    "\"seconds\":%.3f,\"resume_after\":", res->mode,
-	    res->complete ? "true" : "false", res->resumed ? "true" : "false",
-	    (long long)res->packs_total, (long long)res->packs,
-	    (long long)res->packs_read, (long long)res->chunks,
-	    (long long)res->chunks_read, (long long)res->bytes_read,
-	    (long long)res->records, (long long)res->earlier_packs,
-	    (long long)res->earlier_errors, res->seconds);
-	if (res->complete)
-		fputs("null", stdout);
-	else
-		printf("\"%s\"", res->last_pack);
-	printf(",\"errors\":%zu,\"damaged_chunks\":%zu,\"damaged_packs\":%lld,"
-	    "\"broken_snapshots\":%lld,\"damaged\":[",
-	    res->ndamage + res->nbad_records, res->ndamage,
-	    (long long)res->damaged_packs, (long long)res->broken_snapshots);
+	jw_begin_object(j);
+	jw_str(jw_key(j, "mode"), res->mode);
+	jw_bool(jw_key(j, "complete"), res->complete);
+	jw_bool(jw_key(j, "resumed"), res->resumed);
+	jw_int(jw_key(j, "packs_total"), res->packs_total);
+	jw_int(jw_key(j, "packs"), res->packs);
+	jw_int(jw_key(j, "packs_read"), res->packs_read);
+	jw_int(jw_key(j, "chunks"), res->chunks);
+	jw_int(jw_key(j, "chunks_read"), res->chunks_read);
+	jw_int(jw_key(j, "bytes_read"), res->bytes_read);
+	jw_int(jw_key(j, "records"), res->records);
+	jw_int(jw_key(j, "earlier_packs"), res->earlier_packs);
+	jw_int(jw_key(j, "earlier_errors"), res->earlier_errors);
+	jw_double(jw_key(j, "seconds"), res->seconds, 3);
+	jw_str(jw_key(j, "resume_after"),
+	    res->complete ? NULL : res->last_pack);
+	jw_uint(jw_key(j, "errors"), res->ndamage + res->nbad_records);
+	jw_uint(jw_key(j, "damaged_chunks"), res->ndamage);
+	jw_int(jw_key(j, "damaged_packs"), res->damaged_packs);
+	jw_int(jw_key(j, "broken_snapshots"), res->broken_snapshots);
+	jw_begin_array(jw_key(j, "damaged"));
 	for (i = 0; i < res->ndamage; i++) {
 		const struct verify_damage *d = &res->damage[i];
 
 		hex_encode(h, d->cid, 32);
-		printf("%s{\"chunk\":\"%s\",\"pack\":", i ? "," : "", h);
-		if (d->pack[0])
-			printf("\"%s\",\"offset\":%llu", d->pack,
-			    (unsigned long long)d->offset);
-		else
-			fputs("null,\"offset\":null", stdout);
-		fputs(",\"problem\":", stdout);
-		json_str(stdout, d->problem);
-		putchar('}');
+		jw_begin_object(j);
+		jw_str(jw_key(j, "chunk"), h);
+		if (d->pack[0]) {
+			jw_str(jw_key(j, "pack"), d->pack);
+			jw_uint(jw_key(j, "offset"), d->offset);
+		} else {
+			jw_null(jw_key(j, "pack"));
+			jw_null(jw_key(j, "offset"));
+		}
+		jw_str(jw_key(j, "problem"), d->problem);
+		jw_end_object(j);
 	}
-	fputs("],\"broken\":[", stdout);
-	for (i = 0; i < res->nbroken; i = j) {
+	jw_end_array(j);
+	/* A snapshot once, with the paths it loses (broken[] is sorted). */
+	jw_begin_array(jw_key(j, "broken"));
+	for (i = 0; i < res->nbroken; i = k) {
 		const struct verify_broken *b = &res->broken[i];
 
-		printf("%s{\"snapshot\":\"%s\",\"dataset\":", i ? "," : "",
-		    b->sid);
-		json_str(stdout, b->dataset);
-		fputs(",\"paths\":[", stdout);
-		for (j = i; j < res->nbroken &&
-		    strcmp(res->broken[j].sid, b->sid) == 0; j++) {
-			if (j > i)
-				putchar(',');
-			json_str(stdout, res->broken[j].path);
-		}
-		fputs("]}", stdout);
+		jw_begin_object(j);
+		jw_str(jw_key(j, "snapshot"), b->sid);
+		jw_str(jw_key(j, "dataset"), b->dataset);
+		jw_begin_array(jw_key(j, "paths"));
+		for (k = i; k < res->nbroken &&
+		    strcmp(res->broken[k].sid, b->sid) == 0; k++)
+			jw_str(j, res->broken[k].path);
+		jw_end_array(j);
+		jw_end_object(j);
 	}
-	fputs("],\"bad_records\":[", stdout);
+	jw_end_array(j);
+	jw_begin_array(jw_key(j, "bad_records"));
 	for (i = 0; i < res->nbad_records; i++) {
 		const struct verify_record *b = &res->bad_records[i];
 
-		printf("%s{\"snapshot\":\"%s\",\"dataset\":", i ? "," : "",
-		    b->sid);
-		json_str(stdout, b->dataset);
-		fputs(",\"pack\":", stdout);
-		if (b->pack[0])
-			printf("\"%s\"", b->pack);
-		else
-			fputs("null", stdout);
-		fputs(",\"problem\":", stdout);
-		json_str(stdout, b->problem);
-		putchar('}');
+		jw_begin_object(j);
+		jw_str(jw_key(j, "snapshot"), b->sid);
+		jw_str(jw_key(j, "dataset"), b->dataset);
+		jw_str(jw_key(j, "pack"), b->pack[0] ? b->pack : NULL);
+		jw_str(jw_key(j, "problem"), b->problem);
+		jw_end_object(j);
 	}
-	fputs("]}\n", stdout);
+	jw_end_array(j);
+	jw_end_object(j);
 }
 
 static void
@@ -187,10 +189,10 @@ print_text(const struct verify_result *res)
 }
 
 void
-cmd_verify_print(const struct verify_result *res, int json)
+cmd_verify_print(const struct verify_result *res, struct jw *j)
 {
-	if (json)
-		print_json(res);
+	if (j)
+		print_json(res, j);
 	else
 		print_text(res);
 }
@@ -209,6 +211,7 @@ cmd_verify(int argc, char **argv, const struct global_opts *g)
 {
 	struct verify_opts o;
 	struct verify_result res;
+	struct jw j;
 	struct repo *r;
 	struct catalog *c;
 	int ch, st, json = 0;
@@ -241,9 +244,10 @@ cmd_verify(int argc, char **argv, const struct global_opts *g)
 	signals_install();	/* stops after the pack it is on */
 	st = cmd_status(engine_verify(r, c, &o, &res));
 	if (st == STATUS_OK || st == STATUS_INTEGRITY) {
-		if (json)
-			print_json(&res);
-		else if (log_level >= 0 || st != STATUS_OK)
+		if (json) {
+			jw_init(&j, stdout);
+			print_json(&res, &j);
+		} else if (log_level >= 0 || st != STATUS_OK)
 			print_text(&res);
 	}
 	engine_verify_result_release(&res);

@@ -17,7 +17,7 @@
 
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
-#include "coffer/json.h"
+#include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/repo.h"

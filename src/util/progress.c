@@ -2,7 +2,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coffer/json.h"
+#include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
 

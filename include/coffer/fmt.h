@@ -1,15 +1,10 @@
-#ifndef COFFER_JSON_H
-#define COFFER_JSON_H
+#ifndef COFFER_FMT_H
+#define COFFER_FMT_H
 
 #include <stddef.h>
 #include <stdio.h>
 
-/*
- * Minimal JSON output.  Strings are byte strings: valid UTF-8 is passed
- * through, control characters and invalid bytes are escaped (\u00XX).
- */
-void json_str(FILE *f, const char *s);
-void json_strn(FILE *f, const char *s, size_t n);
+/* Text output for people: names in listings, sizes, times. */
 
 /*
  * A path for a line-oriented listing: printed as is when it holds only
