@@ -216,8 +216,9 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		return (st);
 	st = cmd_status(engine_forget(r, c, &o, &res));
-	if (st == STATUS_OK)
-		print_plan(&res, json && !prune, o.dry_run);
+	/* With --prune, --json prints prune's object alone: one document. */
+	if (st == STATUS_OK && !(json && prune))
+		print_plan(&res, json, o.dry_run);
 	engine_forget_result_release(&res);
 	if (st == STATUS_OK && prune)
 		st = run_prune(r, c, pct / 100, o.dry_run, json);
