@@ -83,7 +83,7 @@ $(BUILD)/tests/%: tests/tools/%.c
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libsqlite3-dev libzstd-dev libjansson-dev sqlite3 attr acl perl xxd \
-            mandoc rclone
+            mandoc rclone jq
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=; for p in $(DEB_PKGS); do \
