@@ -1,6 +1,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -208,49 +209,50 @@ jw_str(struct jw *j, const char *s)
 		jw_strn(j, s, strlen(s));
 }
 
+/* A scalar written by printf, with its container's separator. */
+static void __attribute__((format(printf, 2, 3)))
+put_value(struct jw *j, const char *fmt, ...)
+{
+	va_list ap;
+
+	value_begin(j);
+	va_start(ap, fmt);
+	vfprintf(j->f, fmt, ap);
+	va_end(ap);
+	value_end(j);
+}
+
 void
 jw_int(struct jw *j, int64_t v)
 {
-	value_begin(j);
-	fprintf(j->f, "%" PRId64, v);
-	value_end(j);
+	put_value(j, "%" PRId64, v);
 }
 
 void
 jw_uint(struct jw *j, uint64_t v)
 {
-	value_begin(j);
-	fprintf(j->f, "%" PRIu64, v);
-	value_end(j);
+	put_value(j, "%" PRIu64, v);
 }
 
 void
 jw_double(struct jw *j, double v, int decimals)
 {
-	if (!isfinite(v)) {
+	if (!isfinite(v))
 		jw_null(j);
-		return;
-	}
-	value_begin(j);
-	if (decimals < 0)
-		fprintf(j->f, "%g", v);
+	else if (decimals < 0)
+		put_value(j, "%g", v);
 	else
-		fprintf(j->f, "%.*f", decimals, v);
-	value_end(j);
+		put_value(j, "%.*f", decimals, v);
 }
 
 void
 jw_bool(struct jw *j, int v)
 {
-	value_begin(j);
-	fputs(v ? "true" : "false", j->f);
-	value_end(j);
+	put_value(j, "%s", v ? "true" : "false");
 }
 
 void
 jw_null(struct jw *j)
 {
-	value_begin(j);
-	fputs("null", j->f);
-	value_end(j);
+	put_value(j, "null");
 }
