@@ -892,9 +892,8 @@ choose_level(struct backup *b, struct catalog_snapshot *s,
 		    level, base)) < 0)
 			return (-1);
 		if (!found) {
-			if (log_level >= 0 && isatty(STDERR_FILENO))
-				fprintf(stderr, "no complete full of '%s' "
-				    "yet: taking a full\n", b->opts->dataset);
+			log_note("no complete full of '%s' yet: taking a "
+			    "full", b->opts->dataset);
 			level = LEVEL_FULL;
 		}
 	}

@@ -513,9 +513,9 @@ engine_catalog_update(struct repo *r, struct catalog *c)
 	if (held == 1)
 		catalog_unlock(c);
 	if (rc == 0 && res.records > 0) {
-		if (log_level >= 0 && isatty(STDERR_FILENO))
-			fprintf(stderr, "catalog: %zu snapshot%s added from "
-			    "the repository (%zu pack%s read, %.1f s)\n",
+		if (log_level < 1)
+			log_note("catalog: %zu snapshot%s added from the "
+			    "repository (%zu pack%s read, %.1f s)",
 			    res.records, res.records == 1 ? "" : "s",
 			    res.packs_new, res.packs_new == 1 ? "" : "s",
 			    res.seconds);

@@ -762,9 +762,8 @@ lock_writer(struct repo *r, int how, double timeout)
 			    "writer (%s)", r->path, info[0] ? info : "unknown");
 			goto err;
 		}
-		if (log_level >= 0 && isatty(STDERR_FILENO))
-			fprintf(stderr, "waiting for the lock on '%s' (%s)\n",
-			    r->path, info[0] ? info : "unknown");
+		log_note("waiting for the lock on '%s' (%s)", r->path,
+		    info[0] ? info : "unknown");
 		switch (fsutil_flock_wait(fd, timeout)) {
 		case 0:
 			break;

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coffer/log.h"
 
@@ -102,4 +103,32 @@ log_info(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("", fmt, ap, 0);
 	va_end(ap);
+}
+
+int
+log_watched(void)
+{
+	return (log_level >= 0 && isatty(STDERR_FILENO));
+}
+
+void
+log_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_level < 1 && !log_watched())
+		return;
+	va_start(ap, fmt);
+	vreport("", fmt, ap, 0);
+	va_end(ap);
+}
+
+void
+log_progress(const char *line)
+{
+	if (!log_watched())
+		return;
+	/* Carriage return and erase to the end of the line: the next one
+	 * is drawn over it. */
+	fprintf(stderr, "\r\033[K%s", line ? line : "");
 }

@@ -1,6 +1,5 @@
 #include <stdio.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "coffer/fmt.h"
 #include "coffer/log.h"
@@ -31,7 +30,7 @@ progress_init(struct progress *p, const char *label, uint64_t total)
 	p->files = p->bytes = 0;
 	p->total_bytes = total;
 	p->start = p->last = now_monotonic();
-	p->enabled = log_level >= 0 && isatty(STDERR_FILENO);
+	p->enabled = log_watched();
 	p->drawn = 0;
 	p->unit = NULL;
 }
@@ -39,7 +38,7 @@ progress_init(struct progress *p, const char *label, uint64_t total)
 void
 progress_update(struct progress *p, uint64_t files, uint64_t bytes)
 {
-	char done[32], rate[32], eta[32] = "";
+	char done[32], rate[32], eta[32] = "", line[256];
 	double t, el, bps;
 
 	p->files += files;
@@ -59,9 +58,10 @@ progress_update(struct progress *p, uint64_t files, uint64_t bytes)
 		snprintf(eta, sizeof(eta), ", ETA %d:%02d",
 		    (int)(left / 60), (int)left % 60);
 	}
-	fprintf(stderr, "\r\033[K%s: %llu %s, %s, %s/s%s", p->label,
+	snprintf(line, sizeof(line), "%s: %llu %s, %s, %s/s%s", p->label,
 	    (unsigned long long)p->files, p->unit ? p->unit : "files", done,
 	    rate, eta);
+	log_progress(line);
 	p->drawn = 1;
 }
 
@@ -69,6 +69,6 @@ void
 progress_done(struct progress *p)
 {
 	if (p->drawn)
-		fputs("\r\033[K", stderr);
+		log_progress(NULL);
 	p->drawn = 0;
 }
