@@ -101,6 +101,9 @@ extern const struct cmd_option cmd_drill_options[];
 extern const struct cmd_option cmd_forget_options[];
 extern const struct cmd_option cmd_prune_options[];
 extern const struct cmd_option cmd_catalog_options[];
+extern const struct cmd_option cmd_export_options[];
+extern const struct cmd_option cmd_import_options[];
+extern const struct cmd_option cmd_bundles_options[];
 
 /*
  * The help of the options of tables[0..n), one line each (an option
@@ -149,6 +152,9 @@ int cmd_catalog_rebuild(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog_check(int argc, char **argv, const struct global_opts *g);
 int cmd_forget(int argc, char **argv, const struct global_opts *g);
 int cmd_prune(int argc, char **argv, const struct global_opts *g);
+int cmd_export(int argc, char **argv, const struct global_opts *g);
+int cmd_import(int argc, char **argv, const struct global_opts *g);
+int cmd_bundles(int argc, char **argv, const struct global_opts *g);
 
 /*
  * verify's report (catalog check prints it too): as text when j is NULL,
