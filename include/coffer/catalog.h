@@ -547,6 +547,7 @@ struct catalog_journal_upto {
 	int64_t drill;			/* drill rows up to this id */
 	int64_t snapshot;		/* failed snapshots up to this id */
 	int64_t forgotten;		/* forgotten snapshots up to this id */
+	int64_t bundle;			/* bundles up to this id */
 };
 int catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto);

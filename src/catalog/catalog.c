@@ -230,8 +230,9 @@ static const char schema_v5[] =
  * bundle it builds on) and its manifest's hash, which the next bundle
  * names.  bundle_pack lists the packs an exported bundle carried, so
  * that the next export to the target sends only what it does not hold.
- * Like the rest of the catalog it is a cache: a host without it exports
- * a full next, which is never less than the target needs.
+ * Both go to the repository in journal records (in_repo once they are),
+ * so that a rebuilt catalog knows what each target holds and which
+ * bundles were imported.
  */
 static const char schema_v6[] =
 	"CREATE TABLE bundle (\n"
@@ -247,6 +248,7 @@ static const char schema_v6[] =
 	"	packs INTEGER NOT NULL,\n"
 	"	snapshots TEXT NOT NULL,\n"
 	"	created_ns INTEGER NOT NULL,\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0,\n"
 	"	UNIQUE (direction, target, seq)\n"
 	");\n"
 	"CREATE TABLE bundle_pack (\n"

@@ -3,8 +3,8 @@
  * that the repository does not hold yet, as a small SQLite image (as
  * snapshot records are, export.c) that the engine signs and stores in a
  * pack.  Import is the reverse, for a catalog rebuilt on another host.
- * Names, never catalog row ids: datasets by name, snapshots by id.
- * Format 1.
+ * Names, never catalog row ids: datasets by name, snapshots by id,
+ * bundles by target and number.  Format 3 (doc/format.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include "catalog-int.h"
 #include "coffer/log.h"
 
-#define JOURNAL_FORMAT 2	/* 1 had no forgotten table */
+#define JOURNAL_FORMAT 3	/* 1 had no forgotten table, 2 no bundles */
 #define JOURNAL_SCHEMA "jnl"
 
 static const char journal_schema[] =
@@ -27,7 +27,12 @@ static const char journal_schema[] =
 	"CREATE TABLE failed (sid TEXT, dataset TEXT, level INTEGER,"
 	" parent_sid TEXT, started_ns INTEGER, finished_ns INTEGER,"
 	" host TEXT, source TEXT);\n"
-	"CREATE TABLE forgotten (sid TEXT, time_ns INTEGER);\n";
+	"CREATE TABLE forgotten (sid TEXT, time_ns INTEGER);\n"
+	"CREATE TABLE bundle (direction TEXT, target TEXT, seq INTEGER,"
+	" level INTEGER, base_seq INTEGER, manifest BLOB, name TEXT,"
+	" size INTEGER, packs INTEGER, snapshots TEXT, created_ns INTEGER);\n"
+	"CREATE TABLE bundle_pack (direction TEXT, target TEXT, seq INTEGER,"
+	" pack TEXT);\n";
 
 /* ?1 is the upper bound of the row ids taken. */
 static const char drills_sql[] =
@@ -45,6 +50,14 @@ static const char failed_sql[] =
 	" WHERE s.state = 2 AND s.record_pack IS NULL AND s.id <= ?1";
 static const char forgotten_sql[] =
 	"SELECT sid, time_ns FROM forgotten WHERE in_repo = 0 AND id <= ?1";
+static const char bundles_sql[] =
+	"SELECT direction, target, seq, level, base_seq, manifest, name, size,"
+	" packs, snapshots, created_ns FROM bundle"
+	" WHERE in_repo = 0 AND id <= ?1";
+static const char bundle_packs_sql[] =
+	"SELECT b.direction, b.target, b.seq, bp.pack FROM bundle b"
+	" JOIN bundle_pack bp ON bp.bundle_id = b.id"
+	" WHERE b.in_repo = 0 AND b.id <= ?1";
 
 static int
 max_id(struct catalog *c, const char *sql, int64_t *v)
@@ -69,7 +82,7 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto)
 {
 	sqlite3 *mem;
-	int64_t nd, nf, ng;
+	int64_t nd, nf, ng, nb, nbp;
 	char fmt[64];
 	int ret = -1;
 
@@ -78,7 +91,9 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM snapshot",
 	    &upto->snapshot) ||
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM forgotten",
-	    &upto->forgotten))
+	    &upto->forgotten) ||
+	    max_id(c, "SELECT coalesce(max(id), 0) FROM bundle",
+	    &upto->bundle))
 		return (-1);
 	if ((mem = cat_mem_new(0)) == NULL)
 		return (-1);
@@ -94,11 +109,17 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
 	    " ?7, ?8)", 0, &nf) ||
 	    cat_copy_rows(c, mem, upto->forgotten, "forgotten snapshots",
 	    forgotten_sql, "INSERT INTO forgotten VALUES (?1, ?2)", 0, &ng) ||
+	    cat_copy_rows(c, mem, upto->bundle, "bundles", bundles_sql,
+	    "INSERT INTO bundle VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+	    " ?10, ?11)", 0, &nb) ||
+	    cat_copy_rows(c, mem, upto->bundle, "bundles' packs",
+	    bundle_packs_sql, "INSERT INTO bundle_pack VALUES (?1, ?2, ?3,"
+	    " ?4)", 0, &nbp) ||
 	    cat_mem_exec(mem, "COMMIT", 0))
 		goto out;
-	if (nd + nf + ng > 0 && cat_mem_serialize(mem, out, 0))
+	if (nd + nf + ng + nb > 0 && cat_mem_serialize(mem, out, 0))
 		goto out;
-	*n = (size_t)(nd + nf + ng);
+	*n = (size_t)(nd + nf + ng + nb);
 	ret = 0;
 out:
 	sqlite3_close(mem);
@@ -138,6 +159,14 @@ catalog_journal_mark(struct catalog *c, const char *pack,
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
 		goto err;
+	if ((st = cat_prepare(c, "UPDATE bundle SET in_repo = 1"
+	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, upto->bundle);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto err;
 	return (0);
 err:
 	log_error("cannot mark the journal: %s", sqlite3_errmsg(c->db));
@@ -148,11 +177,15 @@ err:
  * The rows, checked as they are copied: values the catalog's CHECKs would
  * refuse are left out rather than fail the whole record.
  */
-static const char *const import_sql[] = {
-	"INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
+static const struct {
+	int format;		/* the first journal format with the table */
+	int counts;		/* its changes are rows added */
+	const char *sql;
+} import_sql[] = {
+	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".drill WHERE typeof(dataset) = 'text'"
-	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING",
-	"INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
+	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING" },
+	{ 1, 1, "INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
 	" sample, files, bytes, failures, seconds, check_seconds,"
 	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"
 	" verdict, in_repo)"
@@ -172,14 +205,15 @@ static const char *const import_sql[] = {
 	" AND typeof(j.check_seconds) IN ('real', 'integer')"
 	" AND NOT EXISTS (SELECT 1 FROM drill x WHERE x.time_ns = j.time_ns"
 	" AND x.sid = j.sid)"
-	" ORDER BY j.time_ns",
+	" ORDER BY j.time_ns" },
 	/* A failed run is listed with its place in its chain: its parent
 	 * must be known (a failed full needs none). */
-	"INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
+	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".failed WHERE typeof(dataset) = 'text'"
-	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING",
-	"INSERT INTO snapshot(sid, dataset_id, level, parent_id, full_id,"
-	" depth, state, started_ns, finished_ns, host, source, record_pack)"
+	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING" },
+	{ 1, 1, "INSERT INTO snapshot(sid, dataset_id, level, parent_id,"
+	" full_id, depth, state, started_ns, finished_ns, host, source,"
+	" record_pack)"
 	" SELECT f.sid, d.id, f.level, p.id, p.full_id,"
 	" coalesce(p.depth + 1, 0), 2, f.started_ns, f.finished_ns, f.host,"
 	" f.source, ?1"
@@ -189,13 +223,33 @@ static const char *const import_sql[] = {
 	" AND (f.level = 0) = (p.id IS NULL)"
 	" AND typeof(f.started_ns) = 'integer'"
 	" AND NOT EXISTS (SELECT 1 FROM snapshot x WHERE x.sid = f.sid)"
-	" AND NOT EXISTS (SELECT 1 FROM forgotten x WHERE x.sid = f.sid)",
+	" AND NOT EXISTS (SELECT 1 FROM forgotten x WHERE x.sid = f.sid)" },
 	/* Forgotten snapshots: remembered, then gone (catalog_forget_apply
 	 * deletes them, children first, after the import). */
-	"INSERT INTO forgotten(sid, time_ns, in_repo)"
+	{ 2, 1, "INSERT INTO forgotten(sid, time_ns, in_repo)"
 	" SELECT sid, time_ns, 1 FROM " JOURNAL_SCHEMA ".forgotten"
 	" WHERE length(sid) = 32 AND typeof(time_ns) = 'integer'"
-	" ON CONFLICT(sid) DO NOTHING",
+	" ON CONFLICT(sid) DO NOTHING" },
+	/* Bundles exported and imported, and what an export carried: a
+	 * bundle known already (same target and number) stays as it is. */
+	{ 3, 1, "INSERT INTO bundle(direction, target, seq, level, base_seq,"
+	" manifest, name, size, packs, snapshots, created_ns, in_repo)"
+	" SELECT direction, target, seq, level, base_seq, manifest, name,"
+	" size, packs, snapshots, created_ns, 1 FROM " JOURNAL_SCHEMA ".bundle"
+	" WHERE direction IN ('export', 'import') AND typeof(target) = 'text'"
+	" AND length(target) BETWEEN 1 AND 64 AND typeof(seq) = 'integer'"
+	" AND seq > 0 AND level IN (0, 1, 2) AND typeof(base_seq) = 'integer'"
+	" AND base_seq >= 0 AND base_seq < seq AND (level = 0) = (base_seq = 0)"
+	" AND typeof(manifest) = 'blob' AND length(manifest) = 32"
+	" AND typeof(name) = 'text' AND typeof(size) = 'integer'"
+	" AND typeof(packs) = 'integer' AND typeof(snapshots) = 'text'"
+	" AND typeof(created_ns) = 'integer'"
+	" ON CONFLICT(direction, target, seq) DO NOTHING" },
+	{ 3, 0, "INSERT OR IGNORE INTO bundle_pack(bundle_id, pack)"
+	" SELECT b.id, j.pack FROM " JOURNAL_SCHEMA ".bundle_pack j"
+	" JOIN bundle b ON b.direction = j.direction AND b.target = j.target"
+	" AND b.seq = j.seq WHERE typeof(j.pack) = 'text'"
+	" AND length(j.pack) = 32" },
 };
 
 int
@@ -206,7 +260,7 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 	unsigned char *copy;
 	char fmt[16] = "";
 	size_t i, nsql = sizeof(import_sql) / sizeof(import_sql[0]);
-	int rc, ret = -1;
+	int rc, format, ret = -1;
 
 	*added = 0;
 	if (len < 512) {
@@ -237,10 +291,9 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 		    (const char *)sqlite3_column_text(st, 0));
 	sqlite3_finalize(st);
 	st = NULL;
-	/* Format 1 has no forgotten table: that statement is left out. */
-	if (strcmp(fmt, "1") == 0)
-		nsql--;
-	else if (strcmp(fmt, "2") != 0) {
+	/* An older format lacks the later tables: their statements go. */
+	if ((format = atoi(fmt)) < 1 || format > JOURNAL_FORMAT ||
+	    strspn(fmt, "0123456789") != strlen(fmt)) {
 		log_error("journal record: format '%s' is not one this coffer "
 		    "reads", fmt);
 		goto out;
@@ -249,7 +302,9 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 	if (cat_exec(c, "BEGIN", "import a journal record"))
 		goto out;
 	for (i = 0; i < nsql; i++) {
-		if ((st = cat_prepare(c, import_sql[i],
+		if (import_sql[i].format > format)
+			continue;
+		if ((st = cat_prepare(c, import_sql[i].sql,
 		    "import a journal record")) == NULL)
 			goto rollback;
 		cat_bind_text(st, 1, pack);
@@ -258,7 +313,7 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 			    sqlite3_errmsg(c->db));
 			goto rollback;
 		}
-		if (i == 1 || i == 3 || i == 4)	/* drills, failed, forgotten */
+		if (import_sql[i].counts)
 			*added += (size_t)sqlite3_changes(c->db);
 		sqlite3_finalize(st);
 		st = NULL;

@@ -425,8 +425,14 @@ out:
 		bundle_manifest_hash(text.data, text.len, res->manifest);
 		hex_encode(res->sum, sum, sizeof(sum));
 		if ((t.kind == REMOTE_PIPE || write_sum(&x, &t) == 0) &&
-		    record(&x) == 0)
+		    record(&x) == 0) {
 			st = ENGINE_OK;
+			/* What the target holds outlives this catalog. */
+			if (engine_journal_flush(r, c))
+				log_warn("the journal could not be written to "
+				    "the repository; the next run tries "
+				    "again");
+		}
 	} else if (signals_caught())
 		st = ENGINE_INTERRUPTED;
 	res->seconds = now_monotonic() - t0;

@@ -546,6 +546,11 @@ engine_import(struct repo **r, struct catalog **c,
 	if (*r != NULL && *c != NULL && (res->bundles > 0 ||
 	    res->skipped > 0) && engine_sync(*r, *c, &res->sync))
 		st = ENGINE_ERROR;
+	/* Which bundles were imported outlives this catalog. */
+	if (*r != NULL && *c != NULL && res->bundles > 0 &&
+	    engine_journal_flush(*r, *c))
+		log_warn("the journal could not be written to the repository; "
+		    "the next run tries again");
 	res->seconds = now_monotonic() - t0;
 	if (*r != NULL)
 		bundle_reset(&x);
