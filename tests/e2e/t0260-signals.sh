@@ -69,7 +69,7 @@ test_expect_success 'SIGINT stops verify --read-data; the next run resumes' '
 '
 
 test_expect_success 'SIGINT stops a restore between files: what is there is whole' '
-	coffer -r repo backup ds src >/dev/null 2>&1;
+	coffer -r repo backup ds src >/dev/null &&
 	{ "$COFFER" -r repo restore ds@latest rst >r.out 2>r.err & } && pid=$! &&
 	n=0 &&
 	while kill -0 $pid 2>/dev/null && ! test -d rst && test $n -lt 500; do
