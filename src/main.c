@@ -101,8 +101,8 @@ main(int argc, char **argv)
 	 * Chunk buffers (up to the 8 MiB maximum chunk, and more) come and
 	 * go for every file.  glibc's dynamic mmap threshold would move them
 	 * into the heap after the first free, where they fragment, and each
-	 * pool thread would get an arena of its own: together 10 MiB of peak
-	 * RSS on the benchmark tree.  Mapped above 1 MiB, they go back to the
+	 * pool thread would get an arena of its own: together about 10 MiB
+	 * more peak RSS in a backup.  Mapped above 1 MiB, they go back to the
 	 * system when freed.
 	 */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);

@@ -9,7 +9,8 @@
 
 /*
  * The catalog: a host-local SQLite database of datasets, snapshots,
- * entries, contents, chunks and packs (DESIGN.md).  The only SQLite user.
+ * entries, contents, chunks and packs (doc/design.md).  The only SQLite
+ * user.
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
@@ -229,7 +230,7 @@ int catalog_iter_next(struct catalog_iter *it, struct entry *e);
 void catalog_iter_free(struct catalog_iter *it);
 
 /*
- * Levels (DESIGN.md "Snapshot levels").  The base of a new snapshot: for a
+ * Levels (doc/design.md, "Levels").  The base of a new snapshot: for a
  * differential, the dataset's newest complete full; for an incremental,
  * its newest complete snapshot of any level.  1 found (*base filled),
  * 0 none (always for LEVEL_FULL), -1 error (also for an unknown level).

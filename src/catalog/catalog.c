@@ -636,10 +636,9 @@ open_catalog(const char *path, int *damaged)
 	sqlite3_finalize(st);
 	/*
 	 * A page cache of 8 MiB: what misses it comes from the OS's page
-	 * cache in microseconds, and peak memory stays flat and within issue
-	 * 5's 64 MiB with the backup pipeline's buffers.  With 16 MiB, a
-	 * backup into a repository of ten benchmark trees (a 66 MB catalog)
-	 * peaked at 68 MiB; 64 MiB of cache took one tree to 80 MiB.
+	 * cache in microseconds, and with the backup pipeline's buffers peak
+	 * memory stays under 64 MiB however large the catalog grows; a larger
+	 * cache grows the peak with the catalog (bench/README.md).
 	 */
 	if (cat_exec(c, "PRAGMA synchronous = FULL", "configure the catalog") ||
 	    catalog_set_cache(c, CATALOG_CACHE_KIB))

@@ -53,15 +53,15 @@ static const char chain_bounds[] =
  * snapshot is a link (the chain table's primary key), and the shallowest
  * wins: min() with bare columns again, so there is always exactly one row
  * (all NULL when the path has none in the chain) and no sorter to open,
- * which ORDER BY depth LIMIT 1 needed (4.5 against 2.6 us a lookup).  A
- * tombstone comes back as such: the caller reports the path as absent.
+ * which ORDER BY depth LIMIT 1 needs.  A tombstone comes back as such:
+ * the caller reports the path as absent.
  *
- * Measured on 100,000 paths and 11 links (-O2, warm cache), inside a
- * transaction: 2.6 us a lookup; the chain as a CTE in the query instead
- * of the TEMP table, 9.4 us; driven by the chain (a primary key probe per
- * link), 6 us, growing with the chain.  Outside a transaction each lookup
- * is its own read transaction (WAL locks), 9-13 us: the backup looks up
- * inside its transactions.
+ * The chain is a TEMP table, not a CTE in the query (evaluated again at
+ * each lookup), and the lookup is driven by the name, not by the chain (a
+ * probe per link, so a cost that grows with the chain).  Outside a
+ * transaction each lookup is its own read transaction (WAL locks), which
+ * costs several times the lookup: the backup looks up inside its
+ * transactions.  The timings are in bench/README.md.
  */
 static const char lookup_sql[] =
 	"SELECT e.path_id, p.name, min(ch.depth), " CAT_ENTRY_COLS("e.")

@@ -4,10 +4,9 @@
  * instruction doing one step of blake2b.c's compression function for eight
  * blocks of eight inputs.  The rounds of one input are a chain of
  * dependent additions, rotations and xors that vectors cannot shorten (a
- * vectorized single input ran no faster than the scalar code here); eight
- * independent inputs keep the vector units busy.  On this project's
- * machine (AMD EPYC): 3.4-3.6 GB/s per core over eight full lanes, against
- * 1.1-1.2 GB/s for the scalar code.
+ * vectorized single input is no faster than the scalar code); eight
+ * independent inputs keep the vector units busy: eight full lanes hash
+ * about three times as many bytes a second as the scalar code.
  *
  * A lane whose input ends takes the next one.  Once no input is left to
  * take and fewer than SCALAR_BELOW lanes still run, they are finished by

@@ -4,10 +4,9 @@
  * (t-crypto compares the two on random keys, lengths and split points),
  * so the repository format does not change.
  *
- * Why not crypto_generichash itself: the libsodium 1.0.18 that Debian
- * ships hashes at 590-620 MB/s per core on this project's machines (AMD
- * EPYC, with AVX2 and AVX-512), and this plain 64-bit code, built with the
- * project's flags, at 1.1-1.2 GB/s.  Every byte
+ * Why not crypto_generichash itself: this plain 64-bit code, built with
+ * the project's flags, hashes about twice as fast as the libsodium 1.0.18
+ * that Debian ships, on x86-64 with AVX2 and AVX-512.  Every byte
  * backed up, restored or verified is hashed once, so the hash is the
  * largest single cost of restore and `verify --read-data`.  (GCC 12 with
  * -march set to an AVX-512 processor turns the rotations into vector

@@ -64,7 +64,7 @@ _Static_assert(SLOT_OPSLIMIT_MIN >= crypto_pwhash_argon2id_OPSLIMIT_MIN &&
  * before the tag can reject a forged slot: at the format's ceiling (4 GiB,
  * 100 passes) each forged slot would cost minutes.  coffer writes 3 passes
  * and 64 MiB unless --kdf-memory asks for more; libsodium's costliest
- * preset (SENSITIVE) is 4 passes of 1 GiB, 3.4 s here.  So 4 passes, and
+ * preset (SENSITIVE) is 4 passes of 1 GiB, a few seconds.  So 4 passes, and
  * 1 GiB of memory unless COFFER_KDF_MAX_MEMORY (MiB, up to the format's
  * 4096) raises it: a slot made with --kdf-memory above 1024 needs it on
  * every host that opens the repository, and wrap refuses to make a slot

@@ -3,7 +3,7 @@
  * are new to the repository (the packer), record entries in the catalog,
  * and finish with a signed snapshot record.
  *
- * Levels (DESIGN.md): a full reads every file and stores every entry; a
+ * Levels (doc/design.md): a full reads every file and stores every entry; a
  * differential or an incremental compares each walked entry with the view
  * of its base (the dataset's last full, or its previous snapshot), reads
  * and stores only what changed, and adds a tombstone for each path of the
@@ -624,7 +624,7 @@ same_str(const char *a, const char *b)
 	return (strcmp(a, b) == 0);
 }
 
-/* DESIGN.md's "changed": any of these differs from the base's entry. */
+/* doc/design.md's "changed": any of these differs from the base's entry. */
 static int
 unchanged(const struct entry *n, const struct entry *o)
 {

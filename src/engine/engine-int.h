@@ -1,6 +1,7 @@
 /*
  * Internal to src/engine: the packer, which stores chunks and records in
- * packs in DESIGN.md's durability order, shared by backup and consolidate.
+ * packs in doc/design.md's durability order, shared by backup and
+ * consolidate.
  */
 #ifndef COFFER_ENGINE_INT_H
 #define COFFER_ENGINE_INT_H
@@ -13,9 +14,9 @@
 #include "coffer/repo.h"
 
 /*
- * zstd level 1: on the benchmark tree (bf16 checkpoints, JSONL text,
- * incompressible shards) level 3 stored 0.2% less and cost 19% more CPU
- * (10.7 s against 9.0 s for 2.1 GB); --compression raises it.
+ * zstd level 1: on a training tree (bf16 checkpoints, JSONL text,
+ * incompressible shards) level 3 stores 0.2% less for 19% more CPU;
+ * --compression raises it.
  */
 #define DEFAULT_ZSTD_LEVEL 1
 

@@ -3,7 +3,7 @@
  * appends new ones to the open pack, and makes packs durable before the
  * catalog rows that use them commit.
  *
- * Durability (DESIGN.md): a chunk row gets its pack location only after
+ * Durability (doc/design.md): a chunk row gets its pack location only after
  * the pack is fsynced, renamed into packs/ and its directory fsynced
  * (pack_writer_finish_wait).  A full pack is made durable by its writer's
  * thread while the run goes on, and located the next time a pack fills;

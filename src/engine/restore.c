@@ -59,8 +59,8 @@
  * from a window into the next is written from the window's memory until
  * its writer's ticket, and files are written in the middle of their loop
  * (FETCH_HEAD), so a window is fetched into again only two loops after
- * its files were written: with three, the restore of the bench tree
- * waited 0.3-0.5 s for those writes.
+ * its files were written: with three, fetching waits for the last loop's
+ * direct writes.
  */
 #define NWINDOWS 4
 /* Fetch jobs taken before the written window's files (step_job). */
@@ -72,9 +72,8 @@
 #define HASH_GROUP 8		/* chunks hashed together (crypto_chunk_ids) */
 /*
  * The catalog's cache and sorts, beside the windows' 32 MiB: restore
- * reads the catalog in path order, a few rows a file.  At 8 MiB
- * (CATALOG_CACHE_KIB), a restore from a repository of ten bench trees
- * peaked 11.6 MiB above one from a repository of one.
+ * reads the catalog in path order, a few rows a file, so 2 MiB do; at
+ * CATALOG_CACHE_KIB's 8 MiB its peak memory grows with the catalog.
  */
 #define RESTORE_CATALOG_KIB 2048
 
@@ -597,9 +596,8 @@ readback_main(void *arg)
 /*
  * Larger chunks first.  A window's chunks run from a few KiB to several
  * MiB (a whole tensor), and a loop ends when its last job does: taken in
- * file order, a big chunk met last kept one thread busy while the other
- * waited (in a restore of the bench tree, this thread waited 0.32-0.34 s
- * at the ends of loops; 0.10-0.14 s with this order).
+ * file order, a big chunk met last keeps one thread busy while the others
+ * wait.
  */
 static int
 larger_first(const void *x, const void *y, void *arg)

@@ -1,5 +1,5 @@
 /*
- * The catalog as a cache of the repository (DESIGN.md): every command
+ * The catalog as a cache of the repository (doc/design.md): every command
  * that opens a repository first brings its catalog up to date with what
  * the repository holds.
  *

@@ -22,12 +22,11 @@
  * the whole walk, and silently returns a short file when it shrank.  We
  * pread() the data regions that SEEK_DATA/SEEK_HOLE report, so holes are
  * skipped, a failure loses only that file, and a file that changes while
- * it is read is noticed (FS_WALK_CHANGED).  Speed is not the
- * reason: libarchive reads 64 KiB blocks (its buffer follows the file
- * system's transfer size, rounded up to 64 KiB, and cannot be set);
- * 256 KiB blocks measured about 1.3x its speed from page cache (7-11
- * against 5-8 GB/s, noisy), and either is far ahead of chunking and
- * hashing.
+ * it is read is noticed (FS_WALK_CHANGED).  Speed is not the reason:
+ * our 256 KiB preads are somewhat faster from page cache than
+ * libarchive's 64 KiB blocks (its buffer follows the file system's
+ * transfer size and cannot be set), and either is far ahead of chunking
+ * and hashing.
  */
 #define READ_SIZE (256 * 1024)
 /* Smaller files are read in one or two calls: no readahead to widen. */
