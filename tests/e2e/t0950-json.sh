@@ -214,6 +214,20 @@ test_expect_success 'forget --dry-run --json, prune --dry-run --json' '
 	json_strict fp.json ".dry_run == true and has(\"packs_deleted\")"
 '
 
+test_expect_success 'export --json, bundles --json, import --json' '
+	mkdir off &&
+	coffer -r repo export --json --target off --to off ds@latest >exp.json &&
+	json_strict exp.json \
+		".target == \"off\" and .level == \"full\" and .sequence == 1" \
+		".bundle | type == \"string\"" &&
+	coffer -r repo bundles --json >bundles.json &&
+	json_strict bundles.json \
+		"type == \"array\" and length == 1" \
+		".[0].target == \"off\" and (.[0].snapshots | length) >= 1" &&
+	coffer -r repo import --json off >imp.json &&
+	json_strict imp.json ".bundles + .skipped == 1 and .snapshots_new == 0"
+'
+
 test_expect_success 'damage: verify and drill still print one valid document' '
 	mkdir dmg &&
 	random_file "dmg/$weird" 1 &&
