@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "coffer/entry.h"
 
@@ -196,5 +197,34 @@ int fs_restore_root(struct fs_restore *r, const struct entry *e);
 
 /* Set the directories' metadata, close.  0 or -1.  NULL is fine. */
 int fs_restore_close(struct fs_restore *r);
+
+/*
+ * How the restore that made a tree was placed (fs_compare): what it could
+ * give back.
+ */
+struct fs_compare_opts {
+	int owner;		/* it ran as root: owners and device numbers
+				 * were set, and are compared */
+	uid_t euid;		/* else setuid survives only on files of
+				 * euid's, */
+	const gid_t *groups;	/* and setgid only on files of these groups
+				 * (or the egid's) */
+	size_t ngroups;
+};
+
+/*
+ * Compare what is at path (not followed if a symlink; its lstat in *st)
+ * with e, as a restore placed as o makes it: type; permission bits (with
+ * an extended ACL, its mask as the group bits); mtime, except a
+ * symlink's; owner and device number (o->owner); each stored extended
+ * attribute; a symlink's target; a regular file's size.  Content is not
+ * read.  0 when they match, 1 when they differ (msg, of msglen bytes,
+ * says how: "mode 0755, not 0750"), -1 when path cannot be examined or
+ * memory ran out (errno; nothing reported).
+ */
+struct stat;
+int fs_compare(const char *path, const struct entry *e,
+    const struct fs_compare_opts *o, struct stat *st, char *msg,
+    size_t msglen);
 
 #endif

@@ -43,6 +43,16 @@ int fsutil_mkdir_p(const char *path, mode_t mode);
  * A missing path counts as empty when missing_ok (returns 1). */
 int fsutil_dir_is_empty(const char *path, int missing_ok);
 
+/*
+ * Remove name, relative to the directory at (or AT_FDCWD), and, if it is a
+ * directory, everything below it, as rm -rf would: a symlink is removed,
+ * never followed; a directory without read, write or search permission
+ * (a restored 0000 or 0555) is opened up first.  A name already gone is
+ * fine.  Each failure is reported, with what naming the tree; the rest is
+ * still removed.  0, or -1.
+ */
+int fsutil_remove_tree(int at, const char *name, const char *what);
+
 /* Join a and b with one '/', into a malloc'd string (NULL on ENOMEM). */
 char *fsutil_join(const char *a, const char *b);
 

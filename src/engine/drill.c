@@ -17,20 +17,18 @@
  * without writing anything.  Times are measured, compared with the
  * objectives, and recorded in the drill table.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "coffer/chunk.h"
 #include "coffer/engine.h"
+#include "coffer/fs.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
@@ -57,10 +55,8 @@ struct drill {
 	int64_t total_bytes;		/* file content of the whole view */
 
 	char *scratch;
-	int is_root;
-	uid_t euid;
-	gid_t *groups;			/* our gids, for setgid restoration */
-	int ngroups;
+	struct fs_compare_opts cmp;	/* what the restore could give back */
+	gid_t *groups;			/* our gids: cmp.groups */
 
 	struct compressor *z;
 	struct buf chunk;
@@ -239,89 +235,6 @@ check_content(struct drill *d, const struct entry *e, int fd)
 	return (0);
 }
 
-static int
-kind_of_mode(mode_t m)
-{
-	switch (m & S_IFMT) {
-	case S_IFREG:
-		return (ENTRY_FILE);
-	case S_IFDIR:
-		return (ENTRY_DIR);
-	case S_IFLNK:
-		return (ENTRY_SYMLINK);
-	case S_IFIFO:
-		return (ENTRY_FIFO);
-	case S_IFCHR:
-		return (ENTRY_CHR);
-	case S_IFBLK:
-		return (ENTRY_BLK);
-	case S_IFSOCK:
-		return (ENTRY_SOCK);
-	}
-	return (-1);
-}
-
-static int
-in_groups(const struct drill *d, int64_t gid)
-{
-	int i;
-
-	for (i = 0; i < d->ngroups; i++)
-		if ((int64_t)d->groups[i] == gid)
-			return (1);
-	return ((int64_t)getegid() == gid);
-}
-
-/*
- * The mask of an access ACL in libarchive's text form ("mask::rw-"), as
- * permission bits; -1 when there is none.  With an extended ACL, the
- * group bits of a file's mode are the mask (POSIX.1e), not the group
- * entry that the catalog's mode holds.
- */
-static int
-acl_mask(const char *acl)
-{
-	const char *p = acl;
-	int bits = 0, i;
-
-	while (p != NULL && *p != '\0') {
-		if (strncmp(p, "mask:", 5) == 0) {
-			p += 5;
-			if (*p == ':')
-				p++;
-			for (i = 0; i < 3 && p[i]; i++)
-				if (p[i] != '-')
-					bits |= 4 >> i;
-			return (bits);
-		}
-		p = strpbrk(p, "\n,");
-		if (p != NULL)
-			p++;
-	}
-	return (-1);
-}
-
-/* Permission bits the restore could give back: without root, a file
- * owned by another user or group loses setuid / setgid on the way. */
-static uint32_t
-expected_mode(const struct drill *d, const struct entry *e)
-{
-	uint32_t m = e->mode & 07777;
-	int mask;
-
-	if (e->acl != NULL && e->kind != ENTRY_SYMLINK &&
-	    (mask = acl_mask(e->acl)) >= 0)
-		m = (m & ~(uint32_t)070) | (uint32_t)mask << 3;
-
-	if (!d->is_root && e->kind != ENTRY_SYMLINK) {
-		if (e->uid != (int64_t)d->euid)
-			m &= ~(uint32_t)S_ISUID;
-		if (!in_groups(d, e->gid))
-			m &= ~(uint32_t)S_ISGID;
-	}
-	return (m);
-}
-
 /*
  * Open a restored file for reading.  Without root, a file restored with
  * mode 0000 (or without read permission) cannot be opened: it is ours, so
@@ -333,8 +246,8 @@ open_file(const struct drill *d, const char *path, const struct stat *st)
 	int fd, e;
 
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd != -1 || errno != EACCES || d->is_root ||
-	    st->st_uid != d->euid)
+	if (fd != -1 || errno != EACCES || d->cmp.owner ||
+	    st->st_uid != d->cmp.euid)
 		return (fd);
 	if (chmod(path, (st->st_mode & 07777) | S_IRUSR))
 		return (-1);
@@ -345,53 +258,13 @@ open_file(const struct drill *d, const char *path, const struct stat *st)
 	return (fd);
 }
 
-/*
- * Each extended attribute stored with e is on the restored file with its
- * value.  NULL if so, else what is wrong (in buf).
- */
-static const char *
-check_xattrs(struct drill *d, const struct entry *e, const char *path,
-    char *msg, size_t msglen)
-{
-	struct entry_xattr_iter it;
-	const char *name;
-	const void *value;
-	size_t nlen, vlen;
-	ssize_t got;
-	int rc;
-
-	entry_xattrs_iter_init(&it, e->xattrs, e->xattrs_len);
-	while ((rc = entry_xattrs_next(&it, &name, &nlen, &value, &vlen)) ==
-	    1) {
-		buf_reset(&d->chunk);
-		if (buf_append(&d->chunk, name, nlen) ||
-		    buf_put_u8(&d->chunk, 0) ||
-		    buf_reserve(&d->chunk, vlen + 1))
-			return ("out of memory");
-		got = lgetxattr(path, (const char *)d->chunk.data,
-		    d->chunk.data + nlen + 1, vlen + 1);
-		if (got < 0 || (size_t)got != vlen ||
-		    memcmp(d->chunk.data + nlen + 1, value, vlen) != 0) {
-			snprintf(msg, msglen, "extended attribute '%s' %s",
-			    (const char *)d->chunk.data, got < 0 ?
-			    "is missing" : "differs");
-			return (msg);
-		}
-	}
-	return (rc < 0 ? "its stored extended attributes are malformed" :
-	    NULL);
-}
-
 /* One restored entry against the catalog. */
 static int
 check_entry(struct drill *d, const struct entry *e)
 {
 	struct stat st;
-	char *path, *target = NULL, msg[320];
-	const char *bad;
-	int64_t mtime;
-	ssize_t n;
-	int fd = -1, rc = -1, kind;
+	char *path, msg[320];
+	int fd = -1, rc;
 
 	if ((path = fsutil_join(d->scratch, e->path)) == NULL) {
 		log_error("out of memory");
@@ -399,86 +272,22 @@ check_entry(struct drill *d, const struct entry *e)
 	}
 	d->res->rec.files++;
 	progress_update(&d->progress, 1, 0);
-	if (lstat(path, &st)) {
+	rc = fs_compare(path, e, &d->cmp, &st, msg, sizeof(msg));
+	if (rc < 0)
 		rc = fail(d, e->path, errno == ENOENT ? "missing: it was not "
 		    "restored" : "cannot be examined: %s", strerror(errno));
-		goto out;
-	}
-	kind = kind_of_mode(st.st_mode);
-	if (kind != e->kind) {
-		rc = fail(d, e->path, "is a %s, not a %s", kind < 0 ? "?" :
-		    entry_kind_name(kind), entry_kind_name(e->kind));
-		goto out;
-	}
-	if (e->kind != ENTRY_SYMLINK &&
-	    (uint32_t)(st.st_mode & 07777) != expected_mode(d, e)) {
-		rc = fail(d, e->path, "mode %04o, not %04o",
-		    (unsigned)(st.st_mode & 07777), expected_mode(d, e));
-		goto out;
-	}
-	mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	/* Restore does not promise symlink times (see treecmp). */
-	if (e->kind != ENTRY_SYMLINK && mtime != e->mtime_ns) {
-		rc = fail(d, e->path, "mtime %lld.%09lld, not %lld.%09lld",
-		    (long long)(mtime / 1000000000),
-		    (long long)(mtime % 1000000000),
-		    (long long)(e->mtime_ns / 1000000000),
-		    (long long)(e->mtime_ns % 1000000000));
-		goto out;
-	}
-	if (d->is_root && ((int64_t)st.st_uid != e->uid ||
-	    (int64_t)st.st_gid != e->gid)) {
-		rc = fail(d, e->path, "owner %u:%u, not %lld:%lld",
-		    (unsigned)st.st_uid, (unsigned)st.st_gid,
-		    (long long)e->uid, (long long)e->gid);
-		goto out;
-	}
-	if (e->xattrs_len > 0 &&
-	    (bad = check_xattrs(d, e, path, msg, sizeof(msg))) != NULL) {
-		rc = fail(d, e->path, "%s", bad);
-		goto out;
-	}
-	switch (e->kind) {
-	case ENTRY_SYMLINK:
-		if ((target = malloc((size_t)PATH_MAX + 1)) == NULL) {
-			log_error("out of memory");
-			goto out;
-		}
-		n = readlink(path, target, PATH_MAX);
-		if (n < 0 || e->target == NULL ||
-		    (size_t)n != strlen(e->target) ||
-		    memcmp(target, e->target, (size_t)n) != 0) {
-			rc = fail(d, e->path, "symlink target differs");
-			goto out;
-		}
-		break;
-	case ENTRY_CHR:
-	case ENTRY_BLK:
-		if (d->is_root && (uint64_t)st.st_rdev != e->rdev) {
-			rc = fail(d, e->path, "device number differs");
-			goto out;
-		}
-		break;
-	case ENTRY_FILE:
-		if ((int64_t)st.st_size != e->size) {
-			rc = fail(d, e->path, "size %lld, not %lld",
-			    (long long)st.st_size, (long long)e->size);
-			goto out;
-		}
+	else if (rc > 0)
+		rc = fail(d, e->path, "%s", msg);
+	else if (e->kind == ENTRY_FILE) {
 		if ((fd = open_file(d, path, &st)) == -1) {
 			rc = fail(d, e->path, "cannot be opened: %s",
 			    strerror(errno));
-			goto out;
+		} else {
+			(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+			rc = check_content(d, e, fd);
+			close(fd);
 		}
-		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		rc = check_content(d, e, fd);
-		goto out;
 	}
-	rc = 0;
-out:
-	if (fd != -1)
-		close(fd);
-	free(target);
 	free(path);
 	return (rc);
 }
@@ -582,56 +391,6 @@ check_all(struct drill *d)
 	return (rc < 0 ? -1 : 0);
 }
 
-/*
- * Remove the scratch tree.  Restored directories may be read-only or
- * unsearchable (0000, 0555): each is opened up before it is emptied.
- * Never follows a symlink.
- */
-static int
-remove_at(int at, const char *name, const char *top)
-{
-	struct dirent *de;
-	struct stat st;
-	DIR *dir;
-	int fd, rc = 0;
-
-	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW)) {
-		if (errno == ENOENT)
-			return (0);
-		log_errno("cannot remove '%s' from scratch '%s'", name, top);
-		return (-1);
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		if (unlinkat(at, name, 0) && errno != ENOENT) {
-			log_errno("cannot remove '%s' from scratch '%s'", name,
-			    top);
-			return (-1);
-		}
-		return (0);
-	}
-	(void)fchmodat(at, name, 0700, 0);
-	if ((fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC)) == -1 || (dir = fdopendir(fd)) == NULL) {
-		if (fd != -1)
-			close(fd);
-		log_errno("cannot remove '%s' from scratch '%s'", name, top);
-		return (-1);
-	}
-	while ((de = readdir(dir)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
-		if (remove_at(dirfd(dir), de->d_name, top))
-			rc = -1;
-	}
-	closedir(dir);
-	if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR)) {
-		log_errno("cannot remove '%s' from scratch '%s'", name, top);
-		rc = -1;
-	}
-	return (rc);
-}
-
 static int
 make_scratch(struct drill *d)
 {
@@ -710,8 +469,8 @@ engine_drill(struct repo *r, struct catalog *c,
 	d.o = o;
 	d.res = res;
 	d.sampling = o->sample > 0 && o->sample < 100;
-	d.euid = geteuid();
-	d.is_root = d.euid == 0;
+	d.cmp.euid = geteuid();
+	d.cmp.owner = d.cmp.euid == 0;
 	rec->time_ns = now_realtime_ns();
 	rec->dataset_id = s->dataset_id;
 	rec->dataset = s->dataset;
@@ -734,9 +493,10 @@ engine_drill(struct repo *r, struct catalog *c,
 			log_error("out of memory");
 			goto out;
 		}
-		d.ngroups = getgroups(n, d.groups);
-		if (d.ngroups < 0)
-			d.ngroups = 0;
+		if ((n = getgroups(n, d.groups)) > 0) {
+			d.cmp.groups = d.groups;
+			d.cmp.ngroups = (size_t)n;
+		}
 	}
 	if ((d.z = compressor_new(1)) == NULL)
 		goto out;
@@ -822,7 +582,7 @@ out:
 	progress_done(&d.progress);
 	if (d.scratch != NULL) {
 		res->scratch_kept = o->keep ||
-		    remove_at(AT_FDCWD, d.scratch, d.scratch) != 0;
+		    fsutil_remove_tree(AT_FDCWD, d.scratch, d.scratch) != 0;
 		free(d.scratch);
 	}
 	drill_release(&d);

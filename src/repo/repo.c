@@ -163,29 +163,15 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c)
 	    REPO_FORMAT_VERSION, idhex, c->min, c->avg, c->max));
 }
 
-/* Undo a failed init: what init creates, and nothing else. */
+/* Undo a failed init: what init creates, and nothing else (failures
+ * reported; path, the repository, names it). */
 static void
-remove_made(int dfd)
+remove_made(int dfd, const char *path)
 {
 	const char *const *d;
-	struct dirent *de;
-	DIR *dir;
-	int fd;
 
-	for (d = dir_names; d < dir_names + NDIRS; d++) {
-		if ((fd = openat(dfd, *d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		    O_CLOEXEC)) == -1)
-			continue;
-		if ((dir = fdopendir(fd)) == NULL) {
-			close(fd);
-			continue;
-		}
-		while ((de = readdir(dir)) != NULL)
-			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-				unlinkat(fd, de->d_name, 0);
-		closedir(dir);
-		unlinkat(dfd, *d, AT_REMOVEDIR);
-	}
+	for (d = dir_names; d < dir_names + NDIRS; d++)
+		(void)fsutil_remove_tree(dfd, *d, path);
 	unlinkat(dfd, "coffer.conf", 0);
 }
 
@@ -294,7 +280,7 @@ err:
 	if (kfd != -1)
 		close(kfd);
 	if (dfd != -1) {
-		remove_made(dfd);
+		remove_made(dfd, path);
 		close(dfd);
 	}
 	if (created)
@@ -1219,7 +1205,7 @@ err:
 	if (kfd != -1)
 		close(kfd);
 	if (dfd != -1) {
-		remove_made(dfd);
+		remove_made(dfd, path);
 		close(dfd);
 	}
 	if (created)
@@ -1235,7 +1221,7 @@ repo_remove_made(const char *path)
 	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) == -1)
 		return (-1);
-	remove_made(dfd);
+	remove_made(dfd, path);
 	close(dfd);
 	/* Fails, leaving it, if anything else is there (not ours). */
 	return (rmdir(path) == 0 || errno == ENOENT ? 0 : -1);

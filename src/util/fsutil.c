@@ -294,6 +294,57 @@ fsutil_dir_is_empty(const char *path, int missing_ok)
 	return (1);
 }
 
+int
+fsutil_remove_tree(int at, const char *name, const char *what)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *dir;
+	int fd, e, rc = 0;
+
+	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW)) {
+		if (errno == ENOENT)
+			return (0);
+		goto err;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(at, name, 0) && errno != ENOENT)
+			goto err;
+		return (0);
+	}
+	/* AT_SYMLINK_NOFOLLOW: a directory swapped for a symlink since the
+	 * fstatat leaves its target's mode alone (glibc >= 2.32). */
+	if ((fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1 && errno == EACCES &&
+	    fchmodat(at, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
+		fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+	if (fd == -1)
+		goto err;
+	/* Write permission, to remove what is in it. */
+	(void)fchmod(fd, 0700);
+	if ((dir = fdopendir(fd)) == NULL) {
+		e = errno;
+		close(fd);
+		errno = e;
+		goto err;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fsutil_remove_tree(dirfd(dir), de->d_name, what))
+			rc = -1;
+	}
+	closedir(dir);
+	if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR))
+		goto err;
+	return (rc);
+err:
+	log_errno("cannot remove '%s' from '%s'", name, what);
+	return (-1);
+}
+
 char *
 fsutil_join(const char *a, const char *b)
 {
