@@ -41,7 +41,7 @@ REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay-%)
 MAN_PAGES := $(sort $(wildcard man/*.1))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
-        fuzz fuzz-corpus bench bench-growth bench-prune demo format man-lint
+        fuzz fuzz-corpus bench bench-growth bench-prune bench-export demo format man-lint
 all: $(BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
@@ -111,6 +111,12 @@ bench: deps
 # trees and reclaim the space (bench/prune.sh).  Not part of check.
 bench-prune: deps
 	CC="$(CC)" MAKE="$(MAKE)" sh bench/prune.sh
+
+# Offsite export and import against cp of the same packs, and a drill
+# from bundles against one from the repository (bench/export.sh).  Not
+# part of check.
+bench-export: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/export.sh
 
 # Peak RSS as one repository grows to GROWTH_ROUNDS (10) benchmark trees
 # (bench/README.md).  Not part of check.

@@ -14,7 +14,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 6
+#define CATALOG_SCHEMA_VERSION 7
 
 struct catalog;
 
@@ -419,6 +419,8 @@ struct catalog_drill {
 	double rto_seconds, rpo_seconds;	/* objectives */
 	double rpo_age_seconds;		/* age of the newest snapshot */
 	const char *verdict;		/* "pass", "fail", "missed-objective" */
+	const char *source;		/* NULL: the repository; else where
+					 * it recovered from ("bundles:...") */
 	int64_t newest_ns;		/* list only: start of the dataset's
 					 * newest complete snapshot, or 0 */
 };
@@ -654,10 +656,13 @@ int catalog_bundle_list(struct catalog *c, int exported, const char *target,
 /*
  * The packs a snapshot's chain needs for its data (the chunks of every
  * entry of the snapshot and its ancestors) and for its records' heads,
- * sorted and unique, malloc'd.  Record parts are named by the heads.
+ * sorted and unique, malloc'd; (*need)[i] is how many of pack i's bytes
+ * the chain's chunks take (their stored length plus overhead each), 0 for
+ * a pack held for a record head only.  Record parts are named by the
+ * heads.
  */
 int catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
-    char ***packs, size_t *n);
+    uint32_t overhead, char ***packs, uint64_t **need, size_t *n);
 void catalog_names_free(char **names, size_t n);
 
 #endif

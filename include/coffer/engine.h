@@ -438,6 +438,9 @@ struct export_result {
 	size_t snapshots;		/* in the manifest */
 	size_t packs;			/* carried */
 	uint64_t pack_bytes;		/* their size */
+	uint64_t needed_bytes;		/* of that, what the snapshots need:
+					 * the rest is other snapshots' data
+					 * that shares their packs */
 	uint64_t bytes;			/* the bundle's size */
 	uint8_t manifest[32];
 	char sum[2 * 64 + 1];		/* BLAKE2b-512, hex (the sidecar's) */
@@ -472,5 +475,28 @@ struct import_result {
 };
 enum engine_result engine_import(struct repo **r, struct catalog **c,
     const struct import_opts *o, struct import_result *res);
+
+/*
+ * A drill from offsite bundles alone (offsite.c): the bundles at from are
+ * imported into a scratch repository and catalog (under drill->scratch,
+ * else $TMPDIR, else /tmp; removed afterwards unless drill->keep), which
+ * open_scratch opens with the user's key at repo and catalog; the
+ * snapshot named there (into *s, which the caller releases) is drilled
+ * as engine_drill does, and the result also recorded in host's drill
+ * history with source.  engine_drill's results, or those of
+ * engine_import when the bundles would not import.
+ */
+struct drill_bundles_opts {
+	const char *from;		/* directory, "-", rclone:... */
+	const char *snapshot;		/* its name there: DATASET@latest */
+	const char *source;		/* for the history: "bundles:FROM" */
+	const struct drill_opts *drill;
+	int (*open_scratch)(void *arg, const char *repo,
+	    const char *catalog, struct repo **r, struct catalog **c);
+	void *arg;
+};
+enum engine_result engine_drill_bundles(struct catalog *host,
+    const struct drill_bundles_opts *o, struct catalog_snapshot *s,
+    struct drill_result *res, struct import_result *imp);
 
 #endif

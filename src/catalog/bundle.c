@@ -237,26 +237,60 @@ catalog_bundle_list(struct catalog *c, int exported, const char *target,
 }
 
 int
-catalog_chain_packs(struct catalog *c, int64_t snapshot_id, char ***packs,
-    size_t *n)
+catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
+    uint32_t overhead, char ***packs, uint64_t **need, size_t *n)
 {
 	sqlite3_stmt *st;
+	char **v = NULL;
+	uint64_t *b = NULL;
+	size_t k = 0, cap = 0, bcap = 0;
+	int rc;
 
 	*packs = NULL;
+	*need = NULL;
 	*n = 0;
 	if ((st = cat_prepare(c, "WITH RECURSIVE chain(id) AS ("
 	    " SELECT ?1 UNION SELECT s.parent_id FROM snapshot s"
-	    " JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL)"
-	    " SELECT p.name FROM pack p WHERE p.id IN ("
-	    "  SELECT ch.pack_id FROM chain"
+	    " JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL),"
+	    " used(id) AS (SELECT DISTINCT cc.chunk_id FROM chain"
 	    "  JOIN entry e ON e.snapshot_id = chain.id"
 	    "  JOIN content_chunk cc ON cc.content_id = e.content_id"
-	    "  JOIN chunk ch ON ch.id = cc.chunk_id"
-	    "  WHERE e.content_id IS NOT NULL)"
-	    " OR p.name IN (SELECT record_pack FROM snapshot"
-	    "  WHERE id IN chain AND record_pack IS NOT NULL)"
+	    "  WHERE e.content_id IS NOT NULL),"
+	    " need(pack_id, bytes) AS (SELECT ch.pack_id,"
+	    "  sum(ch.stored_len + ?2) FROM used JOIN chunk ch"
+	    "  ON ch.id = used.id WHERE ch.pack_id IS NOT NULL"
+	    "  GROUP BY ch.pack_id)"
+	    " SELECT p.name, coalesce(need.bytes, 0) FROM pack p"
+	    " LEFT JOIN need ON need.pack_id = p.id"
+	    " WHERE need.pack_id IS NOT NULL OR p.name IN (SELECT record_pack"
+	    "  FROM snapshot WHERE id IN chain AND record_pack IS NOT NULL)"
 	    " ORDER BY p.name", "find the packs of a chain")) == NULL)
 		return (-1);
 	sqlite3_bind_int64(st, 1, snapshot_id);
-	return (names_of(c, st, packs, n, "find the packs of a chain"));
+	sqlite3_bind_int64(st, 2, overhead);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (array_grow(&v, &cap, k, sizeof(*v), 256) ||
+		    array_grow(&b, &bcap, k, sizeof(*b), 256) ||
+		    (v[k] = strdup((const char *)sqlite3_column_text(st,
+		    0))) == NULL) {
+			log_errno("find the packs of a chain");
+			goto err;
+		}
+		b[k++] = (uint64_t)sqlite3_column_int64(st, 1);
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot find the packs of a chain: %s",
+		    sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_finalize(st);
+	*packs = v;
+	*need = b;
+	*n = k;
+	return (0);
+err:
+	sqlite3_finalize(st);
+	catalog_names_free(v, k);
+	free(b);
+	return (-1);
 }

@@ -232,9 +232,12 @@ static const char schema_v5[] =
  * that the next export to the target sends only what it does not hold.
  * Both go to the repository in journal records (in_repo once they are),
  * so that a rebuilt catalog knows what each target holds and which
- * bundles were imported.
+ * bundles were imported.  drill.source says where a drill recovered from:
+ * NULL for the repository, "bundles:SOURCE" for a drill from offsite
+ * bundles alone.
  */
 static const char schema_v6[] =
+	"ALTER TABLE drill ADD COLUMN source TEXT;\n"
 	"CREATE TABLE bundle (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	direction TEXT NOT NULL CHECK (direction IN ('export', 'import')),\n"
@@ -258,6 +261,14 @@ static const char schema_v6[] =
 	"	PRIMARY KEY (bundle_id, pack)\n"
 	") WITHOUT ROWID;\n";
 /*
+ * Schema version 7: tags.  snapshot.tags is a snapshot's tags, sorted,
+ * comma-separated ("keep,release"), or NULL; the tag "keep" marks one that
+ * retention never forgets.  Set at backup, carried by the snapshot record
+ * (its meta "tags"), so a rebuilt catalog has them.
+ */
+static const char schema_v7[] =
+	"ALTER TABLE snapshot ADD COLUMN tags TEXT;\n";
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -272,6 +283,7 @@ static const struct migration {
 	{ 4, schema_v4 },
 	{ 5, schema_v5 },
 	{ 6, schema_v6 },
+	{ 7, schema_v7 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {

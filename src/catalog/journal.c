@@ -23,7 +23,7 @@ static const char journal_schema[] =
 	" mode TEXT, sample REAL, files INTEGER, bytes INTEGER,"
 	" failures INTEGER, seconds REAL, check_seconds REAL,"
 	" estimate_seconds REAL, rto_seconds REAL, rpo_seconds REAL,"
-	" rpo_age_seconds REAL, verdict TEXT);\n"
+	" rpo_age_seconds REAL, verdict TEXT, source TEXT);\n"
 	"CREATE TABLE failed (sid TEXT, dataset TEXT, level INTEGER,"
 	" parent_sid TEXT, started_ns INTEGER, finished_ns INTEGER,"
 	" host TEXT, source TEXT);\n"
@@ -39,7 +39,7 @@ static const char drills_sql[] =
 	"SELECT dr.time_ns, d.name, dr.sid, dr.mode, dr.sample, dr.files,"
 	" dr.bytes, dr.failures, dr.seconds, dr.check_seconds,"
 	" dr.estimate_seconds, dr.rto_seconds, dr.rpo_seconds,"
-	" dr.rpo_age_seconds, dr.verdict"
+	" dr.rpo_age_seconds, dr.verdict, dr.source"
 	" FROM drill dr JOIN dataset d ON d.id = dr.dataset_id"
 	" WHERE dr.in_repo = 0 AND dr.id <= ?1";
 static const char failed_sql[] =
@@ -103,7 +103,7 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
 	    cat_mem_exec(mem, "BEGIN", 0) || cat_mem_exec(mem, fmt, 0) ||
 	    cat_copy_rows(c, mem, upto->drill, "drill results", drills_sql,
 	    "INSERT INTO drill VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-	    " ?10, ?11, ?12, ?13, ?14, ?15)", 0, &nd) ||
+	    " ?10, ?11, ?12, ?13, ?14, ?15, ?16)", 0, &nd) ||
 	    cat_copy_rows(c, mem, upto->snapshot, "failed snapshots",
 	    failed_sql, "INSERT INTO failed VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
 	    " ?7, ?8)", 0, &nf) ||
@@ -178,14 +178,16 @@ err:
  * refuse are left out rather than fail the whole record.
  */
 static const struct {
-	int format;		/* the first journal format with the table */
+	int format;		/* the first journal format with the table,
+				 * or -N: formats up to N only */
 	int counts;		/* its changes are rows added */
 	const char *sql;
 } import_sql[] = {
 	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".drill WHERE typeof(dataset) = 'text'"
 	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING" },
-	{ 1, 1, "INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
+	/* Formats 1 and 2 have no drill.source. */
+	{ -2, 1, "INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
 	" sample, files, bytes, failures, seconds, check_seconds,"
 	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"
 	" verdict, in_repo)"
@@ -193,6 +195,28 @@ static const struct {
 	" j.bytes, j.failures, j.seconds, j.check_seconds,"
 	" j.estimate_seconds, j.rto_seconds, j.rpo_seconds,"
 	" j.rpo_age_seconds, j.verdict, 1"
+	" FROM " JOURNAL_SCHEMA ".drill j JOIN dataset d ON d.name = j.dataset"
+	" LEFT JOIN snapshot s ON s.sid = j.sid"
+	" WHERE typeof(j.time_ns) = 'integer' AND length(j.sid) = 32"
+	" AND j.mode IN ('restore', 'no-write')"
+	" AND j.sample > 0 AND j.sample <= 100"
+	" AND j.verdict IN ('pass', 'fail', 'missed-objective')"
+	" AND typeof(j.files) = 'integer' AND typeof(j.bytes) = 'integer'"
+	" AND typeof(j.failures) = 'integer'"
+	" AND typeof(j.seconds) IN ('real', 'integer')"
+	" AND typeof(j.check_seconds) IN ('real', 'integer')"
+	" AND NOT EXISTS (SELECT 1 FROM drill x WHERE x.time_ns = j.time_ns"
+	" AND x.sid = j.sid)"
+	" ORDER BY j.time_ns" },
+	{ 3, 1, "INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
+	" sample, files, bytes, failures, seconds, check_seconds,"
+	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"
+	" verdict, source, in_repo)"
+	" SELECT j.time_ns, d.id, s.id, j.sid, j.mode, j.sample, j.files,"
+	" j.bytes, j.failures, j.seconds, j.check_seconds,"
+	" j.estimate_seconds, j.rto_seconds, j.rpo_seconds,"
+	" j.rpo_age_seconds, j.verdict,"
+	" CASE WHEN typeof(j.source) = 'text' THEN j.source END, 1"
 	" FROM " JOURNAL_SCHEMA ".drill j JOIN dataset d ON d.name = j.dataset"
 	" LEFT JOIN snapshot s ON s.sid = j.sid"
 	" WHERE typeof(j.time_ns) = 'integer' AND length(j.sid) = 32"
@@ -302,7 +326,9 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 	if (cat_exec(c, "BEGIN", "import a journal record"))
 		goto out;
 	for (i = 0; i < nsql; i++) {
-		if (import_sql[i].format > format)
+		if (import_sql[i].format > format ||
+		    (import_sql[i].format < 0 && -import_sql[i].format <
+		    format))
 			continue;
 		if ((st = cat_prepare(c, import_sql[i].sql,
 		    "import a journal record")) == NULL)

@@ -435,8 +435,9 @@ catalog_drill_add(struct catalog *c, struct catalog_drill *d)
 	if ((st = cat_prepare(c, "INSERT INTO drill(time_ns, dataset_id,"
 	    " snapshot_id, sid, mode, sample, files, bytes, failures,"
 	    " seconds, check_seconds, estimate_seconds, rto_seconds,"
-	    " rpo_seconds, rpo_age_seconds, verdict) VALUES (?1, ?2, ?3,"
-	    " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+	    " rpo_seconds, rpo_age_seconds, verdict, source) VALUES (?1, ?2,"
+	    " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
+	    " ?17)",
 	    "record the drill")) == NULL)
 		return (-1);
 	sqlite3_bind_int64(st, 1, d->time_ns);
@@ -456,6 +457,7 @@ catalog_drill_add(struct catalog *c, struct catalog_drill *d)
 	bind_opt(st, 14, d->rpo_seconds);
 	bind_opt(st, 15, d->rpo_age_seconds);
 	cat_bind_text(st, 16, d->verdict);
+	cat_bind_text(st, 17, d->source);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		log_error("cannot record the drill: %s",
 		    sqlite3_errmsg(c->db));
@@ -484,7 +486,8 @@ catalog_drill_list(struct catalog *c, const char *dataset, int latest,
 	    " dr.estimate_seconds, dr.rto_seconds, dr.rpo_seconds,"
 	    " dr.rpo_age_seconds, dr.verdict,"
 	    " (SELECT max(s.started_ns) FROM snapshot s"
-	    "  WHERE s.dataset_id = dr.dataset_id AND s.state = 1)"
+	    "  WHERE s.dataset_id = dr.dataset_id AND s.state = 1),"
+	    " dr.source"
 	    " FROM drill dr JOIN dataset d ON d.id = dr.dataset_id"
 	    " WHERE (?1 IS NULL OR d.name = ?1)"
 	    " AND (?2 = 0 OR dr.id = (SELECT x.id FROM drill x"
@@ -519,6 +522,7 @@ catalog_drill_list(struct catalog *c, const char *dataset, int latest,
 		d.rpo_age_seconds = col_opt(st, 16);
 		d.verdict = (const char *)sqlite3_column_text(st, 17);
 		d.newest_ns = sqlite3_column_int64(st, 18);
+		d.source = (const char *)sqlite3_column_text(st, 19);
 		if (d.dataset == NULL || d.verdict == NULL) {
 			log_error("cannot list drills: out of memory");
 			ret = -1;

@@ -54,6 +54,7 @@ drill_members(struct jw *j, const struct catalog_drill *d)
 	put_seconds(j, "rpo_seconds", d->rpo_seconds);
 	put_seconds(j, "rpo_age_seconds", d->rpo_age_seconds);
 	jw_str(jw_key(j, "verdict"), d->verdict);
+	jw_str(jw_key(j, "source"), d->source);
 }
 
 static void
@@ -136,6 +137,8 @@ print_text(const struct drill_result *res, const struct drill_opts *o)
 		fmt_path(stdout, res->failures[i].path);
 		printf(": %s\n", res->failures[i].what);
 	}
+	if (d->source != NULL)
+		printf("  source     %s\n", d->source);
 	printf("  failures   %lld\n", (long long)d->failures);
 	printf("  verdict    %s\n", d->verdict);
 }
@@ -285,15 +288,16 @@ print_history(void *arg, const struct catalog_drill *d)
 	} else {
 		if (h->n == 0)
 			printf("%-20s  %-16s  %-12s  %-16s  %6s  %9s  %10s  "
-			    "%5s  %9s  %8s\n", "TIME", "DATASET", "SNAPSHOT",
-			    "VERDICT", "SAMPLE", "FILES", "BYTES", "FAIL",
-			    "DURATION", "MB/S");
+			    "%5s  %9s  %8s  %s\n", "TIME", "DATASET",
+			    "SNAPSHOT", "VERDICT", "SAMPLE", "FILES", "BYTES",
+			    "FAIL", "DURATION", "MB/S", "SOURCE");
 		fmt_bytes(sz, sizeof(sz), (double)d->bytes);
 		cmd_fmt_seconds(t, sizeof(t), d->seconds);
 		printf("%-20s  %-16s  %-12.12s  %-16s  %5g%%  %9lld  %10s  "
-		    "%5lld  %9s  %8.1f\n", when, d->dataset, d->sid,
+		    "%5lld  %9s  %8.1f  %s\n", when, d->dataset, d->sid,
 		    d->verdict, d->sample, (long long)d->files, sz,
-		    (long long)d->failures, t, mb_per_s(d->bytes, d->seconds));
+		    (long long)d->failures, t, mb_per_s(d->bytes, d->seconds),
+		    d->source ? d->source : "repository");
 	}
 	h->n++;
 	return (0);
@@ -324,8 +328,24 @@ const struct cmd_option cmd_drill_options[] = {
 	CMD_OPT_FLAG('j', "json", "print the result as JSON"),
 	CMD_OPT_VALUE('m', "metrics-file", "FILE",
 	    "write Prometheus metrics to FILE"),
+	CMD_OPT_VALUE('B', "from-bundles", "SOURCE",
+	    "recover from offsite bundles alone (directory, -, rclone:...)"),
 	CMD_OPT_END
 };
+
+/* drill --from-bundles: the scratch repository, opened with the key the
+ * user gave for this one, and its scratch catalog. */
+static int
+open_scratch(void *arg, const char *repo, const char *catalog,
+    struct repo **r, struct catalog **c)
+{
+	struct global_opts g = *(const struct global_opts *)arg;
+
+	g.repo = repo;
+	g.catalog = catalog;
+	return (cmd_open(&g, OPEN_KEYS | OPEN_WRITE, r, c) == STATUS_OK ? 0 :
+	    -1);
+}
 
 int
 cmd_drill(int argc, char **argv, const struct global_opts *g)
@@ -335,12 +355,16 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 	struct drill_result res;
 	struct repo *r;
 	struct catalog *c;
-	const char *metrics_file = NULL;
+	const char *metrics_file = NULL, *from = NULL;
+	char *source = NULL;
 	int ch, st, rc, json = 0;
 
 	memset(&o, 0, sizeof(o));
 	while ((ch = cmd_getopt(argc, argv, cmd_drill_options)) != -1) {
 		switch (ch) {
+		case 'B':
+			from = optarg;
+			break;
 		case 's':
 			if (cmd_parse_percent("--sample", optarg, &o.sample))
 				return (STATUS_USAGE);
@@ -388,11 +412,29 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		return (st);
 	memset(&s, 0, sizeof(s));
-	if ((rc = catalog_snapshot_find(c, argv[optind], &s)) <= 0) {
+	if (from != NULL) {
+		struct drill_bundles_opts bo;
+		struct import_result imp;
+
+		if (asprintf(&source, "bundles:%s", from) < 0) {
+			source = NULL;
+			st = STATUS_ERROR;
+			goto out;
+		}
+		memset(&bo, 0, sizeof(bo));
+		bo.from = from;
+		bo.snapshot = argv[optind];
+		bo.source = source;
+		bo.drill = &o;
+		bo.open_scratch = open_scratch;
+		bo.arg = (void *)(uintptr_t)g;
+		st = cmd_status(engine_drill_bundles(c, &bo, &s, &res,
+		    &imp));
+	} else if ((rc = catalog_snapshot_find(c, argv[optind], &s)) <= 0) {
 		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
 		goto out;
-	}
-	st = cmd_status(engine_drill(r, c, &s, &o, &res));
+	} else
+		st = cmd_status(engine_drill(r, c, &s, &o, &res));
 	if (res.rec.verdict != NULL) {
 		if (json)
 			print_json(&res);
@@ -404,6 +446,7 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 	}
 	engine_drill_result_release(&res);
 out:
+	free(source);
 	catalog_snapshot_release(&s);
 	cmd_close(r, c);
 	return (st);

@@ -39,7 +39,7 @@ static void
 print_result(const struct export_opts *o, const struct export_result *res,
     int json)
 {
-	char size[32], hex[2 * BUNDLE_HASH_BYTES + 1];
+	char size[32], need[32], hex[2 * BUNDLE_HASH_BYTES + 1];
 
 	if (json) {
 		struct jw j;
@@ -60,6 +60,7 @@ print_result(const struct export_opts *o, const struct export_result *res,
 		jw_uint(jw_key(&j, "snapshots"), res->snapshots);
 		jw_uint(jw_key(&j, "packs"), res->packs);
 		jw_uint(jw_key(&j, "pack_bytes"), res->pack_bytes);
+		jw_uint(jw_key(&j, "needed_bytes"), res->needed_bytes);
 		jw_uint(jw_key(&j, "bytes"), res->bytes);
 		jw_str(jw_key(&j, "manifest"), hex);
 		jw_str(jw_key(&j, "b2sum"), res->sum);
@@ -71,9 +72,11 @@ print_result(const struct export_opts *o, const struct export_result *res,
 	if (log_level < 0 || (log_level == 0 && !isatty(STDERR_FILENO)))
 		return;
 	fmt_bytes(size, sizeof(size), (double)res->bytes);
-	fprintf(stderr, "bundle %s (%s, target '%s'): %zu packs, %s, "
-	    "%.1f s (%.0f MB/s)\n", res->name, catalog_level_name(res->level),
-	    o->target, res->packs, size, res->seconds, res->seconds > 0 ?
+	fmt_bytes(need, sizeof(need), (double)res->needed_bytes);
+	fprintf(stderr, "bundle %s (%s, target '%s'): %zu packs, %s (%s of "
+	    "it needed by its snapshots), %.1f s (%.0f MB/s)\n", res->name,
+	    catalog_level_name(res->level), o->target, res->packs, size, need,
+	    res->seconds, res->seconds > 0 ?
 	    (double)res->bytes / res->seconds / 1e6 : 0.0);
 }
 

@@ -31,38 +31,47 @@
 #include "coffer/signals.h"
 #include "engine-int.h"
 
+/* A pack the bundle's snapshots need, and how much of it they need
+ * (UINT64_MAX: all of it, or unknown). */
+struct need {
+	char *pack;
+	uint64_t bytes;
+};
+
 struct export {
 	struct repo *repo;
 	struct catalog *cat;
 	const struct export_opts *o;
 	struct export_result *res;
-	char **need;			/* packs the bundle's snapshots need */
+	struct need *need;		/* packs the bundle's snapshots need */
 	size_t nneed, capneed;
 	char **send;			/* of those, what the target lacks */
+	uint64_t *send_bytes;		/* and how much of each they need */
 	size_t nsend;
 	struct bundle_manifest m;
 	struct progress progress;
 };
 
 static int
-cmp_str(const void *a, const void *b)
+cmp_need(const void *a, const void *b)
 {
-	return (strcmp(*(char *const *)a, *(char *const *)b));
+	return (strcmp(((const struct need *)a)->pack,
+	    ((const struct need *)b)->pack));
 }
 
 static int
-need_add(struct export *x, const char *pack)
+need_add(struct export *x, const char *pack, uint64_t bytes)
 {
 	if (array_grow(&x->need, &x->capneed, x->nneed, sizeof(*x->need),
-	    64) || (x->need[x->nneed] = strdup(pack)) == NULL) {
+	    64) || (x->need[x->nneed].pack = strdup(pack)) == NULL) {
 		log_errno("out of memory");
 		return (-1);
 	}
-	x->nneed++;
+	x->need[x->nneed++].bytes = bytes;
 	return (0);
 }
 
-/* Sort need and drop duplicates. */
+/* Sort need and merge duplicates (a part's pack may hold chunks too). */
 static void
 need_unique(struct export *x)
 {
@@ -70,11 +79,15 @@ need_unique(struct export *x)
 
 	if (x->nneed == 0)
 		return;
-	qsort(x->need, x->nneed, sizeof(*x->need), cmp_str);
+	qsort(x->need, x->nneed, sizeof(*x->need), cmp_need);
 	for (i = 1; i < x->nneed; i++) {
-		if (strcmp(x->need[i], x->need[k]) == 0)
-			free(x->need[i]);
-		else
+		if (strcmp(x->need[i].pack, x->need[k].pack) == 0) {
+			if (x->need[i].bytes == UINT64_MAX)
+				x->need[k].bytes = UINT64_MAX;
+			else if (x->need[k].bytes != UINT64_MAX)
+				x->need[k].bytes += x->need[i].bytes;
+			free(x->need[i].pack);
+		} else
 			x->need[++k] = x->need[i];
 	}
 	x->nneed = k + 1;
@@ -116,7 +129,7 @@ part_packs(struct export *x, const struct catalog_snapshot *s)
 			found = 1;
 			for (j = 0; ri.parts > 1 && j + 1 < (size_t)ri.parts;
 			    j++)
-				if (need_add(x, ri.partv[j].pack)) {
+				if (need_add(x, ri.partv[j].pack, 0)) {
 					catalog_record_info_release(&ri);
 					goto out;
 				}
@@ -144,18 +157,22 @@ chain_needs(struct export *x, const struct catalog_snapshot *snap)
 {
 	struct catalog_snapshot s;
 	char **packs;
+	uint64_t *need;
 	size_t i, n;
 	int64_t id;
 	int rc;
 
-	if (catalog_chain_packs(x->cat, snap->id, &packs, &n))
+	if (catalog_chain_packs(x->cat, snap->id, PACK_RECORD_SIZE(0), &packs,
+	    &need, &n))
 		return (-1);
 	for (i = 0; i < n; i++)
-		if (need_add(x, packs[i])) {
+		if (need_add(x, packs[i], need[i])) {
 			catalog_names_free(packs, n);
+			free(need);
 			return (-1);
 		}
 	catalog_names_free(packs, n);
+	free(need);
 	for (id = snap->id; id != 0; id = s.parent_id) {
 		memset(&s, 0, sizeof(s));
 		if (catalog_snapshot_get(x->cat, id, &s))
@@ -191,7 +208,7 @@ all_needs(struct export *x)
 	if (catalog_packs(x->cat, &v, &n))
 		return (-1);
 	for (i = 0; i < n && rc == 0; i++)
-		rc = need_add(x, v[i].name);
+		rc = need_add(x, v[i].name, UINT64_MAX);
 	free(v);
 	if (rc || catalog_snapshot_list(x->cat, NULL, add_complete, x))
 		return (-1);
@@ -238,17 +255,20 @@ plan(struct export *x)
 		    last.seq, &held, &nheld))
 			goto out;
 	}
-	if ((x->send = calloc(x->nneed + 1, sizeof(*x->send))) == NULL) {
+	if ((x->send = calloc(x->nneed + 1, sizeof(*x->send))) == NULL ||
+	    (x->send_bytes = calloc(x->nneed + 1,
+	    sizeof(*x->send_bytes))) == NULL) {
 		log_errno("out of memory");
 		goto out;
 	}
 	/* need and held are sorted: a merge. */
 	for (i = j = 0; i < x->nneed; i++) {
-		while (j < nheld && strcmp(held[j], x->need[i]) < 0)
+		while (j < nheld && strcmp(held[j], x->need[i].pack) < 0)
 			j++;
-		if (j < nheld && strcmp(held[j], x->need[i]) == 0)
+		if (j < nheld && strcmp(held[j], x->need[i].pack) == 0)
 			continue;
-		x->send[x->nsend++] = x->need[i];
+		x->send[x->nsend] = x->need[i].pack;
+		x->send_bytes[x->nsend++] = x->need[i].bytes;
 	}
 	rc = 0;
 out:
@@ -297,6 +317,11 @@ write_bundle(struct export *x, struct bundle_writer *w, struct buf *text)
 		close(fd);
 		x->res->packs++;
 		x->res->pack_bytes += (uint64_t)st.st_size;
+		/* Record heads and parts, and --all: the whole pack. */
+		x->res->needed_bytes += x->send_bytes[i] == UINT64_MAX ||
+		    x->send_bytes[i] == 0 ? (uint64_t)st.st_size :
+		    x->send_bytes[i] < (uint64_t)st.st_size ? x->send_bytes[i] :
+		    (uint64_t)st.st_size;
 		progress_update(&x->progress, x->res->packs, x->res->pack_bytes);
 	}
 	if (bundle_manifest_encode(&x->m, text))
@@ -421,6 +446,17 @@ out:
 	if (put && remote_put_end(&s, ok))
 		ok = 0;
 	progress_done(&x.progress);
+	if (ok && res->pack_bytes > 2 * res->needed_bytes &&
+	    res->pack_bytes - res->needed_bytes > (64u << 20))
+		/* Dedup across datasets: their chunks sit in other runs'
+		 * packs, which travel whole. */
+		log_info("bundle %s: %llu MB of its %llu MB of packs is data "
+		    "of other snapshots that shares their packs (export "
+		    "--all sends each pack once for every snapshot; prune "
+		    "repacks packs that are mostly unused)", res->name,
+		    (unsigned long long)((res->pack_bytes -
+		    res->needed_bytes) / 1000000),
+		    (unsigned long long)(res->pack_bytes / 1000000));
 	if (ok) {
 		bundle_manifest_hash(text.data, text.len, res->manifest);
 		hex_encode(res->sum, sum, sizeof(sum));
@@ -440,9 +476,10 @@ out:
 	buf_release(&text);
 	bundle_manifest_release(&x.m);
 	for (i = 0; i < x.nneed; i++)
-		free(x.need[i]);
+		free(x.need[i].pack);
 	free(x.need);
 	free(x.send);
+	free(x.send_bytes);
 	remote_release(&t);
 	return (st);
 }

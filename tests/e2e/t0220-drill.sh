@@ -108,7 +108,7 @@ test_expect_success 'the drills are in the history with their counts' '
 	coffer -r repo drill history ds >h.txt &&
 	cat h.txt &&
 	test_line_count = 3 h.txt &&
-	head -n 1 h.txt | grep "^TIME .*DATASET .*VERDICT .*FILES .*BYTES .*MB/S$" &&
+	head -n 1 h.txt | grep "^TIME .*DATASET .*VERDICT .*FILES .*BYTES .*MB/S .*SOURCE$" &&
 	test "$(grep -c " ds  *$(echo $id | cut -c1-12)  *pass  *100%  *$nentries " h.txt)" = 2
 '
 

@@ -60,7 +60,8 @@ test_expect_success 'a full bundle to a directory, its b2sum sidecar checks with
 	coffer -r repo export --json --target off --to off ds-a@latest >e1.json &&
 	json_check e1.json "\$j->{bundle} eq \"off-0001.cfb\" &&
 	    \$j->{level} eq \"full\" && \$j->{sequence} == 1 &&
-	    \$j->{packs} > 0" &&
+	    \$j->{packs} > 0 && \$j->{needed_bytes} > 2000000 &&
+	    \$j->{needed_bytes} <= \$j->{pack_bytes}" &&
 	test_path_is_file off/off-0001.cfb &&
 	(cd off && b2sum -c off-0001.cfb.b2sum) &&
 	! ls -a off | grep -q "\.tmp"
@@ -244,6 +245,27 @@ test_expect_success 'what was exported and imported outlives the catalog (the jo
 	coffer -r victim import - <off/off-0006.cfb &&
 	rm -rf out && coffer -r victim restore ds-a@latest out &&
 	treecmp a out
+'
+
+test_expect_success 'drill --from-bundles: a recovery from offsite alone, in this host'"'"'s history' '
+	home &&
+	coffer -r repo drill --json --from-bundles off ds-b@latest >d.json &&
+	json_check d.json "\$j->{verdict} eq \"pass\" &&
+	    \$j->{source} eq \"bundles:off\" && \$j->{failures} == 0" &&
+	coffer -r repo drill history --json ds-b >h.json &&
+	json_check h.json "@\$j == 1 && \$j->[0]{source} eq \"bundles:off\"" &&
+	test -z "$(ls "$TMP" | grep coffer-offsite-drill)"
+'
+
+test_expect_success 'drill --from-bundles fails when a pack in the bundles is damaged' '
+	home && rm -rf offbad && cp -r off offbad &&
+	perl -MArchive::Tar -e "1" &&
+	retar off/off-0001.cfb offbad/off-0001.cfb \
+		"substr(\$m[2][1], 200, 1) ^= chr(1)" &&
+	test_expect_code 4 coffer -r repo drill --from-bundles offbad \
+		ds-a@latest 2>err &&
+	grep "damaged" err &&
+	test -z "$(ls "$TMP" | grep coffer-offsite-drill)"
 '
 
 test_done

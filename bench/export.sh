@@ -1,0 +1,104 @@
+#!/bin/sh
+# bench/export.sh: `make bench-export`.  Offsite export and import against
+# cp of the same packs, in one run: a bench/gen.c tree backed up as two
+# datasets (ckpt/ and data/), a second checkpoint step as incrementals,
+# then
+#   cp        cp -r of the repository's packs/ to a new directory, synced
+#   export    coffer export --all to a directory (one bundle), synced
+#   import    coffer import --init of that bundle into a new repository
+#   chain     coffer export of ckpt@latest alone: packs carried vs needed
+#   drill     coffer drill ckpt@latest from the repository, and
+#             drill --from-bundles from the bundle
+# each under /usr/bin/time; MB/s are of the packs' bytes.  The page cache
+# is warm for every step (the packs were just written); all three copy
+# steps read the same bytes.  Not part of `make check`.
+#
+# Environment:
+#   BENCH_SCALE  tree size: about 2 GiB at 1 (default 1)
+#   BENCH_DIR    scratch directory (default /tmp/coffer-export); removed
+#                at the end unless BENCH_KEEP=1
+#   CC           C compiler for bench/gen.c (default cc)
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SCALE=${BENCH_SCALE:-1}
+BD=${BENCH_DIR:-/tmp/coffer-export}
+KEEP=${BENCH_KEEP:-0}
+CC=${CC:-cc}
+MAKE=${MAKE:-make}
+PROG=export
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+need_number BENCH_SCALE "$SCALE"
+[ -x /usr/bin/time ] || apt_install time
+need_absolute_dir
+if [ -e "$BD" ]; then
+	[ -e "$BD/.coffer-export" ] ||
+		die "$BD exists and is not an export bench directory; remove it or set BENCH_DIR"
+	rm -rf "$BD"
+fi
+mkdir -p "$BD/bin" "$BD/logs"
+: > "$BD/.coffer-export"
+"$MAKE" -C "$ROOT" --no-print-directory coffer >/dev/null
+COFFER=$ROOT/coffer
+"$CC" -O2 -o "$BD/bin/gen" "$ROOT/bench/gen.c" -lm
+
+unset COFFER_PASSPHRASE COFFER_CATALOG COFFER_REPO COFFER_KEY_FILE || true
+export XDG_STATE_HOME="$BD/state" TMPDIR="$BD"
+export COFFER_KEY_FILE="$BD/coffer.key"
+TREE=$BD/tree
+RES=$BD/results.tsv	# step seconds rss_mib exit
+: > "$RES"
+
+# timed STEP CMD...: CMD under /usr/bin/time -v, then sync (counted).
+timed() {
+	_step=$1
+	shift
+	_log=$BD/logs/$_step.log
+	sync
+	_t0=$(now)
+	if /usr/bin/time -v -o "$_log.time" "$@" >"$_log" 2>&1; then
+		_rc=0
+	else
+		_rc=$?
+	fi
+	sync
+	_t1=$(now)
+	printf '%s\t%s\t%s\t%s\n' "$_step" "$(fsub "$_t1" "$_t0")" \
+		"$(time_rss "$_log.time")" "$_rc" >> "$RES"
+	say "$_step: $(fsub "$_t1" "$_t0") s, exit $_rc"
+}
+
+say "generating a tree (scale $SCALE)"
+"$BD/bin/gen" --scale "$SCALE" "$TREE" 2>>"$BD/logs/gen.log"
+"$COFFER" -q init --key-file "$COFFER_KEY_FILE" "$BD/repo"
+R="$COFFER -q -r $BD/repo"
+$R backup ckpt "$TREE/ckpt"
+$R backup data "$TREE/data"
+"$BD/bin/gen" --mutate "$TREE" 2>>"$BD/logs/gen.log"
+$R backup ckpt "$TREE/ckpt"
+$R backup data "$TREE/data"
+PACKS=$(dusize "$BD/repo/packs")
+say "repository: $PACKS bytes of packs"
+
+timed cp cp -r "$BD/repo/packs" "$BD/cp-packs"
+mkdir -p "$BD/off"
+timed export $R export --target off --to "$BD/off" --all
+timed import "$COFFER" -q -r "$BD/imported" import --init "$BD/off"
+mkdir -p "$BD/chain"
+"$COFFER" -r "$BD/repo" export --json --target chain --to "$BD/chain" \
+	ckpt@latest > "$BD/logs/chain.json"
+timed drill $R drill ckpt@latest
+timed drill-bundles $R drill --from-bundles "$BD/off" ckpt@latest
+
+printf '%-14s %8s %8s %5s %9s\n' step seconds rss_mib exit MB/s
+awk -F'\t' -v b="$PACKS" '{ printf "%-14s %8s %8s %5s %9.0f\n",
+    $1, $2, $3, $4, ($1 ~ /^(cp|export|import)$/ && $2 > 0) ?
+    b / $2 / 1e6 : 0 }' "$RES"
+sed 's/.*"pack_bytes":\([0-9]*\),"needed_bytes":\([0-9]*\).*/chain export of ckpt@latest: \1 bytes of packs, \2 needed by its snapshots/' \
+	"$BD/logs/chain.json"
+if [ "$KEEP" != 1 ]; then
+	rm -rf "$BD"
+else
+	say "kept $BD"
+fi
