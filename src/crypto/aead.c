@@ -30,6 +30,7 @@
 
 #include "coffer/crypto.h"
 #include "coffer/log.h"
+#include "coffer/tuning.h"
 
 /* crypto.c checks the key, nonce and tag against libsodium's AEAD. */
 _Static_assert(crypto_core_hchacha20_INPUTBYTES == 16 &&
@@ -53,9 +54,7 @@ chacha_free(void)
 static void
 chacha_setup(void)
 {
-	const char *env = getenv("COFFER_AEAD");
-
-	if (env != NULL && strcmp(env, "libsodium") == 0)
+	if (tuning_get()->aead_libsodium)
 		return;
 	if (OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL) == 1 &&
 	    (chacha = EVP_CIPHER_fetch(NULL, "ChaCha20-Poly1305", NULL)) !=

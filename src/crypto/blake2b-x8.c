@@ -24,6 +24,7 @@
 #include <sodium.h>
 
 #include "blake2b.h"
+#include "coffer/tuning.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -209,13 +210,11 @@ static int
 use_x8(void)
 {
 	static atomic_int use = -1;
-	const char *env;
 	int u = atomic_load_explicit(&use, memory_order_relaxed);
 
 	if (u == -1) {
-		env = getenv("COFFER_BLAKE2B_X8");
 		u = __builtin_cpu_supports("avx512f") &&
-		    (env == NULL || strcmp(env, "0") != 0);
+		    tuning_get()->blake2b_x8;
 		atomic_store_explicit(&use, u, memory_order_relaxed);
 	}
 	return (u);

@@ -10,6 +10,7 @@
 #include "coffer/crypto.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
+#include "coffer/tuning.h"
 #include "crypto-int.h"
 
 /*
@@ -106,11 +107,11 @@ memlimit_max(void)
 static uint64_t
 local_memlimit(void)
 {
-	const char *env = getenv(KDF_MAX_MEMORY_ENV);
+	const char *env = tuning_get()->kdf_max_memory;
 	unsigned long long mib;
 	char *end;
 
-	if (env == NULL || *env == '\0')
+	if (env == NULL)
 		return (SLOT_LOCAL_MEMLIMIT_MAX);
 	errno = 0;
 	mib = strtoull(env, &end, 10);

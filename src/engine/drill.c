@@ -32,6 +32,7 @@
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
+#include "coffer/tuning.h"
 #include "integrity-int.h"
 
 #define READERS 16
@@ -360,12 +361,9 @@ out:
 static void
 test_hook(const struct drill *d)
 {
-	const char *cmd = getenv("COFFER_TEST_BEFORE_DRILL_CHECK");
-
-	if (cmd == NULL || *cmd == '\0')
-		return;
-	if (setenv("COFFER_TEST_SCRATCH", d->scratch, 1) || system(cmd) != 0)
-		log_warn("COFFER_TEST_BEFORE_DRILL_CHECK failed");
+	tuning_run_hook("COFFER_TEST_BEFORE_DRILL_CHECK",
+	    tuning_get()->test_before_drill_check, "COFFER_TEST_SCRATCH",
+	    d->scratch);
 }
 
 /* Check (or stream) every entry of the sample, in path order. */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "coffer/log.h"
+#include "coffer/tuning.h"
 #include "engine-int.h"
 
 #define SNAPSHOT_RECORD_MAGIC "CFSN"
@@ -66,16 +67,14 @@ int
 packer_init(struct packer *p, struct repo *r, struct catalog *c,
     int zstd_level)
 {
-	const char *env;
-
 	memset(p, 0, sizeof(*p));
 	p->repo = r;
 	p->cat = c;
 	hmap_init(&p->pend_ids, CRYPTO_ID_BYTES);
 	p->target_size = PACK_TARGET_SIZE;
 	/* Tests shrink packs to get many of them from little data. */
-	if ((env = getenv("COFFER_PACK_SIZE")) != NULL && atoll(env) > 0)
-		p->target_size = (uint64_t)atoll(env);
+	if (tuning_get()->pack_size > 0)
+		p->target_size = tuning_get()->pack_size;
 	if ((p->z = compressor_new(zstd_level ? zstd_level :
 	    DEFAULT_ZSTD_LEVEL)) == NULL)
 		return (-1);
@@ -378,7 +377,6 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 	struct part_emit pe;
 	struct buf img = BUF_INIT;
 	size_t entries = CATALOG_RECORD_PART_ENTRIES;
-	const char *env;
 	int rc;
 
 	/*
@@ -387,11 +385,9 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 	 * COFFER_RECORD_FORMAT=1 writes the record whole, as coffer did
 	 * before parts, so that reading old repositories stays tested.
 	 */
-	if ((env = getenv("COFFER_RECORD_PART_ENTRIES")) != NULL &&
-	    atoll(env) > 0)
-		entries = (size_t)atoll(env);
-	if ((env = getenv("COFFER_RECORD_FORMAT")) != NULL &&
-	    strcmp(env, "1") == 0) {
+	if (tuning_get()->record_part_entries > 0)
+		entries = tuning_get()->record_part_entries;
+	if (tuning_get()->record_whole) {
 		if (catalog_snapshot_export(p->cat, s->id, &img))
 			return (-1);
 		rc = store_record(p, img.data, img.len, &where);

@@ -27,6 +27,7 @@
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
+#include "coffer/tuning.h"
 #include "engine-int.h"
 
 enum fate { KEEP, DELETE, REPACK };
@@ -295,7 +296,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	p.cat = c;
 	p.o = o;
 	p.res = res;
-	p.crash_at = getenv("COFFER_TEST_PRUNE_CRASH");
+	p.crash_at = tuning_get()->test_prune_crash;
 	progress_init(&p.progress, "prune", 0);
 	p.progress.unit = "packs";
 	/* Every forget in the repository before any data goes. */

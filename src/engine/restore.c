@@ -50,6 +50,7 @@
 #include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
+#include "coffer/tuning.h"
 
 #define READER_CACHE 4
 #define WINDOW_BYTES (8u << 20)
@@ -1395,7 +1396,6 @@ engine_restore(struct repo *r, struct catalog *c,
     struct restore_result *res)
 {
 	struct restore rs;
-	const char *env;
 	double t0 = now_monotonic();
 	int status = ENGINE_ERROR, empty, t, w;
 	size_t i;
@@ -1454,12 +1454,11 @@ engine_restore(struct repo *r, struct catalog *c,
 	rs.nsrcs = reuse_files(pool_threads(rs.pool));
 	/* Tests read back what the page cache holds; "never" turns it off
 	 * (to compare). */
-	if ((env = getenv("COFFER_READ_BACK")) != NULL) {
-		if (strcmp(env, "never") == 0)
-			rs.nsrcs = 0;
-		rs.read_back_always = strcmp(env, "always") == 0;
-	}
-	rs.change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;
+	if (tuning_get()->read_back == TUNING_READ_BACK_NEVER)
+		rs.nsrcs = 0;
+	rs.read_back_always = tuning_get()->read_back ==
+	    TUNING_READ_BACK_ALWAYS;
+	rs.change_restored = tuning_get()->test_change_restored;
 	if ((rs.workers = calloc((size_t)pool_threads(rs.pool),
 	    sizeof(*rs.workers))) == NULL ||
 	    (rs.writers = calloc(rs.capwriters, sizeof(*rs.writers))) ==

@@ -21,6 +21,7 @@
 #include "coffer/fs.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
+#include "coffer/tuning.h"
 #include "fs-int.h"
 
 enum { IDLE, IN_ENTRY };
@@ -1354,10 +1355,9 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 static void
 test_hook(const struct fs_restore *r)
 {
-	const char *cmd = getenv("COFFER_TEST_BEFORE_DIR_METADATA");
-
-	if (r->primary && cmd != NULL && *cmd != '\0' && system(cmd) != 0)
-		log_warn("COFFER_TEST_BEFORE_DIR_METADATA failed");
+	if (r->primary)
+		tuning_run_hook("COFFER_TEST_BEFORE_DIR_METADATA",
+		    tuning_get()->test_before_dir_metadata, NULL, NULL);
 }
 
 int

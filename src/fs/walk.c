@@ -15,6 +15,7 @@
 #include "coffer/entry.h"
 #include "coffer/fs.h"
 #include "coffer/log.h"
+#include "coffer/tuning.h"
 
 /*
  * File data is read by us, not by archive_read_data_block: libarchive
@@ -657,13 +658,9 @@ fatal:
 static void
 test_hook(const struct fs_walk *w)
 {
-	const char *cmd = getenv("COFFER_TEST_BEFORE_CHANGE_CHECK");
-
-	if (cmd == NULL || *cmd == '\0')
-		return;
-	if (setenv("COFFER_TEST_PATH", fs_walk_source_path(w), 1) ||
-	    system(cmd) != 0)
-		log_warn("COFFER_TEST_BEFORE_CHANGE_CHECK failed");
+	tuning_run_hook("COFFER_TEST_BEFORE_CHANGE_CHECK",
+	    tuning_get()->test_before_change_check, "COFFER_TEST_PATH",
+	    fs_walk_source_path(w));
 }
 
 int

@@ -15,6 +15,7 @@
 
 #include "coffer/buf.h"
 #include "coffer/crypto.h"
+#include "coffer/tuning.h"
 #include "tap.h"
 
 /* Small enough to keep the suite fast; real slots use 64 MiB. */
@@ -721,6 +722,7 @@ test_slot_limits(struct crypto_keys *a)
 	int why, rc;
 
 	unsetenv("COFFER_KDF_MAX_MEMORY");
+	tuning_reload();
 	if (crypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &s) ||
 	    s.len != 111) {
 		ok(0, "a slot at 16 MiB");
@@ -758,6 +760,7 @@ test_slot_limits(struct crypto_keys *a)
 
 	/* The variable moves the memory limit both ways. */
 	setenv("COFFER_KDF_MAX_MEMORY", "8", 1);
+	tuning_reload();
 	ok(try_unwrap(s.data, s.len, repo_a, pass, a, &msg) == 3 &&
 	    says(msg, "16 MiB", "local limit 8 MiB", NULL),
 	    "COFFER_KDF_MAX_MEMORY=8 refuses a 16 MiB slot");
@@ -769,6 +772,7 @@ test_slot_limits(struct crypto_keys *a)
 	    says(msg, "local limit 8 MiB", NULL),
 	    "wrap refuses to make a slot this host would refuse");
 	setenv("COFFER_KDF_MAX_MEMORY", "16", 1);
+	tuning_reload();
 	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 0,
 	    "COFFER_KDF_MAX_MEMORY=16 opens it");
 	{
@@ -778,6 +782,7 @@ test_slot_limits(struct crypto_keys *a)
 
 		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			setenv("COFFER_KDF_MAX_MEMORY", bad[i], 1);
+			tuning_reload();
 			rc = try_unwrap(s.data, s.len, repo_a, pass, a, &msg);
 			if (bad[i][0] == '\0' ? rc == 0 : rc == 3 &&
 			    says(msg, "COFFER_KDF_MAX_MEMORY must be", NULL))
@@ -787,6 +792,7 @@ test_slot_limits(struct crypto_keys *a)
 		    "an empty one is the default");
 	}
 	unsetenv("COFFER_KDF_MAX_MEMORY");
+	tuning_reload();
 out:
 	buf_release(&s);
 	buf_release(&h);

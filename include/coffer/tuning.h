@@ -1,0 +1,63 @@
+#ifndef COFFER_TUNING_H
+#define COFFER_TUNING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The switches coffer takes from the environment besides its options:
+ * read once, here, and documented in man/coffer.1 (ENVIRONMENT, TEST
+ * HOOKS).  The library asks tuning_get() rather than getenv.  A numeric
+ * switch left unset, empty or not above 0 is 0: the default of the module
+ * that uses it.
+ */
+enum tuning_read_back {
+	TUNING_READ_BACK_AUTO = 0,	/* when the pack record is not in
+					 * memory */
+	TUNING_READ_BACK_ALWAYS = 1,
+	TUNING_READ_BACK_NEVER = 2
+};
+
+struct tuning {
+	/* For tests and comparisons. */
+	int aead_libsodium;		/* COFFER_AEAD=libsodium: records by
+					 * libsodium, not OpenSSL */
+	int blake2b_x8;			/* COFFER_BLAKE2B_X8 (1; 0: off):
+					 * eight chunk ids at once on
+					 * AVX-512 */
+	int read_back;			/* COFFER_READ_BACK: always, never */
+	uint64_t pack_size;		/* COFFER_PACK_SIZE: bytes a pack
+					 * is cut at */
+	size_t record_part_entries;	/* COFFER_RECORD_PART_ENTRIES:
+					 * entries per snapshot record part */
+	int record_whole;		/* COFFER_RECORD_FORMAT=1: snapshot
+					 * records whole, as before parts */
+	/* This host's limit, as given (NULL: unset); checked by the key
+	 * slot code, which knows the bounds. */
+	const char *kdf_max_memory;	/* COFFER_KDF_MAX_MEMORY, MiB */
+
+	/* Test hooks: shell commands run at one point each, or NULL. */
+	const char *test_before_change_check;	/* backup, a file read */
+	const char *test_before_dir_metadata;	/* restore, before dirs */
+	const char *test_before_drill_check;	/* drill, before checks */
+	const char *test_prune_crash;	/* prune: the step to die at */
+	int test_change_restored;	/* restore: alter what it reads back */
+};
+
+/* The switches, read from the environment at the first call (from any
+ * thread). */
+const struct tuning *tuning_get(void);
+
+/* Read the environment again: for unit tests that change it, while no
+ * other thread uses the switches. */
+void tuning_reload(void);
+
+/*
+ * Run a test hook: cmd (one of struct tuning's test_* commands) with sh,
+ * with var=value added to the environment first when var is not NULL; a
+ * warning naming name if it fails.  Nothing when cmd is NULL.
+ */
+void tuning_run_hook(const char *name, const char *cmd, const char *var,
+    const char *value);
+
+#endif

@@ -1,0 +1,81 @@
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coffer/log.h"
+#include "coffer/tuning.h"
+
+static struct tuning t;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* The variable's value, NULL when unset or empty. */
+static const char *
+env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return (v != NULL && *v != '\0' ? v : NULL);
+}
+
+static int
+env_is(const char *name, const char *value)
+{
+	const char *v = env(name);
+
+	return (v != NULL && strcmp(v, value) == 0);
+}
+
+/* A count above 0, else 0. */
+static long long
+env_count(const char *name)
+{
+	const char *v = env(name);
+	long long n = v != NULL ? atoll(v) : 0;
+
+	return (n > 0 ? n : 0);
+}
+
+static void
+load(void)
+{
+	memset(&t, 0, sizeof(t));
+	t.aead_libsodium = env_is("COFFER_AEAD", "libsodium");
+	t.blake2b_x8 = !env_is("COFFER_BLAKE2B_X8", "0");
+	t.read_back = env_is("COFFER_READ_BACK", "always") ?
+	    TUNING_READ_BACK_ALWAYS : env_is("COFFER_READ_BACK", "never") ?
+	    TUNING_READ_BACK_NEVER : TUNING_READ_BACK_AUTO;
+	t.pack_size = (uint64_t)env_count("COFFER_PACK_SIZE");
+	t.record_part_entries = (size_t)env_count(
+	    "COFFER_RECORD_PART_ENTRIES");
+	t.record_whole = env_is("COFFER_RECORD_FORMAT", "1");
+	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
+	t.test_before_change_check = env("COFFER_TEST_BEFORE_CHANGE_CHECK");
+	t.test_before_dir_metadata = env("COFFER_TEST_BEFORE_DIR_METADATA");
+	t.test_before_drill_check = env("COFFER_TEST_BEFORE_DRILL_CHECK");
+	t.test_prune_crash = env("COFFER_TEST_PRUNE_CRASH");
+	t.test_change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;
+}
+
+const struct tuning *
+tuning_get(void)
+{
+	pthread_once(&once, load);
+	return (&t);
+}
+
+void
+tuning_reload(void)
+{
+	pthread_once(&once, load);
+	load();
+}
+
+void
+tuning_run_hook(const char *name, const char *cmd, const char *var,
+    const char *value)
+{
+	if (cmd == NULL)
+		return;
+	if ((var != NULL && setenv(var, value, 1)) || system(cmd) != 0)
+		log_warn("%s failed", name);
+}
