@@ -130,7 +130,7 @@ timed_pieces(const char *name, const uint8_t *buf, size_t len,
 }
 
 struct hash_arg {
-	const struct crypto_keys *k;
+	const struct ccrypto_keys *k;
 	uint8_t key[32];
 };
 
@@ -139,7 +139,7 @@ hash_coffer(void *arg, const uint8_t *p, size_t n)
 {
 	uint8_t out[32];
 
-	crypto_chunk_id(((struct hash_arg *)arg)->k, p, n, out);
+	ccrypto_chunk_id(((struct hash_arg *)arg)->k, p, n, out);
 	sink += out[0];
 }
 
@@ -159,7 +159,7 @@ hash_libsodium(void *arg, const uint8_t *p, size_t n)
  * the same output.
  */
 static void
-bench_hash(const uint8_t *buf, size_t len, const struct crypto_keys *k)
+bench_hash(const uint8_t *buf, size_t len, const struct ccrypto_keys *k)
 {
 	struct hash_arg a = { .k = k };
 
@@ -180,7 +180,7 @@ aead_coffer(void *arg, const uint8_t *p, size_t n)
 {
 	struct aead_arg *a = arg;
 
-	crypto_aead_encrypt(a->key, a->nonce, a->ad, sizeof a->ad, p, n,
+	ccrypto_aead_encrypt(a->key, a->nonce, a->ad, sizeof a->ad, p, n,
 	    a->out);
 	sink += a->out[0];
 }
@@ -197,7 +197,7 @@ aead_libsodium(void *arg, const uint8_t *p, size_t n)
 	sink += a->out[0];
 }
 
-/* XChaCha20-Poly1305 two ways: coffer's records' (crypto_aead_encrypt,
+/* XChaCha20-Poly1305 two ways: coffer's records' (ccrypto_aead_encrypt,
  * src/crypto/aead.c, which OpenSSL computes) and libsodium's, which gives
  * the same output. */
 static void
@@ -282,8 +282,8 @@ bench_chunker(const char *name, const uint8_t *buf, size_t len)
 int
 main(int argc, char **argv)
 {
-	uint8_t master[CRYPTO_KEY_BYTES];
-	struct crypto_keys *keys;
+	uint8_t master[CCRYPTO_KEY_BYTES];
+	struct ccrypto_keys *keys;
 	size_t tlen, blen;
 	uint8_t *text, *bf16;
 
@@ -291,10 +291,10 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: prims TEXT_SAMPLE BF16_SAMPLE\n");
 		return 2;
 	}
-	if (crypto_init() < 0)
+	if (ccrypto_init() < 0)
 		return 1;
 	randombytes_buf(master, sizeof master);
-	if ((keys = crypto_keys_from_master(master)) == NULL)
+	if ((keys = ccrypto_keys_from_master(master)) == NULL)
 		return 1;
 	text = slurp(argv[1], &tlen);
 	bf16 = slurp(argv[2], &blen);
@@ -310,7 +310,7 @@ main(int argc, char **argv)
 	}
 	print_results();
 	printf("chunker_avg_chunk_bytes %.0f\n", avg_chunk);
-	crypto_keys_free(keys);
+	ccrypto_keys_free(keys);
 	free(text);
 	free(bf16);
 	return 0;

@@ -147,7 +147,7 @@ main(int argc, char **argv)
 	}
 	if (take_globals(&argc, argv, &g))
 		return (STATUS_USAGE);
-	if (crypto_init())
+	if (ccrypto_init())
 		return (STATUS_ERROR);
 	st = cmd_run(argc, argv, &g);
 	cmd_secrets_release(&g);

@@ -74,10 +74,10 @@ int bundle_manifest_decode(const void *text, size_t len,
 /* BLAKE2b-256 of a manifest's text: how the next bundle names it. */
 void bundle_manifest_hash(const void *text, size_t len,
     uint8_t out[BUNDLE_HASH_BYTES]);
-void bundle_manifest_sign(const struct crypto_keys *k, const void *text,
-    size_t len, uint8_t sig[CRYPTO_SIG_BYTES]);
-int bundle_manifest_verify(const struct crypto_keys *k, const void *text,
-    size_t len, const uint8_t sig[CRYPTO_SIG_BYTES]);
+void bundle_manifest_sign(const struct ccrypto_keys *k, const void *text,
+    size_t len, uint8_t sig[CCRYPTO_SIG_BYTES]);
+int bundle_manifest_verify(const struct ccrypto_keys *k, const void *text,
+    size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES]);
 
 /* What a member name is, by its shape alone. */
 enum bundle_member {

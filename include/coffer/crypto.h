@@ -9,111 +9,113 @@
 /*
  * All of coffer's cryptography; the only libsodium user.  See doc/design.md
  * ("Crypto").  Secrets live in sodium_malloc'd memory and are wiped on free.
+ * Its names are ccrypto_* and CCRYPTO_*: crypto_* is libsodium's.
  */
 
-#define CRYPTO_ID_BYTES 32	/* chunk id: keyed BLAKE2b-256 */
-#define CRYPTO_REPO_ID_BYTES 16
-#define CRYPTO_KEY_BYTES 32	/* master secret, subkeys, pack keys */
-#define CRYPTO_NONCE_BYTES 24	/* XChaCha20-Poly1305-IETF */
-#define CRYPTO_TAG_BYTES 16
-#define CRYPTO_SEALED_KEY_BYTES (CRYPTO_KEY_BYTES + 48) /* box_SEALBYTES */
-#define CRYPTO_SIG_BYTES 64
-#define CRYPTO_MAC_BYTES 32
+#define CCRYPTO_ID_BYTES 32	/* chunk id: keyed BLAKE2b-256 */
+#define CCRYPTO_REPO_ID_BYTES 16
+#define CCRYPTO_KEY_BYTES 32	/* master secret, subkeys, pack keys */
+#define CCRYPTO_NONCE_BYTES 24	/* XChaCha20-Poly1305-IETF */
+#define CCRYPTO_TAG_BYTES 16
+#define CCRYPTO_SEALED_KEY_BYTES (CCRYPTO_KEY_BYTES + 48) /* box_SEALBYTES */
+#define CCRYPTO_SIG_BYTES 64
+#define CCRYPTO_MAC_BYTES 32
 
 /* Key material of one repository, derived from its master secret. */
-struct crypto_keys;
+struct ccrypto_keys;
 
 /* sodium_init(); 0 or -1.  Safe to call more than once. */
-int crypto_init(void);
+int ccrypto_init(void);
 
 /* A fresh random master secret and its subkeys; NULL on ENOMEM. */
-struct crypto_keys *crypto_keys_generate(void);
+struct ccrypto_keys *ccrypto_keys_generate(void);
 /* Keys derived from a given master secret (32 bytes). */
-struct crypto_keys *crypto_keys_from_master(const uint8_t *master);
+struct ccrypto_keys *ccrypto_keys_from_master(const uint8_t *master);
 /* Wipe and free; NULL is fine. */
-void crypto_keys_free(struct crypto_keys *k);
+void ccrypto_keys_free(struct ccrypto_keys *k);
 
 /* Subkeys, for the modules that need them (read-only, 32 bytes each). */
-const uint8_t *crypto_keys_chunker_key(const struct crypto_keys *k);
+const uint8_t *ccrypto_keys_chunker_key(const struct ccrypto_keys *k);
 
 /* Chunk id: keyed BLAKE2b-256 (key = the "id" subkey) of data. */
-void crypto_chunk_id(const struct crypto_keys *k, const void *data,
-    size_t len, uint8_t out[CRYPTO_ID_BYTES]);
+void ccrypto_chunk_id(const struct ccrypto_keys *k, const void *data,
+    size_t len, uint8_t out[CCRYPTO_ID_BYTES]);
 /*
  * The ids of n chunks (data[i], len[i]) into out[i]: the same as n calls,
  * about three times faster on a processor with AVX-512, which hashes
  * eight chunks at once; best with eight or more of similar lengths.
  */
-void crypto_chunk_ids(const struct crypto_keys *k, size_t n,
+void ccrypto_chunk_ids(const struct ccrypto_keys *k, size_t n,
     const uint8_t *const *data, const size_t *len,
-    uint8_t (*out)[CRYPTO_ID_BYTES]);
+    uint8_t (*out)[CCRYPTO_ID_BYTES]);
 
 /* Incremental keyed hash under the id subkey (content ids of files). */
-struct crypto_hash_state {
+struct ccrypto_hash_state {
 	unsigned char opaque[384] __attribute__((aligned(64)));
 };
-void crypto_hash_init(const struct crypto_keys *k, struct crypto_hash_state *s);
-void crypto_hash_update(struct crypto_hash_state *s, const void *p, size_t n);
-void crypto_hash_final(struct crypto_hash_state *s, uint8_t out[32]);
+void ccrypto_hash_init(const struct ccrypto_keys *k,
+    struct ccrypto_hash_state *s);
+void ccrypto_hash_update(struct ccrypto_hash_state *s, const void *p,
+    size_t n);
+void ccrypto_hash_final(struct ccrypto_hash_state *s, uint8_t out[32]);
 
 /* Unkeyed BLAKE2b-256, for naming files by content (pack hashes). */
-void crypto_plain_hash(const void *data, size_t len, uint8_t out[32]);
+void ccrypto_plain_hash(const void *data, size_t len, uint8_t out[32]);
 /*
  * Incremental unkeyed BLAKE2b of outlen bytes (1 to 64), fed with
- * crypto_hash_update: whole-file hashes that anyone can check without a
+ * ccrypto_hash_update: whole-file hashes that anyone can check without a
  * key (b2sum's default length is 64).
  */
-void crypto_plain_hash_init(struct crypto_hash_state *s, size_t outlen);
-void crypto_plain_hash_final(struct crypto_hash_state *s, uint8_t *out);
+void ccrypto_plain_hash_init(struct ccrypto_hash_state *s, size_t outlen);
+void ccrypto_plain_hash_final(struct ccrypto_hash_state *s, uint8_t *out);
 
 /* MAC (keyed BLAKE2b-256 under the "meta" subkey) over coffer.conf. */
-void crypto_meta_mac(const struct crypto_keys *k, const void *data,
-    size_t len, uint8_t out[CRYPTO_MAC_BYTES]);
+void ccrypto_meta_mac(const struct ccrypto_keys *k, const void *data,
+    size_t len, uint8_t out[CCRYPTO_MAC_BYTES]);
 /* 0 if mac matches (constant time), -1 if not. */
-int crypto_meta_mac_verify(const struct crypto_keys *k, const void *data,
-    size_t len, const uint8_t mac[CRYPTO_MAC_BYTES]);
+int ccrypto_meta_mac_verify(const struct ccrypto_keys *k, const void *data,
+    size_t len, const uint8_t mac[CCRYPTO_MAC_BYTES]);
 
 /* Fill buf with n random bytes. */
-void crypto_random(void *buf, size_t n);
+void ccrypto_random(void *buf, size_t n);
 
 /*
  * Per-pack keys.  A pack key is random, lives in sodium_malloc'd memory
- * (crypto_secret_new / crypto_secret_free), and is stored in the pack header
+ * (ccrypto_secret_new / ccrypto_secret_free), and is stored in the pack header
  * sealed to the repository's X25519 public key (crypto_box_seal), so writing
  * needs no secret that can read.
  */
-uint8_t *crypto_secret_new(size_t n);	/* sodium_malloc; NULL on ENOMEM */
-void crypto_secret_free(uint8_t *p);	/* sodium_free; NULL is fine */
-void crypto_pack_key_seal(const struct crypto_keys *k, const uint8_t *key,
-    uint8_t out[CRYPTO_SEALED_KEY_BYTES]);
+uint8_t *ccrypto_secret_new(size_t n);	/* sodium_malloc; NULL on ENOMEM */
+void ccrypto_secret_free(uint8_t *p);	/* sodium_free; NULL is fine */
+void ccrypto_pack_key_seal(const struct ccrypto_keys *k, const uint8_t *key,
+    uint8_t out[CCRYPTO_SEALED_KEY_BYTES]);
 /* 0, or -1 when the sealed key does not open (damaged or foreign pack). */
-int crypto_pack_key_unseal(const struct crypto_keys *k,
-    const uint8_t in[CRYPTO_SEALED_KEY_BYTES], uint8_t *key);
+int ccrypto_pack_key_unseal(const struct ccrypto_keys *k,
+    const uint8_t in[CCRYPTO_SEALED_KEY_BYTES], uint8_t *key);
 
 /*
  * XChaCha20-Poly1305-IETF.  encrypt: a fresh random nonce is written to
- * nonce; out receives plen + CRYPTO_TAG_BYTES bytes.  decrypt: out receives
- * ctlen - CRYPTO_TAG_BYTES bytes; returns -1 if the tag does not verify
+ * nonce; out receives plen + CCRYPTO_TAG_BYTES bytes.  decrypt: out receives
+ * ctlen - CCRYPTO_TAG_BYTES bytes; returns -1 if the tag does not verify
  * (no error is printed: the caller knows what was damaged).
  */
-void crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
-    const void *ad, size_t adlen, const void *plain, size_t plen,
-    uint8_t *out);
-int crypto_aead_decrypt(const uint8_t *key,
-    const uint8_t nonce[CRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
+void ccrypto_aead_encrypt(const uint8_t *key,
+    uint8_t nonce[CCRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
+    const void *plain, size_t plen, uint8_t *out);
+int ccrypto_aead_decrypt(const uint8_t *key,
+    const uint8_t nonce[CCRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
     const uint8_t *ct, size_t ctlen, uint8_t *out);
 /* Whose code computes it: "openssl" or "libsodium" (src/crypto/aead.c). */
-const char *crypto_aead_impl(void);
+const char *ccrypto_aead_impl(void);
 
 /*
- * Ed25519 signatures with the repository's signing key.  Not "crypto_sign":
- * libsodium exports that name, and ours would clash with it.
+ * Ed25519 signatures with the repository's signing key.
  */
-void crypto_sign_msg(const struct crypto_keys *k, const void *msg, size_t len,
-    uint8_t sig[CRYPTO_SIG_BYTES]);
+void ccrypto_sign(const struct ccrypto_keys *k, const void *msg, size_t len,
+    uint8_t sig[CCRYPTO_SIG_BYTES]);
 /* 0 if valid under the public key inside k, else -1 (no message). */
-int crypto_verify(const struct crypto_keys *k, const void *msg, size_t len,
-    const uint8_t sig[CRYPTO_SIG_BYTES]);
+int ccrypto_verify(const struct ccrypto_keys *k, const void *msg, size_t len,
+    const uint8_t sig[CCRYPTO_SIG_BYTES]);
 
 /*
  * Key slots (files in REPO/keys/).  A passphrase slot is the master secret
@@ -122,42 +124,42 @@ int crypto_verify(const struct crypto_keys *k, const void *msg, size_t len,
  *   "CFKS" | version | kind | opslimit u64 | memlimit u64 | salt[16] |
  *   nonce[24] | ciphertext(payload) + tag
  * memlimit 0 means the default (64 MiB, 3 passes).  A memlimit above what
- * crypto_slot_unwrap accepts on this host is refused.
+ * ccrypto_slot_unwrap accepts on this host is refused.
  * Returns 0 and appends the slot to out, or -1 (reported).
  */
-int crypto_slot_wrap(const struct crypto_keys *k,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+int ccrypto_slot_wrap(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, uint64_t memlimit, struct buf *out);
 
-/* Why crypto_slot_unwrap returned NULL (*wrong / *why). */
+/* Why ccrypto_slot_unwrap returned NULL (*wrong / *why). */
 enum {
-	CRYPTO_SLOT_DAMAGED = 0,	/* malformed (reported) */
-	CRYPTO_SLOT_WRONG = 1,		/* the passphrase does not open it */
-	CRYPTO_SLOT_REFUSED = 2		/* costs more than this host allows */
+	CCRYPTO_SLOT_DAMAGED = 0,	/* malformed (reported) */
+	CCRYPTO_SLOT_WRONG = 1,		/* the passphrase does not open it */
+	CCRYPTO_SLOT_REFUSED = 2	/* costs more than this host allows */
 };
 
 /*
  * Open a passphrase slot read from the repository file name ("keys/ab12",
  * for messages; NULL says just "key slot").  Returns the keys, or NULL
  * with *why set:
- *   CRYPTO_SLOT_WRONG: well-formed, but the passphrase does not open it
+ *   CCRYPTO_SLOT_WRONG: well-formed, but the passphrase does not open it
  *     (nor would a damaged salt, nonce or ciphertext, nor another
  *     repository's slot: the tag cannot tell them apart); not reported;
- *   CRYPTO_SLOT_REFUSED: its Argon2id parameters exceed this host's
+ *   CCRYPTO_SLOT_REFUSED: its Argon2id parameters exceed this host's
  *     limits (4 passes, and 1 GiB unless COFFER_KDF_MAX_MEMORY gives
  *     another number of MiB, up to 4096), so it was not tried; reported,
  *     naming the slot, the cost and the limit;
- *   CRYPTO_SLOT_DAMAGED: malformed, or anything else (reported).
+ *   CCRYPTO_SLOT_DAMAGED: malformed, or anything else (reported).
  * The limits are checked before Argon2id runs: a forged slot costs no
  * more than one the host accepts.
  */
-struct crypto_keys *crypto_slot_unwrap_named(const char *name,
+struct ccrypto_keys *ccrypto_slot_unwrap_named(const char *name,
     const uint8_t *slot, size_t len,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, int *why);
 /* The same with name NULL (*wrong is the *why above). */
-struct crypto_keys *crypto_slot_unwrap(const uint8_t *slot, size_t len,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+struct ccrypto_keys *ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, int *wrong);
 
 /*
@@ -166,9 +168,9 @@ struct crypto_keys *crypto_slot_unwrap(const uint8_t *slot, size_t len,
  * keyfile_encode appends it to out.  keyfile_decode parses untrusted text;
  * returns the keys and the repo id, or NULL (reported).
  */
-int crypto_keyfile_encode(const struct crypto_keys *k,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], struct buf *out);
-struct crypto_keys *crypto_keyfile_decode(const uint8_t *data, size_t len,
-    uint8_t repo_id[CRYPTO_REPO_ID_BYTES]);
+int ccrypto_keyfile_encode(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out);
+struct ccrypto_keys *ccrypto_keyfile_decode(const uint8_t *data, size_t len,
+    uint8_t repo_id[CCRYPTO_REPO_ID_BYTES]);
 
 #endif

@@ -56,7 +56,7 @@ const uint8_t *repo_id(const struct repo *r);		/* 16 bytes */
 const char *repo_id_hex(const struct repo *r);		/* 32 hex */
 const struct chunker_params *repo_chunker_params(const struct repo *r);
 /* Keys; NULL before repo_unlock. */
-const struct crypto_keys *repo_keys(const struct repo *r);
+const struct ccrypto_keys *repo_keys(const struct repo *r);
 
 /*
  * Take the repository's writer lock (flock on locks/writer, holding this
@@ -146,8 +146,8 @@ int repo_pack_exists(const struct repo *r, const char *name);
  * Index AD = "CFPI" | repo id | pack id.
  */
 #define PACK_NAME_LEN 32		/* hex of the 16-byte pack id */
-#define PACK_HEADER_BYTES (4 + 4 + 16 + 16 + CRYPTO_SEALED_KEY_BYTES)
-#define PACK_RECORD_HEADER_BYTES (1 + 1 + 4 + 4 + CRYPTO_NONCE_BYTES)
+#define PACK_HEADER_BYTES (4 + 4 + 16 + 16 + CCRYPTO_SEALED_KEY_BYTES)
+#define PACK_RECORD_HEADER_BYTES (1 + 1 + 4 + 4 + CCRYPTO_NONCE_BYTES)
 #define PACK_RECORD_MAX (1u << 30)	/* larger records are rejected */
 #define PACK_TARGET_SIZE (64u << 20)
 
@@ -159,7 +159,7 @@ enum pack_record_type {
 enum pack_record_flags { PACK_FLAG_ZSTD = 1 };
 
 struct pack_entry {
-	uint8_t id[CRYPTO_ID_BYTES];
+	uint8_t id[CCRYPTO_ID_BYTES];
 	uint8_t type;
 	uint8_t flags;
 	uint64_t offset;
@@ -193,7 +193,7 @@ struct pack_writer *pack_writer_new(struct repo *r);
  * in *e (may be NULL).  0, or -1 (reported; the pack is unusable).
  */
 int pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
-    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
+    const uint8_t id[CCRYPTO_ID_BYTES], const void *payload, size_t stored_len,
     uint32_t plain_len, struct pack_entry *e);
 
 /*
@@ -204,12 +204,12 @@ int pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
  * by this writer at the end of the pack.  0, or -1 (reported).
  */
 #define PACK_RECORD_SIZE(n) \
-	((size_t)PACK_RECORD_HEADER_BYTES + (size_t)(n) + CRYPTO_TAG_BYTES)
+	((size_t)PACK_RECORD_HEADER_BYTES + (size_t)(n) + CCRYPTO_TAG_BYTES)
 void pack_writer_seal(const struct pack_writer *w, uint8_t type,
-    uint8_t flags, const uint8_t id[CRYPTO_ID_BYTES], const void *payload,
+    uint8_t flags, const uint8_t id[CCRYPTO_ID_BYTES], const void *payload,
     size_t stored_len, uint32_t plain_len, uint8_t *out);
 int pack_writer_append(struct pack_writer *w,
-    const uint8_t id[CRYPTO_ID_BYTES], const uint8_t *rec, size_t len,
+    const uint8_t id[CCRYPTO_ID_BYTES], const uint8_t *rec, size_t len,
     struct pack_entry *e);
 
 /* Bytes written so far; the pack's name. */
@@ -257,7 +257,7 @@ int pack_reader_read(struct pack_reader *p, const struct pack_entry *e,
  * (its id is in the AEAD's associated data) and decompressed, and the
  * keyed hash of the plaintext is left to the caller, who must compare it
  * with e->id before trusting a byte (restore hashes eight chunks at once:
- * crypto_chunk_ids) and report a difference with pack_report_mismatch.
+ * ccrypto_chunk_ids) and report a difference with pack_report_mismatch.
  */
 int pack_reader_read_unhashed(struct pack_reader *p,
     const struct pack_entry *e, struct compressor *z, uint8_t *out);

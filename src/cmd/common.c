@@ -59,7 +59,7 @@ cmd_secrets_init(struct global_opts *g)
 		v = *e + pre;
 		n = strlen(v);
 		if (g->env_pass == NULL && rc == 0) {
-			if ((g->env_pass = (char *)crypto_secret_new(
+			if ((g->env_pass = (char *)ccrypto_secret_new(
 			    PASS_MAX + 1)) == NULL)
 				rc = -1;
 			else {
@@ -77,7 +77,7 @@ cmd_secrets_init(struct global_opts *g)
 void
 cmd_secrets_release(struct global_opts *g)
 {
-	crypto_secret_free((uint8_t *)g->env_pass);
+	ccrypto_secret_free((uint8_t *)g->env_pass);
 	g->env_pass = NULL;
 	g->env_passlen = 0;
 }
@@ -86,7 +86,7 @@ void
 cmd_passphrase_free(char *pass, size_t len)
 {
 	/* sodium_free wipes all of it. */
-	crypto_secret_free((uint8_t *)pass);
+	ccrypto_secret_free((uint8_t *)pass);
 }
 
 /*
@@ -195,7 +195,7 @@ cmd_passphrase(const struct global_opts *g, const char *prompt, int confirm,
 	size_t n;
 
 	/* Room for a line of PASS_MAX bytes, and for a file one byte over. */
-	if ((p = (char *)crypto_secret_new(PASS_MAX + 2)) == NULL)
+	if ((p = (char *)ccrypto_secret_new(PASS_MAX + 2)) == NULL)
 		return (STATUS_ERROR);
 	memset(p, 0, PASS_MAX + 2);
 	if (g->passphrase_file) {
@@ -215,8 +215,8 @@ cmd_passphrase(const struct global_opts *g, const char *prompt, int confirm,
 			return (STATUS_REPO);
 		}
 		if (confirm) {
-			if ((again = (char *)crypto_secret_new(PASS_MAX + 1)) ==
-			    NULL || read_tty("enter the passphrase again: ",
+			if ((again = (char *)ccrypto_secret_new(PASS_MAX +
+			    1)) == NULL || read_tty("enter the passphrase again: ",
 			    again, PASS_MAX + 1) || strcmp(p, again) != 0) {
 				log_error("the passphrases do not match");
 				cmd_passphrase_free(again, 0);

@@ -34,8 +34,8 @@
 
 /* crypto.c checks the key, nonce and tag against libsodium's AEAD. */
 _Static_assert(crypto_core_hchacha20_INPUTBYTES == 16 &&
-    crypto_core_hchacha20_KEYBYTES == CRYPTO_KEY_BYTES &&
-    crypto_core_hchacha20_OUTPUTBYTES == CRYPTO_KEY_BYTES,
+    crypto_core_hchacha20_KEYBYTES == CCRYPTO_KEY_BYTES &&
+    crypto_core_hchacha20_OUTPUTBYTES == CCRYPTO_KEY_BYTES,
     "HChaCha20 sizes");
 
 #define IETF_NONCE_BYTES 12
@@ -71,15 +71,15 @@ openssl_chacha(void)
 }
 
 const char *
-crypto_aead_impl(void)
+ccrypto_aead_impl(void)
 {
 	return (openssl_chacha() != NULL ? "openssl" : "libsodium");
 }
 
 /* The ChaCha20-Poly1305 key and nonce of an XChaCha20-Poly1305 one. */
 static void
-ietf_key(const uint8_t *key, const uint8_t nonce[CRYPTO_NONCE_BYTES],
-    uint8_t sub[CRYPTO_KEY_BYTES], uint8_t iv[IETF_NONCE_BYTES])
+ietf_key(const uint8_t *key, const uint8_t nonce[CCRYPTO_NONCE_BYTES],
+    uint8_t sub[CCRYPTO_KEY_BYTES], uint8_t iv[IETF_NONCE_BYTES])
 {
 	crypto_core_hchacha20(sub, nonce, key, NULL);
 	memset(iv, 0, 4);
@@ -93,10 +93,10 @@ ietf_key(const uint8_t *key, const uint8_t nonce[CRYPTO_NONCE_BYTES],
  */
 static int
 openssl_begin(EVP_CIPHER_CTX **c, const EVP_CIPHER *ch, int enc,
-    const uint8_t *key, const uint8_t nonce[CRYPTO_NONCE_BYTES],
+    const uint8_t *key, const uint8_t nonce[CCRYPTO_NONCE_BYTES],
     const void *ad, size_t adlen, size_t plen, const uint8_t *tag)
 {
-	uint8_t sub[CRYPTO_KEY_BYTES], iv[IETF_NONCE_BYTES];
+	uint8_t sub[CCRYPTO_KEY_BYTES], iv[IETF_NONCE_BYTES];
 	int n, ok;
 
 	if (plen > INT_MAX || adlen > INT_MAX ||
@@ -105,7 +105,7 @@ openssl_begin(EVP_CIPHER_CTX **c, const EVP_CIPHER *ch, int enc,
 	ietf_key(key, nonce, sub, iv);
 	ok = EVP_CipherInit_ex2(*c, ch, sub, iv, enc, NULL) == 1 &&
 	    (tag == NULL || EVP_CIPHER_CTX_ctrl(*c, EVP_CTRL_AEAD_SET_TAG,
-	    CRYPTO_TAG_BYTES, (void *)tag) == 1) &&
+	    CCRYPTO_TAG_BYTES, (void *)tag) == 1) &&
 	    (adlen == 0 ||
 	    EVP_CipherUpdate(*c, NULL, &n, ad, (int)adlen) == 1);
 	sodium_memzero(sub, sizeof(sub));
@@ -119,7 +119,7 @@ openssl_begin(EVP_CIPHER_CTX **c, const EVP_CIPHER *ch, int enc,
 }
 
 void
-crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
+ccrypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CCRYPTO_NONCE_BYTES],
     const void *ad, size_t adlen, const void *plain, size_t plen,
     uint8_t *out)
 {
@@ -128,7 +128,7 @@ crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
 	int n;
 
 	/* 192-bit nonces: random ones never collide in practice. */
-	randombytes_buf(nonce, CRYPTO_NONCE_BYTES);
+	randombytes_buf(nonce, CCRYPTO_NONCE_BYTES);
 	if (ch == NULL || openssl_begin(&c, ch, 1, key, nonce, ad, adlen,
 	    plen, NULL)) {
 		crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, plain,
@@ -139,7 +139,7 @@ crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
 	 * failure now is a broken library, and no record goes out wrong. */
 	if ((plen > 0 && EVP_EncryptUpdate(c, out, &n, plain,
 	    (int)plen) != 1) || EVP_EncryptFinal_ex(c, out + plen, &n) != 1 ||
-	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, CRYPTO_TAG_BYTES,
+	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, CCRYPTO_TAG_BYTES,
 	    out + plen) != 1) {
 		log_error("internal error: OpenSSL failed to encrypt");
 		abort();
@@ -148,8 +148,8 @@ crypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CRYPTO_NONCE_BYTES],
 }
 
 int
-crypto_aead_decrypt(const uint8_t *key,
-    const uint8_t nonce[CRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
+ccrypto_aead_decrypt(const uint8_t *key,
+    const uint8_t nonce[CCRYPTO_NONCE_BYTES], const void *ad, size_t adlen,
     const uint8_t *ct, size_t ctlen, uint8_t *out)
 {
 	const EVP_CIPHER *ch = openssl_chacha();
@@ -157,9 +157,9 @@ crypto_aead_decrypt(const uint8_t *key,
 	size_t plen;
 	int n, ok;
 
-	if (ctlen < CRYPTO_TAG_BYTES)
+	if (ctlen < CCRYPTO_TAG_BYTES)
 		return (-1);
-	plen = ctlen - CRYPTO_TAG_BYTES;
+	plen = ctlen - CCRYPTO_TAG_BYTES;
 	if (ch == NULL || openssl_begin(&c, ch, 0, key, nonce, ad, adlen,
 	    plen, ct + plen)) {
 		if (crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL, NULL,

@@ -27,47 +27,47 @@ enum {
  * and those two left zero: it can still name chunks, chunk, check
  * coffer.conf, seal pack keys and sign, but it cannot open a pack.
  */
-struct crypto_keys {
-	uint8_t master[CRYPTO_KEY_BYTES];
+struct ccrypto_keys {
+	uint8_t master[CCRYPTO_KEY_BYTES];
 	uint8_t box_sk[crypto_box_SECRETKEYBYTES];
-	uint8_t id[CRYPTO_KEY_BYTES];
-	uint8_t chunker[CRYPTO_KEY_BYTES];
-	uint8_t meta[CRYPTO_KEY_BYTES];
+	uint8_t id[CCRYPTO_KEY_BYTES];
+	uint8_t chunker[CCRYPTO_KEY_BYTES];
+	uint8_t meta[CCRYPTO_KEY_BYTES];
 	uint8_t box_pk[crypto_box_PUBLICKEYBYTES];
 	uint8_t sign_pk[crypto_sign_PUBLICKEYBYTES];
 	uint8_t sign_sk[crypto_sign_SECRETKEYBYTES];
 	/* Key pair seeds pass through here, never through the stack. */
-	uint8_t seed[CRYPTO_KEY_BYTES];
+	uint8_t seed[CCRYPTO_KEY_BYTES];
 	int write_only;
 };
 
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES,
     "KDF context must be crypto_kdf_CONTEXTBYTES long");
-_Static_assert(crypto_kdf_KEYBYTES == CRYPTO_KEY_BYTES &&
-    crypto_box_SEEDBYTES == CRYPTO_KEY_BYTES &&
-    crypto_sign_SEEDBYTES == CRYPTO_KEY_BYTES,
-    "master secret and seeds are CRYPTO_KEY_BYTES");
-_Static_assert(CRYPTO_KEY_BYTES <= BLAKE2B_OUT_MAX &&
-    CRYPTO_ID_BYTES <= BLAKE2B_OUT_MAX && CRYPTO_MAC_BYTES <= BLAKE2B_OUT_MAX,
+_Static_assert(crypto_kdf_KEYBYTES == CCRYPTO_KEY_BYTES &&
+    crypto_box_SEEDBYTES == CCRYPTO_KEY_BYTES &&
+    crypto_sign_SEEDBYTES == CCRYPTO_KEY_BYTES,
+    "master secret and seeds are CCRYPTO_KEY_BYTES");
+_Static_assert(CCRYPTO_KEY_BYTES <= BLAKE2B_OUT_MAX &&
+    CCRYPTO_ID_BYTES <= BLAKE2B_OUT_MAX && CCRYPTO_MAC_BYTES <= BLAKE2B_OUT_MAX,
     "subkeys must be usable as BLAKE2b keys, ids and MACs as outputs");
-_Static_assert(CRYPTO_SEALED_KEY_BYTES ==
-    CRYPTO_KEY_BYTES + crypto_box_SEALBYTES, "sealed pack key size");
-_Static_assert(CRYPTO_KEY_BYTES ==
+_Static_assert(CCRYPTO_SEALED_KEY_BYTES ==
+    CCRYPTO_KEY_BYTES + crypto_box_SEALBYTES, "sealed pack key size");
+_Static_assert(CCRYPTO_KEY_BYTES ==
     crypto_aead_xchacha20poly1305_ietf_KEYBYTES &&
-    CRYPTO_NONCE_BYTES == crypto_aead_xchacha20poly1305_ietf_NPUBBYTES &&
-    CRYPTO_TAG_BYTES == crypto_aead_xchacha20poly1305_ietf_ABYTES,
+    CCRYPTO_NONCE_BYTES == crypto_aead_xchacha20poly1305_ietf_NPUBBYTES &&
+    CCRYPTO_TAG_BYTES == crypto_aead_xchacha20poly1305_ietf_ABYTES,
     "AEAD sizes");
-_Static_assert(CRYPTO_SIG_BYTES == crypto_sign_BYTES, "signature size");
-/* struct crypto_hash_state is public so callers can keep it on the stack. */
+_Static_assert(CCRYPTO_SIG_BYTES == crypto_sign_BYTES, "signature size");
+/* struct ccrypto_hash_state is public so callers can keep it on the stack. */
 _Static_assert(sizeof(struct blake2b_state) <=
-    sizeof(((struct crypto_hash_state *)0)->opaque),
-    "crypto_hash_state too small for blake2b_state");
-_Static_assert(_Alignof(struct crypto_hash_state) %
+    sizeof(((struct ccrypto_hash_state *)0)->opaque),
+    "ccrypto_hash_state too small for blake2b_state");
+_Static_assert(_Alignof(struct ccrypto_hash_state) %
     _Alignof(struct blake2b_state) == 0,
-    "crypto_hash_state under-aligned for blake2b_state");
+    "ccrypto_hash_state under-aligned for blake2b_state");
 
 int
-crypto_init(void)
+ccrypto_init(void)
 {
 	if (sodium_init() < 0) {
 		log_error("cannot initialize libsodium");
@@ -76,13 +76,13 @@ crypto_init(void)
 	return (0);
 }
 
-static struct crypto_keys *
+static struct ccrypto_keys *
 keys_alloc(void)
 {
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 
 	/* sodium_malloc relies on sodium_init; repeat calls are cheap. */
-	if (crypto_init())
+	if (ccrypto_init())
 		return (NULL);
 	if ((k = sodium_malloc(sizeof(*k))) == NULL) {
 		log_error("out of memory for key material");
@@ -93,7 +93,7 @@ keys_alloc(void)
 }
 
 static int
-keys_derive(struct crypto_keys *k)
+keys_derive(struct ccrypto_keys *k)
 {
 	int rc = 0;
 
@@ -116,10 +116,10 @@ keys_derive(struct crypto_keys *k)
 	return (rc);
 }
 
-struct crypto_keys *
-crypto_keys_generate(void)
+struct ccrypto_keys *
+ccrypto_keys_generate(void)
 {
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 
 	if ((k = keys_alloc()) == NULL)
 		goto err0;
@@ -137,10 +137,10 @@ err0:
 	return (NULL);
 }
 
-struct crypto_keys *
-crypto_keys_from_master(const uint8_t *master)
+struct ccrypto_keys *
+ccrypto_keys_from_master(const uint8_t *master)
 {
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 
 	if ((k = keys_alloc()) == NULL)
 		goto err0;
@@ -159,7 +159,7 @@ err0:
 }
 
 void
-crypto_keys_free(struct crypto_keys *k)
+ccrypto_keys_free(struct ccrypto_keys *k)
 {
 	/* sodium_free wipes before unmapping. */
 	if (k != NULL)
@@ -167,105 +167,105 @@ crypto_keys_free(struct crypto_keys *k)
 }
 
 const uint8_t *
-crypto_keys_master(const struct crypto_keys *k)
+ccrypto_keys_master(const struct ccrypto_keys *k)
 {
 	return (k->write_only ? NULL : k->master);
 }
 
 const uint8_t *
-crypto_keys_chunker_key(const struct crypto_keys *k)
+ccrypto_keys_chunker_key(const struct ccrypto_keys *k)
 {
 	return (k->chunker);
 }
 
 void
-crypto_chunk_id(const struct crypto_keys *k, const void *data, size_t len,
-    uint8_t out[CRYPTO_ID_BYTES])
+ccrypto_chunk_id(const struct ccrypto_keys *k, const void *data, size_t len,
+    uint8_t out[CCRYPTO_ID_BYTES])
 {
-	blake2b(out, CRYPTO_ID_BYTES, data, len, k->id, sizeof(k->id));
+	blake2b(out, CCRYPTO_ID_BYTES, data, len, k->id, sizeof(k->id));
 }
 
 void
-crypto_chunk_ids(const struct crypto_keys *k, size_t n,
+ccrypto_chunk_ids(const struct ccrypto_keys *k, size_t n,
     const uint8_t *const *data, const size_t *len,
-    uint8_t (*out)[CRYPTO_ID_BYTES])
+    uint8_t (*out)[CCRYPTO_ID_BYTES])
 {
-	blake2b_many((uint8_t *)out, CRYPTO_ID_BYTES, n, data, len, k->id,
+	blake2b_many((uint8_t *)out, CCRYPTO_ID_BYTES, n, data, len, k->id,
 	    sizeof(k->id));
 }
 
 static struct blake2b_state *
-hash_state(struct crypto_hash_state *s)
+hash_state(struct ccrypto_hash_state *s)
 {
 	return ((struct blake2b_state *)(void *)s->opaque);
 }
 
 void
-crypto_hash_init(const struct crypto_keys *k, struct crypto_hash_state *s)
+ccrypto_hash_init(const struct ccrypto_keys *k, struct ccrypto_hash_state *s)
 {
-	blake2b_init(hash_state(s), CRYPTO_ID_BYTES, k->id, sizeof(k->id));
+	blake2b_init(hash_state(s), CCRYPTO_ID_BYTES, k->id, sizeof(k->id));
 }
 
 void
-crypto_hash_update(struct crypto_hash_state *s, const void *p, size_t n)
+ccrypto_hash_update(struct ccrypto_hash_state *s, const void *p, size_t n)
 {
 	blake2b_update(hash_state(s), p, n);
 }
 
 void
-crypto_hash_final(struct crypto_hash_state *s, uint8_t out[32])
+ccrypto_hash_final(struct ccrypto_hash_state *s, uint8_t out[32])
 {
 	/* blake2b_final wipes the state, which may sit on the stack. */
 	blake2b_final(hash_state(s), out);
 }
 
 void
-crypto_plain_hash(const void *data, size_t len, uint8_t out[32])
+ccrypto_plain_hash(const void *data, size_t len, uint8_t out[32])
 {
 	blake2b(out, 32, data, len, NULL, 0);
 }
 
 void
-crypto_plain_hash_init(struct crypto_hash_state *s, size_t outlen)
+ccrypto_plain_hash_init(struct ccrypto_hash_state *s, size_t outlen)
 {
 	blake2b_init(hash_state(s), outlen, NULL, 0);
 }
 
 void
-crypto_plain_hash_final(struct crypto_hash_state *s, uint8_t *out)
+ccrypto_plain_hash_final(struct ccrypto_hash_state *s, uint8_t *out)
 {
 	blake2b_final(hash_state(s), out);
 }
 
 void
-crypto_meta_mac(const struct crypto_keys *k, const void *data, size_t len,
-    uint8_t out[CRYPTO_MAC_BYTES])
+ccrypto_meta_mac(const struct ccrypto_keys *k, const void *data, size_t len,
+    uint8_t out[CCRYPTO_MAC_BYTES])
 {
-	blake2b(out, CRYPTO_MAC_BYTES, data, len, k->meta, sizeof(k->meta));
+	blake2b(out, CCRYPTO_MAC_BYTES, data, len, k->meta, sizeof(k->meta));
 }
 
 int
-crypto_meta_mac_verify(const struct crypto_keys *k, const void *data,
-    size_t len, const uint8_t mac[CRYPTO_MAC_BYTES])
+ccrypto_meta_mac_verify(const struct ccrypto_keys *k, const void *data,
+    size_t len, const uint8_t mac[CCRYPTO_MAC_BYTES])
 {
-	uint8_t want[CRYPTO_MAC_BYTES];
+	uint8_t want[CCRYPTO_MAC_BYTES];
 
-	crypto_meta_mac(k, data, len, want);
+	ccrypto_meta_mac(k, data, len, want);
 	return (sodium_memcmp(want, mac, sizeof(want)) == 0 ? 0 : -1);
 }
 
 void
-crypto_random(void *buf, size_t n)
+ccrypto_random(void *buf, size_t n)
 {
 	randombytes_buf(buf, n);
 }
 
 uint8_t *
-crypto_secret_new(size_t n)
+ccrypto_secret_new(size_t n)
 {
 	uint8_t *p;
 
-	if (crypto_init())
+	if (ccrypto_init())
 		return (NULL);
 	if ((p = sodium_malloc(n)) == NULL)
 		log_error("out of memory for a secret (%zu bytes)", n);
@@ -273,15 +273,15 @@ crypto_secret_new(size_t n)
 }
 
 void
-crypto_secret_free(uint8_t *p)
+ccrypto_secret_free(uint8_t *p)
 {
 	if (p != NULL)
 		sodium_free(p);
 }
 
 void
-crypto_pack_key_seal(const struct crypto_keys *k, const uint8_t *key,
-    uint8_t out[CRYPTO_SEALED_KEY_BYTES])
+ccrypto_pack_key_seal(const struct ccrypto_keys *k, const uint8_t *key,
+    uint8_t out[CCRYPTO_SEALED_KEY_BYTES])
 {
 	int rc;
 
@@ -289,33 +289,33 @@ crypto_pack_key_seal(const struct crypto_keys *k, const uint8_t *key,
 	 * Sealing fails only for a low-order public key, and ours comes
 	 * from crypto_box_seed_keypair: a failure is a bug, not bad input.
 	 */
-	rc = crypto_box_seal(out, key, CRYPTO_KEY_BYTES, k->box_pk);
+	rc = crypto_box_seal(out, key, CCRYPTO_KEY_BYTES, k->box_pk);
 	assert(rc == 0);
 	(void)rc;
 }
 
 int
-crypto_pack_key_unseal(const struct crypto_keys *k,
-    const uint8_t in[CRYPTO_SEALED_KEY_BYTES], uint8_t *key)
+ccrypto_pack_key_unseal(const struct ccrypto_keys *k,
+    const uint8_t in[CCRYPTO_SEALED_KEY_BYTES], uint8_t *key)
 {
 	if (k->write_only)
 		return (-1);
-	if (crypto_box_seal_open(key, in, CRYPTO_SEALED_KEY_BYTES, k->box_pk,
+	if (crypto_box_seal_open(key, in, CCRYPTO_SEALED_KEY_BYTES, k->box_pk,
 	    k->box_sk) != 0)
 		return (-1);
 	return (0);
 }
 
 void
-crypto_sign_msg(const struct crypto_keys *k, const void *msg, size_t len,
-    uint8_t sig[CRYPTO_SIG_BYTES])
+ccrypto_sign(const struct ccrypto_keys *k, const void *msg, size_t len,
+    uint8_t sig[CCRYPTO_SIG_BYTES])
 {
 	crypto_sign_detached(sig, NULL, msg, len, k->sign_sk);
 }
 
 int
-crypto_verify(const struct crypto_keys *k, const void *msg, size_t len,
-    const uint8_t sig[CRYPTO_SIG_BYTES])
+ccrypto_verify(const struct ccrypto_keys *k, const void *msg, size_t len,
+    const uint8_t sig[CCRYPTO_SIG_BYTES])
 {
 	if (crypto_sign_verify_detached(sig, msg, len, k->sign_pk) != 0)
 		return (-1);

@@ -34,10 +34,10 @@ enum {
 	OFF_MEMLIMIT = 14,
 	OFF_SALT = 22,
 	OFF_NONCE = OFF_SALT + crypto_pwhash_SALTBYTES,
-	SLOT_HEADER_BYTES = OFF_NONCE + CRYPTO_NONCE_BYTES,
-	SLOT_AD_BYTES = SLOT_HEADER_BYTES + CRYPTO_REPO_ID_BYTES,
-	PAYLOAD_BYTES = 1 + CRYPTO_KEY_BYTES,
-	SLOT_BYTES = SLOT_HEADER_BYTES + PAYLOAD_BYTES + CRYPTO_TAG_BYTES,
+	SLOT_HEADER_BYTES = OFF_NONCE + CCRYPTO_NONCE_BYTES,
+	SLOT_AD_BYTES = SLOT_HEADER_BYTES + CCRYPTO_REPO_ID_BYTES,
+	PAYLOAD_BYTES = 1 + CCRYPTO_KEY_BYTES,
+	SLOT_BYTES = SLOT_HEADER_BYTES + PAYLOAD_BYTES + CCRYPTO_TAG_BYTES,
 };
 
 _Static_assert(crypto_pwhash_SALTBYTES == 16, "slot salt is 16 bytes");
@@ -85,9 +85,9 @@ _Static_assert(SLOT_LOCAL_OPSLIMIT_MAX >= SLOT_OPSLIMIT_DEFAULT &&
 enum {
 	KF_OFF_VERSION = sizeof(KF_PREFIX) - 1,
 	KF_OFF_REPO = KF_OFF_VERSION + sizeof(KF_VERSION) - 1,
-	KF_OFF_SEP = KF_OFF_REPO + 2 * CRYPTO_REPO_ID_BYTES,
+	KF_OFF_SEP = KF_OFF_REPO + 2 * CCRYPTO_REPO_ID_BYTES,
 	KF_OFF_MASTER = KF_OFF_SEP + 1,
-	KF_OFF_NL = KF_OFF_MASTER + 2 * CRYPTO_KEY_BYTES,
+	KF_OFF_NL = KF_OFF_MASTER + 2 * CCRYPTO_KEY_BYTES,
 	KF_BYTES = KF_OFF_NL + 1,
 };
 
@@ -131,7 +131,7 @@ slot_kdf(uint8_t *key, const char *pass, size_t passlen, const uint8_t *salt,
 {
 	if (pass == NULL)
 		pass = "";
-	if (crypto_pwhash(key, CRYPTO_KEY_BYTES, pass, passlen, salt,
+	if (crypto_pwhash(key, CCRYPTO_KEY_BYTES, pass, passlen, salt,
 	    (unsigned long long)opslimit, (size_t)memlimit,
 	    crypto_pwhash_ALG_ARGON2ID13) != 0) {
 		log_errno("cannot derive a key from the passphrase "
@@ -142,8 +142,8 @@ slot_kdf(uint8_t *key, const char *pass, size_t passlen, const uint8_t *salt,
 }
 
 int
-crypto_slot_wrap(const struct crypto_keys *k,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+ccrypto_slot_wrap(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, uint64_t memlimit, struct buf *out)
 {
 	const uint64_t opslimit = SLOT_OPSLIMIT_DEFAULT;
@@ -152,7 +152,7 @@ crypto_slot_wrap(const struct crypto_keys *k,
 	uint8_t *wkey, *payload;
 	const uint8_t *master;
 
-	if ((master = crypto_keys_master(k)) == NULL) {
+	if ((master = ccrypto_keys_master(k)) == NULL) {
 		log_error("a write-only key cannot go into a passphrase slot");
 		goto err0;
 	}
@@ -174,9 +174,9 @@ crypto_slot_wrap(const struct crypto_keys *k,
 		    (unsigned long long)(local >> 20));
 		goto err0;
 	}
-	if ((wkey = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL)
+	if ((wkey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
 		goto err0;
-	if ((payload = crypto_secret_new(PAYLOAD_BYTES)) == NULL)
+	if ((payload = ccrypto_secret_new(PAYLOAD_BYTES)) == NULL)
 		goto err1;
 
 	memcpy(ad + OFF_MAGIC, SLOT_MAGIC, 4);
@@ -185,13 +185,13 @@ crypto_slot_wrap(const struct crypto_keys *k,
 	put_u64(ad + OFF_OPSLIMIT, opslimit);
 	put_u64(ad + OFF_MEMLIMIT, memlimit);
 	randombytes_buf(ad + OFF_SALT, crypto_pwhash_SALTBYTES);
-	randombytes_buf(ad + OFF_NONCE, CRYPTO_NONCE_BYTES);
-	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CRYPTO_REPO_ID_BYTES);
+	randombytes_buf(ad + OFF_NONCE, CCRYPTO_NONCE_BYTES);
+	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CCRYPTO_REPO_ID_BYTES);
 
 	if (slot_kdf(wkey, pass, passlen, ad + OFF_SALT, opslimit, memlimit))
 		goto err2;
 	payload[0] = PAYLOAD_MASTER;
-	memcpy(payload + 1, master, CRYPTO_KEY_BYTES);
+	memcpy(payload + 1, master, CCRYPTO_KEY_BYTES);
 	if (buf_reserve(out, SLOT_BYTES))
 		goto err2;
 	memcpy(out->data + out->len, ad, SLOT_HEADER_BYTES);
@@ -199,16 +199,16 @@ crypto_slot_wrap(const struct crypto_keys *k,
 	    out->data + out->len + SLOT_HEADER_BYTES, NULL, payload,
 	    PAYLOAD_BYTES, ad, sizeof(ad), NULL, ad + OFF_NONCE, wkey);
 	out->len += SLOT_BYTES;
-	crypto_secret_free(payload);
-	crypto_secret_free(wkey);
+	ccrypto_secret_free(payload);
+	ccrypto_secret_free(wkey);
 
 	/* Success! */
 	return (0);
 
 err2:
-	crypto_secret_free(payload);
+	ccrypto_secret_free(payload);
 err1:
-	crypto_secret_free(wkey);
+	ccrypto_secret_free(wkey);
 err0:
 	/* Failure! */
 	return (-1);
@@ -226,7 +226,7 @@ slot_label(char *out, size_t n, const char *name)
 
 /*
  * Check everything that can be checked without the passphrase: the format
- * (*why = CRYPTO_SLOT_DAMAGED) and this host's limits (CRYPTO_SLOT_REFUSED).
+ * (*why = CCRYPTO_SLOT_DAMAGED) and this host's limits (CCRYPTO_SLOT_REFUSED).
  * 0 when the slot may go to Argon2id, else -1 (reported).
  */
 static int
@@ -291,32 +291,32 @@ slot_check(const char *name, const uint8_t *slot, size_t len, int *why)
 	}
 	return (0);
 damaged:
-	*why = CRYPTO_SLOT_DAMAGED;
+	*why = CCRYPTO_SLOT_DAMAGED;
 	return (-1);
 refused:
-	*why = CRYPTO_SLOT_REFUSED;
+	*why = CCRYPTO_SLOT_REFUSED;
 	return (-1);
 }
 
-struct crypto_keys *
-crypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+struct ccrypto_keys *
+ccrypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, int *why)
 {
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 	uint8_t ad[SLOT_AD_BYTES];
 	uint8_t *wkey, *payload;
 	char what[300];
 
-	*why = CRYPTO_SLOT_DAMAGED;
+	*why = CCRYPTO_SLOT_DAMAGED;
 	if (slot_check(name, slot, len, why))
 		goto err0;
 	memcpy(ad, slot, SLOT_HEADER_BYTES);
-	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CRYPTO_REPO_ID_BYTES);
+	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CCRYPTO_REPO_ID_BYTES);
 
-	if ((wkey = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL)
+	if ((wkey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
 		goto err0;
-	if ((payload = crypto_secret_new(PAYLOAD_BYTES)) == NULL)
+	if ((payload = ccrypto_secret_new(PAYLOAD_BYTES)) == NULL)
 		goto err1;
 	if (slot_kdf(wkey, pass, passlen, slot + OFF_SALT,
 	    get_u64(slot + OFF_OPSLIMIT), get_u64(slot + OFF_MEMLIMIT)))
@@ -331,7 +331,7 @@ crypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
 	if (crypto_aead_xchacha20poly1305_ietf_decrypt(payload, NULL, NULL,
 	    slot + SLOT_HEADER_BYTES, SLOT_BYTES - SLOT_HEADER_BYTES, ad,
 	    sizeof(ad), slot + OFF_NONCE, wkey) != 0) {
-		*why = CRYPTO_SLOT_WRONG;
+		*why = CCRYPTO_SLOT_WRONG;
 		goto err2;
 	}
 	if (payload[0] != PAYLOAD_MASTER) {
@@ -340,61 +340,61 @@ crypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
 		    payload[0]);
 		goto err2;
 	}
-	if ((k = crypto_keys_from_master(payload + 1)) == NULL)
+	if ((k = ccrypto_keys_from_master(payload + 1)) == NULL)
 		goto err2;
-	crypto_secret_free(payload);
-	crypto_secret_free(wkey);
+	ccrypto_secret_free(payload);
+	ccrypto_secret_free(wkey);
 
 	/* Success! */
 	*why = 0;
 	return (k);
 
 err2:
-	crypto_secret_free(payload);
+	ccrypto_secret_free(payload);
 err1:
-	crypto_secret_free(wkey);
+	ccrypto_secret_free(wkey);
 err0:
 	/* Failure! */
 	return (NULL);
 }
 
-struct crypto_keys *
-crypto_slot_unwrap(const uint8_t *slot, size_t len,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], const char *pass,
+struct ccrypto_keys *
+ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, int *wrong)
 {
-	return (crypto_slot_unwrap_named(NULL, slot, len, repo_id, pass,
+	return (ccrypto_slot_unwrap_named(NULL, slot, len, repo_id, pass,
 	    passlen, wrong));
 }
 
 int
-crypto_keyfile_encode(const struct crypto_keys *k,
-    const uint8_t repo_id[CRYPTO_REPO_ID_BYTES], struct buf *out)
+ccrypto_keyfile_encode(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
 {
 	const uint8_t *master;
 	char *line;
 
-	if ((master = crypto_keys_master(k)) == NULL) {
+	if ((master = ccrypto_keys_master(k)) == NULL) {
 		log_error("a write-only key cannot go into a key file");
 		goto err0;
 	}
 	/* One spare byte for the NUL that hex_encode writes. */
-	if ((line = (char *)crypto_secret_new(KF_BYTES + 1)) == NULL)
+	if ((line = (char *)ccrypto_secret_new(KF_BYTES + 1)) == NULL)
 		goto err0;
 	memcpy(line, KF_PREFIX KF_VERSION, KF_OFF_REPO);
-	hex_encode(line + KF_OFF_REPO, repo_id, CRYPTO_REPO_ID_BYTES);
+	hex_encode(line + KF_OFF_REPO, repo_id, CCRYPTO_REPO_ID_BYTES);
 	line[KF_OFF_SEP] = ' ';
-	hex_encode(line + KF_OFF_MASTER, master, CRYPTO_KEY_BYTES);
+	hex_encode(line + KF_OFF_MASTER, master, CCRYPTO_KEY_BYTES);
 	line[KF_OFF_NL] = '\n';
 	if (buf_append(out, line, KF_BYTES))
 		goto err1;
-	crypto_secret_free((uint8_t *)line);
+	ccrypto_secret_free((uint8_t *)line);
 
 	/* Success! */
 	return (0);
 
 err1:
-	crypto_secret_free((uint8_t *)line);
+	ccrypto_secret_free((uint8_t *)line);
 err0:
 	/* Failure! */
 	return (-1);
@@ -413,13 +413,13 @@ is_lower_hex(const uint8_t *p, size_t n)
 	return (1);
 }
 
-struct crypto_keys *
-crypto_keyfile_decode(const uint8_t *data, size_t len,
-    uint8_t repo_id[CRYPTO_REPO_ID_BYTES])
+struct ccrypto_keys *
+ccrypto_keyfile_decode(const uint8_t *data, size_t len,
+    uint8_t repo_id[CCRYPTO_REPO_ID_BYTES])
 {
 	const char *text = (const char *)data;
-	uint8_t rid[CRYPTO_REPO_ID_BYTES];
-	struct crypto_keys *k;
+	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
+	struct ccrypto_keys *k;
 	uint8_t *master;
 
 	/* A key file from a newer coffer deserves a clearer word. */
@@ -436,30 +436,30 @@ crypto_keyfile_decode(const uint8_t *data, size_t len,
 		len--;
 	if (len != KF_OFF_NL || memcmp(data, KF_PREFIX KF_VERSION,
 	    KF_OFF_REPO) != 0 ||
-	    !is_lower_hex(data + KF_OFF_REPO, 2 * CRYPTO_REPO_ID_BYTES) ||
+	    !is_lower_hex(data + KF_OFF_REPO, 2 * CCRYPTO_REPO_ID_BYTES) ||
 	    data[KF_OFF_SEP] != ' ' ||
-	    !is_lower_hex(data + KF_OFF_MASTER, 2 * CRYPTO_KEY_BYTES)) {
+	    !is_lower_hex(data + KF_OFF_MASTER, 2 * CCRYPTO_KEY_BYTES)) {
 		log_error("malformed key file (expected "
 		    "'" KF_PREFIX KF_VERSION "<repo id> <key>')");
 		goto err0;
 	}
-	if ((master = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL)
+	if ((master = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
 		goto err0;
 	if (hex_decode(rid, sizeof(rid), text + KF_OFF_REPO) ||
-	    hex_decode(master, CRYPTO_KEY_BYTES, text + KF_OFF_MASTER)) {
+	    hex_decode(master, CCRYPTO_KEY_BYTES, text + KF_OFF_MASTER)) {
 		log_error("malformed key file");
 		goto err1;
 	}
-	if ((k = crypto_keys_from_master(master)) == NULL)
+	if ((k = ccrypto_keys_from_master(master)) == NULL)
 		goto err1;
-	crypto_secret_free(master);
+	ccrypto_secret_free(master);
 	memcpy(repo_id, rid, sizeof(rid));
 
 	/* Success! */
 	return (k);
 
 err1:
-	crypto_secret_free(master);
+	ccrypto_secret_free(master);
 err0:
 	/* Failure! */
 	return (NULL);

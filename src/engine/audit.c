@@ -65,7 +65,7 @@ struct audit {
 static void
 path_key(const char *path, uint8_t key[32])
 {
-	crypto_plain_hash(path, strlen(path), key);
+	ccrypto_plain_hash(path, strlen(path), key);
 }
 
 static int
@@ -157,10 +157,10 @@ static int
 compare_chunk(void *arg, const uint8_t *data, size_t len, int64_t off)
 {
 	struct audit *a = arg;
-	uint8_t id[CRYPTO_ID_BYTES];
+	uint8_t id[CCRYPTO_ID_BYTES];
 	const struct catalog_chunk_loc *w;
 
-	crypto_chunk_id(repo_keys(a->repo), data, len, id);
+	ccrypto_chunk_id(repo_keys(a->repo), data, len, id);
 	if (a->wanti >= a->nwant) {
 		a->differs = off;
 		return (1);
@@ -340,7 +340,7 @@ engine_audit(struct repo *r, struct catalog *c,
 		return (ENGINE_REFUSED);
 	}
 	if ((a.chunker = chunker_new(repo_chunker_params(r),
-	    crypto_keys_chunker_key(repo_keys(r)))) == NULL)
+	    ccrypto_keys_chunker_key(repo_keys(r)))) == NULL)
 		goto out;
 	if (load_view(&a, s->id))
 		goto out;

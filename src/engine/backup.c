@@ -49,7 +49,7 @@ struct pfile {
 	struct entry e;			/* a copy: its strings live in mem */
 	void *mem;
 	struct catalog_chunk_ref *refs;
-	uint8_t (*ids)[CRYPTO_ID_BYTES];
+	uint8_t (*ids)[CCRYPTO_ID_BYTES];
 	size_t nrefs, caprefs;
 	size_t outstanding;		/* chunks queued, not yet resolved */
 	size_t inflight;		/* chunks in batches, of any attempt */
@@ -64,7 +64,7 @@ struct job {
 	size_t ref;			/* index in f->refs */
 	size_t off;			/* its bytes in the batch's data */
 	uint32_t len;
-	uint8_t id[CRYPTO_ID_BYTES];
+	uint8_t id[CCRYPTO_ID_BYTES];
 	int64_t rowid;
 	int isnew;
 	size_t rec_off, rec_len;	/* sealed record in recs */
@@ -181,19 +181,19 @@ static int
 pfile_finish(struct backup *b, struct pfile *f)
 {
 	/* Zeroed only for cppcheck, which cannot see init set it. */
-	struct crypto_hash_state hs = { 0 };
+	struct ccrypto_hash_state hs = { 0 };
 	uint8_t hash[32], lenoff[16], key[16];
 	size_t i;
 
 	/* The content's identity: its chunks and where they sit. */
-	crypto_hash_init(repo_keys(b->repo), &hs);
+	ccrypto_hash_init(repo_keys(b->repo), &hs);
 	for (i = 0; i < f->nrefs; i++) {
 		put_u64(lenoff, f->refs[i].file_offset);
 		put_u64(lenoff + 8, f->refs[i].len);
-		crypto_hash_update(&hs, lenoff, sizeof(lenoff));
-		crypto_hash_update(&hs, f->ids[i], CRYPTO_ID_BYTES);
+		ccrypto_hash_update(&hs, lenoff, sizeof(lenoff));
+		ccrypto_hash_update(&hs, f->ids[i], CCRYPTO_ID_BYTES);
 	}
-	crypto_hash_final(&hs, hash);
+	ccrypto_hash_final(&hs, hash);
 	if (catalog_content_put(b->cat, hash, (uint64_t)f->e.size, f->refs,
 	    f->nrefs, &f->e.content_id))
 		return (-1);
@@ -211,7 +211,7 @@ pfile_finish(struct backup *b, struct pfile *f)
 static void
 hash_job(struct backup *b, struct batch *bt, struct job *j)
 {
-	crypto_chunk_id(repo_keys(b->repo), bt->data.data + j->off, j->len,
+	ccrypto_chunk_id(repo_keys(b->repo), bt->data.data + j->off, j->len,
 	    j->id);
 }
 
@@ -313,7 +313,7 @@ append_batch(struct backup *b, struct batch *bt)
 		if (j->gen != f->gen || f->state == DEAD)
 			continue;	/* from an abandoned read */
 		f->refs[j->ref].chunk_rowid = j->rowid;
-		memcpy(f->ids[j->ref], j->id, CRYPTO_ID_BYTES);
+		memcpy(f->ids[j->ref], j->id, CCRYPTO_ID_BYTES);
 		f->outstanding--;
 	}
 	bt->njobs = 0;
@@ -467,7 +467,7 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 	if (f->nrefs == f->caprefs) {
 		size_t cap = f->caprefs ? f->caprefs * 2 : 16;
 		struct catalog_chunk_ref *r;
-		uint8_t (*ids)[CRYPTO_ID_BYTES];
+		uint8_t (*ids)[CCRYPTO_ID_BYTES];
 
 		if ((r = reallocarray(f->refs, cap, sizeof(*r))) == NULL) {
 			log_error("out of memory");
@@ -941,7 +941,7 @@ engine_backup(struct repo *r, struct catalog *c,
 
 	if (packer_init(&b.packer, r, c, o->compress_level) ||
 	    (b.chunker = chunker_new(repo_chunker_params(r),
-	    crypto_keys_chunker_key(repo_keys(r)))) == NULL ||
+	    ccrypto_keys_chunker_key(repo_keys(r)))) == NULL ||
 	    (b.pool = pool_new(o->threads > 0 ? o->threads :
 	    pool_default_threads())) == NULL)
 		goto out;
@@ -958,7 +958,7 @@ engine_backup(struct repo *r, struct catalog *c,
 		b.batches[i].b = &b;
 	b.fill = &b.batches[0];
 
-	crypto_random(sid, sizeof(sid));
+	ccrypto_random(sid, sizeof(sid));
 	hex_encode(s.sid, sid, sizeof(sid));
 	if (catalog_begin(c))
 		goto out;

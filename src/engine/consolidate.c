@@ -32,7 +32,7 @@ engine_consolidate(struct repo *r, struct catalog *c,
 	}
 	if (packer_init(&p, r, c, 0))
 		goto out;
-	crypto_random(sid, sizeof(sid));
+	ccrypto_random(sid, sizeof(sid));
 	hex_encode(s.sid, sid, sizeof(sid));
 	s.dataset_id = src->dataset_id;
 	s.level = LEVEL_FULL;

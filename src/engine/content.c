@@ -49,11 +49,11 @@ all_zero(int fd, int64_t from, int64_t to, struct buf *tmp, int64_t *where)
 }
 
 int
-integrity_content_matches(const struct crypto_keys *k, int fd,
+integrity_content_matches(const struct ccrypto_keys *k, int fd,
     const struct catalog_chunk_loc *locs, size_t n, int64_t size,
     struct buf *tmp, int64_t *where, int64_t *bytes)
 {
-	uint8_t id[CRYPTO_ID_BYTES];
+	uint8_t id[CCRYPTO_ID_BYTES];
 	int64_t pos = 0, off;
 	size_t i, got;
 	ssize_t r;
@@ -81,7 +81,7 @@ integrity_content_matches(const struct crypto_keys *k, int fd,
 			if (r <= 0)
 				return (-1);
 		}
-		crypto_chunk_id(k, tmp->data, locs[i].plain_len, id);
+		ccrypto_chunk_id(k, tmp->data, locs[i].plain_len, id);
 		if (memcmp(id, locs[i].cid, sizeof(id)) != 0) {
 			*where = off;
 			return (0);

@@ -76,7 +76,7 @@ sample_key(const struct drill *d, const char *path)
 	/* Deterministic: the same snapshot and share give the same files. */
 	if (buf_append(&b, d->snap->sid, SNAPSHOT_ID_HEX + 1) == 0 &&
 	    buf_puts(&b, path) == 0) {
-		crypto_plain_hash(b.data, b.len, out);
+		ccrypto_plain_hash(b.data, b.len, out);
 		k = get_u64(out);
 	}
 	buf_release(&b);

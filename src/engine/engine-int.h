@@ -22,7 +22,7 @@
 
 /* A chunk written to the open pack, waiting for the pack to be durable. */
 struct pending {
-	uint8_t id[CRYPTO_ID_BYTES];
+	uint8_t id[CCRYPTO_ID_BYTES];
 	int64_t rowid;
 	struct pack_entry ent;		/* where it went, once appended */
 };
@@ -61,11 +61,11 @@ void packer_release(struct packer *p);
  * with packer_writer()'s key (pack_writer_seal) and added with
  * packer_append before the next packer_flush.
  */
-int packer_lookup(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+int packer_lookup(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
     int64_t *rowid);
 /* The open pack, made when there is none; NULL on error. */
 struct pack_writer *packer_writer(struct packer *p);
-int packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+int packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
     const uint8_t *rec, size_t len, uint32_t plain_len);
 
 /*
@@ -115,7 +115,7 @@ struct record_reader {
 void record_reader_init(struct record_reader *rr, struct repo *r);
 void record_reader_release(struct record_reader *rr);
 int record_reader_get(struct record_reader *rr, const char *pack,
-    const uint8_t rid[CRYPTO_ID_BYTES], const uint8_t **img, size_t *len);
+    const uint8_t rid[CCRYPTO_ID_BYTES], const uint8_t **img, size_t *len);
 
 /*
  * The snapshot record: "CFSN" | u8 version | Ed25519 signature | image

@@ -283,7 +283,7 @@ static int
 write_bundle(struct export *x, struct bundle_writer *w, struct buf *text)
 {
 	struct repo_file *files = NULL;
-	uint8_t h[BUNDLE_HASH_BYTES], sig[CRYPTO_SIG_BYTES];
+	uint8_t h[BUNDLE_HASH_BYTES], sig[CCRYPTO_SIG_BYTES];
 	char member[64];
 	struct stat st;
 	size_t i, nfiles = 0;

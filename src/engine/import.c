@@ -62,7 +62,7 @@ struct import {
 	struct repo_file meta[1 + BUNDLE_SLOTS_MAX];
 	size_t nmeta;
 	struct buf manifest;
-	uint8_t sig[CRYPTO_SIG_BYTES];
+	uint8_t sig[CCRYPTO_SIG_BYTES];
 	int have_manifest, have_sig;
 	struct progress progress;
 };
@@ -131,7 +131,7 @@ read_meta(struct import *x, struct bundle_reader *br, const char *name,
 		buf_release(&b);
 		return (-1);
 	}
-	crypto_plain_hash(b.data, b.len, m->hash);
+	ccrypto_plain_hash(b.data, b.len, m->hash);
 	f = &x->meta[x->nmeta++];
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	f->data = b.data;		/* the buffer is handed over */

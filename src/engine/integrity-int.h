@@ -21,7 +21,7 @@
  * (*where: where the first chunk or hole that differs starts), -1 read
  * error (errno set; not reported).
  */
-int integrity_content_matches(const struct crypto_keys *k, int fd,
+int integrity_content_matches(const struct ccrypto_keys *k, int fd,
     const struct catalog_chunk_loc *locs, size_t n, int64_t size,
     struct buf *tmp, int64_t *where, int64_t *bytes);
 

@@ -25,7 +25,7 @@
 
 #define JOURNAL_MAGIC "CFJN"
 #define JOURNAL_VERSION 1
-#define JOURNAL_HEADER (4 + 1 + CRYPTO_SIG_BYTES)
+#define JOURNAL_HEADER (4 + 1 + CCRYPTO_SIG_BYTES)
 
 static const char journal_ctx[] = "coffer-journal";
 
@@ -35,7 +35,7 @@ signed_message(struct buf *msg, const struct repo *r, const uint8_t *img,
 {
 	buf_reset(msg);
 	return (buf_append(msg, journal_ctx, sizeof(journal_ctx)) ||
-	    buf_append(msg, repo_id(r), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(msg, repo_id(r), CCRYPTO_REPO_ID_BYTES) ||
 	    buf_append(msg, img, len) ? -1 : 0);
 }
 
@@ -52,7 +52,8 @@ journal_record_open(const struct repo *r, const uint8_t *rec, size_t len,
 	if (signed_message(scratch, r, rec + JOURNAL_HEADER,
 	    len - JOURNAL_HEADER))
 		return (-1);
-	if (crypto_verify(repo_keys(r), scratch->data, scratch->len, rec + 5)) {
+	if (ccrypto_verify(repo_keys(r), scratch->data, scratch->len,
+	    rec + 5)) {
 		*why = "has a bad signature";
 		return (0);
 	}
@@ -68,7 +69,7 @@ engine_journal_flush(struct repo *r, struct catalog *c)
 	struct pack_writer *w = NULL;
 	struct pack_info info;
 	struct buf img = BUF_INIT, msg = BUF_INIT, rec = BUF_INIT;
-	uint8_t sig[CRYPTO_SIG_BYTES], id[CRYPTO_ID_BYTES];
+	uint8_t sig[CCRYPTO_SIG_BYTES], id[CCRYPTO_ID_BYTES];
 	int64_t pack;
 	size_t n;
 	int rc = -1;
@@ -81,7 +82,7 @@ engine_journal_flush(struct repo *r, struct catalog *c)
 	}
 	if (signed_message(&msg, r, img.data, img.len))
 		goto out;
-	crypto_sign_msg(repo_keys(r), msg.data, msg.len, sig);
+	ccrypto_sign(repo_keys(r), msg.data, msg.len, sig);
 	if (buf_append(&rec, JOURNAL_MAGIC, 4) ||
 	    buf_put_u8(&rec, JOURNAL_VERSION) ||
 	    buf_append(&rec, sig, sizeof(sig)) ||
@@ -91,7 +92,7 @@ engine_journal_flush(struct repo *r, struct catalog *c)
 		log_error("journal record is too large (%zu bytes)", rec.len);
 		goto out;
 	}
-	crypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
+	ccrypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
 	/* Durable first (doc/design.md's order), then the catalog says so. */
 	if ((w = pack_writer_new(r)) == NULL ||
 	    pack_writer_add(w, PACK_REC_JOURNAL, 0, id, rec.data, rec.len,

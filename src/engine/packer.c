@@ -22,7 +22,7 @@
 
 #define SNAPSHOT_RECORD_MAGIC "CFSN"
 #define SNAPSHOT_RECORD_VERSION 1
-#define SNAPSHOT_RECORD_HEADER (4 + 1 + CRYPTO_SIG_BYTES)
+#define SNAPSHOT_RECORD_HEADER (4 + 1 + CCRYPTO_SIG_BYTES)
 
 /* What a snapshot record's signature covers: context, repository, rows,
  * so that a record cannot be replayed into another repository or passed
@@ -35,7 +35,7 @@ record_message(struct buf *msg, const struct repo *r, const uint8_t *img,
 {
 	buf_reset(msg);
 	return (buf_append(msg, record_ctx, sizeof(record_ctx)) ||
-	    buf_append(msg, repo_id(r), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(msg, repo_id(r), CCRYPTO_REPO_ID_BYTES) ||
 	    buf_append(msg, img, len) ? -1 : 0);
 }
 
@@ -53,7 +53,7 @@ snapshot_record_open(const struct repo *r, const uint8_t *rec, size_t len,
 	if (record_message(scratch, r, rec + SNAPSHOT_RECORD_HEADER,
 	    len - SNAPSHOT_RECORD_HEADER))
 		return (-1);
-	if (crypto_verify(repo_keys(r), scratch->data, scratch->len,
+	if (ccrypto_verify(repo_keys(r), scratch->data, scratch->len,
 	    rec + 5)) {
 		*why = "has a bad signature";
 		return (0);
@@ -70,7 +70,7 @@ packer_init(struct packer *p, struct repo *r, struct catalog *c,
 	memset(p, 0, sizeof(*p));
 	p->repo = r;
 	p->cat = c;
-	hmap_init(&p->pend_ids, CRYPTO_ID_BYTES);
+	hmap_init(&p->pend_ids, CCRYPTO_ID_BYTES);
 	p->target_size = PACK_TARGET_SIZE;
 	/* Tests shrink packs to get many of them from little data. */
 	if (tuning_get()->pack_size > 0)
@@ -226,7 +226,7 @@ write_record(struct packer *p, uint8_t type, const uint8_t *id,
 	    (uint32_t)len, ent))
 		goto out;
 	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
-	    CRYPTO_TAG_BYTES);
+	    CCRYPTO_TAG_BYTES);
 	rc = 0;
 out:
 	buf_release(&p->zbuf);
@@ -234,7 +234,7 @@ out:
 }
 
 int
-packer_lookup(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+packer_lookup(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
     int64_t *rowidp)
 {
 	struct pending *pe;
@@ -259,7 +259,7 @@ packer_lookup(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
 		return (-1);
 	pe = &p->pend[p->npend];
 	memset(pe, 0, sizeof(*pe));
-	memcpy(pe->id, id, CRYPTO_ID_BYTES);
+	memcpy(pe->id, id, CCRYPTO_ID_BYTES);
 	pe->rowid = rowid;
 	if (hmap_put(&p->pend_ids, id, (int64_t)p->npend))
 		return (-1);
@@ -277,7 +277,7 @@ packer_writer(struct packer *p)
 }
 
 int
-packer_append(struct packer *p, const uint8_t id[CRYPTO_ID_BYTES],
+packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
     const uint8_t *rec, size_t len, uint32_t plain_len)
 {
 	int64_t idx;
@@ -304,10 +304,10 @@ store_record(struct packer *p, const uint8_t *img, size_t len,
 	 * image) is built behind room for the record's header, which then
 	 * takes the place of the context and id: one copy of the image.
 	 */
-	const size_t pre = sizeof(record_ctx) + CRYPTO_REPO_ID_BYTES;
+	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
 	const size_t pad = SNAPSHOT_RECORD_HEADER - pre;
 	struct buf rec = BUF_INIT;
-	uint8_t sig[CRYPTO_SIG_BYTES];
+	uint8_t sig[CCRYPTO_SIG_BYTES];
 	int rc = -1;
 
 	if (buf_reserve(&rec, pad + pre + len))
@@ -315,10 +315,10 @@ store_record(struct packer *p, const uint8_t *img, size_t len,
 	memset(rec.data, 0, pad);
 	rec.len = pad;
 	if (buf_append(&rec, record_ctx, sizeof(record_ctx)) ||
-	    buf_append(&rec, repo_id(p->repo), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(&rec, repo_id(p->repo), CCRYPTO_REPO_ID_BYTES) ||
 	    buf_append(&rec, img, len))
 		goto out;
-	crypto_sign_msg(repo_keys(p->repo), rec.data + pad, rec.len - pad,
+	ccrypto_sign(repo_keys(p->repo), rec.data + pad, rec.len - pad,
 	    sig);
 	memcpy(rec.data, SNAPSHOT_RECORD_MAGIC, 4);
 	rec.data[4] = SNAPSHOT_RECORD_VERSION;
@@ -327,7 +327,7 @@ store_record(struct packer *p, const uint8_t *img, size_t len,
 		log_error("snapshot record is too large (%zu bytes)", rec.len);
 		goto out;
 	}
-	crypto_chunk_id(repo_keys(p->repo), rec.data, rec.len, where->rid);
+	ccrypto_chunk_id(repo_keys(p->repo), rec.data, rec.len, where->rid);
 	if (write_record(p, PACK_REC_SNAPSHOT, where->rid, &rec, NULL))
 		goto out;
 	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
@@ -425,7 +425,7 @@ record_reader_release(struct record_reader *rr)
 
 int
 record_reader_get(struct record_reader *rr, const char *pack,
-    const uint8_t rid[CRYPTO_ID_BYTES], const uint8_t **img, size_t *len)
+    const uint8_t rid[CCRYPTO_ID_BYTES], const uint8_t **img, size_t *len)
 {
 	const struct pack_entry *e = NULL;
 	const char *why;
@@ -448,7 +448,7 @@ record_reader_get(struct record_reader *rr, const char *pack,
 	}
 	for (i = 0; i < rr->nents && e == NULL; i++)
 		if (rr->ents[i].type == PACK_REC_SNAPSHOT &&
-		    memcmp(rr->ents[i].id, rid, CRYPTO_ID_BYTES) == 0)
+		    memcmp(rr->ents[i].id, rid, CCRYPTO_ID_BYTES) == 0)
 			e = &rr->ents[i];
 	if (e == NULL) {
 		log_error("pack '%s': a snapshot record part is not in its "

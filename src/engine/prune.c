@@ -125,14 +125,14 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 		ents = NULL;
 		if (pack_reader_index(pr, &ents, &nents) == 0) {
 			p->res->bytes_read += PACK_HEADER_BYTES +
-			    (uint64_t)nents * (CRYPTO_ID_BYTES + 18);
+			    (uint64_t)nents * (CCRYPTO_ID_BYTES + 18);
 			lr = live_records(p, pr, ents, nents);
 			if (lr == 0 && pk[i].live_chunks == 0)
 				fate[i] = DELETE;
 			else if (lr == 0) {
 				used = pk[i].live_bytes + (uint64_t)
 				    pk[i].live_chunks * (PACK_RECORD_HEADER_BYTES +
-				    CRYPTO_TAG_BYTES);
+				    CCRYPTO_TAG_BYTES);
 				if (pk[i].size > 0 && (double)(pk[i].size -
 				    (used < pk[i].size ? used : pk[i].size)) /
 				    (double)pk[i].size > p->o->max_unused)

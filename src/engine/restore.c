@@ -11,7 +11,7 @@
  * handed to the pool in one loop together with the previous window: the
  * window's chunks are read, authenticated and decompressed while the
  * previous window's chunks are re-hashed (eight at a time, side by side
- * where the processor can: crypto_chunk_ids) and then its files written,
+ * where the processor can: ccrypto_chunk_ids) and then its files written,
  * each file by one of a few writers (an archive_write_disk each;
  * libarchive's writer is not shared between threads).  Meanwhile this
  * thread takes entries into a third window (the catalog is read on this
@@ -70,7 +70,7 @@
 #define REUSE_MIN (256u << 10)
 #define REUSE_FILES 64
 #define REUSE_CHUNKS 32768
-#define HASH_GROUP 8		/* chunks hashed together (crypto_chunk_ids) */
+#define HASH_GROUP 8		/* chunks hashed together (ccrypto_chunk_ids) */
 /*
  * The catalog's cache and sorts, beside the windows' 32 MiB: restore
  * reads the catalog in path order, a few rows a file, so 2 MiB do; at
@@ -319,7 +319,7 @@ fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	}
 	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
 		return;
-	memcpy(pe.id, j->loc.cid, CRYPTO_ID_BYTES);
+	memcpy(pe.id, j->loc.cid, CCRYPTO_ID_BYTES);
 	pe.type = j->loc.type;
 	pe.flags = j->loc.flags;
 	pe.offset = j->loc.pack_offset;
@@ -348,7 +348,7 @@ refetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	if (j->loc.pack[0] == '\0' || j->loc.type != PACK_REC_DATA ||
 	    (pr = get_reader(rs, w, j->loc.pack)) == NULL)
 		return;
-	memcpy(pe.id, j->loc.cid, CRYPTO_ID_BYTES);
+	memcpy(pe.id, j->loc.cid, CCRYPTO_ID_BYTES);
 	pe.type = j->loc.type;
 	pe.flags = j->loc.flags;
 	pe.offset = j->loc.pack_offset;
@@ -371,7 +371,7 @@ verify_group(struct restore *rs, struct window *win, size_t g,
     struct rworker *w)
 {
 	const uint8_t *in[HASH_GROUP];
-	uint8_t ids[HASH_GROUP][CRYPTO_ID_BYTES];
+	uint8_t ids[HASH_GROUP][CCRYPTO_ID_BYTES];
 	size_t len[HASH_GROUP], at[HASH_GROUP], n = 0, k, q, end;
 
 	end = (g + 1) * HASH_GROUP < win->njobs ? (g + 1) * HASH_GROUP :
@@ -385,12 +385,12 @@ verify_group(struct restore *rs, struct window *win, size_t g,
 		in[n] = win->data.data + j->off;
 		len[n++] = j->loc.plain_len;
 	}
-	crypto_chunk_ids(repo_keys(rs->repo), n, in, len, ids);
+	ccrypto_chunk_ids(repo_keys(rs->repo), n, in, len, ids);
 	for (k = 0; k < n; k++) {
 		struct rjob *j = &win->jobs[at[k]];
 		char *path;
 
-		if (memcmp(ids[k], j->loc.cid, CRYPTO_ID_BYTES) == 0)
+		if (memcmp(ids[k], j->loc.cid, CCRYPTO_ID_BYTES) == 0)
 			continue;
 		if (j->rb == RB_DONE) {
 			refetch_chunk(rs, win, j, w);

@@ -419,7 +419,7 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	s.cat = c;
 	s.res = res;
 	record_reader_init(&s.parts, r);
-	hmap_init(&s.parts_done, CRYPTO_ID_BYTES);
+	hmap_init(&s.parts_done, CCRYPTO_ID_BYTES);
 	if (repo_list_packs(r, &in_repo, &nrepo) ||
 	    catalog_pack_names(c, &in_cat, &ncat))
 		goto out;

@@ -360,7 +360,7 @@ read_chunks(struct verify *v, struct pack_reader *pr, const uint8_t *ok)
 			n++;
 		}
 		progress_update(&v->progress, 0, (uint64_t)l->stored_len +
-		    PACK_RECORD_HEADER_BYTES + CRYPTO_TAG_BYTES);
+		    PACK_RECORD_HEADER_BYTES + CCRYPTO_TAG_BYTES);
 	}
 	log_info("verify: read pack %s: %zu chunks", pack_reader_name(pr), n);
 	return (0);
@@ -475,7 +475,7 @@ pack_key(uint64_t seed, const char *name)
 
 	put_u64(in, seed);
 	memcpy(in + 8, name, 32);
-	crypto_plain_hash(in, sizeof(in), out);
+	ccrypto_plain_hash(in, sizeof(in), out);
 	return (get_u64(out));
 }
 
@@ -638,14 +638,14 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	buf_init(&v.data);
 	buf_init(&v.msg);
 	record_reader_init(&v.parts, r);
-	hmap_init(&v.index, CRYPTO_ID_BYTES);
+	hmap_init(&v.index, CCRYPTO_ID_BYTES);
 	mode_name(o, res->mode, sizeof(res->mode));
 
 	if ((found = catalog_verify_state_get(c, res->mode, &vs)) < 0)
 		goto out;
 	if (!found) {
 		memset(&vs, 0, sizeof(vs));
-		crypto_random(&vs.seed, sizeof(vs.seed));
+		ccrypto_random(&vs.seed, sizeof(vs.seed));
 		vs.started_ns = now_realtime_ns();
 	} else {
 		res->resumed = 1;

@@ -314,7 +314,7 @@ void
 bundle_manifest_hash(const void *text, size_t len,
     uint8_t out[BUNDLE_HASH_BYTES])
 {
-	crypto_plain_hash(text, len, out);
+	ccrypto_plain_hash(text, len, out);
 }
 
 /* The signed message: a context, so that no other signed object of the
@@ -327,27 +327,27 @@ signed_msg(struct buf *b, const void *text, size_t len)
 }
 
 void
-bundle_manifest_sign(const struct crypto_keys *k, const void *text,
-    size_t len, uint8_t sig[CRYPTO_SIG_BYTES])
+bundle_manifest_sign(const struct ccrypto_keys *k, const void *text,
+    size_t len, uint8_t sig[CCRYPTO_SIG_BYTES])
 {
 	struct buf b = BUF_INIT;
 
 	if (signed_msg(&b, text, len) == 0)
-		crypto_sign_msg(k, b.data, b.len, sig);
+		ccrypto_sign(k, b.data, b.len, sig);
 	else
-		memset(sig, 0, CRYPTO_SIG_BYTES);	/* never verifies */
+		memset(sig, 0, CCRYPTO_SIG_BYTES);	/* never verifies */
 	buf_release(&b);
 }
 
 int
-bundle_manifest_verify(const struct crypto_keys *k, const void *text,
-    size_t len, const uint8_t sig[CRYPTO_SIG_BYTES])
+bundle_manifest_verify(const struct ccrypto_keys *k, const void *text,
+    size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES])
 {
 	struct buf b = BUF_INIT;
 	int rc = -1;
 
 	if (signed_msg(&b, text, len) == 0)
-		rc = crypto_verify(k, b.data, b.len, sig);
+		rc = ccrypto_verify(k, b.data, b.len, sig);
 	buf_release(&b);
 	return (rc);
 }
@@ -359,7 +359,7 @@ struct bundle_writer {
 	int out;
 	const char *what;
 	uint64_t size;
-	struct crypto_hash_state sum;
+	struct ccrypto_hash_state sum;
 	uint8_t *io;
 	int failed;
 };
@@ -373,7 +373,7 @@ write_cb(struct archive *a, void *arg, const void *p, size_t n)
 		w->failed = 1;
 		return (-1);
 	}
-	crypto_hash_update(&w->sum, p, n);
+	ccrypto_hash_update(&w->sum, p, n);
 	w->size += n;
 	return ((la_ssize_t)n);
 }
@@ -392,7 +392,7 @@ bundle_writer_new(int out, const char *what)
 	}
 	w->out = out;
 	w->what = what;
-	crypto_plain_hash_init(&w->sum, BUNDLE_SUM_BYTES);
+	ccrypto_plain_hash_init(&w->sum, BUNDLE_SUM_BYTES);
 	if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
 	    archive_write_open2(w->a, w, NULL, write_cb, NULL, NULL) !=
@@ -448,14 +448,14 @@ int
 bundle_writer_add_fd(struct bundle_writer *w, const char *name, int fd,
     uint64_t size, uint8_t hash[BUNDLE_HASH_BYTES])
 {
-	struct crypto_hash_state h;
+	struct ccrypto_hash_state h;
 	uint64_t done = 0;
 	ssize_t got;
 	size_t want;
 
 	if (member_header(w, name, size))
 		return (-1);
-	crypto_plain_hash_init(&h, BUNDLE_HASH_BYTES);
+	ccrypto_plain_hash_init(&h, BUNDLE_HASH_BYTES);
 	while (done < size) {
 		want = size - done < IO_BYTES ? (size_t)(size - done) :
 		    IO_BYTES;
@@ -471,12 +471,12 @@ bundle_writer_add_fd(struct bundle_writer *w, const char *name, int fd,
 			    (unsigned long long)size);
 			return (-1);
 		}
-		crypto_hash_update(&h, w->io, (size_t)got);
+		ccrypto_hash_update(&h, w->io, (size_t)got);
 		if (member_data(w, w->io, (size_t)got))
 			return (-1);
 		done += (uint64_t)got;
 	}
-	crypto_plain_hash_final(&h, hash);
+	ccrypto_plain_hash_final(&h, hash);
 	return (0);
 }
 
@@ -485,7 +485,7 @@ bundle_writer_add_mem(struct bundle_writer *w, const char *name,
     const void *p, size_t n, uint8_t hash[BUNDLE_HASH_BYTES])
 {
 	if (hash)
-		crypto_plain_hash(p, n, hash);
+		ccrypto_plain_hash(p, n, hash);
 	return (member_header(w, name, n) || member_data(w, p, n));
 }
 
@@ -499,7 +499,7 @@ bundle_writer_finish(struct bundle_writer *w, uint8_t sum[BUNDLE_SUM_BYTES],
 			    archive_error_string(w->a));
 		return (-1);
 	}
-	crypto_plain_hash_final(&w->sum, sum);
+	ccrypto_plain_hash_final(&w->sum, sum);
 	*size = w->size;
 	return (0);
 }
@@ -622,14 +622,14 @@ static int
 member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
     uint8_t hash[BUNDLE_HASH_BYTES])
 {
-	struct crypto_hash_state h;
+	struct ccrypto_hash_state h;
 	const void *p;
 	uint64_t done = 0;
 	la_int64_t off;
 	size_t n;
 	int rc;
 
-	crypto_plain_hash_init(&h, BUNDLE_HASH_BYTES);
+	ccrypto_plain_hash_init(&h, BUNDLE_HASH_BYTES);
 	while ((rc = archive_read_data_block(r->a, &p, &n, &off)) ==
 	    ARCHIVE_OK) {
 		if (off < 0 || (uint64_t)off != done) {
@@ -642,7 +642,7 @@ member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
 			log_error("%s: a member is too large", r->what);
 			return (-1);
 		}
-		crypto_hash_update(&h, p, n);
+		ccrypto_hash_update(&h, p, n);
 		if (fd >= 0 && fsutil_write_all(fd, p, n, "a staged pack"))
 			return (-1);
 	}
@@ -658,7 +658,7 @@ member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
 		return (-1);
 	}
 	if (hash)
-		crypto_plain_hash_final(&h, hash);
+		ccrypto_plain_hash_final(&h, hash);
 	return (0);
 }
 

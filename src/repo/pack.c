@@ -21,8 +21,8 @@
 #define PACK_MAGIC "CFPK"
 #define INDEX_MAGIC "CFPI"
 #define PACK_VERSION 1
-#define INDEX_ENTRY_BYTES (CRYPTO_ID_BYTES + 1 + 1 + 8 + 4 + 4)
-#define RECORD_AD_BYTES (CRYPTO_ID_BYTES + 1 + CRYPTO_REPO_ID_BYTES + 1 + 4)
+#define INDEX_ENTRY_BYTES (CCRYPTO_ID_BYTES + 1 + 1 + 8 + 4 + 4)
+#define RECORD_AD_BYTES (CCRYPTO_ID_BYTES + 1 + CCRYPTO_REPO_ID_BYTES + 1 + 4)
 #define WBUF_SIZE (2u << 20)
 
 /*
@@ -38,7 +38,7 @@ struct pack_writer {
 	int in_tmp;			/* tmp/<name> is ours to remove */
 	int fd;
 	uint8_t *key;			/* sodium_malloc'd */
-	struct crypto_hash_state hash;
+	struct ccrypto_hash_state hash;
 	uint64_t size;			/* bytes written incl. buffered */
 	struct buf bufs[2];
 	struct buf *wbuf;		/* being filled by appends */
@@ -75,19 +75,19 @@ static void
 record_ad(uint8_t *ad, const struct repo *r, const uint8_t *id, uint8_t type,
     uint8_t flags, uint32_t plain_len)
 {
-	memcpy(ad, id, CRYPTO_ID_BYTES);
-	ad[CRYPTO_ID_BYTES] = type;
-	memcpy(ad + CRYPTO_ID_BYTES + 1, repo_id(r), CRYPTO_REPO_ID_BYTES);
-	ad[CRYPTO_ID_BYTES + 1 + CRYPTO_REPO_ID_BYTES] = flags;
-	put_u32(ad + CRYPTO_ID_BYTES + 2 + CRYPTO_REPO_ID_BYTES, plain_len);
+	memcpy(ad, id, CCRYPTO_ID_BYTES);
+	ad[CCRYPTO_ID_BYTES] = type;
+	memcpy(ad + CCRYPTO_ID_BYTES + 1, repo_id(r), CCRYPTO_REPO_ID_BYTES);
+	ad[CCRYPTO_ID_BYTES + 1 + CCRYPTO_REPO_ID_BYTES] = flags;
+	put_u32(ad + CCRYPTO_ID_BYTES + 2 + CCRYPTO_REPO_ID_BYTES, plain_len);
 }
 
 static void
 index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 {
 	memcpy(ad, INDEX_MAGIC, 4);
-	memcpy(ad + 4, repo_id(r), CRYPTO_REPO_ID_BYTES);
-	memcpy(ad + 4 + CRYPTO_REPO_ID_BYTES, pack_id, 16);
+	memcpy(ad + 4, repo_id(r), CCRYPTO_REPO_ID_BYTES);
+	memcpy(ad + 4 + CCRYPTO_REPO_ID_BYTES, pack_id, 16);
 }
 
 /*
@@ -226,11 +226,11 @@ pack_writer_new(struct repo *r)
 	w->wbuf = &w->bufs[0];
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
-	crypto_random(w->pack_id, sizeof(w->pack_id));
+	ccrypto_random(w->pack_id, sizeof(w->pack_id));
 	hex_encode(w->name, w->pack_id, sizeof(w->pack_id));
 	n = strlen(repo_path(r)) + PACK_NAME_LEN + 16;
 	if ((w->tmp_path = malloc(n)) == NULL ||
-	    (w->key = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL) {
+	    (w->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL) {
 		log_error("out of memory");
 		goto err;
 	}
@@ -243,17 +243,17 @@ pack_writer_new(struct repo *r)
 		goto err;
 	}
 	w->io_running = 1;
-	crypto_random(w->key, CRYPTO_KEY_BYTES);
-	crypto_hash_init(repo_keys(r), &w->hash);
+	ccrypto_random(w->key, CCRYPTO_KEY_BYTES);
+	ccrypto_hash_init(repo_keys(r), &w->hash);
 
 	memcpy(hdr, PACK_MAGIC, 4);
 	hdr[4] = PACK_VERSION;
 	hdr[5] = hdr[6] = hdr[7] = 0;
-	memcpy(hdr + 8, repo_id(r), CRYPTO_REPO_ID_BYTES);
-	memcpy(hdr + 8 + CRYPTO_REPO_ID_BYTES, w->pack_id, 16);
-	crypto_pack_key_seal(repo_keys(r), w->key,
-	    hdr + 8 + CRYPTO_REPO_ID_BYTES + 16);
-	crypto_hash_update(&w->hash, hdr, sizeof(hdr));
+	memcpy(hdr + 8, repo_id(r), CCRYPTO_REPO_ID_BYTES);
+	memcpy(hdr + 8 + CCRYPTO_REPO_ID_BYTES, w->pack_id, 16);
+	ccrypto_pack_key_seal(repo_keys(r), w->key,
+	    hdr + 8 + CCRYPTO_REPO_ID_BYTES + 16);
+	ccrypto_hash_update(&w->hash, hdr, sizeof(hdr));
 	if (wappend(w, hdr, sizeof(hdr)))
 		goto err;
 	return (w);
@@ -272,7 +272,7 @@ next_entry(struct pack_writer *w, const uint8_t *id, uint8_t type,
 	if (array_grow(&w->ents, &w->cap, w->nents, sizeof(*w->ents), 256))
 		return (NULL);
 	ent = &w->ents[w->nents];
-	memcpy(ent->id, id, CRYPTO_ID_BYTES);
+	memcpy(ent->id, id, CCRYPTO_ID_BYTES);
 	ent->type = type;
 	ent->flags = flags;
 	ent->offset = w->size;
@@ -283,7 +283,7 @@ next_entry(struct pack_writer *w, const uint8_t *id, uint8_t type,
 
 void
 pack_writer_seal(const struct pack_writer *w, uint8_t type, uint8_t flags,
-    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
+    const uint8_t id[CCRYPTO_ID_BYTES], const void *payload, size_t stored_len,
     uint32_t plain_len, uint8_t *out)
 {
 	uint8_t ad[RECORD_AD_BYTES];
@@ -293,12 +293,12 @@ pack_writer_seal(const struct pack_writer *w, uint8_t type, uint8_t flags,
 	put_u32(out + 2, plain_len);
 	put_u32(out + 6, (uint32_t)stored_len);
 	record_ad(ad, w->repo, id, type, flags, plain_len);
-	crypto_aead_encrypt(w->key, out + 10, ad, sizeof(ad), payload,
+	ccrypto_aead_encrypt(w->key, out + 10, ad, sizeof(ad), payload,
 	    stored_len, out + PACK_RECORD_HEADER_BYTES);
 }
 
 int
-pack_writer_append(struct pack_writer *w, const uint8_t id[CRYPTO_ID_BYTES],
+pack_writer_append(struct pack_writer *w, const uint8_t id[CCRYPTO_ID_BYTES],
     const uint8_t *rec, size_t len, struct pack_entry *e)
 {
 	struct pack_entry *ent;
@@ -307,7 +307,7 @@ pack_writer_append(struct pack_writer *w, const uint8_t id[CRYPTO_ID_BYTES],
 	if (w->failed)
 		return (-1);
 	stored = get_u32(rec + 6);
-	if (len < PACK_RECORD_HEADER_BYTES + CRYPTO_TAG_BYTES ||
+	if (len < PACK_RECORD_HEADER_BYTES + CCRYPTO_TAG_BYTES ||
 	    stored > PACK_RECORD_MAX || len != PACK_RECORD_SIZE(stored)) {
 		log_error("internal error: bad sealed record");
 		return (-1);
@@ -323,7 +323,7 @@ pack_writer_append(struct pack_writer *w, const uint8_t id[CRYPTO_ID_BYTES],
 
 int
 pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
-    const uint8_t id[CRYPTO_ID_BYTES], const void *payload, size_t stored_len,
+    const uint8_t id[CCRYPTO_ID_BYTES], const void *payload, size_t stored_len,
     uint32_t plain_len, struct pack_entry *e)
 {
 	struct pack_entry *ent;
@@ -379,7 +379,7 @@ pack_writer_count(const struct pack_writer *w)
 int
 pack_writer_finish_start(struct pack_writer *w)
 {
-	uint8_t nonce[CRYPTO_NONCE_BYTES], ad[4 + CRYPTO_REPO_ID_BYTES + 16];
+	uint8_t nonce[CCRYPTO_NONCE_BYTES], ad[4 + CCRYPTO_REPO_ID_BYTES + 16];
 	uint8_t tail[8];
 	struct buf idx = BUF_INIT, ct = BUF_INIT;
 	size_t i;
@@ -392,24 +392,24 @@ pack_writer_finish_start(struct pack_writer *w)
 	for (i = 0; i < w->nents; i++) {
 		struct pack_entry *e = &w->ents[i];
 
-		if (buf_append(&idx, e->id, CRYPTO_ID_BYTES) ||
+		if (buf_append(&idx, e->id, CCRYPTO_ID_BYTES) ||
 		    buf_put_u8(&idx, e->type) || buf_put_u8(&idx, e->flags) ||
 		    buf_put_u64(&idx, e->offset) ||
 		    buf_put_u32(&idx, e->plain_len) ||
 		    buf_put_u32(&idx, e->stored_len))
 			goto out;
 	}
-	if (buf_reserve(&ct, idx.len + CRYPTO_TAG_BYTES))
+	if (buf_reserve(&ct, idx.len + CCRYPTO_TAG_BYTES))
 		goto out;
 	index_ad(ad, w->repo, w->pack_id);
-	crypto_aead_encrypt(w->key, nonce, ad, sizeof(ad), idx.data, idx.len,
+	ccrypto_aead_encrypt(w->key, nonce, ad, sizeof(ad), idx.data, idx.len,
 	    ct.data);
-	ct.len = idx.len + CRYPTO_TAG_BYTES;
+	ct.len = idx.len + CCRYPTO_TAG_BYTES;
 	put_u32(tail, (uint32_t)(sizeof(nonce) + ct.len));
 	memcpy(tail + 4, INDEX_MAGIC, 4);
-	crypto_hash_update(&w->hash, nonce, sizeof(nonce));
-	crypto_hash_update(&w->hash, ct.data, ct.len);
-	crypto_hash_update(&w->hash, tail, sizeof(tail));
+	ccrypto_hash_update(&w->hash, nonce, sizeof(nonce));
+	ccrypto_hash_update(&w->hash, ct.data, ct.len);
+	ccrypto_hash_update(&w->hash, tail, sizeof(tail));
 	if (wappend(w, nonce, sizeof(nonce)) || wappend(w, ct.data, ct.len) ||
 	    wappend(w, tail, sizeof(tail)) || wflush(w))
 		goto out;
@@ -417,7 +417,7 @@ pack_writer_finish_start(struct pack_writer *w)
 	memcpy(w->info.name, w->name, sizeof(w->info.name));
 	w->info.size = w->size;
 	w->info.count = (uint32_t)w->nents;
-	crypto_hash_final(&w->hash, w->info.hash);
+	ccrypto_hash_final(&w->hash, w->info.hash);
 	pthread_mutex_lock(&w->mu);
 	w->finishing = 1;
 	pthread_cond_broadcast(&w->cv);
@@ -498,7 +498,7 @@ pack_writer_free(struct pack_writer *w)
 	if (w->in_tmp)
 		repo_tmp_remove(w->repo, w->name);
 	free(w->tmp_path);
-	crypto_secret_free(w->key);
+	ccrypto_secret_free(w->key);
 	spare_give(&w->bufs[0]);
 	spare_give(&w->bufs[1]);
 	free(w->ents);
@@ -569,21 +569,21 @@ pack_reader_open(struct repo *r, const char *name)
 		log_error("pack '%s' has unknown version %u", p->path, hdr[4]);
 		goto err;
 	}
-	if (memcmp(hdr + 8, repo_id(r), CRYPTO_REPO_ID_BYTES) != 0) {
+	if (memcmp(hdr + 8, repo_id(r), CCRYPTO_REPO_ID_BYTES) != 0) {
 		log_error("pack '%s' belongs to another repository", p->path);
 		goto err;
 	}
-	memcpy(p->pack_id, hdr + 8 + CRYPTO_REPO_ID_BYTES, 16);
+	memcpy(p->pack_id, hdr + 8 + CCRYPTO_REPO_ID_BYTES, 16);
 	if (memcmp(p->pack_id, id, 16) != 0) {
 		log_error("pack '%s' has the id of another pack", p->path);
 		goto err;
 	}
-	if ((p->key = crypto_secret_new(CRYPTO_KEY_BYTES)) == NULL) {
+	if ((p->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL) {
 		log_error("out of memory");
 		goto err;
 	}
-	if (crypto_pack_key_unseal(repo_keys(r),
-	    hdr + 8 + CRYPTO_REPO_ID_BYTES + 16, p->key)) {
+	if (ccrypto_pack_key_unseal(repo_keys(r),
+	    hdr + 8 + CCRYPTO_REPO_ID_BYTES + 16, p->key)) {
 		log_error("pack '%s': header is damaged (its key does not "
 		    "open)", p->path);
 		goto err;
@@ -606,7 +606,7 @@ static int
 read_record(struct pack_reader *p, const struct pack_entry *e,
     struct compressor *z, uint8_t *out, int how)
 {
-	uint8_t ad[RECORD_AD_BYTES], id[CRYPTO_ID_BYTES];
+	uint8_t ad[RECORD_AD_BYTES], id[CCRYPTO_ID_BYTES];
 	struct compressor *own = NULL;
 	struct buf ct;
 	uint8_t *rh;
@@ -619,7 +619,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 		    p->path, (unsigned long long)e->offset);
 		return (-1);
 	}
-	ctlen = (size_t)e->stored_len + CRYPTO_TAG_BYTES;
+	ctlen = (size_t)e->stored_len + CCRYPTO_TAG_BYTES;
 	need = PACK_RECORD_HEADER_BYTES + (uint64_t)ctlen;
 	if (e->offset < PACK_HEADER_BYTES || e->offset > p->size ||
 	    need > p->size - e->offset) {
@@ -645,7 +645,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	if (how == READ_STORED) {
 		/* Authenticated, still compressed: for copying it into
 		 * another pack (prune) without recompressing. */
-		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		if (ccrypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
 			goto auth;
 		rc = 0;
@@ -654,7 +654,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	if (e->flags & PACK_FLAG_ZSTD) {
 		uint8_t *payload = rh + PACK_RECORD_HEADER_BYTES;
 
-		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		if (ccrypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
 		    payload, ctlen, payload))
 			goto auth;
 		if (z == NULL && (own = z = compressor_new(1)) == NULL)
@@ -673,13 +673,13 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 			    (unsigned long long)e->offset);
 			goto out;
 		}
-		if (crypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		if (ccrypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
 			goto auth;
 	}
 	if (how == READ_PLAIN) {
-		crypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
-		if (memcmp(id, e->id, CRYPTO_ID_BYTES) != 0) {
+		ccrypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
+		if (memcmp(id, e->id, CCRYPTO_ID_BYTES) != 0) {
 			pack_report_mismatch(p->path, e->offset);
 			goto out;
 		}
@@ -756,7 +756,7 @@ int
 pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
     size_t *n)
 {
-	uint8_t tail[8], ad[4 + CRYPTO_REPO_ID_BYTES + 16];
+	uint8_t tail[8], ad[4 + CCRYPTO_REPO_ID_BYTES + 16];
 	struct pack_entry *v = NULL;
 	struct buf ct = BUF_INIT, pt = BUF_INIT;
 	struct reader rd;
@@ -768,7 +768,7 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 		goto bad;
 	len = get_u32(tail);
 	if (memcmp(tail + 4, INDEX_MAGIC, 4) != 0 ||
-	    len < CRYPTO_NONCE_BYTES + CRYPTO_TAG_BYTES + 4 ||
+	    len < CCRYPTO_NONCE_BYTES + CCRYPTO_TAG_BYTES + 4 ||
 	    len > p->size - PACK_HEADER_BYTES - sizeof(tail))
 		goto bad;
 	if (buf_reserve(&ct, len) || buf_reserve(&pt, len))
@@ -778,22 +778,23 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 		goto err;
 	/* The pack's hash as its writer computed it (struct pack_info). */
 	{
-		struct crypto_hash_state h;
+		struct ccrypto_hash_state h;
 
-		crypto_hash_init(repo_keys(p->repo), &h);
-		crypto_hash_update(&h, p->hdr, sizeof(p->hdr));
-		crypto_hash_update(&h, ct.data, len);
-		crypto_hash_update(&h, tail, sizeof(tail));
-		crypto_hash_final(&h, p->hash);
+		ccrypto_hash_init(repo_keys(p->repo), &h);
+		ccrypto_hash_update(&h, p->hdr, sizeof(p->hdr));
+		ccrypto_hash_update(&h, ct.data, len);
+		ccrypto_hash_update(&h, tail, sizeof(tail));
+		ccrypto_hash_final(&h, p->hash);
 		p->have_hash = 1;
 	}
 	index_ad(ad, p->repo, p->pack_id);
-	if (crypto_aead_decrypt(p->key, ct.data, ad, sizeof(ad),
-	    ct.data + CRYPTO_NONCE_BYTES, len - CRYPTO_NONCE_BYTES, pt.data)) {
+	if (ccrypto_aead_decrypt(p->key, ct.data, ad, sizeof(ad),
+	    ct.data + CCRYPTO_NONCE_BYTES, len - CCRYPTO_NONCE_BYTES,
+	    pt.data)) {
 		log_error("pack '%s': index failed authentication", p->path);
 		goto err;
 	}
-	pt.len = len - CRYPTO_NONCE_BYTES - CRYPTO_TAG_BYTES;
+	pt.len = len - CCRYPTO_NONCE_BYTES - CCRYPTO_TAG_BYTES;
 	reader_init(&rd, pt.data, pt.len);
 	if (reader_u32(&rd, &count) ||
 	    (uint64_t)count * INDEX_ENTRY_BYTES != rd.len)
@@ -803,7 +804,7 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 		goto err;
 	}
 	for (i = 0; i < count; i++) {
-		reader_copy(&rd, v[i].id, CRYPTO_ID_BYTES);
+		reader_copy(&rd, v[i].id, CCRYPTO_ID_BYTES);
 		reader_u8(&rd, &v[i].type);
 		reader_u8(&rd, &v[i].flags);
 		reader_u64(&rd, &v[i].offset);
@@ -851,7 +852,7 @@ pack_reader_close(struct pack_reader *p)
 		return;
 	if (p->fd != -1)
 		close(p->fd);
-	crypto_secret_free(p->key);
+	ccrypto_secret_free(p->key);
 	free(p->path);
 	free(p);
 }

@@ -41,14 +41,14 @@ struct repo {
 	char *path;			/* for messages */
 	int dfd;			/* the repository's directory */
 	int dirs[NDIRS];
-	uint8_t id[CRYPTO_REPO_ID_BYTES];
-	char id_hex[2 * CRYPTO_REPO_ID_BYTES + 1];
+	uint8_t id[CCRYPTO_REPO_ID_BYTES];
+	char id_hex[2 * CCRYPTO_REPO_ID_BYTES + 1];
 	struct chunker_params chunker;
 	/* coffer.conf up to (not including) its "mac" line, and the MAC. */
 	unsigned char *conf;
 	size_t conf_body_len;
-	uint8_t mac[CRYPTO_MAC_BYTES];
-	struct crypto_keys *keys;
+	uint8_t mac[CCRYPTO_MAC_BYTES];
+	struct ccrypto_keys *keys;
 	int lock_fd;
 };
 
@@ -151,9 +151,9 @@ read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
 static int
 conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c)
 {
-	char idhex[2 * CRYPTO_REPO_ID_BYTES + 1];
+	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1];
 
-	hex_encode(idhex, id, CRYPTO_REPO_ID_BYTES);
+	hex_encode(idhex, id, CCRYPTO_REPO_ID_BYTES);
 	return (buf_printf(b,
 	    "# coffer repository: do not edit, the mac line authenticates "
 	    "this file\n"
@@ -188,9 +188,9 @@ int
 repo_init(const char *path, const struct repo_init_opts *o)
 {
 	struct chunker_params cp;
-	uint8_t id[CRYPTO_REPO_ID_BYTES], mac[CRYPTO_MAC_BYTES], kid[8];
-	char machex[2 * CRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
-	struct crypto_keys *k = NULL;
+	uint8_t id[CCRYPTO_REPO_ID_BYTES], mac[CCRYPTO_MAC_BYTES], kid[8];
+	char machex[2 * CCRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
+	struct ccrypto_keys *k = NULL;
 	struct buf conf = BUF_INIT, slot = BUF_INIT;
 	int created = 0, wrote_keyfile = 0, dfd = -1, kfd = -1, e;
 	const char *const *d;
@@ -221,9 +221,9 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		log_errno("cannot open directory '%s'", path);
 		goto err;
 	}
-	if (crypto_init() || (k = crypto_keys_generate()) == NULL)
+	if (ccrypto_init() || (k = ccrypto_keys_generate()) == NULL)
 		goto err;
-	crypto_random(id, sizeof(id));
+	ccrypto_random(id, sizeof(id));
 	for (d = dir_names; d < dir_names + NDIRS; d++) {
 		if (mkdirat(dfd, *d, 0700)) {
 			log_errno("cannot create directory '%s/%s'", path, *d);
@@ -233,17 +233,17 @@ repo_init(const char *path, const struct repo_init_opts *o)
 
 	/* Key material first: a coffer.conf without a key is a lost repo. */
 	if (o->key_file) {
-		if (crypto_keyfile_encode(k, id, &slot))
+		if (ccrypto_keyfile_encode(k, id, &slot))
 			goto err;
 		if (fsutil_write_file(o->key_file, slot.data, slot.len, 0600,
 		    0))
 			goto err;
 		wrote_keyfile = 1;
 	} else {
-		if (crypto_slot_wrap(k, id, o->passphrase, o->passlen,
+		if (ccrypto_slot_wrap(k, id, o->passphrase, o->passlen,
 		    o->kdf_memory, &slot))
 			goto err;
-		crypto_random(kid, sizeof(kid));
+		ccrypto_random(kid, sizeof(kid));
 		hex_encode(kidhex, kid, sizeof(kid));
 		snprintf(rel, sizeof(rel), "keys/%s", kidhex);
 		if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY |
@@ -257,7 +257,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	}
 	if (conf_body(&conf, id, &cp))
 		goto err;
-	crypto_meta_mac(k, conf.data, conf.len, mac);
+	ccrypto_meta_mac(k, conf.data, conf.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
 	if (buf_printf(&conf, "mac %s\n", machex))
 		goto err;
@@ -269,14 +269,14 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	close(dfd);
 	buf_release(&conf);
 	wipe_release(&slot);
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 	return (0);
 err:
 	if (o->key_file && wrote_keyfile)
 		unlink(o->key_file);
 	buf_release(&conf);
 	wipe_release(&slot);
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 	if (kfd != -1)
 		close(kfd);
 	if (dfd != -1) {
@@ -310,8 +310,8 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		if (sscanf(line, "format %d", &format) == 1)
 			continue;
 		if (sscanf(line, "id %63s", idhex) == 1) {
-			if (strlen(idhex) != 2 * CRYPTO_REPO_ID_BYTES ||
-			    hex_decode(r->id, CRYPTO_REPO_ID_BYTES, idhex))
+			if (strlen(idhex) != 2 * CCRYPTO_REPO_ID_BYTES ||
+			    hex_decode(r->id, CCRYPTO_REPO_ID_BYTES, idhex))
 				goto bad;
 			have_id = 1;
 			continue;
@@ -325,8 +325,8 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 			continue;
 		}
 		if (sscanf(line, "mac %129s", machex) == 1) {
-			if (strlen(machex) != 2 * CRYPTO_MAC_BYTES ||
-			    hex_decode(r->mac, CRYPTO_MAC_BYTES, machex))
+			if (strlen(machex) != 2 * CCRYPTO_MAC_BYTES ||
+			    hex_decode(r->mac, CCRYPTO_MAC_BYTES, machex))
 				goto bad;
 			r->conf_body_len = (size_t)(line - (char *)text);
 			have_mac = 1;
@@ -347,7 +347,7 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 	if (!have_id || !have_chunker || !have_mac ||
 	    chunker_params_check(&r->chunker))
 		goto bad;
-	hex_encode(r->id_hex, r->id, CRYPTO_REPO_ID_BYTES);
+	hex_encode(r->id_hex, r->id, CCRYPTO_REPO_ID_BYTES);
 	return (0);
 bad:
 	log_error("repository '%s': coffer.conf is malformed", r->path);
@@ -407,7 +407,7 @@ repo_open(const char *path)
 		if ((r->dirs[i] = open_in(r, r->dfd, dir_names[i],
 		    dir_names[i], O_RDONLY, S_IFDIR, 0)) == -1)
 			goto err;
-	if (crypto_init())
+	if (ccrypto_init())
 		goto err;
 	return (r);
 err:
@@ -418,7 +418,7 @@ err:
 static int
 verify_conf(struct repo *r)
 {
-	if (crypto_meta_mac_verify(r->keys, r->conf, r->conf_body_len,
+	if (ccrypto_meta_mac_verify(r->keys, r->conf, r->conf_body_len,
 	    r->mac)) {
 		log_error("repository '%s': coffer.conf failed authentication "
 		    "(it was altered, or the key is not this repository's)",
@@ -454,7 +454,7 @@ read_secret(int fd, unsigned char *buf, size_t size, size_t *len,
 static int
 unlock_keyfile(struct repo *r, const char *key_file)
 {
-	uint8_t id[CRYPTO_REPO_ID_BYTES];
+	uint8_t id[CCRYPTO_REPO_ID_BYTES];
 	unsigned char *data;
 	struct stat st;
 	size_t len;
@@ -479,7 +479,7 @@ unlock_keyfile(struct repo *r, const char *key_file)
 		return (-1);
 	}
 	/* Read into locked memory (sodium_malloc: no swap, no core). */
-	if ((data = crypto_secret_new(KEYFILE_MAX + 1)) == NULL) {
+	if ((data = ccrypto_secret_new(KEYFILE_MAX + 1)) == NULL) {
 		log_error("out of memory");
 		close(fd);
 		return (-1);
@@ -491,11 +491,11 @@ unlock_keyfile(struct repo *r, const char *key_file)
 		rc = -1;
 	}
 	if (rc) {
-		crypto_secret_free(data);
+		ccrypto_secret_free(data);
 		return (-1);
 	}
-	r->keys = crypto_keyfile_decode(data, len, id);
-	crypto_secret_free(data);
+	r->keys = ccrypto_keyfile_decode(data, len, id);
+	ccrypto_secret_free(data);
 	if (r->keys == NULL) {
 		log_error("cannot use key file '%s'", key_file);
 		return (-1);
@@ -503,7 +503,7 @@ unlock_keyfile(struct repo *r, const char *key_file)
 	if (memcmp(id, r->id, sizeof(id)) != 0) {
 		log_error("key file '%s' belongs to another repository",
 		    key_file);
-		crypto_keys_free(r->keys);
+		ccrypto_keys_free(r->keys);
 		r->keys = NULL;
 		return (-1);
 	}
@@ -589,9 +589,9 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 			continue;	/* reported; another slot may open */
 		slots++;
 		/* Refused and damaged slots are reported, naming them. */
-		r->keys = crypto_slot_unwrap_named(rel, slot, len, r->id, pass,
+		r->keys = ccrypto_slot_unwrap_named(rel, slot, len, r->id, pass,
 		    passlen, &why);
-		if (r->keys != NULL || why == CRYPTO_SLOT_WRONG)
+		if (r->keys != NULL || why == CCRYPTO_SLOT_WRONG)
 			tried++;
 		explicit_bzero(slot, len);
 		free(slot);
@@ -625,7 +625,7 @@ repo_unlock(struct repo *r, const char *key_file, const char *pass,
 	else
 		rc = unlock_passphrase(r, pass, passlen);
 	if (rc == 0 && verify_conf(r)) {
-		crypto_keys_free(r->keys);
+		ccrypto_keys_free(r->keys);
 		r->keys = NULL;
 		rc = -1;
 	}
@@ -646,7 +646,7 @@ repo_close(struct repo *r)
 			close(r->dirs[i]);
 	if (r->dfd != -1)
 		close(r->dfd);
-	crypto_keys_free(r->keys);
+	ccrypto_keys_free(r->keys);
 	free(r->conf);
 	free(r->path);
 	free(r);
@@ -676,7 +676,7 @@ repo_chunker_params(const struct repo *r)
 	return (&r->chunker);
 }
 
-const struct crypto_keys *
+const struct ccrypto_keys *
 repo_keys(const struct repo *r)
 {
 	return (r->keys);

@@ -22,7 +22,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 #define SLOT_BYTES 111
 
 /* The passphrase and repository id every input is tried with. */
-static const uint8_t repo_id[CRYPTO_REPO_ID_BYTES];
+static const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES];
 #define PASS "fuzz"
 
 int
@@ -30,7 +30,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	/* The local limits as shipped (keyslot.c), whatever the host says. */
 	unsetenv("COFFER_KDF_MAX_MEMORY");
-	return (crypto_init());
+	return (ccrypto_init());
 }
 
 /*
@@ -55,19 +55,19 @@ too_costly(const uint8_t *data, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t rid[CRYPTO_REPO_ID_BYTES];
-	struct crypto_keys *k;
+	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
+	struct ccrypto_keys *k;
 	int why;
 
 	if (!too_costly(data, size)) {
-		k = crypto_slot_unwrap_named("keys/fuzz", data, size, repo_id,
+		k = ccrypto_slot_unwrap_named("keys/fuzz", data, size, repo_id,
 		    PASS, strlen(PASS), &why);
 		if (k != NULL && why != 0)
 			abort();
-		crypto_keys_free(k);
+		ccrypto_keys_free(k);
 	}
-	k = crypto_keyfile_decode(data, size, rid);
-	crypto_keys_free(k);
+	k = ccrypto_keyfile_decode(data, size, rid);
+	ccrypto_keys_free(k);
 	return (0);
 }
 
@@ -81,17 +81,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 int
 fuzz_seeds(const char *dir)
 {
-	static const uint8_t master[CRYPTO_KEY_BYTES] = { 0x11, 0x22, 0x33 };
+	static const uint8_t master[CCRYPTO_KEY_BYTES] = { 0x11, 0x22, 0x33 };
 	struct buf s = BUF_INIT, w = BUF_INIT, kf = BUF_INIT;
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 	uint8_t t[SLOT_BYTES + 1];
 	int rc = -1;
 
-	if (crypto_init() || (k = crypto_keys_from_master(master)) == NULL)
+	if (ccrypto_init() || (k = ccrypto_keys_from_master(master)) == NULL)
 		return (-1);
-	if (crypto_slot_wrap(k, repo_id, PASS, strlen(PASS), 8 << 10, &s) ||
-	    crypto_slot_wrap(k, repo_id, "other", 5, 8 << 10, &w) ||
-	    crypto_keyfile_encode(k, repo_id, &kf) || s.len != SLOT_BYTES)
+	if (ccrypto_slot_wrap(k, repo_id, PASS, strlen(PASS), 8 << 10, &s) ||
+	    ccrypto_slot_wrap(k, repo_id, "other", 5, 8 << 10, &w) ||
+	    ccrypto_keyfile_encode(k, repo_id, &kf) || s.len != SLOT_BYTES)
 		goto out;
 	if (fuzz_write_seed(dir, "slot-opens", s.data, s.len) ||
 	    fuzz_write_seed(dir, "slot-other-pass", w.data, w.len) ||
@@ -128,7 +128,7 @@ fuzz_seeds(const char *dir)
 		goto out;
 	rc = 0;
 out:
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 	buf_release(&s);
 	buf_release(&w);
 	buf_release(&kf);

@@ -36,7 +36,7 @@ static struct repo *repo;
 static char name[PACK_NAME_LEN + 1];
 
 /* Offset of the pack id in a pack header (include/coffer/repo.h). */
-#define PACK_ID_OFF (4 + 4 + CRYPTO_REPO_ID_BYTES)
+#define PACK_ID_OFF (4 + 4 + CCRYPTO_REPO_ID_BYTES)
 
 /* Not random at all: the same bytes in every run (see above). */
 static uint64_t rnd_count;
@@ -98,7 +98,7 @@ setup(void)
 	uint8_t id[16];
 	char sub[700];
 
-	if (randombytes_set_implementation(&rnd_impl) || crypto_init())
+	if (randombytes_set_implementation(&rnd_impl) || ccrypto_init())
 		return (-1);
 	snprintf(dir, sizeof(dir), "%s/coffer-fuzz-pack.XXXXXX",
 	    tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
@@ -113,7 +113,7 @@ setup(void)
 	if (repo_init(rpath, &o) || (repo = repo_open(rpath)) == NULL ||
 	    repo_unlock(repo, key_path, NULL, 0))
 		return (-1);
-	crypto_random(id, sizeof(id));
+	ccrypto_random(id, sizeof(id));
 	hex_encode(name, id, sizeof(id));
 	snprintf(sub, sizeof(sub), "%s/packs/%.2s", rpath, name);
 	if (fsutil_mkdir_p(sub, 0700))
@@ -241,7 +241,7 @@ fuzz_seeds(const char *dir_out)
 {
 	static const char text[] = "a record the fuzzer can read; a record "
 	    "the fuzzer can read; a record the fuzzer can read\n";
-	uint8_t id[CRYPTO_ID_BYTES], z[512];
+	uint8_t id[CCRYPTO_ID_BYTES], z[512];
 	struct pack_writer *w;
 	struct pack_info info, empty;
 	struct compressor *c;
@@ -256,10 +256,10 @@ fuzz_seeds(const char *dir_out)
 	compressor_free(c);
 	if (zn == 0 || zn == (size_t)-1 || (w = pack_writer_new(repo)) == NULL)
 		return (-1);
-	crypto_chunk_id(repo_keys(repo), text, 10, id);
+	ccrypto_chunk_id(repo_keys(repo), text, 10, id);
 	if (pack_writer_add(w, PACK_REC_DATA, 0, id, text, 10, 10, NULL))
 		goto out;
-	crypto_chunk_id(repo_keys(repo), text, sizeof(text), id);
+	ccrypto_chunk_id(repo_keys(repo), text, sizeof(text), id);
 	if (pack_writer_add(w, PACK_REC_SNAPSHOT, PACK_FLAG_ZSTD, id, z, zn,
 	    sizeof(text), NULL) || pack_writer_finish(w, &info))
 		goto out;

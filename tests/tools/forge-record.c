@@ -27,7 +27,7 @@
 #include "coffer/hex.h"
 #include "coffer/repo.h"
 
-#define REC_HEADER (4 + 1 + CRYPTO_SIG_BYTES)
+#define REC_HEADER (4 + 1 + CCRYPTO_SIG_BYTES)
 static const char record_ctx[] = "coffer-snapshot";
 
 /* The image of the last snapshot record in pack name (malloc'd). */
@@ -84,7 +84,7 @@ swap_part(int argc, char **argv)
 	struct buf rec = BUF_INIT;
 	sqlite3 *x, *y;
 	sqlite3_stmt *get, *set;
-	uint8_t *ix, *iy, *img, sig[CRYPTO_SIG_BYTES], id[CRYPTO_ID_BYTES];
+	uint8_t *ix, *iy, *img, sig[CCRYPTO_SIG_BYTES], id[CCRYPTO_ID_BYTES];
 	sqlite3_int64 size;
 	size_t lx, ly;
 
@@ -93,7 +93,7 @@ swap_part(int argc, char **argv)
 		    "PACK_X PACK_Y IDX\n");
 		return (2);
 	}
-	if (crypto_init() || (r = repo_open(argv[2])) == NULL ||
+	if (ccrypto_init() || (r = repo_open(argv[2])) == NULL ||
 	    repo_unlock(r, argv[3], NULL, 0))
 		return (1);
 	if ((ix = read_head(r, argv[4], &lx)) == NULL ||
@@ -119,16 +119,16 @@ swap_part(int argc, char **argv)
 		return (1);
 	/* As packer.c signs: context, repository id, image. */
 	if (buf_append(&rec, record_ctx, sizeof(record_ctx)) ||
-	    buf_append(&rec, repo_id(r), CRYPTO_REPO_ID_BYTES) ||
+	    buf_append(&rec, repo_id(r), CCRYPTO_REPO_ID_BYTES) ||
 	    buf_append(&rec, img, (size_t)size))
 		return (1);
-	crypto_sign_msg(repo_keys(r), rec.data, rec.len, sig);
+	ccrypto_sign(repo_keys(r), rec.data, rec.len, sig);
 	buf_reset(&rec);
 	if (buf_append(&rec, "CFSN\1", 5) ||
 	    buf_append(&rec, sig, sizeof(sig)) ||
 	    buf_append(&rec, img, (size_t)size))
 		return (1);
-	crypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
+	ccrypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
 	if ((w = pack_writer_new(r)) == NULL ||
 	    pack_writer_add(w, PACK_REC_SNAPSHOT, 0, id, rec.data, rec.len,
 	    (uint32_t)rec.len, &e) || pack_writer_finish(w, &info))
@@ -148,7 +148,7 @@ swap_part(int argc, char **argv)
 int
 main(int argc, char **argv)
 {
-	uint8_t id[CRYPTO_ID_BYTES];
+	uint8_t id[CCRYPTO_ID_BYTES];
 	struct pack_writer *w;
 	struct pack_entry e;
 	struct pack_info info;
@@ -158,13 +158,13 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "swap-part") == 0)
 		return (swap_part(argc, argv));
-	if (argc != 5 || strlen(argv[3]) != 2 * CRYPTO_ID_BYTES ||
-	    hex_decode(id, CRYPTO_ID_BYTES, argv[3]) ||
+	if (argc != 5 || strlen(argv[3]) != 2 * CCRYPTO_ID_BYTES ||
+	    hex_decode(id, CCRYPTO_ID_BYTES, argv[3]) ||
 	    (len = atol(argv[4])) <= 0) {
 		fprintf(stderr, "usage: forge-record REPO KEYFILE ID LEN\n");
 		return (2);
 	}
-	if (crypto_init() || (r = repo_open(argv[1])) == NULL ||
+	if (ccrypto_init() || (r = repo_open(argv[1])) == NULL ||
 	    repo_unlock(r, argv[2], NULL, 0))
 		return (1);
 	if ((data = malloc((size_t)len)) == NULL)

@@ -78,71 +78,71 @@ silent(const char *out)
 	return (out[0] == '\0');
 }
 
-static const uint8_t repo_a[CRYPTO_REPO_ID_BYTES] = { 0xa0, 1, 2, 3 };
-static const uint8_t repo_b[CRYPTO_REPO_ID_BYTES] = { 0xb0, 1, 2, 3 };
+static const uint8_t repo_a[CCRYPTO_REPO_ID_BYTES] = { 0xa0, 1, 2, 3 };
+static const uint8_t repo_b[CCRYPTO_REPO_ID_BYTES] = { 0xb0, 1, 2, 3 };
 
 static void
 test_derivation(void)
 {
-	uint8_t m1[CRYPTO_KEY_BYTES], m2[CRYPTO_KEY_BYTES];
-	uint8_t id1[CRYPTO_ID_BYTES], id2[CRYPTO_ID_BYTES];
-	uint8_t id3[CRYPTO_ID_BYTES], plain[32];
-	struct crypto_keys *a, *b, *c, *g1, *g2;
-	struct crypto_hash_state hs;
+	uint8_t m1[CCRYPTO_KEY_BYTES], m2[CCRYPTO_KEY_BYTES];
+	uint8_t id1[CCRYPTO_ID_BYTES], id2[CCRYPTO_ID_BYTES];
+	uint8_t id3[CCRYPTO_ID_BYTES], plain[32];
+	struct ccrypto_keys *a, *b, *c, *g1, *g2;
+	struct ccrypto_hash_state hs;
 	static const char data[] = "the quick brown fox";
 
 	memset(m1, 0x11, sizeof(m1));
 	memset(m2, 0x11, sizeof(m2));
 	m2[31] ^= 1;
-	a = crypto_keys_from_master(m1);
-	b = crypto_keys_from_master(m1);
-	c = crypto_keys_from_master(m2);
+	a = ccrypto_keys_from_master(m1);
+	b = ccrypto_keys_from_master(m1);
+	c = ccrypto_keys_from_master(m2);
 	ok(a && b && c, "keys from master");
 	if (!a || !b || !c)
 		goto out;
 
-	crypto_chunk_id(a, data, sizeof(data) - 1, id1);
-	crypto_chunk_id(b, data, sizeof(data) - 1, id2);
-	crypto_chunk_id(c, data, sizeof(data) - 1, id3);
+	ccrypto_chunk_id(a, data, sizeof(data) - 1, id1);
+	ccrypto_chunk_id(b, data, sizeof(data) - 1, id2);
+	ccrypto_chunk_id(c, data, sizeof(data) - 1, id3);
 	ok(memcmp(id1, id2, sizeof(id1)) == 0,
 	    "same master gives the same chunk id");
 	ok(memcmp(id1, id3, sizeof(id1)) != 0,
 	    "different master gives a different chunk id");
-	ok(memcmp(crypto_keys_chunker_key(a), crypto_keys_chunker_key(b),
-	    CRYPTO_KEY_BYTES) == 0, "same master gives the same chunker key");
-	ok(memcmp(crypto_keys_chunker_key(a), crypto_keys_chunker_key(c),
-	    CRYPTO_KEY_BYTES) != 0,
+	ok(memcmp(ccrypto_keys_chunker_key(a), ccrypto_keys_chunker_key(b),
+	    CCRYPTO_KEY_BYTES) == 0, "same master gives the same chunker key");
+	ok(memcmp(ccrypto_keys_chunker_key(a), ccrypto_keys_chunker_key(c),
+	    CCRYPTO_KEY_BYTES) != 0,
 	    "different master gives a different chunker key");
-	ok(memcmp(crypto_keys_chunker_key(a), m1, CRYPTO_KEY_BYTES) != 0,
+	ok(memcmp(ccrypto_keys_chunker_key(a), m1, CCRYPTO_KEY_BYTES) != 0,
 	    "chunker key is not the master");
 
-	crypto_plain_hash(data, sizeof(data) - 1, plain);
+	ccrypto_plain_hash(data, sizeof(data) - 1, plain);
 	ok(memcmp(plain, id1, sizeof(plain)) != 0,
 	    "chunk id is keyed (differs from the plain hash)");
 
-	crypto_hash_init(a, &hs);
-	crypto_hash_update(&hs, data, 4);
-	crypto_hash_update(&hs, data + 4, sizeof(data) - 5);
-	crypto_hash_final(&hs, id2);
+	ccrypto_hash_init(a, &hs);
+	ccrypto_hash_update(&hs, data, 4);
+	ccrypto_hash_update(&hs, data + 4, sizeof(data) - 5);
+	ccrypto_hash_final(&hs, id2);
 	ok(memcmp(id1, id2, sizeof(id1)) == 0,
 	    "incremental keyed hash equals the chunk id");
 
-	g1 = crypto_keys_generate();
-	g2 = crypto_keys_generate();
+	g1 = ccrypto_keys_generate();
+	g2 = ccrypto_keys_generate();
 	ok(g1 && g2, "generate keys");
 	if (g1 && g2) {
-		crypto_chunk_id(g1, data, sizeof(data) - 1, id1);
-		crypto_chunk_id(g2, data, sizeof(data) - 1, id2);
+		ccrypto_chunk_id(g1, data, sizeof(data) - 1, id1);
+		ccrypto_chunk_id(g2, data, sizeof(data) - 1, id2);
 		ok(memcmp(id1, id2, sizeof(id1)) != 0,
 		    "generated keys differ");
 	}
-	crypto_keys_free(g1);
-	crypto_keys_free(g2);
+	ccrypto_keys_free(g1);
+	ccrypto_keys_free(g2);
 out:
-	crypto_keys_free(a);
-	crypto_keys_free(b);
-	crypto_keys_free(c);
-	crypto_keys_free(NULL);
+	ccrypto_keys_free(a);
+	ccrypto_keys_free(b);
+	ccrypto_keys_free(c);
+	ccrypto_keys_free(NULL);
 }
 
 /*
@@ -158,12 +158,12 @@ out:
  * DESIGN.md numbers it under the "coffer01" context (to check ids against
  * libsodium's crypto_generichash).  NULL when out of memory.
  */
-static struct crypto_keys *
-random_keys(uint8_t master[CRYPTO_KEY_BYTES], uint8_t idkey[32])
+static struct ccrypto_keys *
+random_keys(uint8_t master[CCRYPTO_KEY_BYTES], uint8_t idkey[32])
 {
-	randombytes_buf(master, CRYPTO_KEY_BYTES);
+	randombytes_buf(master, CCRYPTO_KEY_BYTES);
 	crypto_kdf_derive_from_key(idkey, 32, 1, "coffer01", master);
-	return (crypto_keys_from_master(master));
+	return (ccrypto_keys_from_master(master));
 }
 
 /* len random bytes, malloc'd; NULL when out of memory. */
@@ -182,12 +182,12 @@ test_hash_format(void)
 {
 	static const size_t fixed[] = { 0, 1, 63, 64, 127, 128, 129, 255, 256,
 	    257, 383, 384, 385, 1000, 4096, 65535, 65536, 1048577 };
-	uint8_t master[CRYPTO_KEY_BYTES], idkey[32], metakey[32];
+	uint8_t master[CCRYPTO_KEY_BYTES], idkey[32], metakey[32];
 	uint8_t want[32], got[32], wmac[32], gmac[32], wplain[32], gplain[32];
 	uint8_t wfile[32], gfile[32];
-	struct crypto_hash_state hs;
+	struct ccrypto_hash_state hs;
 	crypto_generichash_state ref;
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 	size_t i, len, off, maxlen = 1048577 + 64;
 	int nbad = 0, nsplit = 0, ncase = 0;
 	uint8_t *data;
@@ -201,7 +201,7 @@ test_hash_format(void)
 	    master);
 
 	crypto_generichash_init(&ref, idkey, sizeof(idkey), 32);
-	crypto_hash_init(k, &hs);
+	ccrypto_hash_init(k, &hs);
 	for (i = 0; i < 2000; i++) {
 		len = i < sizeof(fixed) / sizeof(fixed[0]) ? fixed[i] :
 		    randombytes_uniform(i % 10 == 0 ? 300000 : 1200);
@@ -210,16 +210,16 @@ test_hash_format(void)
 
 		crypto_generichash(want, 32, data + off, len, idkey,
 		    sizeof(idkey));
-		crypto_chunk_id(k, data + off, len, got);
+		ccrypto_chunk_id(k, data + off, len, got);
 		nbad += memcmp(want, got, 32) != 0;
 
 		crypto_generichash(wmac, 32, data + off, len, metakey,
 		    sizeof(metakey));
-		crypto_meta_mac(k, data + off, len, gmac);
+		ccrypto_meta_mac(k, data + off, len, gmac);
 		nbad += memcmp(wmac, gmac, 32) != 0;
 
 		crypto_generichash(wplain, 32, data + off, len, NULL, 0);
-		crypto_plain_hash(data + off, len, gplain);
+		ccrypto_plain_hash(data + off, len, gplain);
 		nbad += memcmp(wplain, gplain, 32) != 0;
 
 		/* The same input fed to a running hash in random pieces. */
@@ -228,14 +228,14 @@ test_hash_format(void)
 			size_t piece = 1 + randombytes_uniform(
 			    (uint32_t)(len < 700 ? len : 700));
 
-			crypto_hash_update(&hs, data + off, piece);
+			ccrypto_hash_update(&hs, data + off, piece);
 			off += piece;
 			len -= piece;
 			nsplit++;
 		}
 	}
 	crypto_generichash_final(&ref, wfile, 32);
-	crypto_hash_final(&hs, gfile);
+	ccrypto_hash_final(&hs, gfile);
 	ok(nbad == 0, "chunk ids, meta MACs and plain hashes equal "
 	    "crypto_generichash (%d cases, %d differ)", ncase, nbad);
 	ok(memcmp(wfile, gfile, 32) == 0, "a running hash fed in %d pieces "
@@ -243,11 +243,11 @@ test_hash_format(void)
 
 out:
 	free(data);
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 }
 
 /*
- * crypto_chunk_ids hashes eight chunks at once where it can (AVX-512):
+ * ccrypto_chunk_ids hashes eight chunks at once where it can (AVX-512):
  * every id must still be crypto_generichash's, whatever the mix of
  * lengths (equal, around block boundaries, empty, one long among short
  * ones, so that lanes finish apart and the last ones end in the scalar
@@ -258,11 +258,11 @@ test_hash_many(void)
 {
 	static const size_t edges[] = { 0, 1, 127, 128, 129, 255, 256, 257 };
 	enum { MAXN = 40, DATA = 700000 };
-	uint8_t master[CRYPTO_KEY_BYTES], idkey[32], want[32];
-	uint8_t got[MAXN][CRYPTO_ID_BYTES];
+	uint8_t master[CCRYPTO_KEY_BYTES], idkey[32], want[32];
+	uint8_t got[MAXN][CCRYPTO_ID_BYTES];
 	const uint8_t *in[MAXN];
 	size_t len[MAXN], n, i;
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 	uint8_t *data;
 	int set, nbad = 0, nids = 0;
 
@@ -297,7 +297,7 @@ test_hash_many(void)
 			in[i] = data + randombytes_uniform(64);
 		}
 		memset(got, 0, sizeof(got));
-		crypto_chunk_ids(k, n, in, len, got);
+		ccrypto_chunk_ids(k, n, in, len, got);
 		for (i = 0; i < n; i++) {
 			crypto_generichash(want, 32, in[i], len[i], idkey,
 			    sizeof(idkey));
@@ -309,45 +309,45 @@ test_hash_many(void)
 	    "crypto_generichash (%d ids in 400 sets, %d differ)", nids, nbad);
 out:
 	free(data);
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 }
 
 static void
-test_meta_mac(struct crypto_keys *a, struct crypto_keys *b)
+test_meta_mac(struct ccrypto_keys *a, struct ccrypto_keys *b)
 {
 	char conf[] = "chunker.avg = 1048576\n";
-	uint8_t mac[CRYPTO_MAC_BYTES];
+	uint8_t mac[CCRYPTO_MAC_BYTES];
 
-	crypto_meta_mac(a, conf, sizeof(conf) - 1, mac);
-	ok(crypto_meta_mac_verify(a, conf, sizeof(conf) - 1, mac) == 0,
+	ccrypto_meta_mac(a, conf, sizeof(conf) - 1, mac);
+	ok(ccrypto_meta_mac_verify(a, conf, sizeof(conf) - 1, mac) == 0,
 	    "meta mac verifies");
-	ok(crypto_meta_mac_verify(b, conf, sizeof(conf) - 1, mac) == -1,
+	ok(ccrypto_meta_mac_verify(b, conf, sizeof(conf) - 1, mac) == -1,
 	    "meta mac rejected under another repository's keys");
 	conf[20] = '7';
-	ok(crypto_meta_mac_verify(a, conf, sizeof(conf) - 1, mac) == -1,
+	ok(ccrypto_meta_mac_verify(a, conf, sizeof(conf) - 1, mac) == -1,
 	    "meta mac rejects a changed config");
 }
 
 static void
 test_aead(void)
 {
-	uint8_t key[CRYPTO_KEY_BYTES], nonce[CRYPTO_NONCE_BYTES];
-	uint8_t nonce2[CRYPTO_NONCE_BYTES], ad[40];
-	uint8_t plain[300], ct[sizeof(plain) + CRYPTO_TAG_BYTES];
+	uint8_t key[CCRYPTO_KEY_BYTES], nonce[CCRYPTO_NONCE_BYTES];
+	uint8_t nonce2[CCRYPTO_NONCE_BYTES], ad[40];
+	uint8_t plain[300], ct[sizeof(plain) + CCRYPTO_TAG_BYTES];
 	uint8_t out[sizeof(plain)];
 	size_t i, bad;
 
-	crypto_random(key, sizeof(key));
-	crypto_random(plain, sizeof(plain));
+	ccrypto_random(key, sizeof(key));
+	ccrypto_random(plain, sizeof(plain));
 	memset(ad, 'a', sizeof(ad));
 
-	crypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, sizeof(plain),
+	ccrypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, sizeof(plain),
 	    ct);
-	ok(crypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct, sizeof(ct),
+	ok(ccrypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct, sizeof(ct),
 	    out) == 0 && memcmp(out, plain, sizeof(plain)) == 0,
 	    "aead round trip");
 
-	crypto_aead_encrypt(key, nonce2, ad, sizeof(ad), plain, sizeof(plain),
+	ccrypto_aead_encrypt(key, nonce2, ad, sizeof(ad), plain, sizeof(plain),
 	    ct);
 	ok(memcmp(nonce, nonce2, sizeof(nonce)) != 0,
 	    "aead nonces are fresh");
@@ -355,7 +355,7 @@ test_aead(void)
 	capture_begin();
 	for (bad = i = 0; i < sizeof(ct); i++) {
 		ct[i] ^= 0x10;
-		if (crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
+		if (ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
 		    sizeof(ct), out) != -1)
 			bad++;
 		ct[i] ^= 0x10;
@@ -363,30 +363,30 @@ test_aead(void)
 	ok(bad == 0, "aead rejects a flipped bit at every ciphertext offset");
 
 	ad[7] ^= 1;
-	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	ok(ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
 	    out) == -1, "aead rejects a changed ad byte");
 	ad[7] ^= 1;
-	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad) - 1, ct,
+	ok(ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad) - 1, ct,
 	    sizeof(ct), out) == -1, "aead rejects a shortened ad");
-	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
+	ok(ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
 	    sizeof(ct) - 1, out) == -1, "aead rejects a truncated ciphertext");
-	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
-	    CRYPTO_TAG_BYTES - 1, out) == -1,
+	ok(ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct,
+	    CCRYPTO_TAG_BYTES - 1, out) == -1,
 	    "aead rejects a ciphertext shorter than the tag");
 	nonce2[0] ^= 1;
-	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	ok(ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
 	    out) == -1, "aead rejects a changed nonce");
 	nonce2[0] ^= 1;
 	key[0] ^= 1;
-	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	ok(ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
 	    out) == -1, "aead rejects another key");
 	key[0] ^= 1;
 	ok(silent(capture_end()), "aead failures print nothing");
-	ok(crypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
+	ok(ccrypto_aead_decrypt(key, nonce2, ad, sizeof(ad), ct, sizeof(ct),
 	    out) == 0, "aead still opens after the damage is undone");
 
-	crypto_aead_encrypt(key, nonce, NULL, 0, plain, 0, ct);
-	ok(crypto_aead_decrypt(key, nonce, NULL, 0, ct, CRYPTO_TAG_BYTES,
+	ccrypto_aead_encrypt(key, nonce, NULL, 0, plain, 0, ct);
+	ok(ccrypto_aead_decrypt(key, nonce, NULL, 0, ct, CCRYPTO_TAG_BYTES,
 	    out) == 0, "aead round trip of an empty message");
 }
 
@@ -402,54 +402,56 @@ test_aead_format(void)
 	static const size_t lens[] = { 0, 1, 15, 16, 17, 63, 64, 65, 255,
 	    256, 4000, 65536, 1000003 };
 	enum { MAXLEN = 1000003 };
-	uint8_t key[CRYPTO_KEY_BYTES], nonce[CRYPTO_NONCE_BYTES], ad[57];
+	uint8_t key[CCRYPTO_KEY_BYTES], nonce[CCRYPTO_NONCE_BYTES], ad[57];
 	uint8_t *plain, *ct, *ct2, *out;
 	size_t i, n;
 	unsigned long long clen;
 	int ours = 0, theirs = 0, inplace = 0, wiped = 0;
 	const char *env = getenv("COFFER_AEAD");
 
-	ok(strcmp(crypto_aead_impl(), env != NULL &&
+	ok(strcmp(ccrypto_aead_impl(), env != NULL &&
 	    strcmp(env, "libsodium") == 0 ? "libsodium" : "openssl") == 0,
-	    "aead computed by %s", crypto_aead_impl());
+	    "aead computed by %s", ccrypto_aead_impl());
 	plain = malloc(MAXLEN);
-	ct = malloc(MAXLEN + CRYPTO_TAG_BYTES);
-	ct2 = malloc(MAXLEN + CRYPTO_TAG_BYTES);
+	ct = malloc(MAXLEN + CCRYPTO_TAG_BYTES);
+	ct2 = malloc(MAXLEN + CCRYPTO_TAG_BYTES);
 	out = malloc(MAXLEN);
 	if (plain == NULL || ct == NULL || ct2 == NULL || out == NULL) {
 		ok(0, "memory for the aead format test");
 		goto out;
 	}
-	crypto_random(key, sizeof(key));
-	crypto_random(ad, sizeof(ad));
-	crypto_random(plain, MAXLEN);
+	ccrypto_random(key, sizeof(key));
+	ccrypto_random(ad, sizeof(ad));
+	ccrypto_random(plain, MAXLEN);
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		n = lens[i];
 		/* Ours sealed, libsodium's opens; and the same bytes. */
-		crypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, n, ct);
+		ccrypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, n, ct);
 		ours += crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL,
-		    NULL, ct, n + CRYPTO_TAG_BYTES, ad, sizeof(ad), nonce,
+		    NULL, ct, n + CCRYPTO_TAG_BYTES, ad, sizeof(ad), nonce,
 		    key) == 0 && memcmp(out, plain, n) == 0;
 		crypto_aead_xchacha20poly1305_ietf_encrypt(ct2, &clen, plain,
 		    n, ad, sizeof(ad), NULL, nonce, key);
-		ours += memcmp(ct, ct2, n + CRYPTO_TAG_BYTES) == 0;
+		ours += memcmp(ct, ct2, n + CCRYPTO_TAG_BYTES) == 0;
 		/* libsodium's sealed (another nonce), ours opens, in
 		 * place. */
-		crypto_random(nonce, sizeof(nonce));
+		ccrypto_random(nonce, sizeof(nonce));
 		crypto_aead_xchacha20poly1305_ietf_encrypt(ct, &clen, plain,
 		    n, NULL, 0, NULL, nonce, key);
-		theirs += crypto_aead_decrypt(key, nonce, NULL, 0, ct,
-		    n + CRYPTO_TAG_BYTES, ct) == 0 && memcmp(ct, plain, n) == 0;
+		theirs += ccrypto_aead_decrypt(key, nonce, NULL, 0, ct,
+		    n + CCRYPTO_TAG_BYTES, ct) == 0 &&
+		    memcmp(ct, plain, n) == 0;
 		/* Sealed in place, opened in place. */
 		memcpy(ct, plain, n);
-		crypto_aead_encrypt(key, nonce, ad, sizeof(ad), ct, n, ct);
-		inplace += crypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct,
-		    n + CRYPTO_TAG_BYTES, ct) == 0 && memcmp(ct, plain, n) == 0;
+		ccrypto_aead_encrypt(key, nonce, ad, sizeof(ad), ct, n, ct);
+		inplace += ccrypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct,
+		    n + CCRYPTO_TAG_BYTES, ct) == 0 &&
+		    memcmp(ct, plain, n) == 0;
 		/* The tag's last byte changed: nothing of the plaintext. */
-		crypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, n, ct);
-		ct[n + CRYPTO_TAG_BYTES - 1] ^= 0x80;
-		wiped += crypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct,
-		    n + CRYPTO_TAG_BYTES, out) == -1 &&
+		ccrypto_aead_encrypt(key, nonce, ad, sizeof(ad), plain, n, ct);
+		ct[n + CCRYPTO_TAG_BYTES - 1] ^= 0x80;
+		wiped += ccrypto_aead_decrypt(key, nonce, ad, sizeof(ad), ct,
+		    n + CCRYPTO_TAG_BYTES, out) == -1 &&
 		    (n == 0 || memcmp(out, plain, n) != 0);
 	}
 	n = sizeof(lens) / sizeof(lens[0]);
@@ -469,67 +471,67 @@ out:
 }
 
 static void
-test_seal(struct crypto_keys *a, struct crypto_keys *b)
+test_seal(struct ccrypto_keys *a, struct ccrypto_keys *b)
 {
-	uint8_t sealed[CRYPTO_SEALED_KEY_BYTES];
+	uint8_t sealed[CCRYPTO_SEALED_KEY_BYTES];
 	uint8_t *key, *got;
 
-	key = crypto_secret_new(CRYPTO_KEY_BYTES);
-	got = crypto_secret_new(CRYPTO_KEY_BYTES);
+	key = ccrypto_secret_new(CCRYPTO_KEY_BYTES);
+	got = ccrypto_secret_new(CCRYPTO_KEY_BYTES);
 	ok(key && got, "secret_new");
 	if (!key || !got)
 		goto out;
-	crypto_random(key, CRYPTO_KEY_BYTES);
-	crypto_pack_key_seal(a, key, sealed);
-	ok(crypto_pack_key_unseal(a, sealed, got) == 0 &&
-	    memcmp(key, got, CRYPTO_KEY_BYTES) == 0, "seal/unseal round trip");
+	ccrypto_random(key, CCRYPTO_KEY_BYTES);
+	ccrypto_pack_key_seal(a, key, sealed);
+	ok(ccrypto_pack_key_unseal(a, sealed, got) == 0 &&
+	    memcmp(key, got, CCRYPTO_KEY_BYTES) == 0, "seal/unseal round trip");
 	capture_begin();
-	ok(crypto_pack_key_unseal(b, sealed, got) == -1,
+	ok(ccrypto_pack_key_unseal(b, sealed, got) == -1,
 	    "sealed pack key does not open under another repository's keys");
-	sealed[CRYPTO_SEALED_KEY_BYTES / 2] ^= 4;
-	ok(crypto_pack_key_unseal(a, sealed, got) == -1,
+	sealed[CCRYPTO_SEALED_KEY_BYTES / 2] ^= 4;
+	ok(ccrypto_pack_key_unseal(a, sealed, got) == -1,
 	    "damaged sealed pack key does not open");
 	ok(silent(capture_end()), "unseal failures print nothing");
 out:
-	crypto_secret_free(key);
-	crypto_secret_free(got);
-	crypto_secret_free(NULL);
+	ccrypto_secret_free(key);
+	ccrypto_secret_free(got);
+	ccrypto_secret_free(NULL);
 }
 
 static void
-test_sign(struct crypto_keys *a, struct crypto_keys *b)
+test_sign(struct ccrypto_keys *a, struct ccrypto_keys *b)
 {
 	char msg[] = "snapshot 2024-01-01 root=abcdef";
-	uint8_t sig[CRYPTO_SIG_BYTES];
+	uint8_t sig[CCRYPTO_SIG_BYTES];
 
-	crypto_sign_msg(a, msg, sizeof(msg) - 1, sig);
-	ok(crypto_verify(a, msg, sizeof(msg) - 1, sig) == 0,
+	ccrypto_sign(a, msg, sizeof(msg) - 1, sig);
+	ok(ccrypto_verify(a, msg, sizeof(msg) - 1, sig) == 0,
 	    "signature verifies");
 	capture_begin();
-	ok(crypto_verify(b, msg, sizeof(msg) - 1, sig) == -1,
+	ok(ccrypto_verify(b, msg, sizeof(msg) - 1, sig) == -1,
 	    "signature rejected under another repository's keys");
 	msg[3] ^= 1;
-	ok(crypto_verify(a, msg, sizeof(msg) - 1, sig) == -1,
+	ok(ccrypto_verify(a, msg, sizeof(msg) - 1, sig) == -1,
 	    "signature rejects a modified message");
 	msg[3] ^= 1;
-	ok(crypto_verify(a, msg, sizeof(msg) - 2, sig) == -1,
+	ok(ccrypto_verify(a, msg, sizeof(msg) - 2, sig) == -1,
 	    "signature rejects a truncated message");
 	sig[10] ^= 1;
-	ok(crypto_verify(a, msg, sizeof(msg) - 1, sig) == -1,
+	ok(ccrypto_verify(a, msg, sizeof(msg) - 1, sig) == -1,
 	    "signature rejects a modified signature");
 	ok(silent(capture_end()), "verify failures print nothing");
 }
 
 /* Does k name data the same way as ref, i.e. is it the same key? */
 static int
-same_keys(const struct crypto_keys *k, const struct crypto_keys *ref)
+same_keys(const struct ccrypto_keys *k, const struct ccrypto_keys *ref)
 {
-	uint8_t x[CRYPTO_ID_BYTES], y[CRYPTO_ID_BYTES];
+	uint8_t x[CCRYPTO_ID_BYTES], y[CCRYPTO_ID_BYTES];
 
 	if (k == NULL)
 		return (0);
-	crypto_chunk_id(k, "x", 1, x);
-	crypto_chunk_id(ref, "x", 1, y);
+	ccrypto_chunk_id(k, "x", 1, x);
+	ccrypto_chunk_id(ref, "x", 1, y);
 	return (memcmp(x, y, sizeof(x)) == 0);
 }
 
@@ -540,14 +542,14 @@ same_keys(const struct crypto_keys *k, const struct crypto_keys *ref)
  */
 static int
 try_unwrap(const uint8_t *slot, size_t len, const uint8_t *repo_id,
-    const char *pass, const struct crypto_keys *want, const char **msg)
+    const char *pass, const struct ccrypto_keys *want, const char **msg)
 {
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 	const char *out;
 	int wrong = -1, rc = -1;
 
 	capture_begin();
-	k = crypto_slot_unwrap(slot, len, repo_id, pass, strlen(pass), &wrong);
+	k = ccrypto_slot_unwrap(slot, len, repo_id, pass, strlen(pass), &wrong);
 	out = capture_end();
 	if (msg != NULL)
 		*msg = out;
@@ -555,16 +557,16 @@ try_unwrap(const uint8_t *slot, size_t len, const uint8_t *repo_id,
 		rc = same_keys(k, want) && wrong == 0 && silent(out) ? 0 : -1;
 	else if (wrong == 1)
 		rc = silent(out) ? 1 : -1;
-	else if (wrong == CRYPTO_SLOT_DAMAGED)
+	else if (wrong == CCRYPTO_SLOT_DAMAGED)
 		rc = reported(out) ? 2 : -1;
-	else if (wrong == CRYPTO_SLOT_REFUSED)
+	else if (wrong == CCRYPTO_SLOT_REFUSED)
 		rc = reported(out) ? 3 : -1;
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 	return (rc);
 }
 
 static void
-test_slot(struct crypto_keys *a)
+test_slot(struct ccrypto_keys *a)
 {
 	static const char pass[] = "correct horse battery staple";
 	struct buf s = BUF_INIT, h = BUF_INIT;
@@ -572,7 +574,7 @@ test_slot(struct crypto_keys *a)
 	const char *msg;
 	int rc;
 
-	ok(crypto_slot_wrap(a, repo_a, pass, strlen(pass), TEST_MEMLIMIT,
+	ok(ccrypto_slot_wrap(a, repo_a, pass, strlen(pass), TEST_MEMLIMIT,
 	    &s) == 0, "slot wrap");
 	ok(s.len == 111 && memcmp(s.data, "CFKS", 4) == 0 && s.data[4] == 1 &&
 	    s.data[5] == 1 && get_u64(s.data + 6) == 3 &&
@@ -668,17 +670,17 @@ test_slot(struct crypto_keys *a)
 
 	buf_reset(&h);
 	capture_begin();
-	rc = crypto_slot_wrap(a, repo_a, pass, strlen(pass), 4096, &h);
+	rc = ccrypto_slot_wrap(a, repo_a, pass, strlen(pass), 4096, &h);
 	ok(rc == -1 && h.len == 0 && reported(capture_end()),
 	    "wrap refuses a memlimit below 8 KiB");
 	capture_begin();
-	rc = crypto_slot_wrap(a, repo_a, pass, strlen(pass), 1ULL << 40, &h);
+	rc = ccrypto_slot_wrap(a, repo_a, pass, strlen(pass), 1ULL << 40, &h);
 	ok(rc == -1 && h.len == 0 && reported(capture_end()),
 	    "wrap refuses a 1 TiB memlimit");
 
 	/* Default parameters, and appending after existing content. */
 	buf_puts(&h, "xy");
-	ok(crypto_slot_wrap(a, repo_a, "", 0, 0, &h) == 0 &&
+	ok(ccrypto_slot_wrap(a, repo_a, "", 0, 0, &h) == 0 &&
 	    h.len == 2 + 111 && get_u64(h.data + 2 + 6) == 3 &&
 	    get_u64(h.data + 2 + 14) == 64ULL << 20,
 	    "memlimit 0 means 64 MiB and 3 passes; the slot is appended");
@@ -713,17 +715,17 @@ says(const char *msg, ...)
  * for is refused before Argon2id runs, distinctly from a malformed one.
  */
 static void
-test_slot_limits(struct crypto_keys *a)
+test_slot_limits(struct ccrypto_keys *a)
 {
 	static const char pass[] = "pass";
 	struct buf s = BUF_INIT, h = BUF_INIT;
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 	const char *msg;
 	int why, rc;
 
 	unsetenv("COFFER_KDF_MAX_MEMORY");
 	tuning_reload();
-	if (crypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &s) ||
+	if (ccrypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &s) ||
 	    s.len != 111) {
 		ok(0, "a slot at 16 MiB");
 		goto out;
@@ -734,10 +736,10 @@ test_slot_limits(struct crypto_keys *a)
 	put_u64(h.data + 14, 4ULL << 30);
 	put_u64(h.data + 6, 100);
 	capture_begin();
-	k = crypto_slot_unwrap_named("keys/ab12", h.data, h.len, repo_a, pass,
+	k = ccrypto_slot_unwrap_named("keys/ab12", h.data, h.len, repo_a, pass,
 	    strlen(pass), &why);
 	msg = capture_end();
-	ok(k == NULL && why == CRYPTO_SLOT_REFUSED && reported(msg) &&
+	ok(k == NULL && why == CCRYPTO_SLOT_REFUSED && reported(msg) &&
 	    says(msg, "key slot 'keys/ab12'", "4096 MiB", "local limit 1024 MiB",
 	    "COFFER_KDF_MAX_MEMORY", NULL),
 	    "4 GiB, 100 passes: refused, naming the slot, the cost and the limit");
@@ -766,7 +768,7 @@ test_slot_limits(struct crypto_keys *a)
 	    "COFFER_KDF_MAX_MEMORY=8 refuses a 16 MiB slot");
 	buf_reset(&h);
 	capture_begin();
-	rc = crypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &h);
+	rc = ccrypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &h);
 	msg = capture_end();
 	ok(rc == -1 && h.len == 0 && reported(msg) &&
 	    says(msg, "local limit 8 MiB", NULL),
@@ -805,7 +807,7 @@ out:
 #define KF_M64 KF_M63 "1"
 
 static void
-test_keyfile(struct crypto_keys *a)
+test_keyfile(struct ccrypto_keys *a)
 {
 	/* Those of length 110 or 111 test the checks beyond the length. */
 	static const char *bad[] = {
@@ -827,14 +829,14 @@ test_keyfile(struct crypto_keys *a)
 		"coffer-kez 1 " KF_RID " " KF_M64 "\n",
 		"coffer-key 1 " KF_RID " " KF_M64 "\nx",
 	};
-	uint8_t rid[CRYPTO_REPO_ID_BYTES], sentinel[CRYPTO_REPO_ID_BYTES];
+	uint8_t rid[CCRYPTO_REPO_ID_BYTES], sentinel[CCRYPTO_REPO_ID_BYTES];
 	struct buf t = BUF_INIT;
-	struct crypto_keys *k;
+	struct ccrypto_keys *k;
 	const char *good;
 	size_t i, nbad, n;
 	int shape;
 
-	ok(crypto_keyfile_encode(a, repo_a, &t) == 0, "keyfile encode");
+	ok(ccrypto_keyfile_encode(a, repo_a, &t) == 0, "keyfile encode");
 	shape = t.len == 111 && memcmp(t.data, "coffer-key 1 ", 13) == 0 &&
 	    t.data[45] == ' ' && t.data[110] == '\n';
 	for (i = 13; shape && i < 110; i++)
@@ -845,36 +847,36 @@ test_keyfile(struct crypto_keys *a)
 	    32) == 0, "keyfile carries the repo id");
 
 	memset(rid, 0, sizeof(rid));
-	k = crypto_keyfile_decode(t.data, t.len, rid);
+	k = ccrypto_keyfile_decode(t.data, t.len, rid);
 	ok(same_keys(k, a) && memcmp(rid, repo_a, sizeof(rid)) == 0,
 	    "keyfile round trip");
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 
 	memset(rid, 0, sizeof(rid));
-	k = crypto_keyfile_decode(t.data, t.len - 1, rid);
+	k = ccrypto_keyfile_decode(t.data, t.len - 1, rid);
 	ok(same_keys(k, a) && memcmp(rid, repo_a, sizeof(rid)) == 0,
 	    "keyfile without the trailing newline");
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 
 	memset(rid, 0, sizeof(rid));
 	good = "coffer-key 1 " KF_RID " " KF_M64 "\n";
-	k = crypto_keyfile_decode((const uint8_t *)good, strlen(good), rid);
+	k = ccrypto_keyfile_decode((const uint8_t *)good, strlen(good), rid);
 	ok(k != NULL && memcmp(rid, repo_a, sizeof(rid)) == 0,
 	    "hand-written key file decodes");
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 
 	memset(sentinel, 0x5a, sizeof(sentinel));
 	for (nbad = i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(rid, sentinel, sizeof(rid));
 		capture_begin();
-		k = crypto_keyfile_decode((const uint8_t *)bad[i],
+		k = ccrypto_keyfile_decode((const uint8_t *)bad[i],
 		    strlen(bad[i]), rid);
 		if (k != NULL || memcmp(rid, sentinel, sizeof(rid)) != 0 ||
 		    !reported(capture_end())) {
 			diag("accepted bad key file #%zu", i);
 			nbad++;
 		}
-		crypto_keys_free(k);
+		ccrypto_keys_free(k);
 	}
 	ok(nbad == 0, "malformed key files are rejected (%zu cases)",
 	    sizeof(bad) / sizeof(bad[0]));
@@ -882,17 +884,17 @@ test_keyfile(struct crypto_keys *a)
 	/* A NUL in the middle must not end the parse early. */
 	t.data[50] = '\0';
 	capture_begin();
-	k = crypto_keyfile_decode(t.data, t.len, rid);
+	k = ccrypto_keyfile_decode(t.data, t.len, rid);
 	ok(k == NULL && reported(capture_end()),
 	    "keyfile with an embedded NUL is rejected");
-	crypto_keys_free(k);
+	ccrypto_keys_free(k);
 
 	for (nbad = 0, n = 0; n < 110; n++) {
 		capture_begin();
-		k = crypto_keyfile_decode(t.data, n, rid);
+		k = ccrypto_keyfile_decode(t.data, n, rid);
 		if (k != NULL || !reported(capture_end()))
 			nbad++;
-		crypto_keys_free(k);
+		ccrypto_keys_free(k);
 	}
 	ok(nbad == 0, "truncated key files are rejected");
 	buf_release(&t);
@@ -901,18 +903,18 @@ test_keyfile(struct crypto_keys *a)
 int
 main(void)
 {
-	uint8_t ma[CRYPTO_KEY_BYTES], mb[CRYPTO_KEY_BYTES];
-	struct crypto_keys *a, *b;
+	uint8_t ma[CCRYPTO_KEY_BYTES], mb[CCRYPTO_KEY_BYTES];
+	struct ccrypto_keys *a, *b;
 
-	ok(crypto_init() == 0 && crypto_init() == 0, "crypto_init twice");
+	ok(ccrypto_init() == 0 && ccrypto_init() == 0, "ccrypto_init twice");
 	test_derivation();
 	test_hash_format();
 	test_hash_many();
 
 	memset(ma, 0xaa, sizeof(ma));
 	memset(mb, 0xbb, sizeof(mb));
-	a = crypto_keys_from_master(ma);
-	b = crypto_keys_from_master(mb);
+	a = ccrypto_keys_from_master(ma);
+	b = ccrypto_keys_from_master(mb);
 	if (a == NULL || b == NULL) {
 		ok(0, "keys for repositories a and b");
 		return (tap_done());
@@ -925,7 +927,7 @@ main(void)
 	test_slot(a);
 	test_slot_limits(a);
 	test_keyfile(a);
-	crypto_keys_free(a);
-	crypto_keys_free(b);
+	ccrypto_keys_free(a);
+	ccrypto_keys_free(b);
 	return (tap_done());
 }

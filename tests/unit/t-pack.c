@@ -57,8 +57,8 @@ write_pack(struct repo *r, struct pack_info *info, struct pack_entry *ents,
 	if ((w = pack_writer_new(r)) == NULL)
 		return (-1);
 	for (i = 0; i < NREC; i++) {
-		crypto_random(data[i], RECLEN);
-		crypto_chunk_id(repo_keys(r), data[i], RECLEN, ents[i].id);
+		ccrypto_random(data[i], RECLEN);
+		ccrypto_chunk_id(repo_keys(r), data[i], RECLEN, ents[i].id);
 		if (pack_writer_add(w, PACK_REC_DATA, 0, ents[i].id, data[i],
 		    RECLEN, RECLEN, &ents[i]))
 			return (-1);
@@ -132,13 +132,13 @@ main(void)
 	struct pack_reader *p;
 	struct buf out = BUF_INIT;
 	struct repo *r, *r2;
-	uint8_t rec[PACK_RECORD_HEADER_BYTES + RECLEN + CRYPTO_TAG_BYTES];
+	uint8_t rec[PACK_RECORD_HEADER_BYTES + RECLEN + CCRYPTO_TAG_BYTES];
 	uint8_t rec2[sizeof(rec)], byte;
 	size_t n = 0;
 	int i, all;
 	char cmd[300];
 
-	if (crypto_init() || mkdtemp(tmpdir) == NULL)
+	if (ccrypto_init() || mkdtemp(tmpdir) == NULL)
 		return (1);
 	r = make_repo("a");
 	r2 = make_repo("b");
@@ -193,7 +193,7 @@ main(void)
 		size_t zl;
 
 		memset(text, 'a', sizeof(text));
-		crypto_chunk_id(repo_keys(r), text, sizeof(text), e.id);
+		ccrypto_chunk_id(repo_keys(r), text, sizeof(text), e.id);
 		zl = compressor_compress(z, text, sizeof(text), zb, sizeof(zb));
 		ok(zl > 0 && zl < sizeof(text) && w &&
 		    pack_writer_add(w, PACK_REC_DATA, PACK_FLAG_ZSTD, e.id, zb,
