@@ -5,7 +5,7 @@ MANDIR    ?= $(PREFIX)/share/man
 DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
-LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson
+LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
              -Wformat=2 -Wno-unused-parameter
@@ -38,7 +38,9 @@ TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
 HDRS      := $(sort $(wildcard include/coffer/*.h))
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz-*.c))
 REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay-%)
-MAN_PAGES := $(sort $(wildcard man/*.1))
+MAN_PAGES := $(sort $(wildcard man/*.1 man/*.5))
+MAN1      := $(filter %.1,$(MAN_PAGES))
+MAN5      := $(filter %.5,$(MAN_PAGES))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
         fuzz fuzz-corpus bench bench-growth bench-prune bench-export demo format man-lint
@@ -83,7 +85,7 @@ $(BUILD)/tests/%: tests/tools/%.c
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libsqlite3-dev libzstd-dev libjansson-dev sqlite3 attr acl perl xxd \
-            mandoc rclone jq
+            mandoc rclone jq libinih-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=; for p in $(DEB_PKGS); do \
@@ -133,15 +135,19 @@ hdr-check:
 	  $(CC) $(ALL_CFLAGS) -x c -fsyntax-only - || { echo "hdr-check: $$h"; exit 1; }; \
 	done; echo "hdr-check: $(words $(HDRS)) headers compile alone"
 
-# The binary, coffer(1) and a page per command (coffer-backup(1), ...).
+# The binary, coffer(1), a page per command (coffer-backup(1), ...) and
+# the file formats a user edits (coffer-policy(5)).
 install: coffer
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	  $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 coffer $(DESTDIR)$(BINDIR)/coffer
-	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/coffer
-	for m in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man1/$${m#man/}; done
+	for m in $(MAN1); do rm -f $(DESTDIR)$(MANDIR)/man1/$${m#man/}; done
+	for m in $(MAN5); do rm -f $(DESTDIR)$(MANDIR)/man5/$${m#man/}; done
 
 # Every man page must be free of warnings: mandoc's lint at its warning
 # level (its style notes depend on which other manuals are installed, so

@@ -47,4 +47,132 @@ void retention_apply(const struct retention *r, struct retention_snap *v,
 /* The names of the reasons set in mask, comma-separated, into out. */
 void retention_reasons(unsigned mask, char *out, size_t size);
 
+/*
+ * Durations in policy files and options: a number and a unit (ms, s, m,
+ * h, d, w), repeated ("1h30m"), or a bare number of seconds; above 0.
+ * 0, or -1 (nothing reported: the caller says where).
+ */
+int policy_parse_duration(const char *s, double *secs);
+
+/*
+ * Schedules (coffer-policy(5)), evaluated in UTC:
+ *   hourly [:MM]                      every hour at minute MM (00)
+ *   daily [HH:MM]                     every day (00:00)
+ *   weekly DAY [HH:MM]                DAY: monday ... sunday (or mon ...)
+ *   monthly N [HH:MM]                 on day N (1-31) of the months that
+ *                                     have one
+ *   monthly ORD DAY [HH:MM]           ORD: first, second, third, fourth or
+ *                                     last DAY of the month
+ * A schedule is a series of instants, its slots.
+ */
+enum schedule_kind {
+	SCHED_NONE = 0,
+	SCHED_HOURLY,
+	SCHED_DAILY,
+	SCHED_WEEKLY,
+	SCHED_MONTHLY
+};
+struct schedule {
+	int kind;			/* SCHED_* */
+	int hour, minute;
+	int wday;			/* 0 Sunday .. 6 Saturday */
+	int mday;			/* monthly on a day: 1-31; 0 by weekday */
+	int nth;			/* monthly by weekday: 1-4, or -1 last */
+};
+/* Parse s into *out: 0, or -1 with *why a static message. */
+int schedule_parse(const char *s, struct schedule *out, const char **why);
+/* The newest slot at or before t (ns since the epoch); INT64_MIN when
+ * there is none in the two years before t. */
+int64_t schedule_last(const struct schedule *s, int64_t t);
+/* The first slot after t; INT64_MAX when none in the two years after. */
+int64_t schedule_next(const struct schedule *s, int64_t t);
+/* The schedule in the syntax above, normalized, into out. */
+void schedule_format(const struct schedule *s, char *out, size_t size);
+
+/*
+ * What is due for a job with a schedule per level (index LEVEL_FULL,
+ * LEVEL_DIFFERENTIAL, LEVEL_INCREMENTAL; kind SCHED_NONE where none):
+ * done[i] is the newest time (ns) a run at level i or a higher one (a
+ * lower index) was done, 0 when never.  A level is due when its newest
+ * slot at or before now is later than done[level]; the highest level due
+ * is returned (-1 when none) with that slot in *slot.  A job never done
+ * at full gets a full, whatever its schedules say, as soon as any level
+ * is due or nothing at all was ever done.
+ */
+int schedule_due(const struct schedule sched[3], const int64_t done[3],
+    int64_t now, int64_t *slot);
+
+/*
+ * A policy file (coffer-policy(5)): INI, parsed with libinih.
+ */
+struct policy_dataset {
+	char *name;
+	char *path;
+	char **excludes;
+	size_t nexcludes;
+	int one_file_system;
+	struct schedule sched[3];	/* by level; SCHED_NONE: none */
+	struct retention keep;		/* its own rules, else the policy's */
+	double settle;			/* seconds; 0: none */
+	char *require;			/* marker file name, or NULL */
+	char **checkpoints;		/* globs of checkpoint directories */
+	size_t ncheckpoints;
+	int line, require_line;		/* of its section, of require */
+};
+
+struct policy_export {
+	char *target;
+	char *to;
+	struct schedule sched[3];
+	char **datasets;		/* none: every dataset, one bundle */
+	size_t ndatasets;
+	int line, datasets_line;
+};
+
+struct policy_drill {
+	char *name;
+	char **datasets;		/* none: every dataset of the policy */
+	size_t ndatasets;
+	struct schedule sched;
+	double sample;			/* percent; 0: every file */
+	double rto, rpo;		/* seconds; 0: none */
+	int no_write;
+	char *from;			/* NULL: the repository; else an
+					 * export target's name */
+	int line, datasets_line, from_line;
+};
+
+struct policy {
+	char *file;
+	char *repo, *key_file, *passphrase_file, *catalog;
+	char *metrics_file;
+	struct retention keep;		/* [retention]: every dataset's */
+	struct schedule prune_sched;	/* forget, then prune */
+	int prune;			/* prune after forgetting (yes) */
+	double max_unused;		/* 0..1 */
+	struct policy_dataset *datasets;
+	size_t ndatasets;
+	struct policy_export *exports;
+	size_t nexports;
+	struct policy_drill *drills;
+	size_t ndrills;
+};
+
+/*
+ * Read and check the policy file path.  Every problem is reported, each
+ * as "PATH:LINE: message" (log_error), before NULL is returned: an
+ * unknown section or key, a bad value, a duration or schedule that does
+ * not parse, a dataset path that is not a directory, a dataset without a
+ * schedule, a name used twice, a reference to what the file does not
+ * define.  policy_free accepts NULL.
+ */
+struct policy *policy_load(const char *path);
+void policy_free(struct policy *p);
+/* A dataset's retention rules: its own, else the policy's. */
+const struct retention *policy_retention(const struct policy *p,
+    const struct policy_dataset *d);
+/* The export target named, or NULL. */
+const struct policy_export *policy_export_find(const struct policy *p,
+    const char *target);
+
 #endif

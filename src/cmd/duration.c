@@ -11,56 +11,13 @@
 
 #include "cmd.h"
 #include "coffer/log.h"
+#include "coffer/policy.h"
 
 int
 cmd_parse_duration(const char *opt, const char *s, double *secs)
 {
-	static const struct {
-		const char *name;
-		double mult;
-	} units[] = {
-		/* "ms" before "m": the longest unit that matches. */
-		{ "ms", 0.001 }, { "s", 1 }, { "m", 60 }, { "h", 3600 },
-		{ "d", 86400 }, { "w", 604800 },
-	};
-	const char *p = s;
-	double total = 0, v;
-	char *end;
-	size_t i, n;
-	int parts = 0;
-
-	while (*p != '\0') {
-		if (!(*p >= '0' && *p <= '9') && *p != '.')
-			goto bad;
-		errno = 0;
-		v = strtod(p, &end);
-		if (errno || end == p || !isfinite(v) || v < 0)
-			goto bad;
-		p = end;
-		if (*p == '\0') {
-			/* A bare number is seconds, only on its own. */
-			if (parts > 0)
-				goto bad;
-			total += v;
-			parts++;
-			break;
-		}
-		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-			n = strlen(units[i].name);
-			if (strncmp(p, units[i].name, n) == 0)
-				break;
-		}
-		if (i == sizeof(units) / sizeof(units[0]))
-			goto bad;
-		total += v * units[i].mult;
-		p += n;
-		parts++;
-	}
-	if (parts == 0 || !(total > 0) || !isfinite(total))
-		goto bad;
-	*secs = total;
-	return (0);
-bad:
+	if (policy_parse_duration(s, secs) == 0)
+		return (0);
 	log_error("option '%s' needs a duration such as 90s, 30m, 2h or "
 	    "1h30m, not '%s'", opt, s);
 	return (-1);

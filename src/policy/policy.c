@@ -1,0 +1,949 @@
+/*
+ * Policy files (coffer-policy(5)): INI, split into sections and
+ * key = value pairs by libinih, checked here.  libinih reports only the
+ * first malformed line and passes no line numbers to its handler (Debian
+ * builds it without INI_HANDLER_LINENO), so the lines come through a
+ * reader of our own: it counts them, reads section headers itself (so an
+ * empty section is seen too) and reports each malformed line, and every
+ * message names its line.  Nothing is decided until the whole file was
+ * read: a policy with any error runs nothing.
+ */
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "coffer/log.h"
+#include "coffer/policy.h"
+
+/* Longer lines are refused (reported). */
+#define LINE_MAX_BYTES 4096
+#define NAME_MAX_BYTES 64
+
+enum section {
+	SEC_NONE,		/* before the first section */
+	SEC_BAD,		/* unknown or malformed: its keys are ignored */
+	SEC_REPOSITORY,
+	SEC_RETENTION,
+	SEC_MONITORING,
+	SEC_DATASET,
+	SEC_EXPORT,
+	SEC_DRILL
+};
+
+static const struct {
+	const char *name;
+	enum section sec;
+	int named;		/* [dataset NAME] */
+} sections[] = {
+	{ "repository", SEC_REPOSITORY, 0 },
+	{ "retention", SEC_RETENTION, 0 },
+	{ "monitoring", SEC_MONITORING, 0 },
+	{ "dataset", SEC_DATASET, 1 },
+	{ "export", SEC_EXPORT, 1 },
+	{ "drill", SEC_DRILL, 1 },
+};
+#define NSECTIONS (sizeof(sections) / sizeof(sections[0]))
+
+/* Keys: which sections take them, whether they may repeat. */
+enum key {
+	K_PATH, K_KEY_FILE, K_PASSPHRASE_FILE, K_CATALOG,
+	K_METRICS_FILE,
+	K_KEEP_LAST, K_KEEP_HOURLY, K_KEEP_DAILY, K_KEEP_WEEKLY,
+	K_KEEP_MONTHLY, K_KEEP_YEARLY, K_KEEP_WITHIN,
+	K_SCHEDULE, K_PRUNE, K_MAX_UNUSED,
+	K_EXCLUDE, K_ONE_FILE_SYSTEM, K_FULL, K_DIFFERENTIAL, K_INCREMENTAL,
+	K_SETTLE, K_REQUIRE, K_CHECKPOINTS,
+	K_TO, K_DATASETS,
+	K_SAMPLE, K_RTO, K_RPO, K_NO_WRITE, K_FROM,
+	K__COUNT
+};
+
+#define IN(s) (1u << (s))
+#define KEEP_SECS (IN(SEC_RETENTION) | IN(SEC_DATASET))
+#define LEVEL_SECS (IN(SEC_DATASET) | IN(SEC_EXPORT))
+
+static const struct {
+	const char *name;
+	unsigned in;		/* IN(section) */
+	int repeat;
+} keys[K__COUNT] = {
+	[K_PATH] = { "path", IN(SEC_REPOSITORY) | IN(SEC_DATASET), 0 },
+	[K_KEY_FILE] = { "key-file", IN(SEC_REPOSITORY), 0 },
+	[K_PASSPHRASE_FILE] = { "passphrase-file", IN(SEC_REPOSITORY), 0 },
+	[K_CATALOG] = { "catalog", IN(SEC_REPOSITORY), 0 },
+	[K_METRICS_FILE] = { "metrics-file", IN(SEC_MONITORING), 0 },
+	[K_KEEP_LAST] = { "keep-last", KEEP_SECS, 0 },
+	[K_KEEP_HOURLY] = { "keep-hourly", KEEP_SECS, 0 },
+	[K_KEEP_DAILY] = { "keep-daily", KEEP_SECS, 0 },
+	[K_KEEP_WEEKLY] = { "keep-weekly", KEEP_SECS, 0 },
+	[K_KEEP_MONTHLY] = { "keep-monthly", KEEP_SECS, 0 },
+	[K_KEEP_YEARLY] = { "keep-yearly", KEEP_SECS, 0 },
+	[K_KEEP_WITHIN] = { "keep-within", KEEP_SECS, 0 },
+	[K_SCHEDULE] = { "schedule", IN(SEC_RETENTION) | IN(SEC_DRILL), 0 },
+	[K_PRUNE] = { "prune", IN(SEC_RETENTION), 0 },
+	[K_MAX_UNUSED] = { "max-unused", IN(SEC_RETENTION), 0 },
+	[K_EXCLUDE] = { "exclude", IN(SEC_DATASET), 1 },
+	[K_ONE_FILE_SYSTEM] = { "one-file-system", IN(SEC_DATASET), 0 },
+	[K_FULL] = { "full", LEVEL_SECS, 0 },
+	[K_DIFFERENTIAL] = { "differential", LEVEL_SECS, 0 },
+	[K_INCREMENTAL] = { "incremental", LEVEL_SECS, 0 },
+	[K_SETTLE] = { "settle", IN(SEC_DATASET), 0 },
+	[K_REQUIRE] = { "require", IN(SEC_DATASET), 0 },
+	[K_CHECKPOINTS] = { "checkpoints", IN(SEC_DATASET), 1 },
+	[K_TO] = { "to", IN(SEC_EXPORT), 0 },
+	[K_DATASETS] = { "datasets", IN(SEC_EXPORT) | IN(SEC_DRILL), 1 },
+	[K_SAMPLE] = { "sample", IN(SEC_DRILL), 0 },
+	[K_RTO] = { "rto", IN(SEC_DRILL), 0 },
+	[K_RPO] = { "rpo", IN(SEC_DRILL), 0 },
+	[K_NO_WRITE] = { "no-write", IN(SEC_DRILL), 0 },
+	[K_FROM] = { "from", IN(SEC_DRILL), 0 },
+};
+
+/* Where a name list was given, to report names it does not define. */
+struct ref {
+	char **names;
+	size_t n;
+	int line;
+};
+
+/* A problem, reported once the whole file was read, in line order. */
+struct problem {
+	int line;
+	int seq;
+	char msg[512];
+};
+
+struct loader {
+	struct policy *p;
+	struct problem *problems;
+	size_t nproblems;
+	const char *file;
+	FILE *f;
+	char *buf;
+	size_t cap;
+	int line;		/* of the line being read */
+	int errors;
+	int oom;
+	enum section sec;
+	int sec_line;
+	uint64_t seen;		/* keys given in this section (K_*) */
+	int seen_repository, seen_retention, seen_monitoring;
+	int keep_line;		/* the first retention rule's */
+};
+
+static void __attribute__((format(printf, 3, 4)))
+error_at(struct loader *l, int line, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	struct problem *p;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	l->errors++;
+	if ((p = reallocarray(l->problems, l->nproblems + 1,
+	    sizeof(*p))) == NULL) {
+		log_error("%s:%d: %s", l->file, line, msg);
+		return;
+	}
+	l->problems = p;
+	p = &p[l->nproblems];
+	p->line = line;
+	p->seq = (int)l->nproblems++;
+	snprintf(p->msg, sizeof(p->msg), "%s", msg);
+}
+
+static int
+by_line(const void *a, const void *b)
+{
+	const struct problem *x = a, *y = b;
+
+	if (x->line != y->line)
+		return (x->line < y->line ? -1 : 1);
+	return (x->seq < y->seq ? -1 : x->seq > y->seq);
+}
+
+/* Every problem, as FILE:LINE: message, in line order. */
+static void
+report(struct loader *l)
+{
+	size_t i;
+
+	qsort(l->problems, l->nproblems, sizeof(*l->problems), by_line);
+	for (i = 0; i < l->nproblems; i++)
+		if (l->problems[i].line > 0)
+			log_error("%s:%d: %s", l->file, l->problems[i].line,
+			    l->problems[i].msg);
+		else
+			log_error("%s: %s", l->file, l->problems[i].msg);
+	free(l->problems);
+	l->problems = NULL;
+	l->nproblems = 0;
+}
+
+static char *
+dup_str(struct loader *l, const char *s)
+{
+	char *d = strdup(s);
+
+	if (d == NULL) {
+		log_error("out of memory");
+		l->oom = 1;
+		l->errors++;
+	}
+	return (d);
+}
+
+static int
+push_str(struct loader *l, char ***v, size_t *n, const char *s)
+{
+	char **p, *d;
+
+	if ((d = dup_str(l, s)) == NULL)
+		return (-1);
+	if ((p = reallocarray(*v, *n + 1, sizeof(*p))) == NULL) {
+		free(d);
+		log_error("out of memory");
+		l->oom = 1;
+		l->errors++;
+		return (-1);
+	}
+	p[(*n)++] = d;
+	*v = p;
+	return (0);
+}
+
+/* A dataset's or target's name: it goes into snapshot names and file
+ * names. */
+static int
+name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return (n > 0 && n <= NAME_MAX_BYTES && s[0] != '.' && s[0] != '-' &&
+	    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789._-") == n);
+}
+
+/* Grow one of the arrays of named sections by one zeroed element. */
+static void *
+grow(struct loader *l, void *v, size_t n, size_t size)
+{
+	char *p;
+
+	if ((p = reallocarray(v, n + 1, size)) == NULL) {
+		log_error("out of memory");
+		l->oom = 1;
+		l->errors++;
+		return (NULL);
+	}
+	memset(p + n * size, 0, size);
+	return (p);
+}
+
+static void
+begin_section(struct loader *l, char *text)
+{
+	char *kind = text, *name;
+	size_t i, n;
+	void *v;
+
+	l->sec = SEC_BAD;
+	l->sec_line = l->line;
+	l->seen = 0;
+	name = kind + strcspn(kind, " \t");
+	if (*name != '\0')
+		*name++ = '\0';
+	name += strspn(name, " \t");
+	n = strlen(name);
+	while (n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\t'))
+		name[--n] = '\0';
+	/* git's [remote "origin"] style is taken too. */
+	if (n >= 2 && name[0] == '"' && name[n - 1] == '"') {
+		name[n - 1] = '\0';
+		name++;
+	}
+	for (i = 0; i < NSECTIONS; i++)
+		if (strcasecmp(kind, sections[i].name) == 0)
+			break;
+	if (i == NSECTIONS) {
+		error_at(l, l->line, "unknown section '[%s%s%s]' (repository, "
+		    "retention, monitoring, dataset NAME, export TARGET, "
+		    "drill NAME)", kind, *name ? " " : "", name);
+		return;
+	}
+	if (sections[i].named && *name == '\0') {
+		error_at(l, l->line, "section '[%s]' needs a name: [%s NAME]",
+		    kind, sections[i].name);
+		return;
+	}
+	if (!sections[i].named && *name != '\0') {
+		error_at(l, l->line, "section '[%s]' takes no name", kind);
+		return;
+	}
+	if (sections[i].named && !name_ok(name)) {
+		error_at(l, l->line, "bad name '%s' (letters, digits, '.', "
+		    "'_', '-'; at most %d)", name, NAME_MAX_BYTES);
+		return;
+	}
+	switch (sections[i].sec) {
+	case SEC_REPOSITORY:
+	case SEC_RETENTION:
+	case SEC_MONITORING: {
+		int *seen = sections[i].sec == SEC_REPOSITORY ?
+		    &l->seen_repository : sections[i].sec == SEC_RETENTION ?
+		    &l->seen_retention : &l->seen_monitoring;
+
+		if (*seen) {
+			error_at(l, l->line, "section '[%s]' given twice "
+			    "(first at line %d)", sections[i].name, *seen);
+			return;
+		}
+		*seen = l->line;
+		break;
+	}
+	case SEC_DATASET:
+		for (n = 0; n < l->p->ndatasets; n++)
+			if (strcmp(l->p->datasets[n].name, name) == 0) {
+				error_at(l, l->line, "dataset '%s' defined "
+				    "twice (first at line %d)", name,
+				    l->p->datasets[n].line);
+				return;
+			}
+		v = grow(l, l->p->datasets, l->p->ndatasets,
+		    sizeof(*l->p->datasets));
+		if (v == NULL)
+			return;
+		l->p->datasets = v;
+		if ((l->p->datasets[l->p->ndatasets].name = dup_str(l, name)) ==
+		    NULL)
+			return;
+		l->p->datasets[l->p->ndatasets].line = l->line;
+		l->p->ndatasets++;
+		break;
+	case SEC_EXPORT:
+		for (n = 0; n < l->p->nexports; n++)
+			if (strcmp(l->p->exports[n].target, name) == 0) {
+				error_at(l, l->line, "export target '%s' "
+				    "defined twice (first at line %d)", name,
+				    l->p->exports[n].line);
+				return;
+			}
+		v = grow(l, l->p->exports, l->p->nexports,
+		    sizeof(*l->p->exports));
+		if (v == NULL)
+			return;
+		l->p->exports = v;
+		if ((l->p->exports[l->p->nexports].target = dup_str(l,
+		    name)) == NULL)
+			return;
+		l->p->exports[l->p->nexports].line = l->line;
+		l->p->nexports++;
+		break;
+	case SEC_DRILL:
+		for (n = 0; n < l->p->ndrills; n++)
+			if (strcmp(l->p->drills[n].name, name) == 0) {
+				error_at(l, l->line, "drill '%s' defined twice "
+				    "(first at line %d)", name,
+				    l->p->drills[n].line);
+				return;
+			}
+		v = grow(l, l->p->drills, l->p->ndrills,
+		    sizeof(*l->p->drills));
+		if (v == NULL)
+			return;
+		l->p->drills = v;
+		if ((l->p->drills[l->p->ndrills].name = dup_str(l, name)) ==
+		    NULL)
+			return;
+		l->p->drills[l->p->ndrills].line = l->line;
+		l->p->ndrills++;
+		break;
+	default:
+		break;
+	}
+	l->sec = sections[i].sec;
+}
+
+/*
+ * libinih's reader: one line of the file into str (num bytes), counted.
+ * Section headers are taken here; a line that is too long or neither a
+ * header, a comment nor key = value is reported and handed on blank.
+ */
+static char *
+read_line(char *str, int num, void *stream)
+{
+	struct loader *l = stream;
+	ssize_t n;
+	char *s, *end;
+
+	if ((n = getline(&l->buf, &l->cap, l->f)) < 0)
+		return (NULL);
+	l->line++;
+	while (n > 0 && (l->buf[n - 1] == '\n' || l->buf[n - 1] == '\r'))
+		l->buf[--n] = '\0';
+	snprintf(str, (size_t)num, "\n");
+	if ((size_t)n + 2 >= (size_t)num || n >= LINE_MAX_BYTES) {
+		error_at(l, l->line, "line too long (more than %d bytes)",
+		    LINE_MAX_BYTES - 2);
+		return (str);
+	}
+	if (memchr(l->buf, '\0', (size_t)n) != NULL) {
+		error_at(l, l->line, "NUL byte in the line");
+		return (str);
+	}
+	s = l->buf + strspn(l->buf, " \t");
+	if (*s == '\0' || *s == ';' || *s == '#')
+		return (str);
+	if (*s == '[') {
+		if ((end = strchr(s, ']')) == NULL) {
+			error_at(l, l->line, "section header without ']'");
+			l->sec = SEC_BAD;
+			return (str);
+		}
+		*end = '\0';
+		end++;
+		end += strspn(end, " \t");
+		if (*end != '\0' && *end != ';' && *end != '#') {
+			error_at(l, l->line, "text after the section header");
+			l->sec = SEC_BAD;
+			return (str);
+		}
+		s++;
+		s += strspn(s, " \t");
+		begin_section(l, s);
+		return (str);
+	}
+	if (strchr(s, '=') == NULL) {
+		error_at(l, l->line, "expected 'key = value' or '[section]', "
+		    "not '%.40s'", s);
+		return (str);
+	}
+	/* A key's value may hold ':' ("daily 02:00"): the key ends at the
+	 * first '=' only, so libinih must not split at a ':' before it. */
+	if (strcspn(s, ":") < strcspn(s, "=")) {
+		error_at(l, l->line, "expected 'key = value', not '%.40s'", s);
+		return (str);
+	}
+	snprintf(str, (size_t)num, "%s\n", s);
+	return (str);
+}
+
+static int
+parse_bool(const char *v, int *out)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+	size_t i;
+
+	for (i = 0; i < 4; i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = 1;
+			return (0);
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = 0;
+			return (0);
+		}
+	}
+	return (-1);
+}
+
+static int
+parse_count(const char *v, int *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end != '\0' || n < 1 || n > 1000000)
+		return (-1);
+	*out = (int)n;
+	return (0);
+}
+
+/* A percentage: (0, 100], or [0, 100] with zero. */
+static int
+parse_percent(const char *v, int zero, double *out)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || (*end != '\0' && strcmp(end, "%") != 0) ||
+	    !(zero ? d >= 0 : d > 0) || d > 100)
+		return (-1);
+	*out = d;
+	return (0);
+}
+
+static int
+absolute(struct loader *l, const char *key, const char *v)
+{
+	if (v[0] == '/')
+		return (0);
+	error_at(l, l->line, "%s '%s' is not an absolute path", key, v);
+	return (-1);
+}
+
+/* Words separated by blanks, each a name, into a list. */
+static void
+push_names(struct loader *l, const char *what, char ***v, size_t *n,
+    const char *value)
+{
+	char copy[LINE_MAX_BYTES], *w, *save = NULL;
+
+	snprintf(copy, sizeof(copy), "%s", value);
+	for (w = strtok_r(copy, " \t,", &save); w != NULL;
+	    w = strtok_r(NULL, " \t,", &save)) {
+		if (!name_ok(w)) {
+			error_at(l, l->line, "bad %s name '%s'", what, w);
+			continue;
+		}
+		if (push_str(l, v, n, w))
+			return;
+	}
+}
+
+static void
+set_keep(struct loader *l, struct retention *r, enum key k, const char *v)
+{
+	int *count = NULL;
+
+	switch (k) {
+	case K_KEEP_LAST: count = &r->last; break;
+	case K_KEEP_HOURLY: count = &r->hourly; break;
+	case K_KEEP_DAILY: count = &r->daily; break;
+	case K_KEEP_WEEKLY: count = &r->weekly; break;
+	case K_KEEP_MONTHLY: count = &r->monthly; break;
+	case K_KEEP_YEARLY: count = &r->yearly; break;
+	default: break;
+	}
+	if (l->keep_line == 0)
+		l->keep_line = l->line;
+	if (count != NULL) {
+		if (parse_count(v, count))
+			error_at(l, l->line, "%s needs a count from 1 to "
+			    "1000000, not '%s'", keys[k].name, v);
+		return;
+	}
+	if (policy_parse_duration(v, &r->within))
+		error_at(l, l->line, "keep-within needs a duration such as "
+		    "2d or 36h, not '%s'", v);
+}
+
+static void
+set_schedule(struct loader *l, struct schedule *s, const char *key,
+    const char *v)
+{
+	const char *why;
+
+	if (schedule_parse(v, s, &why))
+		error_at(l, l->line, "%s: bad schedule '%s': %s", key, v, why);
+}
+
+static void
+set_duration(struct loader *l, double *out, const char *key, const char *v)
+{
+	if (policy_parse_duration(v, out))
+		error_at(l, l->line, "%s needs a duration such as 90s, 10m, 2h "
+		    "or 1h30m, not '%s'", key, v);
+}
+
+static void
+set_path(struct loader *l, char **out, const char *key, const char *v)
+{
+	if (absolute(l, key, v) == 0)
+		*out = dup_str(l, v);
+}
+
+/* A dataset's root: an absolute path to a directory, now. */
+static void
+set_dataset_path(struct loader *l, struct policy_dataset *d, const char *v)
+{
+	struct stat st;
+
+	if (absolute(l, "path", v))
+		return;
+	if (stat(v, &st) != 0)
+		error_at(l, l->line, "dataset '%s': cannot use path '%s': %s",
+		    d->name, v, strerror(errno));
+	else if (!S_ISDIR(st.st_mode))
+		error_at(l, l->line, "dataset '%s': path '%s' is not a "
+		    "directory", d->name, v);
+	d->path = dup_str(l, v);
+}
+
+/* libinih's handler: one key = value of the current section. */
+static int
+handle(void *user, const char *section, const char *name, const char *v)
+{
+	struct loader *l = user;
+	struct policy *p = l->p;
+	struct policy_dataset *d = NULL;
+	struct policy_export *e = NULL;
+	struct policy_drill *dr = NULL;
+	size_t k;
+	int b;
+
+	(void)section;
+	if (l->sec == SEC_BAD)
+		return (1);
+	if (l->sec == SEC_NONE) {
+		error_at(l, l->line, "'%s' before the first section", name);
+		return (1);
+	}
+	for (k = 0; k < K__COUNT; k++)
+		if (strcmp(name, keys[k].name) == 0)
+			break;
+	if (k == K__COUNT || !(keys[k].in & IN(l->sec))) {
+		error_at(l, l->line, "unknown key '%s' in this section", name);
+		return (1);
+	}
+	if (*v == '\0') {
+		error_at(l, l->line, "'%s' needs a value", name);
+		return (1);
+	}
+	if (!keys[k].repeat && (l->seen & ((uint64_t)1 << k))) {
+		error_at(l, l->line, "'%s' given twice in this section", name);
+		return (1);
+	}
+	l->seen |= (uint64_t)1 << k;
+	if (l->sec == SEC_DATASET)
+		d = &p->datasets[p->ndatasets - 1];
+	else if (l->sec == SEC_EXPORT)
+		e = &p->exports[p->nexports - 1];
+	else if (l->sec == SEC_DRILL)
+		dr = &p->drills[p->ndrills - 1];
+
+	switch ((enum key)k) {
+	case K_PATH:
+		if (d != NULL)
+			set_dataset_path(l, d, v);
+		else
+			set_path(l, &p->repo, "path", v);
+		break;
+	case K_KEY_FILE:
+		set_path(l, &p->key_file, name, v);
+		break;
+	case K_PASSPHRASE_FILE:
+		set_path(l, &p->passphrase_file, name, v);
+		break;
+	case K_CATALOG:
+		set_path(l, &p->catalog, name, v);
+		break;
+	case K_METRICS_FILE:
+		set_path(l, &p->metrics_file, name, v);
+		break;
+	case K_KEEP_LAST: case K_KEEP_HOURLY: case K_KEEP_DAILY:
+	case K_KEEP_WEEKLY: case K_KEEP_MONTHLY: case K_KEEP_YEARLY:
+	case K_KEEP_WITHIN:
+		set_keep(l, d != NULL ? &d->keep : &p->keep, (enum key)k, v);
+		break;
+	case K_SCHEDULE:
+		set_schedule(l, dr != NULL ? &dr->sched : &p->prune_sched,
+		    name, v);
+		break;
+	case K_PRUNE:
+		if (parse_bool(v, &p->prune))
+			error_at(l, l->line, "prune is yes or no, not '%s'", v);
+		break;
+	case K_MAX_UNUSED:
+		if (parse_percent(v, 1, &p->max_unused))
+			error_at(l, l->line, "max-unused needs a percentage "
+			    "from 0 to 100, not '%s'", v);
+		else
+			p->max_unused /= 100;
+		break;
+	case K_EXCLUDE:
+		(void)push_str(l, &d->excludes, &d->nexcludes, v);
+		break;
+	case K_ONE_FILE_SYSTEM:
+		if (parse_bool(v, &d->one_file_system))
+			error_at(l, l->line, "one-file-system is yes or no, "
+			    "not '%s'", v);
+		break;
+	case K_FULL: case K_DIFFERENTIAL: case K_INCREMENTAL:
+		set_schedule(l, &(d != NULL ? d->sched : e->sched)[k - K_FULL],
+		    name, v);
+		break;
+	case K_SETTLE:
+		set_duration(l, &d->settle, name, v);
+		break;
+	case K_REQUIRE:
+		if (strchr(v, '/') != NULL || strcmp(v, ".") == 0 ||
+		    strcmp(v, "..") == 0)
+			error_at(l, l->line, "require names a file in the "
+			    "checkpoint directory, not a path: '%s'", v);
+		else
+			d->require = dup_str(l, v);
+		d->require_line = l->line;
+		break;
+	case K_CHECKPOINTS:
+		(void)push_str(l, &d->checkpoints, &d->ncheckpoints, v);
+		break;
+	case K_TO:
+		if (strcmp(v, "-") == 0)
+			error_at(l, l->line, "to: a policy cannot export to "
+			    "standard output");
+		else if (strncmp(v, "rclone:", 7) == 0)
+			e->to = dup_str(l, v);
+		else
+			set_path(l, &e->to, name, v);
+		break;
+	case K_DATASETS:
+		if (e != NULL) {
+			e->datasets_line = l->line;
+			push_names(l, "dataset", &e->datasets, &e->ndatasets,
+			    v);
+		} else {
+			dr->datasets_line = l->line;
+			push_names(l, "dataset", &dr->datasets,
+			    &dr->ndatasets, v);
+		}
+		break;
+	case K_SAMPLE:
+		if (parse_percent(v, 0, &dr->sample))
+			error_at(l, l->line, "sample needs a percentage above "
+			    "0 and at most 100, not '%s'", v);
+		break;
+	case K_RTO:
+		set_duration(l, &dr->rto, name, v);
+		break;
+	case K_RPO:
+		set_duration(l, &dr->rpo, name, v);
+		break;
+	case K_NO_WRITE:
+		if (parse_bool(v, &b))
+			error_at(l, l->line, "no-write is yes or no, not '%s'",
+			    v);
+		else
+			dr->no_write = b;
+		break;
+	case K_FROM:
+		dr->from_line = l->line;
+		if (strcmp(v, "repository") != 0)
+			dr->from = dup_str(l, v);
+		break;
+	case K__COUNT:
+		break;
+	}
+	return (1);
+}
+
+static int
+has_schedule(const struct schedule sched[3])
+{
+	return (sched[0].kind || sched[1].kind || sched[2].kind);
+}
+
+static const struct policy_dataset *
+find_dataset(const struct policy *p, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->ndatasets; i++)
+		if (strcmp(p->datasets[i].name, name) == 0)
+			return (&p->datasets[i]);
+	return (NULL);
+}
+
+static void
+check_names(struct loader *l, char *const *names, size_t n, int line)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (find_dataset(l->p, names[i]) == NULL)
+			error_at(l, line, "no dataset '%s' in this policy",
+			    names[i]);
+}
+
+/* What only the whole file tells: required keys, references. */
+static void
+check_policy(struct loader *l)
+{
+	struct policy *p = l->p;
+	int rules = retention_any(&p->keep);
+	size_t i;
+
+	if (p->ndatasets == 0)
+		error_at(l, 0, "no dataset: add a [dataset NAME] section with "
+		    "a path and a schedule");
+	for (i = 0; i < p->ndatasets; i++) {
+		const struct policy_dataset *d = &p->datasets[i];
+
+		if (d->path == NULL)
+			error_at(l, d->line, "dataset '%s' has no path",
+			    d->name);
+		if (!has_schedule(d->sched))
+			error_at(l, d->line, "dataset '%s' has no schedule: "
+			    "give full, differential or incremental", d->name);
+		if (d->require != NULL && d->ncheckpoints == 0)
+			error_at(l, d->require_line, "dataset '%s': require needs "
+			    "checkpoints (the directories it applies to)",
+			    d->name);
+		rules |= retention_any(&d->keep);
+	}
+	for (i = 0; i < p->nexports; i++) {
+		const struct policy_export *e = &p->exports[i];
+
+		if (e->to == NULL)
+			error_at(l, e->line, "export '%s' has no 'to'",
+			    e->target);
+		if (!has_schedule(e->sched))
+			error_at(l, e->line, "export '%s' has no schedule: "
+			    "give full, differential or incremental",
+			    e->target);
+		check_names(l, e->datasets, e->ndatasets, e->datasets_line);
+	}
+	for (i = 0; i < p->ndrills; i++) {
+		const struct policy_drill *d = &p->drills[i];
+
+		if (d->sched.kind == SCHED_NONE)
+			error_at(l, d->line, "drill '%s' has no schedule",
+			    d->name);
+		check_names(l, d->datasets, d->ndatasets, d->datasets_line);
+		if (d->from != NULL && policy_export_find(p, d->from) == NULL)
+			error_at(l, d->from_line, "from: no export target "
+			    "'%s' in this policy (or 'repository')", d->from);
+		if (d->no_write && d->from != NULL)
+			error_at(l, d->line, "drill '%s': no-write drills the "
+			    "repository only, not bundles", d->name);
+	}
+	if (rules && p->prune_sched.kind == SCHED_NONE)
+		error_at(l, l->keep_line, "retention rules need a schedule: "
+		    "add 'schedule = ...' to [retention]");
+}
+
+struct policy *
+policy_load(const char *path)
+{
+	struct loader l;
+	int rc;
+
+	memset(&l, 0, sizeof(l));
+	l.file = path;
+	if ((l.p = calloc(1, sizeof(*l.p))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	l.p->prune = 1;
+	l.p->max_unused = 0.10;
+	if ((l.p->file = strdup(path)) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	if ((l.f = fopen(path, "re")) == NULL) {
+		log_errno("cannot open policy '%s'", path);
+		goto err;
+	}
+	/*
+	 * libinih's switches (Debian builds them as variables): a buffer
+	 * for the longest line, no continuation lines (an indented key is
+	 * a key, not more of the value above), comments at the start of a
+	 * line ('#', ';') or after blanks (" ;").
+	 */
+	ini_use_stack = false;
+	ini_max_line = LINE_MAX_BYTES;
+	ini_allow_multiline = false;
+	ini_allow_inline_comments = true;
+	ini_stop_on_first_error = false;
+	rc = ini_parse_stream(read_line, &l, handle, &l);
+	if (ferror(l.f)) {
+		log_errno("cannot read policy '%s'", path);
+		l.errors++;
+	} else if (rc < 0) {
+		log_error("cannot read policy '%s': out of memory", path);
+		l.errors++;
+	}
+	fclose(l.f);
+	free(l.buf);
+	if (!l.oom)
+		check_policy(&l);
+	report(&l);
+	if (l.errors == 0)
+		return (l.p);
+	if (!l.oom)
+		log_error("%s: %d error%s; nothing was run", path, l.errors,
+		    l.errors == 1 ? "" : "s");
+err:
+	policy_free(l.p);
+	return (NULL);
+}
+
+static void
+free_list(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+policy_free(struct policy *p)
+{
+	size_t i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; i < p->ndatasets; i++) {
+		struct policy_dataset *d = &p->datasets[i];
+
+		free(d->name);
+		free(d->path);
+		free_list(d->excludes, d->nexcludes);
+		free(d->require);
+		free_list(d->checkpoints, d->ncheckpoints);
+	}
+	for (i = 0; i < p->nexports; i++) {
+		free(p->exports[i].target);
+		free(p->exports[i].to);
+		free_list(p->exports[i].datasets, p->exports[i].ndatasets);
+	}
+	for (i = 0; i < p->ndrills; i++) {
+		free(p->drills[i].name);
+		free(p->drills[i].from);
+		free_list(p->drills[i].datasets, p->drills[i].ndatasets);
+	}
+	free(p->datasets);
+	free(p->exports);
+	free(p->drills);
+	free(p->file);
+	free(p->repo);
+	free(p->key_file);
+	free(p->passphrase_file);
+	free(p->catalog);
+	free(p->metrics_file);
+	free(p);
+}
+
+const struct retention *
+policy_retention(const struct policy *p, const struct policy_dataset *d)
+{
+	return (retention_any(&d->keep) ? &d->keep : &p->keep);
+}
+
+const struct policy_export *
+policy_export_find(const struct policy *p, const char *target)
+{
+	size_t i;
+
+	for (i = 0; i < p->nexports; i++)
+		if (strcmp(p->exports[i].target, target) == 0)
+			return (&p->exports[i]);
+	return (NULL);
+}
