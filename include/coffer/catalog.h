@@ -259,6 +259,9 @@ int catalog_resolver_get(struct catalog_resolver *r, const char *path,
 /* Add a tombstone (kind ENTRY_TOMBSTONE) to snapshot_id's own rows for
  * each path in the view that was not seen and has no row in snapshot_id
  * yet; *n gets how many. */
+/* Count dir and every path below it as seen (a directory the walk left
+ * out on purpose keeps its entries of the view). */
+int catalog_resolver_keep_under(struct catalog_resolver *r, const char *dir);
 int catalog_resolver_tombstones(struct catalog_resolver *r,
     int64_t snapshot_id, int64_t *n);
 void catalog_resolver_free(struct catalog_resolver *r);

@@ -160,6 +160,19 @@ struct backup_opts {
 	int threads;			/* 0 = one per processor */
 	int new_source;			/* the dataset's root moved on purpose */
 	int64_t time_ns;		/* the snapshot's time; 0: now */
+	/*
+	 * Checkpoint rules (coffer-policy(5)).  A file whose mtime or
+	 * ctime is less than settle seconds old is held back: it keeps its
+	 * previous version, or stays out.  A directory matching a glob of
+	 * checkpoints (as excludes match) is held back whole while it
+	 * lacks the file require (when set) or holds anything less than
+	 * settle seconds old; it keeps its entries of the base's view.
+	 * Held back is not a warning: it is said with log_note and counted.
+	 */
+	double settle;			/* seconds; 0: none */
+	const char *require;		/* marker file name, or NULL */
+	char *const *checkpoints;
+	size_t ncheckpoints;
 };
 
 struct backup_result {
@@ -175,6 +188,8 @@ struct backup_result {
 	int64_t warnings;
 	int64_t packs;
 	double seconds;
+	int64_t held_back;		/* files and checkpoint directories
+					 * left for later (settle, require) */
 };
 
 /*

@@ -22,6 +22,12 @@ struct fs_walk_opts {
 	/* Return the root itself too, first, as "." (FS_ROOT_PATH): its
 	 * mode, owner, times, xattrs and ACL are the dataset's. */
 	int root;
+	/* Asked about each directory below the root before the walk
+	 * descends into it, with its path relative to the root: non-zero
+	 * leaves it and all below it out, silently (the caller reports).
+	 * NULL: none. */
+	int (*skip_dir)(void *arg, const char *rel);
+	void *skip_arg;
 };
 
 /* The path of the walk's root among the entries below it (fs_walk_opts

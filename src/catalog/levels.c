@@ -348,6 +348,36 @@ out:
 }
 
 int
+catalog_resolver_keep_under(struct catalog_resolver *r, const char *dir)
+{
+	struct buf lo = BUF_INIT, hi = BUF_INIT;
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	/* Names sort bytewise: dir's children lie in [dir/, dir0). */
+	if (buf_printf(&lo, "%s/", dir) || buf_printf(&hi, "%s0", dir))
+		goto out;
+	if ((st = cat_prepare(r->c, "SELECT id FROM path WHERE name = ?1"
+	    " OR (name >= ?2 AND name < ?3)", "keep a directory")) == NULL)
+		goto out;
+	cat_bind_blobstr(st, 1, dir);
+	sqlite3_bind_blob(st, 2, lo.data, (int)lo.len, SQLITE_TRANSIENT);
+	sqlite3_bind_blob(st, 3, hi.data, (int)hi.len, SQLITE_TRANSIENT);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if (mark_seen(r, sqlite3_column_int64(st, 0)))
+			break;
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		log_error("cannot keep '%s' in the view: %s", dir,
+		    sqlite3_errmsg(r->c->db));
+	sqlite3_finalize(st);
+	rc = rc == SQLITE_DONE ? 0 : -1;
+out:
+	buf_release(&lo);
+	buf_release(&hi);
+	return (rc);
+}
+
+int
 catalog_resolver_tombstones(struct catalog_resolver *r, int64_t snapshot_id,
     int64_t *n)
 {

@@ -653,11 +653,11 @@ open_view(struct backup *b)
  */
 static int
 keep_previous(struct backup *b, const struct entry *e, int had_base,
-    int incomplete)
+    int incomplete, const char *held)
 {
-	const char *why = incomplete ? "is shorter than its safetensors "
-	    "header declares (still being written?)" : "changed during the "
-	    "backup";
+	const char *why = held != NULL ? held : incomplete ? "is shorter "
+	    "than its safetensors header declares (still being written?)" :
+	    "changed during the backup";
 	struct entry old;
 	int found = had_base;
 
@@ -674,6 +674,13 @@ keep_previous(struct backup *b, const struct entry *e, int had_base,
 			count_entry(b->res, old.kind);
 		} else
 			found = 0;
+	}
+	if (held != NULL) {
+		/* Settling (coffer-policy(5)) is expected, not a problem. */
+		log_note("'%s' %s; held back%s", fs_walk_source_path(b->walk),
+		    why, found ? " (its previous version kept)" : "");
+		b->res->held_back++;
+		return (0);
 	}
 	if (found)
 		log_warn("'%s' %s; kept its previous version",
@@ -738,7 +745,7 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	if (rc != STORED) {
 		f->state = DEAD;
 		if ((rc == CHANGING || rc == INCOMPLETE) &&
-		    keep_previous(b, &f->e, had_base, rc == INCOMPLETE))
+		    keep_previous(b, &f->e, had_base, rc == INCOMPLETE, NULL))
 			return (-1);
 		return (0);
 	}
@@ -751,15 +758,39 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	return (0);
 }
 
+/*
+ * fs_walk's skip_dir: a checkpoint directory still being written is held
+ * back whole, its entries of the base's view kept.
+ */
+static int
+held_dir(void *arg, const char *rel)
+{
+	struct backup *b = arg;
+	const char *why;
+
+	if (checkpoint_held(b->opts, rel, &why) != 1)
+		return (0);
+	if (b->level != LEVEL_FULL && b->view != NULL)
+		(void)catalog_resolver_keep_under(b->view, rel);
+	log_note("'%s/%s' %s; held back", b->opts->source, rel, why);
+	b->res->held_back++;
+	return (1);
+}
+
 static int
 walk_source(struct backup *b)
 {
+	struct fs_walk_opts wo = b->opts->walk;
 	struct fs_walk *w;
 	struct entry e, old;
 	uint8_t key[16];
 	int rc, had_base = 0;
 
-	if ((w = fs_walk_open(b->opts->source, &b->opts->walk)) == NULL)
+	if (b->opts->ncheckpoints > 0) {
+		wo.skip_dir = held_dir;
+		wo.skip_arg = b;
+	}
+	if ((w = fs_walk_open(b->opts->source, &wo)) == NULL)
 		return (-1);
 	b->walk = w;
 	while ((rc = fs_walk_next(w, &e)) == 1) {
@@ -786,6 +817,15 @@ walk_source(struct backup *b)
 				progress_update(&b->progress, 1, 0);
 				continue;
 			}
+		}
+		if (e.kind == ENTRY_FILE &&
+		    checkpoint_unsettled(b->opts, e.mtime_ns, e.ctime_ns)) {
+			if (keep_previous(b, &e, had_base, 0,
+			    "was written to within the settle time")) {
+				rc = -1;
+				break;
+			}
+			continue;
 		}
 		if (fs_walk_details(w, &e)) {
 			rc = -1;

@@ -138,4 +138,17 @@ int journal_record_open(const struct repo *r, const uint8_t *rec,
 /* Hostname (malloc'd; "" when unknown), for snapshot rows. */
 char *engine_host_name(void);
 
+/*
+ * Checkpoint rules (checkpoint.c, backup_opts' settle, require and
+ * checkpoints).  checkpoint_unsettled: 1 if times this recent are within
+ * o's settle time of the host's clock.  checkpoint_held: 1 if directory
+ * rel below o->source is a checkpoint to hold back whole (*why says why),
+ * else 0; one that cannot be read is left to the walk (0).
+ */
+struct backup_opts;
+int checkpoint_unsettled(const struct backup_opts *o, int64_t mtime_ns,
+    int64_t ctime_ns);
+int checkpoint_held(const struct backup_opts *o, const char *rel,
+    const char **why);
+
 #endif

@@ -52,6 +52,8 @@ struct fs_walk {
 	int want_root;		/* ... and is returned (fs_walk_opts root) */
 	int fatal;		/* libarchive is in its FATAL state */
 	int filtered;		/* our filter made libarchive skip one */
+	int (*skip_dir)(void *, const char *);	/* fs_walk_opts' */
+	void *skip_arg;
 
 	/* The current file's content. */
 	int in_file;		/* a regular file with data still to read */
@@ -181,7 +183,11 @@ filter(struct archive *a, void *arg, struct archive_entry *ae)
 	struct fs_walk *w = arg;
 	const char *p = archive_entry_pathname(ae), *rel;
 
-	if (p == NULL || (rel = rel_of(w, p)) == NULL || !excluded(w, rel))
+	if (p == NULL || (rel = rel_of(w, p)) == NULL)
+		return (1);
+	if (!excluded(w, rel) && (w->skip_dir == NULL ||
+	    archive_entry_filetype(ae) != AE_IFDIR ||
+	    !w->skip_dir(w->skip_arg, rel)))
 		return (1);
 	w->filtered = 1;
 	return (0);
@@ -235,6 +241,10 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	w->prefix_len = n;
 
 	w->want_root = o != NULL && o->root;
+	if (o != NULL) {
+		w->skip_dir = o->skip_dir;
+		w->skip_arg = o->skip_arg;
+	}
 	if (o != NULL && o->nexcludes > 0) {
 		if ((w->excludes = calloc(o->nexcludes, sizeof(char *))) ==
 		    NULL)
@@ -279,7 +289,7 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	if (archive_read_disk_set_symlink_physical(w->a) != ARCHIVE_OK ||
 	    archive_read_disk_set_standard_lookup(w->a) != ARCHIVE_OK ||
 	    archive_read_disk_set_behavior(w->a, flags) != ARCHIVE_OK ||
-	    (w->nexcludes > 0 &&
+	    ((w->nexcludes > 0 || w->skip_dir != NULL) &&
 	    archive_read_disk_set_metadata_filter_callback(w->a, filter, w) !=
 	    ARCHIVE_OK)) {
 		log_error("cannot set up walk of '%s': %s", root,
