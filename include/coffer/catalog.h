@@ -14,7 +14,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 8
+#define CATALOG_SCHEMA_VERSION 7
 
 struct catalog;
 
@@ -123,13 +123,25 @@ struct catalog_snapshot {
 	int64_t bytes_stored;		/* what those took in packs */
 	int64_t warnings;
 	char record_pack[33];		/* pack holding the snapshot record */
+	char *tags;			/* malloc'd: "keep,release", or NULL */
 };
 
 /* Free the malloc'd strings; the struct may be reused. */
 void catalog_snapshot_release(struct catalog_snapshot *s);
 
+/*
+ * Tags: names of 1-64 of [A-Za-z0-9._-], kept as one string, sorted and
+ * comma-separated.  The tag "keep" marks a snapshot retention never
+ * forgets.  catalog_tags_ok: 1 if s is such a string (or empty).
+ * catalog_tags_has: 1 if tags (NULL: none) holds tag.
+ */
+#define CATALOG_TAGS_MAX 1024
+#define CATALOG_TAG_KEEP "keep"
+int catalog_tags_ok(const char *s);
+int catalog_tags_has(const char *tags, const char *tag);
+
 /* Insert a new snapshot (s->sid, dataset_id, level, parent_id, full_id,
- * depth, state, started_ns, host, source); sets s->id. */
+ * depth, state, started_ns, host, source, tags); sets s->id. */
 int catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s);
 /* Store state, finished_ns, counters and record_pack of s->id. */
 int catalog_snapshot_update(struct catalog *c,
@@ -554,7 +566,6 @@ struct catalog_journal_upto {
 	int64_t snapshot;		/* failed snapshots up to this id */
 	int64_t forgotten;		/* forgotten snapshots up to this id */
 	int64_t bundle;			/* bundles up to this id */
-	int64_t run;			/* runs up to this id */
 };
 int catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto);
@@ -668,44 +679,5 @@ int catalog_bundle_list(struct catalog *c, int exported, const char *target,
 int catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
     uint32_t overhead, char ***packs, uint64_t **need, size_t *n);
 void catalog_names_free(char **names, size_t n);
-
-/*
- * The runs of `coffer run` (src/catalog/run.c, schema version 8): each
- * run with its actions, journaled to the repository like drill results.
- */
-struct catalog_run {
-	int64_t id;
-	char rid[SNAPSHOT_ID_HEX + 1];	/* its name: random, 32 hex */
-	int64_t time_ns;		/* the run's clock (--now) */
-	int64_t wall_ns;		/* when it started, by the host's clock */
-	double seconds;			/* how long it took */
-	const char *host, *user, *policy;
-	int status;			/* its exit status */
-};
-struct catalog_run_action {
-	const char *kind;		/* backup, export, forget, prune, drill */
-	const char *subject;		/* dataset, target, drill/dataset, "" */
-	const char *level;		/* full, ... or NULL */
-	int64_t slot_ns;		/* the schedule's slot it served, or 0 */
-	int status;			/* its exit status */
-	int done;			/* counts as done for its schedule */
-	double seconds;
-	const char *detail;		/* snapshot id, bundle, a summary */
-};
-/* Add run r (all but id; sets id) and its n actions, all or nothing. */
-int catalog_run_add(struct catalog *c, struct catalog_run *r,
-    const struct catalog_run_action *a, size_t n);
-/* The run clock's time of the newest done action of kind and subject:
- * 1 found (*time_ns), 0 none, -1 error. */
-int catalog_run_last(struct catalog *c, const char *kind,
-    const char *subject, int64_t *time_ns);
-/*
- * Each run whose clock is at or after since_ns (0: all), oldest first,
- * with its actions in order; strings valid during the call.  Stops and
- * returns cb's value when it is non-zero.
- */
-int catalog_run_list(struct catalog *c, int64_t since_ns,
-    int (*cb)(void *arg, const struct catalog_run *r,
-    const struct catalog_run_action *a, size_t n), void *arg);
 
 #endif

@@ -101,11 +101,13 @@ struct forget_opts {
 	const char *const *sids;	/* names to forget instead of rules */
 	size_t nsids;
 	int dry_run;
+	int force;			/* forget named ones marked kept too */
 };
 struct forget_item {
 	char sid[SNAPSHOT_ID_HEX + 1];
 	char parent_sid[SNAPSHOT_ID_HEX + 1];
 	char *dataset;
+	char *tags;			/* "a,keep" or NULL */
 	int level;
 	int64_t time_ns;
 	int keep;
@@ -160,6 +162,7 @@ struct backup_opts {
 	int threads;			/* 0 = one per processor */
 	int new_source;			/* the dataset's root moved on purpose */
 	int64_t time_ns;		/* the snapshot's time; 0: now */
+	const char *tags;		/* catalog_tags_ok, or NULL */
 	/*
 	 * Checkpoint rules (coffer-policy(5)).  A file whose mtime or
 	 * ctime is less than settle seconds old is held back: it keeps its
@@ -397,8 +400,6 @@ struct drill_opts {
 	int no_write;			/* stream and verify, do not write */
 	int keep;			/* keep the scratch directory */
 	double rto, rpo;		/* objectives in seconds; 0: none */
-	int64_t now_ns;			/* the drill's time, which the RPO is
-					 * measured at; 0: now */
 };
 
 struct drill_failure {

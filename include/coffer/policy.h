@@ -10,7 +10,9 @@
  *   last N     the N newest;
  *   hourly N   the newest of each of the N newest hours that have one,
  *   daily, weekly (ISO weeks), monthly, yearly likewise;
- *   within D   every snapshot less than D seconds older than the newest.
+ *   within D   every snapshot less than D seconds older than the newest;
+ *   tag T      every snapshot tagged T;
+ * and, whatever the rules, every snapshot marked kept (the tag "keep").
  * A snapshot is kept when any rule keeps it.  Rules count per dataset.
  */
 enum retention_reason {
@@ -21,20 +23,27 @@ enum retention_reason {
 	RETAIN_MONTHLY = 1 << 4,
 	RETAIN_YEARLY = 1 << 5,
 	RETAIN_WITHIN = 1 << 6,
-	RETAIN_CHAIN = 1 << 7		/* a kept snapshot restores from it */
+	RETAIN_CHAIN = 1 << 7,		/* a kept snapshot restores from it */
+	RETAIN_TAG = 1 << 8,
+	RETAIN_MARK = 1 << 9		/* marked kept at backup (--keep) */
 };
 
 struct retention {
 	int last, hourly, daily, weekly, monthly, yearly;	/* 0: unset */
 	double within;			/* seconds; 0: unset */
+	const char *const *tags;	/* keep those with one of these */
+	size_t ntags;
 };
 
 struct retention_snap {
 	int64_t time_ns;		/* in */
+	const char *tags;		/* in: "a,keep" or NULL */
 	unsigned reasons;		/* out: RETAIN_* that keep it, or 0 */
 };
 
-/* 1 if any rule is set. */
+#define RETENTION_KEEP_TAG "keep"	/* the mark of --keep */
+
+/* 1 if any rule is set (the keep mark is not a rule: it always holds). */
 int retention_any(const struct retention *r);
 
 /*

@@ -302,7 +302,7 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 {
 	struct catalog_snapshot s;
 	int64_t dataset;
-	char host[256], source[4096];
+	char host[256], source[4096], tags[CATALOG_TAGS_MAX + 2];
 	int found, rc = -1;
 
 	memset(&s, 0, sizeof(s));
@@ -315,10 +315,17 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 	s.state = SNAP_RUNNING;
 	s.started_ns = m->started_ns;
 	if (meta_text(c, "host", host, sizeof(host)) ||
-	    meta_text(c, "source", source, sizeof(source)))
+	    meta_text(c, "source", source, sizeof(source)) ||
+	    meta_text(c, "tags", tags, sizeof(tags)))
 		return (-1);
 	s.host = host;
 	s.source = source;
+	/* Records before tags have none; bad ones are not trusted as marks. */
+	if (catalog_tags_ok(tags))
+		s.tags = tags;
+	else
+		log_warn("snapshot %s: its record's tags are malformed; left "
+		    "out", m->sid);
 	if (m->level != LEVEL_FULL) {
 		struct catalog_snapshot p;
 
@@ -339,7 +346,7 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 	*rowid = s.id;
 	rc = complete ? complete_snapshot(c, m, s.id, record_pack) : 0;
 out:
-	s.host = s.source = NULL;
+	s.host = s.source = s.tags = NULL;
 	return (rc);
 }
 

@@ -12,7 +12,7 @@
 	" s.full_id, p.sid, s.depth, s.state, s.started_ns, s.finished_ns," \
 	" s.host, s.source, s.files, s.dirs, s.others, s.deleted,"          \
 	" s.bytes_read, s.bytes_new, s.bytes_stored, s.warnings,"           \
-	" s.record_pack"                                                    \
+	" s.record_pack, s.tags"                                            \
 	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"            \
 	" LEFT JOIN snapshot p ON p.id = s.parent_id "
 
@@ -56,7 +56,8 @@ fill(sqlite3_stmt *st, struct catalog_snapshot *s)
 	copy_col(s->record_pack, sizeof(s->record_pack), st, 22);
 	if (cat_col_strdup(st, 3, &s->dataset) ||
 	    cat_col_strdup(st, 12, &s->host) ||
-	    cat_col_strdup(st, 13, &s->source)) {
+	    cat_col_strdup(st, 13, &s->source) ||
+	    cat_col_strdup(st, 23, &s->tags)) {
 		catalog_snapshot_release(s);
 		return (-1);
 	}
@@ -69,7 +70,60 @@ catalog_snapshot_release(struct catalog_snapshot *s)
 	free(s->dataset);
 	free(s->host);
 	free(s->source);
-	s->dataset = s->host = s->source = NULL;
+	free(s->tags);
+	s->dataset = s->host = s->source = s->tags = NULL;
+}
+
+static int
+tag_char(char ch)
+{
+	return ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-');
+}
+
+/* Byte order of two tags of lengths an and bn. */
+static int
+tag_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+	int c = memcmp(a, b, an < bn ? an : bn);
+
+	return (c != 0 ? c : an < bn ? -1 : an > bn);
+}
+
+int
+catalog_tags_ok(const char *s)
+{
+	const char *p, *prev = NULL;
+	size_t n, prevn = 0;
+
+	if (strlen(s) > CATALOG_TAGS_MAX)
+		return (0);
+	for (p = s; *p; p += n + (p[n] == ',')) {
+		for (n = 0; tag_char(p[n]); n++)
+			;
+		if (n == 0 || n > 64 || (p[n] != ',' && p[n] != '\0') ||
+		    (p[n] == ',' && p[n + 1] == '\0'))
+			return (0);
+		/* Sorted, each once. */
+		if (prev && tag_cmp(prev, prevn, p, n) >= 0)
+			return (0);
+		prev = p;
+		prevn = n;
+	}
+	return (1);
+}
+
+int
+catalog_tags_has(const char *tags, const char *tag)
+{
+	size_t n = strlen(tag);
+	const char *p;
+
+	for (p = tags; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 :
+	    NULL)
+		if (strncmp(p, tag, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return (1);
+	return (0);
 }
 
 /*
@@ -146,10 +200,14 @@ catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s)
 		return (-1);
 	if (cat_savepoint(c))
 		return (-1);
+	if (s->tags != NULL && !catalog_tags_ok(s->tags)) {
+		log_error("cannot add snapshot '%s': bad tags", s->sid);
+		return (-1);
+	}
 	if ((st = cat_prepare(c, "INSERT INTO snapshot(sid, dataset_id,"
 	    " level, parent_id, full_id, depth, state, started_ns, host,"
-	    " source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-	    "add a snapshot")) == NULL)
+	    " source, tags) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+	    " ?11)", "add a snapshot")) == NULL)
 		goto err;
 	cat_bind_text(st, 1, s->sid);
 	sqlite3_bind_int64(st, 2, s->dataset_id);
@@ -166,6 +224,7 @@ catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s)
 	sqlite3_bind_int64(st, 8, s->started_ns);
 	cat_bind_text(st, 9, s->host);
 	cat_bind_text(st, 10, s->source);
+	cat_bind_text(st, 11, s->tags && *s->tags ? s->tags : NULL);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		log_error("cannot add snapshot '%s': %s", s->sid,
 		    sqlite3_errmsg(c->db));

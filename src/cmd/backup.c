@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/buf.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
@@ -75,9 +76,55 @@ const struct cmd_option cmd_backup_options[] = {
 	    "record the snapshot as taken at TIME (RFC 3339)"),
 	CMD_OPT_FLAG('N', "new-source",
 	    "accept a PATH other than the dataset's"),
+	CMD_OPT_VALUE('g', "tag", "NAME",
+	    "tag the snapshot (repeatable; forget --keep-tag)"),
+	CMD_OPT_FLAG('K', "keep", "mark it kept: retention never forgets it"),
 	CMD_OPT_FLAG('j', "json", "print the result as JSON"),
 	CMD_OPT_END
 };
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return (strcmp(*(char *const *)a, *(char *const *)b));
+}
+
+/* The tags, checked, sorted and joined ("a,keep"), into a malloc'd *out. */
+static int
+join_tags(char **v, size_t n, char **out)
+{
+	struct buf b = BUF_INIT;
+	size_t i;
+
+	*out = NULL;
+	if (n == 0)
+		return (STATUS_OK);
+	qsort(v, n, sizeof(*v), cmp_str);
+	for (i = 0; i < n; i++) {
+		if (v[i][0] == '\0' || strlen(v[i]) > 64 || strspn(v[i],
+		    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789._-") != strlen(v[i])) {
+			log_error("bad tag '%s' (1 to 64 letters, digits, "
+			    "'.', '_' or '-')", v[i]);
+			buf_release(&b);
+			return (STATUS_USAGE);
+		}
+		if (i > 0 && strcmp(v[i], v[i - 1]) == 0)
+			continue;
+		if (buf_printf(&b, "%s%s", b.len ? "," : "", v[i])) {
+			buf_release(&b);
+			return (STATUS_ERROR);
+		}
+	}
+	if (buf_put_u8(&b, 0) || !catalog_tags_ok((char *)b.data)) {
+		log_error("too many tags (at most %d bytes in all)",
+		    CATALOG_TAGS_MAX);
+		buf_release(&b);
+		return (STATUS_USAGE);
+	}
+	*out = (char *)b.data;
+	return (STATUS_OK);
+}
 
 int
 cmd_backup(int argc, char **argv, const struct global_opts *g)
@@ -86,8 +133,9 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 	struct backup_result res;
 	struct repo *r;
 	struct catalog *c;
-	char **ex = NULL;
-	size_t nex = 0;
+	char **ex = NULL, **tags = NULL, *joined = NULL;
+	char keep[] = CATALOG_TAG_KEEP;
+	size_t nex = 0, ntags = 0;
 	long long lvl;
 	int ch, st, json = 0;
 
@@ -117,6 +165,14 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 			break;
 		case 'N':
 			o.new_source = 1;
+			break;
+		case 'g':
+		case 'K':
+			if (cmd_push_arg(&tags, &ntags, ch == 'g' ? optarg :
+			    keep)) {
+				st = STATUS_ERROR;
+				goto out;
+			}
 			break;
 		case 'T':
 			if (cmd_parse_time("--time", optarg, &o.time_ns)) {
@@ -161,6 +217,9 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		st = STATUS_USAGE;
 		goto out;
 	}
+	if ((st = join_tags(tags, ntags, &joined)) != STATUS_OK)
+		goto out;
+	o.tags = joined;
 	signals_install();	/* the engine stops at its next safe point */
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		goto out;
@@ -170,5 +229,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 	cmd_close(r, c);
 out:
 	free(ex);
+	free(tags);
+	free(joined);
 	return (st);
 }

@@ -154,6 +154,10 @@ const struct cmd_option cmd_forget_options[] = {
 	    "keep the newest of each of the N last years"),
 	CMD_OPT_VALUE('W', "keep-within", "DURATION",
 	    "keep those within DURATION of the newest"),
+	CMD_OPT_VALUE('t', "keep-tag", "TAG",
+	    "keep those tagged TAG (repeatable)"),
+	CMD_OPT_FLAG('f', "force",
+	    "forget named snapshots even if marked kept"),
 	CMD_OPT_VALUE('D', "dataset", "DATASET",
 	    "judge this dataset's snapshots only"),
 	CMD_OPT_LETTER_FLAG('n', "dry-run",
@@ -173,6 +177,8 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct catalog *c;
 	double pct = 10;
+	char **tags = NULL;
+	size_t ntags = 0;
 	int ch, st, json = 0, prune = 0;
 
 	memset(&o, 0, sizeof(o));
@@ -192,6 +198,9 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 		    &o.rules.yearly); break;
 		case 'W': st = cmd_parse_duration("--keep-within", optarg,
 		    &o.rules.within); break;
+		case 't': st = cmd_push_arg(&tags, &ntags, optarg) ?
+		    STATUS_ERROR : 0; break;
+		case 'f': o.force = 1; st = 0; break;
 		case 'D': o.dataset = optarg; st = 0; break;
 		case 'n': o.dry_run = 1; st = 0; break;
 		case 'p': prune = 1; st = 0; break;
@@ -201,20 +210,27 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 		default:
 			return (cmd_usage_error("forget"));
 		}
-		if (st)
-			return (STATUS_USAGE);
+		if (st) {
+			free(tags);
+			return (st == STATUS_ERROR ? st : STATUS_USAGE);
+		}
 	}
+	o.rules.tags = (const char *const *)tags;
+	o.rules.ntags = ntags;
 	o.sids = (const char *const *)argv + optind;
 	o.nsids = (size_t)(argc - optind);
 	if ((o.nsids > 0) == retention_any(&o.rules)) {
 		log_error(o.nsids > 0 ? "give snapshots or --keep rules, not "
 		    "both" : "no --keep rule and no snapshot given: nothing "
 		    "to decide (see 'coffer help forget')");
+		free(tags);
 		return (STATUS_USAGE);
 	}
 	signals_install();
-	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK) {
+		free(tags);
 		return (st);
+	}
 	st = cmd_status(engine_forget(r, c, &o, &res));
 	/* With --prune, --json prints prune's object alone: one document. */
 	if (st == STATUS_OK && !(json && prune))
@@ -223,6 +239,7 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	if (st == STATUS_OK && prune)
 		st = run_prune(r, c, pct / 100, o.dry_run, json);
 	cmd_close(r, c);
+	free(tags);
 	return (st);
 }
 

@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "coffer/fmt.h"
@@ -9,6 +10,7 @@ print_one(void *arg, const struct catalog_snapshot *s)
 {
 	struct cmd_listing *ls = arg;
 	char when[32], size[32];
+	const char *t, *e;
 
 	fmt_time(when, sizeof(when), s->started_ns);
 	if (ls->json) {
@@ -33,6 +35,13 @@ print_one(void *arg, const struct catalog_snapshot *s)
 		jw_int(jw_key(j, "bytes_new"), s->bytes_new);
 		jw_int(jw_key(j, "bytes_stored"), s->bytes_stored);
 		jw_int(jw_key(j, "warnings"), s->warnings);
+		jw_begin_array(jw_key(j, "tags"));
+		for (t = s->tags; t != NULL && *t != '\0'; t = e ? e + 1 :
+		    NULL) {
+			e = strchr(t, ',');
+			jw_strn(j, t, e ? (size_t)(e - t) : strlen(t));
+		}
+		jw_end_array(j);
 		jw_double(jw_key(j, "seconds"),
 		    s->finished_ns > s->started_ns ?
 		    (double)(s->finished_ns - s->started_ns) / 1e9 : 0.0, 3);
@@ -42,13 +51,15 @@ print_one(void *arg, const struct catalog_snapshot *s)
 		 * snapshots below it in its chain (0 for a full). */
 		if (ls->n == 0)
 			printf("%-12s  %-16s  %-12s  %5s  %-20s  %-8s  %9s  "
-			    "%10s  %s\n", "ID", "DATASET", "LEVEL", "DEPTH",
-			    "TIME", "STATE", "FILES", "SIZE", "SOURCE");
+			    "%10s  %-8s  %s\n", "ID", "DATASET", "LEVEL",
+			    "DEPTH", "TIME", "STATE", "FILES", "SIZE", "TAGS",
+			    "SOURCE");
 		fmt_bytes(size, sizeof(size), (double)s->bytes_read);
 		printf("%-12.12s  %-16s  %-12s  %5d  %-20s  %-8s  %9lld  %10s  "
-		    "%s\n", s->sid, s->dataset, catalog_level_name(s->level),
-		    s->depth, when, catalog_state_name(s->state),
-		    (long long)s->files, size, s->source ? s->source : "-");
+		    "%-8s  %s\n", s->sid, s->dataset,
+		    catalog_level_name(s->level), s->depth, when,
+		    catalog_state_name(s->state), (long long)s->files, size,
+		    s->tags ? s->tags : "-", s->source ? s->source : "-");
 	}
 	ls->n++;
 	return (0);

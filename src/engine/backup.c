@@ -1021,6 +1021,10 @@ engine_backup(struct repo *r, struct catalog *c,
 	s.state = SNAP_RUNNING;
 	s.started_ns = o->time_ns ? o->time_ns : now_realtime_ns();
 	s.host = engine_host_name();
+	if (o->tags != NULL && *o->tags && (s.tags = strdup(o->tags)) == NULL) {
+		log_errno("out of memory");
+		goto out;
+	}
 	if (catalog_snapshot_create(c, &s))
 		goto out;
 	if (s.level == LEVEL_FULL)

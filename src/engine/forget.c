@@ -40,7 +40,9 @@ collect_one(void *arg, const struct catalog_snapshot *s)
 	memset(it, 0, sizeof(*it));
 	memcpy(it->sid, s->sid, sizeof(it->sid));
 	memcpy(it->parent_sid, s->parent_sid, sizeof(it->parent_sid));
-	if ((it->dataset = strdup(s->dataset)) == NULL) {
+	if ((it->dataset = strdup(s->dataset)) == NULL ||
+	    (s->tags != NULL && (it->tags = strdup(s->tags)) == NULL)) {
+		free(it->dataset);
 		log_error("out of memory");
 		return (-1);
 	}
@@ -113,8 +115,10 @@ apply_rules(const struct retention *r, struct forget_item *v, size_t n)
 	}
 	for (start = 0; start < n; start = i) {
 		for (i = start; i < n &&
-		    strcmp(v[i].dataset, v[start].dataset) == 0; i++)
+		    strcmp(v[i].dataset, v[start].dataset) == 0; i++) {
 			rs[i - start].time_ns = v[i].time_ns;
+			rs[i - start].tags = v[i].tags;
+		}
 		retention_apply(r, rs, i - start);
 		for (j = start; j < i; j++) {
 			v[j].reasons = rs[j - start].reasons;
@@ -145,6 +149,13 @@ apply_names(const struct forget_opts *o, struct forget_item *v, size_t n,
 		if (it == NULL) {
 			log_error("snapshot '%s' is not complete: only "
 			    "complete snapshots are forgotten", o->sids[k]);
+			return (ENGINE_REFUSED);
+		}
+		if (catalog_tags_has(it->tags, CATALOG_TAG_KEEP) &&
+		    !o->force) {
+			log_error("snapshot %.12s of '%s' is marked kept "
+			    "(backup --keep): forget --force forgets it",
+			    it->sid, it->dataset);
 			return (ENGINE_REFUSED);
 		}
 		it->keep = 0;
@@ -233,8 +244,10 @@ engine_forget_result_release(struct forget_result *res)
 {
 	size_t i;
 
-	for (i = 0; i < res->n; i++)
+	for (i = 0; i < res->n; i++) {
 		free(res->items[i].dataset);
+		free(res->items[i].tags);
+	}
 	free(res->items);
 	memset(res, 0, sizeof(*res));
 }

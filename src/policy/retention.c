@@ -47,7 +47,7 @@ retention_any(const struct retention *r)
 {
 	return (r->last > 0 || r->hourly > 0 || r->daily > 0 ||
 	    r->weekly > 0 || r->monthly > 0 || r->yearly > 0 ||
-	    r->within > 0);
+	    r->within > 0 || r->ntags > 0);
 }
 
 static void
@@ -69,14 +69,33 @@ keep_buckets(struct retention_snap *v, size_t n, int count, enum bucket b,
 	}
 }
 
+/* 1 if tags ("a,b,keep") holds tag. */
+static int
+has_tag(const char *tags, const char *tag)
+{
+	size_t n = strlen(tag);
+	const char *p;
+
+	for (p = tags; p != NULL && *p != '\0'; p = strchr(p, ',') ?
+	    strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, tag, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return (1);
+	return (0);
+}
+
 void
 retention_apply(const struct retention *r, struct retention_snap *v,
     size_t n)
 {
-	size_t i;
+	size_t i, k;
 
-	for (i = 0; i < n; i++)
-		v[i].reasons = 0;
+	for (i = 0; i < n; i++) {
+		v[i].reasons = has_tag(v[i].tags, RETENTION_KEEP_TAG) ?
+		    RETAIN_MARK : 0;
+		for (k = 0; k < r->ntags; k++)
+			if (has_tag(v[i].tags, r->tags[k]))
+				v[i].reasons |= RETAIN_TAG;
+	}
 	if (n == 0)
 		return;
 	for (i = 0; i < n && (int)i < r->last; i++)
@@ -108,6 +127,7 @@ retention_reasons(unsigned mask, char *out, size_t size)
 		{ RETAIN_DAILY, "daily" }, { RETAIN_WEEKLY, "weekly" },
 		{ RETAIN_MONTHLY, "monthly" }, { RETAIN_YEARLY, "yearly" },
 		{ RETAIN_WITHIN, "within" }, { RETAIN_CHAIN, "chain" },
+		{ RETAIN_TAG, "tag" }, { RETAIN_MARK, "keep" },
 	};
 	size_t i, len = 0;
 	int n;
