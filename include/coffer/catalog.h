@@ -14,7 +14,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 7
+#define CATALOG_SCHEMA_VERSION 8
 
 struct catalog;
 
@@ -566,6 +566,7 @@ struct catalog_journal_upto {
 	int64_t snapshot;		/* failed snapshots up to this id */
 	int64_t forgotten;		/* forgotten snapshots up to this id */
 	int64_t bundle;			/* bundles up to this id */
+	int64_t run;			/* runs up to this id */
 };
 int catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto);
@@ -679,5 +680,44 @@ int catalog_bundle_list(struct catalog *c, int exported, const char *target,
 int catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
     uint32_t overhead, char ***packs, uint64_t **need, size_t *n);
 void catalog_names_free(char **names, size_t n);
+
+/*
+ * The runs of `coffer run` (src/catalog/run.c, schema version 8): each
+ * run with its actions, journaled to the repository like drill results.
+ */
+struct catalog_run {
+	int64_t id;
+	char rid[SNAPSHOT_ID_HEX + 1];	/* its name: random, 32 hex */
+	int64_t time_ns;		/* the run's clock (--now) */
+	int64_t wall_ns;		/* when it started, by the host's clock */
+	double seconds;			/* how long it took */
+	const char *host, *user, *policy;
+	int status;			/* its exit status */
+};
+struct catalog_run_action {
+	const char *kind;		/* backup, export, forget, prune, drill */
+	const char *subject;		/* dataset, target, drill/dataset, "" */
+	const char *level;		/* full, ... or NULL */
+	int64_t slot_ns;		/* the schedule's slot it served, or 0 */
+	int status;			/* its exit status */
+	int done;			/* counts as done for its schedule */
+	double seconds;
+	const char *detail;		/* snapshot id, bundle, a summary */
+};
+/* Add run r (all but id; sets id) and its n actions, all or nothing. */
+int catalog_run_add(struct catalog *c, struct catalog_run *r,
+    const struct catalog_run_action *a, size_t n);
+/* The run clock's time of the newest done action of kind and subject:
+ * 1 found (*time_ns), 0 none, -1 error. */
+int catalog_run_last(struct catalog *c, const char *kind,
+    const char *subject, int64_t *time_ns);
+/*
+ * Each run whose clock is at or after since_ns (0: all), oldest first,
+ * with its actions in order; strings valid during the call.  Stops and
+ * returns cb's value when it is non-zero.
+ */
+int catalog_run_list(struct catalog *c, int64_t since_ns,
+    int (*cb)(void *arg, const struct catalog_run *r,
+    const struct catalog_run_action *a, size_t n), void *arg);
 
 #endif

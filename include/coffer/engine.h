@@ -400,6 +400,8 @@ struct drill_opts {
 	int no_write;			/* stream and verify, do not write */
 	int keep;			/* keep the scratch directory */
 	double rto, rpo;		/* objectives in seconds; 0: none */
+	int64_t now_ns;			/* the drill's time, which the RPO is
+					 * measured at; 0: now */
 };
 
 struct drill_failure {

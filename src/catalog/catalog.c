@@ -268,6 +268,49 @@ static const char schema_v6[] =
  */
 static const char schema_v7[] =
 	"ALTER TABLE snapshot ADD COLUMN tags TEXT;\n";
+
+/*
+ * Schema version 8: the runs of `coffer run` (run.c).  A run is named by
+ * rid (random, as a snapshot's sid) so that the journal can carry it to
+ * the repository and a rebuilt catalog, or another host's, takes it once.
+ * time_ns is the run's clock (its --now), which its schedules were
+ * evaluated at; wall_ns when it started by the host's clock.  Each action
+ * (backup, export, forget, prune, drill) is a row of run_action; done
+ * says it counts for its schedule (a drill that ran and failed is done,
+ * one that could not start is not), and run_action_done finds the newest
+ * done one of a kind and subject.
+ */
+static const char schema_v8[] =
+	"CREATE TABLE run (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	rid TEXT NOT NULL UNIQUE,\n"
+	"	time_ns INTEGER NOT NULL,\n"
+	"	wall_ns INTEGER NOT NULL,\n"
+	"	seconds REAL NOT NULL,\n"
+	"	host TEXT,\n"
+	"	user TEXT,\n"
+	"	policy TEXT,\n"
+	"	status INTEGER NOT NULL,\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0\n"
+	");\n"
+	"CREATE INDEX run_time ON run(time_ns);\n"
+	"CREATE TABLE run_action (\n"
+	"	run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,\n"
+	"	seq INTEGER NOT NULL,\n"
+	"	kind TEXT NOT NULL CHECK (kind IN ('backup', 'export', 'forget',"
+	" 'prune', 'drill')),\n"
+	"	subject TEXT NOT NULL,\n"
+	"	level TEXT,\n"
+	"	slot_ns INTEGER,\n"
+	"	status INTEGER NOT NULL,\n"
+	"	done INTEGER NOT NULL,\n"
+	"	seconds REAL NOT NULL,\n"
+	"	detail TEXT,\n"
+	"	PRIMARY KEY (run_id, seq)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX run_action_done ON run_action(kind, subject)\n"
+	"	WHERE done = 1;\n";
+
 /*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
@@ -284,6 +327,7 @@ static const struct migration {
 	{ 5, schema_v5 },
 	{ 6, schema_v6 },
 	{ 7, schema_v7 },
+	{ 8, schema_v8 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {

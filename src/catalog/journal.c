@@ -13,7 +13,8 @@
 #include "catalog-int.h"
 #include "coffer/log.h"
 
-#define JOURNAL_FORMAT 3	/* 1 had no forgotten table, 2 no bundles */
+#define JOURNAL_FORMAT 4	/* 1 had no forgotten table, 2 no bundles,
+				 * 3 no runs */
 #define JOURNAL_SCHEMA "jnl"
 
 static const char journal_schema[] =
@@ -32,7 +33,12 @@ static const char journal_schema[] =
 	" level INTEGER, base_seq INTEGER, manifest BLOB, name TEXT,"
 	" size INTEGER, packs INTEGER, snapshots TEXT, created_ns INTEGER);\n"
 	"CREATE TABLE bundle_pack (direction TEXT, target TEXT, seq INTEGER,"
-	" pack TEXT);\n";
+	" pack TEXT);\n"
+	"CREATE TABLE run (rid TEXT, time_ns INTEGER, wall_ns INTEGER,"
+	" seconds REAL, host TEXT, user TEXT, policy TEXT, status INTEGER);\n"
+	"CREATE TABLE run_action (rid TEXT, seq INTEGER, kind TEXT,"
+	" subject TEXT, level TEXT, slot_ns INTEGER, status INTEGER,"
+	" done INTEGER, seconds REAL, detail TEXT);\n";
 
 /* ?1 is the upper bound of the row ids taken. */
 static const char drills_sql[] =
@@ -58,6 +64,14 @@ static const char bundle_packs_sql[] =
 	"SELECT b.direction, b.target, b.seq, bp.pack FROM bundle b"
 	" JOIN bundle_pack bp ON bp.bundle_id = b.id"
 	" WHERE b.in_repo = 0 AND b.id <= ?1";
+static const char runs_sql[] =
+	"SELECT rid, time_ns, wall_ns, seconds, host, user, policy, status"
+	" FROM run WHERE in_repo = 0 AND id <= ?1";
+static const char run_actions_sql[] =
+	"SELECT r.rid, a.seq, a.kind, a.subject, a.level, a.slot_ns, a.status,"
+	" a.done, a.seconds, a.detail FROM run r"
+	" JOIN run_action a ON a.run_id = r.id"
+	" WHERE r.in_repo = 0 AND r.id <= ?1";
 
 static int
 max_id(struct catalog *c, const char *sql, int64_t *v)
@@ -82,7 +96,7 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto)
 {
 	sqlite3 *mem;
-	int64_t nd, nf, ng, nb, nbp;
+	int64_t nd, nf, ng, nb, nbp, nr, nra;
 	char fmt[64];
 	int ret = -1;
 
@@ -93,7 +107,8 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM forgotten",
 	    &upto->forgotten) ||
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM bundle",
-	    &upto->bundle))
+	    &upto->bundle) ||
+	    max_id(c, "SELECT coalesce(max(id), 0) FROM run", &upto->run))
 		return (-1);
 	if ((mem = cat_mem_new(0)) == NULL)
 		return (-1);
@@ -115,11 +130,17 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
 	    cat_copy_rows(c, mem, upto->bundle, "bundles' packs",
 	    bundle_packs_sql, "INSERT INTO bundle_pack VALUES (?1, ?2, ?3,"
 	    " ?4)", 0, &nbp) ||
+	    cat_copy_rows(c, mem, upto->run, "runs", runs_sql,
+	    "INSERT INTO run VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", 0,
+	    &nr) ||
+	    cat_copy_rows(c, mem, upto->run, "runs' actions", run_actions_sql,
+	    "INSERT INTO run_action VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+	    " ?9, ?10)", 0, &nra) ||
 	    cat_mem_exec(mem, "COMMIT", 0))
 		goto out;
-	if (nd + nf + ng + nb > 0 && cat_mem_serialize(mem, out, 0))
+	if (nd + nf + ng + nb + nr > 0 && cat_mem_serialize(mem, out, 0))
 		goto out;
-	*n = (size_t)(nd + nf + ng + nb);
+	*n = (size_t)(nd + nf + ng + nb + nr);
 	ret = 0;
 out:
 	sqlite3_close(mem);
@@ -163,6 +184,14 @@ catalog_journal_mark(struct catalog *c, const char *pack,
 	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
 		return (-1);
 	sqlite3_bind_int64(st, 1, upto->bundle);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto err;
+	if ((st = cat_prepare(c, "UPDATE run SET in_repo = 1"
+	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, upto->run);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
@@ -274,6 +303,31 @@ static const struct {
 	" JOIN bundle b ON b.direction = j.direction AND b.target = j.target"
 	" AND b.seq = j.seq WHERE typeof(j.pack) = 'text'"
 	" AND length(j.pack) = 32" },
+	/* Runs of coffer run, named by rid; a run known already keeps its
+	 * actions, so they are added only with their run. */
+	{ 4, 1, "INSERT INTO run(rid, time_ns, wall_ns, seconds, host, user,"
+	" policy, status, in_repo)"
+	" SELECT rid, time_ns, wall_ns, seconds,"
+	" CASE WHEN typeof(host) = 'text' THEN host END,"
+	" CASE WHEN typeof(user) = 'text' THEN user END,"
+	" CASE WHEN typeof(policy) = 'text' THEN policy END, status, 1"
+	" FROM " JOURNAL_SCHEMA ".run WHERE length(rid) = 32"
+	" AND typeof(time_ns) = 'integer' AND typeof(wall_ns) = 'integer'"
+	" AND typeof(seconds) IN ('real', 'integer')"
+	" AND typeof(status) = 'integer'"
+	" ON CONFLICT(rid) DO NOTHING" },
+	{ 4, 0, "INSERT OR IGNORE INTO run_action(run_id, seq, kind, subject,"
+	" level, slot_ns, status, done, seconds, detail)"
+	" SELECT r.id, j.seq, j.kind, j.subject,"
+	" CASE WHEN typeof(j.level) = 'text' THEN j.level END,"
+	" CASE WHEN typeof(j.slot_ns) = 'integer' THEN j.slot_ns END,"
+	" j.status, j.done, j.seconds,"
+	" CASE WHEN typeof(j.detail) = 'text' THEN j.detail END"
+	" FROM " JOURNAL_SCHEMA ".run_action j JOIN run r ON r.rid = j.rid"
+	" WHERE typeof(j.seq) = 'integer'"
+	" AND j.kind IN ('backup', 'export', 'forget', 'prune', 'drill')"
+	" AND typeof(j.subject) = 'text' AND typeof(j.status) = 'integer'"
+	" AND j.done IN (0, 1) AND typeof(j.seconds) IN ('real', 'integer')" },
 };
 
 int

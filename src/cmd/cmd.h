@@ -104,6 +104,9 @@ extern const struct cmd_option cmd_catalog_options[];
 extern const struct cmd_option cmd_export_options[];
 extern const struct cmd_option cmd_import_options[];
 extern const struct cmd_option cmd_bundles_options[];
+extern const struct cmd_option cmd_run_options[];
+extern const struct cmd_option cmd_log_options[];
+extern const struct cmd_option cmd_cron_options[];
 
 /*
  * The help of the options of tables[0..n), one line each (an option
@@ -155,6 +158,20 @@ int cmd_prune(int argc, char **argv, const struct global_opts *g);
 int cmd_export(int argc, char **argv, const struct global_opts *g);
 int cmd_import(int argc, char **argv, const struct global_opts *g);
 int cmd_bundles(int argc, char **argv, const struct global_opts *g);
+int cmd_run_policy(int argc, char **argv, const struct global_opts *g);
+int cmd_log(int argc, char **argv, const struct global_opts *g);
+int cmd_cron(int argc, char **argv, const struct global_opts *g);
+
+/*
+ * coffer run (src/cmd/run.c, runmetrics.c): of two exit statuses, the
+ * worse (0 < 1 < 6 < 2 < 4 < 7 < 3 < 5 < 128 + a signal); and the
+ * Prometheus textfile of a policy's datasets, targets and this run,
+ * replaced atomically.  0, or -1 (reported).
+ */
+struct policy;
+int cmd_run_worst(int a, int b);
+int cmd_run_metrics(struct catalog *c, const struct policy *p,
+    const char *path, int64_t now, int status, double seconds);
 
 /*
  * verify's report (catalog check prints it too): as text when j is NULL,

@@ -469,7 +469,7 @@ engine_drill(struct repo *r, struct catalog *c,
 	d.sampling = o->sample > 0 && o->sample < 100;
 	d.cmp.euid = geteuid();
 	d.cmp.owner = d.cmp.euid == 0;
-	rec->time_ns = now_realtime_ns();
+	rec->time_ns = o->now_ns ? o->now_ns : now_realtime_ns();
 	rec->dataset_id = s->dataset_id;
 	rec->dataset = s->dataset;
 	rec->snapshot_id = s->id;
