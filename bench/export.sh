@@ -92,9 +92,10 @@ timed drill $R drill ckpt@latest
 timed drill-bundles $R drill --from-bundles "$BD/off" ckpt@latest
 
 printf '%-14s %8s %8s %5s %9s\n' step seconds rss_mib exit MB/s
-awk -F'\t' -v b="$PACKS" '{ printf "%-14s %8s %8s %5s %9.0f\n",
-    $1, $2, $3, $4, ($1 ~ /^(cp|export|import)$/ && $2 > 0) ?
-    b / $2 / 1e6 : 0 }' "$RES"
+awk -F'\t' -v b="$PACKS" '{
+	mbs = ($1 ~ /^(cp|export|import)$/ && $2 > 0) ? b / $2 / 1e6 : 0
+	printf "%-14s %8s %8s %5s %9.0f\n", $1, $2, $3, $4, mbs
+}' "$RES"
 sed 's/.*"pack_bytes":\([0-9]*\),"needed_bytes":\([0-9]*\).*/chain export of ckpt@latest: \1 bytes of packs, \2 needed by its snapshots/' \
 	"$BD/logs/chain.json"
 if [ "$KEEP" != 1 ]; then
