@@ -42,6 +42,8 @@ struct tuning {
 	const char *test_before_drill_check;	/* drill, before checks */
 	const char *test_prune_crash;	/* prune: the step to die at */
 	int test_change_restored;	/* restore: alter what it reads back */
+	const char *test_raise;		/* POINT:N:SIG: raise SIG at POINT's
+					 * Nth passage (tuning_raise_at) */
 };
 
 /* The switches, read from the environment at the first call (from any
@@ -59,5 +61,13 @@ void tuning_reload(void);
  */
 void tuning_run_hook(const char *name, const char *cmd, const char *var,
     const char *value);
+
+/*
+ * A test hook for signals at a chosen point, as if one arrived then:
+ * with COFFER_TEST_RAISE=POINT:N:SIG (SIG one of INT, TERM, HUP), the
+ * Nth call of tuning_raise_at(POINT) raises SIG in this process.  Points:
+ * "verify-pack" (a pack checked), "restore-file" (a file restored).
+ */
+void tuning_raise_at(const char *point);
 
 #endif

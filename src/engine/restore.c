@@ -977,6 +977,7 @@ finish_window(struct restore *rs, struct window *win)
 					return (-1);
 				rs->res->files++;
 				progress_update(&rs->progress, 1, 0);
+				tuning_raise_at("restore-file");
 			}
 		}
 		free(we->mem);

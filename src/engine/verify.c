@@ -22,6 +22,7 @@
 #include "coffer/log.h"
 #include "coffer/pool.h"
 #include "coffer/progress.h"
+#include "coffer/tuning.h"
 #include "coffer/signals.h"
 #include "engine-int.h"
 
@@ -706,6 +707,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 			goto out;
 		res->packs++;
 		memcpy(res->last_pack, packs[i].name, sizeof(res->last_pack));
+		tuning_raise_at("verify-pack");
 		/* At least one pack per run, so that a pass always ends. */
 		if (o->max_seconds > 0 && i + 1 < npacks &&
 		    now_monotonic() - t0 >= o->max_seconds) {

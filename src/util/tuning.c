@@ -1,4 +1,6 @@
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +56,7 @@ load(void)
 	t.test_before_drill_check = env("COFFER_TEST_BEFORE_DRILL_CHECK");
 	t.test_prune_crash = env("COFFER_TEST_PRUNE_CRASH");
 	t.test_change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;
+	t.test_raise = env("COFFER_TEST_RAISE");
 }
 
 const struct tuning *
@@ -68,6 +71,27 @@ tuning_reload(void)
 {
 	pthread_once(&once, load);
 	load();
+}
+
+void
+tuning_raise_at(const char *point)
+{
+	static atomic_long passed;
+	const char *spec = tuning_get()->test_raise, *n, *sig;
+	size_t len = strlen(point);
+	long want;
+	int signo;
+
+	if (spec == NULL || strncmp(spec, point, len) != 0 || spec[len] != ':')
+		return;
+	n = spec + len + 1;
+	if ((want = atol(n)) <= 0 || (sig = strchr(n, ':')) == NULL)
+		return;
+	sig++;
+	signo = strcmp(sig, "INT") == 0 ? SIGINT : strcmp(sig, "TERM") == 0 ?
+	    SIGTERM : strcmp(sig, "HUP") == 0 ? SIGHUP : 0;
+	if (signo != 0 && atomic_fetch_add(&passed, 1) + 1 == want)
+		raise(signo);
 }
 
 void
