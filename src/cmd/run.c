@@ -12,6 +12,7 @@
  * for an export, the run's clock for forget, prune and drills (the runs
  * table).  A missed slot is therefore done once, at the next run.
  */
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -563,7 +564,7 @@ record(struct run *run, int status, int64_t wall, double seconds)
 {
 	struct catalog_run_action *v;
 	struct catalog_run cr;
-	char host[256], user[64];
+	char host[256], user[64], path[PATH_MAX];
 	uint8_t rid[SNAPSHOT_ID_HEX / 2];
 	size_t i, n = 0;
 	int rc;
@@ -596,7 +597,7 @@ record(struct run *run, int status, int64_t wall, double seconds)
 	who(host, sizeof(host), user, sizeof(user));
 	cr.host = host;
 	cr.user = user;
-	cr.policy = run->p->file;
+	cr.policy = realpath(run->p->file, path) ? path : run->p->file;
 	cr.status = status;
 	rc = catalog_run_add(run->c, &cr, v, n);
 	free(v);

@@ -1,0 +1,154 @@
+/*
+ * coffer cron --policy FILE [--unit crontab|service|timer]: how to run a
+ * policy unattended.  coffer run does what is due whenever it is called,
+ * so it is called at every minute of the hour that any of the policy's
+ * schedules has a slot at: each slot is then met on time, and a run with
+ * nothing due is cheap.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/log.h"
+#include "coffer/policy.h"
+#include "coffer/status.h"
+
+const struct cmd_option cmd_cron_options[] = {
+	CMD_OPT_VALUE('p', "policy", "FILE", "the policy file"),
+	CMD_OPT_VALUE('u', "unit", "WHAT",
+	    "print only the crontab line, the service or the timer"),
+	CMD_OPT_END
+};
+
+static void
+mark(unsigned char minutes[60], const struct schedule *s)
+{
+	if (s->kind != SCHED_NONE)
+		minutes[s->minute] = 1;
+}
+
+/* "0,15,30" into out, from the minutes any schedule of p uses. */
+static void
+policy_minutes(const struct policy *p, char *out, size_t size)
+{
+	unsigned char m[60];
+	size_t i, len = 0;
+	int l, n;
+
+	memset(m, 0, sizeof(m));
+	for (i = 0; i < p->ndatasets; i++)
+		for (l = 0; l < 3; l++)
+			mark(m, &p->datasets[i].sched[l]);
+	for (i = 0; i < p->nexports; i++)
+		for (l = 0; l < 3; l++)
+			mark(m, &p->exports[i].sched[l]);
+	for (i = 0; i < p->ndrills; i++)
+		mark(m, &p->drills[i].sched);
+	mark(m, &p->prune_sched);
+	out[0] = '\0';
+	for (l = 0; l < 60; l++) {
+		if (!m[l])
+			continue;
+		n = snprintf(out + len, size - len, "%s%d", len ? "," : "", l);
+		if (n < 0 || (size_t)n >= size - len)
+			break;
+		len += (size_t)n;
+	}
+}
+
+/* The unit's name: the policy file's name without ".policy". */
+static void
+unit_name(const char *path, char *out, size_t size)
+{
+	const char *base = strrchr(path, '/');
+	size_t n;
+
+	base = base ? base + 1 : path;
+	n = strlen(base);
+	if (n > 7 && strcmp(base + n - 7, ".policy") == 0)
+		n -= 7;
+	snprintf(out, size, "coffer-%.*s", (int)n, base);
+}
+
+int
+cmd_cron(int argc, char **argv, const struct global_opts *g)
+{
+	char exe[PATH_MAX], pol[PATH_MAX], minutes[256], name[128];
+	const char *policy = NULL, *unit = NULL;
+	struct policy *p;
+	ssize_t n;
+	int ch, all;
+
+	while ((ch = cmd_getopt(argc, argv, cmd_cron_options)) != -1) {
+		switch (ch) {
+		case 'p':
+			policy = optarg;
+			break;
+		case 'u':
+			unit = optarg;
+			if (strcmp(unit, "crontab") != 0 &&
+			    strcmp(unit, "service") != 0 &&
+			    strcmp(unit, "timer") != 0) {
+				log_error("--unit is crontab, service or timer, "
+				    "not '%s'", unit);
+				return (STATUS_USAGE);
+			}
+			break;
+		default:
+			return (cmd_usage_error("cron"));
+		}
+	}
+	if (optind != argc || policy == NULL)
+		return (cmd_usage_error("cron"));
+	if ((p = policy_load(policy)) == NULL)
+		return (STATUS_USAGE);
+	if (realpath(policy, pol) == NULL) {
+		log_errno("cannot resolve '%s'", policy);
+		policy_free(p);
+		return (STATUS_ERROR);
+	}
+	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) < 0)
+		snprintf(exe, sizeof(exe), "coffer");
+	else
+		exe[n] = '\0';
+	policy_minutes(p, minutes, sizeof(minutes));
+	unit_name(pol, name, sizeof(name));
+	policy_free(p);
+	all = unit == NULL;
+	if (all)
+		printf("# crontab -e (in /etc/cron.d/, add the user after the "
+		    "times):\n");
+	if (all || strcmp(unit, "crontab") == 0)
+		printf("%s * * * * %s -q run --policy %s\n", minutes, exe, pol);
+	if (all)
+		printf("\n# or systemd: /etc/systemd/system/%s.service\n", name);
+	if (all || strcmp(unit, "service") == 0)
+		printf("[Unit]\n"
+		    "Description=coffer run --policy %s\n"
+		    "Documentation=man:coffer-run(1) man:coffer-policy(5)\n"
+		    "After=local-fs.target network-online.target\n"
+		    "Wants=network-online.target\n"
+		    "\n"
+		    "[Service]\n"
+		    "Type=oneshot\n"
+		    "ExecStart=%s run --policy %s\n"
+		    "Nice=10\n"
+		    "IOSchedulingClass=idle\n", pol, exe, pol);
+	if (all)
+		printf("\n# and /etc/systemd/system/%s.timer, then: "
+		    "systemctl enable --now %s.timer\n", name, name);
+	if (all || strcmp(unit, "timer") == 0)
+		printf("[Unit]\n"
+		    "Description=coffer run --policy %s, at every slot\n"
+		    "\n"
+		    "[Timer]\n"
+		    "OnCalendar=*-*-* *:%s:00\n"
+		    "Persistent=true\n"
+		    "\n"
+		    "[Install]\n"
+		    "WantedBy=timers.target\n", pol, minutes);
+	return (STATUS_OK);
+}
