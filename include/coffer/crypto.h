@@ -62,12 +62,19 @@ void ccrypto_hash_final(struct ccrypto_hash_state *s, uint8_t out[32]);
 /* Unkeyed BLAKE2b-256, for naming files by content (pack hashes). */
 void ccrypto_plain_hash(const void *data, size_t len, uint8_t out[32]);
 /*
- * Incremental unkeyed BLAKE2b of outlen bytes (1 to 64), fed with
- * ccrypto_hash_update: whole-file hashes that anyone can check without a
- * key (b2sum's default length is 64).
+ * Incremental unkeyed BLAKE2b of outlen bytes (16 to 64): whole-file
+ * hashes that anyone can check without a key (b2sum's default length is
+ * 64).  libsodium's, whose compression function uses the processor's
+ * vector units: export hashes every byte it copies, twice.
  */
-void ccrypto_plain_hash_init(struct ccrypto_hash_state *s, size_t outlen);
-void ccrypto_plain_hash_final(struct ccrypto_hash_state *s, uint8_t *out);
+struct ccrypto_plain_state {
+	unsigned char opaque[512] __attribute__((aligned(64)));
+	size_t outlen;
+};
+void ccrypto_plain_hash_init(struct ccrypto_plain_state *s, size_t outlen);
+void ccrypto_plain_hash_update(struct ccrypto_plain_state *s, const void *p,
+    size_t n);
+void ccrypto_plain_hash_final(struct ccrypto_plain_state *s, uint8_t *out);
 
 /* MAC (keyed BLAKE2b-256 under the "meta" subkey) over coffer.conf. */
 void ccrypto_meta_mac(const struct ccrypto_keys *k, const void *data,

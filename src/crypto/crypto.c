@@ -225,16 +225,34 @@ ccrypto_plain_hash(const void *data, size_t len, uint8_t out[32])
 	blake2b(out, 32, data, len, NULL, 0);
 }
 
-void
-ccrypto_plain_hash_init(struct ccrypto_hash_state *s, size_t outlen)
+_Static_assert(sizeof(crypto_generichash_state) <=
+    sizeof(((struct ccrypto_plain_state *)0)->opaque),
+    "struct ccrypto_plain_state holds libsodium's state");
+
+static crypto_generichash_state *
+plain_state(struct ccrypto_plain_state *s)
 {
-	blake2b_init(hash_state(s), outlen, NULL, 0);
+	return ((crypto_generichash_state *)(void *)s->opaque);
 }
 
 void
-ccrypto_plain_hash_final(struct ccrypto_hash_state *s, uint8_t *out)
+ccrypto_plain_hash_init(struct ccrypto_plain_state *s, size_t outlen)
 {
-	blake2b_final(hash_state(s), out);
+	s->outlen = outlen;
+	crypto_generichash_init(plain_state(s), NULL, 0, outlen);
+}
+
+void
+ccrypto_plain_hash_update(struct ccrypto_plain_state *s, const void *p,
+    size_t n)
+{
+	crypto_generichash_update(plain_state(s), p, n);
+}
+
+void
+ccrypto_plain_hash_final(struct ccrypto_plain_state *s, uint8_t *out)
+{
+	crypto_generichash_final(plain_state(s), out, s->outlen);
 }
 
 void

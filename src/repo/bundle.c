@@ -9,6 +9,7 @@
  * describe; links, devices and directories are refused by type.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -359,10 +360,73 @@ struct bundle_writer {
 	int out;
 	const char *what;
 	uint64_t size;
-	struct ccrypto_hash_state sum;
+	struct ccrypto_plain_state sum;
 	uint8_t *io;
 	int failed;
+	/*
+	 * Every byte is hashed twice, for its member's hash and for the
+	 * bundle's (the sidecar): the member's is taken on a thread of its
+	 * own while the bundle's is taken as the bytes are written, so that
+	 * an export costs one hash's time, not two.
+	 */
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int th_started, th_busy, th_quit;
+	struct ccrypto_plain_state *th_state;
+	const void *th_p;
+	size_t th_n;
 };
+
+static void *
+hasher_main(void *arg)
+{
+	struct bundle_writer *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->th_busy && !w->th_quit)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->th_quit)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		ccrypto_plain_hash_update(w->th_state, w->th_p, w->th_n);
+		pthread_mutex_lock(&w->mu);
+		w->th_busy = 0;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return (NULL);
+}
+
+/* Hash p (n bytes) into st: on the hasher thread, or here without one. */
+static void
+hash_start(struct bundle_writer *w, struct ccrypto_plain_state *st,
+    const void *p, size_t n)
+{
+	if (!w->th_started) {
+		ccrypto_plain_hash_update(st, p, n);
+		return;
+	}
+	pthread_mutex_lock(&w->mu);
+	w->th_state = st;
+	w->th_p = p;
+	w->th_n = n;
+	w->th_busy = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void
+hash_wait(struct bundle_writer *w)
+{
+	if (!w->th_started)
+		return;
+	pthread_mutex_lock(&w->mu);
+	while (w->th_busy)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
 
 static la_ssize_t
 write_cb(struct archive *a, void *arg, const void *p, size_t n)
@@ -373,7 +437,7 @@ write_cb(struct archive *a, void *arg, const void *p, size_t n)
 		w->failed = 1;
 		return (-1);
 	}
-	ccrypto_hash_update(&w->sum, p, n);
+	ccrypto_plain_hash_update(&w->sum, p, n);
 	w->size += n;
 	return ((la_ssize_t)n);
 }
@@ -393,6 +457,10 @@ bundle_writer_new(int out, const char *what)
 	w->out = out;
 	w->what = what;
 	ccrypto_plain_hash_init(&w->sum, BUNDLE_SUM_BYTES);
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	/* Without the thread, both hashes are taken here: slower, same. */
+	w->th_started = pthread_create(&w->th, NULL, hasher_main, w) == 0;
 	if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
 	    archive_write_open2(w->a, w, NULL, write_cb, NULL, NULL) !=
@@ -448,10 +516,11 @@ int
 bundle_writer_add_fd(struct bundle_writer *w, const char *name, int fd,
     uint64_t size, uint8_t hash[BUNDLE_HASH_BYTES])
 {
-	struct ccrypto_hash_state h;
+	struct ccrypto_plain_state h;
 	uint64_t done = 0;
 	ssize_t got;
 	size_t want;
+	int rc;
 
 	if (member_header(w, name, size))
 		return (-1);
@@ -471,8 +540,11 @@ bundle_writer_add_fd(struct bundle_writer *w, const char *name, int fd,
 			    (unsigned long long)size);
 			return (-1);
 		}
-		ccrypto_hash_update(&h, w->io, (size_t)got);
-		if (member_data(w, w->io, (size_t)got))
+		/* Both read w->io, which neither changes. */
+		hash_start(w, &h, w->io, (size_t)got);
+		rc = member_data(w, w->io, (size_t)got);
+		hash_wait(w);
+		if (rc)
 			return (-1);
 		done += (uint64_t)got;
 	}
@@ -509,8 +581,18 @@ bundle_writer_free(struct bundle_writer *w)
 {
 	if (w == NULL)
 		return;
-	if (w->a)
+	if (w->th_started) {
+		pthread_mutex_lock(&w->mu);
+		w->th_quit = 1;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->th, NULL);
+	}
+	if (w->a) {
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
 		archive_write_free(w->a);
+	}
 	free(w->io);
 	free(w);
 }
@@ -622,7 +704,7 @@ static int
 member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
     uint8_t hash[BUNDLE_HASH_BYTES])
 {
-	struct ccrypto_hash_state h;
+	struct ccrypto_plain_state h;
 	const void *p;
 	uint64_t done = 0;
 	la_int64_t off;
@@ -642,7 +724,7 @@ member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
 			log_error("%s: a member is too large", r->what);
 			return (-1);
 		}
-		ccrypto_hash_update(&h, p, n);
+		ccrypto_plain_hash_update(&h, p, n);
 		if (fd >= 0 && fsutil_write_all(fd, p, n, "a staged pack"))
 			return (-1);
 	}
