@@ -178,7 +178,9 @@ report(struct loader *l)
 {
 	size_t i;
 
-	qsort(l->problems, l->nproblems, sizeof(*l->problems), by_line);
+	if (l->nproblems > 0)
+		qsort(l->problems, l->nproblems, sizeof(*l->problems),
+		    by_line);
 	for (i = 0; i < l->nproblems; i++)
 		if (l->problems[i].line > 0)
 			log_error("%s:%d: %s", l->file, l->problems[i].line,
