@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -7,11 +8,14 @@
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
+#include "coffer/remote.h"
 #include "coffer/status.h"
 
 const struct cmd_option cmd_bundles_options[] = {
 	CMD_OPT_VALUE('t', "target", "NAME", "only this target's bundles"),
 	CMD_OPT_FLAG('i', "imported", "the bundles imported, not exported"),
+	CMD_OPT_VALUE('a', "at", "DEST",
+	    "check which are at DEST (directory or rclone:...)"),
 	CMD_OPT_FLAG('j', "json", "print the bundles as a JSON array"),
 	CMD_OPT_END
 };
@@ -20,7 +24,30 @@ struct listing {
 	int json;
 	struct jw j;
 	int n;
+	char **present;		/* --at: the bundle names there, sorted */
+	size_t npresent;
+	int checking;
+	uint32_t last_full;	/* per target, as rows go by */
+	char target[65];
+	int missing_since_full;
+	int missing;
 };
+
+static int
+cmp_name(const void *a, const void *b)
+{
+	return (strcmp(*(char *const *)a, *(char *const *)b));
+}
+
+/* -1 not checked, 0 missing, 1 there. */
+static int
+present(struct listing *l, const char *name)
+{
+	if (!l->checking)
+		return (-1);
+	return (bsearch(&name, l->present, l->npresent, sizeof(char *),
+	    cmp_name) != NULL);
+}
 
 static int
 count_words(const char *s)
@@ -40,9 +67,21 @@ print_bundle(void *arg, const struct catalog_bundle *b)
 	char when[32], size[32], hex[2 * sizeof(b->manifest) + 1];
 	time_t t = (time_t)(b->created_ns / 1000000000);
 	struct tm tm;
+	int there;
 
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	there = present(l, b->name);
+	if (strcmp(l->target, b->target) != 0) {
+		snprintf(l->target, sizeof(l->target), "%s", b->target);
+		l->missing_since_full = 0;
+	}
+	if (b->level == 0)
+		l->missing_since_full = 0;
+	if (there == 0) {
+		l->missing++;
+		l->missing_since_full++;
+	}
 	if (l->json) {
 		hex_encode(hex, b->manifest, sizeof(b->manifest));
 		jw_begin_object(&l->j);
@@ -60,6 +99,10 @@ print_bundle(void *arg, const struct catalog_bundle *b)
 		jw_int(jw_key(&l->j, "packs"), b->packs);
 		jw_uint(jw_key(&l->j, "bytes"), b->size);
 		jw_str(jw_key(&l->j, "manifest"), hex);
+		if (there < 0)
+			jw_null(jw_key(&l->j, "present"));
+		else
+			jw_bool(jw_key(&l->j, "present"), there);
 		jw_key(&l->j, "snapshots");
 		jw_begin_array(&l->j);
 		{
@@ -86,6 +129,9 @@ print_bundle(void *arg, const struct catalog_bundle *b)
 		    b->base_seq), hex) : "-", when,
 		    count_words(b->snapshots), (long long)b->packs, size,
 		    b->name);
+		if (there == 0)
+			printf("%-16s %5u  MISSING at the destination\n",
+			    b->target, b->seq);
 	}
 	l->n++;
 	return (0);
@@ -97,8 +143,8 @@ cmd_bundles(int argc, char **argv, const struct global_opts *g)
 	struct listing l;
 	struct repo *r;
 	struct catalog *c;
-	const char *target = NULL;
-	int ch, st, imported = 0;
+	const char *target = NULL, *at = NULL;
+	int ch, st, rc, imported = 0;
 
 	memset(&l, 0, sizeof(l));
 	while ((ch = cmd_getopt(argc, argv, cmd_bundles_options)) != -1) {
@@ -109,6 +155,9 @@ cmd_bundles(int argc, char **argv, const struct global_opts *g)
 		case 'i':
 			imported = 1;
 			break;
+		case 'a':
+			at = optarg;
+			break;
 		case 'j':
 			l.json = 1;
 			break;
@@ -118,8 +167,19 @@ cmd_bundles(int argc, char **argv, const struct global_opts *g)
 	}
 	if (argc - optind != 0)
 		return (cmd_usage_error("bundles"));
+	if (at != NULL) {
+		struct remote t;
+
+		if (remote_parse(at, &t))
+			return (STATUS_USAGE);
+		rc = remote_list(&t, &l.present, &l.npresent);
+		remote_release(&t);
+		if (rc)
+			return (STATUS_ERROR);
+		l.checking = 1;
+	}
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
-		return (st);
+		goto out;
 	if (l.json) {
 		jw_init(&l.j, stdout);
 		jw_begin_array_lines(&l.j);
@@ -129,5 +189,19 @@ cmd_bundles(int argc, char **argv, const struct global_opts *g)
 	if (l.json)
 		jw_end_array(&l.j);
 	cmd_close(r, c);
+	/* A bundle recorded as sent that is not there: a hole in what the
+	 * target can give back. */
+	if (st == STATUS_OK && l.missing > 0) {
+		log_error("%d bundle%s not at '%s'%s", l.missing,
+		    l.missing == 1 ? " is" : "s are", at,
+		    target != NULL && l.missing_since_full ? ": the chain of "
+		    "its last full is broken (export a new full: --level "
+		    "full)" : "");
+		st = STATUS_INTEGRITY;
+	}
+out:
+	while (l.npresent > 0)
+		free(l.present[--l.npresent]);
+	free(l.present);
 	return (st);
 }

@@ -86,6 +86,15 @@ test_expect_success 'later bundles carry only what the target lacks' '
 	(cd off && for f in *.b2sum; do b2sum -c "$f" || exit 1; done)
 '
 
+test_expect_success 'bundles --at: what the target really holds, and a hole in its chain' '
+	coffer -r repo bundles --json --target off --at off >at.json &&
+	json_check at.json "@\$j == 5 && !grep { !\$_->{present} } @\$j" &&
+	rm -rf holed && cp -r off holed && rm holed/off-0004.cfb &&
+	test_expect_code 4 coffer -r repo bundles --target off --at holed \
+		>at.txt 2>err &&
+	grep "MISSING" at.txt && grep "chain of its last full is broken" err
+'
+
 test_expect_success 'no file name of the source appears in any bundle' '
 	for f in off/*.cfb; do
 		! grep -a -q secretname "$f" || { echo "$f leaks"; return 1; }
