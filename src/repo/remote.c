@@ -127,8 +127,10 @@ rclone_spawn(const char *const argv[], int dir, int *fd)
 		if (dup2(p[dir == 0 ? 0 : 1], dir) == -1)
 			_exit(127);
 		execvp("rclone", (char *const *)argv);
-		fprintf(stderr, "coffer: cannot run rclone: %s\n",
-		    strerror(errno));
+		/* Only async-signal-safe calls in a child of a threaded
+		 * process; the parent says the rest (exit status 127). */
+		(void)!write(STDERR_FILENO, "coffer: cannot run rclone\n",
+		    26);
 		_exit(127);
 	}
 	close(p[dir == 0 ? 0 : 1]);
