@@ -200,6 +200,14 @@ int cmd_open(const struct global_opts *g, int flags, struct repo **r,
 void cmd_close(struct repo *r, struct catalog *c);
 
 /*
+ * A drill from bundles' open_scratch (engine.h): the scratch repository
+ * repo and its catalog, opened as a writer with the key of the global
+ * options at arg (a const struct global_opts *).  0, or -1 (reported).
+ */
+int cmd_open_scratch(void *arg, const char *repo, const char *catalog,
+    struct repo **r, struct catalog **c);
+
+/*
  * The exit status of an engine's result (coffer/status.h, man/coffer.1):
  * the one place where the library's outcomes become the command line's.
  * ENGINE_INTERRUPTED is 128 + the signal, as a shell reports it.

@@ -329,6 +329,18 @@ cmd_close(struct repo *r, struct catalog *c)
 }
 
 int
+cmd_open_scratch(void *arg, const char *repo, const char *catalog,
+    struct repo **r, struct catalog **c)
+{
+	struct global_opts g = *(const struct global_opts *)arg;
+
+	g.repo = repo;
+	g.catalog = catalog;
+	return (cmd_open(&g, OPEN_KEYS | OPEN_WRITE, r, c) == STATUS_OK ? 0 :
+	    -1);
+}
+
+int
 cmd_status(enum engine_result res)
 {
 	switch (res) {

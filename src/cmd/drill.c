@@ -333,20 +333,6 @@ const struct cmd_option cmd_drill_options[] = {
 	CMD_OPT_END
 };
 
-/* drill --from-bundles: the scratch repository, opened with the key the
- * user gave for this one, and its scratch catalog. */
-static int
-open_scratch(void *arg, const char *repo, const char *catalog,
-    struct repo **r, struct catalog **c)
-{
-	struct global_opts g = *(const struct global_opts *)arg;
-
-	g.repo = repo;
-	g.catalog = catalog;
-	return (cmd_open(&g, OPEN_KEYS | OPEN_WRITE, r, c) == STATUS_OK ? 0 :
-	    -1);
-}
-
 int
 cmd_drill(int argc, char **argv, const struct global_opts *g)
 {
@@ -426,7 +412,7 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 		bo.snapshot = argv[optind];
 		bo.source = source;
 		bo.drill = &o;
-		bo.open_scratch = open_scratch;
+		bo.open_scratch = cmd_open_scratch;
 		bo.arg = (void *)(uintptr_t)g;
 		st = cmd_status(engine_drill_bundles(c, &bo, &s, &res,
 		    &imp));

@@ -474,20 +474,6 @@ do_prune(struct run *run, struct action *a)
 	return (st);
 }
 
-/* A drill from bundles: the scratch repository, opened with this run's
- * key, and its scratch catalog. */
-static int
-open_scratch(void *arg, const char *repo, const char *catalog,
-    struct repo **r, struct catalog **c)
-{
-	struct global_opts g = *(const struct global_opts *)arg;
-
-	g.repo = repo;
-	g.catalog = catalog;
-	return (cmd_open(&g, OPEN_KEYS | OPEN_WRITE, r, c) == STATUS_OK ? 0 :
-	    -1);
-}
-
 static int
 do_drill(struct run *run, struct action *a)
 {
@@ -522,7 +508,7 @@ do_drill(struct run *run, struct action *a)
 		bo.snapshot = name;
 		bo.source = source;
 		bo.drill = &o;
-		bo.open_scratch = open_scratch;
+		bo.open_scratch = cmd_open_scratch;
 		bo.arg = (void *)(uintptr_t)run->g;
 		st = cmd_status(engine_drill_bundles(run->c, &bo, &s, &res,
 		    &imp));

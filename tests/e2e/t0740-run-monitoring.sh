@@ -21,6 +21,9 @@ test_expect_success 'setup' '
 	[drill check]
 	schedule = daily 06:30
 	rpo = 26h
+	[drill offsite]
+	schedule = weekly wednesday 06:45
+	from = off
 	[monitoring]
 	metrics-file = $TMP/prom/coffer.prom
 	EOF
@@ -72,6 +75,9 @@ test_expect_success 'the first run: everything due; the metrics file parses' '
 	grep -x "coffer_rpo_objective_seconds{dataset=\"ds\"} 93600.000" m1 &&
 	grep -x "coffer_rpo_ok{dataset=\"ds\"} 1" m1 &&
 	grep -x "coffer_drill_success{dataset=\"ds\"} 1" m1 &&
+	coffer -r repo drill history --json >dh.json &&
+	json_check dh.json "@\$j == 2 &&
+		grep { (\$_->{source} // q()) eq q(bundles:$TMP/off) } @\$j" &&
 	grep -x "coffer_drill_last_timestamp_seconds{dataset=\"ds\"} $t.000" m1 &&
 	grep -x "coffer_export_last_timestamp_seconds{target=\"off\"} $t.000" m1
 '
@@ -120,7 +126,8 @@ test_expect_success 'coffer log lists the runs that did something, with their ac
 	json_check log.json "@\$j == 2 &&
 		\$j->[0]{time} eq q(2026-12-02T07:00:00Z) &&
 		join(q( ), map { \$_->{action} } @{\$j->[0]{actions}}) eq
-		    q(backup export drill) &&
+		    q(backup export drill drill) &&
+		\$j->[0]{actions}[3]{detail} =~ /pass, .*from bundles/ &&
 		\$j->[0]{actions}[0]{level} eq q(full) &&
 		\$j->[1]{status} == 6 && \$j->[0]{policy} =~ m{/p\\.policy\$}" &&
 	coffer -r repo log --json --since 2026-12-03T00:00:00Z >since.json &&
@@ -141,11 +148,11 @@ test_expect_success 'coffer cron: a crontab line at the minutes of the slots, an
 	coffer cron --policy p.policy --unit crontab >line &&
 	test_line_count = 1 line &&
 	read -r min hour dom mon dow cmd <line &&
-	test "$min $hour $dom $mon $dow" = "0,15,30 * * * *" &&
+	test "$min $hour $dom $mon $dow" = "0,15,30,45 * * * *" &&
 	test "$cmd" = "$COFFER -q run --policy $TMP/p.policy" &&
-	grep -x "0,15,30 \* \* \* \* .*" cron.out &&
+	grep -x "0,15,30,45 \* \* \* \* .*" cron.out &&
 	coffer cron --policy p.policy --unit timer >coffer-p.timer &&
-	grep -x "OnCalendar=\*-\*-\* \*:0,15,30:00" coffer-p.timer &&
+	grep -x "OnCalendar=\*-\*-\* \*:0,15,30,45:00" coffer-p.timer &&
 	coffer cron --policy p.policy --unit service >coffer-p.service &&
 	grep -x "ExecStart=$COFFER run --policy $TMP/p.policy" coffer-p.service &&
 	test_expect_code 2 coffer cron --policy nosuch.policy >out &&
