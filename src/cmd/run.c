@@ -229,8 +229,6 @@ plan(struct run *run)
 		}
 	}
 	if (p->prune_sched.kind != SCHED_NONE) {
-		int forgets = 0;
-
 		for (i = 0; i < p->ndatasets; i++) {
 			const struct policy_dataset *d = &p->datasets[i];
 
@@ -239,15 +237,12 @@ plan(struct run *run)
 			if (plan_simple(run, A_FORGET, d->name,
 			    &p->prune_sched, &a) < 0)
 				return (-1);
-			if (a != NULL) {
+			if (a != NULL)
 				a->ds = d;
-				forgets++;
-			}
 		}
 		if (p->prune && plan_simple(run, A_PRUNE, "", &p->prune_sched,
 		    &a) < 0)
 			return (-1);
-		(void)forgets;
 	}
 	for (i = 0; i < p->ndrills; i++) {
 		const struct policy_drill *dr = &p->drills[i];
