@@ -65,38 +65,38 @@ one_bundle(struct catalog *c, sqlite3_stmt *st, struct catalog_bundle *b)
 	return (ret);
 }
 
-int
-catalog_bundle_last(struct catalog *c, int exported, const char *target,
-    int full_only, struct catalog_bundle *b)
+/* One bundle by a query of ?1 direction, ?2 target and ?3 arg. */
+static int
+bundle_query(struct catalog *c, const char *where, int exported,
+    const char *target, int64_t arg, struct catalog_bundle *b)
 {
+	char sql[512];
 	sqlite3_stmt *st;
 
-	if ((st = cat_prepare(c, "SELECT " BUNDLE_COLS " FROM bundle"
-	    " WHERE direction = ?1 AND target = ?2 AND (?3 = 0 OR level = 0)"
-	    " ORDER BY seq DESC LIMIT 1", "find a bundle")) == NULL)
+	snprintf(sql, sizeof(sql), "SELECT " BUNDLE_COLS " FROM bundle"
+	    " WHERE direction = ?1 AND target = ?2 AND %s", where);
+	if ((st = cat_prepare(c, sql, "find a bundle")) == NULL)
 		return (-1);
 	sqlite3_bind_text(st, 1, exported ? "export" : "import", -1,
 	    SQLITE_STATIC);
 	cat_bind_text(st, 2, target);
-	sqlite3_bind_int(st, 3, full_only);
+	sqlite3_bind_int64(st, 3, arg);
 	return (one_bundle(c, st, b));
+}
+
+int
+catalog_bundle_last(struct catalog *c, int exported, const char *target,
+    int full_only, struct catalog_bundle *b)
+{
+	return (bundle_query(c, "(?3 = 0 OR level = 0) ORDER BY seq DESC"
+	    " LIMIT 1", exported, target, full_only, b));
 }
 
 int
 catalog_bundle_get(struct catalog *c, int exported, const char *target,
     uint32_t seq, struct catalog_bundle *b)
 {
-	sqlite3_stmt *st;
-
-	if ((st = cat_prepare(c, "SELECT " BUNDLE_COLS " FROM bundle"
-	    " WHERE direction = ?1 AND target = ?2 AND seq = ?3",
-	    "find a bundle")) == NULL)
-		return (-1);
-	sqlite3_bind_text(st, 1, exported ? "export" : "import", -1,
-	    SQLITE_STATIC);
-	cat_bind_text(st, 2, target);
-	sqlite3_bind_int64(st, 3, seq);
-	return (one_bundle(c, st, b));
+	return (bundle_query(c, "seq = ?3", exported, target, seq, b));
 }
 
 int

@@ -147,60 +147,72 @@ out:
 	return (ret);
 }
 
-int
-catalog_journal_mark(struct catalog *c, const char *pack,
-    const struct catalog_journal_upto *upto)
+/* One UPDATE of catalog_journal_mark: ?1 the row id bound, ?2 pack. */
+static int
+mark(struct catalog *c, const char *sql, int64_t upto, const char *pack)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-	if ((st = cat_prepare(c, "UPDATE drill SET in_repo = 1"
-	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
+	if ((st = cat_prepare(c, sql, "mark the journal")) == NULL)
 		return (-1);
-	sqlite3_bind_int64(st, 1, upto->drill);
+	sqlite3_bind_int64(st, 1, upto);
+	if (pack != NULL)
+		cat_bind_text(st, 2, pack);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto err;
-	if ((st = cat_prepare(c, "UPDATE snapshot SET record_pack = ?2"
-	    " WHERE state = 2 AND record_pack IS NULL AND id <= ?1",
-	    "mark the journal")) == NULL)
+	if (rc != SQLITE_DONE) {
+		log_error("cannot mark the journal: %s",
+		    sqlite3_errmsg(c->db));
 		return (-1);
-	sqlite3_bind_int64(st, 1, upto->snapshot);
-	cat_bind_text(st, 2, pack);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto err;
-	if ((st = cat_prepare(c, "UPDATE forgotten SET in_repo = 1"
-	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, upto->forgotten);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto err;
-	if ((st = cat_prepare(c, "UPDATE bundle SET in_repo = 1"
-	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, upto->bundle);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto err;
-	if ((st = cat_prepare(c, "UPDATE run SET in_repo = 1"
-	    " WHERE in_repo = 0 AND id <= ?1", "mark the journal")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, upto->run);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto err;
+	}
 	return (0);
-err:
-	log_error("cannot mark the journal: %s", sqlite3_errmsg(c->db));
-	return (-1);
 }
+
+int
+catalog_journal_mark(struct catalog *c, const char *pack,
+    const struct catalog_journal_upto *upto)
+{
+	if (mark(c, "UPDATE drill SET in_repo = 1 WHERE in_repo = 0"
+	    " AND id <= ?1", upto->drill, NULL) ||
+	    mark(c, "UPDATE snapshot SET record_pack = ?2 WHERE state = 2"
+	    " AND record_pack IS NULL AND id <= ?1", upto->snapshot, pack) ||
+	    mark(c, "UPDATE forgotten SET in_repo = 1 WHERE in_repo = 0"
+	    " AND id <= ?1", upto->forgotten, NULL) ||
+	    mark(c, "UPDATE bundle SET in_repo = 1 WHERE in_repo = 0"
+	    " AND id <= ?1", upto->bundle, NULL) ||
+	    mark(c, "UPDATE run SET in_repo = 1 WHERE in_repo = 0"
+	    " AND id <= ?1", upto->run, NULL))
+		return (-1);
+	return (0);
+}
+
+/*
+ * A journal's drills into the catalog; cols and vals add columns (a later
+ * format's).  A drill known already (same time and snapshot) stays.
+ */
+#define DRILL_IMPORT(cols, vals)					\
+	"INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"	\
+	" sample, files, bytes, failures, seconds, check_seconds,"	\
+	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"	\
+	" verdict" cols ", in_repo)"					\
+	" SELECT j.time_ns, d.id, s.id, j.sid, j.mode, j.sample, j.files," \
+	" j.bytes, j.failures, j.seconds, j.check_seconds,"		\
+	" j.estimate_seconds, j.rto_seconds, j.rpo_seconds,"		\
+	" j.rpo_age_seconds, j.verdict" vals ", 1"			\
+	" FROM " JOURNAL_SCHEMA ".drill j JOIN dataset d ON d.name = j.dataset" \
+	" LEFT JOIN snapshot s ON s.sid = j.sid"			\
+	" WHERE typeof(j.time_ns) = 'integer' AND length(j.sid) = 32"	\
+	" AND j.mode IN ('restore', 'no-write')"			\
+	" AND j.sample > 0 AND j.sample <= 100"				\
+	" AND j.verdict IN ('pass', 'fail', 'missed-objective')"	\
+	" AND typeof(j.files) = 'integer' AND typeof(j.bytes) = 'integer'" \
+	" AND typeof(j.failures) = 'integer'"				\
+	" AND typeof(j.seconds) IN ('real', 'integer')"			\
+	" AND typeof(j.check_seconds) IN ('real', 'integer')"		\
+	" AND NOT EXISTS (SELECT 1 FROM drill x WHERE x.time_ns = j.time_ns" \
+	" AND x.sid = j.sid)"						\
+	" ORDER BY j.time_ns"
 
 /*
  * The rows, checked as they are copied: values the catalog's CHECKs would
@@ -216,49 +228,9 @@ static const struct {
 	JOURNAL_SCHEMA ".drill WHERE typeof(dataset) = 'text'"
 	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING" },
 	/* Formats 1 and 2 have no drill.source. */
-	{ -2, 1, "INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
-	" sample, files, bytes, failures, seconds, check_seconds,"
-	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"
-	" verdict, in_repo)"
-	" SELECT j.time_ns, d.id, s.id, j.sid, j.mode, j.sample, j.files,"
-	" j.bytes, j.failures, j.seconds, j.check_seconds,"
-	" j.estimate_seconds, j.rto_seconds, j.rpo_seconds,"
-	" j.rpo_age_seconds, j.verdict, 1"
-	" FROM " JOURNAL_SCHEMA ".drill j JOIN dataset d ON d.name = j.dataset"
-	" LEFT JOIN snapshot s ON s.sid = j.sid"
-	" WHERE typeof(j.time_ns) = 'integer' AND length(j.sid) = 32"
-	" AND j.mode IN ('restore', 'no-write')"
-	" AND j.sample > 0 AND j.sample <= 100"
-	" AND j.verdict IN ('pass', 'fail', 'missed-objective')"
-	" AND typeof(j.files) = 'integer' AND typeof(j.bytes) = 'integer'"
-	" AND typeof(j.failures) = 'integer'"
-	" AND typeof(j.seconds) IN ('real', 'integer')"
-	" AND typeof(j.check_seconds) IN ('real', 'integer')"
-	" AND NOT EXISTS (SELECT 1 FROM drill x WHERE x.time_ns = j.time_ns"
-	" AND x.sid = j.sid)"
-	" ORDER BY j.time_ns" },
-	{ 3, 1, "INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"
-	" sample, files, bytes, failures, seconds, check_seconds,"
-	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"
-	" verdict, source, in_repo)"
-	" SELECT j.time_ns, d.id, s.id, j.sid, j.mode, j.sample, j.files,"
-	" j.bytes, j.failures, j.seconds, j.check_seconds,"
-	" j.estimate_seconds, j.rto_seconds, j.rpo_seconds,"
-	" j.rpo_age_seconds, j.verdict,"
-	" CASE WHEN typeof(j.source) = 'text' THEN j.source END, 1"
-	" FROM " JOURNAL_SCHEMA ".drill j JOIN dataset d ON d.name = j.dataset"
-	" LEFT JOIN snapshot s ON s.sid = j.sid"
-	" WHERE typeof(j.time_ns) = 'integer' AND length(j.sid) = 32"
-	" AND j.mode IN ('restore', 'no-write')"
-	" AND j.sample > 0 AND j.sample <= 100"
-	" AND j.verdict IN ('pass', 'fail', 'missed-objective')"
-	" AND typeof(j.files) = 'integer' AND typeof(j.bytes) = 'integer'"
-	" AND typeof(j.failures) = 'integer'"
-	" AND typeof(j.seconds) IN ('real', 'integer')"
-	" AND typeof(j.check_seconds) IN ('real', 'integer')"
-	" AND NOT EXISTS (SELECT 1 FROM drill x WHERE x.time_ns = j.time_ns"
-	" AND x.sid = j.sid)"
-	" ORDER BY j.time_ns" },
+	{ -2, 1, DRILL_IMPORT("", "") },
+	{ 3, 1, DRILL_IMPORT(", source",
+	    ", CASE WHEN typeof(j.source) = 'text' THEN j.source END") },
 	/* A failed run is listed with its place in its chain: its parent
 	 * must be known (a failed full needs none). */
 	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "

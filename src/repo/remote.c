@@ -239,6 +239,22 @@ remote_list(const struct remote *t, char ***names, size_t *n)
 	return (0);
 }
 
+/* rclone VERB REMOTE:PATH/name, its stdin (dir 0) or stdout in s->fd. */
+static int
+rclone_stream(const struct remote *t, const char *verb, const char *name,
+    int dir, struct remote_stream *s)
+{
+	const char *argv[] = { "rclone", verb, NULL, NULL };
+	char *arg;
+
+	if ((arg = rclone_join(t, name)) == NULL)
+		return (-1);
+	argv[2] = arg;
+	s->pid = rclone_spawn(argv, dir, &s->fd);
+	free(arg);
+	return (s->pid == -1 ? -1 : 0);
+}
+
 static void
 stream_init(struct remote_stream *s, const struct remote *t)
 {
@@ -252,9 +268,6 @@ int
 remote_put_begin(const struct remote *t, const char *name,
     struct remote_stream *s)
 {
-	const char *argv[] = { "rclone", "rcat", NULL, NULL };
-	char *arg;
-
 	stream_init(s, t);
 	switch (t->kind) {
 	case REMOTE_PIPE:
@@ -266,12 +279,7 @@ remote_put_begin(const struct remote *t, const char *name,
 		s->fd = STDOUT_FILENO;
 		return (0);
 	case REMOTE_RCLONE:
-		if ((arg = rclone_join(t, name)) == NULL)
-			return (-1);
-		argv[2] = arg;
-		s->pid = rclone_spawn(argv, 0, &s->fd);
-		free(arg);
-		return (s->pid == -1 ? -1 : 0);
+		return (rclone_stream(t, "rcat", name, 0, s));
 	case REMOTE_DIR:
 		break;
 	}
@@ -351,8 +359,6 @@ int
 remote_get_begin(const struct remote *t, const char *name,
     struct remote_stream *s)
 {
-	const char *argv[] = { "rclone", "cat", NULL, NULL };
-	char *arg;
 	int dfd;
 
 	stream_init(s, t);
@@ -361,12 +367,7 @@ remote_get_begin(const struct remote *t, const char *name,
 		s->fd = STDIN_FILENO;
 		return (0);
 	case REMOTE_RCLONE:
-		if ((arg = rclone_join(t, name)) == NULL)
-			return (-1);
-		argv[2] = arg;
-		s->pid = rclone_spawn(argv, 1, &s->fd);
-		free(arg);
-		return (s->pid == -1 ? -1 : 0);
+		return (rclone_stream(t, "cat", name, 1, s));
 	case REMOTE_DIR:
 		break;
 	}
