@@ -34,6 +34,25 @@ struct ccrypto_keys *ccrypto_keys_from_master(const uint8_t *master);
 /* Wipe and free; NULL is fine. */
 void ccrypto_keys_free(struct ccrypto_keys *k);
 
+/*
+ * Write-only keys (tarsnap's model): the id, chunker and meta subkeys, the
+ * X25519 public key and the Ed25519 signing key; no master secret and no
+ * X25519 secret key, so nothing that opens a pack.  With one, a host can
+ * name chunks (and deduplicate), cut them, check coffer.conf, seal pack
+ * keys and sign records; ccrypto_pack_key_unseal fails.
+ * keys_write_only: 1 for such a key, 0 for a full one.  keys_writer: a
+ * write-only copy of k (NULL on ENOMEM).  writer_parts: its material,
+ * id | chunker | meta | box public key | Ed25519 seed (CCRYPTO_WRITER_BYTES),
+ * as slots and key files store it; keys_from_writer: back (NULL on error).
+ */
+#define CCRYPTO_WRITER_BYTES (5 * CCRYPTO_KEY_BYTES)
+int ccrypto_keys_write_only(const struct ccrypto_keys *k);
+struct ccrypto_keys *ccrypto_keys_writer(const struct ccrypto_keys *k);
+void ccrypto_keys_writer_parts(const struct ccrypto_keys *k,
+    uint8_t out[CCRYPTO_WRITER_BYTES]);
+struct ccrypto_keys *ccrypto_keys_from_writer(
+    const uint8_t in[CCRYPTO_WRITER_BYTES]);
+
 /* Subkeys, for the modules that need them (read-only, 32 bytes each). */
 const uint8_t *ccrypto_keys_chunker_key(const struct ccrypto_keys *k);
 
@@ -126,6 +145,7 @@ int ccrypto_verify(const struct ccrypto_keys *k, const void *msg, size_t len,
 
 /*
  * Key slots (files in REPO/keys/).  A passphrase slot is the master secret
+ * (kind 1), or a write-only key's material when k is write-only (kind 2),
  * encrypted under an Argon2id key (crypto_pwhash), with its parameters,
  * salt and the repository id bound in:
  *   "CFKS" | version | kind | opslimit u64 | memlimit u64 | salt[16] |
@@ -169,6 +189,22 @@ struct ccrypto_keys *ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const char *pass,
     size_t passlen, int *wrong);
 
+/* What a slot's header says, readable without its passphrase. */
+enum {
+	CCRYPTO_SLOT_FULL = 1,		/* wraps the master secret */
+	CCRYPTO_SLOT_WRITE_ONLY = 2	/* wraps a write-only key */
+};
+struct ccrypto_slot_info {
+	int kind;			/* CCRYPTO_SLOT_FULL, _WRITE_ONLY */
+	uint64_t opslimit, memlimit;	/* its Argon2id cost */
+};
+/*
+ * The kind and cost of a slot (name as for ccrypto_slot_unwrap_named).
+ * 0, or -1 when it is not a slot this coffer reads (reported).
+ */
+int ccrypto_slot_info(const char *name, const uint8_t *slot, size_t len,
+    struct ccrypto_slot_info *info);
+
 /*
  * A raw key file for unattended runs: a text line
  *   "coffer-key 1 <repo id hex> <master secret hex>\n"
@@ -178,6 +214,22 @@ struct ccrypto_keys *ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
 int ccrypto_keyfile_encode(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out);
 struct ccrypto_keys *ccrypto_keyfile_decode(const uint8_t *data, size_t len,
+    uint8_t repo_id[CCRYPTO_REPO_ID_BYTES]);
+
+/*
+ * The paper key (doc/format.md): the repository id and the master secret
+ * as numbered lines of hex in groups of four, each ending in a checksum of
+ * its own, then a check of the whole.  paper_encode appends the text to out
+ * (-1, reported, for a write-only key).  paper_is: whether text looks like
+ * one (its "coffer paper key" line).  paper_decode parses untrusted text,
+ * blanks, dashes and either case allowed; the keys and the repository id,
+ * or NULL with the line at fault named ("paper key, line 03: its checksum
+ * does not match").
+ */
+int ccrypto_paper_encode(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out);
+int ccrypto_paper_is(const uint8_t *text, size_t len);
+struct ccrypto_keys *ccrypto_paper_decode(const uint8_t *text, size_t len,
     uint8_t repo_id[CCRYPTO_REPO_ID_BYTES]);
 
 #endif

@@ -58,6 +58,9 @@ _Static_assert(CCRYPTO_KEY_BYTES ==
     CCRYPTO_TAG_BYTES == crypto_aead_xchacha20poly1305_ietf_ABYTES,
     "AEAD sizes");
 _Static_assert(CCRYPTO_SIG_BYTES == crypto_sign_BYTES, "signature size");
+_Static_assert(crypto_box_PUBLICKEYBYTES == CCRYPTO_KEY_BYTES &&
+    CCRYPTO_WRITER_BYTES == 5 * CCRYPTO_KEY_BYTES,
+    "write-only material is five 32-byte parts");
 /* struct ccrypto_hash_state is public so callers can keep it on the stack. */
 _Static_assert(sizeof(struct blake2b_state) <=
     sizeof(((struct ccrypto_hash_state *)0)->opaque),
@@ -170,6 +173,64 @@ const uint8_t *
 ccrypto_keys_master(const struct ccrypto_keys *k)
 {
 	return (k->write_only ? NULL : k->master);
+}
+
+int
+ccrypto_keys_write_only(const struct ccrypto_keys *k)
+{
+	return (k->write_only);
+}
+
+struct ccrypto_keys *
+ccrypto_keys_writer(const struct ccrypto_keys *k)
+{
+	struct ccrypto_keys *w;
+
+	if ((w = keys_alloc()) == NULL)
+		return (NULL);
+	/* What writing needs, and nothing that opens a pack key. */
+	memcpy(w->id, k->id, sizeof(w->id));
+	memcpy(w->chunker, k->chunker, sizeof(w->chunker));
+	memcpy(w->meta, k->meta, sizeof(w->meta));
+	memcpy(w->box_pk, k->box_pk, sizeof(w->box_pk));
+	memcpy(w->sign_pk, k->sign_pk, sizeof(w->sign_pk));
+	memcpy(w->sign_sk, k->sign_sk, sizeof(w->sign_sk));
+	w->write_only = 1;
+	return (w);
+}
+
+void
+ccrypto_keys_writer_parts(const struct ccrypto_keys *k,
+    uint8_t out[CCRYPTO_WRITER_BYTES])
+{
+	memcpy(out, k->id, CCRYPTO_KEY_BYTES);
+	memcpy(out + 32, k->chunker, CCRYPTO_KEY_BYTES);
+	memcpy(out + 64, k->meta, CCRYPTO_KEY_BYTES);
+	memcpy(out + 96, k->box_pk, CCRYPTO_KEY_BYTES);
+	/* libsodium's Ed25519 secret key is seed | public key. */
+	crypto_sign_ed25519_sk_to_seed(out + 128, k->sign_sk);
+}
+
+struct ccrypto_keys *
+ccrypto_keys_from_writer(const uint8_t in[CCRYPTO_WRITER_BYTES])
+{
+	struct ccrypto_keys *w;
+
+	if ((w = keys_alloc()) == NULL)
+		return (NULL);
+	memcpy(w->id, in, CCRYPTO_KEY_BYTES);
+	memcpy(w->chunker, in + 32, CCRYPTO_KEY_BYTES);
+	memcpy(w->meta, in + 64, CCRYPTO_KEY_BYTES);
+	memcpy(w->box_pk, in + 96, CCRYPTO_KEY_BYTES);
+	memcpy(w->seed, in + 128, CCRYPTO_KEY_BYTES);
+	if (crypto_sign_seed_keypair(w->sign_pk, w->sign_sk, w->seed)) {
+		log_error("cannot derive the signing key");
+		sodium_free(w);
+		return (NULL);
+	}
+	sodium_memzero(w->seed, sizeof(w->seed));
+	w->write_only = 1;
+	return (w);
 }
 
 const uint8_t *

@@ -23,8 +23,16 @@
  */
 #define SLOT_MAGIC "CFKS"
 #define SLOT_VERSION 1
-#define SLOT_KIND_PASSPHRASE 1	/* payload is a full master secret */
+/*
+ * Kind 1: the payload is u8 1 | master secret.  Kind 2 (write-only): u8 2 |
+ * id | chunker | meta | box public key | Ed25519 seed.  A coffer that knows
+ * only kind 1 refuses a kind 2 slot ("unsupported kind 2") and goes on to
+ * the next: it never misreads one.
+ */
+#define SLOT_KIND_PASSPHRASE CCRYPTO_SLOT_FULL
+#define SLOT_KIND_WRITE_ONLY CCRYPTO_SLOT_WRITE_ONLY
 #define PAYLOAD_MASTER 1
+#define PAYLOAD_WRITER 2
 
 enum {
 	OFF_MAGIC = 0,
@@ -38,7 +46,24 @@ enum {
 	SLOT_AD_BYTES = SLOT_HEADER_BYTES + CCRYPTO_REPO_ID_BYTES,
 	PAYLOAD_BYTES = 1 + CCRYPTO_KEY_BYTES,
 	SLOT_BYTES = SLOT_HEADER_BYTES + PAYLOAD_BYTES + CCRYPTO_TAG_BYTES,
+	WO_PAYLOAD_BYTES = 1 + CCRYPTO_WRITER_BYTES,
+	WO_SLOT_BYTES = SLOT_HEADER_BYTES + WO_PAYLOAD_BYTES +
+	    CCRYPTO_TAG_BYTES,
 };
+
+/* The payload and whole lengths of a slot of kind. */
+static size_t
+payload_bytes(int kind)
+{
+	return (kind == SLOT_KIND_WRITE_ONLY ? WO_PAYLOAD_BYTES :
+	    PAYLOAD_BYTES);
+}
+
+static size_t
+slot_bytes(int kind)
+{
+	return (SLOT_HEADER_BYTES + payload_bytes(kind) + CCRYPTO_TAG_BYTES);
+}
 
 _Static_assert(crypto_pwhash_SALTBYTES == 16, "slot salt is 16 bytes");
 _Static_assert(SLOT_HEADER_BYTES == 62, "slot header layout");
@@ -79,16 +104,19 @@ _Static_assert(SLOT_LOCAL_OPSLIMIT_MAX >= SLOT_OPSLIMIT_DEFAULT &&
     SLOT_LOCAL_MEMLIMIT_MAX >= SLOT_MEMLIMIT_DEFAULT,
     "the local limits refuse the slots coffer writes by default");
 
-/* Key file: "coffer-key 1 <repo id hex> <master hex>\n". */
+/*
+ * Key files: "coffer-key 1 <repo id hex> <master hex>\n", and for a
+ * write-only key "coffer-key 2 write-only <repo id hex> <material hex>\n".
+ */
 #define KF_PREFIX "coffer-key "
-#define KF_VERSION "1 "
+#define KF_V1 "1 "
+#define KF_V2 "2 write-only "
 enum {
 	KF_OFF_VERSION = sizeof(KF_PREFIX) - 1,
-	KF_OFF_REPO = KF_OFF_VERSION + sizeof(KF_VERSION) - 1,
-	KF_OFF_SEP = KF_OFF_REPO + 2 * CCRYPTO_REPO_ID_BYTES,
-	KF_OFF_MASTER = KF_OFF_SEP + 1,
-	KF_OFF_NL = KF_OFF_MASTER + 2 * CCRYPTO_KEY_BYTES,
-	KF_BYTES = KF_OFF_NL + 1,
+	KF_REPO_HEX = 2 * CCRYPTO_REPO_ID_BYTES,
+	/* The longest line: version 2 (without its newline). */
+	KF_MAX = KF_OFF_VERSION + sizeof(KF_V2) - 1 + KF_REPO_HEX + 1 +
+	    2 * CCRYPTO_WRITER_BYTES,
 };
 
 static uint64_t
@@ -150,12 +178,11 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 	uint64_t local;
 	uint8_t ad[SLOT_AD_BYTES];
 	uint8_t *wkey, *payload;
-	const uint8_t *master;
+	const uint8_t *master = ccrypto_keys_master(k);
+	const int kind = master != NULL ? SLOT_KIND_PASSPHRASE :
+	    SLOT_KIND_WRITE_ONLY;
+	const size_t plen = payload_bytes(kind), slen = slot_bytes(kind);
 
-	if ((master = ccrypto_keys_master(k)) == NULL) {
-		log_error("a write-only key cannot go into a passphrase slot");
-		goto err0;
-	}
 	if (memlimit == 0)
 		memlimit = SLOT_MEMLIMIT_DEFAULT;
 	if (memlimit < SLOT_MEMLIMIT_MIN || memlimit > memlimit_max()) {
@@ -176,12 +203,12 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 	}
 	if ((wkey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
 		goto err0;
-	if ((payload = ccrypto_secret_new(PAYLOAD_BYTES)) == NULL)
+	if ((payload = ccrypto_secret_new(plen)) == NULL)
 		goto err1;
 
 	memcpy(ad + OFF_MAGIC, SLOT_MAGIC, 4);
 	ad[OFF_VERSION] = SLOT_VERSION;
-	ad[OFF_KIND] = SLOT_KIND_PASSPHRASE;
+	ad[OFF_KIND] = (uint8_t)kind;
 	put_u64(ad + OFF_OPSLIMIT, opslimit);
 	put_u64(ad + OFF_MEMLIMIT, memlimit);
 	randombytes_buf(ad + OFF_SALT, crypto_pwhash_SALTBYTES);
@@ -190,15 +217,20 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 
 	if (slot_kdf(wkey, pass, passlen, ad + OFF_SALT, opslimit, memlimit))
 		goto err2;
-	payload[0] = PAYLOAD_MASTER;
-	memcpy(payload + 1, master, CCRYPTO_KEY_BYTES);
-	if (buf_reserve(out, SLOT_BYTES))
+	if (master != NULL) {
+		payload[0] = PAYLOAD_MASTER;
+		memcpy(payload + 1, master, CCRYPTO_KEY_BYTES);
+	} else {
+		payload[0] = PAYLOAD_WRITER;
+		ccrypto_keys_writer_parts(k, payload + 1);
+	}
+	if (buf_reserve(out, slen))
 		goto err2;
 	memcpy(out->data + out->len, ad, SLOT_HEADER_BYTES);
 	crypto_aead_xchacha20poly1305_ietf_encrypt(
 	    out->data + out->len + SLOT_HEADER_BYTES, NULL, payload,
-	    PAYLOAD_BYTES, ad, sizeof(ad), NULL, ad + OFF_NONCE, wkey);
-	out->len += SLOT_BYTES;
+	    plen, ad, sizeof(ad), NULL, ad + OFF_NONCE, wkey);
+	out->len += slen;
 	ccrypto_secret_free(payload);
 	ccrypto_secret_free(wkey);
 
@@ -249,15 +281,16 @@ slot_check(const char *name, const uint8_t *slot, size_t len, int *why)
 		    slot[OFF_VERSION]);
 		goto damaged;
 	}
-	if (slot[OFF_KIND] != SLOT_KIND_PASSPHRASE) {
+	if (slot[OFF_KIND] != SLOT_KIND_PASSPHRASE &&
+	    slot[OFF_KIND] != SLOT_KIND_WRITE_ONLY) {
 		log_error("%s: unsupported kind %u", what,
 		    slot[OFF_KIND]);
 		goto damaged;
 	}
-	if (len != SLOT_BYTES) {
-		log_error("malformed %s: %s (%zu bytes, expected %d)", what,
-		    len < SLOT_BYTES ? "truncated" : "trailing garbage", len,
-		    SLOT_BYTES);
+	if (len != slot_bytes(slot[OFF_KIND])) {
+		log_error("malformed %s: %s (%zu bytes, expected %zu)", what,
+		    len < slot_bytes(slot[OFF_KIND]) ? "truncated" :
+		    "trailing garbage", len, slot_bytes(slot[OFF_KIND]));
 		goto damaged;
 	}
 	opslimit = get_u64(slot + OFF_OPSLIMIT);
@@ -307,16 +340,18 @@ ccrypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
 	uint8_t ad[SLOT_AD_BYTES];
 	uint8_t *wkey, *payload;
 	char what[300];
+	size_t plen;
 
 	*why = CCRYPTO_SLOT_DAMAGED;
 	if (slot_check(name, slot, len, why))
 		goto err0;
+	plen = payload_bytes(slot[OFF_KIND]);
 	memcpy(ad, slot, SLOT_HEADER_BYTES);
 	memcpy(ad + SLOT_HEADER_BYTES, repo_id, CCRYPTO_REPO_ID_BYTES);
 
 	if ((wkey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
 		goto err0;
-	if ((payload = ccrypto_secret_new(PAYLOAD_BYTES)) == NULL)
+	if ((payload = ccrypto_secret_new(plen)) == NULL)
 		goto err1;
 	if (slot_kdf(wkey, pass, passlen, slot + OFF_SALT,
 	    get_u64(slot + OFF_OPSLIMIT), get_u64(slot + OFF_MEMLIMIT)))
@@ -329,18 +364,22 @@ ccrypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
 	 * whether to try another slot or ask again.
 	 */
 	if (crypto_aead_xchacha20poly1305_ietf_decrypt(payload, NULL, NULL,
-	    slot + SLOT_HEADER_BYTES, SLOT_BYTES - SLOT_HEADER_BYTES, ad,
+	    slot + SLOT_HEADER_BYTES, len - SLOT_HEADER_BYTES, ad,
 	    sizeof(ad), slot + OFF_NONCE, wkey) != 0) {
 		*why = CCRYPTO_SLOT_WRONG;
 		goto err2;
 	}
-	if (payload[0] != PAYLOAD_MASTER) {
+	if (payload[0] != (slot[OFF_KIND] == SLOT_KIND_WRITE_ONLY ?
+	    PAYLOAD_WRITER : PAYLOAD_MASTER)) {
 		slot_label(what, sizeof(what), name);
 		log_error("%s: unsupported payload kind %u", what,
 		    payload[0]);
 		goto err2;
 	}
-	if ((k = ccrypto_keys_from_master(payload + 1)) == NULL)
+	k = payload[0] == PAYLOAD_MASTER ?
+	    ccrypto_keys_from_master(payload + 1) :
+	    ccrypto_keys_from_writer(payload + 1);
+	if (k == NULL)
 		goto err2;
 	ccrypto_secret_free(payload);
 	ccrypto_secret_free(wkey);
@@ -368,25 +407,56 @@ ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
 }
 
 int
+ccrypto_slot_info(const char *name, const uint8_t *slot, size_t len,
+    struct ccrypto_slot_info *info)
+{
+	int why;
+
+	/* The format only: this host's limits are the caller's to show. */
+	if (len >= SLOT_HEADER_BYTES && memcmp(slot, SLOT_MAGIC, 4) == 0 &&
+	    slot[OFF_VERSION] == SLOT_VERSION &&
+	    (slot[OFF_KIND] == SLOT_KIND_PASSPHRASE ||
+	    slot[OFF_KIND] == SLOT_KIND_WRITE_ONLY) &&
+	    len == slot_bytes(slot[OFF_KIND])) {
+		info->kind = slot[OFF_KIND];
+		info->opslimit = get_u64(slot + OFF_OPSLIMIT);
+		info->memlimit = get_u64(slot + OFF_MEMLIMIT);
+		return (0);
+	}
+	(void)slot_check(name, slot, len, &why);
+	return (-1);
+}
+
+int
 ccrypto_keyfile_encode(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
 {
-	const uint8_t *master;
+	const uint8_t *master = ccrypto_keys_master(k);
+	const char *head = master != NULL ? KF_PREFIX KF_V1 : KF_PREFIX KF_V2;
+	uint8_t *parts = NULL;
 	char *line;
+	size_t n = strlen(head);
 
-	if ((master = ccrypto_keys_master(k)) == NULL) {
-		log_error("a write-only key cannot go into a key file");
+	/* Room for the longest line, its newline and hex_encode's NUL. */
+	if ((line = (char *)ccrypto_secret_new(KF_MAX + 2)) == NULL)
 		goto err0;
+	memcpy(line, head, n);
+	hex_encode(line + n, repo_id, CCRYPTO_REPO_ID_BYTES);
+	n += KF_REPO_HEX;
+	line[n++] = ' ';
+	if (master != NULL) {
+		hex_encode(line + n, master, CCRYPTO_KEY_BYTES);
+		n += 2 * CCRYPTO_KEY_BYTES;
+	} else {
+		if ((parts = ccrypto_secret_new(CCRYPTO_WRITER_BYTES)) == NULL)
+			goto err1;
+		ccrypto_keys_writer_parts(k, parts);
+		hex_encode(line + n, parts, CCRYPTO_WRITER_BYTES);
+		n += 2 * CCRYPTO_WRITER_BYTES;
+		ccrypto_secret_free(parts);
 	}
-	/* One spare byte for the NUL that hex_encode writes. */
-	if ((line = (char *)ccrypto_secret_new(KF_BYTES + 1)) == NULL)
-		goto err0;
-	memcpy(line, KF_PREFIX KF_VERSION, KF_OFF_REPO);
-	hex_encode(line + KF_OFF_REPO, repo_id, CCRYPTO_REPO_ID_BYTES);
-	line[KF_OFF_SEP] = ' ';
-	hex_encode(line + KF_OFF_MASTER, master, CCRYPTO_KEY_BYTES);
-	line[KF_OFF_NL] = '\n';
-	if (buf_append(out, line, KF_BYTES))
+	line[n++] = '\n';
+	if (buf_append(out, line, n))
 		goto err1;
 	ccrypto_secret_free((uint8_t *)line);
 
@@ -420,46 +490,55 @@ ccrypto_keyfile_decode(const uint8_t *data, size_t len,
 	const char *text = (const char *)data;
 	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
 	struct ccrypto_keys *k;
-	uint8_t *master;
+	uint8_t *secret;
+	size_t off, slen;
+	int wo;
 
-	/* A key file from a newer coffer deserves a clearer word. */
-	if (len >= KF_OFF_REPO &&
+	if (len >= KF_OFF_VERSION + 2 &&
 	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) == 0 &&
 	    data[KF_OFF_VERSION] >= '0' && data[KF_OFF_VERSION] <= '9' &&
-	    memcmp(data + KF_OFF_VERSION, KF_VERSION,
-	    KF_OFF_REPO - KF_OFF_VERSION) != 0) {
-		log_error("unsupported key file version (expected "
-		    "'" KF_PREFIX KF_VERSION "...')");
+	    data[KF_OFF_VERSION] != '1' && data[KF_OFF_VERSION] != '2') {
+		/* A key file from a newer coffer deserves a clearer word. */
+		log_error("unsupported key file version %c (this coffer reads "
+		    "1 and 2)", data[KF_OFF_VERSION]);
 		goto err0;
 	}
-	if (len == KF_BYTES && data[KF_OFF_NL] == '\n')
+	if (len > 0 && data[len - 1] == '\n')
 		len--;
-	if (len != KF_OFF_NL || memcmp(data, KF_PREFIX KF_VERSION,
-	    KF_OFF_REPO) != 0 ||
-	    !is_lower_hex(data + KF_OFF_REPO, 2 * CCRYPTO_REPO_ID_BYTES) ||
-	    data[KF_OFF_SEP] != ' ' ||
-	    !is_lower_hex(data + KF_OFF_MASTER, 2 * CCRYPTO_KEY_BYTES)) {
+	wo = len >= KF_OFF_VERSION + sizeof(KF_V2) - 1 &&
+	    memcmp(data + KF_OFF_VERSION, KF_V2, sizeof(KF_V2) - 1) == 0;
+	off = KF_OFF_VERSION + (wo ? sizeof(KF_V2) : sizeof(KF_V1)) - 1;
+	slen = wo ? CCRYPTO_WRITER_BYTES : CCRYPTO_KEY_BYTES;
+	if (len != off + KF_REPO_HEX + 1 + 2 * slen ||
+	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) != 0 ||
+	    (!wo && memcmp(data + KF_OFF_VERSION, KF_V1, 2) != 0) ||
+	    !is_lower_hex(data + off, KF_REPO_HEX) ||
+	    data[off + KF_REPO_HEX] != ' ' ||
+	    !is_lower_hex(data + off + KF_REPO_HEX + 1, 2 * slen)) {
 		log_error("malformed key file (expected "
-		    "'" KF_PREFIX KF_VERSION "<repo id> <key>')");
+		    "'" KF_PREFIX KF_V1 "<repo id> <key>' or "
+		    "'" KF_PREFIX KF_V2 "<repo id> <key>')");
 		goto err0;
 	}
-	if ((master = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
+	if ((secret = ccrypto_secret_new(slen)) == NULL)
 		goto err0;
-	if (hex_decode(rid, sizeof(rid), text + KF_OFF_REPO) ||
-	    hex_decode(master, CCRYPTO_KEY_BYTES, text + KF_OFF_MASTER)) {
+	if (hex_decode(rid, sizeof(rid), text + off) ||
+	    hex_decode(secret, slen, text + off + KF_REPO_HEX + 1)) {
 		log_error("malformed key file");
 		goto err1;
 	}
-	if ((k = ccrypto_keys_from_master(master)) == NULL)
+	k = wo ? ccrypto_keys_from_writer(secret) :
+	    ccrypto_keys_from_master(secret);
+	if (k == NULL)
 		goto err1;
-	ccrypto_secret_free(master);
+	ccrypto_secret_free(secret);
 	memcpy(repo_id, rid, sizeof(rid));
 
 	/* Success! */
 	return (k);
 
 err1:
-	ccrypto_secret_free(master);
+	ccrypto_secret_free(secret);
 err0:
 	/* Failure! */
 	return (NULL);

@@ -15,8 +15,8 @@ hex_encode(char *out, const uint8_t *in, size_t n)
 	out[2 * n] = '\0';
 }
 
-static int
-nibble(char c)
+int
+hex_value(int c)
 {
 	if (c >= '0' && c <= '9')
 		return (c - '0');
@@ -34,9 +34,9 @@ hex_decode(uint8_t *out, size_t n, const char *in)
 	int hi, lo;
 
 	for (i = 0; i < n; i++) {
-		if ((hi = nibble(in[2 * i])) < 0)
+		if ((hi = hex_value((unsigned char)in[2 * i])) < 0)
 			return (-1);
-		if ((lo = nibble(in[2 * i + 1])) < 0)
+		if ((lo = hex_value((unsigned char)in[2 * i + 1])) < 0)
 			return (-1);
 		out[i] = (uint8_t)(hi << 4 | lo);
 	}

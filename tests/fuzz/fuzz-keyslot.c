@@ -1,6 +1,7 @@
 /*
- * libFuzzer target for the key slot and key file parsers, which read files
- * an attacker with write access to the repository may have forged.
+ * libFuzzer target for the key slot, key file and paper key parsers, which
+ * read files an attacker with write access to the repository may have
+ * forged (or a person typed).
  * Build and run: make fuzz (seeds: tests/fuzz/corpus/keyslot, written by
  * fuzz_seeds below through make fuzz-corpus).
  */
@@ -68,6 +69,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	k = ccrypto_keyfile_decode(data, size, rid);
 	ccrypto_keys_free(k);
+	k = ccrypto_paper_decode(data, size, rid);
+	ccrypto_keys_free(k);
 	return (0);
 }
 
@@ -83,8 +86,8 @@ fuzz_seeds(const char *dir)
 {
 	static const uint8_t master[CCRYPTO_KEY_BYTES] = { 0x11, 0x22, 0x33 };
 	struct buf s = BUF_INIT, w = BUF_INIT, kf = BUF_INIT;
-	struct ccrypto_keys *k;
-	uint8_t t[SLOT_BYTES + 1];
+	struct ccrypto_keys *k, *wo = NULL;
+	uint8_t t[SLOT_BYTES + 1], *p;
 	int rc = -1;
 
 	if (ccrypto_init() || (k = ccrypto_keys_from_master(master)) == NULL)
@@ -126,8 +129,26 @@ fuzz_seeds(const char *dir)
 	kf.data[kf.len - 2] = 'A';
 	if (fuzz_write_seed(dir, "keyfile-uppercase", kf.data, kf.len))
 		goto out;
+	/* A write-only slot and key file, a paper key and one typo in it. */
+	buf_release(&w);
+	buf_release(&kf);
+	if ((wo = ccrypto_keys_writer(k)) == NULL ||
+	    ccrypto_slot_wrap(wo, repo_id, PASS, strlen(PASS), 8 << 10, &w) ||
+	    fuzz_write_seed(dir, "slot-write-only", w.data, w.len) ||
+	    ccrypto_keyfile_encode(wo, repo_id, &kf) ||
+	    fuzz_write_seed(dir, "keyfile-write-only", kf.data, kf.len))
+		goto out;
+	buf_release(&kf);
+	if (ccrypto_paper_encode(k, repo_id, &kf) ||
+	    fuzz_write_seed(dir, "paper", kf.data, kf.len) ||
+	    (p = memmem(kf.data, kf.len, "\n03: ", 5)) == NULL)
+		goto out;
+	p[5] = p[5] == '0' ? '1' : '0';
+	if (fuzz_write_seed(dir, "paper-typo", kf.data, kf.len))
+		goto out;
 	rc = 0;
 out:
+	ccrypto_keys_free(wo);
 	ccrypto_keys_free(k);
 	buf_release(&s);
 	buf_release(&w);

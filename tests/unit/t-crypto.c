@@ -824,6 +824,7 @@ test_keyfile(struct ccrypto_keys *a)
 		"coffer-key 1 " KF_RID " " KF_M63 "x\n",
 		"coffer-key 1 " KF_RID "\t" KF_M64 "\n",
 		"coffer-key 2 " KF_RID " " KF_M64 "\n",
+		"coffer-key 2 write-only " KF_RID " " KF_M64 "\n",
 		"coffer-key 1  " KF_RID " " KF_M63 "\n",
 		" coffer-key 1 " KF_RID " " KF_M63 "\n",
 		"coffer-kez 1 " KF_RID " " KF_M64 "\n",
@@ -900,6 +901,110 @@ test_keyfile(struct ccrypto_keys *a)
 	buf_release(&t);
 }
 
+/*
+ * Write-only keys: the same chunk ids, chunker key, coffer.conf MAC and
+ * signatures as the full key; no pack key opens; through a kind 2 slot
+ * and a version 2 key file and back, still write-only.
+ */
+static void
+test_write_only(struct ccrypto_keys *a)
+{
+	uint8_t key[CCRYPTO_KEY_BYTES], sealed[CCRYPTO_SEALED_KEY_BYTES];
+	uint8_t sig[CCRYPTO_SIG_BYTES], m1[32], m2[32];
+	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
+	struct ccrypto_slot_info info;
+	struct ccrypto_keys *w, *k;
+	struct buf s = BUF_INIT, t = BUF_INIT;
+	int why;
+
+	w = ccrypto_keys_writer(a);
+	ok(w != NULL && ccrypto_keys_write_only(w) &&
+	    !ccrypto_keys_write_only(a), "a write-only copy says so");
+	if (w == NULL)
+		return;
+	ok(same_keys(w, a) && memcmp(ccrypto_keys_chunker_key(w),
+	    ccrypto_keys_chunker_key(a), CCRYPTO_KEY_BYTES) == 0,
+	    "write-only: same chunk ids and chunker key");
+	ccrypto_meta_mac(w, "conf", 4, m1);
+	ccrypto_meta_mac(a, "conf", 4, m2);
+	ok(memcmp(m1, m2, sizeof(m1)) == 0, "write-only: same conf MAC");
+	ccrypto_sign(w, "rec", 3, sig);
+	ok(ccrypto_verify(a, "rec", 3, sig) == 0, "write-only signs as the "
+	    "full key does");
+	memset(key, 7, sizeof(key));
+	ccrypto_pack_key_seal(w, key, sealed);
+	memset(key, 0, sizeof(key));
+	ok(ccrypto_pack_key_unseal(a, sealed, key) == 0 && key[0] == 7,
+	    "the full key opens what a write-only key sealed");
+	ok(ccrypto_pack_key_unseal(w, sealed, key) == -1,
+	    "a write-only key opens no pack key");
+
+	ok(ccrypto_slot_wrap(w, repo_a, "wo", 2, TEST_MEMLIMIT, &s) == 0 &&
+	    s.len == 239, "write-only slot: 239 bytes");
+	ok(ccrypto_slot_info(NULL, s.data, s.len, &info) == 0 &&
+	    info.kind == CCRYPTO_SLOT_WRITE_ONLY, "slot info: write-only");
+	k = ccrypto_slot_unwrap(s.data, s.len, repo_a, "wo", 2, &why);
+	ok(k != NULL && ccrypto_keys_write_only(k) && same_keys(k, a),
+	    "write-only slot round trip");
+	ccrypto_keys_free(k);
+	s.data[5] = 1;		/* the kind is authenticated */
+	k = ccrypto_slot_unwrap(s.data, s.len, repo_a, "wo", 2, &why);
+	ok(k == NULL, "a write-only slot relabelled full does not open");
+	ccrypto_keys_free(k);
+
+	ok(ccrypto_keyfile_encode(w, repo_a, &t) == 0 &&
+	    memcmp(t.data, "coffer-key 2 write-only ", 24) == 0,
+	    "write-only key file: version 2");
+	k = ccrypto_keyfile_decode(t.data, t.len, rid);
+	ok(k != NULL && ccrypto_keys_write_only(k) && same_keys(k, a) &&
+	    memcmp(rid, repo_a, sizeof(rid)) == 0,
+	    "write-only key file round trip");
+	ok(k != NULL && ccrypto_pack_key_unseal(k, sealed, key) == -1,
+	    "a decoded write-only key opens no pack key");
+	ccrypto_keys_free(k);
+	buf_release(&t);
+	ok(ccrypto_paper_encode(w, repo_a, &t) == -1,
+	    "a write-only key has no paper form");
+	buf_release(&t);
+	buf_release(&s);
+	ccrypto_keys_free(w);
+}
+
+/* The paper key: round trip, then a typo in each line caught by it. */
+static void
+test_paper(struct ccrypto_keys *a)
+{
+	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
+	struct ccrypto_keys *k;
+	struct buf t = BUF_INIT;
+	char *text, *line;
+	int i, caught = 0;
+
+	ok(ccrypto_paper_encode(a, repo_a, &t) == 0 && buf_printf(&t, "%s",
+	    "") == 0, "paper encode");
+	text = (char *)t.data;
+	ok(ccrypto_paper_is(t.data, t.len), "paper_is");
+	k = ccrypto_paper_decode(t.data, t.len, rid);
+	ok(same_keys(k, a) && memcmp(rid, repo_a, sizeof(rid)) == 0,
+	    "paper round trip");
+	ccrypto_keys_free(k);
+	for (i = 1; i <= 6; i++) {
+		char tag[8], c;
+
+		snprintf(tag, sizeof(tag), "\n%02d: ", i);
+		if ((line = strstr(text, tag)) == NULL)
+			break;
+		c = line[5];
+		line[5] = c == '0' ? '1' : '0';
+		k = ccrypto_paper_decode(t.data, t.len, rid);	/* reported */
+		caught += k == NULL;
+		ccrypto_keys_free(k);
+		line[5] = c;
+	}
+	ok(caught == 6, "a typo in any line is caught");
+	buf_release(&t);
+}
+
 int
 main(void)
 {
@@ -927,6 +1032,8 @@ main(void)
 	test_slot(a);
 	test_slot_limits(a);
 	test_keyfile(a);
+	test_write_only(a);
+	test_paper(a);
 	ccrypto_keys_free(a);
 	ccrypto_keys_free(b);
 	return (tap_done());
