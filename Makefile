@@ -66,6 +66,11 @@ $(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# A test helper that tries a key file's every secret on every pack.
+$(BUILD)/tests/wo-probe: tests/tools/wo-probe.c $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
+
 # Each libFuzzer target with a main() that runs files through it
 # (tests/fuzz/replay.c), by the ordinary compiler: make check replays
 # tests/fuzz/corpus/<target>/ through them (t0900).

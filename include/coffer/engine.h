@@ -36,6 +36,13 @@ enum engine_result {
 };
 
 /*
+ * 0 when the unlocked key can decrypt the repository; -1, reported with
+ * what (the pipeline: "restore") and the missing capability, when it is a
+ * write-only key.  Every pipeline that reads records asks first.
+ */
+int engine_need_read(struct repo *r, const char *what);
+
+/*
  * Before writing: take the repository's and the catalog's writer locks
  * (waiting at most wait seconds each; < 0 for ever, 0 not at all),
  * remove what a crashed run left in tmp/, mark its snapshots failed.

@@ -92,6 +92,11 @@ rebuild(const struct global_opts *g, int json)
 
 	if ((st = cmd_open(g, OPEN_KEYS, &r, NULL)) != STATUS_OK)
 		return (st);
+	/* A write-only key reads no pack: the new catalog would be empty. */
+	if (engine_need_read(r, "catalog rebuild")) {
+		repo_close(r);
+		return (STATUS_USAGE);
+	}
 	st = STATUS_REPO;
 	path = g->catalog ? strdup(g->catalog) :
 	    catalog_default_path(repo_id_hex(r));

@@ -131,6 +131,9 @@ run_prune(struct repo *r, struct catalog *c, double max_unused, int dry_run,
 	struct prune_result pr;
 	int st;
 
+	/* Its plan reads each pack's index and records; repacking, more. */
+	if (engine_need_read(r, "prune"))
+		return (STATUS_USAGE);
 	memset(&po, 0, sizeof(po));
 	po.max_unused = max_unused;
 	po.dry_run = dry_run;

@@ -460,6 +460,8 @@ engine_drill(struct repo *r, struct catalog *c,
 	int status = ENGINE_ERROR, rst = ENGINE_OK, n;
 
 	memset(res, 0, sizeof(*res));
+	if (engine_need_read(r, "drill"))
+		return (ENGINE_REFUSED);
 	memset(&d, 0, sizeof(d));
 	d.repo = r;
 	d.cat = c;

@@ -404,6 +404,9 @@ engine_export(struct repo *r, struct catalog *c, const struct export_opts *o,
 	int put = 0, ok = 0;
 
 	memset(res, 0, sizeof(*res));
+	/* Each snapshot's record is read for the packs of its parts. */
+	if (engine_need_read(r, "export"))
+		return (ENGINE_REFUSED);
 	memset(&x, 0, sizeof(x));
 	x.repo = r;
 	x.cat = c;

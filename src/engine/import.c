@@ -153,7 +153,8 @@ make_repo(struct import *x)
 	if (repo_init_from(x->o->init_path, x->meta, x->nmeta))
 		return (-1);
 	x->created = 1;
-	if (x->o->open_new(x->o->arg, x->o->init_path, x->r, x->c))
+	if (x->o->open_new(x->o->arg, x->o->init_path, x->r, x->c) ||
+	    engine_need_read(*x->r, "import"))
 		return (-1);
 	return (0);
 }
@@ -509,6 +510,8 @@ engine_import(struct repo **r, struct catalog **c,
 	enum engine_result st = ENGINE_ERROR;
 
 	memset(res, 0, sizeof(*res));
+	if (*r != NULL && engine_need_read(*r, "import"))
+		return (ENGINE_REFUSED);
 	memset(&x, 0, sizeof(x));
 	x.r = r;
 	x.c = c;

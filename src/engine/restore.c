@@ -1402,6 +1402,8 @@ engine_restore(struct repo *r, struct catalog *c,
 	size_t i;
 
 	memset(res, 0, sizeof(*res));
+	if (engine_need_read(r, "restore"))
+		return (ENGINE_REFUSED);
 	memset(&rs, 0, sizeof(rs));
 	rs.repo = r;
 	rs.cat = c;

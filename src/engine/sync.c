@@ -441,6 +441,16 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	 */
 	if (catalog_packs_gone(c, (const char *const *)gone, ngone))
 		goto out;
+	/*
+	 * A write-only key cannot open another writer's packs: they are
+	 * left out, neither damage nor known, and this host does not
+	 * deduplicate against their chunks.
+	 */
+	if (nfresh > 0 && ccrypto_keys_write_only(repo_keys(r))) {
+		log_note("catalog: %zu pack%s written elsewhere not read: this "
+		    "key is write-only", nfresh, nfresh == 1 ? "" : "s");
+		nfresh = 0;
+	}
 	if (nfresh == 0) {
 		rc = drop_gone(&s, ngone);
 		goto out;

@@ -631,6 +631,10 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	int status = ENGINE_ERROR, found, t;
 
 	memset(res, 0, sizeof(*res));
+	/* Even the structure pass decrypts each pack's index. */
+	if (engine_need_read(r, o->read == VERIFY_STRUCTURE ? "verify" :
+	    "verify --read-data"))
+		return (ENGINE_REFUSED);
 	memset(&v, 0, sizeof(v));
 	v.repo = r;
 	v.cat = c;

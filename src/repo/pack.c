@@ -582,6 +582,12 @@ pack_reader_open(struct repo *r, const char *name)
 		log_error("out of memory");
 		goto err;
 	}
+	/* Callers ask engine_need_read first; this names the cause if not. */
+	if (ccrypto_keys_write_only(repo_keys(r))) {
+		log_error("pack '%s': not read: this key is write-only",
+		    p->path);
+		goto err;
+	}
 	if (ccrypto_pack_key_unseal(repo_keys(r),
 	    hdr + 8 + CCRYPTO_REPO_ID_BYTES + 16, p->key)) {
 		log_error("pack '%s': header is damaged (its key does not "
