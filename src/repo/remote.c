@@ -359,6 +359,7 @@ int
 remote_get_begin(const struct remote *t, const char *name,
     struct remote_stream *s)
 {
+	struct stat st;
 	int dfd;
 
 	stream_init(s, t);
@@ -379,6 +380,13 @@ remote_get_begin(const struct remote *t, const char *name,
 	    O_CLOEXEC);
 	if (s->fd == -1)
 		log_errno("cannot open '%s/%s'", t->path, name);
+	else if (fstat(s->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		/* Not a FIFO that never ends, nor a device. */
+		log_error("'%s/%s' is not a regular file: refused", t->path,
+		    name);
+		close(s->fd);
+		s->fd = -1;
+	}
 	close(dfd);
 	return (s->fd == -1 ? -1 : 0);
 }

@@ -187,6 +187,16 @@ test_expect_success 'hostile members: ../x, absolute, symlink, duplicate, not in
 	refused extra.cfb 4 && grep "not in the manifest" err
 '
 
+test_expect_success 'a FIFO or a symlink named as a bundle is refused, not waited on' '
+	mkdir -p odd && mkfifo odd/fifo-0001.cfb &&
+	test_expect_code 5 coffer -r victim import odd 2>err &&
+	grep "not a regular file" err &&
+	rm odd/fifo-0001.cfb && ln -s ../off/off-0002.cfb odd/link-0001.cfb &&
+	test_expect_code 5 coffer -r victim import odd 2>err &&
+	cat err && fingerprint victim >victim.after &&
+	test_cmp victim.before victim.after
+'
+
 test_expect_success 'truncated anywhere: refused, nothing changed' '
 	b=off/off-0002.cfb && size=$(stat -c %s $b) &&
 	# (Cutting into the end-of-archive blocks leaves every signed
