@@ -107,6 +107,11 @@ extern const struct cmd_option cmd_bundles_options[];
 extern const struct cmd_option cmd_run_options[];
 extern const struct cmd_option cmd_log_options[];
 extern const struct cmd_option cmd_cron_options[];
+extern const struct cmd_option cmd_key_list_options[];
+extern const struct cmd_option cmd_key_add_options[];
+extern const struct cmd_option cmd_key_passwd_options[];
+extern const struct cmd_option cmd_key_export_options[];
+extern const struct cmd_option cmd_key_import_options[];
 
 /*
  * The help of the options of tables[0..n), one line each (an option
@@ -161,6 +166,12 @@ int cmd_bundles(int argc, char **argv, const struct global_opts *g);
 int cmd_run_policy(int argc, char **argv, const struct global_opts *g);
 int cmd_log(int argc, char **argv, const struct global_opts *g);
 int cmd_cron(int argc, char **argv, const struct global_opts *g);
+int cmd_key_list(int argc, char **argv, const struct global_opts *g);
+int cmd_key_add(int argc, char **argv, const struct global_opts *g);
+int cmd_key_passwd(int argc, char **argv, const struct global_opts *g);
+int cmd_key_remove(int argc, char **argv, const struct global_opts *g);
+int cmd_key_export(int argc, char **argv, const struct global_opts *g);
+int cmd_key_import(int argc, char **argv, const struct global_opts *g);
 
 /*
  * coffer run (src/cmd/run.c, runmetrics.c): of two exit statuses, the
@@ -231,6 +242,9 @@ int cmd_push_arg(char ***v, size_t *n, char *arg);
 
 /* Parse a non-negative decimal option value; -1 on error (reported). */
 long long cmd_parse_num(const char *opt, const char *s);
+
+/* --kdf-memory: 8 to 4096 MiB into bytes; 0, or -1 (reported). */
+int cmd_parse_kdf_memory(const char *s, uint64_t *bytes);
 
 /* --threads: 1 to 64, or -1 (reported). */
 int cmd_parse_threads(const char *s);

@@ -398,6 +398,23 @@ cmd_parse_num(const char *opt, const char *s)
 }
 
 int
+cmd_parse_kdf_memory(const char *s, uint64_t *bytes)
+{
+	long long mib;
+
+	if ((mib = cmd_parse_num("--kdf-memory", s)) < 0)
+		return (-1);
+	if (mib < 8 || mib > 4096) {
+		log_error("--kdf-memory must be between 8 and 4096 MiB (above "
+		    "1024, every host that opens the repository needs "
+		    "COFFER_KDF_MAX_MEMORY)");
+		return (-1);
+	}
+	*bytes = (uint64_t)mib << 20;
+	return (0);
+}
+
+int
 cmd_parse_threads(const char *s)
 {
 	long long n = cmd_parse_num("--threads", s);

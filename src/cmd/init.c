@@ -22,7 +22,6 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 	const char *path = g->repo;
 	char *pass = NULL;
 	size_t passlen = 0;
-	long long mib;
 	int ch, st, empty;
 
 	memset(&o, 0, sizeof(o));
@@ -33,16 +32,8 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 			o.key_file = optarg;
 			break;
 		case 'm':
-			if ((mib = cmd_parse_num("--kdf-memory", optarg)) < 0)
+			if (cmd_parse_kdf_memory(optarg, &o.kdf_memory))
 				return (STATUS_USAGE);
-			if (mib < 8 || mib > 4096) {
-				log_error("--kdf-memory must be between 8 and "
-				    "4096 MiB (above 1024, every host that "
-				    "opens the repository needs "
-				    "COFFER_KDF_MAX_MEMORY)");
-				return (STATUS_USAGE);
-			}
-			o.kdf_memory = (uint64_t)mib << 20;
 			break;
 		default:
 			return (cmd_usage_error("init"));

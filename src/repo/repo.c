@@ -21,6 +21,7 @@
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/repo.h"
+#include "coffer/repo-keys.h"
 
 #define CONF_MAX 4096
 #define SLOT_MAX 65536
@@ -49,6 +50,7 @@ struct repo {
 	size_t conf_body_len;
 	uint8_t mac[CCRYPTO_MAC_BYTES];
 	struct ccrypto_keys *keys;
+	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
 	int lock_fd;
 };
 
@@ -516,6 +518,14 @@ cmp_names(const void *a, const void *b)
 	return (strcmp(*(char *const *)a, *(char *const *)b));
 }
 
+static void
+names_free(char **names, size_t n)
+{
+	while (n > 0)
+		free(names[--n]);
+	free(names);
+}
+
 /*
  * The names in keys/, sorted (the order slots are tried in does not depend
  * on the file system's).  0, or -1 (reported): more than SLOT_FILES_MAX.
@@ -593,12 +603,12 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 		    passlen, &why);
 		if (r->keys != NULL || why == CCRYPTO_SLOT_WRONG)
 			tried++;
+		if (r->keys != NULL)
+			snprintf(r->slot, sizeof(r->slot), "%s", names[i]);
 		explicit_bzero(slot, len);
 		free(slot);
 	}
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	names_free(names, n);
 	if (r->keys != NULL)
 		return (0);
 	if (slots == 0)
@@ -680,6 +690,33 @@ const struct ccrypto_keys *
 repo_keys(const struct repo *r)
 {
 	return (r->keys);
+}
+
+const char *
+repo_unlocked_slot(const struct repo *r)
+{
+	return (r->keys != NULL && r->slot[0] != '\0' ? r->slot : NULL);
+}
+
+int
+repo_unlock_with(struct repo *r, struct ccrypto_keys *k,
+    const uint8_t id[CCRYPTO_REPO_ID_BYTES], const char *what)
+{
+	if (memcmp(id, r->id, CCRYPTO_REPO_ID_BYTES) != 0) {
+		log_error("%s belongs to another repository than '%s'", what,
+		    r->path);
+		ccrypto_keys_free(k);
+		return (-1);
+	}
+	ccrypto_keys_free(r->keys);
+	r->keys = k;
+	r->slot[0] = '\0';
+	if (verify_conf(r)) {
+		ccrypto_keys_free(r->keys);
+		r->keys = NULL;
+		return (-1);
+	}
+	return (0);
 }
 
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
@@ -1097,7 +1134,7 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 {
 	struct repo_file *v;
 	char **names;
-	size_t i, k = 0, nn;
+	size_t k = 0, nn;
 
 	*files = NULL;
 	*n = 0;
@@ -1123,16 +1160,12 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 		    SLOT_MAX, &v[k].data, &v[k].len))
 			goto err;
 	}
-	for (i = 0; i < nn; i++)
-		free(names[i]);
-	free(names);
+	names_free(names, nn);
 	*files = v;
 	*n = nn + 1;
 	return (0);
 err:
-	for (i = 0; i < nn; i++)
-		free(names[i]);
-	free(names);
+	names_free(names, nn);
 	if (v)
 		repo_files_free(v, nn + 1);
 	return (-1);
@@ -1225,4 +1258,223 @@ repo_remove_made(const char *path)
 	close(dfd);
 	/* Fails, leaving it, if anything else is there (not ours). */
 	return (rmdir(path) == 0 || errno == ENOENT ? 0 : -1);
+}
+
+/*
+ * Key slots, managed (coffer key).  A slot is written whole under a
+ * temporary name in keys/ (O_EXCL, never through a link), fsynced and
+ * renamed into place, and keys/ fsynced: a crash leaves the old slot or
+ * the new one, never half of one.  No pack is touched: every slot wraps
+ * the same key material.
+ */
+
+/* A slot name as keys/ holds it: 1-64 of [0-9a-z], "keys/" allowed. */
+static const char *
+slot_name_ok(const char *name)
+{
+	size_t i, n;
+
+	if (strncmp(name, "keys/", 5) == 0)
+		name += 5;
+	n = strlen(name);
+	if (n == 0 || n > 64)
+		return (NULL);
+	for (i = 0; i < n; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') ||
+		    (name[i] >= 'a' && name[i] <= 'z')))
+			return (NULL);
+	return (name);
+}
+
+int
+repo_slots(struct repo *r, struct repo_slot **slots, size_t *n)
+{
+	struct ccrypto_slot_info info;
+	struct repo_slot *v = NULL;
+	struct stat st;
+	unsigned char *data;
+	char **names, rel[NAME_MAX + 8];
+	size_t i, nn, len;
+	int fd;
+
+	*slots = NULL;
+	*n = 0;
+	if (slot_names(r, &names, &nn))
+		return (-1);
+	if (nn > 0 && (v = calloc(nn, sizeof(*v))) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	for (i = 0; i < nn; i++) {
+		snprintf(v[i].name, sizeof(v[i].name), "%s", names[i]);
+		v[i].kind = 0;
+		v[i].unlocked = strcmp(names[i], r->slot) == 0 &&
+		    r->keys != NULL;
+		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
+		if ((fd = open_in(r, r->dirs[DIR_KEYS], names[i], rel,
+		    O_RDONLY, S_IFREG, 0)) == -1)
+			continue;	/* reported; listed as unreadable */
+		if (fstat(fd, &st) == 0)
+			v[i].mtime_ns = (int64_t)st.st_mtim.tv_sec *
+			    1000000000 + st.st_mtim.tv_nsec;
+		if (fsutil_read_fd(fd, SLOT_MAX, &data, &len, rel) == 0) {
+			if (ccrypto_slot_info(rel, data, len, &info) == 0) {
+				v[i].kind = info.kind;
+				v[i].opslimit = info.opslimit;
+				v[i].memlimit = info.memlimit;
+			}
+			free(data);
+		}
+		close(fd);
+	}
+	names_free(names, nn);
+	*slots = v;
+	*n = nn;
+	return (0);
+err:
+	names_free(names, nn);
+	return (-1);
+}
+
+/* Wrap k (or its write-only part) into keys/name; replace an old one. */
+static int
+slot_write(struct repo *r, const char *name, int write_only,
+    const char *pass, size_t passlen, uint64_t memlimit, int replace)
+{
+	struct ccrypto_keys *w = NULL;
+	struct buf slot = BUF_INIT;
+	char rel[NAME_MAX + 8];
+	int rc = -1;
+
+	snprintf(rel, sizeof(rel), "keys/%s", name);
+	if (write_only && !ccrypto_keys_write_only(r->keys) &&
+	    (w = ccrypto_keys_writer(r->keys)) == NULL)
+		return (-1);
+	if (ccrypto_slot_wrap(w != NULL ? w : r->keys, r->id, pass, passlen,
+	    memlimit, &slot) == 0 &&
+	    fsutil_write_file_at(r->dirs[DIR_KEYS], name, rel, slot.data,
+	    slot.len, 0600, replace) == 0)
+		rc = 0;
+	wipe_release(&slot);
+	ccrypto_keys_free(w);
+	return (rc);
+}
+
+int
+repo_slot_add(struct repo *r, const char *pass, size_t passlen,
+    uint64_t memlimit, int write_only, char name[REPO_SLOT_NAME_MAX])
+{
+	struct repo_slot *v;
+	uint8_t kid[8];
+	size_t n, i;
+
+	if (r->keys == NULL)
+		return (-1);
+	if (!write_only && ccrypto_keys_write_only(r->keys)) {
+		log_error("a write-only key can only add write-only slots "
+		    "(--write-only)");
+		return (-1);
+	}
+	if (repo_slots(r, &v, &n))
+		return (-1);
+	free(v);
+	if (n >= SLOT_FILES_MAX) {
+		log_error("repository '%s' has %d key slots, the most it may "
+		    "hold: remove one first", r->path, SLOT_FILES_MAX);
+		return (-1);
+	}
+	ccrypto_random(kid, sizeof(kid));
+	for (i = 0; i < sizeof(kid); i++)
+		snprintf(name + 2 * i, 3, "%02x", kid[i]);
+	return (slot_write(r, name, write_only, pass, passlen, memlimit, 0));
+}
+
+/* The slot called name among v[0..n), or NULL (reported). */
+static const struct repo_slot *
+slot_find(struct repo *r, const struct repo_slot *v, size_t n,
+    const char *name)
+{
+	const char *base = slot_name_ok(name);
+	size_t i;
+
+	for (i = 0; base != NULL && i < n; i++)
+		if (strcmp(v[i].name, base) == 0)
+			return (&v[i]);
+	log_error("repository '%s' has no key slot '%s' (see 'coffer key "
+	    "list')", r->path, name);
+	return (NULL);
+}
+
+int
+repo_slot_passwd(struct repo *r, const char *name, const char *pass,
+    size_t passlen, uint64_t memlimit)
+{
+	const struct repo_slot *s;
+	struct repo_slot *v;
+	size_t n;
+	int rc = -1;
+
+	if (r->keys == NULL || repo_slots(r, &v, &n))
+		return (-1);
+	if ((s = slot_find(r, v, n, name)) == NULL)
+		goto out;
+	if (s->kind == 0) {
+		log_error("key slot 'keys/%s' is not one this coffer reads: "
+		    "remove it, or add a new one", s->name);
+		goto out;
+	}
+	if (s->kind == CCRYPTO_SLOT_FULL && ccrypto_keys_write_only(r->keys)) {
+		log_error("key slot 'keys/%s' holds the full key: a write-only "
+		    "key cannot change it", s->name);
+		goto out;
+	}
+	/* Its cost stays what it was unless more is asked for. */
+	if (memlimit == 0)
+		memlimit = s->memlimit;
+	rc = slot_write(r, s->name, s->kind == CCRYPTO_SLOT_WRITE_ONLY, pass,
+	    passlen, memlimit, 1);
+out:
+	free(v);
+	return (rc);
+}
+
+int
+repo_slot_remove(struct repo *r, const char *name)
+{
+	const struct repo_slot *s;
+	struct repo_slot *v;
+	size_t n, i, readers = 0;
+	int rc = -1;
+
+	if (r->keys == NULL || repo_slots(r, &v, &n))
+		return (-1);
+	if ((s = slot_find(r, v, n, name)) == NULL)
+		goto out;
+	if (ccrypto_keys_write_only(r->keys)) {
+		log_error("a write-only key cannot remove key slots");
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		if (&v[i] != s && v[i].kind == CCRYPTO_SLOT_FULL)
+			readers++;
+	if (s->kind == CCRYPTO_SLOT_FULL && readers == 0) {
+		log_error("key slot 'keys/%s' is the last one that can read "
+		    "the repository: refused (add another first: coffer key "
+		    "add)", s->name);
+		goto out;
+	}
+	/* unlinkat removes a link, never what it points to. */
+	if (unlinkat(r->dirs[DIR_KEYS], s->name, 0)) {
+		log_errno("repository '%s': cannot remove 'keys/%s'", r->path,
+		    s->name);
+		goto out;
+	}
+	if (fsync(r->dirs[DIR_KEYS])) {
+		log_errno("repository '%s': fsync of 'keys' failed", r->path);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(v);
+	return (rc);
 }

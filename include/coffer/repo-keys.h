@@ -1,0 +1,59 @@
+#ifndef COFFER_REPO_KEYS_H
+#define COFFER_REPO_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coffer/crypto.h"
+
+/*
+ * The key slots of a repository (coffer key): the part of the repo
+ * module (src/repo/repo.c) that lists and changes what keys/ holds.  See
+ * doc/format.md ("Key slots") and coffer-key(1).
+ */
+struct repo;
+
+/*
+ * Unlock with keys found elsewhere (a paper key typed back): id must be
+ * this repository's and coffer.conf's MAC must check; what names the key
+ * in messages.  Takes k (freed on failure).  0 or -1 (reported).
+ */
+int repo_unlock_with(struct repo *r, struct ccrypto_keys *k,
+    const uint8_t id[CCRYPTO_REPO_ID_BYTES], const char *what);
+/* The name of the slot in keys/ that unlocked; NULL for a key file. */
+const char *repo_unlocked_slot(const struct repo *r);
+
+/*
+ * The key slots in keys/ (coffer key), in name order, read without a
+ * passphrase: kind is CCRYPTO_SLOT_FULL or _WRITE_ONLY, or 0 for a file
+ * this coffer cannot read (reported); mtime_ns is when it was written.
+ * *slots is malloc'd.  0 or -1 (reported).
+ */
+#define REPO_SLOT_NAME_MAX 65
+struct repo_slot {
+	char name[REPO_SLOT_NAME_MAX];	/* in keys/ */
+	int kind;
+	uint64_t opslimit, memlimit;
+	int64_t mtime_ns;
+	int unlocked;			/* the slot that unlocked r */
+};
+int repo_slots(struct repo *r, struct repo_slot **slots, size_t *n);
+/*
+ * Slot changes, by a holder of the unlocked key: each slot file is
+ * written to a temporary name, fsynced and renamed into keys/, and keys/
+ * fsynced; no pack is rewritten.  All 0 or -1 (reported).
+ * slot_add: a new slot (its name, 16 hex, in name) wrapping the unlocked
+ * key under pass, or only its write-only part when write_only (a
+ * write-only key adds only those).  memlimit: Argon2id bytes, 0 the
+ * default.  slot_passwd: the slot called name (or "keys/name") wraps the
+ * same key as before under pass, at memlimit (0: its old cost).
+ * slot_remove: refuses the last slot that holds the full key, and any
+ * removal with a write-only key.
+ */
+int repo_slot_add(struct repo *r, const char *pass, size_t passlen,
+    uint64_t memlimit, int write_only, char name[REPO_SLOT_NAME_MAX]);
+int repo_slot_passwd(struct repo *r, const char *name, const char *pass,
+    size_t passlen, uint64_t memlimit);
+int repo_slot_remove(struct repo *r, const char *name);
+
+#endif

@@ -1,0 +1,541 @@
+/*
+ * coffer key list | add | passwd | remove | export | import: the key
+ * slots of a repository and the forms its key travels in (a key file, a
+ * paper key).  Every slot wraps the same key material, so none of this
+ * rewrites a pack.  See coffer-key(1) and doc/format.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/crypto.h"
+#include "coffer/fmt.h"
+#include "coffer/fsutil.h"
+#include "coffer/jw.h"
+#include "coffer/log.h"
+#include "coffer/repo-keys.h"
+#include "coffer/status.h"
+
+/* A key file or paper key is a few hundred bytes; anything larger is
+ * not one. */
+#define KEY_TEXT_MAX 65536
+
+const struct cmd_option cmd_key_list_options[] = {
+	CMD_OPT_FLAG('j', "json", "print the slots as JSON"),
+	CMD_OPT_END
+};
+
+const struct cmd_option cmd_key_add_options[] = {
+	CMD_OPT_VALUE('N', "new-passphrase-file", "PATH",
+	    "the new slot's passphrase, from a file's first line"),
+	CMD_OPT_VALUE('m', "kdf-memory", "MIB",
+	    "Argon2id memory, 8 to 4096 MiB (64)"),
+	CMD_OPT_FLAG('W', "write-only", "a slot that can back up but not read"),
+	CMD_OPT_END
+};
+
+const struct cmd_option cmd_key_passwd_options[] = {
+	CMD_OPT_VALUE('N', "new-passphrase-file", "PATH",
+	    "the new slot's passphrase, from a file's first line"),
+	CMD_OPT_VALUE('m', "kdf-memory", "MIB",
+	    "Argon2id memory, 8 to 4096 MiB (64)"),
+	CMD_OPT_END
+};
+
+const struct cmd_option cmd_key_export_options[] = {
+	CMD_OPT_FLAG('p', "paper", "the key as text to print and type back"),
+	CMD_OPT_VALUE('t', "to", "FILE", "write to a new file (mode 0600)"),
+	CMD_OPT_FLAG('W', "write-only", "a key file that can back up but not "
+	    "read"),
+	CMD_OPT_END
+};
+
+const struct cmd_option cmd_key_import_options[] = {
+	CMD_OPT_VALUE('t', "to", "FILE", "write to a new file (mode 0600)"),
+	CMD_OPT_VALUE('N', "new-passphrase-file", "PATH",
+	    "the new slot's passphrase, from a file's first line"),
+	CMD_OPT_VALUE('m', "kdf-memory", "MIB",
+	    "Argon2id memory, 8 to 4096 MiB (64)"),
+	CMD_OPT_END
+};
+
+/* The new passphrase: from file, else the terminal, twice. */
+static int
+new_passphrase(const char *file, char **pass, size_t *len)
+{
+	struct global_opts ng;
+
+	memset(&ng, 0, sizeof(ng));
+	ng.passphrase_file = file;
+	return (cmd_passphrase(&ng, "new passphrase: ", 1, pass, len));
+}
+
+/* A new slot for r's key under a new passphrase, named on stdout. */
+static int
+add_slot(struct repo *r, const char *newfile, uint64_t mem, int wo)
+{
+	char name[REPO_SLOT_NAME_MAX], *pass = NULL;
+	size_t passlen = 0;
+	int st;
+
+	if ((st = new_passphrase(newfile, &pass, &passlen)) != STATUS_OK)
+		return (st);
+	if (repo_slot_add(r, pass, passlen, mem, wo, name))
+		st = STATUS_ERROR;
+	else
+		printf("added key slot %s (%s)\n", name, wo ? "write-only" :
+		    "full");
+	cmd_passphrase_free(pass, passlen);
+	return (st);
+}
+
+/* Open, unlock and take the writer lock: slots change one at a time. */
+static int
+open_locked(const struct global_opts *g, struct repo **r)
+{
+	int st;
+
+	if ((st = cmd_open(g, OPEN_KEYS, r, NULL)) != STATUS_OK)
+		return (st);
+	if (repo_lock(*r, g->wait)) {
+		repo_close(*r);
+		*r = NULL;
+		return (STATUS_REPO);
+	}
+	return (STATUS_OK);
+}
+
+static const char *
+kind_name(int kind)
+{
+	switch (kind) {
+	case CCRYPTO_SLOT_FULL: return ("full");
+	case CCRYPTO_SLOT_WRITE_ONLY: return ("write-only");
+	default: return ("unreadable");
+	}
+}
+
+int
+cmd_key_list(int argc, char **argv, const struct global_opts *g)
+{
+	struct repo_slot *v;
+	struct repo *r;
+	struct jw j;
+	char when[32];
+	size_t i, n;
+	int ch, json = 0, st = STATUS_OK;
+
+	while ((ch = cmd_getopt(argc, argv, cmd_key_list_options)) != -1) {
+		if (ch != 'j')
+			return (cmd_usage_error("key list"));
+		json = 1;
+	}
+	if (optind != argc)
+		return (cmd_usage_error("key list"));
+	if (g->repo == NULL) {
+		log_error("no repository given: use -r REPO or COFFER_REPO");
+		return (STATUS_USAGE);
+	}
+	/* Slot headers are not secret: no key is needed to list them. */
+	if ((r = repo_open(g->repo)) == NULL)
+		return (STATUS_REPO);
+	if (repo_slots(r, &v, &n)) {
+		repo_close(r);
+		return (STATUS_REPO);
+	}
+	if (json) {
+		jw_init(&j, stdout);
+		jw_begin_object(&j);
+		jw_begin_array(jw_key(&j, "slots"));
+	} else if (n > 0) {
+		printf("%-17s %-11s %-17s %s\n", "SLOT", "CAPABILITY",
+		    "ARGON2ID", "WRITTEN");
+	}
+	for (i = 0; i < n; i++) {
+		fmt_time(when, sizeof(when), v[i].mtime_ns);
+		if (v[i].kind == 0)
+			st = STATUS_INTEGRITY;
+		if (json) {
+			jw_begin_object(&j);
+			jw_str(jw_key(&j, "id"), v[i].name);
+			jw_str(jw_key(&j, "kind"), "passphrase");
+			jw_str(jw_key(&j, "capability"), kind_name(v[i].kind));
+			if (v[i].kind != 0) {
+				jw_uint(jw_key(&j, "kdf_memory_mib"),
+				    v[i].memlimit >> 20);
+				jw_uint(jw_key(&j, "kdf_passes"),
+				    v[i].opslimit);
+			}
+			jw_str(jw_key(&j, "created"), when);
+			/* Not recorded yet (coffer-key(1), BUGS). */
+			jw_null(jw_key(&j, "last_used"));
+			jw_end_object(&j);
+		} else {
+			char cost[32] = "-";
+
+			if (v[i].kind != 0)
+				snprintf(cost, sizeof(cost), "%llu MiB, %llu",
+				    (unsigned long long)(v[i].memlimit >> 20),
+				    (unsigned long long)v[i].opslimit);
+			printf("%-17s %-11s %-17s %s\n", v[i].name,
+			    kind_name(v[i].kind), cost, when);
+		}
+	}
+	if (json) {
+		jw_end_array(&j);
+		/* One epoch until keys rotate. */
+		jw_begin_array(jw_key(&j, "epochs"));
+		jw_begin_object(&j);
+		jw_uint(jw_key(&j, "epoch"), 1);
+		jw_bool(jw_key(&j, "retired"), 0);
+		jw_end_object(&j);
+		jw_end_array(&j);
+		jw_end_object(&j);
+	} else if (n == 0 && log_level >= 0) {
+		fprintf(stderr, "repository '%s' has no key slot: it opens "
+		    "with a key file only\n", repo_path(r));
+	}
+	free(v);
+	repo_close(r);
+	return (st);
+}
+
+int
+cmd_key_add(int argc, char **argv, const struct global_opts *g)
+{
+	const char *newfile = NULL;
+	uint64_t mem = 0;
+	struct repo *r;
+	int ch, st, wo = 0;
+
+	while ((ch = cmd_getopt(argc, argv, cmd_key_add_options)) != -1) {
+		switch (ch) {
+		case 'N':
+			newfile = optarg;
+			break;
+		case 'm':
+			if (cmd_parse_kdf_memory(optarg, &mem))
+				return (STATUS_USAGE);
+			break;
+		case 'W':
+			wo = 1;
+			break;
+		default:
+			return (cmd_usage_error("key add"));
+		}
+	}
+	if (optind != argc)
+		return (cmd_usage_error("key add"));
+	if ((st = open_locked(g, &r)) != STATUS_OK)
+		return (st);
+	if (!wo && ccrypto_keys_write_only(repo_keys(r))) {
+		log_error("this key is write-only: it can add write-only slots "
+		    "only (--write-only)");
+		st = STATUS_USAGE;
+		goto out;
+	}
+	st = add_slot(r, newfile, mem, wo);
+out:
+	repo_close(r);
+	return (st);
+}
+
+int
+cmd_key_passwd(int argc, char **argv, const struct global_opts *g)
+{
+	const char *newfile = NULL, *slot = NULL;
+	char *pass = NULL;
+	uint64_t mem = 0;
+	size_t passlen = 0;
+	struct repo *r;
+	int ch, st;
+
+	while ((ch = cmd_getopt(argc, argv, cmd_key_passwd_options)) != -1) {
+		switch (ch) {
+		case 'N':
+			newfile = optarg;
+			break;
+		case 'm':
+			if (cmd_parse_kdf_memory(optarg, &mem))
+				return (STATUS_USAGE);
+			break;
+		default:
+			return (cmd_usage_error("key passwd"));
+		}
+	}
+	if (argc - optind > 1)
+		return (cmd_usage_error("key passwd"));
+	if (optind < argc)
+		slot = argv[optind];
+	if ((st = open_locked(g, &r)) != STATUS_OK)
+		return (st);
+	if (slot == NULL && (slot = repo_unlocked_slot(r)) == NULL) {
+		log_error("unlocked with a key file: name the slot to change "
+		    "(coffer key list)");
+		st = STATUS_USAGE;
+		goto out;
+	}
+	if ((st = new_passphrase(newfile, &pass, &passlen)) != STATUS_OK)
+		goto out;
+	if (repo_slot_passwd(r, slot, pass, passlen, mem))
+		st = STATUS_ERROR;
+	else
+		printf("changed key slot %s\n", strncmp(slot, "keys/", 5) ?
+		    slot : slot + 5);
+out:
+	cmd_passphrase_free(pass, passlen);
+	repo_close(r);
+	return (st);
+}
+
+int
+cmd_key_remove(int argc, char **argv, const struct global_opts *g)
+{
+	struct repo *r;
+	int st;
+
+	static const struct cmd_option none[] = { CMD_OPT_END };
+
+	if (cmd_getopt(argc, argv, none) != -1 || argc - optind != 1)
+		return (cmd_usage_error("key remove"));
+	if ((st = open_locked(g, &r)) != STATUS_OK)
+		return (st);
+	if (ccrypto_keys_write_only(repo_keys(r))) {
+		log_error("this key is write-only: it cannot remove key slots");
+		st = STATUS_USAGE;
+	} else if (repo_slot_remove(r, argv[optind]))
+		st = STATUS_REPO;
+	else
+		printf("removed key slot %s\n", strncmp(argv[optind], "keys/",
+		    5) ? argv[optind] : argv[optind] + 5);
+	repo_close(r);
+	return (st);
+}
+
+/* out to path (new, mode 0600), or to stdout when path is NULL. */
+static int
+emit(const char *path, const struct buf *out)
+{
+	if (path != NULL)
+		return (fsutil_write_file(path, out->data, out->len, 0600, 0) ?
+		    STATUS_ERROR : STATUS_OK);
+	if (fwrite(out->data, 1, out->len, stdout) != out->len ||
+	    fflush(stdout)) {
+		log_errno("cannot write to standard output");
+		return (STATUS_ERROR);
+	}
+	return (STATUS_OK);
+}
+
+/* Key material passes through plain buffers briefly: wipe them. */
+static void
+wipe(struct buf *b)
+{
+	if (b->data != NULL)
+		explicit_bzero(b->data, b->cap);
+	buf_release(b);
+}
+
+int
+cmd_key_export(int argc, char **argv, const struct global_opts *g)
+{
+	const struct ccrypto_keys *k;
+	struct ccrypto_keys *w = NULL;
+	const char *to = NULL;
+	struct buf out = BUF_INIT;
+	struct repo *r;
+	int ch, st, paper = 0, wo = 0;
+
+	while ((ch = cmd_getopt(argc, argv, cmd_key_export_options)) != -1) {
+		switch (ch) {
+		case 'p':
+			paper = 1;
+			break;
+		case 't':
+			to = optarg;
+			break;
+		case 'W':
+			wo = 1;
+			break;
+		default:
+			return (cmd_usage_error("key export"));
+		}
+	}
+	if (optind != argc || (!paper && to == NULL) || (paper && wo))
+		return (cmd_usage_error("key export"));
+	if ((st = cmd_open(g, OPEN_KEYS, &r, NULL)) != STATUS_OK)
+		return (st);
+	k = repo_keys(r);
+	if (!wo && ccrypto_keys_write_only(k)) {
+		log_error("this key is write-only: it exports as a write-only "
+		    "key file only (--write-only --to FILE)");
+		st = STATUS_USAGE;
+		goto out;
+	}
+	if (wo && !ccrypto_keys_write_only(k) &&
+	    (k = w = ccrypto_keys_writer(k)) == NULL) {
+		st = STATUS_ERROR;
+		goto out;
+	}
+	if (paper ? ccrypto_paper_encode(k, repo_id(r), &out) :
+	    ccrypto_keyfile_encode(k, repo_id(r), &out)) {
+		st = STATUS_ERROR;
+		goto out;
+	}
+	st = emit(to, &out);
+	if (st == STATUS_OK && to != NULL && log_level >= 0)
+		fprintf(stderr, "wrote %s%s '%s'\n", wo ? "write-only " : "",
+		    paper ? "paper key" : "key file", to);
+out:
+	wipe(&out);
+	ccrypto_keys_free(w);
+	repo_close(r);
+	return (st);
+}
+
+/*
+ * A key file or paper key from path ("-": standard input) into locked
+ * memory: a regular file must be private, as key files are.
+ */
+static int
+read_key_text(const char *path, uint8_t **text, size_t *len)
+{
+	struct stat st;
+	ssize_t got;
+	uint8_t *p;
+	size_t n = 0;
+	int fd;
+
+	if (strcmp(path, "-") == 0)
+		fd = STDIN_FILENO;
+	else if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) == -1) {
+		log_errno("cannot open '%s'", path);
+		return (-1);
+	}
+	if (fd != STDIN_FILENO && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+		log_error("'%s' is not a regular file", path);
+		goto err0;
+	}
+	if (fd != STDIN_FILENO && (st.st_mode & 077)) {
+		log_error("'%s' can be read or written by others (mode %04o): "
+		    "refused; chmod 600 it", path,
+		    (unsigned)(st.st_mode & 07777));
+		goto err0;
+	}
+	if ((p = ccrypto_secret_new(KEY_TEXT_MAX + 1)) == NULL)
+		goto err0;
+	for (;;) {
+		got = read(fd, p + n, KEY_TEXT_MAX + 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			log_errno("cannot read '%s'", path);
+			goto err1;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+		if (n > KEY_TEXT_MAX) {
+			log_error("'%s' is too large for a key", path);
+			goto err1;
+		}
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	*text = p;
+	*len = n;
+	return (0);
+err1:
+	ccrypto_secret_free(p);
+err0:
+	if (fd != STDIN_FILENO)
+		close(fd);
+	return (-1);
+}
+
+int
+cmd_key_import(int argc, char **argv, const struct global_opts *g)
+{
+	uint8_t id[CCRYPTO_REPO_ID_BYTES], *text = NULL;
+	const char *to = NULL, *newfile = NULL, *src;
+	struct ccrypto_keys *k;
+	struct buf out = BUF_INIT;
+	struct repo *r = NULL;
+	uint64_t mem = 0;
+	char what[300];
+	size_t len;
+	int ch, st = STATUS_ERROR, wo;
+
+	while ((ch = cmd_getopt(argc, argv, cmd_key_import_options)) != -1) {
+		switch (ch) {
+		case 't':
+			to = optarg;
+			break;
+		case 'N':
+			newfile = optarg;
+			break;
+		case 'm':
+			if (cmd_parse_kdf_memory(optarg, &mem))
+				return (STATUS_USAGE);
+			break;
+		default:
+			return (cmd_usage_error("key import"));
+		}
+	}
+	if (argc - optind != 1)
+		return (cmd_usage_error("key import"));
+	src = argv[optind];
+	if (to == NULL && g->repo == NULL) {
+		log_error("no repository given: use -r REPO, or --to FILE for "
+		    "a key file");
+		return (STATUS_USAGE);
+	}
+	if (read_key_text(src, &text, &len))
+		return (STATUS_USAGE);
+	snprintf(what, sizeof(what), "the key in '%s'", src);
+	k = ccrypto_paper_is(text, len) ? ccrypto_paper_decode(text, len, id) :
+	    ccrypto_keyfile_decode(text, len, id);
+	ccrypto_secret_free(text);
+	if (k == NULL) {
+		log_error("cannot use %s", what);
+		return (STATUS_USAGE);
+	}
+	wo = ccrypto_keys_write_only(k);
+	/* With a repository, the whole key is checked: coffer.conf's MAC. */
+	if (g->repo != NULL) {
+		if ((r = repo_open(g->repo)) == NULL) {
+			ccrypto_keys_free(k);
+			return (STATUS_REPO);
+		}
+		if (repo_unlock_with(r, k, id, what)) {
+			st = STATUS_REPO;
+			goto out;
+		}
+	}
+	if (to != NULL) {
+		if (ccrypto_keyfile_encode(r != NULL ? repo_keys(r) : k, id,
+		    &out))
+			goto out;
+		if ((st = emit(to, &out)) == STATUS_OK && log_level >= 0)
+			fprintf(stderr, "wrote %skey file '%s'\n", wo ?
+			    "write-only " : "", to);
+		goto out;
+	}
+	if (repo_lock(r, g->wait)) {
+		st = STATUS_REPO;
+		goto out;
+	}
+	st = add_slot(r, newfile, mem, wo);
+out:
+	if (r == NULL)
+		ccrypto_keys_free(k);
+	wipe(&out);
+	repo_close(r);
+	return (st);
+}
