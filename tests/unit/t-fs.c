@@ -353,7 +353,7 @@ walk_and_restore(const char *src, struct fs_restore *r)
 {
 	static char p1[] = "*.tmp", p2[] = "excluded-dir", p3[] = "sub/deep/*";
 	char *const ex[] = { p1, p2, p3 };
-	struct fs_walk_opts o = { 0, ex, 3, 0 };
+	struct fs_walk_opts o = { .excludes = ex, .nexcludes = 3 };
 	struct fs_walk *w;
 	struct entry e;
 	struct rec *rc, *first;
@@ -1205,7 +1205,7 @@ test_unreadable(void)
 	if ((pid = fork()) == 0) {
 		static char pat[] = "*.tmp";
 		char *const ex[] = { pat };
-		struct fs_walk_opts o = { 0, ex, 1, 0 };
+		struct fs_walk_opts o = { .excludes = ex, .nexcludes = 1 };
 		struct fs_walk *w;
 		struct entry e;
 		const void *b;
