@@ -150,6 +150,10 @@ int repo_pack_exists(const struct repo *r, const char *name);
 #define PACK_RECORD_HEADER_BYTES (1 + 1 + 4 + 4 + CCRYPTO_NONCE_BYTES)
 #define PACK_RECORD_MAX (1u << 30)	/* larger records are rejected */
 #define PACK_TARGET_SIZE (64u << 20)
+/* A pack is also closed at this many records: its writer holds each
+ * record's index entry until then, and a 64 MiB pack of tiny files would
+ * hold a million. */
+#define PACK_TARGET_RECORDS 16384u
 
 enum pack_record_type {
 	PACK_REC_DATA = 1,

@@ -38,6 +38,13 @@
 #include "engine-int.h"
 
 #define BATCH_BYTES (6u << 20)
+/*
+ * A batch also moves on at this many chunks: its files wait in memory (a
+ * few hundred bytes each, with their jobs) until their chunks are in the
+ * pack, and 6 MiB of 16-byte files would be 393,216 of them.  A batch of
+ * the bench's text files holds about 600.
+ */
+#define BATCH_JOBS 4096
 #define READ_BYTES (1u << 20)	/* read straight into the filling batch */
 #define NBATCH 3	/* filling, hashed, sealing */
 
@@ -465,7 +472,8 @@ queue_chunk(struct backup *b, const uint8_t *data, size_t len, int64_t off)
 	    sizeof(*bt->jobs), 256))
 		return (-1);
 	if (f->nrefs == f->caprefs) {
-		size_t cap = f->caprefs ? f->caprefs * 2 : 16;
+		/* Most files are one chunk: start with room for one. */
+		size_t cap = f->caprefs ? f->caprefs * 2 : 1;
 		struct catalog_chunk_ref *r;
 		uint8_t (*ids)[CCRYPTO_ID_BYTES];
 
@@ -524,15 +532,16 @@ begin_read(struct backup *b)
 }
 
 /*
- * Room for the next read in the filling batch.  A full one moves on
- * (advance), and the stream's uncut tail moves with the walk to the next.
- * A batch with no chunk yet grows instead: it holds one long chunk.
+ * Room for the next read in the filling batch.  A full one (BATCH_BYTES
+ * or BATCH_JOBS) moves on (advance), and the stream's uncut tail moves
+ * with the walk to the next.  A batch with no chunk yet grows instead: it
+ * holds one long chunk.
  */
 static uint8_t *
 read_room(struct backup *b)
 {
-	if (b->fill->data.len + READ_BYTES > BATCH_BYTES &&
-	    b->fill->njobs > 0 &&
+	if ((b->fill->data.len + READ_BYTES > BATCH_BYTES ||
+	    b->fill->njobs >= BATCH_JOBS) && b->fill->njobs > 0 &&
 	    (advance(b) || chunk_stream_use(b->cs, &b->fill->data)))
 		return (NULL);
 	return (chunk_stream_space(b->cs, READ_BYTES));

@@ -41,6 +41,8 @@ struct packer {
 	struct hmap pend_ids;		/* chunk id -> index in pend */
 	struct buf zbuf;		/* compressor output */
 	uint64_t target_size;		/* flush a pack at this size */
+	uint64_t uncommitted;		/* bytes of the packs located since
+					 * the last commit */
 	/* What this run added. */
 	int64_t bytes_new;		/* plaintext of new chunks */
 	int64_t bytes_stored;		/* their records in packs */
@@ -78,11 +80,12 @@ int packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
 int packer_flush(struct packer *p);
 
 /*
- * When the open pack has reached its target size, start finishing it in
- * the background and go on with a new one; it is recorded and committed
- * here the next time a pack is full (committing the caller's transaction
- * too: only for a run whose snapshot is still running), or by
- * packer_flush.
+ * When the open pack has reached its target size (PACK_TARGET_SIZE bytes
+ * or PACK_TARGET_RECORDS records), start finishing it in the background
+ * and go on with a new one; it is recorded here the next time a pack is
+ * full, and committed then once 64 MiB of packs were recorded since the
+ * last commit (committing the caller's transaction too: only for a run
+ * whose snapshot is still running), or by packer_flush.
  */
 int packer_maybe_flush(struct packer *p);
 

@@ -113,6 +113,7 @@ locate_finished(struct packer *p)
 	pack_writer_free(p->finishing);
 	p->finishing = NULL;
 	p->packs++;
+	p->uncommitted += info.size;
 
 	if (catalog_pack_add(p->cat, info.name, info.size, info.hash,
 	    &pack_rowid))
@@ -176,22 +177,43 @@ packer_flush(struct packer *p)
 		return (-1);
 	if (catalog_commit(p->cat) || catalog_begin(p->cat))
 		return (-1);
+	p->uncommitted = 0;
 	return (0);
 }
 
+/* The open pack has reached its size or its number of records. */
+static int
+pack_full(const struct packer *p)
+{
+	return (p->pw != NULL &&
+	    (pack_writer_size(p->pw) >= p->target_size ||
+	    pack_writer_count(p->pw) >= PACK_TARGET_RECORDS));
+}
+
 /*
- * Mid-run: the pack before is located and committed with whatever the
- * run has done so far (its snapshot is still running), and the full one
- * starts finishing.
+ * Mid-run: the pack before is located, and the full one starts
+ * finishing.  What the run has done so far (its snapshot is still
+ * running) is committed once 64 MiB of packs wait for it, not at every
+ * pack: packs of tiny files close at PACK_TARGET_RECORDS, about 2 MiB,
+ * and a commit writes again every catalog page dirtied since the last
+ * one, which the chunk and content indexes (keyed by hash) spread over
+ * the whole catalog.  Committing at every pack, a backup of 1,000,000
+ * files of 16 bytes wrote 6.3 GB instead of 1.6 GB, 108 s instead of 90.
  */
 int
 packer_maybe_flush(struct packer *p)
 {
-	if (p->pw == NULL || pack_writer_size(p->pw) < p->target_size)
+	if (!pack_full(p))
 		return (0);
-	if (p->finishing != NULL && (locate_finished(p) ||
-	    catalog_commit(p->cat) || catalog_begin(p->cat)))
-		return (-1);
+	if (p->finishing != NULL) {
+		if (locate_finished(p))
+			return (-1);
+		if (p->uncommitted >= p->target_size) {
+			if (catalog_commit(p->cat) || catalog_begin(p->cat))
+				return (-1);
+			p->uncommitted = 0;
+		}
+	}
 	return (finish_start(p));
 }
 
@@ -364,8 +386,7 @@ emit_part(void *arg, const uint8_t *img, size_t len, int part, int head,
 		memcpy(pe->s->record_pack, where->pack, PACK_NAME_LEN + 1);
 		return (0);
 	}
-	if (pack_writer_size(p->pw) >= p->target_size &&
-	    (locate_finished(p) || finish_start(p)))
+	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
 		return (-1);
 	return (0);
 }

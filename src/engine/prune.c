@@ -220,7 +220,8 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 		p->moved[p->nmoved].ent = e;
 		p->nmoved++;
 		p->res->chunks_moved++;
-		if (pack_writer_size(p->w) >= PACK_TARGET_SIZE &&
+		if ((pack_writer_size(p->w) >= PACK_TARGET_SIZE ||
+		    pack_writer_count(p->w) >= PACK_TARGET_RECORDS) &&
 		    finish_writer(p))
 			goto out;
 	}
