@@ -177,6 +177,60 @@ remove_made(int dfd, const char *path)
 	unlinkat(dfd, "coffer.conf", 0);
 }
 
+static void unmake_layout(int dfd, const char *path, int created);
+
+/*
+ * The layout of a new repository at path, which must be new or empty:
+ * the directory (made if missing: *created) and its subdirectories.  Its
+ * descriptor, or -1 (reported; nothing made is left).
+ */
+static int
+make_layout(const char *path, int *created)
+{
+	const char *const *d;
+	int dfd, e;
+
+	*created = 0;
+	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+		return (-1);
+	if (e == 0) {
+		log_error("'%s' is not empty: a repository needs a new or "
+		    "empty directory", path);
+		return (-1);
+	}
+	if (mkdir(path, 0700) == 0)
+		*created = 1;
+	else if (errno != EEXIST) {
+		log_errno("cannot create directory '%s'", path);
+		return (-1);
+	}
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open directory '%s'", path);
+		goto err;
+	}
+	for (d = dir_names; d < dir_names + NDIRS; d++)
+		if (mkdirat(dfd, *d, 0700)) {
+			log_errno("cannot create directory '%s/%s'", path, *d);
+			goto err;
+		}
+	return (dfd);
+err:
+	unmake_layout(dfd, path, *created);
+	return (-1);
+}
+
+/* Undo make_layout and what was written into it; closes dfd. */
+static void
+unmake_layout(int dfd, const char *path, int created)
+{
+	if (dfd != -1) {
+		remove_made(dfd, path);
+		close(dfd);
+	}
+	if (created)
+		rmdir(path);
+}
+
 /* Key material passes through plain buffers briefly: wipe them. */
 static void
 wipe_release(struct buf *b)
@@ -194,8 +248,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	char machex[2 * CCRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
 	struct ccrypto_keys *k = NULL;
 	struct buf conf = BUF_INIT, slot = BUF_INIT;
-	int created = 0, wrote_keyfile = 0, dfd = -1, kfd = -1, e;
-	const char *const *d;
+	int created = 0, wrote_keyfile = 0, dfd = -1, kfd = -1;
 
 	if (o->chunker)
 		cp = *o->chunker;
@@ -206,32 +259,11 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    cp.max);
 		return (-1);
 	}
-	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+	if ((dfd = make_layout(path, &created)) == -1)
 		return (-1);
-	if (e == 0) {
-		log_error("'%s' is not empty: a repository needs a new or "
-		    "empty directory", path);
-		return (-1);
-	}
-	if (mkdir(path, 0700) == 0)
-		created = 1;
-	else if (errno != EEXIST) {
-		log_errno("cannot create directory '%s'", path);
-		return (-1);
-	}
-	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open directory '%s'", path);
-		goto err;
-	}
 	if (ccrypto_init() || (k = ccrypto_keys_generate()) == NULL)
 		goto err;
 	ccrypto_random(id, sizeof(id));
-	for (d = dir_names; d < dir_names + NDIRS; d++) {
-		if (mkdirat(dfd, *d, 0700)) {
-			log_errno("cannot create directory '%s/%s'", path, *d);
-			goto err;
-		}
-	}
 
 	/* Key material first: a coffer.conf without a key is a lost repo. */
 	if (o->key_file) {
@@ -281,12 +313,7 @@ err:
 	ccrypto_keys_free(k);
 	if (kfd != -1)
 		close(kfd);
-	if (dfd != -1) {
-		remove_made(dfd, path);
-		close(dfd);
-	}
-	if (created)
-		rmdir(path);
+	unmake_layout(dfd, path, created);
 	return (-1);
 }
 
@@ -1174,8 +1201,7 @@ err:
 int
 repo_init_from(const char *path, const struct repo_file *files, size_t n)
 {
-	const char *const *d;
-	int created = 0, dfd = -1, kfd = -1, e, conf = -1;
+	int created = 0, dfd = -1, kfd = -1, conf = -1;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
@@ -1194,29 +1220,8 @@ repo_init_from(const char *path, const struct repo_file *files, size_t n)
 		    "repository of");
 		return (-1);
 	}
-	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+	if ((dfd = make_layout(path, &created)) == -1)
 		return (-1);
-	if (e == 0) {
-		log_error("'%s' is not empty: a repository needs a new or "
-		    "empty directory", path);
-		return (-1);
-	}
-	if (mkdir(path, 0700) == 0)
-		created = 1;
-	else if (errno != EEXIST) {
-		log_errno("cannot create directory '%s'", path);
-		return (-1);
-	}
-	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open directory '%s'", path);
-		goto err;
-	}
-	for (d = dir_names; d < dir_names + NDIRS; d++) {
-		if (mkdirat(dfd, *d, 0700)) {
-			log_errno("cannot create directory '%s/%s'", path, *d);
-			goto err;
-		}
-	}
 	if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) == -1) {
 		log_errno("cannot open '%s/keys'", path);
@@ -1237,12 +1242,7 @@ repo_init_from(const char *path, const struct repo_file *files, size_t n)
 err:
 	if (kfd != -1)
 		close(kfd);
-	if (dfd != -1) {
-		remove_made(dfd, path);
-		close(dfd);
-	}
-	if (created)
-		rmdir(path);
+	unmake_layout(dfd, path, created);
 	return (-1);
 }
 
