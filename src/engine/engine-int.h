@@ -138,6 +138,16 @@ int journal_record_open(const struct repo *r, const uint8_t *rec,
     size_t len, struct buf *scratch, const uint8_t **img, size_t *imglen,
     const char **why);
 
+/*
+ * Record a bundle of manifest m in the catalog (export.c): exported or
+ * imported, its manifest's hash, file name and size, the packs it
+ * carried (packs[0..npacks), kept for an export) and how many.  0 or -1.
+ */
+struct bundle_manifest;
+int engine_bundle_record(struct catalog *c, const struct bundle_manifest *m,
+    int exported, const uint8_t hash[32], const char *name, uint64_t size,
+    char *const *packs, size_t npacks, int64_t ncarried);
+
 /* Hostname (malloc'd; "" when unknown), for snapshot rows. */
 char *engine_host_name(void);
 

@@ -353,37 +353,35 @@ write_sum(struct export *x, const struct remote *t)
 	return (remote_put_end(&s, ok));
 }
 
-static int
-record(struct export *x)
+int
+engine_bundle_record(struct catalog *c, const struct bundle_manifest *m,
+    int exported, const uint8_t hash[BUNDLE_HASH_BYTES], const char *name,
+    uint64_t size, char *const *packs, size_t npacks, int64_t ncarried)
 {
 	struct catalog_bundle b;
 	struct buf sids = BUF_INIT;
 	size_t i;
-	int rc;
+	int rc = -1;
 
 	memset(&b, 0, sizeof(b));
-	for (i = 0; i < x->m.nsnapshots; i++)
-		if (buf_printf(&sids, "%s%s", i ? " " : "",
-		    x->m.snapshots[i])) {
-			buf_release(&sids);
-			return (-1);
-		}
-	if (buf_put_u8(&sids, 0)) {
-		buf_release(&sids);
-		return (-1);
-	}
-	b.exported = 1;
-	snprintf(b.target, sizeof(b.target), "%s", x->o->target);
-	b.seq = x->m.seq;
-	b.level = x->m.level;
-	b.base_seq = x->m.base_seq;
-	memcpy(b.manifest, x->res->manifest, sizeof(b.manifest));
-	snprintf(b.name, sizeof(b.name), "%s", x->res->name);
-	b.size = x->res->bytes;
-	b.packs = (int64_t)x->nsend;
+	for (i = 0; i < m->nsnapshots; i++)
+		if (buf_printf(&sids, "%s%s", i ? " " : "", m->snapshots[i]))
+			goto out;
+	if (buf_put_u8(&sids, 0))
+		goto out;
+	b.exported = exported;
+	snprintf(b.target, sizeof(b.target), "%s", m->target);
+	b.seq = m->seq;
+	b.level = m->level;
+	b.base_seq = m->base_seq;
+	memcpy(b.manifest, hash, sizeof(b.manifest));
+	snprintf(b.name, sizeof(b.name), "%s", name);
+	b.size = size;
+	b.packs = ncarried;
 	b.snapshots = (char *)sids.data;
-	b.created_ns = x->m.created_ns;
-	rc = catalog_bundle_add(x->cat, &b, x->send, x->nsend);
+	b.created_ns = m->created_ns;
+	rc = catalog_bundle_add(c, &b, packs, npacks);
+out:
 	buf_release(&sids);
 	return (rc);
 }
@@ -464,7 +462,8 @@ out:
 		bundle_manifest_hash(text.data, text.len, res->manifest);
 		hex_encode(res->sum, sum, sizeof(sum));
 		if ((t.kind == REMOTE_PIPE || write_sum(&x, &t) == 0) &&
-		    record(&x) == 0) {
+		    engine_bundle_record(c, &x.m, 1, res->manifest, res->name,
+		    res->bytes, x.send, x.nsend, (int64_t)x.nsend) == 0) {
 			st = ENGINE_OK;
 			/* What the target holds outlives this catalog. */
 			if (engine_journal_flush(r, c))

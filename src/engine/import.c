@@ -374,39 +374,6 @@ out:
 	return (rc);
 }
 
-static int
-record(struct import *x, const struct bundle_manifest *m,
-    const uint8_t hash[BUNDLE_HASH_BYTES], const char *name, uint64_t size,
-    size_t packs)
-{
-	struct catalog_bundle b;
-	struct buf sids = BUF_INIT;
-	size_t i;
-	int rc = -1;
-
-	memset(&b, 0, sizeof(b));
-	for (i = 0; i < m->nsnapshots; i++)
-		if (buf_printf(&sids, "%s%s", i ? " " : "", m->snapshots[i]))
-			goto out;
-	if (buf_put_u8(&sids, 0))
-		goto out;
-	b.exported = 0;
-	snprintf(b.target, sizeof(b.target), "%s", m->target);
-	b.seq = m->seq;
-	b.level = m->level;
-	b.base_seq = m->base_seq;
-	memcpy(b.manifest, hash, sizeof(b.manifest));
-	snprintf(b.name, sizeof(b.name), "%s", name);
-	b.size = size;
-	b.packs = (int64_t)packs;
-	b.snapshots = (char *)sids.data;
-	b.created_ns = m->created_ns;
-	rc = catalog_bundle_add(*x->c, &b, NULL, 0);
-out:
-	buf_release(&sids);
-	return (rc);
-}
-
 /*
  * One bundle, from what s reads.  ENGINE_OK (imported or imported
  * before), ENGINE_DAMAGED (not a good bundle), ENGINE_REFUSED (not this
@@ -471,7 +438,8 @@ import_one(struct import *x, struct remote_stream *s, const char *name)
 		x->res->packs++;
 		published++;
 	}
-	if (record(x, &m, hash, name, bundle_reader_offset(br), published))
+	if (engine_bundle_record(*x->c, &m, 0, hash, name,
+	    bundle_reader_offset(br), NULL, 0, (int64_t)published))
 		goto out;
 	x->res->bundles++;
 	st = ENGINE_OK;
