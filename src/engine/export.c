@@ -117,7 +117,8 @@ part_packs(struct export *x, const struct catalog_snapshot *s)
 	if ((z = compressor_new(0)) == NULL || pack_reader_index(pr, &ents,
 	    &n))
 		goto out;
-	for (i = 0; i < n && !found; i++) {
+	/* From the end: a head is written after its parts. */
+	for (i = n; i-- > 0 && !found; ) {
 		if (ents[i].type != PACK_REC_SNAPSHOT ||
 		    pack_reader_get(pr, &ents[i], z, &data) ||
 		    snapshot_record_open(x->repo, data.data, data.len,
@@ -186,6 +187,7 @@ chain_needs(struct export *x, const struct catalog_snapshot *snap)
 	return (0);
 }
 
+/* With every pack carried, the parts' packs need not be looked up. */
 static int
 add_complete(void *arg, const struct catalog_snapshot *s)
 {
@@ -193,8 +195,7 @@ add_complete(void *arg, const struct catalog_snapshot *s)
 
 	if (s->state != SNAP_COMPLETE)
 		return (0);
-	return (part_packs(x, s) || bundle_manifest_add_snapshot(&x->m,
-	    s->sid) ? -1 : 0);
+	return (bundle_manifest_add_snapshot(&x->m, s->sid));
 }
 
 /* Every pack the repository holds, and every complete snapshot. */

@@ -95,6 +95,19 @@ test_expect_success 'bundles --at: what the target really holds, and a hole in i
 	grep "MISSING" at.txt && grep "chain of its last full is broken" err
 '
 
+test_expect_success 'a snapshot recorded in parts over many packs travels whole' '
+	home && mkdir -p parts/d parts-off &&
+	for f in $(seq 1 120); do echo "part $f" >parts/d/f$f || return 1; done &&
+	COFFER_RECORD_PART_ENTRIES=16 COFFER_PACK_SIZE=1 \
+		coffer -r repo backup --json ds-p parts >bp.json &&
+	sid=$(json_get bp.json "\$j->{snapshot}") &&
+	coffer -r repo export --target p2 --to parts-off ds-p@latest &&
+	bare bp &&
+	coffer -r fromparts import --init parts-off &&
+	rm -rf out && coffer -r fromparts restore "$sid" out &&
+	treecmp parts out && home
+'
+
 test_expect_success 'no file name of the source appears in any bundle' '
 	for f in off/*.cfb; do
 		! grep -a -q secretname "$f" || { echo "$f leaks"; return 1; }
