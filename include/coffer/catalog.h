@@ -132,13 +132,11 @@ void catalog_snapshot_release(struct catalog_snapshot *s);
 /*
  * Tags: names of 1-64 of [A-Za-z0-9._-], kept as one string, sorted and
  * comma-separated.  The tag "keep" marks a snapshot retention never
- * forgets.  catalog_tags_ok: 1 if s is such a string (or empty).
- * catalog_tags_has: 1 if tags (NULL: none) holds tag.
+ * forgets (RETENTION_KEEP_TAG, policy.h).  catalog_tags_ok: 1 if s is
+ * such a string (or empty).
  */
 #define CATALOG_TAGS_MAX 1024
-#define CATALOG_TAG_KEEP "keep"
 int catalog_tags_ok(const char *s);
-int catalog_tags_has(const char *tags, const char *tag);
 
 /* Insert a new snapshot (s->sid, dataset_id, level, parent_id, full_id,
  * depth, state, started_ns, host, source, tags); sets s->id. */

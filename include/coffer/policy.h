@@ -43,6 +43,9 @@ struct retention_snap {
 
 #define RETENTION_KEEP_TAG "keep"	/* the mark of --keep */
 
+/* 1 if tags ("a,b,keep"; NULL: none) holds tag. */
+int retention_has_tag(const char *tags, const char *tag);
+
 /* 1 if any rule is set (the keep mark is not a rule: it always holds). */
 int retention_any(const struct retention *r);
 

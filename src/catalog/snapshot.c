@@ -113,19 +113,6 @@ catalog_tags_ok(const char *s)
 	return (1);
 }
 
-int
-catalog_tags_has(const char *tags, const char *tag)
-{
-	size_t n = strlen(tag);
-	const char *p;
-
-	for (p = tags; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 :
-	    NULL)
-		if (strncmp(p, tag, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-			return (1);
-	return (0);
-}
-
 /*
  * A non-full snapshot must continue its parent's chain: same dataset,
  * same full, one link deeper; a differential sits right on the full.

@@ -134,7 +134,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct catalog *c;
 	char **ex = NULL, **tags = NULL, *joined = NULL;
-	char keep[] = CATALOG_TAG_KEEP;
+	char keep[] = RETENTION_KEEP_TAG;
 	size_t nex = 0, ntags = 0;
 	long long lvl;
 	int ch, st, json = 0;

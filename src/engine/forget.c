@@ -151,7 +151,7 @@ apply_names(const struct forget_opts *o, struct forget_item *v, size_t n,
 			    "complete snapshots are forgotten", o->sids[k]);
 			return (ENGINE_REFUSED);
 		}
-		if (catalog_tags_has(it->tags, CATALOG_TAG_KEEP) &&
+		if (retention_has_tag(it->tags, RETENTION_KEEP_TAG) &&
 		    !o->force) {
 			log_error("snapshot %.12s of '%s' is marked kept "
 			    "(backup --keep): forget --force forgets it",

@@ -69,17 +69,17 @@ keep_buckets(struct retention_snap *v, size_t n, int count, enum bucket b,
 	}
 }
 
-/* 1 if tags ("a,b,keep") holds tag. */
-static int
-has_tag(const char *tags, const char *tag)
+int
+retention_has_tag(const char *tags, const char *tag)
 {
 	size_t n = strlen(tag);
-	const char *p;
+	const char *p, *e;
 
-	for (p = tags; p != NULL && *p != '\0'; p = strchr(p, ',') ?
-	    strchr(p, ',') + 1 : NULL)
+	for (p = tags; p != NULL && *p != '\0'; p = e ? e + 1 : NULL) {
+		e = strchr(p, ',');
 		if (strncmp(p, tag, n) == 0 && (p[n] == ',' || p[n] == '\0'))
 			return (1);
+	}
 	return (0);
 }
 
@@ -90,10 +90,11 @@ retention_apply(const struct retention *r, struct retention_snap *v,
 	size_t i, k;
 
 	for (i = 0; i < n; i++) {
-		v[i].reasons = has_tag(v[i].tags, RETENTION_KEEP_TAG) ?
+		v[i].reasons = retention_has_tag(v[i].tags,
+		    RETENTION_KEEP_TAG) ?
 		    RETAIN_MARK : 0;
 		for (k = 0; k < r->ntags; k++)
-			if (has_tag(v[i].tags, r->tags[k]))
+			if (retention_has_tag(v[i].tags, r->tags[k]))
 				v[i].reasons |= RETAIN_TAG;
 	}
 	if (n == 0)
