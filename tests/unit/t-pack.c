@@ -165,12 +165,24 @@ main(void)
 		if (fd != -1 && fstatfs(fd, &sf) == 0 &&
 		    sf.f_type == 0x01021994)
 			skip("a record dropped from memory: tmpfs keeps it");
-		else
-			ok(fd != -1 && fdatasync(fd) == 0 &&
-			    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0 &&
-			    !pack_cached(r, info.name, ents[1].offset,
-			    ents[1].stored_len),
-			    "a record dropped from memory is not");
+		else {
+			/* DONTNEED is advice: a page still under writeback
+			 * on a loaded machine stays; ask again once it is
+			 * written, a few times. */
+			int tries, gone = 0;
+
+			for (tries = 0; fd != -1 && !gone && tries < 20;
+			    tries++) {
+				if (tries > 0)
+					usleep(50000);
+				gone = fdatasync(fd) == 0 &&
+				    posix_fadvise(fd, 0, 0,
+				    POSIX_FADV_DONTNEED) == 0 &&
+				    !pack_cached(r, info.name,
+				    ents[1].offset, ents[1].stored_len);
+			}
+			ok(gone, "a record dropped from memory is not");
+		}
 		ok(!pack_cached(r, "not-a-pack", 0, 10) &&
 		    !pack_cached(r, info.name, 0, 0), "nonsense is not");
 		if (fd != -1)
