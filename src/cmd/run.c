@@ -674,7 +674,7 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 	    isatty(STDOUT_FILENO));
 	for (i = 0; i < run.n; i++) {
 		struct action *a = &run.v[i];
-		int64_t t0 = now_realtime_ns();
+		double t0 = now_monotonic();
 
 		if (signals_caught())
 			break;
@@ -696,7 +696,7 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 			break;
 		}
 		a->ran = 1;
-		a->seconds = (double)(now_realtime_ns() - t0) / 1e9;
+		a->seconds = now_monotonic() - t0;
 		worst = cmd_run_worst(worst, a->status);
 		/* Quiet under cron: a line for a person, or a problem. */
 		if (shown || (!json && a->status != STATUS_OK))

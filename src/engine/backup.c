@@ -1061,7 +1061,11 @@ engine_backup(struct repo *r, struct catalog *c,
 		goto out;
 
 	s.state = SNAP_COMPLETE;
-	s.finished_ns = now_realtime_ns();
+	/* Finished = started + the run's length, also when --time gave
+	 * the start: the wall clock is another time line then, and the
+	 * duration (metrics, `log`) is what must stay true. */
+	s.finished_ns = s.started_ns +
+	    (int64_t)((now_monotonic() - t0) * 1e9);
 	s.files = res->files;
 	s.dirs = res->dirs;
 	s.others = res->others;

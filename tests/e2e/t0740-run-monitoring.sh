@@ -159,6 +159,27 @@ test_expect_success 'coffer cron: a crontab line at the minutes of the slots, an
 	test_must_be_empty out
 '
 
+test_expect_success 'a run at a --now long past: a backup lasts as long as it ran' '
+	coffer init --key-file "$TMP/key2" repo2 &&
+	cat >past.policy <<-EOF &&
+	[repository]
+	path = $TMP/repo2
+	key-file = $TMP/key2
+	[dataset ds]
+	path = $TMP/data
+	full = weekly sunday 02:15
+	EOF
+	coffer run --policy past.policy --now 2026-01-04T03:00:00Z \
+		--metrics-file prom/past.prom >out &&
+	test_must_be_empty out &&
+	promcheck prom/past.prom >m5 &&
+	sed -n "s/^coffer_backup_last_duration_seconds{dataset=\"ds\"} //p" m5 >d &&
+	test_line_count = 1 d &&
+	awk "{ exit !(\$1 >= 0 && \$1 < 3600) }" d &&
+	COFFER_KEY_FILE=$TMP/key2 coffer -r repo2 snapshots --json >past.json &&
+	json_check past.json "@\$j == 1 && \$j->[0]{time} eq q(2026-01-04T03:00:00Z)"
+'
+
 command -v systemd-analyze >/dev/null && test_set_prereq SYSTEMD
 # Its only complaint allowed: the manual pages of Documentation= are not
 # installed here.
