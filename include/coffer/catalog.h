@@ -272,6 +272,19 @@ int catalog_resolver_get(struct catalog_resolver *r, const char *path,
 /* Count dir and every path below it as seen (a directory the walk left
  * out on purpose keeps its entries of the view). */
 int catalog_resolver_keep_under(struct catalog_resolver *r, const char *dir);
+/*
+ * Put dir and every path below it back in snapshot_id as view r has
+ * them, after the walk stored some of them (a checkpoint found being
+ * written in the middle of it): snapshot_id's own rows there are
+ * dropped, and, with copy (a full, which has no base to fall through
+ * to), r's entries added in their place; every path there counts as
+ * seen in r.  r NULL: no view, the rows are only dropped.  delta[] gets,
+ * per entry kind (ENTRY_TOMBSTONE..ENTRY_SOCK), rows added minus rows
+ * dropped.  0 or -1.
+ */
+int catalog_put_back(struct catalog *c, struct catalog_resolver *r,
+    int64_t snapshot_id, const char *dir, int copy,
+    int64_t delta[ENTRY_SOCK + 1]);
 int catalog_resolver_tombstones(struct catalog_resolver *r,
     int64_t snapshot_id, int64_t *n);
 void catalog_resolver_free(struct catalog_resolver *r);

@@ -377,6 +377,105 @@ out:
 	return (rc);
 }
 
+/* The paths at or below dir, as [lo, hi) of catalog_resolver_keep_under. */
+#define UNDER " (name = ?1 OR (name >= ?2 AND name < ?3))"
+
+static void
+bind_under(sqlite3_stmt *st, const char *dir, const struct buf *lo,
+    const struct buf *hi)
+{
+	cat_bind_blobstr(st, 1, dir);
+	sqlite3_bind_blob(st, 2, lo->data, (int)lo->len, SQLITE_TRANSIENT);
+	sqlite3_bind_blob(st, 3, hi->data, (int)hi->len, SQLITE_TRANSIENT);
+}
+
+int
+catalog_put_back(struct catalog *c, struct catalog_resolver *r,
+    int64_t snapshot_id, const char *dir, int copy,
+    int64_t delta[ENTRY_SOCK + 1])
+{
+	struct buf lo = BUF_INIT, hi = BUF_INIT, names = BUF_INIT;
+	sqlite3_stmt *st = NULL;
+	struct entry e;
+	size_t off;
+	int rc = -1, k, found;
+
+	memset(delta, 0, sizeof(int64_t) * (ENTRY_SOCK + 1));
+	if (r != NULL && r->c != c) {
+		log_error("cannot put back '%s': the view's catalog was "
+		    "closed", dir);
+		return (-1);
+	}
+	if (buf_printf(&lo, "%s/", dir) || buf_printf(&hi, "%s0", dir))
+		goto out;
+	/* What the walk stored there goes. */
+	if ((st = cat_prepare(c, "SELECT kind, count(*) FROM entry"
+	    " WHERE snapshot_id = ?4 AND path_id IN (SELECT id FROM path"
+	    " WHERE" UNDER ") GROUP BY kind", "put back a directory")) == NULL)
+		goto out;
+	bind_under(st, dir, &lo, &hi);
+	sqlite3_bind_int64(st, 4, snapshot_id);
+	while ((k = sqlite3_step(st)) == SQLITE_ROW) {
+		int kind = sqlite3_column_int(st, 0);
+
+		if (kind >= 0 && kind <= ENTRY_SOCK)
+			delta[kind] -= sqlite3_column_int64(st, 1);
+	}
+	if (k != SQLITE_DONE)
+		goto fail;
+	sqlite3_finalize(st);
+	if ((st = cat_prepare(c, "DELETE FROM entry WHERE snapshot_id = ?4"
+	    " AND path_id IN (SELECT id FROM path WHERE" UNDER ")",
+	    "put back a directory")) == NULL)
+		goto out;
+	bind_under(st, dir, &lo, &hi);
+	sqlite3_bind_int64(st, 4, snapshot_id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto fail;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* The view's versions: those of the base fall through by
+	 * themselves, a full copies them. */
+	if (copy && r != NULL) {
+		if ((st = cat_prepare(c, "SELECT name FROM path WHERE"
+		    UNDER " ORDER BY name", "put back a directory")) == NULL)
+			goto out;
+		bind_under(st, dir, &lo, &hi);
+		while ((k = sqlite3_step(st)) == SQLITE_ROW)
+			if (buf_append(&names, sqlite3_column_blob(st, 0),
+			    (size_t)sqlite3_column_bytes(st, 0)) ||
+			    buf_append(&names, "", 1))
+				goto out;
+		if (k != SQLITE_DONE)
+			goto fail;
+		sqlite3_finalize(st);
+		st = NULL;
+		for (off = 0; off < names.len; off += strlen(
+		    (char *)names.data + off) + 1) {
+			if ((found = catalog_resolver_get(r,
+			    (char *)names.data + off, &e)) < 0)
+				goto out;
+			if (found == 0)
+				continue;
+			if (catalog_entry_add(c, snapshot_id, &e))
+				goto out;
+			if (e.kind >= 0 && e.kind <= ENTRY_SOCK)
+				delta[e.kind]++;
+		}
+	}
+	rc = r != NULL ? catalog_resolver_keep_under(r, dir) : 0;
+	goto out;
+fail:
+	log_error("cannot put back '%s' in snapshot %lld: %s", dir,
+	    (long long)snapshot_id, sqlite3_errmsg(c->db));
+out:
+	sqlite3_finalize(st);
+	buf_release(&lo);
+	buf_release(&hi);
+	buf_release(&names);
+	return (rc);
+}
+
 int
 catalog_resolver_tombstones(struct catalog_resolver *r, int64_t snapshot_id,
     int64_t *n)

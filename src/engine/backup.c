@@ -114,6 +114,12 @@ struct backup {
 	struct hmap links;		/* (dev, ino) -> content id */
 	struct fs_walk *walk;
 
+	/* Checkpoint directories found being written after the walk went
+	 * in: put back whole once every file is recorded. */
+	char **held;
+	size_t nheld;
+	int hold_failed;		/* a checkpoint could not be put back */
+
 	/* Files whose chunks are queued: entries wait for their chunk rows. */
 	struct pfile *pending;
 	struct hmap pending_links;	/* (dev, ino) of pending hardlinks */
@@ -701,6 +707,76 @@ keep_previous(struct backup *b, const struct entry *e, int had_base,
 	return (0);
 }
 
+/*
+ * A file of a checkpoint directory changed after the walk found the
+ * directory settled: the checkpoint is being written again, and a
+ * snapshot holds either all of it or none of it.  Note the directory to
+ * be put back whole at the end of the walk (hold_back_all), when the
+ * entries of its files still queued are recorded too.  1 held, 0 not in
+ * a checkpoint, -1 error.
+ */
+static int
+hold_checkpoint(struct backup *b, const char *path, const char *why)
+{
+	char **v;
+	size_t len, i;
+
+	if (!checkpoint_within(b->opts, path, &len))
+		return (0);
+	log_note("'%s' %s; its checkpoint '%s/%.*s' is held back whole",
+	    fs_walk_source_path(b->walk), why, b->opts->source, (int)len,
+	    path);
+	for (i = 0; i < b->nheld; i++)
+		if (strlen(b->held[i]) == len &&
+		    memcmp(b->held[i], path, len) == 0)
+			return (1);
+	if ((v = realloc(b->held, (b->nheld + 1) * sizeof(*v))) == NULL ||
+	    (v[b->nheld] = strndup(path, len)) == NULL) {
+		if (v != NULL)
+			b->held = v;
+		log_errno("out of memory");
+		return (-1);
+	}
+	b->held = v;
+	b->nheld++;
+	b->res->held_back++;
+	return (1);
+}
+
+/* A held checkpoint as the view has it: a differential or incremental
+ * falls through to its base, a full copies the previous snapshot's. */
+static int
+put_back(struct backup *b, const char *dir)
+{
+	int64_t d[ENTRY_SOCK + 1];
+	int k;
+
+	if (b->level == LEVEL_FULL && open_view(b))
+		return (-1);
+	if (catalog_put_back(b->cat, b->view, b->snapshot_id, dir,
+	    b->level == LEVEL_FULL, d))
+		return (-1);
+	for (k = 0; k <= ENTRY_SOCK; k++)
+		if (k == ENTRY_FILE)
+			b->res->files += d[k];
+		else if (k == ENTRY_DIR)
+			b->res->dirs += d[k];
+		else if (k != ENTRY_TOMBSTONE)
+			b->res->others += d[k];
+	return (0);
+}
+
+static int
+hold_back_all(struct backup *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->nheld; i++)
+		if (put_back(b, b->held[i]))
+			return (-1);
+	return (0);
+}
+
 /* A hardlink to an inode stored earlier in this run: its content id. */
 static int
 known_link(struct backup *b, const struct entry *e, int64_t *cid)
@@ -731,7 +807,7 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	struct pfile *f;
 	uint8_t key[16];
 	int64_t cid;
-	int rc;
+	int rc, held;
 
 	if ((rc = known_link(b, e, &cid)) < 0)
 		return (-1);
@@ -753,10 +829,14 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 		return (-1);
 	if (rc != STORED) {
 		f->state = DEAD;
-		if ((rc == CHANGING || rc == INCOMPLETE) &&
-		    keep_previous(b, &f->e, had_base, rc == INCOMPLETE, NULL))
-			return (-1);
-		return (0);
+		if (rc != CHANGING && rc != INCOMPLETE)
+			return (0);
+		if ((held = hold_checkpoint(b, f->e.path, rc == INCOMPLETE ?
+		    "is shorter than its safetensors header declares" :
+		    "changed while it was read")) != 0)
+			return (held < 0 ? -1 : 0);
+		return (keep_previous(b, &f->e, had_base, rc == INCOMPLETE,
+		    NULL));
 	}
 	f->state = CLOSED;
 	if (f->e.nlink > 1) {
@@ -769,7 +849,7 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 
 /*
  * fs_walk's skip_dir: a checkpoint directory still being written is held
- * back whole, its entries of the base's view kept.
+ * back whole, as the view has it (put_back).
  */
 static int
 held_dir(void *arg, const char *rel)
@@ -779,8 +859,8 @@ held_dir(void *arg, const char *rel)
 
 	if (checkpoint_held(b->opts, rel, &why) != 1)
 		return (0);
-	if (b->level != LEVEL_FULL && b->view != NULL)
-		(void)catalog_resolver_keep_under(b->view, rel);
+	if (put_back(b, rel))
+		b->hold_failed = 1;
 	log_note("'%s/%s' %s; held back", b->opts->source, rel, why);
 	b->res->held_back++;
 	return (1);
@@ -829,8 +909,13 @@ walk_source(struct backup *b)
 		}
 		if (e.kind == ENTRY_FILE &&
 		    checkpoint_unsettled(b->opts, e.mtime_ns, e.ctime_ns)) {
-			if (keep_previous(b, &e, had_base, 0,
-			    "was written to within the settle time")) {
+			const char *why = "was written to within the settle "
+			    "time";
+
+			int held = hold_checkpoint(b, e.path, why);
+
+			if (held < 0 || (held == 0 && keep_previous(b, &e,
+			    had_base, 0, why))) {
 				rc = -1;
 				break;
 			}
@@ -855,7 +940,7 @@ walk_source(struct backup *b)
 		progress_update(&b->progress, 1, 0);
 	}
 	/* The last batches: every file is then recorded. */
-	if (rc == 0 && drain(b))
+	if (rc == 0 && (b->hold_failed || drain(b) || hold_back_all(b)))
 		rc = -1;
 	b->walk = NULL;
 	fs_walk_close(w);
@@ -1116,6 +1201,9 @@ out:
 	chunker_free(b.chunker);
 	hmap_release(&b.links);
 	hmap_release(&b.pending_links);
+	while (b.nheld > 0)
+		free(b.held[--b.nheld]);
+	free(b.held);
 	chunk_stream_free(b.cs);
 	release_batches(&b);
 	while (b.pending) {

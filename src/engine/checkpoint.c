@@ -111,6 +111,30 @@ unsettled_tree(const struct backup_opts *o, int fd, int depth)
 }
 
 int
+checkpoint_within(const struct backup_opts *o, const char *path, size_t *len)
+{
+	char dir[4096];
+	const char *slash;
+
+	if (o->ncheckpoints == 0)
+		return (0);
+	for (slash = strchr(path, '/'); slash != NULL;
+	    slash = strchr(slash + 1, '/')) {
+		size_t n = (size_t)(slash - path);
+
+		if (n == 0 || n >= sizeof(dir))
+			continue;
+		memcpy(dir, path, n);
+		dir[n] = '\0';
+		if (is_checkpoint(o, dir)) {
+			*len = n;
+			return (1);
+		}
+	}
+	return (0);
+}
+
+int
 checkpoint_held(const struct backup_opts *o, const char *rel,
     const char **why)
 {

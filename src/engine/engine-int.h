@@ -157,11 +157,16 @@ char *engine_host_name(void);
  * o's settle time of the host's clock.  checkpoint_held: 1 if directory
  * rel below o->source is a checkpoint to hold back whole (*why says why),
  * else 0; one that cannot be read is left to the walk (0).
+ * checkpoint_within: 1 if a directory above path (below o->source) is a
+ * checkpoint, the outermost such one being path's first *len bytes; 0 if
+ * none is.
  */
 struct backup_opts;
 int checkpoint_unsettled(const struct backup_opts *o, int64_t mtime_ns,
     int64_t ctime_ns);
 int checkpoint_held(const struct backup_opts *o, const char *rel,
     const char **why);
+int checkpoint_within(const struct backup_opts *o, const char *path,
+    size_t *len);
 
 #endif

@@ -77,23 +77,76 @@ test_expect_success 'a step whose marker goes (being rewritten) keeps its earlie
 	test_path_is_file r4/step_100/COMPLETE
 '
 
-test_expect_success 'a file that changes while it is read is never stored torn (exit 1, a warning)' '
+test_expect_success 'a new step whose file changes while it is read: held back whole, marker and all' '
 	sleep $((SETTLE + 1)) &&
 	mkdir ck/step_300 && head -c 100000 /dev/zero >ck/step_300/w.bin &&
 	echo done >ck/step_300/COMPLETE &&
+	echo opt >ck/step_300/opt.bin &&
 	cat >grow.sh <<-\EOF &&
 	case $COFFER_TEST_PATH in
 	*step_300/w.bin) echo more >>"$COFFER_TEST_PATH" ;;
 	esac
 	EOF
 	sleep $((SETTLE + 1)) &&
-	COFFER_TEST_BEFORE_CHANGE_CHECK="sh $TMP/grow.sh" test_expect_code 1 \
-		coffer run --policy p.policy --now 2026-12-02T05:00:00Z >out 2>err &&
+	COFFER_TEST_BEFORE_CHANGE_CHECK="sh $TMP/grow.sh" \
+		coffer run -v --policy p.policy --now 2026-12-02T05:00:00Z >out 2>err &&
 	cat out err &&
-	grep "^backup  *ck  *incremental  *warning" out &&
-	grep "step_300/w.bin. changed during the backup" err &&
+	grep "^backup  *ck  *incremental  *ok .*held back" out &&
+	grep "step_300/w.bin. changed while it was read; its checkpoint .*/ck/step_300. is held back whole" err &&
 	latest r5 &&
-	test_path_is_missing r5/step_300/w.bin
+	test_path_is_missing r5/step_300 &&
+	echo w100 >expect && test_cmp expect r5/step_100/w.bin
+'
+
+# A step rewritten in place (its marker kept) while the backup reads it:
+# the snapshot has the step as it was, every file of it, never the new
+# weights beside the old optimizer state.
+rewrite_during_read() {
+	cat >rewrite.sh <<-EOF
+	case \$COFFER_TEST_PATH in
+	*step_200/opt.bin) echo "$1" >>"\$COFFER_TEST_PATH" ;;
+	esac
+	EOF
+}
+
+test_expect_success 'a step rewritten while it is read (incremental): its previous version whole' '
+	mkdir -p ck/step_200/sub &&
+	echo o200 >ck/step_200/opt.bin && echo s200 >ck/step_200/sub/s.bin &&
+	sleep $((SETTLE + 1)) &&
+	coffer run --policy p.policy --now 2026-12-02T06:00:00Z >out &&
+	latest before &&
+	test_cmp ck/step_200/opt.bin before/step_200/opt.bin &&
+	echo o200-new >ck/step_200/opt.bin && echo new >ck/step_200/sub/new.bin &&
+	rm ck/step_200/sub/s.bin &&
+	sleep $((SETTLE + 1)) &&
+	rewrite_during_read again &&
+	COFFER_TEST_BEFORE_CHANGE_CHECK="sh $TMP/rewrite.sh" \
+		coffer run -v --policy p.policy --now 2026-12-02T07:00:00Z >out 2>err &&
+	cat out err &&
+	grep "^backup  *ck  *incremental  *ok .*held back" out &&
+	grep "step_200/opt.bin. changed while it was read; its checkpoint .*/ck/step_200. is held back whole" err &&
+	latest r6 &&
+	treecmp before/step_200 r6/step_200
+'
+
+test_expect_success 'the same in a full: the previous snapshot'"'"'s version of the step, whole' '
+	rm -f ck/step_200/sub/new.bin &&
+	sleep $((SETTLE + 1)) &&
+	coffer run --policy p.policy --now 2026-12-02T08:00:00Z >out &&
+	latest before &&
+	test_path_is_missing before/step_200/sub/new.bin &&
+	echo o200-newer >ck/step_200/opt.bin &&
+	sleep $((SETTLE + 1)) &&
+	rewrite_during_read yet-again &&
+	COFFER_TEST_BEFORE_CHANGE_CHECK="sh $TMP/rewrite.sh" \
+		coffer run -v --policy p.policy --now 2026-12-06T00:00:00Z >out 2>err &&
+	cat out err &&
+	grep "^backup  *ck  *full  *ok .*held back" out &&
+	grep "step_200/opt.bin. changed while it was read; its checkpoint .*/ck/step_200. is held back whole" err &&
+	latest r7 &&
+	treecmp before/step_200 r7/step_200 &&
+	echo w100 >expect && test_cmp expect r7/step_100/w.bin &&
+	test_cmp ck/train.log r7/train.log
 '
 
 test_done
