@@ -563,8 +563,9 @@ int catalog_copy_history(struct catalog *c, const char *from);
  * the host, carried in the repository as signed journal records.
  *
  * catalog_journal_export: the rows not yet in the repository as a journal
- * image appended to out; *n how many (0: nothing to write, out unchanged)
- * and *upto what catalog_journal_mark needs to mark exactly those.
+ * image appended to out, or with all every row (prune's merge of journal
+ * packs); *n how many (0: nothing to write, out unchanged) and *upto what
+ * catalog_journal_mark needs to mark exactly those.
  * catalog_journal_mark: they are now in pack (durable), in the caller's
  * transaction.
  * catalog_journal_import: the rows of a journal image stored in pack
@@ -579,10 +580,13 @@ struct catalog_journal_upto {
 	int64_t bundle;			/* bundles up to this id */
 	int64_t run;			/* runs up to this id */
 };
-int catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
-    struct catalog_journal_upto *upto);
+int catalog_journal_export(struct catalog *c, int all, struct buf *out,
+    size_t *n, struct catalog_journal_upto *upto);
 int catalog_journal_mark(struct catalog *c, const char *pack,
     const struct catalog_journal_upto *upto);
+/* 1 if this coffer imports every row of journal image img (a format it
+ * knows), 0 if not (a later format, or not an image), -1 on error. */
+int catalog_journal_known(const uint8_t *img, size_t len);
 int catalog_journal_import(struct catalog *c, const uint8_t *img,
     size_t len, const char *pack, size_t *added);
 

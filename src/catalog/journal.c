@@ -40,38 +40,41 @@ static const char journal_schema[] =
 	" subject TEXT, level TEXT, slot_ns INTEGER, status INTEGER,"
 	" done INTEGER, seconds REAL, detail TEXT);\n";
 
-/* ?1 is the upper bound of the row ids taken. */
+/* ?1 is the upper bound of the row ids taken; negated, every row up to
+ * it is, also those the repository holds already (a merge). */
 static const char drills_sql[] =
 	"SELECT dr.time_ns, d.name, dr.sid, dr.mode, dr.sample, dr.files,"
 	" dr.bytes, dr.failures, dr.seconds, dr.check_seconds,"
 	" dr.estimate_seconds, dr.rto_seconds, dr.rpo_seconds,"
 	" dr.rpo_age_seconds, dr.verdict, dr.source"
 	" FROM drill dr JOIN dataset d ON d.id = dr.dataset_id"
-	" WHERE dr.in_repo = 0 AND dr.id <= ?1";
+	" WHERE (dr.in_repo = 0 OR ?1 < 0) AND dr.id <= abs(?1)";
 static const char failed_sql[] =
 	"SELECT s.sid, d.name, s.level, p.sid, s.started_ns, s.finished_ns,"
 	" s.host, s.source"
 	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"
 	" LEFT JOIN snapshot p ON p.id = s.parent_id"
-	" WHERE s.state = 2 AND s.record_pack IS NULL AND s.id <= ?1";
+	" WHERE s.state = 2 AND (s.record_pack IS NULL OR ?1 < 0)"
+	" AND s.id <= abs(?1)";
 static const char forgotten_sql[] =
-	"SELECT sid, time_ns FROM forgotten WHERE in_repo = 0 AND id <= ?1";
+	"SELECT sid, time_ns FROM forgotten"
+	" WHERE (in_repo = 0 OR ?1 < 0) AND id <= abs(?1)";
 static const char bundles_sql[] =
 	"SELECT direction, target, seq, level, base_seq, manifest, name, size,"
 	" packs, snapshots, created_ns FROM bundle"
-	" WHERE in_repo = 0 AND id <= ?1";
+	" WHERE (in_repo = 0 OR ?1 < 0) AND id <= abs(?1)";
 static const char bundle_packs_sql[] =
 	"SELECT b.direction, b.target, b.seq, bp.pack FROM bundle b"
 	" JOIN bundle_pack bp ON bp.bundle_id = b.id"
-	" WHERE b.in_repo = 0 AND b.id <= ?1";
+	" WHERE (b.in_repo = 0 OR ?1 < 0) AND b.id <= abs(?1)";
 static const char runs_sql[] =
 	"SELECT rid, time_ns, wall_ns, seconds, host, user, policy, status"
-	" FROM run WHERE in_repo = 0 AND id <= ?1";
+	" FROM run WHERE (in_repo = 0 OR ?1 < 0) AND id <= abs(?1)";
 static const char run_actions_sql[] =
 	"SELECT r.rid, a.seq, a.kind, a.subject, a.level, a.slot_ns, a.status,"
 	" a.done, a.seconds, a.detail FROM run r"
 	" JOIN run_action a ON a.run_id = r.id"
-	" WHERE r.in_repo = 0 AND r.id <= ?1";
+	" WHERE (r.in_repo = 0 OR ?1 < 0) AND r.id <= abs(?1)";
 
 static int
 max_id(struct catalog *c, const char *sql, int64_t *v)
@@ -92,9 +95,10 @@ max_id(struct catalog *c, const char *sql, int64_t *v)
 }
 
 int
-catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
-    struct catalog_journal_upto *upto)
+catalog_journal_export(struct catalog *c, int all, struct buf *out,
+    size_t *n, struct catalog_journal_upto *upto)
 {
+	int64_t sign = all ? -1 : 1;
 	sqlite3 *mem;
 	int64_t nd, nf, ng, nb, nbp, nr, nra;
 	char fmt[64];
@@ -116,24 +120,24 @@ catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
 	    JOURNAL_FORMAT);
 	if (cat_mem_exec(mem, journal_schema, 0) ||
 	    cat_mem_exec(mem, "BEGIN", 0) || cat_mem_exec(mem, fmt, 0) ||
-	    cat_copy_rows(c, mem, upto->drill, "drill results", drills_sql,
+	    cat_copy_rows(c, mem, sign * upto->drill, "drill results", drills_sql,
 	    "INSERT INTO drill VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
 	    " ?10, ?11, ?12, ?13, ?14, ?15, ?16)", 0, &nd) ||
-	    cat_copy_rows(c, mem, upto->snapshot, "failed snapshots",
+	    cat_copy_rows(c, mem, sign * upto->snapshot, "failed snapshots",
 	    failed_sql, "INSERT INTO failed VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
 	    " ?7, ?8)", 0, &nf) ||
-	    cat_copy_rows(c, mem, upto->forgotten, "forgotten snapshots",
+	    cat_copy_rows(c, mem, sign * upto->forgotten, "forgotten snapshots",
 	    forgotten_sql, "INSERT INTO forgotten VALUES (?1, ?2)", 0, &ng) ||
-	    cat_copy_rows(c, mem, upto->bundle, "bundles", bundles_sql,
+	    cat_copy_rows(c, mem, sign * upto->bundle, "bundles", bundles_sql,
 	    "INSERT INTO bundle VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
 	    " ?10, ?11)", 0, &nb) ||
-	    cat_copy_rows(c, mem, upto->bundle, "bundles' packs",
+	    cat_copy_rows(c, mem, sign * upto->bundle, "bundles' packs",
 	    bundle_packs_sql, "INSERT INTO bundle_pack VALUES (?1, ?2, ?3,"
 	    " ?4)", 0, &nbp) ||
-	    cat_copy_rows(c, mem, upto->run, "runs", runs_sql,
+	    cat_copy_rows(c, mem, sign * upto->run, "runs", runs_sql,
 	    "INSERT INTO run VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", 0,
 	    &nr) ||
-	    cat_copy_rows(c, mem, upto->run, "runs' actions", run_actions_sql,
+	    cat_copy_rows(c, mem, sign * upto->run, "runs' actions", run_actions_sql,
 	    "INSERT INTO run_action VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
 	    " ?9, ?10)", 0, &nra) ||
 	    cat_mem_exec(mem, "COMMIT", 0))
@@ -301,6 +305,42 @@ static const struct {
 	" AND typeof(j.subject) = 'text' AND typeof(j.status) = 'integer'"
 	" AND j.done IN (0, 1) AND typeof(j.seconds) IN ('real', 'integer')" },
 };
+
+int
+catalog_journal_known(const uint8_t *img, size_t len)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	unsigned char *copy;
+	const char *fmt;
+	int format = 0, rc = -1;
+
+	if (len < 512)
+		return (0);
+	if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) !=
+	    SQLITE_OK || (copy = sqlite3_malloc64(len)) == NULL) {
+		log_error("cannot read a journal record: out of memory");
+		goto out;
+	}
+	memcpy(copy, img, len);
+	if (sqlite3_deserialize(db, "main", copy, (sqlite3_int64)len,
+	    (sqlite3_int64)len, SQLITE_DESERIALIZE_FREEONCLOSE |
+	    SQLITE_DESERIALIZE_READONLY) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key ="
+	    " 'format'", -1, &st, NULL) != SQLITE_OK) {
+		rc = 0;
+		goto out;
+	}
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    (fmt = (const char *)sqlite3_column_text(st, 0)) != NULL &&
+	    strspn(fmt, "0123456789") == strlen(fmt))
+		format = atoi(fmt);
+	rc = format >= 1 && format <= JOURNAL_FORMAT;
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return (rc);
+}
 
 int
 catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,

@@ -137,6 +137,15 @@ int snapshot_record_open(const struct repo *r, const uint8_t *rec,
 int journal_record_open(const struct repo *r, const uint8_t *rec,
     size_t len, struct buf *scratch, const uint8_t **img, size_t *imglen,
     const char **why);
+/*
+ * The catalog's journal rows (all, or those not in the repository yet) as
+ * one signed journal record in a new durable pack; the catalog is not
+ * changed: *info and *upto are what catalog_pack_add and
+ * catalog_journal_mark need.  *n 0: nothing to write, no pack.  0 or -1.
+ */
+struct catalog_journal_upto;
+int journal_write(struct repo *r, struct catalog *c, int all,
+    struct pack_info *info, struct catalog_journal_upto *upto, size_t *n);
 
 /*
  * Record a bundle of manifest m in the catalog (export.c): exported or

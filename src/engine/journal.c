@@ -14,7 +14,9 @@
  * writer as it starts (engine_prepare_write), and a drill right after it
  * recorded its result when the lock is free; otherwise the rows wait in
  * the catalog for the next writer.  Each record goes in a pack of its own
- * (a few hundred bytes: drills and failures are rare).
+ * (a few hundred bytes), and prune merges such packs into one record of
+ * every row once there are many (prune.c), so that hourly runs do not
+ * leave thousands of them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,21 +64,23 @@ journal_record_open(const struct repo *r, const uint8_t *rec, size_t len,
 	return (1);
 }
 
+/*
+ * The rows (all, or those not in the repository yet) as one signed record
+ * in a pack of its own, durable; the catalog is not told (*info and *upto
+ * say what to tell it).  *n 0: nothing to write, no pack.  0 or -1.
+ */
 int
-engine_journal_flush(struct repo *r, struct catalog *c)
+journal_write(struct repo *r, struct catalog *c, int all,
+    struct pack_info *info, struct catalog_journal_upto *upto, size_t *n)
 {
-	struct catalog_journal_upto upto;
 	struct pack_writer *w = NULL;
-	struct pack_info info;
 	struct buf img = BUF_INIT, msg = BUF_INIT, rec = BUF_INIT;
 	uint8_t sig[CCRYPTO_SIG_BYTES], id[CCRYPTO_ID_BYTES];
-	int64_t pack;
-	size_t n;
 	int rc = -1;
 
-	if (catalog_journal_export(c, &img, &n, &upto))
+	if (catalog_journal_export(c, all, &img, n, upto))
 		return (-1);
-	if (n == 0) {
+	if (*n == 0) {
 		rc = 0;
 		goto out;
 	}
@@ -93,20 +97,10 @@ engine_journal_flush(struct repo *r, struct catalog *c)
 		goto out;
 	}
 	ccrypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
-	/* Durable first (doc/design.md's order), then the catalog says so. */
 	if ((w = pack_writer_new(r)) == NULL ||
 	    pack_writer_add(w, PACK_REC_JOURNAL, 0, id, rec.data, rec.len,
-	    (uint32_t)rec.len, NULL) || pack_writer_finish(w, &info))
+	    (uint32_t)rec.len, NULL) || pack_writer_finish(w, info))
 		goto out;
-	if (catalog_begin(c))
-		goto out;
-	if (catalog_pack_add(c, info.name, info.size, info.hash, &pack) ||
-	    catalog_journal_mark(c, info.name, &upto) || catalog_commit(c)) {
-		catalog_rollback(c);
-		goto out;
-	}
-	log_info("journal: %zu row%s written to pack %.12s", n,
-	    n == 1 ? "" : "s", info.name);
 	rc = 0;
 out:
 	pack_writer_free(w);
@@ -114,6 +108,31 @@ out:
 	buf_release(&msg);
 	buf_release(&rec);
 	return (rc);
+}
+
+int
+engine_journal_flush(struct repo *r, struct catalog *c)
+{
+	struct catalog_journal_upto upto;
+	struct pack_info info;
+	int64_t pack;
+	size_t n;
+
+	/* Durable first (doc/design.md's order), then the catalog says so. */
+	if (journal_write(r, c, 0, &info, &upto, &n))
+		return (-1);
+	if (n == 0)
+		return (0);
+	if (catalog_begin(c))
+		return (-1);
+	if (catalog_pack_add(c, info.name, info.size, info.hash, &pack) ||
+	    catalog_journal_mark(c, info.name, &upto) || catalog_commit(c)) {
+		catalog_rollback(c);
+		return (-1);
+	}
+	log_info("journal: %zu row%s written to pack %.12s", n,
+	    n == 1 ? "" : "s", info.name);
+	return (0);
 }
 
 int

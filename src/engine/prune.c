@@ -10,6 +10,12 @@
  * own keys: a record cannot move between packs unread), and the pack is
  * deleted.  A pack that holds a live snapshot or journal record is kept
  * as it is: a snapshot record's head names the packs of its parts.
+ * Packs of journal records alone (one per run that wrote rows) are
+ * merged once there are JOURNAL_MERGE_MIN of them: one new record of
+ * every journal row of the catalog (brought up to date, so it holds what
+ * each of them holds), and they go.  Importing a journal row twice adds
+ * nothing, so a crash on either side of the commit leaves copies the next
+ * prune merges again.
  *
  * Order, so that kill -9 anywhere leaves a repository whose every kept
  * snapshot restores and that the next prune finishes: new packs durable;
@@ -30,7 +36,12 @@
 #include "coffer/tuning.h"
 #include "engine-int.h"
 
-enum fate { KEEP, DELETE, REPACK };
+enum fate { KEEP, DELETE, REPACK, MERGE };
+
+/* Journal packs merged from this many on (an hourly cron job that prunes
+ * daily merges 24 a day into one, and a prune rewrites every journal row,
+ * a few hundred bytes each). */
+#define JOURNAL_MERGE_MIN 16
 
 struct moved {
 	int64_t rowid;			/* chunk row */
@@ -53,6 +64,11 @@ struct prune {
 	size_t nmade, capmade;
 	struct moved *moved;
 	size_t nmoved, capmoved;
+
+	/* The merged journal, when packs of journal records are merged. */
+	struct pack_info journal;
+	struct catalog_journal_upto journal_upto;
+	int merged;
 };
 
 /* Tests only: die here as kill -9 would, to prove each step safe. */
@@ -103,6 +119,33 @@ live_records(struct prune *p, struct pack_reader *pr,
 	return (0);
 }
 
+/*
+ * May pack pr of journal records go into a merged one?  Only if every row
+ * of it is in the catalog: each record authentic and of a format this
+ * coffer imports whole (a later coffer's rows would be lost).  1, 0, -1.
+ */
+static int
+mergeable(struct prune *p, struct pack_reader *pr,
+    const struct pack_entry *ents, size_t n)
+{
+	const uint8_t *img;
+	const char *why;
+	size_t i, len;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		if (pack_reader_get(pr, &ents[i], p->z, &p->data))
+			return (0);
+		p->res->bytes_read += ents[i].stored_len;
+		if ((rc = journal_record_open(p->repo, p->data.data,
+		    p->data.len, &p->scratch, &img, &len, &why)) != 1)
+			return (rc < 0 ? -1 : 0);
+		if ((rc = catalog_journal_known(img, len)) != 1)
+			return (rc);
+	}
+	return (1);
+}
+
 /* Decide each pack's fate; reads the indexes (and the records) of the
  * packs that hold something unneeded. */
 static int
@@ -113,7 +156,8 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 	struct pack_entry *ents;
 	size_t i, nents;
 	uint64_t used;
-	int lr;
+	size_t njournal = 0, j;
+	int lr, mr;
 
 	for (i = 0; i < n; i++) {
 		fate[i] = KEEP;
@@ -127,7 +171,19 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 			p->res->bytes_read += PACK_HEADER_BYTES +
 			    (uint64_t)nents * (CCRYPTO_ID_BYTES + 18);
 			lr = live_records(p, pr, ents, nents);
-			if (lr == 0 && pk[i].live_chunks == 0)
+			for (j = 0; j < nents &&
+			    ents[j].type == PACK_REC_JOURNAL; j++)
+				;
+			if (nents > 0 && j == nents && pk[i].chunks == 0 &&
+			    (mr = mergeable(p, pr, ents, nents)) != 0) {
+				if (mr < 0) {
+					free(ents);
+					pack_reader_close(pr);
+					return (-1);
+				}
+				fate[i] = MERGE;	/* if enough: below */
+				njournal++;
+			} else if (lr == 0 && pk[i].live_chunks == 0)
 				fate[i] = DELETE;
 			else if (lr == 0) {
 				used = pk[i].live_bytes + (uint64_t)
@@ -143,6 +199,10 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 		pack_reader_close(pr);
 		progress_update(&p->progress, 1, 0);
 	}
+	if (njournal < JOURNAL_MERGE_MIN)
+		for (i = 0; i < n; i++)
+			if (fate[i] == MERGE)
+				fate[i] = KEEP;
 	return (0);
 }
 
@@ -233,6 +293,26 @@ out:
 	return (rc);
 }
 
+/* Every journal row in one new pack, which commit records. */
+static int
+merge_journal(struct prune *p)
+{
+	size_t rows;
+
+	if (journal_write(p->repo, p->cat, 1, &p->journal, &p->journal_upto,
+	    &rows))
+		return (-1);
+	if (rows == 0)
+		return (0);
+	if (array_grow(&p->made, &p->capmade, p->nmade, sizeof(*p->made), 8))
+		return (-1);
+	p->made[p->nmade++] = p->journal;
+	p->merged = 1;
+	p->res->packs_written++;
+	p->res->bytes_written += p->journal.size;
+	return (0);
+}
+
 /* The one transaction: new packs, moved chunks, what is gone. */
 static int
 commit(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
@@ -268,6 +348,9 @@ commit(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
 		    rows[p->moved[i].pack], &loc))
 			goto rollback;
 	}
+	if (p->merged && catalog_journal_mark(p->cat, p->journal.name,
+	    &p->journal_upto))
+		goto rollback;
 	if (catalog_prune_drop(p->cat, doomed, k) || catalog_commit(p->cat))
 		goto rollback;
 	rc = 0;
@@ -289,7 +372,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	struct prune p;
 	double t0 = now_monotonic();
 	size_t i, n = 0;
-	int st = ENGINE_ERROR;
+	int st = ENGINE_ERROR, merge = 0;
 
 	memset(res, 0, sizeof(*res));
 	memset(&p, 0, sizeof(p));
@@ -317,9 +400,10 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 		if (fate[i] == DELETE) {
 			res->packs_deleted++;
 			res->bytes_deleted += pk[i].size;
-		} else if (fate[i] == REPACK) {
+		} else if (fate[i] == REPACK || fate[i] == MERGE) {
 			res->packs_repacked++;
 			res->bytes_deleted += pk[i].size;
+			merge |= fate[i] == MERGE;
 		}
 	}
 	if (o->dry_run || res->packs_deleted + res->packs_repacked == 0) {
@@ -330,6 +414,8 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 		if (fate[i] == REPACK && repack(&p, &pk[i]))
 			goto out;
 	if (finish_writer(&p))
+		goto out;
+	if (merge && merge_journal(&p))
 		goto out;
 	crash_point(&p, "repacked");
 	if (signals_caught()) {
