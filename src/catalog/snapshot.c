@@ -5,6 +5,7 @@
 
 #include "catalog-int.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 
 /* Column list shared by get, find and list; fill() reads it by index. */
 #define SNAPSHOT_SELECT                                                     \
@@ -74,13 +75,6 @@ catalog_snapshot_release(struct catalog_snapshot *s)
 	s->dataset = s->host = s->source = s->tags = NULL;
 }
 
-static int
-tag_char(char ch)
-{
-	return ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-');
-}
-
 /* Byte order of two tags of lengths an and bn. */
 static int
 tag_cmp(const char *a, size_t an, const char *b, size_t bn)
@@ -99,8 +93,7 @@ catalog_tags_ok(const char *s)
 	if (strlen(s) > CATALOG_TAGS_MAX)
 		return (0);
 	for (p = s; *p; p += n + (p[n] == ',')) {
-		for (n = 0; tag_char(p[n]); n++)
-			;
+		n = name_span(p);
 		if (n == 0 || n > 64 || (p[n] != ',' && p[n] != '\0') ||
 		    (p[n] == ',' && p[n + 1] == '\0'))
 			return (0);

@@ -10,6 +10,7 @@
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
 
@@ -101,9 +102,8 @@ join_tags(char **v, size_t n, char **out)
 		return (STATUS_OK);
 	qsort(v, n, sizeof(*v), cmp_str);
 	for (i = 0; i < n; i++) {
-		if (v[i][0] == '\0' || strlen(v[i]) > 64 || strspn(v[i],
-		    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		    "0123456789._-") != strlen(v[i])) {
+		if (v[i][0] == '\0' || strlen(v[i]) > 64 ||
+		    name_span(v[i]) != strlen(v[i])) {
 			log_error("bad tag '%s' (1 to 64 letters, digits, "
 			    "'.', '_' or '-')", v[i]);
 			buf_release(&b);

@@ -5,10 +5,11 @@
 #include "cmd.h"
 #include "coffer/bundle.h"
 #include "coffer/engine.h"
-#include "coffer/hex.h"
 #include "coffer/fmt.h"
+#include "coffer/hex.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
 
@@ -23,17 +24,6 @@ const struct cmd_option cmd_export_options[] = {
 	CMD_OPT_FLAG('j', "json", "print the bundle as JSON"),
 	CMD_OPT_END
 };
-
-/* A target's name is part of file names: letters, digits, '.', '_', '-'. */
-static int
-target_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	return (n > 0 && n <= BUNDLE_TARGET_MAX && s[0] != '.' &&
-	    s[0] != '-' && strspn(s, "abcdefghijklmnopqrstuvwxyz"
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n);
-}
 
 static void
 print_result(const struct export_opts *o, const struct export_result *res,
@@ -121,7 +111,7 @@ cmd_export(int argc, char **argv, const struct global_opts *g)
 	if (argc - optind != (all ? 0 : 1) || o.target == NULL ||
 	    o.to == NULL)
 		return (cmd_usage_error("export"));
-	if (!target_ok(o.target)) {
+	if (!name_ok(o.target, BUNDLE_TARGET_MAX)) {
 		log_error("bad target name '%s' (letters, digits, '.', '_', "
 		    "'-'; at most %d)", o.target, BUNDLE_TARGET_MAX);
 		return (STATUS_USAGE);

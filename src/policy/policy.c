@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/policy.h"
 
 /* Longer lines are refused (reported). */
@@ -224,18 +225,6 @@ push_str(struct loader *l, char ***v, size_t *n, const char *s)
 	return (0);
 }
 
-/* A dataset's or target's name: it goes into snapshot names and file
- * names. */
-static int
-name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	return (n > 0 && n <= NAME_MAX_BYTES && s[0] != '.' && s[0] != '-' &&
-	    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789._-") == n);
-}
-
 /* Grow one of the arrays of named sections by one zeroed element. */
 static void *
 grow(struct loader *l, void *v, size_t n, size_t size)
@@ -292,7 +281,7 @@ begin_section(struct loader *l, char *text)
 		error_at(l, l->line, "section '[%s]' takes no name", kind);
 		return;
 	}
-	if (sections[i].named && !name_ok(name)) {
+	if (sections[i].named && !name_ok(name, NAME_MAX_BYTES)) {
 		error_at(l, l->line, "bad name '%s' (letters, digits, '.', "
 		    "'_', '-'; at most %d)", name, NAME_MAX_BYTES);
 		return;
@@ -509,7 +498,7 @@ push_names(struct loader *l, const char *what, char ***v, size_t *n,
 	snprintf(copy, sizeof(copy), "%s", value);
 	for (w = strtok_r(copy, " \t,", &save); w != NULL;
 	    w = strtok_r(NULL, " \t,", &save)) {
-		if (!name_ok(w)) {
+		if (!name_ok(w, NAME_MAX_BYTES)) {
 			error_at(l, l->line, "bad %s name '%s'", what, w);
 			continue;
 		}

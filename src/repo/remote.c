@@ -14,10 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coffer/bundle.h"
 #include "coffer/buf.h"
+#include "coffer/bundle.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/remote.h"
 
 #define RCLONE_PREFIX "rclone:"
@@ -65,9 +66,8 @@ bundle_name_ok(const char *name)
 {
 	size_t n = strlen(name), s = strlen(BUNDLE_SUFFIX);
 
-	return (n > s && n < 128 && name[0] != '.' &&
-	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789._-") == n && strcmp(name + n - s, BUNDLE_SUFFIX) == 0);
+	return (n > s && name_ok(name, 127) &&
+	    strcmp(name + n - s, BUNDLE_SUFFIX) == 0);
 }
 
 static int

@@ -1,0 +1,20 @@
+#ifndef COFFER_NAME_H
+#define COFFER_NAME_H
+
+#include <stddef.h>
+
+/*
+ * Names that become parts of file names and of what people type: export
+ * targets and bundles, policy sections, snapshot tags.  One alphabet for
+ * all of them: letters, digits, '.', '_' and '-' (no '/', no space, no
+ * byte a shell or a URL would treat specially).
+ */
+
+/* How many bytes from the start of s are of that alphabet. */
+size_t name_span(const char *s);
+
+/* 1 if s is 1 to max bytes of it and starts with neither '.' (a hidden
+ * file) nor '-' (an option), else 0. */
+int name_ok(const char *s, size_t max);
+
+#endif
