@@ -265,6 +265,7 @@ struct restore_result {
  * authenticated and its keyed hash checked before it is written; a file
  * whose data is damaged or missing, or that cannot be written (a full
  * disk), is named, removed, and the rest goes on.  ENGINE_OK,
+ * ENGINE_WARN (metadata of some entries could not be set, warned),
  * ENGINE_DAMAGED (some files' data is damaged), ENGINE_ERROR (some files
  * could not be written, or the restore could not run), ENGINE_REFUSED
  * (target not empty, a path not in the snapshot), ENGINE_INTERRUPTED.

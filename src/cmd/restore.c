@@ -75,7 +75,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 	if (res.failed)
 		log_error("%lld file%s could not be restored",
 		    (long long)res.failed, res.failed == 1 ? "" : "s");
-	if (st == STATUS_OK && log_level >= 0 &&
+	if ((st == STATUS_OK || st == STATUS_WARN) && log_level >= 0 &&
 	    (log_level > 0 || isatty(STDOUT_FILENO))) {
 		fmt_bytes(sz, sizeof(sz), (double)res.bytes);
 		printf("restored %.12s to '%s': %lld entries, %s in %.1f s",

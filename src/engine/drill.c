@@ -522,7 +522,8 @@ engine_drill(struct repo *r, struct catalog *c,
 		ro.filter_arg = &d;
 		rst = engine_restore(r, c, s, &ro, &rr);
 		rec->seconds = rr.seconds;
-		if (rst != ENGINE_OK && rst != ENGINE_DAMAGED &&
+		if (rst != ENGINE_OK && rst != ENGINE_WARN &&
+		    rst != ENGINE_DAMAGED &&
 		    !(rst == ENGINE_ERROR && rr.complete)) {
 			/* A restore that cannot run is a failed drill; one
 			 * that could not write some files (a full scratch

@@ -345,7 +345,8 @@ refetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	struct pack_reader *pr;
 	struct pack_entry pe;
 
-	log_warn("a chunk read back from a file restored earlier has "
+	/* Not a warning: what this restore writes is still exact. */
+	log_note("a chunk read back from a file restored earlier has "
 	    "changed since; fetching it from pack '%s'", j->loc.pack);
 	j->rc = -1;
 	if (j->loc.pack[0] == '\0' || j->loc.type != PACK_REC_DATA ||
@@ -1445,6 +1446,7 @@ engine_restore(struct repo *r, struct catalog *c,
 {
 	struct restore rs;
 	double t0 = now_monotonic();
+	unsigned long warn0 = log_warnings;
 	int status = ENGINE_ERROR, empty, t, w;
 	size_t i;
 
@@ -1567,6 +1569,9 @@ out:
 	}
 	if (rs.fr && fs_restore_close(rs.fr))
 		status = ENGINE_ERROR;
+	/* Metadata that could not be set (the directories' last, above). */
+	if (status == ENGINE_OK && log_warnings != warn0)
+		status = ENGINE_WARN;
 	if (rs.workers) {
 		for (t = 0; t < pool_threads(rs.pool); t++) {
 			for (i = 0; i < READER_CACHE; i++)
