@@ -3,6 +3,17 @@ test_description='prune merges the packs of journal records (one per run) into o
 . "$(dirname "$0")/../lib.sh"
 require_coffer
 
+# runs FIRST LAST [DAYS]: coffer run at hours FIRST..LAST of 2026-12-01 (plus
+# DAYS), a file added before each, so that each backs up and records a run.
+runs() {
+	for h in $(seq $1 $2); do
+		echo "$h" >"data/f$h" &&
+		now=$(date -u -d "2026-12-01T00:00:00Z + $h hours + ${3:-0} days" \
+			+%Y-%m-%dT%H:%M:%SZ) &&
+		coffer run --policy p.policy --now "$now" >out || return 1
+	done
+}
+
 test_expect_success 'setup: 20 hourly runs, each with a backup (a journal pack each)' '
 	coffer_init_keyfile repo &&
 	mkdir -p data &&
@@ -15,11 +26,7 @@ test_expect_success 'setup: 20 hourly runs, each with a backup (a journal pack e
 	full = weekly sunday 00:00
 	incremental = hourly :00
 	EOF
-	for h in $(seq 10 29); do
-		echo "$h" >"data/f$h" &&
-		now=$(date -u -d "2026-12-01T00:00:00Z + $h hours" +%Y-%m-%dT%H:%M:%SZ) &&
-		coffer run --policy p.policy --now "$now" >out || return 1
-	done &&
+	runs 10 29 &&
 	coffer -r repo log --json >log0.json &&
 	json_check log0.json "@\$j == 20"
 '
@@ -50,11 +57,7 @@ test_expect_success 'prune: the journal packs become one; nothing of the history
 '
 
 test_expect_success 'fewer than 16 journal packs: left as they are' '
-	for h in 30 31 32; do
-		echo "$h" >"data/f$h" &&
-		now=$(date -u -d "2026-12-01T00:00:00Z + $h hours" +%Y-%m-%dT%H:%M:%SZ) &&
-		coffer run --policy p.policy --now "$now" >out || return 1
-	done &&
+	runs 30 32 &&
 	ls repo/packs/*/* >before &&
 	coffer -r repo prune >out &&
 	ls repo/packs/*/* >after &&
@@ -65,11 +68,7 @@ day=2
 for point in repacked committed removing; do
 	day=$((day + 1))
 	test_expect_success "kill -9 at '$point' of a merge: the next prune finishes, nothing lost" '
-		for h in $(seq 40 57); do
-			echo "$h" >"data/f$h" &&
-			now=$(date -u -d "2026-12-01T00:00:00Z + $h hours + $day days" +%Y-%m-%dT%H:%M:%SZ) &&
-			coffer run --policy p.policy --now "$now" >out || return 1
-		done &&
+		runs 40 57 $day &&
 		coffer -r repo log --json >logk.json &&
 		n=$(json_get logk.json "scalar @\$j") &&
 		test_expect_code 137 env COFFER_TEST_PRUNE_CRASH=$point \
