@@ -14,7 +14,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 8
+#define CATALOG_SCHEMA_VERSION 9
 
 struct catalog;
 
@@ -123,6 +123,8 @@ struct catalog_snapshot {
 	int64_t bytes_stored;		/* what those took in packs */
 	int64_t warnings;
 	char record_pack[33];		/* pack holding the snapshot record */
+	int parts;			/* records it is in (its head and the
+					 * parts); 0: not known */
 	char *tags;			/* malloc'd: "keep,release", or NULL */
 };
 
@@ -141,7 +143,7 @@ int catalog_tags_ok(const char *s);
 /* Insert a new snapshot (s->sid, dataset_id, level, parent_id, full_id,
  * depth, state, started_ns, host, source, tags); sets s->id. */
 int catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s);
-/* Store state, finished_ns, counters and record_pack of s->id. */
+/* Store state, finished_ns, counters, record_pack and parts of s->id. */
 int catalog_snapshot_update(struct catalog *c,
     const struct catalog_snapshot *s);
 /* Mark every running snapshot failed (after a crash); *n gets how many. */
@@ -345,6 +347,24 @@ typedef int (*catalog_part_emit_fn)(void *arg, const uint8_t *img,
 int catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
     size_t max_entries, size_t max_bytes, catalog_part_emit_fn emit,
     void *arg);
+
+/*
+ * Where the parts of a snapshot's record are (schema 9), so that an
+ * export finds them without reading the head, which a write-only key
+ * cannot open.  catalog_snapshot_part_add: part idx (not the head) of
+ * snapshot_id is where says, in the caller's transaction (the count goes
+ * in snapshot.parts, catalog_snapshot_update).  catalog_snapshot_parts_set:
+ * the count and every part but the head (partv[i] is part i, i < parts -
+ * 1) at once, replacing what was known.  catalog_snapshot_part_packs: the
+ * packs holding its parts other than the head, sorted, each once
+ * (catalog_names_free).  0 or -1 (reported).
+ */
+int catalog_snapshot_part_add(struct catalog *c, int64_t snapshot_id,
+    int idx, const struct catalog_record_part *where);
+int catalog_snapshot_parts_set(struct catalog *c, int64_t snapshot_id,
+    int parts, const struct catalog_record_part *partv);
+int catalog_snapshot_part_packs(struct catalog *c, int64_t snapshot_id,
+    char ***packs, size_t *n);
 
 /*
  * Integrity: verify, audit and drills (src/catalog/verify.c).
