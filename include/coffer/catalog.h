@@ -559,8 +559,9 @@ int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
 int catalog_chunks_mark_damaged(struct catalog *c, const int64_t *rows,
     size_t n);
 
-/* Copy the drill history of the catalog file from into c (a rebuild):
- * rows c has already (same time and snapshot) are not copied twice. */
+/* Copy the drill history and key uses of the catalog file from into c (a
+ * rebuild): rows c has already (same time and snapshot, same key and
+ * time) are not copied twice. */
 int catalog_copy_history(struct catalog *c, const char *from);
 
 
@@ -571,7 +572,11 @@ int catalog_copy_history(struct catalog *c, const char *from);
  *
  * catalog_journal_export: the rows not yet in the repository as a journal
  * image appended to out; *n how many (0: nothing to write, out unchanged)
- * and *upto what catalog_journal_mark needs to mark exactly those.
+ * and *upto what catalog_journal_mark needs to mark exactly those.  Key
+ * uses alone make a record only when one is new to the repository: the
+ * key's newest use there is a day older or more, or there is none;
+ * otherwise they wait for the next record written for something else,
+ * so that a host backing up hourly adds no record per run.
  * catalog_journal_mark: they are now in pack (durable), in the caller's
  * transaction.
  * catalog_journal_import: the rows of a journal image stored in pack
@@ -585,6 +590,7 @@ struct catalog_journal_upto {
 	int64_t forgotten;		/* forgotten snapshots up to this id */
 	int64_t bundle;			/* bundles up to this id */
 	int64_t run;			/* runs up to this id */
+	int64_t key_use;		/* key uses up to this id */
 };
 int catalog_journal_export(struct catalog *c, struct buf *out, size_t *n,
     struct catalog_journal_upto *upto);
@@ -592,6 +598,23 @@ int catalog_journal_mark(struct catalog *c, const char *pack,
     const struct catalog_journal_upto *upto);
 int catalog_journal_import(struct catalog *c, const uint8_t *img,
     size_t len, const char *pack, size_t *added);
+
+/*
+ * Key use (keyuse.c): which key unlocked a run that wrote the repository.
+ * key names it: a slot by its name, a key file by "key-file:full" or
+ * "key-file:write-only" (all key files of a kind are the same bytes, so
+ * nothing else tells them apart).  catalog_key_use_add: one use at
+ * time_ns from host (NULL: unknown), to be journaled; a use known
+ * already (same key and time) is not added twice.  catalog_key_use_last:
+ * cb gets each key's newest use, by key; stops and returns cb's value
+ * when it is non-zero.  0 or -1 (reported).
+ */
+#define CATALOG_KEY_NAME_MAX 64
+int catalog_key_use_add(struct catalog *c, const char *key, int64_t time_ns,
+    const char *host);
+int catalog_key_use_last(struct catalog *c,
+    int (*cb)(void *arg, const char *key, int64_t time_ns, const char *host),
+    void *arg);
 
 /*
  * Forgetting (forget.c).  catalog_forget: the snapshots sids go from the

@@ -43,6 +43,16 @@ enum engine_result {
 int engine_need_read(struct repo *r, const char *what);
 
 /*
+ * The name of the key that unlocked r, as `key list` shows its use: the
+ * slot's name, or ENGINE_KEY_FILE_FULL or ENGINE_KEY_FILE_WRITE_ONLY for
+ * a key file (every key file of a kind holds the same bytes: nothing
+ * tells two apart).
+ */
+#define ENGINE_KEY_FILE_FULL "key-file:full"
+#define ENGINE_KEY_FILE_WRITE_ONLY "key-file:write-only"
+const char *engine_key_name(const struct repo *r);
+
+/*
  * Before writing: take the repository's and the catalog's writer locks
  * (waiting at most wait seconds each; < 0 for ever, 0 not at all),
  * remove what a crashed run left in tmp/, mark its snapshots failed.

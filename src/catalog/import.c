@@ -824,6 +824,10 @@ catalog_copy_history(struct catalog *c, const char *from)
 		" WHERE NOT EXISTS (SELECT 1 FROM drill x"
 		" WHERE x.time_ns = d.time_ns AND x.sid = d.sid)"
 		" ORDER BY d.time_ns",
+		/* Key uses the journal does not carry yet (a day's). */
+		"INSERT INTO key_use(key, time_ns, host, in_repo)"
+		" SELECT key, time_ns, host, in_repo FROM old.key_use"
+		" WHERE true ON CONFLICT(key, time_ns) DO NOTHING",
 	};
 	sqlite3_stmt *st;
 	size_t i;
