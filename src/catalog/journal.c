@@ -344,7 +344,9 @@ static const struct {
 	{ 5, 1, "INSERT INTO key_use(key, time_ns, host, in_repo)"
 	" SELECT key, time_ns, CASE WHEN typeof(host) = 'text' THEN host END,"
 	" 1 FROM " JOURNAL_SCHEMA ".key_use WHERE typeof(key) = 'text'"
-	" AND length(key) BETWEEN 1 AND 64 AND typeof(time_ns) = 'integer'"
+	" AND ((length(key) = 16 AND key NOT GLOB '*[^0-9a-f]*')"
+	" OR key IN ('key-file:full', 'key-file:write-only'))"
+	" AND typeof(time_ns) = 'integer'"
 	" ON CONFLICT(key, time_ns) DO UPDATE SET in_repo = 1"
 	" WHERE in_repo = 0" },
 };
