@@ -459,7 +459,10 @@ void engine_drill_result_release(struct drill_result *res);
  * Offsite export (export.c): a bundle of what target lacks for the chain
  * of snapshot (NULL: every complete snapshot), written to to (a
  * directory, "-", "rclone:REMOTE:PATH"; remote.h), with a .b2sum sidecar
- * where it is not a pipe, then recorded in the catalog.
+ * where it is not a pipe, then recorded in the catalog.  No record is
+ * decrypted (the catalog knows every pack a record's parts are in), so a
+ * write-only key exports; with one, a snapshot whose parts' packs the
+ * catalog does not know (kept since schema 9) is ENGINE_REFUSED.
  */
 struct export_opts {
 	const char *target;		/* the target's name */

@@ -171,7 +171,7 @@ last_use(const struct key_uses *u, const char *key, char *when, size_t size)
  */
 static int
 key_uses_read(const struct global_opts *g, struct repo *r,
-    struct key_uses *u)
+    struct key_uses *u, int *known)
 {
 	struct repo *kr = NULL;
 	struct catalog *c = NULL;
@@ -195,6 +195,7 @@ key_uses_read(const struct global_opts *g, struct repo *r,
 		if (c == NULL)
 			return (-1);
 	}
+	*known = 1;
 	rc = catalog_key_use_last(c, key_use_cb, u);
 	cmd_close(kr, c);
 	return (rc ? -1 : 0);
@@ -213,7 +214,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	struct jw j;
 	char when[32], used[32];
 	size_t i, n;
-	int ch, json = 0, st = STATUS_OK;
+	int ch, json = 0, known = 0, st = STATUS_OK;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_key_list_options)) != -1) {
 		if (ch != 'j')
@@ -233,7 +234,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		repo_close(r);
 		return (STATUS_REPO);
 	}
-	if (key_uses_read(g, r, &uses)) {
+	if (key_uses_read(g, r, &uses, &known)) {
 		free(v);
 		repo_close(r);
 		return (STATUS_REPO);
@@ -311,6 +312,10 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		fprintf(stderr, "repository '%s' has no key slot: it opens "
 		    "with a key file only\n", repo_path(r));
 	}
+	if (!json && !known)
+		log_note("no catalog of this repository on this host: last "
+		    "uses are read from the repository with a key (--key-file, "
+		    "--passphrase-file or COFFER_PASSPHRASE)");
 	free(uses.v);
 	free(v);
 	repo_close(r);

@@ -1,7 +1,9 @@
 /*
  * Export: a bundle (include/coffer/bundle.h) of what a target lacks for a
  * snapshot's chain, or for every snapshot, written in one pass: packs are
- * copied verbatim, never decrypted, and hashed as they are copied.
+ * copied verbatim, never decrypted, and hashed as they are copied.  What
+ * a chain needs comes from the catalog alone, the packs of its records'
+ * parts included, so a host with a write-only key exports.
  *
  * Levels per target, as for snapshots: a full carries every pack the
  * chain needs; a differential those the target's last full bundle does
