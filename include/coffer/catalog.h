@@ -14,7 +14,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 8
+#define CATALOG_SCHEMA_VERSION 9
 
 struct catalog;
 
@@ -123,6 +123,8 @@ struct catalog_snapshot {
 	int64_t bytes_stored;		/* what those took in packs */
 	int64_t warnings;
 	char record_pack[33];		/* pack holding the snapshot record */
+	int parts;			/* records it is in (its head and the
+					 * parts); 0: not known */
 	char *tags;			/* malloc'd: "keep,release", or NULL */
 };
 
@@ -141,7 +143,7 @@ int catalog_tags_ok(const char *s);
 /* Insert a new snapshot (s->sid, dataset_id, level, parent_id, full_id,
  * depth, state, started_ns, host, source, tags); sets s->id. */
 int catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s);
-/* Store state, finished_ns, counters and record_pack of s->id. */
+/* Store state, finished_ns, counters, record_pack and parts of s->id. */
 int catalog_snapshot_update(struct catalog *c,
     const struct catalog_snapshot *s);
 /* Mark every running snapshot failed (after a crash); *n gets how many. */
@@ -360,6 +362,24 @@ int catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
     void *arg);
 
 /*
+ * Where the parts of a snapshot's record are (schema 9), so that an
+ * export finds them without reading the head, which a write-only key
+ * cannot open.  catalog_snapshot_part_add: part idx (not the head) of
+ * snapshot_id is where says, in the caller's transaction (the count goes
+ * in snapshot.parts, catalog_snapshot_update).  catalog_snapshot_parts_set:
+ * the count and every part but the head (partv[i] is part i, i < parts -
+ * 1) at once, replacing what was known.  catalog_snapshot_part_packs: the
+ * packs holding its parts other than the head, sorted, each once
+ * (catalog_names_free).  0 or -1 (reported).
+ */
+int catalog_snapshot_part_add(struct catalog *c, int64_t snapshot_id,
+    int idx, const struct catalog_record_part *where);
+int catalog_snapshot_parts_set(struct catalog *c, int64_t snapshot_id,
+    int parts, const struct catalog_record_part *partv);
+int catalog_snapshot_part_packs(struct catalog *c, int64_t snapshot_id,
+    char ***packs, size_t *n);
+
+/*
  * Integrity: verify, audit and drills (src/catalog/verify.c).
  */
 
@@ -552,8 +572,9 @@ int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
 int catalog_chunks_mark_damaged(struct catalog *c, const int64_t *rows,
     size_t n);
 
-/* Copy the drill history of the catalog file from into c (a rebuild):
- * rows c has already (same time and snapshot) are not copied twice. */
+/* Copy the drill history and key uses of the catalog file from into c (a
+ * rebuild): rows c has already (same time and snapshot, same key and
+ * time) are not copied twice. */
 int catalog_copy_history(struct catalog *c, const char *from);
 
 
@@ -565,7 +586,11 @@ int catalog_copy_history(struct catalog *c, const char *from);
  * catalog_journal_export: the rows not yet in the repository as a journal
  * image appended to out, or with all every row (prune's merge of journal
  * packs); *n how many (0: nothing to write, out unchanged) and *upto what
- * catalog_journal_mark needs to mark exactly those.
+ * catalog_journal_mark needs to mark exactly those.  Key uses alone make a
+ * record only when one is new to the repository: the key's newest use
+ * there is a day older or more, or there is none; otherwise they wait for
+ * the next record written for something else, so that a host backing up
+ * hourly adds no record per run.
  * catalog_journal_mark: they are now in pack (durable), in the caller's
  * transaction.
  * catalog_journal_import: the rows of a journal image stored in pack
@@ -579,6 +604,7 @@ struct catalog_journal_upto {
 	int64_t forgotten;		/* forgotten snapshots up to this id */
 	int64_t bundle;			/* bundles up to this id */
 	int64_t run;			/* runs up to this id */
+	int64_t key_use;		/* key uses up to this id */
 };
 int catalog_journal_export(struct catalog *c, int all, struct buf *out,
     size_t *n, struct catalog_journal_upto *upto);
@@ -589,6 +615,23 @@ int catalog_journal_mark(struct catalog *c, const char *pack,
 int catalog_journal_known(const uint8_t *img, size_t len);
 int catalog_journal_import(struct catalog *c, const uint8_t *img,
     size_t len, const char *pack, size_t *added);
+
+/*
+ * Key use (keyuse.c): which key unlocked a run that wrote the repository.
+ * key names it: a slot by its name, a key file by "key-file:full" or
+ * "key-file:write-only" (all key files of a kind are the same bytes, so
+ * nothing else tells them apart).  catalog_key_use_add: one use at
+ * time_ns from host (NULL: unknown), to be journaled; a use known
+ * already (same key and time) is not added twice.  catalog_key_use_last:
+ * cb gets each key's newest use, by key; stops and returns cb's value
+ * when it is non-zero.  0 or -1 (reported).
+ */
+#define CATALOG_KEY_NAME_MAX 64
+int catalog_key_use_add(struct catalog *c, const char *key, int64_t time_ns,
+    const char *host);
+int catalog_key_use_last(struct catalog *c,
+    int (*cb)(void *arg, const char *key, int64_t time_ns, const char *host),
+    void *arg);
 
 /*
  * Forgetting (forget.c).  catalog_forget: the snapshots sids go from the

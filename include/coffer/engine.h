@@ -43,6 +43,16 @@ enum engine_result {
 int engine_need_read(struct repo *r, const char *what);
 
 /*
+ * The name of the key that unlocked r, as `key list` shows its use: the
+ * slot's name, or ENGINE_KEY_FILE_FULL or ENGINE_KEY_FILE_WRITE_ONLY for
+ * a key file (every key file of a kind holds the same bytes: nothing
+ * tells two apart).
+ */
+#define ENGINE_KEY_FILE_FULL "key-file:full"
+#define ENGINE_KEY_FILE_WRITE_ONLY "key-file:write-only"
+const char *engine_key_name(const struct repo *r);
+
+/*
  * Before writing: take the repository's and the catalog's writer locks
  * (waiting at most wait seconds each; < 0 for ever, 0 not at all),
  * remove what a crashed run left in tmp/, mark its snapshots failed.
@@ -450,7 +460,10 @@ void engine_drill_result_release(struct drill_result *res);
  * Offsite export (export.c): a bundle of what target lacks for the chain
  * of snapshot (NULL: every complete snapshot), written to to (a
  * directory, "-", "rclone:REMOTE:PATH"; remote.h), with a .b2sum sidecar
- * where it is not a pipe, then recorded in the catalog.
+ * where it is not a pipe, then recorded in the catalog.  No record is
+ * decrypted (the catalog knows every pack a record's parts are in), so a
+ * write-only key exports; with one, a snapshot whose parts' packs the
+ * catalog does not know (kept since schema 9) is ENGINE_REFUSED.
  */
 struct export_opts {
 	const char *target;		/* the target's name */

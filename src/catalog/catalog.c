@@ -312,6 +312,42 @@ static const char schema_v8[] =
 	"	WHERE done = 1;\n";
 
 /*
+ * Schema version 9: keys (issue 22).
+ *
+ * - snapshot.parts is how many records a complete snapshot's record is
+ *   in (1 for a record in one piece), and snapshot_part names the packs
+ *   of every part but the head (whose pack is record_pack), as the head's
+ *   part table does.  An export needs them to carry the parts with their
+ *   head; kept here, it decrypts no record, so a host with a write-only
+ *   key exports.  Written with the record (backup, consolidate), and by
+ *   a sync or rebuild from the head.  NULL parts: not known (a snapshot
+ *   in the catalog before this version); an export then reads its head.
+ * - key_use: which key unlocked each run that wrote the repository, and
+ *   when: a slot by its name, a key file by its kind ("key-file:full",
+ *   "key-file:write-only"; every key file of a kind is the same bytes).
+ *   Carried by the journal (in_repo once it is), so that `key list`
+ *   shows it from a rebuilt catalog too.
+ */
+static const char schema_v9[] =
+	"ALTER TABLE snapshot ADD COLUMN parts INTEGER;\n"
+	"CREATE TABLE snapshot_part (\n"
+	"	snapshot_id INTEGER NOT NULL\n"
+	"		REFERENCES snapshot(id) ON DELETE CASCADE,\n"
+	"	idx INTEGER NOT NULL,\n"
+	"	pack TEXT NOT NULL,\n"
+	"	rid BLOB NOT NULL,\n"
+	"	PRIMARY KEY (snapshot_id, idx)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TABLE key_use (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	key TEXT NOT NULL,\n"
+	"	time_ns INTEGER NOT NULL,\n"
+	"	host TEXT,\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0,\n"
+	"	UNIQUE (key, time_ns)\n"
+	");\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -328,6 +364,7 @@ static const struct migration {
 	{ 6, schema_v6 },
 	{ 7, schema_v7 },
 	{ 8, schema_v8 },
+	{ 9, schema_v9 },
 };
 
 static const char *const stmt_sql[ST__COUNT] = {

@@ -364,6 +364,7 @@ complete_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 	memcpy(s.sid, m->sid, sizeof(s.sid));
 	s.state = SNAP_COMPLETE;
 	memcpy(s.record_pack, record_pack, sizeof(s.record_pack));
+	s.parts = m->parts > 0 ? m->parts : 1;
 	if (meta_int(c, "finished_ns", &s.finished_ns) ||
 	    meta_int(c, "files", &s.files) || meta_int(c, "dirs", &s.dirs) ||
 	    meta_int(c, "others", &s.others) ||
@@ -614,6 +615,7 @@ import_parts(struct catalog *c, const uint8_t *img, size_t len,
 		goto fail;
 	}
 	if (import_rows(c, m->sid, rowid) ||
+	    catalog_snapshot_parts_set(c, rowid, ri->parts, ri->partv) ||
 	    complete_snapshot(c, m, rowid, record_pack)) {
 		cat_rollback_to(c);
 		detach(c);
@@ -822,6 +824,10 @@ catalog_copy_history(struct catalog *c, const char *from)
 		" WHERE NOT EXISTS (SELECT 1 FROM drill x"
 		" WHERE x.time_ns = d.time_ns AND x.sid = d.sid)"
 		" ORDER BY d.time_ns",
+		/* Key uses the journal does not carry yet (a day's). */
+		"INSERT INTO key_use(key, time_ns, host, in_repo)"
+		" SELECT key, time_ns, host, in_repo FROM old.key_use"
+		" WHERE true ON CONFLICT(key, time_ns) DO NOTHING",
 	};
 	sqlite3_stmt *st;
 	size_t i;

@@ -4,7 +4,7 @@
  * snapshot records are, export.c) that the engine signs and stores in a
  * pack.  Import is the reverse, for a catalog rebuilt on another host.
  * Names, never catalog row ids: datasets by name, snapshots by id,
- * bundles by target and number.  Format 3 (doc/format.md).
+ * bundles by target and number.  Format 5 (doc/format.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +13,8 @@
 #include "catalog-int.h"
 #include "coffer/log.h"
 
-#define JOURNAL_FORMAT 4	/* 1 had no forgotten table, 2 no bundles,
-				 * 3 no runs */
+#define JOURNAL_FORMAT 5	/* 1 had no forgotten table, 2 no bundles,
+				 * 3 no runs, 4 no key uses */
 #define JOURNAL_SCHEMA "jnl"
 
 static const char journal_schema[] =
@@ -38,7 +38,8 @@ static const char journal_schema[] =
 	" seconds REAL, host TEXT, user TEXT, policy TEXT, status INTEGER);\n"
 	"CREATE TABLE run_action (rid TEXT, seq INTEGER, kind TEXT,"
 	" subject TEXT, level TEXT, slot_ns INTEGER, status INTEGER,"
-	" done INTEGER, seconds REAL, detail TEXT);\n";
+	" done INTEGER, seconds REAL, detail TEXT);\n"
+	"CREATE TABLE key_use (key TEXT, time_ns INTEGER, host TEXT);\n";
 
 /* ?1 is the upper bound of the row ids taken; negated, every row up to
  * it is, also those the repository holds already (a merge). */
@@ -76,6 +77,22 @@ static const char run_actions_sql[] =
 	" JOIN run_action a ON a.run_id = r.id"
 	" WHERE (r.in_repo = 0 OR ?1 < 0) AND r.id <= abs(?1)";
 
+static const char key_uses_sql[] =
+	"SELECT key, time_ns, host FROM key_use"
+	" WHERE (in_repo = 0 OR ?1 < 0) AND id <= abs(?1)";
+/*
+ * The key uses worth a record of their own: a key's first use, or one a
+ * day or more after its newest use the repository holds.  A lost catalog
+ * then costs at most a day of a key's last use (coffer-key(1)), and a
+ * host that backs up every hour does not add a journal pack per run,
+ * which every later rebuild would read.
+ */
+#define KEY_USE_DAY_NS "86400000000000"
+static const char key_uses_due_sql[] =
+	"SELECT count(*) FROM key_use k WHERE k.in_repo = 0 AND k.id <= ?1"
+	" AND NOT EXISTS (SELECT 1 FROM key_use x WHERE x.key = k.key"
+	" AND x.in_repo = 1 AND x.time_ns > k.time_ns - " KEY_USE_DAY_NS ")";
+
 static int
 max_id(struct catalog *c, const char *sql, int64_t *v)
 {
@@ -100,9 +117,10 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 {
 	int64_t sign = all ? -1 : 1;
 	sqlite3 *mem;
-	int64_t nd, nf, ng, nb, nbp, nr, nra;
+	sqlite3_stmt *st;
+	int64_t nd, nf, ng, nb, nbp, nr, nra, nk, due = 0;
 	char fmt[64];
-	int ret = -1;
+	int ret = -1, rc;
 
 	*n = 0;
 	if (max_id(c, "SELECT coalesce(max(id), 0) FROM drill", &upto->drill) ||
@@ -112,15 +130,29 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 	    &upto->forgotten) ||
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM bundle",
 	    &upto->bundle) ||
-	    max_id(c, "SELECT coalesce(max(id), 0) FROM run", &upto->run))
+	    max_id(c, "SELECT coalesce(max(id), 0) FROM run", &upto->run) ||
+	    max_id(c, "SELECT coalesce(max(id), 0) FROM key_use",
+	    &upto->key_use))
 		return (-1);
+	if ((st = cat_prepare(c, key_uses_due_sql, "read the journal")) ==
+	    NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, upto->key_use);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		due = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW) {
+		log_error("cannot read the journal: %s", sqlite3_errmsg(c->db));
+		return (-1);
+	}
 	if ((mem = cat_mem_new(0)) == NULL)
 		return (-1);
 	snprintf(fmt, sizeof(fmt), "INSERT INTO meta VALUES ('format', %d)",
 	    JOURNAL_FORMAT);
 	if (cat_mem_exec(mem, journal_schema, 0) ||
 	    cat_mem_exec(mem, "BEGIN", 0) || cat_mem_exec(mem, fmt, 0) ||
-	    cat_copy_rows(c, mem, sign * upto->drill, "drill results", drills_sql,
+	    cat_copy_rows(c, mem, sign * upto->drill, "drill results",
+	    drills_sql,
 	    "INSERT INTO drill VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
 	    " ?10, ?11, ?12, ?13, ?14, ?15, ?16)", 0, &nd) ||
 	    cat_copy_rows(c, mem, sign * upto->snapshot, "failed snapshots",
@@ -137,14 +169,25 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 	    cat_copy_rows(c, mem, sign * upto->run, "runs", runs_sql,
 	    "INSERT INTO run VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", 0,
 	    &nr) ||
-	    cat_copy_rows(c, mem, sign * upto->run, "runs' actions", run_actions_sql,
+	    cat_copy_rows(c, mem, sign * upto->run, "runs' actions",
+	    run_actions_sql,
 	    "INSERT INTO run_action VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
 	    " ?9, ?10)", 0, &nra) ||
+	    cat_copy_rows(c, mem, sign * upto->key_use, "key uses", key_uses_sql,
+	    "INSERT INTO key_use VALUES (?1, ?2, ?3)", 0, &nk) ||
 	    cat_mem_exec(mem, "COMMIT", 0))
 		goto out;
-	if (nd + nf + ng + nb + nr > 0 && cat_mem_serialize(mem, out, 0))
+	/* Key uses that are not due wait, unmarked, for another record
+	 * (a merge takes every row). */
+	if (all)
+		due = nk;
+	if (nd + nf + ng + nb + nr + due == 0) {
+		ret = 0;
 		goto out;
-	*n = (size_t)(nd + nf + ng + nb + nr);
+	}
+	if (cat_mem_serialize(mem, out, 0))
+		goto out;
+	*n = (size_t)(nd + nf + ng + nb + nr + nk);
 	ret = 0;
 out:
 	sqlite3_close(mem);
@@ -186,7 +229,9 @@ catalog_journal_mark(struct catalog *c, const char *pack,
 	    mark(c, "UPDATE bundle SET in_repo = 1 WHERE in_repo = 0"
 	    " AND id <= ?1", upto->bundle, NULL) ||
 	    mark(c, "UPDATE run SET in_repo = 1 WHERE in_repo = 0"
-	    " AND id <= ?1", upto->run, NULL))
+	    " AND id <= ?1", upto->run, NULL) ||
+	    mark(c, "UPDATE key_use SET in_repo = 1 WHERE in_repo = 0"
+	    " AND id <= ?1", upto->key_use, NULL))
 		return (-1);
 	return (0);
 }
@@ -304,6 +349,16 @@ static const struct {
 	" AND j.kind IN ('backup', 'export', 'forget', 'prune', 'drill')"
 	" AND typeof(j.subject) = 'text' AND typeof(j.status) = 'integer'"
 	" AND j.done IN (0, 1) AND typeof(j.seconds) IN ('real', 'integer')" },
+	/* Which key unlocked a run that wrote, and when: a use known
+	 * already (same key and time) is not added twice. */
+	{ 5, 1, "INSERT INTO key_use(key, time_ns, host, in_repo)"
+	" SELECT key, time_ns, CASE WHEN typeof(host) = 'text' THEN host END,"
+	" 1 FROM " JOURNAL_SCHEMA ".key_use WHERE typeof(key) = 'text'"
+	" AND ((length(key) = 16 AND key NOT GLOB '*[^0-9a-f]*')"
+	" OR key IN ('key-file:full', 'key-file:write-only'))"
+	" AND typeof(time_ns) = 'integer'"
+	" ON CONFLICT(key, time_ns) DO UPDATE SET in_repo = 1"
+	" WHERE in_repo = 0" },
 };
 
 int

@@ -13,7 +13,7 @@
 	" s.full_id, p.sid, s.depth, s.state, s.started_ns, s.finished_ns," \
 	" s.host, s.source, s.files, s.dirs, s.others, s.deleted,"          \
 	" s.bytes_read, s.bytes_new, s.bytes_stored, s.warnings,"           \
-	" s.record_pack, s.tags"                                            \
+	" s.record_pack, s.tags, s.parts"                                   \
 	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"            \
 	" LEFT JOIN snapshot p ON p.id = s.parent_id "
 
@@ -55,6 +55,7 @@ fill(sqlite3_stmt *st, struct catalog_snapshot *s)
 	s->bytes_stored = sqlite3_column_int64(st, 20);
 	s->warnings = sqlite3_column_int64(st, 21);
 	copy_col(s->record_pack, sizeof(s->record_pack), st, 22);
+	s->parts = sqlite3_column_int(st, 24);
 	if (cat_col_strdup(st, 3, &s->dataset) ||
 	    cat_col_strdup(st, 12, &s->host) ||
 	    cat_col_strdup(st, 13, &s->source) ||
@@ -251,8 +252,8 @@ catalog_snapshot_update(struct catalog *c, const struct catalog_snapshot *s)
 	if ((st = cat_prepare(c, "UPDATE snapshot SET state = ?2,"
 	    " finished_ns = ?3, files = ?4, dirs = ?5, others = ?6,"
 	    " deleted = ?7, bytes_read = ?8, bytes_new = ?9,"
-	    " bytes_stored = ?10, warnings = ?11, record_pack = ?12"
-	    " WHERE id = ?1", "update a snapshot")) == NULL)
+	    " bytes_stored = ?10, warnings = ?11, record_pack = ?12,"
+	    " parts = ?13 WHERE id = ?1", "update a snapshot")) == NULL)
 		return (-1);
 	sqlite3_bind_int64(st, 1, s->id);
 	sqlite3_bind_int(st, 2, s->state);
@@ -267,6 +268,8 @@ catalog_snapshot_update(struct catalog *c, const struct catalog_snapshot *s)
 	sqlite3_bind_int64(st, 10, s->bytes_stored);
 	sqlite3_bind_int64(st, 11, s->warnings);
 	cat_bind_text(st, 12, s->record_pack[0] ? s->record_pack : NULL);
+	if (s->parts > 0)
+		sqlite3_bind_int(st, 13, s->parts);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		log_error("cannot update snapshot '%s': %s", s->sid,
 		    sqlite3_errmsg(c->db));
@@ -536,4 +539,117 @@ catalog_snapshot_base(struct catalog *c, int64_t dataset_id, int level,
 	ret = fetch_one(c, st, base, what, NULL);
 	sqlite3_finalize(st);
 	return (ret);
+}
+
+int
+catalog_snapshot_part_add(struct catalog *c, int64_t snapshot_id, int idx,
+    const struct catalog_record_part *where)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!cat_is_hex(where->pack, 32)) {
+		log_error("bad pack name '%s'", where->pack);
+		return (-1);
+	}
+	if ((st = cat_prepare(c, "INSERT OR REPLACE INTO snapshot_part"
+	    "(snapshot_id, idx, pack, rid) VALUES (?1, ?2, ?3, ?4)",
+	    "record where a snapshot record's part is")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, snapshot_id);
+	sqlite3_bind_int(st, 2, idx);
+	cat_bind_text(st, 3, where->pack);
+	sqlite3_bind_blob(st, 4, where->rid, sizeof(where->rid),
+	    SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot record where a snapshot record's part is: %s",
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+int
+catalog_snapshot_parts_set(struct catalog *c, int64_t snapshot_id,
+    int parts, const struct catalog_record_part *partv)
+{
+	sqlite3_stmt *st;
+	int i, rc;
+
+	if (parts < 1) {
+		log_error("internal error: a snapshot record of %d parts",
+		    parts);
+		return (-1);
+	}
+	if (cat_savepoint(c))
+		return (-1);
+	if ((st = cat_prepare(c, "DELETE FROM snapshot_part"
+	    " WHERE snapshot_id = ?1", "record a snapshot's parts")) == NULL)
+		goto err;
+	sqlite3_bind_int64(st, 1, snapshot_id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto sqlerr;
+	for (i = 0; i + 1 < parts; i++)
+		if (catalog_snapshot_part_add(c, snapshot_id, i, &partv[i]))
+			goto err;
+	if ((st = cat_prepare(c, "UPDATE snapshot SET parts = ?2"
+	    " WHERE id = ?1", "record a snapshot's parts")) == NULL)
+		goto err;
+	sqlite3_bind_int64(st, 1, snapshot_id);
+	sqlite3_bind_int(st, 2, parts);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto sqlerr;
+	return (cat_release(c));
+sqlerr:
+	log_error("cannot record a snapshot's parts: %s",
+	    sqlite3_errmsg(c->db));
+err:
+	cat_rollback_to(c);
+	return (-1);
+}
+
+int
+catalog_snapshot_part_packs(struct catalog *c, int64_t snapshot_id,
+    char ***packs, size_t *n)
+{
+	sqlite3_stmt *st;
+	char **v = NULL;
+	size_t k = 0, cap = 0;
+	int rc;
+
+	*packs = NULL;
+	*n = 0;
+	if ((st = cat_prepare(c, "SELECT DISTINCT pack FROM snapshot_part"
+	    " WHERE snapshot_id = ?1 ORDER BY pack",
+	    "find the packs of a snapshot's parts")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, snapshot_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (array_grow(&v, &cap, k, sizeof(*v), 8) ||
+		    (v[k] = strdup((const char *)sqlite3_column_text(st,
+		    0))) == NULL) {
+			log_errno("find the packs of a snapshot's parts");
+			goto err;
+		}
+		k++;
+	}
+	if (rc != SQLITE_DONE) {
+		log_error("cannot find the packs of a snapshot's parts: %s",
+		    sqlite3_errmsg(c->db));
+		goto err;
+	}
+	sqlite3_finalize(st);
+	*packs = v;
+	*n = k;
+	return (0);
+err:
+	sqlite3_finalize(st);
+	catalog_names_free(v, k);
+	return (-1);
 }

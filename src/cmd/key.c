@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/catalog.h"
 #include "coffer/crypto.h"
+#include "coffer/engine.h"
 #include "coffer/fmt.h"
 #include "coffer/fsutil.h"
 #include "coffer/jw.h"
@@ -121,15 +123,98 @@ kind_name(int kind)
 	}
 }
 
+/* Each key's last use to write, from the catalog's key_use rows. */
+struct key_uses {
+	struct key_use {
+		char key[CATALOG_KEY_NAME_MAX + 1];
+		int64_t ns;
+	} *v;
+	size_t n, cap;
+};
+
+static int
+key_use_cb(void *arg, const char *key, int64_t ns, const char *host)
+{
+	struct key_uses *u = arg;
+
+	(void)host;
+	if (array_grow(&u->v, &u->cap, u->n, sizeof(*u->v), 8)) {
+		log_errno("out of memory");
+		return (-1);
+	}
+	snprintf(u->v[u->n].key, sizeof(u->v[u->n].key), "%s", key);
+	u->v[u->n++].ns = ns;
+	return (0);
+}
+
+/* key's last use, formatted into when; 0 when never (when is "never"). */
+static int64_t
+last_use(const struct key_uses *u, const char *key, char *when, size_t size)
+{
+	size_t i;
+
+	for (i = 0; i < u->n; i++)
+		if (strcmp(u->v[i].key, key) == 0) {
+			fmt_time(when, size, u->v[i].ns);
+			return (u->v[i].ns);
+		}
+	snprintf(when, size, "never");
+	return (0);
+}
+
+/*
+ * The keys' last uses, from the catalog.  With a key given without a
+ * terminal (a key file, a passphrase file or COFFER_PASSPHRASE) the
+ * catalog is first brought up to date from the repository's journal;
+ * without one, this host's catalog is read as it is, and a host without
+ * a catalog knows of no use.  0 or -1.
+ */
+static int
+key_uses_read(const struct global_opts *g, struct repo *r,
+    struct key_uses *u, int *known)
+{
+	struct repo *kr = NULL;
+	struct catalog *c = NULL;
+	struct stat sb;
+	char *path;
+	int rc;
+
+	if (g->key_file || g->passphrase_file || g->env_pass) {
+		if (cmd_open(g, OPEN_KEYS, &kr, &c) != STATUS_OK)
+			return (-1);
+	} else {
+		if ((path = g->catalog ? strdup(g->catalog) :
+		    catalog_default_path(repo_id_hex(r))) == NULL)
+			return (-1);
+		rc = stat(path, &sb);
+		if (rc == 0)
+			c = catalog_open(path);
+		free(path);
+		if (rc != 0)
+			return (0);	/* no catalog: no use known here */
+		if (c == NULL)
+			return (-1);
+	}
+	*known = 1;
+	rc = catalog_key_use_last(c, key_use_cb, u);
+	cmd_close(kr, c);
+	return (rc ? -1 : 0);
+}
+
 int
 cmd_key_list(int argc, char **argv, const struct global_opts *g)
 {
+	static const char *const files[][2] = {
+		{ ENGINE_KEY_FILE_FULL, "full" },
+		{ ENGINE_KEY_FILE_WRITE_ONLY, "write-only" },
+	};
+	struct key_uses uses = { NULL, 0, 0 };
 	struct repo_slot *v;
 	struct repo *r;
 	struct jw j;
-	char when[32];
+	char when[32], used[32];
 	size_t i, n;
-	int ch, json = 0, st = STATUS_OK;
+	int ch, json = 0, known = 0, st = STATUS_OK;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_key_list_options)) != -1) {
 		if (ch != 'j')
@@ -149,13 +234,18 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		repo_close(r);
 		return (STATUS_REPO);
 	}
+	if (key_uses_read(g, r, &uses, &known)) {
+		free(v);
+		repo_close(r);
+		return (STATUS_REPO);
+	}
 	if (json) {
 		jw_init(&j, stdout);
 		jw_begin_object(&j);
 		jw_begin_array(jw_key(&j, "slots"));
 	} else if (n > 0) {
-		printf("%-17s %-11s %-17s %s\n", "SLOT", "CAPABILITY",
-		    "ARGON2ID", "WRITTEN");
+		printf("%-17s %-11s %-17s %-21s %s\n", "SLOT", "CAPABILITY",
+		    "ARGON2ID", "WRITTEN", "LAST USED");
 	}
 	for (i = 0; i < n; i++) {
 		fmt_time(when, sizeof(when), v[i].mtime_ns);
@@ -173,8 +263,10 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 				    v[i].opslimit);
 			}
 			jw_str(jw_key(&j, "created"), when);
-			/* Not recorded yet (coffer-key(1), BUGS). */
-			jw_null(jw_key(&j, "last_used"));
+			if (last_use(&uses, v[i].name, used, sizeof(used)))
+				jw_str(jw_key(&j, "last_used"), used);
+			else
+				jw_null(jw_key(&j, "last_used"));
 			jw_end_object(&j);
 		} else {
 			char cost[32] = "-";
@@ -183,9 +275,28 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 				snprintf(cost, sizeof(cost), "%llu MiB, %llu",
 				    (unsigned long long)(v[i].memlimit >> 20),
 				    (unsigned long long)v[i].opslimit);
-			printf("%-17s %-11s %-17s %s\n", v[i].name,
-			    kind_name(v[i].kind), cost, when);
+			(void)last_use(&uses, v[i].name, used, sizeof(used));
+			printf("%-17s %-11s %-17s %-21s %s\n", v[i].name,
+			    kind_name(v[i].kind), cost, when, used);
 		}
+	}
+	/* Key files are not in the repository: only their uses are known. */
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (json) {
+			if (i == 0) {
+				jw_end_array(&j);
+				jw_begin_array(jw_key(&j, "key_files"));
+			}
+			jw_begin_object(&j);
+			jw_str(jw_key(&j, "capability"), files[i][1]);
+			if (last_use(&uses, files[i][0], used, sizeof(used)))
+				jw_str(jw_key(&j, "last_used"), used);
+			else
+				jw_null(jw_key(&j, "last_used"));
+			jw_end_object(&j);
+		} else if (last_use(&uses, files[i][0], used, sizeof(used)))
+			printf("%-17s %-11s %-17s %-21s %s\n", "key file",
+			    files[i][1], "-", "-", used);
 	}
 	if (json) {
 		jw_end_array(&j);
@@ -201,6 +312,11 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		fprintf(stderr, "repository '%s' has no key slot: it opens "
 		    "with a key file only\n", repo_path(r));
 	}
+	if (!json && !known)
+		log_note("no catalog of this repository on this host: last "
+		    "uses are read from the repository with a key (--key-file, "
+		    "--passphrase-file or COFFER_PASSPHRASE)");
+	free(uses.v);
 	free(v);
 	repo_close(r);
 	return (st);

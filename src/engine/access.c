@@ -8,6 +8,7 @@
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/repo.h"
+#include "coffer/repo-keys.h"
 
 int
 engine_need_read(struct repo *r, const char *what)
@@ -17,4 +18,15 @@ engine_need_read(struct repo *r, const char *what)
 	log_error("%s needs the key that reads (decrypts) the repository; "
 	    "this key is write-only: it can back up, not read", what);
 	return (-1);
+}
+
+const char *
+engine_key_name(const struct repo *r)
+{
+	const char *slot = repo_unlocked_slot(r);
+
+	if (slot != NULL)
+		return (slot);
+	return (ccrypto_keys_write_only(repo_keys(r)) ?
+	    ENGINE_KEY_FILE_WRITE_ONLY : ENGINE_KEY_FILE_FULL);
 }

@@ -954,7 +954,8 @@ walk_source(struct backup *b)
 int
 engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 {
-	int n = 0;
+	char *host;
+	int n = 0, rc;
 
 	if (repo_lock(r, wait) || catalog_lock(c, wait))
 		return (-1);
@@ -965,7 +966,18 @@ engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 	if (n > 0)
 		log_info("marked %d interrupted snapshot%s failed", n,
 		    n == 1 ? "" : "s");
-	/* Failed runs and drills the repository does not know yet. */
+	/* Which key writes, for `key list`: journaled with the rest. */
+	if ((host = engine_host_name()) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	rc = catalog_key_use_add(c, engine_key_name(r), now_realtime_ns(),
+	    host);
+	free(host);
+	if (rc)
+		return (-1);
+	/* Failed runs, drills and key uses the repository does not know
+	 * yet. */
 	if (engine_journal_flush(r, c))
 		log_warn("the journal (drill results, failed runs) could not "
 		    "be written to the repository; the next run tries again");

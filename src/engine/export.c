@@ -1,7 +1,9 @@
 /*
  * Export: a bundle (include/coffer/bundle.h) of what a target lacks for a
  * snapshot's chain, or for every snapshot, written in one pass: packs are
- * copied verbatim, never decrypted, and hashed as they are copied.
+ * copied verbatim, never decrypted, and hashed as they are copied.  What
+ * a chain needs comes from the catalog alone, the packs of its records'
+ * parts included, so a host with a write-only key exports.
  *
  * Levels per target, as for snapshots: a full carries every pack the
  * chain needs; a differential those the target's last full bundle does
@@ -94,11 +96,12 @@ need_unique(struct export *x)
 }
 
 /*
- * The packs of the parts of snapshot s's record: its head (in
- * s->record_pack) names them.  0 or -1.
+ * The packs of the parts of snapshot s's record, read from its head (in
+ * s->record_pack), for a snapshot the catalog had before it kept them
+ * (schema 9); the catalog keeps them from now on.  0 or -1.
  */
 static int
-part_packs(struct export *x, const struct catalog_snapshot *s)
+head_part_packs(struct export *x, const struct catalog_snapshot *s)
 {
 	struct pack_reader *pr;
 	struct pack_entry *ents = NULL;
@@ -134,6 +137,11 @@ part_packs(struct export *x, const struct catalog_snapshot *s)
 					catalog_record_info_release(&ri);
 					goto out;
 				}
+			if (catalog_snapshot_parts_set(x->cat, s->id,
+			    ri.parts > 0 ? ri.parts : 1, ri.partv)) {
+				catalog_record_info_release(&ri);
+				goto out;
+			}
 		}
 		catalog_record_info_release(&ri);
 	}
@@ -152,7 +160,39 @@ out:
 	return (rc);
 }
 
-/* Every pack the chain of snap needs, and its snapshots' ids. */
+/*
+ * The packs of the parts of snapshot s's record other than its head's
+ * (which the chain's packs include): from the catalog, so that a
+ * write-only key, which opens no record, exports.  0, 1 refused
+ * (reported), -1.
+ */
+static int
+part_packs(struct export *x, const struct catalog_snapshot *s)
+{
+	char **packs;
+	size_t i, n;
+	int rc = 0;
+
+	if (s->parts == 0) {
+		if (!ccrypto_keys_write_only(repo_keys(x->repo)))
+			return (head_part_packs(x, s) ? -1 : 0);
+		log_error("snapshot %s: the catalog does not know which packs "
+		    "hold its record (it was made before coffer kept them) "
+		    "and this key is write-only: it cannot read the record "
+		    "to find out; run `coffer catalog rebuild` or an export "
+		    "with a key that reads, once", s->sid);
+		return (1);
+	}
+	if (catalog_snapshot_part_packs(x->cat, s->id, &packs, &n))
+		return (-1);
+	for (i = 0; i < n && rc == 0; i++)
+		rc = need_add(x, packs[i], 0);
+	catalog_names_free(packs, n);
+	return (rc);
+}
+
+/* Every pack the chain of snap needs, and its snapshots' ids.  0, 1
+ * refused (reported), -1. */
 static int
 chain_needs(struct export *x, const struct catalog_snapshot *snap)
 {
@@ -178,11 +218,12 @@ chain_needs(struct export *x, const struct catalog_snapshot *snap)
 		memset(&s, 0, sizeof(s));
 		if (catalog_snapshot_get(x->cat, id, &s))
 			return (-1);
-		rc = part_packs(x, &s) ||
-		    bundle_manifest_add_snapshot(&x->m, s.sid);
+		if ((rc = part_packs(x, &s)) == 0 &&
+		    bundle_manifest_add_snapshot(&x->m, s.sid))
+			rc = -1;
 		catalog_snapshot_release(&s);
 		if (rc)
-			return (-1);
+			return (rc);
 	}
 	return (0);
 }
@@ -400,12 +441,9 @@ engine_export(struct repo *r, struct catalog *c, const struct export_opts *o,
 	double t0 = now_monotonic();
 	enum engine_result st = ENGINE_ERROR;
 	size_t i;
-	int put = 0, ok = 0;
+	int put = 0, ok = 0, rc;
 
 	memset(res, 0, sizeof(*res));
-	/* Each snapshot's record is read for the packs of its parts. */
-	if (engine_need_read(r, "export"))
-		return (ENGINE_REFUSED);
 	memset(&x, 0, sizeof(x));
 	x.repo = r;
 	x.cat = c;
@@ -423,8 +461,12 @@ engine_export(struct repo *r, struct catalog *c, const struct export_opts *o,
 	memcpy(x.m.repo_id, repo_id(r), sizeof(x.m.repo_id));
 	snprintf(x.m.target, sizeof(x.m.target), "%s", o->target);
 	x.m.created_ns = o->now_ns ? o->now_ns : now_realtime_ns();
-	if ((o->snapshot ? chain_needs(&x, o->snapshot) : all_needs(&x)))
+	if ((rc = o->snapshot ? chain_needs(&x, o->snapshot) :
+	    all_needs(&x)) != 0) {
+		if (rc > 0)
+			st = ENGINE_REFUSED;
 		goto out;
+	}
 	need_unique(&x);
 	if (plan(&x))
 		goto out;

@@ -378,14 +378,17 @@ emit_part(void *arg, const uint8_t *img, size_t len, int part, int head,
 	struct part_emit *pe = arg;
 	struct packer *p = pe->p;
 
-	(void)part;
 	if (store_record(p, img, len, where))
 		return (-1);
 	pe->nparts++;
 	if (head) {
 		memcpy(pe->s->record_pack, where->pack, PACK_NAME_LEN + 1);
+		pe->s->parts = (int)pe->nparts;
 		return (0);
 	}
+	/* Where the part is, for an export that cannot read the head. */
+	if (catalog_snapshot_part_add(p->cat, pe->s->id, part, where))
+		return (-1);
 	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
 		return (-1);
 	return (0);
@@ -413,8 +416,10 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 			return (-1);
 		rc = store_record(p, img.data, img.len, &where);
 		buf_release(&img);
-		if (rc == 0)
+		if (rc == 0) {
 			memcpy(s->record_pack, where.pack, PACK_NAME_LEN + 1);
+			s->parts = 1;
+		}
 		return (rc);
 	}
 	memset(&pe, 0, sizeof(pe));

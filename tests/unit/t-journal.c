@@ -1,0 +1,191 @@
+/*
+ * Unit tests for journal images (src/catalog/journal.c): a record of an
+ * older format still imports, a newer one is refused, rows of the wrong
+ * type are left out, and key uses make a record of their own only when
+ * new to the repository or a day old.
+ */
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coffer/catalog.h"
+#include "coffer/fsutil.h"
+#include "tap.h"
+#include "testutil.h"
+
+static char tmpdir[] = "/tmp/t-journal-XXXXXX";
+
+#define PACK "00112233445566778899aabbccddeeff"
+#define HOUR_NS 3600000000000LL
+
+/* A journal image of format fmt: the tables of that format, then sql. */
+static int
+image(int fmt, const char *sql, struct buf *out)
+{
+	static const char v4[] =
+		"CREATE TABLE meta (key TEXT PRIMARY KEY, value)"
+		" WITHOUT ROWID;"
+		"CREATE TABLE drill (time_ns INTEGER, dataset TEXT, sid TEXT,"
+		" mode TEXT, sample REAL, files INTEGER, bytes INTEGER,"
+		" failures INTEGER, seconds REAL, check_seconds REAL,"
+		" estimate_seconds REAL, rto_seconds REAL, rpo_seconds REAL,"
+		" rpo_age_seconds REAL, verdict TEXT, source TEXT);"
+		"CREATE TABLE failed (sid TEXT, dataset TEXT, level INTEGER,"
+		" parent_sid TEXT, started_ns INTEGER, finished_ns INTEGER,"
+		" host TEXT, source TEXT);"
+		"CREATE TABLE forgotten (sid TEXT, time_ns INTEGER);"
+		"CREATE TABLE bundle (direction TEXT, target TEXT, seq INTEGER,"
+		" level INTEGER, base_seq INTEGER, manifest BLOB, name TEXT,"
+		" size INTEGER, packs INTEGER, snapshots TEXT,"
+		" created_ns INTEGER);"
+		"CREATE TABLE bundle_pack (direction TEXT, target TEXT,"
+		" seq INTEGER, pack TEXT);"
+		"CREATE TABLE run (rid TEXT, time_ns INTEGER, wall_ns INTEGER,"
+		" seconds REAL, host TEXT, user TEXT, policy TEXT,"
+		" status INTEGER);"
+		"CREATE TABLE run_action (rid TEXT, seq INTEGER, kind TEXT,"
+		" subject TEXT, level TEXT, slot_ns INTEGER, status INTEGER,"
+		" done INTEGER, seconds REAL, detail TEXT);";
+	sqlite3 *db;
+	unsigned char *p;
+	sqlite3_int64 n;
+	char meta[64];
+	int rc = -1;
+
+	if (sqlite3_open(":memory:", &db) != SQLITE_OK)
+		return (-1);
+	snprintf(meta, sizeof(meta), "INSERT INTO meta VALUES ('format', %d)",
+	    fmt);
+	if (sqlite3_exec(db, v4, NULL, NULL, NULL) != SQLITE_OK ||
+	    (fmt >= 5 && sqlite3_exec(db, "CREATE TABLE key_use (key TEXT,"
+	    " time_ns INTEGER, host TEXT)", NULL, NULL, NULL) != SQLITE_OK) ||
+	    sqlite3_exec(db, meta, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		goto out;
+	if ((p = sqlite3_serialize(db, "main", &n, 0)) == NULL)
+		goto out;
+	buf_reset(out);
+	rc = buf_append(out, p, (size_t)n);
+	sqlite3_free(p);
+out:
+	sqlite3_close(db);
+	return (rc);
+}
+
+struct last {
+	char key[CATALOG_KEY_NAME_MAX + 1];
+	int64_t ns;
+	int n;
+};
+
+static int
+last_cb(void *arg, const char *key, int64_t ns, const char *host)
+{
+	struct last *l = arg;
+
+	(void)host;
+	snprintf(l->key, sizeof(l->key), "%s", key);
+	l->ns = ns;
+	l->n++;
+	return (0);
+}
+
+static void
+test_import(struct catalog *c)
+{
+	struct buf img = BUF_INIT;
+	struct last l;
+	size_t added;
+
+	ok(image(4, "INSERT INTO run VALUES ('0123456789abcdef0123456789abcdef',"
+	    " 1, 2, 0.5, 'h', 'u', 'p', 0)", &img) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    added == 1, "a format 4 record still imports (its run)");
+
+	ok(image(5, "INSERT INTO key_use VALUES ('aaaabbbbccccdddd', 1000,"
+	    " 'host1'); INSERT INTO key_use VALUES (42, 5, 'x');"
+	    " INSERT INTO key_use VALUES ('../../etc', 5, 'x');"
+	    " INSERT INTO key_use VALUES ('key-file:full', 'soon', 'x')",
+	    &img) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    added == 1, "format 5: a key use imports, rows of a wrong type "
+	    "are left out");
+	ok(catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    added == 0, "the same key use twice is one");
+	memset(&l, 0, sizeof(l));
+	ok(catalog_key_use_last(c, last_cb, &l) == 0 && l.n == 1 &&
+	    strcmp(l.key, "aaaabbbbccccdddd") == 0 && l.ns == 1000,
+	    "key list sees it");
+
+	ok(image(6, "SELECT 1", &img) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, &added) == -1,
+	    "a format 6 record is refused, not misread");
+	buf_release(&img);
+}
+
+/* Export the journal and, if anything, mark it written; *n the rows. */
+static int
+flush(struct catalog *c, size_t *n)
+{
+	struct catalog_journal_upto upto;
+	struct buf img = BUF_INIT;
+	int rc;
+
+	rc = catalog_journal_export(c, 0, &img, n, &upto);
+	if (rc == 0 && *n > 0)
+		rc = catalog_journal_mark(c, PACK, &upto);
+	buf_release(&img);
+	return (rc);
+}
+
+static void
+test_due(struct catalog *c)
+{
+	const int64_t t = 100 * 24 * HOUR_NS;
+	struct last l;
+	size_t n;
+
+	ok(catalog_key_use_add(c, "1111222233334444", t, "h") == 0 &&
+	    flush(c, &n) == 0 && n == 1, "a key's first use is a record");
+	ok(catalog_key_use_add(c, "1111222233334444", t + HOUR_NS, "h") == 0 &&
+	    flush(c, &n) == 0 && n == 0, "an hour later: it waits");
+	ok(catalog_key_use_add(c, "5555666677778888", t + HOUR_NS, "h") == 0 &&
+	    flush(c, &n) == 0 && n == 2, "another key's first use is a "
+	    "record, and takes the waiting use along");
+	ok(catalog_key_use_add(c, "1111222233334444", t + 2 * HOUR_NS,
+	    "h") == 0 && flush(c, &n) == 0 && n == 0 &&
+	    catalog_key_use_add(c, "1111222233334444", t + 25 * HOUR_NS,
+	    "h") == 0 && flush(c, &n) == 0 && n == 2,
+	    "a day after the last one written: a record");
+	memset(&l, 0, sizeof(l));
+	ok(catalog_key_use_last(c, last_cb, &l) == 0 && l.n == 3,
+	    "one last use per key");
+}
+
+int
+main(void)
+{
+	struct catalog *c;
+	char *db;
+
+	if (mkdtemp(tmpdir) == NULL) {
+		perror("mkdtemp");
+		return (1);
+	}
+	if ((db = fsutil_join(tmpdir, "catalog.db")) == NULL)
+		return (1);
+	c = catalog_open(db);
+	ok(c != NULL, "open a catalog");
+	if (c != NULL) {
+		test_import(c);
+		test_due(c);
+		catalog_close(c);
+	}
+	free(db);
+	if (rm_tree(tmpdir) != 0)
+		diag("cannot remove %s", tmpdir);
+	return (tap_done());
+}
