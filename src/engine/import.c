@@ -59,7 +59,7 @@ struct import {
 	struct member *mem;
 	size_t nmem, capmem;
 	struct hmap seen;		/* pack id -> 1 */
-	struct repo_file meta[1 + BUNDLE_SLOTS_MAX];
+	struct repo_file meta[2 + BUNDLE_SLOTS_MAX];	/* conf, slots, keyring */
 	size_t nmeta;
 	struct buf manifest;
 	uint8_t sig[CCRYPTO_SIG_BYTES];
@@ -120,7 +120,7 @@ read_meta(struct import *x, struct bundle_reader *br, const char *name,
 			    name);
 			return (-1);
 		}
-	if (x->nmem > x->nmeta || x->nmeta == 1 + BUNDLE_SLOTS_MAX ||
+	if (x->nmem > x->nmeta || x->nmeta == 2 + BUNDLE_SLOTS_MAX ||
 	    size > BUNDLE_META_MAX) {
 		log_error("%s: member '%s' out of place or too large",
 		    x->what, name);
