@@ -123,7 +123,7 @@ static const struct command {
 	  "a key file or paper key into a new slot or a key file", ENV_OPEN,
 	  1 },
 	{ "key rotate", cmd_key_rotate, cmd_key_rotate_options, NULL,
-	  "seal new packs to a new key epoch; --rewrap reseals old packs",
+	  "start a key epoch for new packs; --rewrap reseals old packs to it",
 	  ENV_OPEN, 1 },
 	{ "key retire", cmd_key_retire, NULL, "EPOCH",
 	  "remove an old key epoch's secret once no pack needs it", ENV_OPEN,

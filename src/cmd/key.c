@@ -58,8 +58,8 @@ const struct cmd_option cmd_key_export_options[] = {
 };
 
 const struct cmd_option cmd_key_rotate_options[] = {
-	CMD_OPT_FLAG('w', "rewrap", "reseal old packs' keys to the new epoch "
-	    "(headers only)"),
+	CMD_OPT_FLAG('w', "rewrap", "no new epoch: reseal old packs' keys to "
+	    "the newest (headers only)"),
 	CMD_OPT_END
 };
 
@@ -622,21 +622,19 @@ cmd_key_rotate(int argc, char **argv, const struct global_opts *g)
 		return (cmd_usage_error("key rotate"));
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		return (st);
-	if ((er = engine_key_rotate(r, &epoch)) != ENGINE_OK) {
-		st = cmd_status(er);
+	if (!rewrap) {
+		if ((st = cmd_status(engine_key_rotate(r, &epoch))) ==
+		    STATUS_OK)
+			printf("key epoch %u: new packs are sealed to it\n",
+			    (unsigned)epoch);
 		goto out;
 	}
-	printf("key epoch %u: new packs are sealed to it\n",
-	    (unsigned)epoch);
-	if (rewrap) {
-		er = engine_key_rewrap(r, c, &res);
-		if (er == ENGINE_OK || res.rewrapped > 0)
-			printf("rewrapped %llu of %llu packs to key epoch %u\n",
-			    (unsigned long long)res.rewrapped,
-			    (unsigned long long)res.packs,
-			    (unsigned)res.epoch);
-		st = cmd_status(er);
-	}
+	er = engine_key_rewrap(r, c, &res);
+	if (er == ENGINE_OK)
+		printf("rewrapped %llu of %llu packs: all are sealed to key "
+		    "epoch %u\n", (unsigned long long)res.rewrapped,
+		    (unsigned long long)res.packs, (unsigned)res.epoch);
+	st = cmd_status(er);
 out:
 	cmd_close(r, c);
 	return (st);

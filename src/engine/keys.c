@@ -172,6 +172,11 @@ engine_key_retire(struct repo *r, struct catalog *c, uint32_t epoch)
 		    "ROTATION)");
 		return (ENGINE_REFUSED);
 	}
+	if (epoch == ccrypto_keys_seal_epoch(repo_keys(r))) {
+		log_error("key epoch %u is the newest, the one new packs are "
+		    "sealed to: rotate first", (unsigned)epoch);
+		return (ENGINE_REFUSED);
+	}
 	/* An intent may name packs still sealed to epoch. */
 	if (recover(r, c))
 		return (ENGINE_ERROR);
