@@ -554,5 +554,11 @@ enum engine_result engine_key_retire(struct repo *r, struct catalog *c,
     uint32_t epoch);
 int engine_key_epoch_packs(struct repo *r, uint32_t *epochs, size_t *counts,
     size_t n, size_t *other);
+/*
+ * Under the writer lock: finish a rewrap that a crash cut short (the
+ * intent file), each pack then with its new header whole, and note their
+ * hashes in c (may be NULL).  Needs a full key.  0 or -1 (reported).
+ */
+int engine_key_recover(struct repo *r, struct catalog *c);
 
 #endif

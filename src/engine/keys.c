@@ -65,6 +65,14 @@ rehash(struct repo *r, struct catalog *c, char **names, size_t n)
 static int
 recover(struct repo *r, struct catalog *c)
 {
+	if (ccrypto_keys_write_only(repo_keys(r)))
+		return (0);
+	return (engine_key_recover(r, c));
+}
+
+int
+engine_key_recover(struct repo *r, struct catalog *c)
+{
 	char **names;
 	size_t n;
 	int rc;

@@ -1137,7 +1137,7 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 	}
 	if (repo_intent_remove(r))
 		goto out;
-	log_info("finished a rewrap cut short (%zu packs)", nv);
+	log_warn("a key rewrap was cut short: finished it (%zu packs)", nv);
 	*names = v;
 	*nnames = nv;
 	v = NULL;
