@@ -82,6 +82,17 @@ int repo_epoch_rotate(struct repo *r, uint32_t *epoch);
 int repo_epoch_retire(struct repo *r, uint32_t epoch);
 
 /*
+ * A bundle's coffer.conf and keyring (files as repo_meta_files gives them)
+ * into r when its coffer.conf lists a newer key epoch than r's and
+ * authenticates under r's key (import, under the writer lock, full key):
+ * a chain of bundles that spans a rotation then reads on a machine made
+ * from its first bundle.  0 (taken, or nothing newer), -1 (reported).
+ */
+struct repo_file;
+int repo_adopt_epochs(struct repo *r, const struct repo_file *files,
+    size_t n);
+
+/*
  * The rewrap intent (REPO/rewrap, doc/format.md): written whole and
  * durably before pack headers change in place, removed after.
  * intent_read: 1 and its bytes (malloc'd), 0 when there is none, -1 on

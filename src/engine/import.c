@@ -33,6 +33,7 @@
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
+#include "coffer/repo-keys.h"
 #include "coffer/progress.h"
 #include "coffer/remote.h"
 #include "coffer/signals.h"
@@ -429,6 +430,9 @@ import_one(struct import *x, struct remote_stream *s, const char *name)
 		goto out;
 	}
 	st = ENGINE_ERROR;
+	/* Its packs may be sealed to a key epoch newer than ours. */
+	if (repo_adopt_epochs(*x->r, x->meta, x->nmeta))
+		goto out;
 	for (i = 0; i < x->nmem; i++) {
 		if (!x->mem[i].staged)
 			continue;

@@ -1851,3 +1851,69 @@ repo_pack_open_rw(const struct repo *r, const char *name)
 	}
 	return (fd);
 }
+
+int
+repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
+{
+	const struct repo_file *conf = NULL, *ring = NULL;
+	struct repo *t;
+	unsigned char *copy;
+	uint32_t ours, theirs;
+	size_t i;
+	int rc = -1;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(files[i].name, "coffer.conf") == 0)
+			conf = &files[i];
+		else if (strcmp(files[i].name, REPO_KEYRING) == 0)
+			ring = &files[i];
+	}
+	if (conf == NULL || r->keys == NULL || r->lock_fd == -1 ||
+	    ccrypto_keys_write_only(r->keys))
+		return (0);
+	ours = r->nepochs > 0 ? r->epochs[r->nepochs - 1].epoch : 1;
+	if ((t = calloc(1, sizeof(*t))) == NULL ||
+	    (copy = malloc(conf->len + 1)) == NULL) {
+		free(t);
+		log_error("out of memory");
+		return (-1);
+	}
+	t->path = r->path;
+	memcpy(copy, conf->data, conf->len);
+	copy[conf->len] = '\0';
+	if (conf_parse(t, copy, conf->len))
+		goto out;
+	theirs = t->nepochs > 0 ? t->epochs[t->nepochs - 1].epoch : 1;
+	if (theirs <= ours) {
+		rc = 0;
+		goto out;
+	}
+	/* Newer than ours, and the same repository's, by its MAC. */
+	if (memcmp(t->id, r->id, sizeof(r->id)) != 0 ||
+	    memcmp(&t->chunker, &r->chunker, sizeof(r->chunker)) != 0 ||
+	    ccrypto_meta_mac_verify(r->keys, conf->data, t->conf_body_len,
+	    t->mac)) {
+		log_error("repository '%s': a bundle's coffer.conf with key "
+		    "epoch %u failed authentication: not taken", r->path,
+		    (unsigned)theirs);
+		goto out;
+	}
+	if (ring == NULL) {
+		log_error("repository '%s': a bundle lists key epoch %u but "
+		    "carries no keyring: not taken", r->path,
+		    (unsigned)theirs);
+		goto out;
+	}
+	/* As a rotation writes them: the secrets, then the public keys. */
+	if (fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING,
+	    ring->data, ring->len, 0600, 1) ||
+	    fsutil_write_file_at(r->dfd, "coffer.conf", "coffer.conf",
+	    conf->data, conf->len, 0644, 1) || reload_conf(r))
+		goto out;
+	log_info("key epochs up to %u from a bundle", (unsigned)theirs);
+	rc = 0;
+out:
+	free(copy);
+	free(t);
+	return (rc);
+}

@@ -71,7 +71,8 @@ test_expect_success 'rotate: a new epoch in coffer.conf (format 2); new packs ar
 		test "$(od -An -tu1 -j4 -N1 "$p")" -eq 2 && echo "$p"
 	done >ep2.list; test -s ep2.list &&
 	restores_all repo &&
-	coffer -r repo export --target mid --to mid --all
+	coffer -r repo export --target mid --to mid --all &&
+	coffer -r repo export --target old --to old --all
 '
 
 test_expect_success 'a write-only host after a second rotation seals to the newest epoch; the full key reads it' '
@@ -170,26 +171,39 @@ test_expect_success 'a pack sealed to a retired epoch (from an old bundle) is re
 	od -An -tu1 -j4 -N2 "$p" >v && test "$(echo $(cat v))" = "2 2"
 '
 
-test_expect_success 'bundles from before the rotation import on a bare machine with the key' '
+# The snapshots in expect/ that REPO has restore as they were.
+restores_known() {
+	coffer -r "$1" snapshots >snaps &&
+	for d in expect/*; do
+		sid=${d#expect/} &&
+		grep -q "^${sid:0:12}" snaps || continue
+		rm -rf out && coffer -r "$1" restore "$sid" out &&
+		treecmp "$d" out || return 1
+	done
+}
+
+test_expect_success 'bundles from before the rotation import on a bare machine with the key, and a chain across it' '
+	(
+		export XDG_STATE_HOME=$TMP/bare0-state &&
+		coffer -r bare0 import --init - <old/old-0001.cfb &&
+		grep -x "format 1" bare0/coffer.conf &&
+		test_path_is_missing bare0/keyring &&
+		coffer -r bare0 verify --read-data && restores_known bare0
+	) &&
 	(
 		export XDG_STATE_HOME=$TMP/bare1-state &&
 		coffer -r bare1 import --init old &&
-		grep -x "format 1" bare1/coffer.conf &&
-		coffer -r bare1 verify --read-data
+		grep -x "format 2" bare1/coffer.conf &&
+		test_path_is_file bare1/keyring &&
+		coffer -r bare1 snapshots >snaps && test_line_count = 3 snaps &&
+		coffer -r bare1 verify --read-data && restores_known bare1
 	) &&
 	(
 		export XDG_STATE_HOME=$TMP/bare2-state &&
 		coffer -r bare2 import --init mid &&
 		test_path_is_file bare2/keyring &&
 		grep "^epoch 2 " bare2/coffer.conf &&
-		coffer -r bare2 verify --read-data &&
-		for d in expect/*; do
-			sid=${d#expect/} &&
-			coffer -r bare2 snapshots | grep -q "^${sid:0:12}" ||
-				continue
-			rm -rf out && coffer -r bare2 restore "$sid" out &&
-			treecmp "$d" out || return 1
-		done
+		coffer -r bare2 verify --read-data && restores_known bare2
 	)
 '
 
