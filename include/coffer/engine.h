@@ -534,7 +534,8 @@ enum engine_result engine_drill_bundles(struct catalog *host,
  * engine_key_rewrap: first finishes a rewrap cut short, then reseals every
  * pack's key that is not sealed to the newest epoch, in its header only
  * (crash-safe: see pack_rewrap), and updates the catalog's pack hashes.
- * A pack sealed to an epoch this key does not hold stops it (reported).
+ * A pack whose key does not open (sealed to an epoch this key does not
+ * hold, or damaged) is named and left as it is: ENGINE_DAMAGED at the end.
  * engine_key_retire: refuses epoch 1 (derived from the master secret)
  * and, naming their number, an epoch that packs are still sealed to;
  * else the secret leaves the keyring and coffer.conf marks it retired.
@@ -546,6 +547,7 @@ struct key_rewrap_result {
 	uint32_t epoch;			/* sealed to now */
 	uint64_t packs;			/* looked at */
 	uint64_t rewrapped;		/* headers rewritten */
+	uint64_t skipped;		/* keys that did not open: left */
 };
 enum engine_result engine_key_rotate(struct repo *r, uint32_t *epoch);
 enum engine_result engine_key_rewrap(struct repo *r, struct catalog *c,

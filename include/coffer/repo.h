@@ -305,9 +305,10 @@ void pack_reader_close(struct pack_reader *p);
  * from its header (no key needed).  0 or -1 (reported).
  * pack_rewrap: under the writer lock with a full key, reseal the pack key
  * of each of the n (at most PACK_REWRAP_BATCH) packs in names that is not
- * sealed to the seal epoch, in its header only; changed[i] says which
- * were.  The intent file makes it crash-safe.  0 or -1 (reported: a pack
- * whose epoch this key does not hold stops it).
+ * sealed to the seal epoch, in its header only; changed[i] is 1 for each
+ * that was, 0 for one sealed to it already, -1 for one whose key does not
+ * open (an epoch this key does not hold, a damaged header: reported, left
+ * as it is).  The intent file makes it crash-safe.  0 or -1 (reported).
  * pack_rewrap_recover: finish a rewrap cut short (the intent file), before
  * anything else under the lock: 1 and the packs it rewrote (*names,
  * malloc'd), 0 when there was nothing to finish, -1 (reported).

@@ -634,6 +634,12 @@ cmd_key_rotate(int argc, char **argv, const struct global_opts *g)
 		printf("rewrapped %llu of %llu packs: all are sealed to key "
 		    "epoch %u\n", (unsigned long long)res.rewrapped,
 		    (unsigned long long)res.packs, (unsigned)res.epoch);
+	else if (er == ENGINE_DAMAGED)
+		printf("rewrapped %llu of %llu packs to key epoch %u; %llu "
+		    "could not be opened (named above) and are as they were\n",
+		    (unsigned long long)res.rewrapped,
+		    (unsigned long long)res.packs, (unsigned)res.epoch,
+		    (unsigned long long)res.skipped);
 	st = cmd_status(er);
 out:
 	cmd_close(r, c);

@@ -122,7 +122,8 @@ engine_key_rewrap(struct repo *r, struct catalog *c,
 			goto out;
 		for (j = 0; j < m; j++) {
 			res->packs++;
-			if (!changed[j]) {
+			if (changed[j] != 1) {
+				res->skipped += changed[j] < 0;
 				free(names[i + j]);
 				names[i + j] = NULL;
 				continue;
@@ -132,7 +133,7 @@ engine_key_rewrap(struct repo *r, struct catalog *c,
 		rehash(r, c, names + i, m);
 		progress_update(&pg, res->packs, 0);
 	}
-	st = ENGINE_OK;
+	st = res->skipped > 0 ? ENGINE_DAMAGED : ENGINE_OK;
 out:
 	progress_done(&pg);
 	names_free(names, n);

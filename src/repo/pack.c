@@ -1012,10 +1012,14 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 			fds[i] = -1;
 			continue;
 		}
+		/* Left as it is, and named: the others go on. */
 		if ((urc = ccrypto_pack_key_unseal_epoch(k, epoch,
 		    ent + 16 + SEALED_OFF, key)) != 0) {
 			unseal_error(paths[i], epoch, urc);
-			goto out;
+			changed[i] = -1;
+			close(fds[i]);
+			fds[i] = -1;
+			continue;
 		}
 		/* The same pack key, sealed anew: records and index stay. */
 		memcpy(ent, ent + 16 + 24, 16);
@@ -1044,7 +1048,7 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 		goto out;
 	tuning_raise_at("rewrap-intent");
 	for (i = 0, ent = intent.data + INTENT_HEAD; i < n; i++) {
-		if (!changed[i])
+		if (changed[i] != 1)
 			continue;
 		if (header_write(fds[i], ent + 16 + PACK_HEADER_BYTES,
 		    paths[i]))

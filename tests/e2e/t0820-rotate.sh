@@ -29,9 +29,10 @@ more() {
 	done
 }
 
-# header_epochs: "VERSION EPOCH" of every pack header, sorted, with counts.
-header_epochs() {
-	find repo/packs -type f | while read -r p; do
+# header_epochs [REPO]: "VERSION EPOCH COUNT" of the pack headers, sorted.
+header_epochs() { header_epochs_of repo; }
+header_epochs_of() {
+	find "$1/packs" -type f | while read -r p; do
 		od -An -tu1 -j4 -N4 "$p" |
 			awk "{ print \$1, (\$1 == 1 ? 1 : \$2 + 256 * \$3 + 65536 * \$4) }"
 	done | sort | uniq -c | awk "{ print \$2, \$3, \$1 }"
@@ -216,6 +217,32 @@ test_expect_success 'what this coffer cannot read it refuses: a newer coffer.con
 	printf "\003" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
 	test_must_fail coffer -r newer2 verify --read-data 2>err &&
 	grep "unknown version 3" err
+'
+
+test_expect_success 'hostile repository: a damaged or linked keyring, a malformed intent, a pack with two names' '
+	cp -a repo h1 && flip_byte h1/keyring 40 &&
+	test_must_fail coffer -r h1 verify --read-data 2>err && cat err &&
+	grep "keyring does not open" err &&
+	grep "sealed to key epoch 5, which this key does not hold" err &&
+	cp -a repo h2 && mv h2/keyring kr.outside && ln -s ../kr.outside h2/keyring &&
+	test_must_fail coffer -r h2 verify --read-data 2>err &&
+	grep "symbolic link" err &&
+	cp -a repo h3 && coffer -r h3 key rotate &&
+	printf "CFRW\001\000\000\000\001\000\000\000junk" >h3/rewrap &&
+	repo_fingerprint h3/packs >before &&
+	test_must_fail coffer -r h3 key rotate --rewrap 2>err &&
+	grep "rewrap.* is malformed: left alone" err &&
+	repo_fingerprint h3/packs >after && test_cmp before after &&
+	rm h3/rewrap && p=$(find h3/packs -type f | head -1) &&
+	ln "$p" second-name &&
+	test_must_fail coffer -r h3 key rotate --rewrap 2>err &&
+	cat err && grep "other names" err && cmp "$p" second-name &&
+	rm second-name &&
+	test_expect_code 4 coffer -r h3 key rotate --rewrap >msg 2>err &&
+	cat msg err && grep "1 could not be opened" msg &&
+	grep "sealed to key epoch 2, which this key does not hold" err &&
+	header_epochs_of h3 >h && cat h && grep "^2 2 1\$" h &&
+	grep "^2 6 " h && ! grep "^2 5 " h
 '
 
 test_done
