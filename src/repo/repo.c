@@ -56,6 +56,7 @@ struct repo {
 	/* The key epochs from 2 on that coffer.conf lists (format 2). */
 	struct repo_epoch epochs[REPO_EPOCHS_MAX];
 	size_t nepochs;
+	int keyring_bad;		/* there, and did not open */
 	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
 	int lock_fd;
 };
@@ -529,6 +530,7 @@ load_epochs(struct repo *r)
 		if (ccrypto_keys_set_epoch(r->keys, r->epochs[i].epoch,
 		    r->epochs[i].pk))
 			return (-1);
+	r->keyring_bad = 0;
 	if (ccrypto_keys_write_only(r->keys))
 		return (0);
 	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
@@ -537,11 +539,14 @@ load_epochs(struct repo *r)
 	if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
 	    &len) == 0) {
 		if (ccrypto_keyring_open(r->keys, r->id, kr, len))
-			log_warn("repository '%s': packs sealed to key epochs "
-			    "after 1 will not open", r->path);
+			r->keyring_bad = 1;
 		explicit_bzero(kr, len);
 		free(kr);
-	}
+	} else
+		r->keyring_bad = 1;
+	if (r->keyring_bad)
+		log_warn("repository '%s': packs sealed to key epochs after 1 "
+		    "will not open", r->path);
 	return (0);
 }
 
@@ -1661,6 +1666,13 @@ write_keyring(struct repo *r)
 	struct buf b = BUF_INIT;
 	int rc;
 
+	/* It may hold secrets this key could not read: never over it. */
+	if (r->keyring_bad) {
+		log_error("repository '%s': the keyring did not open (see "
+		    "above): not rewritten", r->path);
+		return (-1);
+	}
+
 	rc = ccrypto_keyring_seal(r->keys, r->id, &b) == 0 &&
 	    fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING, b.data,
 	    b.len, 0600, 1) == 0 ? 0 : -1;
@@ -1905,6 +1917,11 @@ repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
 		goto out;
 	}
 	/* As a rotation writes them: the secrets, then the public keys. */
+	if (r->keyring_bad) {
+		log_error("repository '%s': the keyring did not open (see "
+		    "above): not replaced", r->path);
+		goto out;
+	}
 	if (fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING,
 	    ring->data, ring->len, 0600, 1) ||
 	    fsutil_write_file_at(r->dfd, "coffer.conf", "coffer.conf",

@@ -224,6 +224,10 @@ test_expect_success 'hostile repository: a damaged or linked keyring, a malforme
 	test_must_fail coffer -r h1 verify --read-data 2>err && cat err &&
 	grep "keyring does not open" err &&
 	grep "sealed to key epoch 5, which this key does not hold" err &&
+	cp h1/keyring damaged.keyring &&
+	test_must_fail coffer -r h1 key rotate 2>err &&
+	grep "keyring did not open.*not rewritten" err &&
+	cmp h1/keyring damaged.keyring &&
 	cp -a repo h2 && mv h2/keyring kr.outside && ln -s ../kr.outside h2/keyring &&
 	test_must_fail coffer -r h2 verify --read-data 2>err &&
 	grep "symbolic link" err &&
