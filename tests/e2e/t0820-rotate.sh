@@ -49,7 +49,7 @@ test_expect_success 'setup: snapshots in several packs, a bundle and keys from b
 	coffer_init_keyfile repo &&
 	mkdir src && more 20 && snap ds src &&
 	coffer -r repo key export --write-only --to wo.key &&
-	mkdir old mid && coffer -r repo export --target old --to old --all &&
+	mkdir old && coffer -r repo export --target old --to old --all &&
 	grep -x "format 1" repo/coffer.conf &&
 	test_path_is_missing repo/keyring &&
 	coffer -r repo key list --json >l.json &&
@@ -72,7 +72,8 @@ test_expect_success 'rotate: a new epoch in coffer.conf (format 2); new packs ar
 		test "$(od -An -tu1 -j4 -N1 "$p")" -eq 2 && echo "$p"
 	done >ep2.list; test -s ep2.list &&
 	restores_all repo &&
-	coffer -r repo export --target mid --to mid --all &&
+	mkdir mid mid2 && coffer -r repo export --target mid --to mid --all &&
+	coffer -r repo export --target mid2 --to mid2 --all &&
 	coffer -r repo export --target old --to old --all
 '
 
@@ -146,6 +147,19 @@ test_expect_success 'rewrap rewrote headers only: every record and index byte is
 	test_cmp after.tails after2.tails
 '
 
+test_expect_success 'bundles from before the rewrap import into the same repository, with its catalog or a new one' '
+	repo_fingerprint repo/packs >before &&
+	coffer -r repo import old && coffer -r repo import mid &&
+	(
+		export XDG_STATE_HOME=$TMP/same-state &&
+		coffer -r repo import old && coffer -r repo import mid &&
+		coffer -r repo verify --read-data && restores_all repo
+	) &&
+	repo_fingerprint repo/packs >after &&
+	sort before >b.sorted && sort after >a.sorted &&
+	comm -23 b.sorted a.sorted >changed && test_must_be_empty changed
+'
+
 test_expect_success 'the old epochs retire; their secrets leave the keyring; everything restores' '
 	kr=$(stat -c %s repo/keyring) &&
 	for e in 2 3 4; do
@@ -166,7 +180,7 @@ test_expect_success 'a pack sealed to a retired epoch (from an old bundle) is re
 	test -n "$p" && cp "$p" kept.pack && rm "$p" &&
 	(
 		export XDG_STATE_HOME=$TMP/fresh-state &&
-		test_must_fail coffer -r repo import mid 2>err; cat err &&
+		test_must_fail coffer -r repo import mid2 2>err; cat err &&
 		grep "sealed to key epoch 2, which this key does not hold" err
 	) &&
 	od -An -tu1 -j4 -N2 "$p" >v && test "$(echo $(cat v))" = "2 2"
