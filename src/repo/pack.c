@@ -597,6 +597,9 @@ pack_cached(const struct repo *r, const char *name, uint64_t off,
 	return (cached);
 }
 
+static int intent_header(struct repo *r, const char *name, uint8_t *hdr,
+    uint32_t *epoch, uint8_t *key);
+
 struct pack_reader *
 pack_reader_open(struct repo *r, const char *name)
 {
@@ -647,8 +650,16 @@ pack_reader_open(struct repo *r, const char *name)
 	}
 	if ((rc = ccrypto_pack_key_unseal_epoch(repo_keys(r), epoch,
 	    hdr + SEALED_OFF, p->key)) != 0) {
-		unseal_error(p->path, epoch, rc);
-		goto err;
+		/* A header torn by a rewrap cut short: its intent has both. */
+		if (rc == -1 && intent_header(r, name, p->hdr, &epoch,
+		    p->key) == 0)
+			log_warn("pack '%s': its header was torn by a key "
+			    "rewrap cut short; read through the rewrap intent "
+			    "(the next writer mends it)", p->path);
+		else {
+			unseal_error(p->path, epoch, rc);
+			goto err;
+		}
 	}
 	return (p);
 err:
@@ -1155,5 +1166,49 @@ out:
 	free(path);
 	free(data);
 	ccrypto_secret_free(key);
+	return (rc);
+}
+
+/*
+ * The header of pack name from a rewrap intent left behind, new or old,
+ * whichever opens: into hdr, its epoch and pack key.  0, or -1 (there is
+ * none that opens; nothing reported).
+ */
+static int
+intent_header(struct repo *r, const char *name, uint8_t *hdr,
+    uint32_t *epoch, uint8_t *key)
+{
+	const uint8_t *ent, *h;
+	unsigned char *data = NULL;
+	char ename[PACK_NAME_LEN + 1];
+	uint32_t count, i, e;
+	size_t len;
+	int which, rc = -1;
+
+	if (repo_intent_read(r, &data, &len) <= 0)
+		return (-1);
+	if (len < INTENT_HEAD || memcmp(data, INTENT_MAGIC, 4) != 0 ||
+	    data[4] != INTENT_VERSION || (count = get_u32(data + 8)) >
+	    PACK_REWRAP_BATCH || len != INTENT_HEAD + (size_t)count *
+	    INTENT_ENTRY)
+		goto out;
+	for (i = 0; i < count && rc != 0; i++) {
+		ent = data + INTENT_HEAD + (size_t)i * INTENT_ENTRY;
+		hex_encode(ename, ent, 16);
+		if (strcmp(ename, name) != 0)
+			continue;
+		for (which = 1; which >= 0 && rc != 0; which--) {
+			h = ent + 16 + (size_t)which * PACK_HEADER_BYTES;
+			if (header_check(r, h, name, name, &e) == 0 &&
+			    ccrypto_pack_key_unseal_epoch(repo_keys(r), e,
+			    h + SEALED_OFF, key) == 0) {
+				memcpy(hdr, h, PACK_HEADER_BYTES);
+				*epoch = e;
+				rc = 0;
+			}
+		}
+	}
+out:
+	free(data);
 	return (rc);
 }

@@ -98,7 +98,7 @@ test_expect_success 'retire refuses epoch 1, the newest, and an epoch packs are 
 	test_cmp conf.before repo/coffer.conf
 '
 
-test_expect_success 'kill -9 after the rewrap intent is written: every pack reads; torn headers are mended, the rerun finishes' '
+test_expect_success 'kill -9 after the rewrap intent is written: every pack reads; torn headers read through the intent, the rerun mends them' '
 	test_expect_code 137 env COFFER_TEST_RAISE=rewrap-intent:1:KILL \
 		"$COFFER" -r repo key rotate --rewrap &&
 	test_path_is_file repo/rewrap &&
@@ -111,8 +111,14 @@ test_expect_success 'kill -9 after the rewrap intent is written: every pack read
 		p=repo/packs/${name:0:2}/$name && test_path_is_file "$p" &&
 		flip_byte "$p" 60 && flip_byte "$p" 100 || return 1
 	done &&
+	coffer -r repo verify --read-data 2>err && cat err &&
+	grep "header was torn by a key rewrap cut short" err |
+		sed "s|.*/\([0-9a-f]*\).: its header.*|\1|" | sort -u >torn &&
+	sort named >named.sorted && test_cmp named.sorted torn &&
+	restores_all repo &&
+	cp repo/rewrap rewrap.kept && rm repo/rewrap &&
 	test_must_fail coffer -r repo verify --read-data 2>err &&
-	grep "header is damaged" err &&
+	grep "header is damaged" err && mv rewrap.kept repo/rewrap &&
 	coffer -r repo key rotate --rewrap >msg && cat msg &&
 	grep "all are sealed to key epoch 3" msg &&
 	test_path_is_missing repo/rewrap &&
