@@ -43,7 +43,7 @@ MAN1      := $(filter %.1,$(MAN_PAGES))
 MAN5      := $(filter %.5,$(MAN_PAGES))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
-        fuzz fuzz-corpus bench bench-growth bench-prune bench-export demo format man-lint
+        fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate demo format man-lint
 all: $(BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
@@ -124,6 +124,11 @@ bench-prune: deps
 # part of check.
 bench-export: deps
 	CC="$(CC)" MAKE="$(MAKE)" sh bench/export.sh
+
+# Key rotation's rewrap against cp of the same packs (bench/rotate.sh).
+# Not part of check.
+bench-rotate: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/rotate.sh
 
 # Peak RSS as one repository grows to GROWTH_ROUNDS (10) benchmark trees
 # (bench/README.md).  Not part of check.

@@ -6,6 +6,7 @@
  *
  *   coffer.conf            the repository's, verbatim (its MAC needs the key)
  *   keys/NAME ...          its key slots, verbatim (already encrypted)
+ *   keyring                its key epochs' secrets, verbatim (sealed), if any
  *   packs/ab/NAME ...      packs, verbatim (no re-encryption)
  *   coffer-bundle.json     the manifest
  *   coffer-bundle.sig      Ed25519 over "coffer-bundle\0" || manifest
@@ -83,7 +84,8 @@ int bundle_manifest_verify(const struct ccrypto_keys *k, const void *text,
 enum bundle_member {
 	BUNDLE_M_BAD = 0,
 	BUNDLE_M_CONF,			/* coffer.conf */
-	BUNDLE_M_KEY,			/* keys/NAME: NAME hex, 1-64 digits */
+	BUNDLE_M_KEY,			/* keys/NAME: NAME hex, 1-64 digits,
+					 * and keyring */
 	BUNDLE_M_PACK,			/* packs/ab/NAME: a pack name */
 	BUNDLE_M_MANIFEST,
 	BUNDLE_M_SIG

@@ -198,6 +198,12 @@ int catalog_chunk_find(struct catalog *c, const uint8_t cid[32],
 /* Insert a chunk row without a location; *rowid. */
 int catalog_chunk_add(struct catalog *c, const uint8_t cid[32],
     int64_t *rowid);
+/*
+ * A pack's header was rewritten in place (coffer key rotate --rewrap): its
+ * hash (of header and index) is now hash.  No row, nothing to do.  0 or -1.
+ */
+int catalog_pack_rehash(struct catalog *c, const char *name,
+    const uint8_t hash[32]);
 /* Record a durable pack; *rowid. */
 int catalog_pack_add(struct catalog *c, const char *name, uint64_t size,
     const uint8_t hash[32], int64_t *rowid);

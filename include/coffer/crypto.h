@@ -108,16 +108,55 @@ void ccrypto_random(void *buf, size_t n);
 /*
  * Per-pack keys.  A pack key is random, lives in sodium_malloc'd memory
  * (ccrypto_secret_new / ccrypto_secret_free), and is stored in the pack header
- * sealed to the repository's X25519 public key (crypto_box_seal), so writing
- * needs no secret that can read.
+ * sealed to the repository's X25519 public key of the seal epoch
+ * (crypto_box_seal), so writing needs no secret that can read.
  */
 uint8_t *ccrypto_secret_new(size_t n);	/* sodium_malloc; NULL on ENOMEM */
 void ccrypto_secret_free(uint8_t *p);	/* sodium_free; NULL is fine */
-void ccrypto_pack_key_seal(const struct ccrypto_keys *k, const uint8_t *key,
-    uint8_t out[CCRYPTO_SEALED_KEY_BYTES]);
+uint32_t ccrypto_pack_key_seal(const struct ccrypto_keys *k,
+    const uint8_t *key, uint8_t out[CCRYPTO_SEALED_KEY_BYTES]);
 /* 0, or -1 when the sealed key does not open (damaged or foreign pack). */
 int ccrypto_pack_key_unseal(const struct ccrypto_keys *k,
     const uint8_t in[CCRYPTO_SEALED_KEY_BYTES], uint8_t *key);
+
+/*
+ * Key epochs (coffer key rotate; doc/format.md, "Key epochs").  Only the
+ * X25519 pair that pack keys are sealed to rotates: epoch 1 is the pair
+ * derived from the master secret, each later epoch a random pair whose
+ * public key coffer.conf lists and whose secret the keyring holds.  The
+ * id, chunker, meta and signing keys stay for the repository's life.
+ * ccrypto_pack_key_seal seals to the seal epoch (the highest that
+ * coffer.conf lists; 1 before any) and returns its number.
+ * pack_key_unseal_epoch: 0, -1 (does not open: damaged, or a write-only
+ * key), or CCRYPTO_NO_EPOCH (this key holds no secret of that epoch).
+ * set_epoch: epoch n's public key, from coffer.conf (n >= 2); -1 when the
+ * keyring's secret for it does not match (reported).  has_epoch: whether
+ * its secret is held.  max_epoch: the highest known, from coffer.conf or
+ * the keyring.  epoch_generate: a new random pair for epoch n, its public
+ * key to pk (0 or -1, reported).  epoch_forget: wipe epoch n's secret.
+ * keyring_seal appends the keyring (every held secret of epochs >= 2,
+ * sealed under a subkey of the master secret) to out; keyring_open reads
+ * one (untrusted) into k.  Both need a full key; 0 or -1 (reported).
+ */
+#define CCRYPTO_EPOCHS_MAX 64
+#define CCRYPTO_EPOCH_MAX 0xffffff	/* a pack header holds a u24 */
+#define CCRYPTO_NO_EPOCH (-2)
+int ccrypto_pack_key_unseal_epoch(const struct ccrypto_keys *k,
+    uint32_t epoch, const uint8_t in[CCRYPTO_SEALED_KEY_BYTES],
+    uint8_t *key);
+int ccrypto_keys_set_epoch(struct ccrypto_keys *k, uint32_t n,
+    const uint8_t pk[CCRYPTO_KEY_BYTES]);
+uint32_t ccrypto_keys_seal_epoch(const struct ccrypto_keys *k);
+int ccrypto_keys_has_epoch(const struct ccrypto_keys *k, uint32_t n);
+uint32_t ccrypto_keys_max_epoch(const struct ccrypto_keys *k);
+int ccrypto_epoch_generate(struct ccrypto_keys *k, uint32_t n,
+    uint8_t pk[CCRYPTO_KEY_BYTES]);
+void ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n);
+int ccrypto_keyring_seal(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out);
+int ccrypto_keyring_open(struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
+    size_t len);
 
 /*
  * XChaCha20-Poly1305-IETF.  encrypt: a fresh random nonce is written to

@@ -56,4 +56,50 @@ int repo_slot_passwd(struct repo *r, const char *name, const char *pass,
     size_t passlen, uint64_t memlimit);
 int repo_slot_remove(struct repo *r, const char *name);
 
+/*
+ * Key epochs (coffer key rotate; doc/format.md, "Key epochs").  Epoch 1
+ * is the X25519 pair derived from the master secret; coffer.conf lists
+ * the later ones (format 2) and the keyring holds their secrets.
+ * repo_epochs: coffer.conf's list (epochs from 2, increasing), valid
+ * until r changes; needs no key.
+ * Under the writer lock, with a full key: repo_epoch_rotate makes epoch
+ * max + 1 (its secret to the keyring, then its public key to
+ * coffer.conf), the one every writer seals to from then on;
+ * repo_epoch_retire removes epoch's secret from the keyring and marks it
+ * retired in coffer.conf (the caller checked no pack needs it; the newest
+ * is refused).  0 or -1 (reported).
+ */
+#define REPO_EPOCHS_MAX 63
+struct repo_epoch {
+	uint32_t epoch;
+	uint8_t pk[CCRYPTO_KEY_BYTES];
+	int64_t created_ns;
+	int64_t retired_ns;		/* 0 while not retired */
+};
+int repo_epochs(const struct repo *r, const struct repo_epoch **v,
+    size_t *n);
+int repo_epoch_rotate(struct repo *r, uint32_t *epoch);
+int repo_epoch_retire(struct repo *r, uint32_t epoch);
+
+/*
+ * A bundle's coffer.conf and keyring (files as repo_meta_files gives them)
+ * into r when its coffer.conf lists a newer key epoch than r's and
+ * authenticates under r's key (import, under the writer lock, full key):
+ * a chain of bundles that spans a rotation then reads on a machine made
+ * from its first bundle.  0 (taken, or nothing newer), -1 (reported).
+ */
+struct repo_file;
+int repo_adopt_epochs(struct repo *r, const struct repo_file *files,
+    size_t n);
+
+/*
+ * The rewrap intent (REPO/rewrap, doc/format.md): written whole and
+ * durably before pack headers change in place, removed after.
+ * intent_read: 1 and its bytes (malloc'd), 0 when there is none, -1 on
+ * error.  All reported.
+ */
+int repo_intent_write(struct repo *r, const void *data, size_t len);
+int repo_intent_read(struct repo *r, unsigned char **data, size_t *len);
+int repo_intent_remove(struct repo *r);
+
 #endif

@@ -14,6 +14,11 @@
  * keys/ (key slots), packs/ab/ab... (immutable packs), tmp/, locks/.
  */
 #define REPO_FORMAT_VERSION 1
+/* coffer.conf lists key epochs (coffer key rotate): doc/format.md. */
+#define REPO_FORMAT_EPOCHS 2
+/* Files at the top of a repository, beside coffer.conf. */
+#define REPO_KEYRING "keyring"
+#define REPO_INTENT "rewrap"
 
 struct repo;
 
@@ -91,6 +96,10 @@ char *repo_pack_path(const struct repo *r, const char *name);
  * Pack names are PACK_NAME_LEN lowercase hex digits; others are refused.
  */
 int repo_pack_open(const struct repo *r, const char *name, int quiet);
+/* A pack for reading and writing its header in place (key rotate
+ * --rewrap); a pack with other names (hard links) is refused.  An fd or
+ * -1 (reported). */
+int repo_pack_open_rw(const struct repo *r, const char *name);
 int repo_tmp_create(const struct repo *r, const char *name);
 void repo_tmp_remove(const struct repo *r, const char *name);
 int repo_pack_publish(const struct repo *r, const char *name);
@@ -289,5 +298,24 @@ const uint8_t *pack_reader_hash(const struct pack_reader *p);
 uint64_t pack_reader_size(const struct pack_reader *p);
 const char *pack_reader_name(const struct pack_reader *p);
 void pack_reader_close(struct pack_reader *p);
+
+/*
+ * Key rotation in place (coffer key rotate --rewrap; doc/format.md,
+ * "Rewrap intent").  pack_epoch: the key epoch pack name is sealed to,
+ * from its header (no key needed).  0 or -1 (reported).
+ * pack_rewrap: under the writer lock with a full key, reseal the pack key
+ * of each of the n (at most PACK_REWRAP_BATCH) packs in names that is not
+ * sealed to the seal epoch, in its header only; changed[i] is 1 for each
+ * that was, 0 for one sealed to it already, -1 for one whose key does not
+ * open (an epoch this key does not hold, a damaged header: reported, left
+ * as it is).  The intent file makes it crash-safe.  0 or -1 (reported).
+ * pack_rewrap_recover: finish a rewrap cut short (the intent file), before
+ * anything else under the lock: 1 and the packs it rewrote (*names,
+ * malloc'd), 0 when there was nothing to finish, -1 (reported).
+ */
+#define PACK_REWRAP_BATCH 128
+int pack_epoch(struct repo *r, const char *name, uint32_t *epoch);
+int pack_rewrap(struct repo *r, char **names, size_t n, int *changed);
+int pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames);
 
 #endif

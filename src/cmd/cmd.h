@@ -112,6 +112,7 @@ extern const struct cmd_option cmd_key_add_options[];
 extern const struct cmd_option cmd_key_passwd_options[];
 extern const struct cmd_option cmd_key_export_options[];
 extern const struct cmd_option cmd_key_import_options[];
+extern const struct cmd_option cmd_key_rotate_options[];
 
 /*
  * The help of the options of tables[0..n), one line each (an option
@@ -172,6 +173,8 @@ int cmd_key_passwd(int argc, char **argv, const struct global_opts *g);
 int cmd_key_remove(int argc, char **argv, const struct global_opts *g);
 int cmd_key_export(int argc, char **argv, const struct global_opts *g);
 int cmd_key_import(int argc, char **argv, const struct global_opts *g);
+int cmd_key_rotate(int argc, char **argv, const struct global_opts *g);
+int cmd_key_retire(int argc, char **argv, const struct global_opts *g);
 
 /*
  * coffer run (src/cmd/run.c, runmetrics.c): of two exit statuses, the

@@ -29,7 +29,7 @@
 #define KEY_TEXT_MAX 65536
 
 const struct cmd_option cmd_key_list_options[] = {
-	CMD_OPT_FLAG('j', "json", "print the slots as JSON"),
+	CMD_OPT_FLAG('j', "json", "print the slots and epochs as JSON"),
 	CMD_OPT_END
 };
 
@@ -55,6 +55,12 @@ const struct cmd_option cmd_key_export_options[] = {
 	CMD_OPT_VALUE('t', "to", "FILE", "write to a new file (mode 0600)"),
 	CMD_OPT_FLAG('W', "write-only", "a key file that can back up but not "
 	    "read"),
+	CMD_OPT_END
+};
+
+const struct cmd_option cmd_key_rotate_options[] = {
+	CMD_OPT_FLAG('w', "rewrap", "no new epoch: reseal old packs' keys to "
+	    "the newest (headers only)"),
 	CMD_OPT_END
 };
 
@@ -201,6 +207,66 @@ key_uses_read(const struct global_opts *g, struct repo *r,
 	return (rc ? -1 : 0);
 }
 
+/*
+ * The key epochs (coffer.conf's, readable without a key) with the number
+ * of packs sealed to each, from their headers: as JSON into j, or a
+ * table.  0 or -1 (reported).
+ */
+static int
+list_epochs(struct repo *r, struct jw *j)
+{
+	const struct repo_epoch *ep;
+	uint32_t nums[REPO_EPOCHS_MAX + 1];
+	size_t counts[REPO_EPOCHS_MAX + 1], i, n, other;
+	char when[32], retired[32];
+
+	repo_epochs(r, &ep, &n);
+	nums[0] = 1;
+	for (i = 0; i < n; i++)
+		nums[i + 1] = ep[i].epoch;
+	if (engine_key_epoch_packs(r, nums, counts, n + 1, &other))
+		return (-1);
+	if (j != NULL)
+		jw_begin_array(jw_key(j, "epochs"));
+	else
+		printf("\n%-6s %-8s %-21s %s\n", "EPOCH", "PACKS",
+		    "CREATED", "RETIRED");
+	for (i = 0; i < n + 1; i++) {
+		/* Epoch 1 is as old as the repository, which records no
+		 * date: coffer.conf's lines are for later epochs. */
+		if (i > 0)
+			fmt_time(when, sizeof(when), ep[i - 1].created_ns);
+		if (i > 0 && ep[i - 1].retired_ns != 0)
+			fmt_time(retired, sizeof(retired), ep[i - 1].retired_ns);
+		if (j != NULL) {
+			jw_begin_object(j);
+			jw_uint(jw_key(j, "epoch"), nums[i]);
+			jw_bool(jw_key(j, "retired"), i > 0 &&
+			    ep[i - 1].retired_ns != 0);
+			if (i > 0)
+				jw_str(jw_key(j, "created"), when);
+			else
+				jw_null(jw_key(j, "created"));
+			if (i > 0 && ep[i - 1].retired_ns != 0)
+				jw_str(jw_key(j, "retired_at"), retired);
+			jw_uint(jw_key(j, "packs"), counts[i]);
+			jw_bool(jw_key(j, "newest"), i == n);
+			jw_end_object(j);
+		} else {
+			printf("%-6u %-8zu %-21s %s%s\n", (unsigned)nums[i],
+			    counts[i], i > 0 ? when : "-",
+			    i > 0 && ep[i - 1].retired_ns != 0 ? retired : "-",
+			    i == n ? "  (new packs)" : "");
+		}
+	}
+	if (j != NULL)
+		jw_end_array(j);
+	if (other > 0)
+		log_warn("%zu pack%s whose header could not be read", other,
+		    other == 1 ? "" : "s");
+	return (0);
+}
+
 int
 cmd_key_list(int argc, char **argv, const struct global_opts *g)
 {
@@ -298,15 +364,11 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 			printf("%-17s %-11s %-17s %-21s %s\n", "key file",
 			    files[i][1], "-", "-", used);
 	}
+	if (json)
+		jw_end_array(&j);
+	if (list_epochs(r, json ? &j : NULL))
+		st = STATUS_REPO;
 	if (json) {
-		jw_end_array(&j);
-		/* One epoch until keys rotate. */
-		jw_begin_array(jw_key(&j, "epochs"));
-		jw_begin_object(&j);
-		jw_uint(jw_key(&j, "epoch"), 1);
-		jw_bool(jw_key(&j, "retired"), 0);
-		jw_end_object(&j);
-		jw_end_array(&j);
 		jw_end_object(&j);
 	} else if (n == 0 && log_level >= 0) {
 		fprintf(stderr, "repository '%s' has no key slot: it opens "
@@ -653,5 +715,77 @@ out:
 		ccrypto_keys_free(k);
 	wipe(&out);
 	repo_close(r);
+	return (st);
+}
+
+int
+cmd_key_rotate(int argc, char **argv, const struct global_opts *g)
+{
+	struct key_rewrap_result res;
+	struct catalog *c = NULL;
+	struct repo *r;
+	uint32_t epoch;
+	enum engine_result er;
+	int ch, st, rewrap = 0;
+
+	while ((ch = cmd_getopt(argc, argv, cmd_key_rotate_options)) != -1) {
+		if (ch != 'w')
+			return (cmd_usage_error("key rotate"));
+		rewrap = 1;
+	}
+	if (optind != argc)
+		return (cmd_usage_error("key rotate"));
+	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+		return (st);
+	if (!rewrap) {
+		if ((st = cmd_status(engine_key_rotate(r, &epoch))) ==
+		    STATUS_OK)
+			printf("key epoch %u: new packs are sealed to it\n",
+			    (unsigned)epoch);
+		goto out;
+	}
+	er = engine_key_rewrap(r, c, &res);
+	if (er == ENGINE_OK)
+		printf("rewrapped %llu of %llu packs: all are sealed to key "
+		    "epoch %u\n", (unsigned long long)res.rewrapped,
+		    (unsigned long long)res.packs, (unsigned)res.epoch);
+	else if (er == ENGINE_DAMAGED)
+		printf("rewrapped %llu of %llu packs to key epoch %u; %llu "
+		    "could not be opened (named above) and are as they were\n",
+		    (unsigned long long)res.rewrapped,
+		    (unsigned long long)res.packs, (unsigned)res.epoch,
+		    (unsigned long long)res.skipped);
+	st = cmd_status(er);
+out:
+	cmd_close(r, c);
+	return (st);
+}
+
+int
+cmd_key_retire(int argc, char **argv, const struct global_opts *g)
+{
+	struct catalog *c = NULL;
+	struct repo *r;
+	unsigned long v;
+	char *end;
+	int st;
+
+	static const struct cmd_option none[] = { CMD_OPT_END };
+
+	if (cmd_getopt(argc, argv, none) != -1 || argc - optind != 1)
+		return (cmd_usage_error("key retire"));
+	v = strtoul(argv[optind], &end, 10);
+	if (argv[optind][0] < '0' || argv[optind][0] > '9' || *end != '\0' ||
+	    v < 1 || v > CCRYPTO_EPOCH_MAX) {
+		log_error("'%s' is not a key epoch (coffer key list)",
+		    argv[optind]);
+		return (STATUS_USAGE);
+	}
+	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+		return (st);
+	st = cmd_status(engine_key_retire(r, c, (uint32_t)v));
+	if (st == STATUS_OK)
+		printf("key epoch %lu retired: its secret is gone\n", v);
+	cmd_close(r, c);
 	return (st);
 }

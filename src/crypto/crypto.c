@@ -19,6 +19,21 @@ enum {
 	SUBKEY_META = 3,
 	SUBKEY_BOX_SEED = 4,
 	SUBKEY_SIGN_SEED = 5,
+	SUBKEY_KEYRING = 6,
+};
+
+/*
+ * Key epochs (doc/format.md, "Key epochs"): epoch 1 is the box pair above,
+ * derived from the master secret; epochs from 2 on are random X25519
+ * pairs, their public keys from coffer.conf, their secrets from the
+ * keyring.  flags: what is known of one.
+ */
+enum { EPOCH_PK = 1, EPOCH_SK = 2, EPOCH_CONF = 4 };
+struct epoch {
+	uint32_t n;
+	uint32_t flags;
+	uint8_t pk[crypto_box_PUBLICKEYBYTES];
+	uint8_t sk[crypto_box_SECRETKEYBYTES];
 };
 
 /*
@@ -39,6 +54,11 @@ struct ccrypto_keys {
 	/* Key pair seeds pass through here, never through the stack. */
 	uint8_t seed[CCRYPTO_KEY_BYTES];
 	int write_only;
+	/* Epochs from 2 on, in increasing order; pack keys are sealed to
+	 * seal_epoch (1: box_pk). */
+	struct epoch epochs[CCRYPTO_EPOCHS_MAX];
+	size_t nepochs;
+	uint32_t seal_epoch;
 };
 
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES,
@@ -92,6 +112,7 @@ keys_alloc(void)
 		return (NULL);
 	}
 	memset(k, 0, sizeof(*k));
+	k->seal_epoch = 1;
 	return (k);
 }
 
@@ -195,6 +216,13 @@ ccrypto_keys_writer(const struct ccrypto_keys *k)
 	memcpy(w->box_pk, k->box_pk, sizeof(w->box_pk));
 	memcpy(w->sign_pk, k->sign_pk, sizeof(w->sign_pk));
 	memcpy(w->sign_sk, k->sign_sk, sizeof(w->sign_sk));
+	for (w->nepochs = 0; w->nepochs < k->nepochs; w->nepochs++) {
+		w->epochs[w->nepochs] = k->epochs[w->nepochs];
+		w->epochs[w->nepochs].flags &= ~(uint32_t)EPOCH_SK;
+		sodium_memzero(w->epochs[w->nepochs].sk,
+		    sizeof(w->epochs[w->nepochs].sk));
+	}
+	w->seal_epoch = k->seal_epoch;
 	w->write_only = 1;
 	return (w);
 }
@@ -358,31 +386,307 @@ ccrypto_secret_free(uint8_t *p)
 		sodium_free(p);
 }
 
+static struct epoch *
+epoch_find(const struct ccrypto_keys *k, uint32_t n)
+{
+	size_t i;
+
+	for (i = 0; i < k->nepochs; i++)
+		if (k->epochs[i].n == n)
+			return ((struct epoch *)&k->epochs[i]);
+	return (NULL);
+}
+
+/* The slot for epoch n (>= 2), made if new; NULL when the table is full. */
+static struct epoch *
+epoch_slot(struct ccrypto_keys *k, uint32_t n)
+{
+	struct epoch *e;
+	size_t i;
+
+	if ((e = epoch_find(k, n)) != NULL)
+		return (e);
+	if (k->nepochs == CCRYPTO_EPOCHS_MAX) {
+		log_error("more than %d key epochs", CCRYPTO_EPOCHS_MAX);
+		return (NULL);
+	}
+	for (i = k->nepochs; i > 0 && k->epochs[i - 1].n > n; i--)
+		k->epochs[i] = k->epochs[i - 1];
+	e = &k->epochs[i];
+	memset(e, 0, sizeof(*e));
+	e->n = n;
+	k->nepochs++;
+	return (e);
+}
+
+int
+ccrypto_keys_set_epoch(struct ccrypto_keys *k, uint32_t n,
+    const uint8_t pk[CCRYPTO_KEY_BYTES])
+{
+	struct epoch *e;
+
+	if (n < 2 || n > CCRYPTO_EPOCH_MAX)
+		return (-1);
+	if ((e = epoch_find(k, n)) != NULL && (e->flags & EPOCH_PK) &&
+	    sodium_memcmp(e->pk, pk, sizeof(e->pk)) != 0) {
+		log_error("key epoch %u: the keyring's secret is not the "
+		    "public key's in coffer.conf", (unsigned)n);
+		return (-1);
+	}
+	if (e == NULL && (e = epoch_slot(k, n)) == NULL)
+		return (-1);
+	memcpy(e->pk, pk, sizeof(e->pk));
+	e->flags |= EPOCH_PK | EPOCH_CONF;
+	if (n > k->seal_epoch)
+		k->seal_epoch = n;
+	return (0);
+}
+
+uint32_t
+ccrypto_keys_seal_epoch(const struct ccrypto_keys *k)
+{
+	return (k->seal_epoch);
+}
+
+int
+ccrypto_keys_has_epoch(const struct ccrypto_keys *k, uint32_t n)
+{
+	const struct epoch *e;
+
+	if (k->write_only)
+		return (0);
+	if (n == 1)
+		return (1);
+	return ((e = epoch_find(k, n)) != NULL && (e->flags & EPOCH_SK));
+}
+
+uint32_t
+ccrypto_keys_max_epoch(const struct ccrypto_keys *k)
+{
+	return (k->nepochs > 0 ? k->epochs[k->nepochs - 1].n : 1);
+}
+
+int
+ccrypto_epoch_generate(struct ccrypto_keys *k, uint32_t n,
+    uint8_t pk[CCRYPTO_KEY_BYTES])
+{
+	struct epoch *e;
+
+	if (k->write_only || n < 2 || n > CCRYPTO_EPOCH_MAX ||
+	    epoch_find(k, n) != NULL) {
+		log_error("cannot make key epoch %u", (unsigned)n);
+		return (-1);
+	}
+	if ((e = epoch_slot(k, n)) == NULL)
+		return (-1);
+	crypto_box_keypair(e->pk, e->sk);
+	e->flags = EPOCH_PK | EPOCH_SK;
+	memcpy(pk, e->pk, sizeof(e->pk));
+	return (0);
+}
+
 void
+ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n)
+{
+	struct epoch *e;
+
+	if ((e = epoch_find(k, n)) == NULL)
+		return;
+	sodium_memzero(e->sk, sizeof(e->sk));
+	e->flags &= ~(uint32_t)EPOCH_SK;
+}
+
+/*
+ * Keyring, version 1:
+ *   "CFKR" | u8 version | u8[3] zero | nonce[24] |
+ *   AEAD(u32 count | count x (u32 epoch | X25519 secret key[32])) + tag
+ * under subkey 6 of the master secret; associated data = the 32 header
+ * bytes | repository id[16].
+ */
+#define KR_MAGIC "CFKR"
+#define KR_VERSION 1
+enum {
+	KR_HEADER = 8 + CCRYPTO_NONCE_BYTES,
+	KR_ENTRY = 4 + CCRYPTO_KEY_BYTES,
+};
+
+static int
+keyring_key(const struct ccrypto_keys *k, uint8_t *key)
+{
+	if (k->write_only || crypto_kdf_derive_from_key(key,
+	    CCRYPTO_KEY_BYTES, SUBKEY_KEYRING, KDF_CONTEXT, k->master)) {
+		log_error("cannot derive the keyring key");
+		return (-1);
+	}
+	return (0);
+}
+
+int
+ccrypto_keyring_seal(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
+{
+	uint8_t ad[KR_HEADER + CCRYPTO_REPO_ID_BYTES];
+	uint8_t *key, *plain;
+	size_t i, count = 0, plen;
+
+	for (i = 0; i < k->nepochs; i++)
+		if (k->epochs[i].flags & EPOCH_SK)
+			count++;
+	plen = 4 + count * KR_ENTRY;
+	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
+		return (-1);
+	if ((plain = ccrypto_secret_new(plen)) == NULL) {
+		ccrypto_secret_free(key);
+		return (-1);
+	}
+	put_u32(plain, (uint32_t)count);
+	for (i = 0, count = 0; i < k->nepochs; i++) {
+		if (!(k->epochs[i].flags & EPOCH_SK))
+			continue;
+		put_u32(plain + 4 + count * KR_ENTRY, k->epochs[i].n);
+		memcpy(plain + 4 + count * KR_ENTRY + 4, k->epochs[i].sk,
+		    CCRYPTO_KEY_BYTES);
+		count++;
+	}
+	memcpy(ad, KR_MAGIC, 4);
+	ad[4] = KR_VERSION;
+	ad[5] = ad[6] = ad[7] = 0;
+	randombytes_buf(ad + 8, CCRYPTO_NONCE_BYTES);
+	memcpy(ad + KR_HEADER, repo_id, CCRYPTO_REPO_ID_BYTES);
+	if (keyring_key(k, key) || buf_reserve(out, KR_HEADER + plen +
+	    CCRYPTO_TAG_BYTES)) {
+		ccrypto_secret_free(plain);
+		ccrypto_secret_free(key);
+		return (-1);
+	}
+	memcpy(out->data + out->len, ad, KR_HEADER);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(out->data + out->len +
+	    KR_HEADER, NULL, plain, plen, ad, sizeof(ad), NULL, ad + 8, key);
+	out->len += KR_HEADER + plen + CCRYPTO_TAG_BYTES;
+	ccrypto_secret_free(plain);
+	ccrypto_secret_free(key);
+	return (0);
+}
+
+int
+ccrypto_keyring_open(struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
+    size_t len)
+{
+	uint8_t ad[KR_HEADER + CCRYPTO_REPO_ID_BYTES];
+	uint8_t pk[crypto_box_PUBLICKEYBYTES];
+	uint8_t *key = NULL, *plain = NULL;
+	struct epoch *e;
+	size_t plen, i, count;
+	uint32_t n, prev = 1;
+	int rc = -1;
+
+	if (len < 4 || memcmp(data, KR_MAGIC, 4) != 0 || len < 5) {
+		log_error("the keyring is malformed");
+		return (-1);
+	}
+	if (data[4] != KR_VERSION) {
+		log_error("the keyring has version %u; this coffer reads "
+		    "version %d (upgrade coffer)", data[4], KR_VERSION);
+		return (-1);
+	}
+	if (len < KR_HEADER + 4 + CCRYPTO_TAG_BYTES ||
+	    (len - KR_HEADER - 4 - CCRYPTO_TAG_BYTES) % KR_ENTRY != 0 ||
+	    data[5] || data[6] || data[7]) {
+		log_error("the keyring is malformed");
+		return (-1);
+	}
+	plen = len - KR_HEADER - CCRYPTO_TAG_BYTES;
+	memcpy(ad, data, KR_HEADER);
+	memcpy(ad + KR_HEADER, repo_id, CCRYPTO_REPO_ID_BYTES);
+	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	    (plain = ccrypto_secret_new(plen)) == NULL || keyring_key(k, key))
+		goto out;
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(plain, NULL, NULL,
+	    data + KR_HEADER, len - KR_HEADER, ad, sizeof(ad), data + 8,
+	    key) != 0) {
+		log_error("the keyring does not open with this key (damaged, "
+		    "or another repository's)");
+		goto out;
+	}
+	count = get_u32(plain);
+	if (count != (plen - 4) / KR_ENTRY) {
+		log_error("the keyring is malformed");
+		goto out;
+	}
+	for (i = 0; i < count; i++) {
+		const uint8_t *ent = plain + 4 + i * KR_ENTRY;
+
+		n = get_u32(ent);
+		if (n <= prev || n > CCRYPTO_EPOCH_MAX) {
+			log_error("the keyring is malformed (epoch %u)",
+			    (unsigned)n);
+			goto out;
+		}
+		prev = n;
+		crypto_scalarmult_base(pk, ent + 4);
+		if ((e = epoch_find(k, n)) != NULL && (e->flags & EPOCH_PK) &&
+		    sodium_memcmp(e->pk, pk, sizeof(pk)) != 0) {
+			log_error("key epoch %u: the keyring's secret is not "
+			    "the public key's in coffer.conf", (unsigned)n);
+			goto out;
+		}
+		if (e == NULL && (e = epoch_slot(k, n)) == NULL)
+			goto out;
+		memcpy(e->pk, pk, sizeof(pk));
+		memcpy(e->sk, ent + 4, CCRYPTO_KEY_BYTES);
+		e->flags |= EPOCH_PK | EPOCH_SK;
+	}
+	rc = 0;
+out:
+	ccrypto_secret_free(plain);
+	ccrypto_secret_free(key);
+	return (rc);
+}
+
+uint32_t
 ccrypto_pack_key_seal(const struct ccrypto_keys *k, const uint8_t *key,
     uint8_t out[CCRYPTO_SEALED_KEY_BYTES])
 {
+	const struct epoch *e = NULL;
 	int rc;
 
+	if (k->seal_epoch != 1)
+		e = epoch_find(k, k->seal_epoch);
 	/*
-	 * Sealing fails only for a low-order public key, and ours comes
-	 * from crypto_box_seed_keypair: a failure is a bug, not bad input.
+	 * Sealing fails only for a low-order public key, and ours come
+	 * from crypto_box_seed_keypair or coffer.conf's MAC'd lines of
+	 * crypto_box_keypair's: a failure is a bug, not bad input.
 	 */
-	rc = crypto_box_seal(out, key, CCRYPTO_KEY_BYTES, k->box_pk);
+	rc = crypto_box_seal(out, key, CCRYPTO_KEY_BYTES,
+	    e != NULL ? e->pk : k->box_pk);
 	assert(rc == 0);
 	(void)rc;
+	return (e != NULL ? e->n : 1);
+}
+
+int
+ccrypto_pack_key_unseal_epoch(const struct ccrypto_keys *k, uint32_t epoch,
+    const uint8_t in[CCRYPTO_SEALED_KEY_BYTES], uint8_t *key)
+{
+	const struct epoch *e = NULL;
+
+	if (k->write_only)
+		return (-1);
+	if (epoch != 1 && ((e = epoch_find(k, epoch)) == NULL ||
+	    !(e->flags & EPOCH_SK)))
+		return (CCRYPTO_NO_EPOCH);
+	if (crypto_box_seal_open(key, in, CCRYPTO_SEALED_KEY_BYTES,
+	    e != NULL ? e->pk : k->box_pk, e != NULL ? e->sk : k->box_sk) != 0)
+		return (-1);
+	return (0);
 }
 
 int
 ccrypto_pack_key_unseal(const struct ccrypto_keys *k,
     const uint8_t in[CCRYPTO_SEALED_KEY_BYTES], uint8_t *key)
 {
-	if (k->write_only)
-		return (-1);
-	if (crypto_box_seal_open(key, in, CCRYPTO_SEALED_KEY_BYTES, k->box_pk,
-	    k->box_sk) != 0)
-		return (-1);
-	return (0);
+	return (ccrypto_pack_key_unseal_epoch(k, 1, in, key) == 0 ? 0 : -1);
 }
 
 void

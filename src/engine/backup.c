@@ -961,6 +961,10 @@ engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 		return (-1);
 	if (repo_clean_tmp(r))
 		return (-1);
+	/* A rewrap cut short: every header whole before anything reads. */
+	if (!ccrypto_keys_write_only(repo_keys(r)) &&
+	    engine_key_recover(r, c))
+		return (-1);
 	if (catalog_snapshot_fail_running(c, &n))
 		return (-1);
 	if (n > 0)

@@ -33,6 +33,7 @@
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
+#include "coffer/repo-keys.h"
 #include "coffer/progress.h"
 #include "coffer/remote.h"
 #include "coffer/signals.h"
@@ -59,7 +60,7 @@ struct import {
 	struct member *mem;
 	size_t nmem, capmem;
 	struct hmap seen;		/* pack id -> 1 */
-	struct repo_file meta[1 + BUNDLE_SLOTS_MAX];
+	struct repo_file meta[2 + BUNDLE_SLOTS_MAX];	/* conf, slots, keyring */
 	size_t nmeta;
 	struct buf manifest;
 	uint8_t sig[CCRYPTO_SIG_BYTES];
@@ -120,7 +121,7 @@ read_meta(struct import *x, struct bundle_reader *br, const char *name,
 			    name);
 			return (-1);
 		}
-	if (x->nmem > x->nmeta || x->nmeta == 1 + BUNDLE_SLOTS_MAX ||
+	if (x->nmem > x->nmeta || x->nmeta == 2 + BUNDLE_SLOTS_MAX ||
 	    size > BUNDLE_META_MAX) {
 		log_error("%s: member '%s' out of place or too large",
 		    x->what, name);
@@ -429,6 +430,9 @@ import_one(struct import *x, struct remote_stream *s, const char *name)
 		goto out;
 	}
 	st = ENGINE_ERROR;
+	/* Its packs may be sealed to a key epoch newer than ours. */
+	if (repo_adopt_epochs(*x->r, x->meta, x->nmeta))
+		goto out;
 	for (i = 0; i < x->nmem; i++) {
 		if (!x->mem[i].staged)
 			continue;

@@ -190,6 +190,10 @@ bundle_member_kind(const char *name)
 		return (BUNDLE_M_SIG);
 	if (strncmp(name, "keys/", 5) == 0 && is_hex(name + 5, 1, 64))
 		return (BUNDLE_M_KEY);
+	/* The keyring travels as key material does: a bare machine needs
+	 * it for packs of key epochs after 1. */
+	if (strcmp(name, "keyring") == 0)
+		return (BUNDLE_M_KEY);
 	/* packs/ab/abNAME: 32 hex digits under their first two. */
 	if (strncmp(name, "packs/", 6) == 0 && strlen(name) == 6 + 3 + 32 &&
 	    name[8] == '/' && memcmp(name + 6, name + 9, 2) == 0 &&

@@ -23,7 +23,10 @@
 #include "coffer/repo.h"
 #include "coffer/repo-keys.h"
 
-#define CONF_MAX 4096
+/* coffer.conf: a few lines, and one of about 130 bytes per key epoch. */
+#define CONF_MAX 16384
+#define KEYRING_MAX 65536
+#define INTENT_MAX (1u << 20)
 #define SLOT_MAX 65536
 #define KEYFILE_MAX 4096
 /*
@@ -47,9 +50,13 @@ struct repo {
 	struct chunker_params chunker;
 	/* coffer.conf up to (not including) its "mac" line, and the MAC. */
 	unsigned char *conf;
-	size_t conf_body_len;
+	size_t conf_len, conf_body_len;
 	uint8_t mac[CCRYPTO_MAC_BYTES];
 	struct ccrypto_keys *keys;
+	/* The key epochs from 2 on that coffer.conf lists (format 2). */
+	struct repo_epoch epochs[REPO_EPOCHS_MAX];
+	size_t nepochs;
+	int keyring_bad;		/* there, and did not open */
 	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
 	int lock_fd;
 };
@@ -149,20 +156,67 @@ read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
 	return (rc);
 }
 
-/* The text of coffer.conf without its mac line. */
+/*
+ * The text of coffer.conf without its mac line: format 1, or format 2
+ * with the epoch lines of the nepochs epochs in ep (doc/format.md).
+ */
 static int
-conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c)
+conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
+    const struct repo_epoch *ep, size_t nepochs)
 {
-	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1];
+	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1], pkhex[65];
+	size_t i;
 
 	hex_encode(idhex, id, CCRYPTO_REPO_ID_BYTES);
-	return (buf_printf(b,
+	if (buf_printf(b,
 	    "# coffer repository: do not edit, the mac line authenticates "
 	    "this file\n"
 	    "format %d\n"
 	    "id %s\n"
 	    "chunker fastcdc %u %u %u\n",
-	    REPO_FORMAT_VERSION, idhex, c->min, c->avg, c->max));
+	    nepochs > 0 ? REPO_FORMAT_EPOCHS : REPO_FORMAT_VERSION, idhex,
+	    c->min, c->avg, c->max))
+		return (-1);
+	for (i = 0; i < nepochs; i++) {
+		hex_encode(pkhex, ep[i].pk, sizeof(ep[i].pk));
+		if (buf_printf(b, "epoch %u %s created %lld",
+		    (unsigned)ep[i].epoch, pkhex,
+		    (long long)ep[i].created_ns) ||
+		    (ep[i].retired_ns != 0 && buf_printf(b, " retired %lld",
+		    (long long)ep[i].retired_ns)) || buf_printf(b, "\n"))
+			return (-1);
+	}
+	return (0);
+}
+
+/*
+ * One "epoch N <pk hex> created NS [retired NS]" line, exactly (no other
+ * spacing, nothing after).  0 or -1.
+ */
+static int
+epoch_line(const char *line, struct repo_epoch *e)
+{
+	unsigned n;
+	long long created, retired = 0;
+	char pkhex[65];
+	const char *rest;
+	int end = -1, end2 = -1;
+
+	memset(e, 0, sizeof(*e));
+	if (sscanf(line, "epoch %u %64s created %lld%n", &n, pkhex, &created,
+	    &end) != 3 || end < 0)
+		return (-1);
+	rest = line + end;
+	if (*rest != '\0' && (sscanf(rest, " retired %lld%n", &retired,
+	    &end2) != 1 || end2 < 0 || rest[end2] != '\0' || retired <= 0))
+		return (-1);
+	if (n < 2 || n > CCRYPTO_EPOCH_MAX || created <= 0 ||
+	    strlen(pkhex) != 64 || hex_decode(e->pk, sizeof(e->pk), pkhex))
+		return (-1);
+	e->epoch = n;
+	e->created_ns = created;
+	e->retired_ns = retired;
+	return (0);
 }
 
 /* Undo a failed init: what init creates, and nothing else (failures
@@ -174,6 +228,7 @@ remove_made(int dfd, const char *path)
 
 	for (d = dir_names; d < dir_names + NDIRS; d++)
 		(void)fsutil_remove_tree(dfd, *d, path);
+	unlinkat(dfd, REPO_KEYRING, 0);
 	unlinkat(dfd, "coffer.conf", 0);
 }
 
@@ -289,7 +344,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    0600, 0))
 			goto err;
 	}
-	if (conf_body(&conf, id, &cp))
+	if (conf_body(&conf, id, &cp, NULL, 0))
 		goto err;
 	ccrypto_meta_mac(k, conf.data, conf.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
@@ -326,6 +381,7 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 	int format = -1, have_id = 0, have_chunker = 0, have_mac = 0;
 	unsigned min, avg, max;
 
+	r->nepochs = 0;
 	if (memchr(text, '\0', len) != NULL)
 		goto bad;
 	for (line = (char *)text; line < end; line = next) {
@@ -338,6 +394,16 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 			continue;
 		if (sscanf(line, "format %d", &format) == 1)
 			continue;
+		if (strncmp(line, "epoch ", 6) == 0) {
+			/* Increasing: the last is the one to seal to. */
+			if (r->nepochs == REPO_EPOCHS_MAX ||
+			    epoch_line(line, &r->epochs[r->nepochs]) ||
+			    (r->nepochs > 0 && r->epochs[r->nepochs].epoch <=
+			    r->epochs[r->nepochs - 1].epoch))
+				goto bad;
+			r->nepochs++;
+			continue;
+		}
 		if (sscanf(line, "id %63s", idhex) == 1) {
 			if (strlen(idhex) != 2 * CCRYPTO_REPO_ID_BYTES ||
 			    hex_decode(r->id, CCRYPTO_REPO_ID_BYTES, idhex))
@@ -363,16 +429,19 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		}
 		goto bad;
 	}
-	if (format != REPO_FORMAT_VERSION) {
-		if (format > REPO_FORMAT_VERSION)
+	if (format != REPO_FORMAT_VERSION && format != REPO_FORMAT_EPOCHS) {
+		if (format > REPO_FORMAT_EPOCHS)
 			log_error("repository '%s' has format %d; this coffer "
-			    "reads format %d (upgrade coffer)", r->path,
-			    format, REPO_FORMAT_VERSION);
+			    "reads formats %d and %d (upgrade coffer)", r->path,
+			    format, REPO_FORMAT_VERSION, REPO_FORMAT_EPOCHS);
 		else
 			log_error("repository '%s': bad format in coffer.conf",
 			    r->path);
 		return (-1);
 	}
+	/* Epoch lines make format 2, and format 2 has them. */
+	if ((format == REPO_FORMAT_EPOCHS) != (r->nepochs > 0))
+		goto bad;
 	if (!have_id || !have_chunker || !have_mac ||
 	    chunker_params_check(&r->chunker))
 		goto bad;
@@ -422,6 +491,7 @@ repo_open(const char *path)
 	if (read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
 	    &r->conf, &len))
 		goto err;
+	r->conf_len = len;
 	/* Copy: parsing writes NULs into the text, the MAC needs it whole. */
 	if ((copy = malloc(len + 1)) == NULL) {
 		log_error("out of memory");
@@ -444,6 +514,42 @@ err:
 	return (NULL);
 }
 
+/*
+ * The key epochs into r->keys: the public keys coffer.conf lists (now
+ * authenticated) and, for a full key, the secrets in the keyring.  A
+ * keyring that does not open is reported and left out: packs of the first
+ * epoch still open, and those of the others name their epoch.
+ */
+static int
+load_epochs(struct repo *r)
+{
+	unsigned char *kr = NULL;
+	size_t i, len;
+
+	for (i = 0; i < r->nepochs; i++)
+		if (ccrypto_keys_set_epoch(r->keys, r->epochs[i].epoch,
+		    r->epochs[i].pk))
+			return (-1);
+	r->keyring_bad = 0;
+	if (ccrypto_keys_write_only(r->keys))
+		return (0);
+	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
+	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		return (0);
+	if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
+	    &len) == 0) {
+		if (ccrypto_keyring_open(r->keys, r->id, kr, len))
+			r->keyring_bad = 1;
+		explicit_bzero(kr, len);
+		free(kr);
+	} else
+		r->keyring_bad = 1;
+	if (r->keyring_bad)
+		log_warn("repository '%s': packs sealed to key epochs after 1 "
+		    "will not open", r->path);
+	return (0);
+}
+
 static int
 verify_conf(struct repo *r)
 {
@@ -454,7 +560,43 @@ verify_conf(struct repo *r)
 		    r->path);
 		return (-1);
 	}
-	return (0);
+	return (load_epochs(r));
+}
+
+/*
+ * Read coffer.conf again (under the writer lock: a rotation may have
+ * changed it since repo_open) and, with a key, check and load it.  0 or
+ * -1 (reported).
+ */
+static int
+reload_conf(struct repo *r)
+{
+	unsigned char *text = NULL, *copy;
+	size_t len;
+	int rc;
+
+	if (read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX, &text,
+	    &len))
+		return (-1);
+	if (r->conf != NULL && r->conf_len == len &&
+	    memcmp(text, r->conf, len) == 0) {
+		free(text);
+		return (0);
+	}
+	if ((copy = malloc(len + 1)) == NULL) {
+		free(text);
+		log_error("out of memory");
+		return (-1);
+	}
+	memcpy(copy, text, len + 1);
+	free(r->conf);
+	r->conf = text;
+	r->conf_len = len;
+	rc = conf_parse(r, copy, len);
+	free(copy);
+	if (rc == 0 && r->keys != NULL)
+		rc = verify_conf(r);
+	return (rc);
 }
 
 /* read(2) up to size bytes into buf (no stdio copy); *len what came. */
@@ -836,6 +978,11 @@ lock_writer(struct repo *r, int how, double timeout)
 	if (ftruncate(fd, 0) == 0)
 		(void)!pwrite(fd, info, strlen(info), 0);
 	r->lock_fd = fd;
+	/* Writers seal to the newest epoch, as it is now. */
+	if (reload_conf(r)) {
+		r->lock_fd = -1;
+		goto err;
+	}
 	return (1);
 err:
 	close(fd);
@@ -1167,7 +1314,7 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 	*n = 0;
 	if (slot_names(r, &names, &nn))
 		return (-1);
-	if ((v = calloc(nn + 1, sizeof(*v))) == NULL) {
+	if ((v = calloc(nn + 2, sizeof(*v))) == NULL) {
 		log_errno("out of memory");
 		goto err;
 	}
@@ -1190,23 +1337,39 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 	names_free(names, nn);
 	*files = v;
 	*n = nn + 1;
+	/* The keyring, when keys have rotated: a bare machine needs it. */
+	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
+	    AT_SYMLINK_NOFOLLOW) == 0) {
+		snprintf(v[nn + 1].name, sizeof(v[nn + 1].name), "%s",
+		    REPO_KEYRING);
+		if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX,
+		    &v[nn + 1].data, &v[nn + 1].len)) {
+			repo_files_free(v, nn + 2);
+			*files = NULL;
+			*n = 0;
+			return (-1);
+		}
+		*n = nn + 2;
+	}
 	return (0);
 err:
 	names_free(names, nn);
 	if (v)
-		repo_files_free(v, nn + 1);
+		repo_files_free(v, nn + 2);
 	return (-1);
 }
 
 int
 repo_init_from(const char *path, const struct repo_file *files, size_t n)
 {
-	int created = 0, dfd = -1, kfd = -1, conf = -1;
+	int created = 0, dfd = -1, kfd = -1, conf = -1, ring = -1;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		if (strcmp(files[i].name, "coffer.conf") == 0)
 			conf = (int)i;
+		else if (strcmp(files[i].name, REPO_KEYRING) == 0 && ring < 0)
+			ring = (int)i;
 		else if (strncmp(files[i].name, "keys/", 5) != 0 ||
 		    strchr(files[i].name + 5, '/') ||
 		    files[i].name[5] == '.' || files[i].name[5] == '\0') {
@@ -1215,7 +1378,7 @@ repo_init_from(const char *path, const struct repo_file *files, size_t n)
 			return (-1);
 		}
 	}
-	if (conf < 0 || n - 1 > SLOT_FILES_MAX) {
+	if (conf < 0 || n - 1 - (ring >= 0) > SLOT_FILES_MAX) {
 		log_error("no coffer.conf, or too many key slots, to make a "
 		    "repository of");
 		return (-1);
@@ -1229,10 +1392,13 @@ repo_init_from(const char *path, const struct repo_file *files, size_t n)
 	}
 	/* Key slots first, as init: a coffer.conf without a key is lost. */
 	for (i = 0; i < n; i++)
-		if ((int)i != conf && fsutil_write_file_at(kfd,
-		    files[i].name + 5, files[i].name, files[i].data,
-		    files[i].len, 0600, 0))
+		if ((int)i != conf && (int)i != ring &&
+		    fsutil_write_file_at(kfd, files[i].name + 5, files[i].name,
+		    files[i].data, files[i].len, 0600, 0))
 			goto err;
+	if (ring >= 0 && fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING,
+	    files[ring].data, files[ring].len, 0600, 0))
+		goto err;
 	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf",
 	    files[conf].data, files[conf].len, 0644, 0))
 		goto err;
@@ -1476,5 +1642,295 @@ repo_slot_remove(struct repo *r, const char *name)
 	rc = 0;
 out:
 	free(v);
+	return (rc);
+}
+
+/*
+ * Key epochs (coffer key rotate, retire).  The order of writes keeps every
+ * pack readable at each step: a new epoch's secret is in the keyring
+ * before coffer.conf names its public key (a crash between leaves an
+ * unused secret); a retired one's leaves the keyring before coffer.conf
+ * says so (a crash between: retire again).
+ */
+int
+repo_epochs(const struct repo *r, const struct repo_epoch **v, size_t *n)
+{
+	*v = r->epochs;
+	*n = r->nepochs;
+	return (0);
+}
+
+static int
+write_keyring(struct repo *r)
+{
+	struct buf b = BUF_INIT;
+	int rc;
+
+	/* It may hold secrets this key could not read: never over it. */
+	if (r->keyring_bad) {
+		log_error("repository '%s': the keyring did not open (see "
+		    "above): not rewritten", r->path);
+		return (-1);
+	}
+
+	rc = ccrypto_keyring_seal(r->keys, r->id, &b) == 0 &&
+	    fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING, b.data,
+	    b.len, 0600, 1) == 0 ? 0 : -1;
+	wipe_release(&b);
+	return (rc);
+}
+
+/* coffer.conf again, with r->epochs; then r holds what it wrote. */
+static int
+write_conf(struct repo *r)
+{
+	uint8_t mac[CCRYPTO_MAC_BYTES];
+	char machex[2 * CCRYPTO_MAC_BYTES + 1];
+	struct buf b = BUF_INIT;
+	unsigned char *copy;
+	int rc = -1;
+
+	if (conf_body(&b, r->id, &r->chunker, r->epochs, r->nepochs))
+		goto out;
+	ccrypto_meta_mac(r->keys, b.data, b.len, mac);
+	hex_encode(machex, mac, sizeof(mac));
+	if (buf_printf(&b, "mac %s\n", machex))
+		goto out;
+	if (b.len > CONF_MAX) {
+		log_error("repository '%s': coffer.conf would exceed %d bytes",
+		    r->path, CONF_MAX);
+		goto out;
+	}
+	if (fsutil_write_file_at(r->dfd, "coffer.conf", "coffer.conf",
+	    b.data, b.len, 0644, 1))
+		goto out;
+	if ((copy = malloc(b.len + 1)) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	memcpy(copy, b.data, b.len);
+	copy[b.len] = '\0';
+	free(r->conf);
+	r->conf = copy;
+	r->conf_len = b.len;
+	/* The same fields; parsing sets conf_body_len and the MAC. */
+	if ((copy = malloc(b.len + 1)) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	memcpy(copy, r->conf, b.len + 1);
+	rc = conf_parse(r, copy, b.len);
+	free(copy);
+out:
+	buf_release(&b);
+	return (rc);
+}
+
+int
+repo_epoch_rotate(struct repo *r, uint32_t *epoch)
+{
+	struct repo_epoch *e;
+	uint32_t n;
+
+	if (r->lock_fd == -1 || r->keys == NULL ||
+	    ccrypto_keys_write_only(r->keys)) {
+		log_error("internal error: rotation needs the lock and a full "
+		    "key");
+		return (-1);
+	}
+	if (r->nepochs == REPO_EPOCHS_MAX) {
+		log_error("repository '%s' has %d key epochs already, the most "
+		    "coffer.conf holds", r->path, REPO_EPOCHS_MAX + 1);
+		return (-1);
+	}
+	/* Past any secret a crash left in the keyring unnamed. */
+	n = ccrypto_keys_max_epoch(r->keys) + 1;
+	if (r->nepochs > 0 && n <= r->epochs[r->nepochs - 1].epoch)
+		n = r->epochs[r->nepochs - 1].epoch + 1;
+	e = &r->epochs[r->nepochs];
+	memset(e, 0, sizeof(*e));
+	e->epoch = n;
+	e->created_ns = now_realtime_ns();
+	if (ccrypto_epoch_generate(r->keys, n, e->pk) || write_keyring(r))
+		return (-1);
+	r->nepochs++;
+	if (write_conf(r)) {
+		r->nepochs--;
+		return (-1);
+	}
+	if (ccrypto_keys_set_epoch(r->keys, n, e->pk))
+		return (-1);
+	*epoch = n;
+	return (0);
+}
+
+int
+repo_epoch_retire(struct repo *r, uint32_t epoch)
+{
+	struct repo_epoch *e = NULL;
+	size_t i;
+
+	if (r->lock_fd == -1 || r->keys == NULL ||
+	    ccrypto_keys_write_only(r->keys)) {
+		log_error("internal error: retiring needs the lock and a full "
+		    "key");
+		return (-1);
+	}
+	for (i = 0; i < r->nepochs; i++)
+		if (r->epochs[i].epoch == epoch)
+			e = &r->epochs[i];
+	if (e == NULL) {
+		log_error("repository '%s' has no key epoch %u", r->path,
+		    (unsigned)epoch);
+		return (-1);
+	}
+	if (epoch == r->epochs[r->nepochs - 1].epoch) {
+		log_error("key epoch %u is the newest, the one new packs are "
+		    "sealed to: rotate first", (unsigned)epoch);
+		return (-1);
+	}
+	if (ccrypto_keys_has_epoch(r->keys, epoch)) {
+		ccrypto_epoch_forget(r->keys, epoch);
+		if (write_keyring(r))
+			return (-1);
+	}
+	if (e->retired_ns == 0) {
+		e->retired_ns = now_realtime_ns();
+		if (write_conf(r))
+			return (-1);
+	}
+	return (0);
+}
+
+int
+repo_intent_write(struct repo *r, const void *data, size_t len)
+{
+	return (fsutil_write_file_at(r->dfd, REPO_INTENT, REPO_INTENT, data,
+	    len, 0600, 1));
+}
+
+int
+repo_intent_read(struct repo *r, unsigned char **data, size_t *len)
+{
+	if (fstatat(r->dfd, REPO_INTENT, &(struct stat){ 0 },
+	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		return (0);
+	return (read_in(r, r->dfd, REPO_INTENT, REPO_INTENT, INTENT_MAX, data,
+	    len) ? -1 : 1);
+}
+
+int
+repo_intent_remove(struct repo *r)
+{
+	if (unlinkat(r->dfd, REPO_INTENT, 0) && errno != ENOENT) {
+		log_errno("repository '%s': cannot remove '%s'", r->path,
+		    REPO_INTENT);
+		return (-1);
+	}
+	if (fsync(r->dfd)) {
+		log_errno("repository '%s': fsync failed", r->path);
+		return (-1);
+	}
+	return (0);
+}
+
+int
+repo_pack_open_rw(const struct repo *r, const char *name)
+{
+	char fan[3], rel[PACK_NAME_LEN + 16];
+	struct stat st;
+	int dfd, fd;
+
+	if (!pack_name_ok(name)) {
+		log_error("bad pack name '%s'", name);
+		return (-1);
+	}
+	memcpy(fan, name, 2);
+	fan[2] = '\0';
+	snprintf(rel, sizeof(rel), "packs/%s", fan);
+	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
+	    S_IFDIR, 0)) == -1)
+		return (-1);
+	snprintf(rel, sizeof(rel), "packs/%s/%s", fan, name);
+	fd = open_in(r, dfd, name, rel, O_RDWR, S_IFREG, 0);
+	close(dfd);
+	/* Written in place: another name (a hard link) must not be. */
+	if (fd != -1 && (fstat(fd, &st) || st.st_nlink != 1)) {
+		log_error("repository '%s': '%s' has other names (a hard "
+		    "link): refused", r->path, rel);
+		close(fd);
+		return (-1);
+	}
+	return (fd);
+}
+
+int
+repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
+{
+	const struct repo_file *conf = NULL, *ring = NULL;
+	struct repo *t;
+	unsigned char *copy;
+	uint32_t ours, theirs;
+	size_t i;
+	int rc = -1;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(files[i].name, "coffer.conf") == 0)
+			conf = &files[i];
+		else if (strcmp(files[i].name, REPO_KEYRING) == 0)
+			ring = &files[i];
+	}
+	if (conf == NULL || r->keys == NULL || r->lock_fd == -1 ||
+	    ccrypto_keys_write_only(r->keys))
+		return (0);
+	ours = r->nepochs > 0 ? r->epochs[r->nepochs - 1].epoch : 1;
+	if ((t = calloc(1, sizeof(*t))) == NULL ||
+	    (copy = malloc(conf->len + 1)) == NULL) {
+		free(t);
+		log_error("out of memory");
+		return (-1);
+	}
+	t->path = r->path;
+	memcpy(copy, conf->data, conf->len);
+	copy[conf->len] = '\0';
+	if (conf_parse(t, copy, conf->len))
+		goto out;
+	theirs = t->nepochs > 0 ? t->epochs[t->nepochs - 1].epoch : 1;
+	if (theirs <= ours) {
+		rc = 0;
+		goto out;
+	}
+	/* Newer than ours, and the same repository's, by its MAC. */
+	if (memcmp(t->id, r->id, sizeof(r->id)) != 0 ||
+	    memcmp(&t->chunker, &r->chunker, sizeof(r->chunker)) != 0 ||
+	    ccrypto_meta_mac_verify(r->keys, conf->data, t->conf_body_len,
+	    t->mac)) {
+		log_error("repository '%s': a bundle's coffer.conf with key "
+		    "epoch %u failed authentication: not taken", r->path,
+		    (unsigned)theirs);
+		goto out;
+	}
+	if (ring == NULL) {
+		log_error("repository '%s': a bundle lists key epoch %u but "
+		    "carries no keyring: not taken", r->path,
+		    (unsigned)theirs);
+		goto out;
+	}
+	/* As a rotation writes them: the secrets, then the public keys. */
+	if (r->keyring_bad) {
+		log_error("repository '%s': the keyring did not open (see "
+		    "above): not replaced", r->path);
+		goto out;
+	}
+	if (fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING,
+	    ring->data, ring->len, 0600, 1) ||
+	    fsutil_write_file_at(r->dfd, "coffer.conf", "coffer.conf",
+	    conf->data, conf->len, 0644, 1) || reload_conf(r))
+		goto out;
+	log_info("key epochs up to %u from a bundle", (unsigned)theirs);
+	rc = 0;
+out:
+	free(copy);
+	free(t);
 	return (rc);
 }

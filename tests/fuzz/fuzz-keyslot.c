@@ -1,7 +1,7 @@
 /*
- * libFuzzer target for the key slot, key file and paper key parsers, which
- * read files an attacker with write access to the repository may have
- * forged (or a person typed).
+ * libFuzzer target for the key slot, key file, paper key and keyring
+ * parsers, which read files an attacker with write access to the
+ * repository may have forged (or a person typed).
  * Build and run: make fuzz (seeds: tests/fuzz/corpus/keyslot, written by
  * fuzz_seeds below through make fuzz-corpus).
  */
@@ -24,6 +24,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* The passphrase and repository id every input is tried with. */
 static const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES];
+/* The master secret a keyring is opened with (the seeds' too). */
+static const uint8_t fuzz_master[CCRYPTO_KEY_BYTES] = { 0x11, 0x22, 0x33 };
 #define PASS "fuzz"
 
 int
@@ -71,6 +73,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ccrypto_keys_free(k);
 	k = ccrypto_paper_decode(data, size, rid);
 	ccrypto_keys_free(k);
+	/* A keyring, into keys of their own (opening one adds epochs). */
+	if ((k = ccrypto_keys_from_master(fuzz_master)) != NULL) {
+		(void)ccrypto_keyring_open(k, repo_id, data, size);
+		ccrypto_keys_free(k);
+	}
 	return (0);
 }
 
@@ -129,6 +136,26 @@ fuzz_seeds(const char *dir)
 	kf.data[kf.len - 2] = 'A';
 	if (fuzz_write_seed(dir, "keyfile-uppercase", kf.data, kf.len))
 		goto out;
+	/* A keyring of two epochs that opens, and one truncated. */
+	{
+		uint8_t pk[CCRYPTO_KEY_BYTES];
+		struct buf ring = BUF_INIT;
+		struct ccrypto_keys *e = ccrypto_keys_from_master(fuzz_master);
+
+		if (e == NULL || ccrypto_epoch_generate(e, 2, pk) ||
+		    ccrypto_epoch_generate(e, 5, pk) ||
+		    ccrypto_keyring_seal(e, repo_id, &ring) ||
+		    fuzz_write_seed(dir, "keyring-opens", ring.data,
+		    ring.len) ||
+		    fuzz_write_seed(dir, "keyring-truncated", ring.data,
+		    ring.len - 20)) {
+			ccrypto_keys_free(e);
+			buf_release(&ring);
+			goto out;
+		}
+		ccrypto_keys_free(e);
+		buf_release(&ring);
+	}
 	/* A write-only slot and key file, a paper key and one typo in it. */
 	buf_release(&w);
 	buf_release(&kf);

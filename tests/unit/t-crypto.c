@@ -1005,6 +1005,90 @@ test_paper(struct ccrypto_keys *a)
 	buf_release(&t);
 }
 
+/*
+ * Key epochs: a pack key sealed to a rotated pair opens only with the
+ * keyring's secret; the keyring is bound to the master secret and the
+ * repository id, and must match coffer.conf's public keys.
+ */
+static void
+test_epochs(const uint8_t *master)
+{
+	uint8_t pk2[CCRYPTO_KEY_BYTES], pk3[CCRYPTO_KEY_BYTES];
+	uint8_t key[CCRYPTO_KEY_BYTES], sealed[CCRYPTO_SEALED_KEY_BYTES];
+	struct ccrypto_keys *k, *r, *w;
+	struct buf ring = BUF_INIT;
+
+	k = ccrypto_keys_from_master(master);
+	r = ccrypto_keys_from_master(master);
+	if (k == NULL || r == NULL)
+		goto out;
+	ok(ccrypto_keys_seal_epoch(k) == 1 && ccrypto_keys_has_epoch(k, 1),
+	    "epochs: 1 before any rotation");
+	ok(ccrypto_epoch_generate(k, 2, pk2) == 0 &&
+	    ccrypto_epoch_generate(k, 3, pk3) == 0 &&
+	    ccrypto_epoch_generate(k, 3, pk3) == -1, "epochs 2 and 3, once");
+	ok(ccrypto_keys_seal_epoch(k) == 1 && ccrypto_keys_max_epoch(k) == 3,
+	    "a generated epoch is not sealed to until coffer.conf lists it");
+	ok(ccrypto_keys_set_epoch(k, 2, pk2) == 0 &&
+	    ccrypto_keys_seal_epoch(k) == 2, "sealed to epoch 2 once listed");
+	ok(ccrypto_keyring_seal(k, repo_a, &ring) == 0 &&
+	    ring.len == 32 + 4 + 2 * 36 + 16, "keyring: two secrets");
+	memset(key, 9, sizeof(key));
+	ok(ccrypto_pack_key_seal(k, key, sealed) == 2, "sealed to epoch 2");
+	memset(key, 0, sizeof(key));
+	ok(ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
+	    CCRYPTO_NO_EPOCH, "without the keyring: epoch 2 is not held");
+	ok(ccrypto_keyring_open(r, repo_b, ring.data, ring.len) == -1,
+	    "a keyring does not open for another repository id");
+	ring.data[40] ^= 1;
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	    "a damaged keyring does not open");
+	ring.data[40] ^= 1;
+	ring.data[4] = 2;
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	    "a keyring of version 2 is refused");
+	ring.data[4] = 1;
+	ok(ccrypto_keys_set_epoch(r, 2, pk3) == 0 &&
+	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	    "a keyring whose secret is not coffer.conf's key is refused");
+	ccrypto_keys_free(r);
+	r = ccrypto_keys_from_master(master);
+	ok(r != NULL && ccrypto_keys_set_epoch(r, 2, pk2) == 0 &&
+	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == 0 &&
+	    ccrypto_keys_has_epoch(r, 2) && ccrypto_keys_has_epoch(r, 3),
+	    "the keyring opens under the same master secret");
+	ok(r != NULL && ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
+	    0 && key[0] == 9, "the keyring's secret opens epoch 2's pack key");
+	ok(r != NULL && ccrypto_pack_key_unseal_epoch(r, 1, sealed, key) ==
+	    -1 && ccrypto_pack_key_unseal_epoch(r, 3, sealed, key) == -1,
+	    "another epoch's secret does not");
+	w = r != NULL ? ccrypto_keys_writer(r) : NULL;
+	ok(w != NULL && ccrypto_keys_seal_epoch(w) == 2 &&
+	    !ccrypto_keys_has_epoch(w, 2) &&
+	    ccrypto_pack_key_unseal_epoch(w, 2, sealed, key) != 0,
+	    "a write-only copy seals to epoch 2 and opens nothing");
+	if (w != NULL) {
+		memset(key, 5, sizeof(key));
+		ok(ccrypto_pack_key_seal(w, key, sealed) == 2 &&
+		    ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) == 0 &&
+		    key[0] == 5, "what it seals, the full key opens");
+	}
+	ccrypto_keys_free(w);
+	if (r != NULL) {
+		ccrypto_epoch_forget(r, 2);
+		ok(ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
+		    CCRYPTO_NO_EPOCH, "a forgotten epoch is not held");
+		buf_reset(&ring);
+		ok(ccrypto_keyring_seal(r, repo_a, &ring) == 0 &&
+		    ring.len == 32 + 4 + 36 + 16,
+		    "a forgotten secret leaves the keyring");
+	}
+out:
+	buf_release(&ring);
+	ccrypto_keys_free(k);
+	ccrypto_keys_free(r);
+}
+
 int
 main(void)
 {
@@ -1034,6 +1118,7 @@ main(void)
 	test_keyfile(a);
 	test_write_only(a);
 	test_paper(a);
+	test_epochs(ma);
 	ccrypto_keys_free(a);
 	ccrypto_keys_free(b);
 	return (tap_done());
