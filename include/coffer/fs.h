@@ -201,7 +201,9 @@ int fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
  */
 int fs_restore_root(struct fs_restore *r, const struct entry *e);
 
-/* Set the directories' metadata, close.  0 or -1.  NULL is fine. */
+/* Set the directories' metadata, close.  0, 1 when some metadata (an
+ * owner, a mode, extended attributes, an ACL, times) could not be
+ * restored in its life (warned), or -1.  NULL is fine. */
 int fs_restore_close(struct fs_restore *r);
 
 /*

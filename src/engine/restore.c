@@ -1446,7 +1446,6 @@ engine_restore(struct repo *r, struct catalog *c,
 {
 	struct restore rs;
 	double t0 = now_monotonic();
-	unsigned long warn0 = log_warnings;
 	int status = ENGINE_ERROR, empty, t, w;
 	size_t i;
 
@@ -1564,14 +1563,17 @@ out:
 	for (i = 0; i < rs.nwriters; i++) {
 		if (!res->complete)
 			fs_restore_discard(rs.writers[i]);
-		if (fs_restore_close(rs.writers[i]))
+		if ((t = fs_restore_close(rs.writers[i])) < 0)
 			status = ENGINE_ERROR;
+		else if (t > 0 && status == ENGINE_OK)
+			status = ENGINE_WARN;
 	}
-	if (rs.fr && fs_restore_close(rs.fr))
-		status = ENGINE_ERROR;
-	/* Metadata that could not be set (the directories' last, above). */
-	if (status == ENGINE_OK && log_warnings != warn0)
-		status = ENGINE_WARN;
+	if (rs.fr && (t = fs_restore_close(rs.fr)) != 0) {
+		if (t < 0)
+			status = ENGINE_ERROR;
+		else if (status == ENGINE_OK)
+			status = ENGINE_WARN;
+	}
 	if (rs.workers) {
 		for (t = 0; t < pool_threads(rs.pool); t++) {
 			for (i = 0; i < READER_CACHE; i++)

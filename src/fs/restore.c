@@ -67,6 +67,7 @@ struct fs_restore {
 	struct dir_meta *dirs;
 	size_t ndirs, capdirs;
 	struct buf acl;		/* scratch: an ACL's extended attribute */
+	unsigned long warnings;	/* metadata that could not be restored */
 };
 
 /*
@@ -286,6 +287,7 @@ check(struct fs_restore *r, int st, const char *what, const char *path)
 	case ARCHIVE_OK:
 		return (0);
 	case ARCHIVE_WARN:
+		r->warnings++;
 		log_warn("incomplete restore of '%s': %s", path,
 		    errstr(r->a));
 		return (0);
@@ -554,7 +556,7 @@ add_xattrs(struct fs_restore *r, const struct entry *e)
 		archive_entry_xattr_add_entry(r->ae,
 		    (const char *)r->name.data, value, vl);
 	}
-	if (st < 0)
+	if (st < 0 && ++r->warnings)
 		log_warn("malformed extended attributes of '%s'; "
 		    "restoring the rest", e->path);
 	return (0);
@@ -573,6 +575,7 @@ add_acl(struct fs_restore *r, const struct entry *e)
 	    ARCHIVE_ENTRY_ACL_TYPE_NFS4) == ARCHIVE_OK)
 		return (0);
 	archive_entry_acl_clear(r->ae);
+	r->warnings++;
 	log_warn("cannot parse the ACL of '%s'; restoring it without",
 	    e->path);
 	return (0);
@@ -741,10 +744,11 @@ remember_dir(struct fs_restore *r, const struct entry *e, const char *path)
 		archive_entry_set_filetype(r->ae, AE_IFDIR);
 		archive_entry_set_perm(r->ae, mode);
 		if (archive_entry_acl_from_text(r->ae, e->acl,
-		    ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) != ARCHIVE_OK)
+		    ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) != ARCHIVE_OK) {
+			r->warnings++;
 			log_warn("cannot restore the ACL of '%s': not a "
 			    "POSIX.1e ACL; restoring it without", e->path);
-		else {
+		} else {
 			/* As for files (fs_restore_begin): the group bits
 			 * are the group:: entry's until the ACL's mask
 			 * takes their place. */
@@ -882,9 +886,9 @@ open_dir_beneath(int dirfd, const char *path)
 }
 
 static void
-dir_warn(const struct fs_restore *r, const struct dir_meta *d,
-    const char *what)
+dir_warn(struct fs_restore *r, const struct dir_meta *d, const char *what)
 {
+	r->warnings++;
 	log_warn("incomplete restore of '%s': cannot set its %s: %s",
 	    *d->path != '\0' ? d->path : r->target, what, strerror(errno));
 }
@@ -931,6 +935,7 @@ set_dir(struct fs_restore *r, const struct dir_meta *d, int root)
 	if (*d->path == '\0')
 		fd = r->dirfd;
 	else if ((fd = open_dir_beneath(r->dirfd, d->path)) == -1) {
+		r->warnings++;
 		log_warn("incomplete restore of '%s': cannot open it to set "
 		    "its mode, owner and times: %s", d->path,
 		    strerror(errno));
@@ -1383,6 +1388,8 @@ fs_restore_close(struct fs_restore *r)
 			ret = -1;
 	}
 	set_dirs(r);
+	if (ret == 0 && r->warnings > 0)
+		ret = 1;
 	if (r->primary) {
 		/* This thread's directory and umask: its own or the
 		 * process's, as they were at open. */
