@@ -31,14 +31,7 @@ PROG=growth
 need_number BENCH_SCALE "$SCALE"
 need_count GROWTH_ROUNDS "$ROUNDS"
 [ -x /usr/bin/time ] || apt_install time
-need_absolute_dir
-if [ -e "$BD" ]; then
-	[ -e "$BD/.coffer-growth" ] ||
-		die "$BD exists and is not a growth directory; remove it or set BENCH_DIR"
-	rm -rf "$BD"
-fi
-mkdir -p "$BD/bin" "$BD/logs"
-: > "$BD/.coffer-growth"
+claim_dir growth
 # The repository holds about 0.8 GB per GiB of tree and round; one tree
 # and one restored tree are on disk besides.
 need_kib=$(awk -v s="$SCALE" -v n="$ROUNDS" \

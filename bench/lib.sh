@@ -62,3 +62,53 @@ time_cpu() {
 	awk -F': ' '/User time/ { u = $2 } /System time/ { k = $2 }
 	    END { printf "user %s s, system %s s", u, k }' "$1"
 }
+
+# claim_dir KIND: $BD afresh for this bench, with bin/ and logs/: an
+# earlier run's directory (marked .coffer-KIND) is removed, anything else
+# there is refused.
+claim_dir() {
+	need_absolute_dir
+	if [ -e "$BD" ]; then
+		[ -e "$BD/.coffer-$1" ] ||
+			die "$BD exists and is not a $1 bench directory; remove it or set BENCH_DIR"
+		rm -rf "$BD"
+	fi
+	mkdir -p "$BD/bin" "$BD/logs"
+	: > "$BD/.coffer-$1"
+}
+
+# timed STEP CMD...: CMD under /usr/bin/time -v, then sync (counted); a
+# line "STEP seconds rss_mib exit" appended to $RES.
+timed() {
+	_step=$1
+	shift
+	_log=$BD/logs/$_step.log
+	sync
+	_t0=$(now)
+	if /usr/bin/time -v -o "$_log.time" "$@" >"$_log" 2>&1; then
+		_rc=0
+	else
+		_rc=$?
+	fi
+	sync
+	_t1=$(now)
+	printf '%s\t%s\t%s\t%s\n' "$_step" "$(fsub "$_t1" "$_t0")" \
+		"$(time_rss "$_log.time")" "$_rc" >> "$RES"
+	say "$_step: $(fsub "$_t1" "$_t0") s, exit $_rc"
+}
+
+# two_steps: a bench/gen.c tree of scale $SCALE at $TREE backed up into a
+# new repository at $BD/repo (key file $COFFER_KEY_FILE) as two datasets,
+# ckpt/ and data/, then a second checkpoint step as incrementals.  Sets R,
+# the coffer command for it.
+two_steps() {
+	say "generating a tree (scale $SCALE)"
+	"$BD/bin/gen" --scale "$SCALE" "$TREE" 2>>"$BD/logs/gen.log"
+	"$COFFER" -q init --key-file "$COFFER_KEY_FILE" "$BD/repo"
+	R="$COFFER -q -r $BD/repo"
+	$R backup ckpt "$TREE/ckpt"
+	$R backup data "$TREE/data"
+	"$BD/bin/gen" --mutate "$TREE" 2>>"$BD/logs/gen.log"
+	$R backup ckpt "$TREE/ckpt"
+	$R backup data "$TREE/data"
+}

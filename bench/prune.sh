@@ -35,14 +35,7 @@ command -v borg >/dev/null 2>&1 || missing="$missing borgbackup"
 [ -x /usr/bin/time ] || missing="$missing time"
 # shellcheck disable=SC2086
 [ -z "$missing" ] || apt_install $missing
-need_absolute_dir
-if [ -e "$BD" ]; then
-	[ -e "$BD/.coffer-prune" ] ||
-		die "$BD exists and is not a prune bench directory; remove it or set BENCH_DIR"
-	rm -rf "$BD"
-fi
-mkdir -p "$BD/bin" "$BD/logs"
-: > "$BD/.coffer-prune"
+claim_dir prune
 "$MAKE" -C "$ROOT" --no-print-directory coffer >/dev/null
 COFFER=$ROOT/coffer
 "$CC" -O2 -o "$BD/bin/gen" "$ROOT/bench/gen.c" -lm

@@ -33,14 +33,7 @@ PROG=rotate
 
 need_number BENCH_SCALE "$SCALE"
 [ -x /usr/bin/time ] || apt_install time
-need_absolute_dir
-if [ -e "$BD" ]; then
-	[ -e "$BD/.coffer-rotate" ] ||
-		die "$BD exists and is not a rotate bench directory; remove it or set BENCH_DIR"
-	rm -rf "$BD"
-fi
-mkdir -p "$BD/bin" "$BD/logs"
-: > "$BD/.coffer-rotate"
+claim_dir rotate
 build_coffer
 
 unset COFFER_PASSPHRASE COFFER_CATALOG COFFER_REPO COFFER_KEY_FILE || true
@@ -50,34 +43,7 @@ TREE=$BD/tree
 RES=$BD/results.tsv	# step seconds rss_mib exit
 : > "$RES"
 
-# timed STEP CMD...: CMD under /usr/bin/time -v, then sync (counted).
-timed() {
-	_step=$1
-	shift
-	_log=$BD/logs/$_step.log
-	sync
-	_t0=$(now)
-	if /usr/bin/time -v -o "$_log.time" "$@" >"$_log" 2>&1; then
-		_rc=0
-	else
-		_rc=$?
-	fi
-	sync
-	_t1=$(now)
-	printf '%s\t%s\t%s\t%s\n' "$_step" "$(fsub "$_t1" "$_t0")" \
-		"$(time_rss "$_log.time")" "$_rc" >> "$RES"
-	say "$_step: $(fsub "$_t1" "$_t0") s, exit $_rc"
-}
-
-say "generating a tree (scale $SCALE)"
-"$BD/bin/gen" --scale "$SCALE" "$TREE" 2>>"$BD/logs/gen.log"
-"$COFFER" -q init --key-file "$COFFER_KEY_FILE" "$BD/repo"
-R="$COFFER -q -r $BD/repo"
-$R backup ckpt "$TREE/ckpt"
-$R backup data "$TREE/data"
-"$BD/bin/gen" --mutate "$TREE" 2>>"$BD/logs/gen.log"
-$R backup ckpt "$TREE/ckpt"
-$R backup data "$TREE/data"
+two_steps
 PACKS=$(dusize "$BD/repo/packs")
 NPACKS=$(find "$BD/repo/packs" -type f | wc -l)
 say "repository: $NPACKS packs, $PACKS bytes"
