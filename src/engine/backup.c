@@ -1173,12 +1173,14 @@ engine_backup(struct repo *r, struct catalog *c,
 	s.deleted = res->deleted = deleted;
 	s.bytes_read = res->bytes_read;
 	s.bytes_new = b.packer.bytes_new;
+	/* The record carries what the data took; it cannot count itself. */
+	s.bytes_stored = b.packer.bytes_stored;
 	s.warnings = (int64_t)(log_warnings - warn0);
 	if (catalog_snapshot_update(c, &s))
 		goto out;
 	if (packer_snapshot_record(&b.packer, &s))
 		goto out;
-	/* Count the record too: this is what the run added to packs. */
+	/* Here the record counts too: this is what the run added to packs. */
 	s.bytes_stored = b.packer.bytes_stored;
 	if (catalog_snapshot_update(c, &s))
 		goto out;

@@ -94,6 +94,9 @@ test_expect_success 'drill results and interrupted runs outlive the catalog' '
 test_expect_success 'a new host (another state directory) sees them all' '
 	XDG_STATE_HOME=$TMP/host2 listing host2.list &&
 	test_cmp reference host2.list &&
+	XDG_STATE_HOME=$TMP/host2 coffer -r repo snapshots --json >h2.json &&
+	json_check h2.json "!grep { \$_->{state} eq q(complete) &&
+		\$_->{bytes_new} > 0 && !(\$_->{bytes_stored} > 0) } @\$j" &&
 	XDG_STATE_HOME=$TMP/host2 coffer -r repo restore ds-b@latest out-h2 &&
 	treecmp "expect/$(tail -1 sids)" out-h2
 '
