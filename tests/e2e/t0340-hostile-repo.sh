@@ -24,7 +24,8 @@ test_expect_success 'setup: a repository, a snapshot and an outside canary' '
 	printf "precious file\n" >outside/file &&
 	repo_fingerprint outside >outside.before &&
 	slot=$(cd pristine/keys && ls | head -1) &&
-	pk=$(cd pristine && find packs -type f | head -1) &&
+	pk=$(cd pristine && find packs -type f -printf "%s %p\n" | sort -n |
+		tail -n 1 | cut -d" " -f2-) &&
 	fan=${pk%/*} &&
 	test -n "$slot" && test -n "$pk" &&
 	cp -a "$XDG_STATE_HOME/coffer" catalog0
