@@ -392,8 +392,13 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 			goto bad;	/* nothing may follow the mac */
 		if (line[0] == '#' || line[0] == '\0')
 			continue;
-		if (sscanf(line, "format %d", &format) == 1)
+		if (sscanf(line, "format %d", &format) == 1) {
+			/* It comes first: a later format's other lines
+			 * are never met, and never called malformed. */
+			if (format > REPO_FORMAT_EPOCHS)
+				break;
 			continue;
+		}
 		if (strncmp(line, "epoch ", 6) == 0) {
 			/* Increasing: the last is the one to seal to. */
 			if (r->nepochs == REPO_EPOCHS_MAX ||

@@ -233,6 +233,9 @@ test_expect_success 'what this coffer cannot read it refuses: a newer coffer.con
 	sed -i "s/^format 2\$/format 3/" newer/coffer.conf &&
 	test_must_fail coffer -r newer snapshots 2>err &&
 	grep "has format 3.*upgrade coffer" err &&
+	sed -i "s/^format 3\$/format 3\nsomething new/" newer/coffer.conf &&
+	test_must_fail coffer -r newer snapshots 2>err &&
+	grep "has format 3.*upgrade coffer" err &&
 	cp -a repo newer2 && p=$(find newer2/packs -type f | head -1) &&
 	printf "\003" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
 	test_must_fail coffer -r newer2 verify --read-data 2>err &&
