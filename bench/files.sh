@@ -211,7 +211,7 @@ restored_ok() {
 	*) _d=$2$TREE ;;
 	esac
 	_got=$(find "$_d" -type f -printf '%s\n' 2>/dev/null |
-		awk '{ n++; s += $1 } END { print n + 0, s + 0 }')
+		awk '{ n++; s += $1 } END { printf "%d %.0f\n", n, s }')
 	if [ "$_got" = "$FILES_BYTES" ]; then
 		echo same-size
 	else
@@ -227,7 +227,7 @@ LOADS="start $(load)"
 _t0=$(now)
 "$BD/bin/smallfiles" --seed "$SEED" --dirs "$NDIRS" "$TREE" "$NFILES"
 GEN_SECS=$(fsub "$(now)" "$_t0")
-FILES_BYTES=$(find "$TREE" -type f -printf '%s\n' | awk '{ n++; s += $1 } END { print n + 0, s + 0 }')
+FILES_BYTES=$(find "$TREE" -type f -printf '%s\n' | awk '{ n++; s += $1 } END { printf "%d %.0f\n", n, s }')
 BYTES=${FILES_BYTES#* }
 say "tree: $FILES_BYTES (files, bytes) in $GEN_SECS s"
 DIR1=$(ls "$TREE" | sed -n "$((NDIRS / 2 + 1))p")
