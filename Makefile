@@ -43,7 +43,8 @@ MAN1      := $(filter %.1,$(MAN_PAGES))
 MAN5      := $(filter %.5,$(MAN_PAGES))
 
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
-        fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate demo format man-lint
+        fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files \
+        demo format man-lint
 all: $(BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
@@ -134,6 +135,13 @@ bench-rotate: deps
 # (bench/README.md).  Not part of check.
 bench-growth: deps
 	CC="$(CC)" MAKE="$(MAKE)" sh bench/growth.sh
+
+# Many small files (BENCH_FILES, default 100,000 of 1-8 KiB in 1,000
+# directories) against restic and borg: backups, restores into a fresh
+# file system and after rm -rf, ls, diff, verify, drill, peak RSS
+# (bench/files.sh, bench/README.md).  Not part of check.
+bench-files: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/files.sh
 
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/coffer \

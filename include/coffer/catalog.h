@@ -351,21 +351,24 @@ struct catalog_record_part {
 #define CATALOG_RECORD_PART_BYTES (16u << 20)
 
 /*
- * emit stores one part's image (len bytes, valid only during the call):
- * part is its index, head is set for the last one.  For every part but
- * the head it fills *where.  0, or -1 (reported) to stop the export.
+ * emit stores one part: rec holds room bytes (zeros) for the caller's
+ * use, then the part's image; emit may write in rec, keep parts of it or
+ * release it (the export frees what is left).  part is its index, head is
+ * set for the last one.  For every part but the head it fills *where.  0,
+ * or -1 (reported) to stop the export.
  */
-typedef int (*catalog_part_emit_fn)(void *arg, const uint8_t *img,
-    size_t len, int part, int head, struct catalog_record_part *where);
+typedef int (*catalog_part_emit_fn)(void *arg, struct buf *rec, size_t room,
+    int part, int head, struct catalog_record_part *where);
 /*
  * Export snapshot snapshot_id as a sequence of part images of at most
  * max_entries entries and about max_bytes of rows each, handing each to
  * emit as soon as it is made: memory holds one part, whatever the
- * snapshot's size.  Reads the catalog only.  0 or -1 (reported).
+ * snapshot's size, and SQLite's copy of it is freed before emit runs.
+ * Reads the catalog only.  0 or -1 (reported).
  */
 int catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
-    size_t max_entries, size_t max_bytes, catalog_part_emit_fn emit,
-    void *arg);
+    size_t max_entries, size_t max_bytes, size_t room,
+    catalog_part_emit_fn emit, void *arg);
 
 /*
  * Where the parts of a snapshot's record are (schema 9), so that an

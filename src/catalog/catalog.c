@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -649,6 +650,24 @@ damaged_code(int rc)
 }
 
 /*
+ * Statement journals stay in memory.  With foreign keys on, every insert
+ * of a run's long transaction journals the pages it changes, so that the
+ * statement alone can be undone; SQLite moves that journal to a temporary
+ * file once a statement passes 64 KiB and keeps it a file until the
+ * commit, and then every later insert writes and reads it back through
+ * system calls.  In memory it is emptied at the end of each statement: it
+ * holds one statement's pages at most.  Process-wide: it must be set
+ * before SQLite's first use (else SQLITE_MISUSE, and the default stays).
+ */
+static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+
+static void
+sqlite_setup(void)
+{
+	(void)sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, -1);
+}
+
+/*
  * Open the catalog at path; *damaged is set when it fails because the
  * file is not a coffer catalog or is corrupt (rather than, say, not
  * readable).
@@ -691,6 +710,7 @@ open_catalog(const char *path, int *damaged)
 	}
 	close(fd);
 
+	pthread_once(&sqlite_once, sqlite_setup);
 	rc = sqlite3_open_v2(path, &c->db,
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {

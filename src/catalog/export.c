@@ -480,39 +480,59 @@ write_part_table(sqlite3 *mem, int64_t snapshot_id,
 	return (ret);
 }
 
-/* Hand the finished image of mem to emit, without a copy if it can. */
+/*
+ * Hand the finished image of *memp to emit, behind room bytes, in a buffer
+ * of its own: SQLite's image and page cache are freed (*memp closed)
+ * before emit compresses and stores it, so that a part is held once, not
+ * twice, while it is.
+ */
 static int
-emit_image(sqlite3 *mem, int64_t snapshot_id, int part, int head,
-    catalog_part_emit_fn emit, void *arg, struct catalog_record_part *where)
+emit_image(sqlite3 **memp, int64_t snapshot_id, size_t room, int part,
+    int head, catalog_part_emit_fn emit, void *arg,
+    struct catalog_record_part *where)
 {
+	struct buf rec = BUF_INIT;
 	sqlite3_int64 size = 0;
 	unsigned char *img;
-	int owned = 0, rc;
+	int owned = 0, rc = -1;
 
-	img = sqlite3_serialize(mem, "main", &size, SQLITE_SERIALIZE_NOCOPY);
+	img = sqlite3_serialize(*memp, "main", &size, SQLITE_SERIALIZE_NOCOPY);
 	if (img == NULL) {
-		if ((img = sqlite3_serialize(mem, "main", &size, 0)) == NULL) {
+		if ((img = sqlite3_serialize(*memp, "main", &size, 0)) ==
+		    NULL) {
 			log_error("cannot export %lld: cannot serialize the "
 			    "record", (long long)snapshot_id);
 			return (-1);
 		}
 		owned = 1;
 	}
-	if (size < 0 || (uint64_t)size > SIZE_MAX) {
+	if (size < 0 || (uint64_t)size > SIZE_MAX - room - 1) {
 		log_error("cannot export %lld: record too large",
 		    (long long)snapshot_id);
-		rc = -1;
-	} else
-		rc = emit(arg, img, (size_t)size, part, head, where);
+		goto out;
+	}
+	if (buf_reserve(&rec, room + (size_t)size))
+		goto out;
+	memset(rec.data, 0, room);
+	memcpy(rec.data + room, img, (size_t)size);
+	rec.len = room + (size_t)size;
 	if (owned)
 		sqlite3_free(img);
+	owned = 0;
+	sqlite3_close(*memp);
+	*memp = NULL;
+	rc = emit(arg, &rec, room, part, head, where);
+out:
+	if (owned)
+		sqlite3_free(img);
+	buf_release(&rec);
 	return (rc);
 }
 
 int
 catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
-    size_t max_entries, size_t max_bytes, catalog_part_emit_fn emit,
-    void *arg)
+    size_t max_entries, size_t max_bytes, size_t room,
+    catalog_part_emit_fn emit, void *arg)
 {
 	struct catalog_record_part *parts = NULL, where;
 	sqlite3_stmt *src = NULL, *more = NULL;
@@ -571,11 +591,9 @@ catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
 		if (cat_mem_exec(mem, "COMMIT", snapshot_id))
 			goto out;
 		memset(&where, 0, sizeof(where));
-		if (emit_image(mem, snapshot_id, (int)nparts, head, emit, arg,
-		    &where))
+		if (emit_image(&mem, snapshot_id, room, (int)nparts, head,
+		    emit, arg, &where))
 			goto out;
-		sqlite3_close(mem);
-		mem = NULL;
 		if (head)
 			break;
 		if (array_grow(&parts, &cap, nparts, sizeof(*parts), 64))

@@ -127,7 +127,8 @@ int record_reader_get(struct record_reader *rr, const char *pack,
  * repository id | image.  snapshot_record_open checks the form and the
  * signature (with the key slot's public key, never one from the repo)
  * and points *img at the image.  1 good, 0 malformed or badly signed
- * (*why says which; nothing printed), -1 out of memory.
+ * (*why says which; nothing printed), -1 out of memory.  scratch holds
+ * the signed message while it is checked and is released on return.
  */
 int snapshot_record_open(const struct repo *r, const uint8_t *rec,
     size_t len, struct buf *scratch, const uint8_t **img, size_t *imglen,

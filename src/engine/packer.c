@@ -44,6 +44,8 @@ snapshot_record_open(const struct repo *r, const uint8_t *rec, size_t len,
     struct buf *scratch, const uint8_t **img, size_t *imglen,
     const char **why)
 {
+	int bad;
+
 	if (len <= SNAPSHOT_RECORD_HEADER ||
 	    memcmp(rec, SNAPSHOT_RECORD_MAGIC, 4) != 0 ||
 	    rec[4] != SNAPSHOT_RECORD_VERSION) {
@@ -53,8 +55,11 @@ snapshot_record_open(const struct repo *r, const uint8_t *rec, size_t len,
 	if (record_message(scratch, r, rec + SNAPSHOT_RECORD_HEADER,
 	    len - SNAPSHOT_RECORD_HEADER))
 		return (-1);
-	if (ccrypto_verify(repo_keys(r), scratch->data, scratch->len,
-	    rec + 5)) {
+	bad = ccrypto_verify(repo_keys(r), scratch->data, scratch->len,
+	    rec + 5);
+	/* A part's copy is not kept: readers hold the record besides. */
+	buf_release(scratch);
+	if (bad) {
 		*why = "has a bad signature";
 		return (0);
 	}
@@ -315,48 +320,44 @@ packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
 	return (0);
 }
 
-/* Sign img as a snapshot record and add it to the open pack; its id and
- * pack in *where. */
+/*
+ * Sign rec as a snapshot record and add it to the open pack; its id and
+ * pack in *where.  rec holds SNAPSHOT_RECORD_HEADER bytes of room, then
+ * the image; the signed message (record_message's context, repository id,
+ * image) is built in place, in the room's last bytes, and the record's
+ * header then takes the place of the context and id: the image is not
+ * copied.  rec is released once compressed (write_record).
+ */
 static int
-store_record(struct packer *p, const uint8_t *img, size_t len,
+store_record(struct packer *p, struct buf *rec,
     struct catalog_record_part *where)
 {
-	/*
-	 * The signed message (record_message's context, repository id,
-	 * image) is built behind room for the record's header, which then
-	 * takes the place of the context and id: one copy of the image.
-	 */
 	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
 	const size_t pad = SNAPSHOT_RECORD_HEADER - pre;
-	struct buf rec = BUF_INIT;
 	uint8_t sig[CCRYPTO_SIG_BYTES];
-	int rc = -1;
 
-	if (buf_reserve(&rec, pad + pre + len))
-		goto out;
-	memset(rec.data, 0, pad);
-	rec.len = pad;
-	if (buf_append(&rec, record_ctx, sizeof(record_ctx)) ||
-	    buf_append(&rec, repo_id(p->repo), CCRYPTO_REPO_ID_BYTES) ||
-	    buf_append(&rec, img, len))
-		goto out;
-	ccrypto_sign(repo_keys(p->repo), rec.data + pad, rec.len - pad,
-	    sig);
-	memcpy(rec.data, SNAPSHOT_RECORD_MAGIC, 4);
-	rec.data[4] = SNAPSHOT_RECORD_VERSION;
-	memcpy(rec.data + 5, sig, sizeof(sig));
-	if (rec.len > PACK_RECORD_MAX) {
-		log_error("snapshot record is too large (%zu bytes)", rec.len);
-		goto out;
+	if (rec->len < SNAPSHOT_RECORD_HEADER) {
+		log_error("internal error: a snapshot record without room");
+		return (-1);
 	}
-	ccrypto_chunk_id(repo_keys(p->repo), rec.data, rec.len, where->rid);
-	if (write_record(p, PACK_REC_SNAPSHOT, where->rid, &rec, NULL))
-		goto out;
+	memset(rec->data, 0, pad);
+	memcpy(rec->data + pad, record_ctx, sizeof(record_ctx));
+	memcpy(rec->data + pad + sizeof(record_ctx), repo_id(p->repo),
+	    CCRYPTO_REPO_ID_BYTES);
+	ccrypto_sign(repo_keys(p->repo), rec->data + pad, rec->len - pad,
+	    sig);
+	memcpy(rec->data, SNAPSHOT_RECORD_MAGIC, 4);
+	rec->data[4] = SNAPSHOT_RECORD_VERSION;
+	memcpy(rec->data + 5, sig, sizeof(sig));
+	if (rec->len > PACK_RECORD_MAX) {
+		log_error("snapshot record is too large (%zu bytes)", rec->len);
+		return (-1);
+	}
+	ccrypto_chunk_id(repo_keys(p->repo), rec->data, rec->len, where->rid);
+	if (write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
+		return (-1);
 	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
-	rc = 0;
-out:
-	buf_release(&rec);
-	return (rc);
+	return (0);
 }
 
 struct part_emit {
@@ -372,13 +373,14 @@ struct part_emit {
  * (packer_flush).
  */
 static int
-emit_part(void *arg, const uint8_t *img, size_t len, int part, int head,
+emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
     struct catalog_record_part *where)
 {
 	struct part_emit *pe = arg;
 	struct packer *p = pe->p;
 
-	if (store_record(p, img, len, where))
+	(void)room;	/* SNAPSHOT_RECORD_HEADER, as asked */
+	if (store_record(p, rec, where))
 		return (-1);
 	pe->nparts++;
 	if (head) {
@@ -399,7 +401,7 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 {
 	struct catalog_record_part where;
 	struct part_emit pe;
-	struct buf img = BUF_INIT;
+	struct buf rec = BUF_INIT;
 	size_t entries = CATALOG_RECORD_PART_ENTRIES;
 	int rc;
 
@@ -412,10 +414,14 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 	if (tuning_get()->record_part_entries > 0)
 		entries = tuning_get()->record_part_entries;
 	if (tuning_get()->record_whole) {
-		if (catalog_snapshot_export(p->cat, s->id, &img))
+		if (buf_reserve(&rec, SNAPSHOT_RECORD_HEADER))
 			return (-1);
-		rc = store_record(p, img.data, img.len, &where);
-		buf_release(&img);
+		memset(rec.data, 0, SNAPSHOT_RECORD_HEADER);
+		rec.len = SNAPSHOT_RECORD_HEADER;
+		rc = catalog_snapshot_export_append(p->cat, s->id, &rec);
+		if (rc == 0)
+			rc = store_record(p, &rec, &where);
+		buf_release(&rec);
 		if (rc == 0) {
 			memcpy(s->record_pack, where.pack, PACK_NAME_LEN + 1);
 			s->parts = 1;
@@ -426,7 +432,8 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 	pe.p = p;
 	pe.s = s;
 	return (catalog_snapshot_export_parts(p->cat, s->id, entries,
-	    CATALOG_RECORD_PART_BYTES, emit_part, &pe));
+	    CATALOG_RECORD_PART_BYTES, SNAPSHOT_RECORD_HEADER, emit_part,
+	    &pe));
 }
 
 void

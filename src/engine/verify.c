@@ -281,7 +281,10 @@ check_record(struct verify *v, struct pack_reader *pr,
 		    pack_reader_name(pr), (unsigned long long)e->offset, why);
 		return (0);
 	}
-	if (catalog_record_info(img, imglen, &ri))
+	rc = catalog_record_info(img, imglen, &ri);
+	/* ri is a copy: the head's image goes before its parts are read. */
+	buf_release(&v->data);
+	if (rc)
 		return (0);
 	v->res->records++;
 	/* A part that is not a head is checked through its head. */
