@@ -352,7 +352,7 @@ LOADS="$LOADS, end $(load)"
 for t in $TOOLS; do
 	case $t in
 	coffer) idx=$(find "$BD/state" -type f -name 'catalog.db*' -printf '%s\n' |
-		awk '{ s += $1 } END { print s + 0 }') ;;
+		awk '{ s += $1 } END { printf "%.0f\n", s }') ;;
 	restic) idx=$(dusize "$BD/cache/restic") ;;
 	borg) idx=$(dusize "$BD/borg/.cache/borg") ;;
 	esac

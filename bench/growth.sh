@@ -62,7 +62,7 @@ FAILED=0
 
 catalog_bytes() {
 	find "$BD/state" -type f -name 'catalog.db*' -printf '%s\n' |
-		awk '{ s += $1 } END { print s + 0 }'
+		awk '{ s += $1 } END { printf "%.0f\n", s }'
 }
 
 # timed ROUND STEP CMD...: run CMD under /usr/bin/time -v and record it.

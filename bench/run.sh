@@ -111,7 +111,7 @@ RES=$BD/results.tsv	# tool step secs rss_mib exit bytes repo_bytes
 FAILS=$BD/failures.txt
 : > "$FAILS"
 
-tree_bytes() { find "$TREE" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+tree_bytes() { find "$TREE" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 
 # warm PATH: read every file below PATH into page cache.  Each timed step
 # runs from page cache, its input (the tree, or the repository) read just
@@ -315,7 +315,7 @@ for t in $TOOLS; do
 		fi ;;
 	*)
 		got=$(find "$dir$TREE" -type f -printf '%s\n' 2>/dev/null |
-			awk '{ n++; s += $1 } END { print n + 0, s + 0 }')
+			awk '{ n++; s += $1 } END { printf "%d %.0f\n", n, s }')
 		if [ "$got" = "$FILES1 $BYTES1" ]; then
 			RESTORE_CHECK="$RESTORE_CHECK $t=same-size"
 		else
@@ -355,8 +355,8 @@ done
 STEP_A='' STEP_B=''
 for d in "$TREE"/ckpt/step_*; do STEP_A=$STEP_B STEP_B=${d##*/}; done
 SHARED=$(awk -F'\t' -v s="$STEP_B" '$1 == s && $5 == 1 { b += $4 } END { print b + 0 }' "$BD/manifest.tsv")
-RAW_B=$(find "$TREE/ckpt/$STEP_B" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
-RAW_A=$(find "$TREE/ckpt/$STEP_A" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+RAW_B=$(find "$TREE/ckpt/$STEP_B" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
+RAW_A=$(find "$TREE/ckpt/$STEP_A" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
 say "dedup: $STEP_A then $STEP_B ($SHARED of $RAW_B bytes shared)"
 for t in $TOOLS; do
 	p=$BD/dedup/$t-pair q=$BD/dedup/$t-alone
@@ -388,7 +388,7 @@ done
 # passphrase mode adds an Argon2id derivation per run: back up the same
 # small directory into a key-file repository and a passphrase repository.
 SMALL=$TREE/data/text/shard_00
-SMALL_BYTES=$(find "$SMALL" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+SMALL_BYTES=$(find "$SMALL" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
 mkdir -p "$BD/pp"
 init_tool coffer "$BD/pp/keyfile" >"$BD/logs/pp-init.log" 2>&1 || true
 backup coffer pp_keyfile "$SMALL_BYTES" "$BD/pp/keyfile" x "$SMALL"
