@@ -20,7 +20,8 @@ struct catalog;
 
 /*
  * Open (creating the file and its directory if needed) and migrate to the
- * current schema.  WAL, synchronous=FULL, foreign_keys=ON.
+ * current schema.  WAL, synchronous=FULL, foreign_keys=ON.  A handle is
+ * used by one thread at a time (SQLite's own locking of it is off).
  */
 struct catalog *catalog_open(const char *path);
 /*
