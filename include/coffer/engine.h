@@ -53,9 +53,11 @@ int engine_need_read(struct repo *r, const char *what);
 const char *engine_key_name(const struct repo *r);
 
 /*
- * Before writing: take the repository's and the catalog's writer locks
- * (waiting at most wait seconds each; < 0 for ever, 0 not at all),
- * remove what a crashed run left in tmp/, mark its snapshots failed.
+ * Before writing (access.c): take the repository's and the catalog's
+ * writer locks (waiting at most wait seconds each; < 0 for ever, 0 not at
+ * all), remove what a crashed run left in tmp/, finish a key rewrap cut
+ * short, mark a crashed run's snapshots failed, record which key writes
+ * and write the journal rows the repository lacks.  0 or -1.
  */
 int engine_prepare_write(struct repo *r, struct catalog *c, double wait);
 

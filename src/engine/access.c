@@ -1,14 +1,20 @@
 /*
- * What the unlocked key may do.  A write-only key (doc/design.md,
- * "Crypto") seals pack keys but cannot open them: every pipeline that
- * decrypts a record asks here first and stops before it starts, rather
- * than take unreadable packs for damaged ones.
+ * Access to the repository.  What the unlocked key may do: a write-only
+ * key (doc/design.md, "Crypto") seals pack keys but cannot open them, so
+ * every pipeline that decrypts a record asks here first and stops before
+ * it starts, rather than take unreadable packs for damaged ones.  And
+ * what every writer does first (engine_prepare_write).
  */
+#include <stdlib.h>
+
+#include "coffer/catalog.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
+#include "coffer/progress.h"
 #include "coffer/repo.h"
 #include "coffer/repo-keys.h"
+#include "engine-int.h"
 
 int
 engine_need_read(struct repo *r, const char *what)
@@ -29,4 +35,41 @@ engine_key_name(const struct repo *r)
 		return (slot);
 	return (ccrypto_keys_write_only(repo_keys(r)) ?
 	    ENGINE_KEY_FILE_WRITE_ONLY : ENGINE_KEY_FILE_FULL);
+}
+
+int
+engine_prepare_write(struct repo *r, struct catalog *c, double wait)
+{
+	char *host;
+	int n = 0, rc;
+
+	if (repo_lock(r, wait) || catalog_lock(c, wait))
+		return (-1);
+	if (repo_clean_tmp(r))
+		return (-1);
+	/* A rewrap cut short: every header whole before anything reads. */
+	if (!ccrypto_keys_write_only(repo_keys(r)) &&
+	    engine_key_recover(r, c))
+		return (-1);
+	if (catalog_snapshot_fail_running(c, &n))
+		return (-1);
+	if (n > 0)
+		log_info("marked %d interrupted snapshot%s failed", n,
+		    n == 1 ? "" : "s");
+	/* Which key writes, for `key list`: journaled with the rest. */
+	if ((host = engine_host_name()) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	rc = catalog_key_use_add(c, engine_key_name(r), now_realtime_ns(),
+	    host);
+	free(host);
+	if (rc)
+		return (-1);
+	/* Failed runs, drills and key uses the repository does not know
+	 * yet. */
+	if (engine_journal_flush(r, c))
+		log_warn("the journal (drill results, failed runs) could not "
+		    "be written to the repository; the next run tries again");
+	return (0);
 }

@@ -951,43 +951,6 @@ walk_source(struct backup *b)
 	return (rc < 0 ? -1 : 0);
 }
 
-int
-engine_prepare_write(struct repo *r, struct catalog *c, double wait)
-{
-	char *host;
-	int n = 0, rc;
-
-	if (repo_lock(r, wait) || catalog_lock(c, wait))
-		return (-1);
-	if (repo_clean_tmp(r))
-		return (-1);
-	/* A rewrap cut short: every header whole before anything reads. */
-	if (!ccrypto_keys_write_only(repo_keys(r)) &&
-	    engine_key_recover(r, c))
-		return (-1);
-	if (catalog_snapshot_fail_running(c, &n))
-		return (-1);
-	if (n > 0)
-		log_info("marked %d interrupted snapshot%s failed", n,
-		    n == 1 ? "" : "s");
-	/* Which key writes, for `key list`: journaled with the rest. */
-	if ((host = engine_host_name()) == NULL) {
-		log_error("out of memory");
-		return (-1);
-	}
-	rc = catalog_key_use_add(c, engine_key_name(r), now_realtime_ns(),
-	    host);
-	free(host);
-	if (rc)
-		return (-1);
-	/* Failed runs, drills and key uses the repository does not know
-	 * yet. */
-	if (engine_journal_flush(r, c))
-		log_warn("the journal (drill results, failed runs) could not "
-		    "be written to the repository; the next run tries again");
-	return (0);
-}
-
 /*
  * A dataset is one tree: a backup from another root than its newest
  * snapshot's (a typo in a cron line) would make @latest another tree,
