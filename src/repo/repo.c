@@ -1731,14 +1731,21 @@ out:
 	return (rc);
 }
 
+/* Changing the key epochs needs the writer lock and a key that reads. */
+static int
+locked_full(const struct repo *r)
+{
+	return (r->lock_fd != -1 && r->keys != NULL &&
+	    !ccrypto_keys_write_only(r->keys));
+}
+
 int
 repo_epoch_rotate(struct repo *r, uint32_t *epoch)
 {
 	struct repo_epoch *e;
 	uint32_t n;
 
-	if (r->lock_fd == -1 || r->keys == NULL ||
-	    ccrypto_keys_write_only(r->keys)) {
+	if (!locked_full(r)) {
 		log_error("internal error: rotation needs the lock and a full "
 		    "key");
 		return (-1);
@@ -1775,8 +1782,7 @@ repo_epoch_retire(struct repo *r, uint32_t epoch)
 	struct repo_epoch *e = NULL;
 	size_t i;
 
-	if (r->lock_fd == -1 || r->keys == NULL ||
-	    ccrypto_keys_write_only(r->keys)) {
+	if (!locked_full(r)) {
 		log_error("internal error: retiring needs the lock and a full "
 		    "key");
 		return (-1);
@@ -1885,8 +1891,7 @@ repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
 		else if (strcmp(files[i].name, REPO_KEYRING) == 0)
 			ring = &files[i];
 	}
-	if (conf == NULL || r->keys == NULL || r->lock_fd == -1 ||
-	    ccrypto_keys_write_only(r->keys))
+	if (conf == NULL || !locked_full(r))
 		return (0);
 	ours = r->nepochs > 0 ? r->epochs[r->nepochs - 1].epoch : 1;
 	if ((t = calloc(1, sizeof(*t))) == NULL ||
