@@ -380,7 +380,7 @@ int catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
  * the count and every part but the head (partv[i] is part i, i < parts -
  * 1) at once, replacing what was known.  catalog_snapshot_part_packs: the
  * packs holding its parts other than the head, sorted, each once
- * (catalog_names_free).  0 or -1 (reported).
+ * (names_free, coffer/name.h).  0 or -1 (reported).
  */
 int catalog_snapshot_part_add(struct catalog *c, int64_t snapshot_id,
     int idx, const struct catalog_record_part *where);
@@ -747,7 +747,6 @@ int catalog_bundle_list(struct catalog *c, int exported, const char *target,
  */
 int catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
     uint32_t overhead, char ***packs, uint64_t **need, size_t *n);
-void catalog_names_free(char **names, size_t n);
 
 /*
  * The runs of `coffer run` (src/catalog/run.c, schema version 8): each

@@ -17,4 +17,8 @@ size_t name_span(const char *s);
  * file) nor '-' (an option), else 0. */
 int name_ok(const char *s, size_t max);
 
+/* Free a malloc'd array of n malloc'd strings (lists of pack names,
+ * targets, globs); NULL is fine. */
+void names_free(char **v, size_t n);
+
 #endif

@@ -8,20 +8,13 @@
 
 #include "catalog-int.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 
 void
 catalog_bundle_release(struct catalog_bundle *b)
 {
 	free(b->snapshots);
 	b->snapshots = NULL;
-}
-
-void
-catalog_names_free(char **names, size_t n)
-{
-	while (n > 0)
-		free(names[--n]);
-	free(names);
 }
 
 #define BUNDLE_COLS "id, direction = 'export', target, seq, level, base_seq," \
@@ -179,7 +172,7 @@ names_of(struct catalog *c, sqlite3_stmt *st, char ***names, size_t *n,
 	return (0);
 err:
 	sqlite3_finalize(st);
-	catalog_names_free(v, k);
+	names_free(v, k);
 	return (-1);
 }
 
@@ -290,7 +283,7 @@ catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
 	return (0);
 err:
 	sqlite3_finalize(st);
-	catalog_names_free(v, k);
+	names_free(v, k);
 	free(b);
 	return (-1);
 }

@@ -650,6 +650,6 @@ catalog_snapshot_part_packs(struct catalog *c, int64_t snapshot_id,
 	return (0);
 err:
 	sqlite3_finalize(st);
-	catalog_names_free(v, k);
+	names_free(v, k);
 	return (-1);
 }

@@ -28,6 +28,7 @@
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/progress.h"
 #include "coffer/remote.h"
 #include "coffer/signals.h"
@@ -187,7 +188,7 @@ part_packs(struct export *x, const struct catalog_snapshot *s)
 		return (-1);
 	for (i = 0; i < n && rc == 0; i++)
 		rc = need_add(x, packs[i], 0);
-	catalog_names_free(packs, n);
+	names_free(packs, n);
 	return (rc);
 }
 
@@ -208,11 +209,11 @@ chain_needs(struct export *x, const struct catalog_snapshot *snap)
 		return (-1);
 	for (i = 0; i < n; i++)
 		if (need_add(x, packs[i], need[i])) {
-			catalog_names_free(packs, n);
+			names_free(packs, n);
 			free(need);
 			return (-1);
 		}
-	catalog_names_free(packs, n);
+	names_free(packs, n);
 	free(need);
 	for (id = snap->id; id != 0; id = s.parent_id) {
 		memset(&s, 0, sizeof(s));
@@ -314,7 +315,7 @@ plan(struct export *x)
 	}
 	rc = 0;
 out:
-	catalog_names_free(held, nheld);
+	names_free(held, nheld);
 	catalog_bundle_release(&last);
 	catalog_bundle_release(&full);
 	return (rc);

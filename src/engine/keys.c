@@ -9,19 +9,10 @@
 
 #include "coffer/engine.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/progress.h"
 #include "coffer/repo-keys.h"
 #include "coffer/signals.h"
-
-static void
-names_free(char **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
 
 /* A full key is needed: the keyring and the old secrets open with it. */
 static int

@@ -29,6 +29,7 @@
 
 #include "coffer/engine.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/progress.h"
 #include "engine-int.h"
 
@@ -73,14 +74,6 @@ diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
 		}
 	}
 	*n_only_a = k;
-}
-
-static void
-free_names(char **v, size_t n)
-{
-	while (n > 0)
-		free(v[--n]);
-	free(v);
 }
 
 /* Read, authenticate and verify the signature of a snapshot record. */
@@ -492,8 +485,8 @@ out:
 	free(ok);
 	free(fresh);
 	free(gone);
-	free_names(in_repo, nrepo);
-	free_names(in_cat, ncat);
+	names_free(in_repo, nrepo);
+	names_free(in_cat, ncat);
 	return (rc);
 }
 

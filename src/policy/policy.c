@@ -874,16 +874,6 @@ err:
 	return (NULL);
 }
 
-static void
-free_list(char **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 void
 policy_free(struct policy *p)
 {
@@ -896,19 +886,19 @@ policy_free(struct policy *p)
 
 		free(d->name);
 		free(d->path);
-		free_list(d->excludes, d->nexcludes);
+		names_free(d->excludes, d->nexcludes);
 		free(d->require);
-		free_list(d->checkpoints, d->ncheckpoints);
+		names_free(d->checkpoints, d->ncheckpoints);
 	}
 	for (i = 0; i < p->nexports; i++) {
 		free(p->exports[i].target);
 		free(p->exports[i].to);
-		free_list(p->exports[i].datasets, p->exports[i].ndatasets);
+		names_free(p->exports[i].datasets, p->exports[i].ndatasets);
 	}
 	for (i = 0; i < p->ndrills; i++) {
 		free(p->drills[i].name);
 		free(p->drills[i].from);
-		free_list(p->drills[i].datasets, p->drills[i].ndatasets);
+		names_free(p->drills[i].datasets, p->drills[i].ndatasets);
 	}
 	free(p->datasets);
 	free(p->exports);

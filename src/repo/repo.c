@@ -19,6 +19,7 @@
 #include "coffer/hex.h"
 #include "coffer/fmt.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/progress.h"
 #include "coffer/repo.h"
 #include "coffer/repo-keys.h"
@@ -690,14 +691,6 @@ static int
 cmp_names(const void *a, const void *b)
 {
 	return (strcmp(*(char *const *)a, *(char *const *)b));
-}
-
-static void
-names_free(char **names, size_t n)
-{
-	while (n > 0)
-		free(names[--n]);
-	free(names);
 }
 
 /*

@@ -1,4 +1,5 @@
 /* Names of targets, bundles, policy sections and tags (coffer/name.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "coffer/name.h"
@@ -19,4 +20,14 @@ name_ok(const char *s, size_t max)
 
 	return (n > 0 && n <= max && s[0] != '.' && s[0] != '-' &&
 	    name_span(s) == n);
+}
+
+void
+names_free(char **v, size_t n)
+{
+	if (v == NULL)
+		return;
+	while (n > 0)
+		free(v[--n]);
+	free(v);
 }
