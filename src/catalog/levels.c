@@ -347,22 +347,43 @@ out:
 	return (ret);
 }
 
+/* The paths at or below dir, bound by bind_under: names sort bytewise, so
+ * dir's children lie in [dir/, dir0). */
+#define UNDER " (name = ?1 OR (name >= ?2 AND name < ?3))"
+
+static int
+bind_under(sqlite3_stmt *st, const char *dir)
+{
+	struct buf lo = BUF_INIT, hi = BUF_INIT;
+	int rc = -1;
+
+	if (buf_printf(&lo, "%s/", dir) == 0 &&
+	    buf_printf(&hi, "%s0", dir) == 0) {
+		cat_bind_blobstr(st, 1, dir);
+		sqlite3_bind_blob(st, 2, lo.data, (int)lo.len,
+		    SQLITE_TRANSIENT);
+		sqlite3_bind_blob(st, 3, hi.data, (int)hi.len,
+		    SQLITE_TRANSIENT);
+		rc = 0;
+	}
+	buf_release(&lo);
+	buf_release(&hi);
+	return (rc);
+}
+
 int
 catalog_resolver_keep_under(struct catalog_resolver *r, const char *dir)
 {
-	struct buf lo = BUF_INIT, hi = BUF_INIT;
 	sqlite3_stmt *st;
-	int rc = -1;
+	int rc;
 
-	/* Names sort bytewise: dir's children lie in [dir/, dir0). */
-	if (buf_printf(&lo, "%s/", dir) || buf_printf(&hi, "%s0", dir))
-		goto out;
-	if ((st = cat_prepare(r->c, "SELECT id FROM path WHERE name = ?1"
-	    " OR (name >= ?2 AND name < ?3)", "keep a directory")) == NULL)
-		goto out;
-	cat_bind_blobstr(st, 1, dir);
-	sqlite3_bind_blob(st, 2, lo.data, (int)lo.len, SQLITE_TRANSIENT);
-	sqlite3_bind_blob(st, 3, hi.data, (int)hi.len, SQLITE_TRANSIENT);
+	if ((st = cat_prepare(r->c, "SELECT id FROM path WHERE" UNDER,
+	    "keep a directory")) == NULL)
+		return (-1);
+	if (bind_under(st, dir)) {
+		sqlite3_finalize(st);
+		return (-1);
+	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (mark_seen(r, sqlite3_column_int64(st, 0)))
 			break;
@@ -370,23 +391,7 @@ catalog_resolver_keep_under(struct catalog_resolver *r, const char *dir)
 		log_error("cannot keep '%s' in the view: %s", dir,
 		    sqlite3_errmsg(r->c->db));
 	sqlite3_finalize(st);
-	rc = rc == SQLITE_DONE ? 0 : -1;
-out:
-	buf_release(&lo);
-	buf_release(&hi);
-	return (rc);
-}
-
-/* The paths at or below dir, as [lo, hi) of catalog_resolver_keep_under. */
-#define UNDER " (name = ?1 OR (name >= ?2 AND name < ?3))"
-
-static void
-bind_under(sqlite3_stmt *st, const char *dir, const struct buf *lo,
-    const struct buf *hi)
-{
-	cat_bind_blobstr(st, 1, dir);
-	sqlite3_bind_blob(st, 2, lo->data, (int)lo->len, SQLITE_TRANSIENT);
-	sqlite3_bind_blob(st, 3, hi->data, (int)hi->len, SQLITE_TRANSIENT);
+	return (rc == SQLITE_DONE ? 0 : -1);
 }
 
 int
@@ -394,7 +399,7 @@ catalog_put_back(struct catalog *c, struct catalog_resolver *r,
     int64_t snapshot_id, const char *dir, int copy,
     int64_t delta[ENTRY_SOCK + 1])
 {
-	struct buf lo = BUF_INIT, hi = BUF_INIT, names = BUF_INIT;
+	struct buf names = BUF_INIT;
 	sqlite3_stmt *st = NULL;
 	struct entry e;
 	size_t off;
@@ -406,14 +411,13 @@ catalog_put_back(struct catalog *c, struct catalog_resolver *r,
 		    "closed", dir);
 		return (-1);
 	}
-	if (buf_printf(&lo, "%s/", dir) || buf_printf(&hi, "%s0", dir))
-		goto out;
 	/* What the walk stored there goes. */
 	if ((st = cat_prepare(c, "SELECT kind, count(*) FROM entry"
 	    " WHERE snapshot_id = ?4 AND path_id IN (SELECT id FROM path"
 	    " WHERE" UNDER ") GROUP BY kind", "put back a directory")) == NULL)
 		goto out;
-	bind_under(st, dir, &lo, &hi);
+	if (bind_under(st, dir))
+		goto out;
 	sqlite3_bind_int64(st, 4, snapshot_id);
 	while ((k = sqlite3_step(st)) == SQLITE_ROW) {
 		int kind = sqlite3_column_int(st, 0);
@@ -428,7 +432,8 @@ catalog_put_back(struct catalog *c, struct catalog_resolver *r,
 	    " AND path_id IN (SELECT id FROM path WHERE" UNDER ")",
 	    "put back a directory")) == NULL)
 		goto out;
-	bind_under(st, dir, &lo, &hi);
+	if (bind_under(st, dir))
+		goto out;
 	sqlite3_bind_int64(st, 4, snapshot_id);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		goto fail;
@@ -440,7 +445,8 @@ catalog_put_back(struct catalog *c, struct catalog_resolver *r,
 		if ((st = cat_prepare(c, "SELECT name FROM path WHERE"
 		    UNDER " ORDER BY name", "put back a directory")) == NULL)
 			goto out;
-		bind_under(st, dir, &lo, &hi);
+		if (bind_under(st, dir))
+		goto out;
 		while ((k = sqlite3_step(st)) == SQLITE_ROW)
 			if (buf_append(&names, sqlite3_column_blob(st, 0),
 			    (size_t)sqlite3_column_bytes(st, 0)) ||
@@ -470,8 +476,6 @@ fail:
 	    (long long)snapshot_id, sqlite3_errmsg(c->db));
 out:
 	sqlite3_finalize(st);
-	buf_release(&lo);
-	buf_release(&hi);
 	buf_release(&names);
 	return (rc);
 }
