@@ -14,18 +14,6 @@
 #include "coffer/repo-keys.h"
 #include "coffer/signals.h"
 
-/* A full key is needed: the keyring and the old secrets open with it. */
-static int
-need_full(struct repo *r, const char *what)
-{
-	if (ccrypto_keys_write_only(repo_keys(r))) {
-		log_error("%s: this key is write-only; it takes a full key",
-		    what);
-		return (-1);
-	}
-	return (0);
-}
-
 /* The catalog's hash of each pack in names, whose header changed. */
 static void
 rehash(struct repo *r, struct catalog *c, char **names, size_t n)
@@ -52,15 +40,6 @@ rehash(struct repo *r, struct catalog *c, char **names, size_t n)
 	}
 }
 
-/* Finish a rewrap that was cut short, before anything else. */
-static int
-recover(struct repo *r, struct catalog *c)
-{
-	if (ccrypto_keys_write_only(repo_keys(r)))
-		return (0);
-	return (engine_key_recover(r, c));
-}
-
 int
 engine_key_recover(struct repo *r, struct catalog *c)
 {
@@ -78,7 +57,7 @@ engine_key_recover(struct repo *r, struct catalog *c)
 enum engine_result
 engine_key_rotate(struct repo *r, uint32_t *epoch)
 {
-	if (need_full(r, "key rotate"))
+	if (engine_need_read(r, "key rotate"))
 		return (ENGINE_REFUSED);
 	if (repo_epoch_rotate(r, epoch))
 		return (ENGINE_ERROR);
@@ -98,9 +77,9 @@ engine_key_rewrap(struct repo *r, struct catalog *c,
 
 	memset(res, 0, sizeof(*res));
 	res->epoch = ccrypto_keys_seal_epoch(repo_keys(r));
-	if (need_full(r, "key rotate --rewrap"))
+	if (engine_need_read(r, "key rotate --rewrap"))
 		return (ENGINE_REFUSED);
-	if (recover(r, c) || repo_list_packs(r, &names, &n))
+	if (engine_key_recover(r, c) || repo_list_packs(r, &names, &n))
 		return (ENGINE_ERROR);
 	progress_init(&pg, "rewrap", (uint64_t)n);
 	for (i = 0; i < n; i += m) {
@@ -163,7 +142,7 @@ engine_key_retire(struct repo *r, struct catalog *c, uint32_t epoch)
 {
 	size_t count, other;
 
-	if (need_full(r, "key retire"))
+	if (engine_need_read(r, "key retire"))
 		return (ENGINE_REFUSED);
 	if (epoch == 1) {
 		log_error("key epoch 1 cannot be retired: its secret is "
@@ -178,7 +157,7 @@ engine_key_retire(struct repo *r, struct catalog *c, uint32_t epoch)
 		return (ENGINE_REFUSED);
 	}
 	/* An intent may name packs still sealed to epoch. */
-	if (recover(r, c))
+	if (engine_key_recover(r, c))
 		return (ENGINE_ERROR);
 	if (engine_key_epoch_packs(r, &epoch, &count, 1, &other))
 		return (ENGINE_ERROR);
