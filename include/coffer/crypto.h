@@ -203,8 +203,9 @@ int ccrypto_pack_key_unseal(const struct ccrypto_keys *k,
  * the keyring.  epoch_generate: a new random pair for epoch n, its public
  * key to pk (0 or -1, reported).  epoch_forget: wipe epoch n's secret.
  * keyring_seal appends the keyring (every held secret, epoch 1's too,
- * under a new random key sealed to every recipient) to out; keyring_open
- * reads one (untrusted) into k: its secrets and its recipients.  Both
+ * under a new random key sealed to every recipient) of generation gen to
+ * out; keyring_open reads one (untrusted) into k: its secrets and, unless
+ * secrets_only, its recipients (in place of k's) and generation.  Both
  * need a full key; 0 or -1 (reported); keyring_open returns
  * CCRYPTO_NOT_LISTED (not reported) when k is not among its recipients.  Epoch 1's secret is derived from
  * the master secret and, for a holder key, read from the keyring; once
@@ -226,10 +227,19 @@ int ccrypto_epoch_generate(struct ccrypto_keys *k, uint32_t n,
     uint8_t pk[CCRYPTO_KEY_BYTES]);
 void ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n);
 int ccrypto_keyring_seal(const struct ccrypto_keys *k,
-    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out);
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    struct buf *out);
 int ccrypto_keyring_open(struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
-    size_t len);
+    size_t len, int secrets_only);
+/*
+ * keys_ring_reset: forget what a keyring gave k (epochs, their secrets, a
+ * holder's epoch 1, the recipients), before reading it again.
+ * keys_ring_gen: the generation of the keyring k opened (0: none, or
+ * version 1).
+ */
+void ccrypto_keys_ring_reset(struct ccrypto_keys *k);
+uint64_t ccrypto_keys_ring_gen(const struct ccrypto_keys *k);
 
 /*
  * XChaCha20-Poly1305-IETF.  encrypt: a fresh random nonce is written to

@@ -83,6 +83,7 @@ struct ccrypto_keys {
 	struct recipient recips[CCRYPTO_RECIPIENTS_MAX];
 	size_t nrecips;
 	int legacy;
+	uint64_t ring_gen;	/* the keyring's generation (version 2) */
 };
 
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES,
@@ -593,7 +594,7 @@ ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n)
 
 /*
  * Keyring (doc/format.md, "Key epochs").  Version 2:
- *   "CFKR" | u8 2 | u8[3] zero | u32 nrecip |
+ *   "CFKR" | u8 2 | u8[3] zero | u64 generation | u32 nrecip |
  *   nrecip x (name[16] | X25519 public key[32] | crypto_box_seal(K)[80]) |
  *   nonce[24] | AEAD_K(u32 count | count x (u32 epoch | secret[32])) + tag |
  *   mac[32]
@@ -614,7 +615,7 @@ enum {
 	KR_ENTRY = 4 + CCRYPTO_KEY_BYTES,
 	KR_RECIP = CCRYPTO_RECIPIENT_NAME_MAX + CCRYPTO_KEY_BYTES +
 	    CCRYPTO_SEALED_KEY_BYTES,
-	KR_FIXED_V2 = 8 + 4,
+	KR_FIXED_V2 = 8 + 8 + 4,
 	KR_MAC = CCRYPTO_MAC_BYTES,
 };
 
@@ -762,7 +763,8 @@ keyring_v1_key(const struct ccrypto_keys *k, uint8_t *key)
 
 int
 ccrypto_keyring_seal(const struct ccrypto_keys *k,
-    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    struct buf *out)
 {
 	struct recipient master, *all[CCRYPTO_RECIPIENTS_MAX + 1];
 	uint8_t *key = NULL, *plain = NULL, *ad = NULL, *p, *nonce;
@@ -822,7 +824,8 @@ ccrypto_keyring_seal(const struct ccrypto_keys *k,
 	memcpy(p, KR_MAGIC, 4);
 	p[4] = KR_V2;
 	p[5] = p[6] = p[7] = 0;
-	put_u32(p + 8, (uint32_t)nall);
+	put_u64(p + 8, gen);
+	put_u32(p + 16, (uint32_t)nall);
 	p += KR_FIXED_V2;
 	for (i = 0; i < nall; i++, p += KR_RECIP) {
 		memset(p, 0, CCRYPTO_RECIPIENT_NAME_MAX);
@@ -921,12 +924,14 @@ static int
 keyring_recipients(const uint8_t *data, size_t len, struct recipient *recips,
     size_t *nrecips, size_t *head)
 {
+	static const uint8_t scalar[crypto_scalarmult_SCALARBYTES] = { 9 };
+	uint8_t q[crypto_scalarmult_BYTES];
 	const uint8_t *p;
 	size_t i, j, n, nl;
 
 	if (len < KR_FIXED_V2 || data[5] || data[6] || data[7])
 		return (-1);
-	n = get_u32(data + 8);
+	n = get_u32(data + 16);
 	if (n == 0 || n > CCRYPTO_RECIPIENTS_MAX || len < KR_FIXED_V2 +
 	    n * KR_RECIP + CCRYPTO_NONCE_BYTES + 4 + CCRYPTO_TAG_BYTES + KR_MAC)
 		return (-1);
@@ -941,6 +946,9 @@ keyring_recipients(const uint8_t *data, size_t len, struct recipient *recips,
 		recips[i].name[nl] = '\0';
 		memcpy(recips[i].pk, p + CCRYPTO_RECIPIENT_NAME_MAX,
 		    CCRYPTO_KEY_BYTES);
+		/* A low-order point would make every later seal fail. */
+		if (crypto_scalarmult(q, scalar, recips[i].pk) != 0)
+			return (-1);
 	}
 	*nrecips = n;
 	*head = KR_FIXED_V2 + n * KR_RECIP + CCRYPTO_NONCE_BYTES;
@@ -973,10 +981,33 @@ ccrypto_keyring_names(const uint8_t *data, size_t len,
 	return (0);
 }
 
+void
+ccrypto_keys_ring_reset(struct ccrypto_keys *k)
+{
+	sodium_memzero(k->epochs, sizeof(k->epochs));
+	k->nepochs = 0;
+	k->seal_epoch = 1;
+	k->nrecips = 0;
+	k->ring_gen = 0;
+	k->legacy = k->kind == CCRYPTO_KEY_MASTER;
+	/* A holder's epoch 1 comes from the keyring; a master key's is its
+	 * own (and never forgotten: retiring epoch 1 refuses it). */
+	if (k->kind == CCRYPTO_KEY_HOLDER) {
+		sodium_memzero(k->box_sk, sizeof(k->box_sk));
+		k->box_held = 0;
+	}
+}
+
+uint64_t
+ccrypto_keys_ring_gen(const struct ccrypto_keys *k)
+{
+	return (k->ring_gen);
+}
+
 int
 ccrypto_keyring_open(struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
-    size_t len)
+    size_t len, int secrets_only)
 {
 	struct recipient *v = NULL;
 	uint8_t *key = NULL, *plain = NULL, *ad = NULL;
@@ -1061,12 +1092,16 @@ ccrypto_keyring_open(struct ccrypto_keys *k,
 	}
 	if (keyring_load(k, plain, plen, data[4]))
 		goto out;
-	/* Into those k knows already: a bundle's keyring adds to ours. */
-	for (i = 0; data[4] == KR_V2 && i < nr; i++)
-		if (ccrypto_recipient_add(k, v[i].name, v[i].pk))
-			goto out;
-	if (data[4] == KR_V2)
+	/* Its recipients become k's (a bundle's keyring gives its secrets
+	 * only: which keys open a repository is the repository's own). */
+	if (data[4] == KR_V2 && !secrets_only) {
 		k->legacy = 0;
+		k->nrecips = 0;
+		for (i = 0; i < nr; i++)
+			if (ccrypto_recipient_add(k, v[i].name, v[i].pk))
+				goto out;
+		k->ring_gen = get_u64(data + 8);
+	}
 	rc = 0;
 out:
 	free(ad);

@@ -181,7 +181,7 @@ struct ccrypto_keys *
 ccrypto_paper_decode(const uint8_t *text, size_t len,
     uint8_t repo_id[CCRYPTO_REPO_ID_BYTES])
 {
-	const char *p = (const char *)text, *end = p + len, *eol, *colon;
+	const char *p = (const char *)text, *end = p + len, *eol, *colon, *c;
 	uint8_t *data, lb[PAPER_LINE_MAX + PAPER_SUM + 1], sum[PAPER_SUM];
 	uint8_t check[PAPER_CHECK], want[PAPER_CHECK];
 	const struct paper_fmt *f = NULL;
@@ -208,15 +208,20 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
 				    "'" PAPER_HEAD "2'", fline);
 				goto err;
 			}
-			if (p[sizeof(PAPER_HEAD) - 1] == '1')
+			c = p + sizeof(PAPER_HEAD);	/* after the digit */
+			while (c < eol && (*c == ' ' || *c == '\t' ||
+			    *c == '\r'))
+				c++;
+			if (c != eol)
+				f = NULL;
+			else if (p[sizeof(PAPER_HEAD) - 1] == '1')
 				f = &paper_v1;
 			else if (p[sizeof(PAPER_HEAD) - 1] == '2')
 				f = &paper_v2;
-			else {
-				log_error("paper key, line %u: version %c is "
-				    "not one this coffer reads (1 and 2: "
-				    "upgrade coffer)", fline,
-				    p[sizeof(PAPER_HEAD) - 1]);
+			if (f == NULL) {
+				log_error("paper key, line %u: a version this "
+				    "coffer does not read (1 and 2: upgrade "
+				    "coffer)", fline);
 				goto err;
 			}
 			lines = (unsigned)(f->data / f->line);

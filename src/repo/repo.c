@@ -59,6 +59,7 @@ struct repo {
 	struct repo_epoch epochs[REPO_EPOCHS_MAX];
 	size_t nepochs;
 	int64_t retired1_ns;		/* epoch 1 retired (format 3); 0 */
+	uint64_t keyring_gen;		/* its keyring's (format 3); 0 */
 	int keyring_bad;		/* there, and did not open */
 	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
 	int lock_fd;
@@ -165,7 +166,8 @@ read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
  */
 static int
 conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
-    const struct repo_epoch *ep, size_t nepochs, int64_t retired1)
+    const struct repo_epoch *ep, size_t nepochs, int64_t retired1,
+    uint64_t keyring_gen)
 {
 	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1], pkhex[65];
 	size_t i;
@@ -177,9 +179,12 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
 	    "format %d\n"
 	    "id %s\n"
 	    "chunker fastcdc %u %u %u\n",
-	    retired1 != 0 ? REPO_FORMAT_RETIRED1 : nepochs > 0 ?
+	    keyring_gen > 0 ? REPO_FORMAT_KEYRING : nepochs > 0 ?
 	    REPO_FORMAT_EPOCHS : REPO_FORMAT_VERSION, idhex,
 	    c->min, c->avg, c->max))
+		return (-1);
+	if (keyring_gen > 0 && buf_printf(b, "keyring %llu\n",
+	    (unsigned long long)keyring_gen))
 		return (-1);
 	if (retired1 != 0 && buf_printf(b, "epoch 1 retired %lld\n",
 	    (long long)retired1))
@@ -341,7 +346,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    ccrypto_recipient_add(k, kidhex,
 		    ccrypto_keys_recipient_pk(h)) ||
 		    ccrypto_recipient_remove(k, CCRYPTO_RECIPIENT_MASTER) < 0 ||
-		    ccrypto_keyring_seal(k, id, &ring) ||
+		    ccrypto_keyring_seal(k, id, 1, &ring) ||
 		    fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING,
 		    ring.data, ring.len, 0600, 0))
 			goto err;
@@ -367,7 +372,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    0600, 0))
 			goto err;
 	}
-	if (conf_body(&conf, id, &cp, NULL, 0, 0))
+	if (conf_body(&conf, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0))
 		goto err;
 	ccrypto_meta_mac(k, conf.data, conf.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
@@ -410,6 +415,7 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 
 	r->nepochs = 0;
 	r->retired1_ns = 0;
+	r->keyring_gen = 0;
 	if (memchr(text, '\0', len) != NULL)
 		goto bad;
 	for (line = (char *)text; line < end; line = next) {
@@ -423,8 +429,20 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		if (sscanf(line, "format %d", &format) == 1) {
 			/* It comes first: a later format's other lines
 			 * are never met, and never called malformed. */
-			if (format > REPO_FORMAT_RETIRED1)
+			if (format > REPO_FORMAT_KEYRING)
 				break;
+			continue;
+		}
+		if (strncmp(line, "keyring ", 8) == 0) {
+			unsigned long long g;
+			int endk = -1;
+
+			if (r->keyring_gen != 0 || r->nepochs > 0 ||
+			    sscanf(line, "keyring %llu%n", &g, &endk) != 1 ||
+			    endk < 0 || line[endk] != '\0' || g == 0 ||
+			    line[8] < '1' || line[8] > '9')
+				goto bad;
+			r->keyring_gen = g;
 			continue;
 		}
 		if (strncmp(line, "epoch 1 retired ", 16) == 0) {
@@ -474,20 +492,23 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		}
 		goto bad;
 	}
-	if (format < REPO_FORMAT_VERSION || format > REPO_FORMAT_RETIRED1) {
-		if (format > REPO_FORMAT_RETIRED1)
+	if (format < REPO_FORMAT_VERSION || format > REPO_FORMAT_KEYRING) {
+		if (format > REPO_FORMAT_KEYRING)
 			log_error("repository '%s' has format %d; this coffer "
 			    "reads formats %d to %d (upgrade coffer)", r->path,
-			    format, REPO_FORMAT_VERSION, REPO_FORMAT_RETIRED1);
+			    format, REPO_FORMAT_VERSION, REPO_FORMAT_KEYRING);
 		else
 			log_error("repository '%s': bad format in coffer.conf",
 			    r->path);
 		return (-1);
 	}
-	/* Epoch lines make format 2, and format 2 has them; epoch 1's
-	 * retirement makes format 3, which has a later epoch too. */
-	if ((format == REPO_FORMAT_RETIRED1) != (r->retired1_ns != 0) ||
-	    (format >= REPO_FORMAT_EPOCHS) != (r->nepochs > 0))
+	/* Format 3 names its keyring's generation, and only it does (and
+	 * may say epoch 1 is retired, once a later one is listed); format 2
+	 * has epoch lines, format 1 none. */
+	if ((format == REPO_FORMAT_KEYRING) != (r->keyring_gen != 0) ||
+	    (format == REPO_FORMAT_EPOCHS && r->nepochs == 0) ||
+	    (format == REPO_FORMAT_VERSION && r->nepochs > 0) ||
+	    (r->retired1_ns != 0 && r->nepochs == 0))
 		goto bad;
 	if (!have_id || !have_chunker || !have_mac ||
 	    chunker_params_check(&r->chunker))
@@ -571,9 +592,13 @@ static int
 load_epochs(struct repo *r)
 {
 	unsigned char *kr = NULL;
+	uint64_t gen;
 	size_t i, len;
-	int rc;
+	int rc, holder;
 
+	/* From nothing: a keyring read before (another run's since) is
+	 * not this one. */
+	ccrypto_keys_ring_reset(r->keys);
 	for (i = 0; i < r->nepochs; i++)
 		if (ccrypto_keys_set_epoch(r->keys, r->epochs[i].epoch,
 		    r->epochs[i].pk))
@@ -581,19 +606,21 @@ load_epochs(struct repo *r)
 	r->keyring_bad = 0;
 	if (ccrypto_keys_write_only(r->keys))
 		return (0);
+	holder = ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_HOLDER;
 	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
 	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
-		/* A holder key reads every epoch through the keyring. */
-		if (ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_HOLDER) {
+		/* coffer.conf says there is one (format 3), or the key
+		 * reads through it: missing is not "none yet". */
+		if (holder || r->keyring_gen > 0) {
 			r->keyring_bad = 1;
-			log_warn("repository '%s' has no keyring: no pack will "
-			    "open with this key", r->path);
+			log_warn("repository '%s': its keyring is missing", r->path);
+			goto bad;
 		}
 		return (0);
 	}
 	if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
 	    &len) == 0) {
-		rc = ccrypto_keyring_open(r->keys, r->id, kr, len);
+		rc = ccrypto_keyring_open(r->keys, r->id, kr, len, 0);
 		explicit_bzero(kr, len);
 		free(kr);
 		/* Removed (coffer key remove, or the master secret's after
@@ -610,10 +637,25 @@ load_epochs(struct repo *r)
 		r->keyring_bad = rc != 0;
 	} else
 		r->keyring_bad = 1;
+	/*
+	 * Not older than coffer.conf says: a keyring put back from an
+	 * earlier copy (with a key since removed in it) is not used, nor
+	 * written over.  Newer is a write cut short before coffer.conf.
+	 */
+	gen = ccrypto_keys_ring_gen(r->keys);
+	if (!r->keyring_bad && gen < r->keyring_gen) {
+		log_error("repository '%s': its keyring is older than "
+		    "coffer.conf says (generation %llu, not %llu): put back "
+		    "from an earlier copy? not used", r->path,
+		    (unsigned long long)gen,
+		    (unsigned long long)r->keyring_gen);
+		ccrypto_keys_ring_reset(r->keys);
+		r->keyring_bad = 1;
+	}
+bad:
 	if (r->keyring_bad)
-		log_warn("repository '%s': %s", r->path,
-		    ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_HOLDER ?
-		    "no pack will open with this key" :
+		log_warn("repository '%s': %s", r->path, holder ||
+		    r->keyring_gen > 0 ? "no pack will open with this key" :
 		    "packs sealed to key epochs after 1 will not open");
 	return (0);
 }
@@ -1038,8 +1080,13 @@ lock_writer(struct repo *r, int how, double timeout)
 	if (ftruncate(fd, 0) == 0)
 		(void)!pwrite(fd, info, strlen(info), 0);
 	r->lock_fd = fd;
-	/* Writers seal to the newest epoch, as it is now. */
-	if (reload_conf(r)) {
+	/*
+	 * Writers seal to the newest epoch, as it is now, and whoever
+	 * changes the keyring starts from it as it is now: another writer
+	 * may have changed either since repo_open.
+	 */
+	if (reload_conf(r) || (r->keys != NULL &&
+	    !ccrypto_keys_write_only(r->keys) && load_epochs(r))) {
 		r->lock_fd = -1;
 		goto err;
 	}
@@ -1630,19 +1677,19 @@ slot_write(struct repo *r, const char *name, int write_only,
 		rc = 0;
 	/*
 	 * A full slot's new recipient was listed beside its old one: the
-	 * old goes once the new slot is in place, the new if it is not (a
-	 * crash between leaves both, and either opens the keyring).
+	 * old goes once the new slot is in place.  On an error both stay
+	 * listed, whichever the slot holds now (the write may have failed
+	 * after its rename, at the directory's fsync), and either opens.
 	 */
-	if (!write_only && w != NULL) {
-		if (rc == 0 && ccrypto_recipient_keep(r->keys, name,
-		    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
-			log_warn("repository '%s': the keyring still lists the "
-			    "old key of slot '%s' too", r->path, name);
-		if (rc != 0 && ccrypto_recipient_forget(r->keys, name,
-		    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
-			log_warn("repository '%s': the keyring lists a key of "
-			    "slot '%s' that was not written", r->path, name);
-	}
+	if (!write_only && w != NULL && rc == 0 &&
+	    ccrypto_recipient_keep(r->keys, name,
+	    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
+		log_warn("repository '%s': the keyring still lists the old key "
+		    "of slot '%s' too", r->path, name);
+	if (!write_only && w != NULL && rc != 0)
+		log_warn("repository '%s': the keyring lists a new key for "
+		    "slot '%s', which may not be in place (coffer key list)",
+		    r->path, name);
 	wipe_release(&slot);
 	ccrypto_keys_free(w);
 	return (rc);
@@ -1744,12 +1791,27 @@ out:
 	return (rc);
 }
 
+/* Whether the keyring lists name (a master key: "master" until it goes). */
+static int
+listed(const struct repo *r, const char *name)
+{
+	const char *rn;
+	size_t i;
+
+	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0 &&
+	    ccrypto_recipients_master(r->keys))
+		return (1);
+	for (i = 0; (rn = ccrypto_recipient_name(r->keys, i)) != NULL; i++)
+		if (strcmp(rn, name) == 0)
+			return (1);
+	return (0);
+}
+
 /* Whether name is a key file's in the keyring (listed, and no slot). */
 static int
 key_file_listed(const struct repo *r, const struct repo_slot *v, size_t n,
     const char *name)
 {
-	const char *rn;
 	size_t i;
 
 	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0)
@@ -1757,10 +1819,20 @@ key_file_listed(const struct repo *r, const struct repo_slot *v, size_t n,
 	for (i = 0; i < n; i++)
 		if (strcmp(v[i].name, name) == 0)
 			return (0);
-	for (i = 0; (rn = ccrypto_recipient_name(r->keys, i)) != NULL; i++)
-		if (strcmp(rn, name) == 0)
-			return (1);
-	return (0);
+	return (listed(r, name));
+}
+
+/*
+ * Whether the slot v[i] reads: a full slot the keyring lists (a slot
+ * holding the master secret, while "master" is listed).  A slot's header
+ * alone proves nothing: whoever writes the storage can plant one.
+ */
+static int
+slot_reads(const struct repo *r, const struct repo_slot *s)
+{
+	if (s->kind == CCRYPTO_SLOT_FULL)
+		return (listed(r, CCRYPTO_RECIPIENT_MASTER));
+	return (s->kind == CCRYPTO_SLOT_HOLDER && listed(r, s->name));
 }
 
 int
@@ -1785,8 +1857,7 @@ repo_slot_remove(struct repo *r, const char *name)
 		name = s->name;
 	/* What still reads after: full slots, and key files listed. */
 	for (i = 0; i < n; i++)
-		if (&v[i] != s && (v[i].kind == CCRYPTO_SLOT_FULL ||
-		    v[i].kind == CCRYPTO_SLOT_HOLDER))
+		if (&v[i] != s && slot_reads(r, &v[i]))
 			readers++;
 	for (i = 0; (rn = ccrypto_recipient_name(r->keys, i)) != NULL; i++)
 		if (strcmp(rn, name) != 0 && key_file_listed(r, v, n, rn))
@@ -1815,6 +1886,10 @@ repo_slot_remove(struct repo *r, const char *name)
 		log_errno("repository '%s': fsync of 'keys' failed", r->path);
 		goto out;
 	}
+	if (!file && s->kind == CCRYPTO_SLOT_FULL)
+		log_warn("slot %s held the master secret, which other keys "
+		    "hold too: a copy of it reads until key retire 1 "
+		    "(coffer-key(1), REVOKING A KEY)", s->name);
 	rc = 0;
 out:
 	free(v);
@@ -1836,10 +1911,18 @@ repo_epochs(const struct repo *r, const struct repo_epoch **v, size_t *n)
 	return (0);
 }
 
+static int write_conf(struct repo *r);
+
+/*
+ * The keyring as r's key holds it, one generation on, then coffer.conf
+ * naming that generation (a crash between leaves a keyring newer than
+ * coffer.conf says, which reads).
+ */
 static int
 write_keyring(struct repo *r)
 {
 	struct buf b = BUF_INIT;
+	uint64_t gen;
 	int rc;
 
 	/* It may hold secrets this key could not read: never over it. */
@@ -1848,12 +1931,18 @@ write_keyring(struct repo *r)
 		    "above): not rewritten", r->path);
 		return (-1);
 	}
-
-	rc = ccrypto_keyring_seal(r->keys, r->id, &b) == 0 &&
+	gen = ccrypto_keys_ring_gen(r->keys);
+	if (gen < r->keyring_gen)
+		gen = r->keyring_gen;
+	gen++;
+	rc = ccrypto_keyring_seal(r->keys, r->id, gen, &b) == 0 &&
 	    fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING, b.data,
 	    b.len, 0600, 1) == 0 ? 0 : -1;
 	wipe_release(&b);
-	return (rc);
+	if (rc)
+		return (-1);
+	r->keyring_gen = gen;
+	return (write_conf(r));
 }
 
 /* coffer.conf again, with r->epochs; then r holds what it wrote. */
@@ -1867,7 +1956,7 @@ write_conf(struct repo *r)
 	int rc = -1;
 
 	if (conf_body(&b, r->id, &r->chunker, r->epochs, r->nepochs,
-	    r->retired1_ns))
+	    r->retired1_ns, r->keyring_gen))
 		goto out;
 	ccrypto_meta_mac(r->keys, b.data, b.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
@@ -1973,22 +2062,12 @@ retire_first(struct repo *r)
 		    "secret");
 		return (-1);
 	}
-	if (ccrypto_keys_has_epoch(r->keys, 1) ||
-	    ccrypto_recipients_master(r->keys)) {
-		ccrypto_epoch_forget(r->keys, 1);
-		(void)ccrypto_recipient_remove(r->keys,
-		    CCRYPTO_RECIPIENT_MASTER);
-		if (write_keyring(r))
-			return (-1);
-	}
-	if (r->retired1_ns == 0) {
+	/* The keyring without them, then coffer.conf saying so. */
+	if (r->retired1_ns == 0)
 		r->retired1_ns = now_realtime_ns();
-		if (write_conf(r)) {
-			r->retired1_ns = 0;
-			return (-1);
-		}
-	}
-	return (0);
+	ccrypto_epoch_forget(r->keys, 1);
+	(void)ccrypto_recipient_remove(r->keys, CCRYPTO_RECIPIENT_MASTER);
+	return (write_keyring(r));
 }
 
 int
@@ -2178,20 +2257,23 @@ repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
 		goto out;
 	}
 	/*
-	 * Their secrets join ours, and so do the keys they list; ours stay
-	 * listed (a slot added here, after the repository was made from a
-	 * bundle, keeps reading).  A key the source removed is removed here
-	 * by coffer key remove, not by an import.
+	 * Their secrets join ours; which keys open this repository stays
+	 * this repository's list (a key the source removed is removed here
+	 * by coffer key remove; one the bundle lists that this repository
+	 * does not gets nothing).  Then their epochs, in coffer.conf as
+	 * this key writes it.
 	 */
-	if (ccrypto_keyring_open(r->keys, r->id, ring->data, ring->len)) {
+	if (ccrypto_keyring_open(r->keys, r->id, ring->data, ring->len, 1)) {
 		log_error("repository '%s': a bundle's keyring does not open "
 		    "with this key: not taken (import with a key of the "
 		    "repository the bundle came from)", r->path);
 		goto out;
 	}
-	if (write_keyring(r) ||
-	    fsutil_write_file_at(r->dfd, "coffer.conf", "coffer.conf",
-	    conf->data, conf->len, 0644, 1) || reload_conf(r))
+	memcpy(r->epochs, t->epochs, t->nepochs * sizeof(*r->epochs));
+	r->nepochs = t->nepochs;
+	if (r->retired1_ns == 0)
+		r->retired1_ns = t->retired1_ns;
+	if (write_keyring(r) || load_epochs(r))
 		goto out;
 	log_info("key epochs up to %u from a bundle", (unsigned)theirs);
 	rc = 0;

@@ -50,7 +50,8 @@ test_expect_success 'setup: snapshots in several packs, a bundle and keys from b
 	mkdir src && more 20 && snap ds src &&
 	coffer -r repo key export --write-only --to wo.key &&
 	mkdir old && coffer -r repo export --target old --to old --all &&
-	grep -x "format 1" repo/coffer.conf &&
+	grep -x "format 3" repo/coffer.conf &&
+	grep -x "keyring 1" repo/coffer.conf &&
 	test_path_is_file repo/keyring &&
 	coffer -r repo key list --json >l.json &&
 	json_check l.json "@{\$j->{epochs}} == 1 &&
@@ -59,10 +60,10 @@ test_expect_success 'setup: snapshots in several packs, a bundle and keys from b
 	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "1 1"
 '
 
-test_expect_success 'rotate: a new epoch in coffer.conf (format 2); new packs are sealed to it' '
+test_expect_success 'rotate: a new epoch in coffer.conf; new packs are sealed to it' '
 	packs1=$(epoch_packs 1) &&
 	coffer -r repo key rotate >msg && grep "key epoch 2" msg &&
-	grep -x "format 2" repo/coffer.conf &&
+	grep -x "format 3" repo/coffer.conf && grep -x "keyring 2" repo/coffer.conf &&
 	grep "^epoch 2 [0-9a-f]\{64\} created [0-9]*\$" repo/coffer.conf &&
 	test_path_is_file repo/keyring &&
 	more 6 && snap ds src &&
@@ -208,14 +209,14 @@ test_expect_success 'bundles from before the rotation import on a bare machine w
 	(
 		export XDG_STATE_HOME=$TMP/bare0-state &&
 		coffer -r bare0 import --init - <old/old-0001.cfb &&
-		grep -x "format 1" bare0/coffer.conf &&
+		grep -x "format 3" bare0/coffer.conf &&
 		test_path_is_file bare0/keyring &&
 		coffer -r bare0 verify --read-data && restores_known bare0
 	) &&
 	(
 		export XDG_STATE_HOME=$TMP/bare1-state &&
 		coffer -r bare1 import --init old &&
-		grep -x "format 2" bare1/coffer.conf &&
+		grep -x "format 3" bare1/coffer.conf &&
 		test_path_is_file bare1/keyring &&
 		coffer -r bare1 snapshots >snaps && test_line_count = 3 snaps &&
 		coffer -r bare1 verify --read-data && restores_known bare1

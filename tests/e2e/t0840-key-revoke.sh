@@ -1,5 +1,5 @@
 #!/bin/bash
-test_description='keys that hold no master secret: a removed key is shut out, epoch 1 retires once no key holds the master secret, a repository from before revocation keeps reading and moves over, a bundle'"'"'s keyring adds to ours'
+test_description='keys that hold no master secret: a removed key is shut out, epoch 1 retires once no key holds the master secret, a repository from before revocation keeps reading and moves over, a bundle'"'"'s keyring gives only its secrets, a keyring put back or missing is refused'
 . "$(dirname "$0")/../lib.sh"
 require_coffer
 require_treecmp
@@ -67,6 +67,39 @@ test_expect_success 'a key file exported, then removed: it is refused, the rest 
 	restores repo --passphrase-file p1
 '
 
+test_expect_success 'a keyring put back from before a removal is not used, nor written over' '
+	coffer -r repo --passphrase-file p1 key export --to kg 2>err &&
+	name=$(sed -n "s/.*coffer key remove \([0-9a-f]*\).*/\1/p" err) &&
+	cp repo/keyring keyring.before &&
+	coffer -r repo --passphrase-file p1 key remove "$name" &&
+	cp repo/keyring keyring.after && cp keyring.before repo/keyring &&
+	test_must_fail coffer -r repo --key-file kg restore "$(ls expect | head -1)" r2 \
+		2>err && grep "older than coffer.conf says" err &&
+	test_must_fail coffer -r repo --passphrase-file p1 key rotate 2>err &&
+	grep "not rewritten" err && cmp repo/keyring keyring.before &&
+	cp keyring.after repo/keyring &&
+	test_expect_code 3 coffer -r repo --key-file kg snapshots &&
+	restores repo --passphrase-file p1
+'
+
+test_expect_success 'key changes waiting for the lock start from the keyring as it is then' '
+	rm -f rc.a rc.b &&
+	{ flock repo/locks/writer sleep 3 & } &&
+	sleep 1 &&
+	{ (coffer -r repo --passphrase-file p1 key export --to ka 2>/dev/null;
+	   echo $? >rc.a) & } &&
+	{ (coffer -r repo --passphrase-file p1 key export --to kb 2>/dev/null;
+	   echo $? >rc.b) & } &&
+	wait &&
+	test "$(cat rc.a)" = 0 && test "$(cat rc.b)" = 0 &&
+	coffer -r repo --key-file ka snapshots >/dev/null &&
+	coffer -r repo --key-file kb snapshots >/dev/null &&
+	for n in $(keyring_ids repo "key file"); do
+		coffer -r repo --passphrase-file p1 key remove "$n" || return 1
+	done &&
+	keyring_ids repo "key file" >files && test_line_count = 0 files
+'
+
 test_expect_success 'the last key that reads cannot be removed' '
 	slot=$(keyring_ids repo slot) &&
 	test_expect_code 3 coffer -r repo --passphrase-file p1 key remove \
@@ -96,10 +129,12 @@ test_expect_success 'a repository from before revocation: the master secret keep
 		coffer init --kdf-memory 8 --key-file old.key old
 	) &&
 	grep "^coffer-key 1 " old.key && test_path_is_missing old/keyring &&
+	grep -x "format 1" old/coffer.conf &&
 	rm -rf expect && snap old --key-file old.key &&
 	coffer -r old --key-file old.key key add --kdf-memory 8 \
 		--new-passphrase-file p1 >out && grep "added key slot" out &&
 	test_path_is_file old/keyring &&
+	grep -x "format 3" old/coffer.conf && grep -x "keyring 1" old/coffer.conf &&
 	keyring_ids old "master secret" >m && test_line_count = 1 m &&
 	coffer -r old --key-file old.key key rotate &&
 	more 2 && snap old --key-file old.key &&
@@ -131,7 +166,15 @@ test_expect_success 'epoch 1 retires only when no key holds the master secret' '
 	restores old --passphrase-file p1 && restores old --passphrase-file p2
 '
 
-test_expect_success 'a bundle'"'"'s keyring adds to ours: a slot added on the copy keeps reading across a rotation' '
+test_expect_success 'a missing keyring is not taken for none: the master secret writes no new one' '
+	mv old/keyring keyring.old &&
+	test_must_fail coffer -r old --key-file old.key key rotate 2>err &&
+	cat err && grep "keyring is missing" err &&
+	test_path_is_missing old/keyring &&
+	mv keyring.old old/keyring && restores old --passphrase-file p1
+'
+
+test_expect_success 'a bundle'"'"'s keyring gives its secrets, ours says who reads: a slot added on the copy keeps reading across a rotation' '
 	coffer_init_keyfile src-repo src.key &&
 	rm -rf expect && snap src-repo &&
 	mkdir off && coffer -r src-repo export --target off --to off --all &&

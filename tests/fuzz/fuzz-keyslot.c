@@ -99,11 +99,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* A keyring, into keys of their own (opening one adds epochs and
 	 * recipients), as the master secret and as a holder key. */
 	if ((k = ccrypto_keys_from_master(fuzz_master)) != NULL) {
-		(void)ccrypto_keyring_open(k, repo_id, data, size);
+		(void)ccrypto_keyring_open(k, repo_id, data, size, 0);
 		ccrypto_keys_free(k);
 	}
 	if ((k = fuzz_holder()) != NULL) {
-		(void)ccrypto_keyring_open(k, repo_id, data, size);
+		(void)ccrypto_keyring_open(k, repo_id, data, size, 0);
 		ccrypto_keys_free(k);
 	}
 	return (0);
@@ -172,7 +172,7 @@ fuzz_seeds(const char *dir)
 
 		if (e == NULL || ccrypto_epoch_generate(e, 2, pk) ||
 		    ccrypto_epoch_generate(e, 5, pk) ||
-		    ccrypto_keyring_seal(e, repo_id, &ring) ||
+		    ccrypto_keyring_seal(e, repo_id, 1, &ring) ||
 		    fuzz_write_seed(dir, "keyring-opens", ring.data,
 		    ring.len) ||
 		    fuzz_write_seed(dir, "keyring-truncated", ring.data,
@@ -226,7 +226,7 @@ fuzz_seeds(const char *dir)
 		    ccrypto_epoch_generate(e, 2, pk) ||
 		    ccrypto_recipient_add(e, "0123456789abcdef",
 		    ccrypto_keys_recipient_pk(h)) ||
-		    ccrypto_keyring_seal(e, repo_id, &ring) ||
+		    ccrypto_keyring_seal(e, repo_id, 1, &ring) ||
 		    fuzz_write_seed(dir, "keyring-holder", ring.data,
 		    ring.len)) {
 			buf_release(&ring);

@@ -137,16 +137,16 @@ keyring_secrets(const uint8_t *kr, size_t krlen, const uint8_t *w,
 	if (kr == NULL || krlen < 12 || memcmp(kr, "CFKR", 4) != 0 ||
 	    kr[4] != 2)
 		return (n);
-	nr = (size_t)kr[8] | (size_t)kr[9] << 8 | (size_t)kr[10] << 16 |
-	    (size_t)kr[11] << 24;
-	head = 12 + nr * 128 + 24;
+	nr = (size_t)kr[16] | (size_t)kr[17] << 8 | (size_t)kr[18] << 16 |
+	    (size_t)kr[19] << 24;
+	head = 20 + nr * 128 + 24;
 	/* The keyring's MAC (32 bytes) ends it: it is left out. */
 	if (nr == 0 || nr > 64 || krlen < head + 4 + 16 + 32)
 		return (n);
 	krlen -= 32;
 	crypto_scalarmult_base(pk, w);
 	for (i = 0; i < nr; i++)
-		if (crypto_box_seal_open(key, kr + 12 + i * 128 + 48, 80, pk,
+		if (crypto_box_seal_open(key, kr + 20 + i * 128 + 48, 80, pk,
 		    w) == 0)
 			break;
 	if (i == nr)

@@ -1033,35 +1033,35 @@ test_epochs(const uint8_t *master)
 	    ccrypto_keys_seal_epoch(k) == 2, "sealed to epoch 2 once listed");
 	/* Version 2: one recipient (the master secret's), three secrets
 	 * (epoch 1's too). */
-	ok(ccrypto_keyring_seal(k, repo_a, &ring) == 0 &&
-	    ring.len == 12 + 128 + 24 + 4 + 3 * 36 + 16 + 32,
+	ok(ccrypto_keyring_seal(k, repo_a, 1, &ring) == 0 &&
+	    ring.len == 20 + 128 + 24 + 4 + 3 * 36 + 16 + 32,
 	    "keyring: three secrets, one recipient");
 	memset(key, 9, sizeof(key));
 	ok(ccrypto_pack_key_seal(k, key, sealed) == 2, "sealed to epoch 2");
 	memset(key, 0, sizeof(key));
 	ok(ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
 	    CCRYPTO_NO_EPOCH, "without the keyring: epoch 2 is not held");
-	ok(ccrypto_keyring_open(r, repo_b, ring.data, ring.len) == -1,
+	ok(ccrypto_keyring_open(r, repo_b, ring.data, ring.len, 0) == -1,
 	    "a keyring does not open for another repository id");
 	ring.data[ring.len - 50] ^= 1;
-	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a damaged keyring does not open");
 	ring.data[ring.len - 50] ^= 1;
 	ring.data[40] ^= 1;
-	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a keyring whose recipients changed fails authentication");
 	ring.data[40] ^= 1;
 	ring.data[4] = 3;
-	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a keyring of version 3 is refused");
 	ring.data[4] = 2;
 	ok(ccrypto_keys_set_epoch(r, 2, pk3) == 0 &&
-	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a keyring whose secret is not coffer.conf's key is refused");
 	ccrypto_keys_free(r);
 	r = ccrypto_keys_from_master(master);
 	ok(r != NULL && ccrypto_keys_set_epoch(r, 2, pk2) == 0 &&
-	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == 0 &&
+	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == 0 &&
 	    ccrypto_keys_has_epoch(r, 2) && ccrypto_keys_has_epoch(r, 3),
 	    "the keyring opens under the same master secret");
 	ok(r != NULL && ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
@@ -1086,8 +1086,8 @@ test_epochs(const uint8_t *master)
 		ok(ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
 		    CCRYPTO_NO_EPOCH, "a forgotten epoch is not held");
 		buf_reset(&ring);
-		ok(ccrypto_keyring_seal(r, repo_a, &ring) == 0 &&
-		    ring.len == 12 + 128 + 24 + 4 + 2 * 36 + 16 + 32,
+		ok(ccrypto_keyring_seal(r, repo_a, 1, &ring) == 0 &&
+		    ring.len == 20 + 128 + 24 + 4 + 2 * 36 + 16 + 32,
 		    "a forgotten secret leaves the keyring");
 	}
 out:
@@ -1131,13 +1131,13 @@ test_holder(const uint8_t *master)
 	    ccrypto_keys_recipient_pk(h)) == 0 &&
 	    ccrypto_recipient_remove(m, CCRYPTO_RECIPIENT_MASTER) == 0 &&
 	    !ccrypto_recipients_master(m) &&
-	    ccrypto_keyring_seal(m, repo_a, &ring) == 0,
+	    ccrypto_keyring_seal(m, repo_a, 1, &ring) == 0,
 	    "a keyring sealed to one holder");
 	memset(key, 0, sizeof(key));
-	ok(ccrypto_keyring_open(h, repo_a, ring.data, ring.len) == 0 &&
+	ok(ccrypto_keyring_open(h, repo_a, ring.data, ring.len, 0) == 0 &&
 	    ccrypto_pack_key_unseal_epoch(h, 1, sealed, key) == 0 &&
 	    key[0] == 7, "through the keyring the holder opens epoch 1");
-	ok(ccrypto_keyring_open(a, repo_a, ring.data, ring.len) ==
+	ok(ccrypto_keyring_open(a, repo_a, ring.data, ring.len, 0) ==
 	    CCRYPTO_NOT_LISTED, "the master secret is not listed: shut out");
 	ok(ccrypto_keyfile_encode(h, repo_a, &t) == 0 &&
 	    memcmp(t.data, "coffer-key 3 ", 13) == 0 &&
@@ -1177,8 +1177,8 @@ test_holder(const uint8_t *master)
 	ok(h2 != NULL && ccrypto_recipient_add(h, "second",
 	    ccrypto_keys_recipient_pk(h2)) == 0 &&
 	    ccrypto_recipient_remove(h, "0123456789abcdef") == 0 &&
-	    ccrypto_keyring_seal(h, repo_a, &ring) == 0 &&
-	    ccrypto_keyring_open(h2, repo_a, ring.data, ring.len) == 0 &&
+	    ccrypto_keyring_seal(h, repo_a, 1, &ring) == 0 &&
+	    ccrypto_keyring_open(h2, repo_a, ring.data, ring.len, 0) == 0 &&
 	    ccrypto_keys_has_epoch(h2, 1), "a second holder reads");
 	{
 		uint8_t parts[CCRYPTO_HOLDER_BYTES];
@@ -1186,7 +1186,7 @@ test_holder(const uint8_t *master)
 		ccrypto_keys_holder_parts(h, parts);
 		d = ccrypto_keys_from_holder(parts);
 	}
-	ok(d != NULL && ccrypto_keyring_open(d, repo_a, ring.data, ring.len)
+	ok(d != NULL && ccrypto_keyring_open(d, repo_a, ring.data, ring.len, 0)
 	    == CCRYPTO_NOT_LISTED, "a removed holder is shut out");
 	ccrypto_keys_free(d);
 out:
