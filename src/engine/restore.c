@@ -53,7 +53,14 @@
 #include "coffer/signals.h"
 #include "coffer/tuning.h"
 
-#define READER_CACHE 4
+/*
+ * Open pack readers per thread.  A window's chunks are fetched largest
+ * first, so in no order of packs: a window of small files drawn from
+ * more packs than the cache holds reopens a pack (its header read and its
+ * key unsealed into locked memory) every few chunks (100,000 small files
+ * from 8 packs: 30,000 opens with 4).
+ */
+#define READER_CACHE 16
 #define WINDOW_BYTES (8u << 20)
 #define WINDOW_ENTRIES 4096
 /*
