@@ -531,6 +531,8 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 		win->lent_ticket = fs_restore_ticket(w);
 		return;
 	}
+	/* Tests: its data is written, it is not finished. */
+	tuning_raise_at("restore-write");
 	if (fs_restore_finish(w))
 		we->rc = WR_FAILED;
 	else if (rs->nsrcs > 0 && (we->cont ||
