@@ -772,8 +772,9 @@ plain_begin(struct fs_restore *r, const struct entry *e)
 		log_errno("cannot restore '%s'", e->path);
 		return (-1);
 	}
-	if (how == LINK_UNKNOWN && (how = plain_probe(r, dfd)) != LINK_EMPTY_PATH &&
-	    how != LINK_PROC) {
+	if (how == LINK_UNKNOWN)
+		how = plain_probe(r, dfd);
+	if (how != LINK_EMPTY_PATH && how != LINK_PROC) {
 		close(fd);
 		return (1);
 	}
