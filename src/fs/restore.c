@@ -85,6 +85,7 @@ struct fs_restore {
 	int fowner;
 	int64_t fuid, fgid;
 	int cdir;
+	int cdir_notmp;		/* its file system refused O_TMPFILE */
 	char *cdir_path;
 	size_t cdir_len, cdir_cap;
 };
@@ -729,6 +730,7 @@ plain_dir(struct fs_restore *r, const char *path, const char **base)
 	if (r->cdir != -1 && r->cdir != r->dirfd)
 		close(r->cdir);
 	r->cdir = -1;
+	r->cdir_notmp = 0;
 	if (len > r->cdir_cap) {
 		if ((p = realloc(r->cdir_path, len)) == NULL)
 			return (-1);
@@ -761,14 +763,16 @@ plain_begin(struct fs_restore *r, const struct entry *e)
 		return (1);
 	/* Missing, or not reachable through no symlink: libarchive makes
 	 * it or refuses, as for any other entry. */
-	if ((dfd = plain_dir(r, e->path, &base)) == -1)
+	if ((dfd = plain_dir(r, e->path, &base)) == -1 || r->cdir_notmp)
 		return (1);
 	if ((fd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC,
 	    (mode_t)(e->mode & 0777))) == -1) {
 		/* This file system has no O_TMPFILE. */
 		if (errno == EOPNOTSUPP || errno == EISDIR ||
-		    errno == EINVAL)
+		    errno == EINVAL) {
+			r->cdir_notmp = 1;
 			return (1);
+		}
 		log_errno("cannot restore '%s'", e->path);
 		return (-1);
 	}
