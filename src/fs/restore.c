@@ -661,15 +661,15 @@ set_mtime(struct archive_entry *ae, int64_t ns)
  * leaves no part of it anywhere in the tree (the kernel frees an unlinked
  * inode), and what was at its path (FS_RESTORE_FORCE) stays as it was,
  * then is replaced at once by a rename from a temporary name.  One
- * directory entry made per file instead of a temporary name made, renamed
- * and removed, and no lookup by name: after rm -rf of a tree the same
- * size, creating the inode is what the time goes to (ext4's allocator),
- * and the rest of the file's system calls are what a fresh file system
- * costs.
+ * directory entry is made per file, not a temporary name made, renamed
+ * and removed, in 6 system calls instead of libarchive's 14; and the
+ * inode is allocated without the directory's lock (only linkat takes
+ * it), so writers in one directory do not wait for each other in ext4's
+ * allocator, which is slow right after rm -rf of a tree.
  *
- * The descriptor is linked with linkat(AT_EMPTY_PATH), which needs
- * CAP_DAC_READ_SEARCH, or through /proc/self/fd: which one works is found
- * once (plain_probe).  With neither, or where the file system has no
+ * The descriptor is linked with linkat(AT_EMPTY_PATH), which before
+ * Linux 6.10 needs CAP_DAC_READ_SEARCH, or through /proc/self/fd: which
+ * one works is found once (plain_probe).  With neither, or where the file system has no
  * O_TMPFILE, files go through libarchive under a temporary name.
  */
 enum { LINK_UNKNOWN, LINK_EMPTY_PATH, LINK_PROC, LINK_NONE };
@@ -1288,6 +1288,14 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		return (0);
 	}
 	r->nolib = 0;
+	r->last_plain = 0;
+	if (e->kind == ENTRY_FILE && (st = plain_begin(r, e)) <= 0) {
+		if (st == 0) {
+			r->kind = e->kind;
+			r->state = IN_ENTRY;
+		}
+		return (st);
+	}
 
 	archive_entry_clear(r->ae);
 	archive_entry_set_pathname(r->ae, e->path);
@@ -1323,14 +1331,6 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		archive_entry_set_perm(r->ae, e->mode & 07777);
 
 	r->in_dir = 0;
-	r->last_plain = 0;
-	if (e->kind == ENTRY_FILE && (st = plain_begin(r, e)) <= 0) {
-		if (st == 0) {
-			r->kind = e->kind;
-			r->state = IN_ENTRY;
-		}
-		return (st);
-	}
 	if (e->kind == ENTRY_FILE) {
 		/* Written under a temporary name (set_tmp), renamed over
 		 * its path once finished. */
