@@ -1234,7 +1234,8 @@ set_dirs(struct fs_restore *r)
 	size_t i;
 	int root = geteuid() == 0;
 
-	qsort(r->dirs, r->ndirs, sizeof(*r->dirs), deeper_first);
+	if (r->ndirs > 1)	/* a writer that made none has no array */
+		qsort(r->dirs, r->ndirs, sizeof(*r->dirs), deeper_first);
 	for (i = 0; i < r->ndirs; i++)
 		set_dir(r, &r->dirs[i], root);
 }
