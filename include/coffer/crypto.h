@@ -240,6 +240,24 @@ int ccrypto_keyring_open(struct ccrypto_keys *k,
  */
 void ccrypto_keys_ring_reset(struct ccrypto_keys *k);
 uint64_t ccrypto_keys_ring_gen(const struct ccrypto_keys *k);
+/*
+ * keyring_line_mac: the MAC of coffer.conf's "keyring GEN" line (keyed
+ * BLAKE2b-256 under the ring key, which write-only keys lack); -1 for a
+ * write-only key.  keys_seal_held: a full key seals only to an epoch whose
+ * secret it holds: the newest such (coffer.conf may list a later one that
+ * a write-only key wrote, since it can make coffer.conf's MAC); returns
+ * the epoch coffer.conf lists above it, or 0.  pk_ok: whether an X25519
+ * public key is of full order (a low-order one would seal to nothing).
+ */
+int ccrypto_keyring_line_mac(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    uint8_t out[CCRYPTO_MAC_BYTES]);
+/* 0 when mac is that line's (constant time), else -1 (not reported). */
+int ccrypto_keyring_line_verify(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    const uint8_t mac[CCRYPTO_MAC_BYTES]);
+uint32_t ccrypto_keys_seal_held(struct ccrypto_keys *k);
+int ccrypto_pk_ok(const uint8_t pk[CCRYPTO_KEY_BYTES]);
 
 /*
  * XChaCha20-Poly1305-IETF.  encrypt: a fresh random nonce is written to

@@ -1005,6 +1005,63 @@ ccrypto_keys_ring_gen(const struct ccrypto_keys *k)
 }
 
 int
+ccrypto_keyring_line_mac(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    uint8_t out[CCRYPTO_MAC_BYTES])
+{
+	static const char ctx[] = "coffer-keyring-line";
+	struct blake2b_state st;
+	uint8_t g[8];
+
+	if (k->write_only)
+		return (-1);
+	put_u64(g, gen);
+	blake2b_init(&st, CCRYPTO_MAC_BYTES, k->ring_mac, sizeof(k->ring_mac));
+	blake2b_update(&st, ctx, sizeof(ctx));
+	blake2b_update(&st, repo_id, CCRYPTO_REPO_ID_BYTES);
+	blake2b_update(&st, g, sizeof(g));
+	blake2b_final(&st, out);
+	return (0);
+}
+
+int
+ccrypto_keyring_line_verify(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    const uint8_t mac[CCRYPTO_MAC_BYTES])
+{
+	uint8_t want[CCRYPTO_MAC_BYTES];
+
+	if (ccrypto_keyring_line_mac(k, repo_id, gen, want))
+		return (-1);
+	return (sodium_memcmp(want, mac, sizeof(want)) == 0 ? 0 : -1);
+}
+
+uint32_t
+ccrypto_keys_seal_held(struct ccrypto_keys *k)
+{
+	uint32_t listed = k->seal_epoch;
+	size_t i;
+
+	if (k->write_only)
+		return (0);
+	k->seal_epoch = 1;
+	for (i = 0; i < k->nepochs; i++)
+		if ((k->epochs[i].flags & (EPOCH_CONF | EPOCH_SK)) ==
+		    (EPOCH_CONF | EPOCH_SK))
+			k->seal_epoch = k->epochs[i].n;
+	return (listed > k->seal_epoch ? listed : 0);
+}
+
+int
+ccrypto_pk_ok(const uint8_t pk[CCRYPTO_KEY_BYTES])
+{
+	static const uint8_t scalar[crypto_scalarmult_SCALARBYTES] = { 9 };
+	uint8_t q[crypto_scalarmult_BYTES];
+
+	return (crypto_scalarmult(q, scalar, pk) == 0);
+}
+
+int
 ccrypto_keyring_open(struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
     size_t len, int secrets_only)

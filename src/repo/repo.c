@@ -60,6 +60,7 @@ struct repo {
 	size_t nepochs;
 	int64_t retired1_ns;		/* epoch 1 retired (format 3); 0 */
 	uint64_t keyring_gen;		/* its keyring's (format 3); 0 */
+	uint8_t keyring_mac[CCRYPTO_MAC_BYTES];	/* of that line */
 	int keyring_bad;		/* there, and did not open */
 	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
 	int lock_fd;
@@ -167,9 +168,10 @@ read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
 static int
 conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
     const struct repo_epoch *ep, size_t nepochs, int64_t retired1,
-    uint64_t keyring_gen)
+    uint64_t keyring_gen, const uint8_t *keyring_mac)
 {
 	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1], pkhex[65];
+	char khex[2 * CCRYPTO_MAC_BYTES + 1];
 	size_t i;
 
 	hex_encode(idhex, id, CCRYPTO_REPO_ID_BYTES);
@@ -183,9 +185,12 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
 	    REPO_FORMAT_EPOCHS : REPO_FORMAT_VERSION, idhex,
 	    c->min, c->avg, c->max))
 		return (-1);
-	if (keyring_gen > 0 && buf_printf(b, "keyring %llu\n",
-	    (unsigned long long)keyring_gen))
-		return (-1);
+	if (keyring_gen > 0) {
+		hex_encode(khex, keyring_mac, CCRYPTO_MAC_BYTES);
+		if (buf_printf(b, "keyring %llu %s\n",
+		    (unsigned long long)keyring_gen, khex))
+			return (-1);
+	}
 	if (retired1 != 0 && buf_printf(b, "epoch 1 retired %lld\n",
 	    (long long)retired1))
 		return (-1);
@@ -223,7 +228,8 @@ epoch_line(const char *line, struct repo_epoch *e)
 	    &end2) != 1 || end2 < 0 || rest[end2] != '\0' || retired <= 0))
 		return (-1);
 	if (n < 2 || n > CCRYPTO_EPOCH_MAX || created <= 0 ||
-	    strlen(pkhex) != 64 || hex_decode(e->pk, sizeof(e->pk), pkhex))
+	    strlen(pkhex) != 64 || hex_decode(e->pk, sizeof(e->pk), pkhex) ||
+	    !ccrypto_pk_ok(e->pk))
 		return (-1);
 	e->epoch = n;
 	e->created_ns = created;
@@ -312,6 +318,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 {
 	struct chunker_params cp;
 	uint8_t id[CCRYPTO_REPO_ID_BYTES], mac[CCRYPTO_MAC_BYTES], kid[8];
+	uint8_t kmac[CCRYPTO_MAC_BYTES];
 	char machex[2 * CCRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
 	struct ccrypto_keys *k = NULL, *h = NULL;
 	struct buf conf = BUF_INIT, slot = BUF_INIT, ring = BUF_INIT;
@@ -372,7 +379,9 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    0600, 0))
 			goto err;
 	}
-	if (conf_body(&conf, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0))
+	if (h != NULL && ccrypto_keyring_line_mac(k, id, 1, kmac))
+		goto err;
+	if (conf_body(&conf, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0, kmac))
 		goto err;
 	ccrypto_meta_mac(k, conf.data, conf.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
@@ -402,6 +411,29 @@ err:
 		close(kfd);
 	unmake_layout(dfd, path, created);
 	return (-1);
+}
+
+/*
+ * The rest of a "keyring GEN MAC" line: GEN a decimal from 1 to 2^53 with
+ * no leading zero, MAC 64 hex digits.  0 or -1.
+ */
+#define KEYRING_GEN_MAX (1ULL << 53)
+static int
+keyring_line(const char *p, uint64_t *gen, uint8_t mac[CCRYPTO_MAC_BYTES])
+{
+	unsigned long long g;
+	char *end;
+
+	if (*p < '1' || *p > '9')
+		return (-1);
+	errno = 0;
+	g = strtoull(p, &end, 10);
+	if (errno || g == 0 || g > KEYRING_GEN_MAX || *end != ' ' ||
+	    strlen(end + 1) != 2 * CCRYPTO_MAC_BYTES ||
+	    hex_decode(mac, CCRYPTO_MAC_BYTES, end + 1))
+		return (-1);
+	*gen = g;
+	return (0);
 }
 
 /* Parse coffer.conf (untrusted until the MAC is checked by repo_unlock). */
@@ -434,15 +466,10 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 			continue;
 		}
 		if (strncmp(line, "keyring ", 8) == 0) {
-			unsigned long long g;
-			int endk = -1;
-
 			if (r->keyring_gen != 0 || r->nepochs > 0 ||
-			    sscanf(line, "keyring %llu%n", &g, &endk) != 1 ||
-			    endk < 0 || line[endk] != '\0' || g == 0 ||
-			    line[8] < '1' || line[8] > '9')
+			    keyring_line(line + 8, &r->keyring_gen,
+			    r->keyring_mac))
 				goto bad;
-			r->keyring_gen = g;
 			continue;
 		}
 		if (strncmp(line, "epoch 1 retired ", 16) == 0) {
@@ -588,30 +615,54 @@ err:
  * keyring that does not open is reported and left out: packs of the first
  * epoch still open, and those of the others name their epoch.
  */
+/* r's key as coffer.conf alone makes it: the epochs' public keys. */
 static int
-load_epochs(struct repo *r)
+conf_epochs(struct repo *r)
 {
-	unsigned char *kr = NULL;
-	uint64_t gen;
-	size_t i, len;
-	int rc, holder;
+	size_t i;
 
-	/* From nothing: a keyring read before (another run's since) is
-	 * not this one. */
 	ccrypto_keys_ring_reset(r->keys);
 	for (i = 0; i < r->nepochs; i++)
 		if (ccrypto_keys_set_epoch(r->keys, r->epochs[i].epoch,
 		    r->epochs[i].pk))
 			return (-1);
+	return (0);
+}
+
+static int
+load_epochs(struct repo *r)
+{
+	unsigned char *kr = NULL;
+	uint64_t gen;
+	uint32_t listed;
+	size_t len;
+	int rc, holder;
+
+	/* From nothing: a keyring read before (another run's since) is
+	 * not this one. */
+	if (conf_epochs(r))
+		return (-1);
 	r->keyring_bad = 0;
 	if (ccrypto_keys_write_only(r->keys))
 		return (0);
 	holder = ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_HOLDER;
+	/* The keyring line says which keyring is current: a full key's. */
+	if (r->keyring_gen > 0) {
+		if (ccrypto_keyring_line_verify(r->keys, r->id, r->keyring_gen,
+		    r->keyring_mac)) {
+			log_error("repository '%s': coffer.conf's keyring line "
+			    "failed authentication (written by a key that "
+			    "cannot read, or by someone without a key)",
+			    r->path);
+			r->keyring_bad = 1;
+			goto bad;
+		}
+	}
 	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
 	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
 		/* coffer.conf says there is one (format 3), or the key
 		 * reads through it: missing is not "none yet". */
-		if (holder || r->keyring_gen > 0) {
+		if (holder || r->keyring_gen > 0 || r->nepochs > 0) {
 			r->keyring_bad = 1;
 			log_warn("repository '%s': its keyring is missing", r->path);
 			goto bad;
@@ -649,14 +700,24 @@ load_epochs(struct repo *r)
 		    "from an earlier copy? not used", r->path,
 		    (unsigned long long)gen,
 		    (unsigned long long)r->keyring_gen);
-		ccrypto_keys_ring_reset(r->keys);
+		if (conf_epochs(r))
+			return (-1);
 		r->keyring_bad = 1;
 	}
-bad:
 	if (r->keyring_bad)
-		log_warn("repository '%s': %s", r->path, holder ||
-		    r->keyring_gen > 0 ? "no pack will open with this key" :
-		    "packs sealed to key epochs after 1 will not open");
+		goto bad;
+	/* Never seal to an epoch whose secret this key cannot see. */
+	if ((listed = ccrypto_keys_seal_held(r->keys)) > 0)
+		log_warn("repository '%s': coffer.conf lists key epoch %u, "
+		    "whose secret the keyring does not hold (written by a "
+		    "write-only key, or someone without a key?): new packs "
+		    "are sealed to epoch %u", r->path, (unsigned)listed,
+		    (unsigned)ccrypto_keys_seal_epoch(r->keys));
+	return (0);
+bad:
+	log_warn("repository '%s': %s", r->path, holder ?
+	    "no pack will open with this key" :
+	    "packs sealed to key epochs after 1 will not open");
 	return (0);
 }
 
@@ -1617,23 +1678,31 @@ static int write_keyring(struct repo *r);
  * is handed out: a key never exists that the keyring does not list.
  * NULL on error (reported; the keyring is as it was).
  */
+static int
+holder_list(struct repo *r, const char *name, struct ccrypto_keys *h)
+{
+	if (r->lock_fd == -1 || ccrypto_keys_write_only(r->keys)) {
+		log_error("internal error: a new full key needs the lock and "
+		    "a full key");
+		return (-1);
+	}
+	if (ccrypto_recipient_add(r->keys, name, ccrypto_keys_recipient_pk(h))
+	    == 0 && write_keyring(r) == 0)
+		return (0);
+	(void)ccrypto_recipient_forget(r->keys, name,
+	    ccrypto_keys_recipient_pk(h));
+	return (-1);
+}
+
 static struct ccrypto_keys *
 holder_listed(struct repo *r, const char *name)
 {
 	struct ccrypto_keys *h;
 
-	if (r->lock_fd == -1 || ccrypto_keys_write_only(r->keys)) {
-		log_error("internal error: a new full key needs the lock and "
-		    "a full key");
-		return (NULL);
-	}
 	if ((h = ccrypto_keys_holder_new(r->keys)) == NULL)
 		return (NULL);
-	if (ccrypto_recipient_add(r->keys, name, ccrypto_keys_recipient_pk(h))
-	    == 0 && write_keyring(r) == 0)
+	if (holder_list(r, name, h) == 0)
 		return (h);
-	(void)ccrypto_recipient_forget(r->keys, name,
-	    ccrypto_keys_recipient_pk(h));
 	ccrypto_keys_free(h);
 	return (NULL);
 }
@@ -1650,7 +1719,8 @@ holder_unlist(struct repo *r, const char *name)
 
 /*
  * Wrap a key into keys/name, replacing an old one: the write-only part of
- * r's key, or a full key of its own (listed in the keyring as name).
+ * r's key, or a full key of its own (listed in the keyring as name once
+ * wrapped, before the slot is written).
  */
 static int
 slot_write(struct repo *r, const char *name, int write_only,
@@ -1659,37 +1729,47 @@ slot_write(struct repo *r, const char *name, int write_only,
 	struct ccrypto_keys *w = NULL;
 	struct buf slot = BUF_INIT;
 	char rel[NAME_MAX + 8];
-	int rc = -1;
+	int rc = -1, full;
 
 	snprintf(rel, sizeof(rel), "keys/%s", name);
+	full = !write_only && !(tuning_get()->test_legacy_keys &&
+	    ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_MASTER);
 	if (write_only && !ccrypto_keys_write_only(r->keys))
 		w = ccrypto_keys_writer(r->keys);
-	else if (!write_only && !(tuning_get()->test_legacy_keys &&
-	    ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_MASTER))
-		w = holder_listed(r, name);
-	if (w == NULL && !ccrypto_keys_write_only(r->keys) &&
+	else if (full)
+		w = ccrypto_keys_holder_new(r->keys);
+	if (w == NULL && (full || !ccrypto_keys_write_only(r->keys)) &&
 	    !(tuning_get()->test_legacy_keys && !write_only))
 		return (-1);
 	if (ccrypto_slot_wrap(w != NULL ? w : r->keys, r->id, pass, passlen,
-	    memlimit, &slot) == 0 &&
-	    fsutil_write_file_at(r->dirs[DIR_KEYS], name, rel, slot.data,
+	    memlimit, &slot) || (full && holder_list(r, name, w)))
+		goto out;
+	if (fsutil_write_file_at(r->dirs[DIR_KEYS], name, rel, slot.data,
 	    slot.len, 0600, replace) == 0)
 		rc = 0;
 	/*
-	 * A full slot's new recipient was listed beside its old one: the
-	 * old goes once the new slot is in place.  On an error both stay
-	 * listed, whichever the slot holds now (the write may have failed
-	 * after its rename, at the directory's fsync), and either opens.
+	 * A full slot's new recipient is listed beside its old one: the old
+	 * goes once the new slot is in place.  On an error the new one stays
+	 * listed whenever the slot may hold it (the write can fail after its
+	 * rename, at the directory's fsync); a new slot that is not there
+	 * takes it out again.
 	 */
-	if (!write_only && w != NULL && rc == 0 &&
-	    ccrypto_recipient_keep(r->keys, name,
+	if (full && rc == 0 && ccrypto_recipient_keep(r->keys, name,
 	    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
 		log_warn("repository '%s': the keyring still lists the old key "
 		    "of slot '%s' too", r->path, name);
-	if (!write_only && w != NULL && rc != 0)
+	if (full && rc != 0 && !replace && fstatat(r->dirs[DIR_KEYS], name,
+	    &(struct stat){ 0 }, AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
+		if (ccrypto_recipient_forget(r->keys, name,
+		    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
+			log_warn("repository '%s': the keyring lists a key of "
+			    "slot '%s', which was not written (coffer key "
+			    "remove %s)", r->path, name, name);
+	} else if (full && rc != 0)
 		log_warn("repository '%s': the keyring lists a new key for "
 		    "slot '%s', which may not be in place (coffer key list)",
 		    r->path, name);
+out:
 	wipe_release(&slot);
 	ccrypto_keys_free(w);
 	return (rc);
@@ -1934,6 +2014,11 @@ write_keyring(struct repo *r)
 	gen = ccrypto_keys_ring_gen(r->keys);
 	if (gen < r->keyring_gen)
 		gen = r->keyring_gen;
+	if (gen >= KEYRING_GEN_MAX) {
+		log_error("repository '%s': the keyring's generation is at its "
+		    "end", r->path);
+		return (-1);
+	}
 	gen++;
 	rc = ccrypto_keyring_seal(r->keys, r->id, gen, &b) == 0 &&
 	    fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING, b.data,
@@ -1955,8 +2040,13 @@ write_conf(struct repo *r)
 	unsigned char *copy;
 	int rc = -1;
 
+	/* The keyring line is a full key's to write (write-only keys can
+	 * make coffer.conf's own MAC). */
+	if (r->keyring_gen > 0 && ccrypto_keyring_line_mac(r->keys, r->id,
+	    r->keyring_gen, r->keyring_mac))
+		goto out;
 	if (conf_body(&b, r->id, &r->chunker, r->epochs, r->nepochs,
-	    r->retired1_ns, r->keyring_gen))
+	    r->retired1_ns, r->keyring_gen, r->keyring_mac))
 		goto out;
 	ccrypto_meta_mac(r->keys, b.data, b.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
@@ -2269,10 +2359,30 @@ repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
 		    "repository the bundle came from)", r->path);
 		goto out;
 	}
+	/*
+	 * What this repository retired stays retired (the bundle's secret
+	 * for it is dropped); what it still holds is not retired here,
+	 * whatever the bundle's coffer.conf says.
+	 */
+	for (i = 0; i < r->nepochs; i++)
+		if (r->epochs[i].retired_ns != 0)
+			ccrypto_epoch_forget(r->keys, r->epochs[i].epoch);
+	if (r->retired1_ns != 0)
+		ccrypto_epoch_forget(r->keys, 1);
+	for (i = 0; i < t->nepochs; i++) {
+		size_t j;
+		int64_t mine = 0;
+
+		for (j = 0; j < r->nepochs; j++)
+			if (r->epochs[j].epoch == t->epochs[i].epoch)
+				mine = r->epochs[j].retired_ns;
+		if (ccrypto_keys_has_epoch(r->keys, t->epochs[i].epoch))
+			t->epochs[i].retired_ns = 0;
+		else if (mine != 0)
+			t->epochs[i].retired_ns = mine;
+	}
 	memcpy(r->epochs, t->epochs, t->nepochs * sizeof(*r->epochs));
 	r->nepochs = t->nepochs;
-	if (r->retired1_ns == 0)
-		r->retired1_ns = t->retired1_ns;
 	if (write_keyring(r) || load_epochs(r))
 		goto out;
 	log_info("key epochs up to %u from a bundle", (unsigned)theirs);

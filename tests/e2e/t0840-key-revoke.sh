@@ -106,6 +106,43 @@ test_expect_success 'the last key that reads cannot be removed' '
 		"$slot" 2>err && grep "last one that can read" err
 '
 
+FORGE=$BUILD/tests/forge-record
+test -x "$FORGE" && test_set_prereq FORGE
+
+# pack_epochs: "VERSION EPOCH-LOW-BYTE" of every pack header.
+pack_epochs() {
+	find repo/packs -type f | while read -r p; do
+		echo $(od -An -tu1 -j4 -N2 "$p")
+	done | sort -u
+}
+
+test_expect_success FORGE 'a write-only key that rewrites coffer.conf: full keys never seal to an epoch they hold no secret of, nor take a keyring line it wrote' '
+	coffer -r repo --passphrase-file p1 key export --write-only --to wo.key &&
+	cp repo/coffer.conf conf.saved &&
+	pk=$(cut -d" " -f5 wo.key | cut -c193-256) && test ${#pk} = 64 &&
+	sed "/^mac /d" conf.saved | { cat; echo "epoch 2 $pk created 1"; } |
+		"$FORGE" conf repo wo.key &&
+	more 2 &&
+	coffer -r repo --passphrase-file p1 backup ds src 2>err &&
+	cat err && grep "lists key epoch 2, whose secret the keyring does not hold" err &&
+	pack_epochs >e && cat e && ! grep "^2 2\$" e &&
+	cp conf.saved repo/coffer.conf &&
+	sed "/^mac /d; s/^keyring [0-9]* /keyring 1 /" conf.saved |
+		"$FORGE" conf repo wo.key &&
+	test_must_fail coffer -r repo --passphrase-file p1 key rotate 2>err &&
+	grep "keyring line failed authentication" err &&
+	cp conf.saved repo/coffer.conf &&
+	snap repo --passphrase-file p1 &&
+	restores repo --passphrase-file p1
+'
+
+test_expect_success 'a key add that fails leaves no key in the keyring' '
+	test_must_fail coffer -r repo --passphrase-file p1 key add \
+		--kdf-memory 2048 --new-passphrase-file p2 &&
+	keyring_ids repo "key file" >files && test_line_count = 0 files &&
+	keyring_ids repo slot >slots && test_line_count = 1 slots
+'
+
 test_expect_success 'rotate twice, rewrap, retire both old epochs: every snapshot restores' '
 	coffer -r repo --passphrase-file p1 key rotate &&
 	more 3 && snap repo --passphrase-file p1 &&
@@ -134,7 +171,7 @@ test_expect_success 'a repository from before revocation: the master secret keep
 	coffer -r old --key-file old.key key add --kdf-memory 8 \
 		--new-passphrase-file p1 >out && grep "added key slot" out &&
 	test_path_is_file old/keyring &&
-	grep -x "format 3" old/coffer.conf && grep -x "keyring 1" old/coffer.conf &&
+	grep -x "format 3" old/coffer.conf && grep "^keyring 1 [0-9a-f]\{64\}$" old/coffer.conf &&
 	keyring_ids old "master secret" >m && test_line_count = 1 m &&
 	coffer -r old --key-file old.key key rotate &&
 	more 2 && snap old --key-file old.key &&

@@ -15,6 +15,10 @@
  * pack's name.  A signed head that names another snapshot's part: what
  * only a writer with the keys could make, and what a reader must refuse,
  * part by part.  PACK_Y = PACK_X makes a good head again (a control).
+ *
+ * forge-record conf REPO KEYFILE: coffer.conf of REPO, from standard input
+ * (without its mac line), authenticated with KEYFILE's meta key and
+ * written in place: what a write-only key can make of coffer.conf.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +149,42 @@ swap_part(int argc, char **argv)
 	return (0);
 }
 
+static int
+forge_conf(int argc, char **argv)
+{
+	uint8_t mac[CCRYPTO_MAC_BYTES], rid[CCRYPTO_REPO_ID_BYTES];
+	char hex[2 * CCRYPTO_MAC_BYTES + 1], key[4096], path[4096];
+	struct buf body = BUF_INIT;
+	struct ccrypto_keys *k;
+	size_t n;
+	FILE *f;
+	int c;
+
+	if (argc != 4 || ccrypto_init()) {
+		fprintf(stderr, "usage: forge-record conf REPO KEYFILE\n");
+		return (2);
+	}
+	if ((f = fopen(argv[3], "r")) == NULL)
+		return (1);
+	n = fread(key, 1, sizeof(key), f);
+	fclose(f);
+	if ((k = ccrypto_keyfile_decode((uint8_t *)key, n, rid)) == NULL)
+		return (1);
+	while ((c = getchar()) != EOF)
+		if (buf_put_u8(&body, (uint8_t)c))
+			return (1);
+	ccrypto_meta_mac(k, body.data, body.len, mac);
+	hex_encode(hex, mac, sizeof(mac));
+	snprintf(path, sizeof(path), "%s/coffer.conf", argv[2]);
+	if ((f = fopen(path, "w")) == NULL ||
+	    fwrite(body.data, 1, body.len, f) != body.len ||
+	    fprintf(f, "mac %s\n", hex) < 0 || fclose(f))
+		return (1);
+	ccrypto_keys_free(k);
+	buf_release(&body);
+	return (0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -158,6 +198,8 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "swap-part") == 0)
 		return (swap_part(argc, argv));
+	if (argc > 1 && strcmp(argv[1], "conf") == 0)
+		return (forge_conf(argc, argv));
 	if (argc != 5 || strlen(argv[3]) != 2 * CCRYPTO_ID_BYTES ||
 	    hex_decode(id, CCRYPTO_ID_BYTES, argv[3]) ||
 	    (len = atol(argv[4])) <= 0) {
