@@ -215,7 +215,9 @@ int catalog_chunk_locate(struct catalog *c, int64_t chunk_rowid,
 /*
  * Contents: a file's data as (file offset, chunk) pairs in offset order;
  * gaps are holes.  Identical contents share one row, found by hash (a keyed
- * hash over the pairs, computed by the caller).
+ * hash over the pairs, computed by the caller).  catalog_content_put runs
+ * inside the caller's transaction, which it leaves half written when it
+ * fails: the caller then rolls the transaction back.
  */
 struct catalog_chunk_ref {
 	int64_t chunk_rowid;
