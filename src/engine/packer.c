@@ -382,6 +382,7 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 	(void)room;	/* SNAPSHOT_RECORD_HEADER, as asked */
 	if (store_record(p, rec, where))
 		return (-1);
+	tuning_raise_at("backup-part");
 	pe->nparts++;
 	if (head) {
 		memcpy(pe->s->record_pack, where->pack, PACK_NAME_LEN + 1);
