@@ -284,7 +284,10 @@ cat_leave(struct backup *b)
 		return;
 	pthread_mutex_lock(&r->mu);
 	r->owner = OWN_NONE;
-	pthread_cond_broadcast(&r->cv);
+	/* Woken only with work to do: an unchanged tree gives the catalog
+	 * back once an entry, and a wakeup each time is a system call. */
+	if (r->head != NULL)
+		pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 }
 
@@ -347,8 +350,8 @@ recorder_start(struct backup *b)
 	return (0);
 }
 
-/* Queue a file whose chunks are all in the pack (the walk has the
- * catalog). */
+/* Queue a file whose chunks are all in the pack.  The walk has the
+ * catalog: the recorder is woken when it gives it back. */
 static void
 recorder_queue(struct backup *b, struct pfile *f)
 {
@@ -360,7 +363,6 @@ recorder_queue(struct backup *b, struct pfile *f)
 	*r->tail = f;
 	r->tail = &f->qnext;
 	r->nqueued++;
-	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 }
 
