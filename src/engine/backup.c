@@ -97,7 +97,7 @@ enum { OWN_NONE, OWN_WALK, OWN_RECORDER };
 #define RECORD_AT_ONCE 32
 /* Files waiting for the recorder, at most: the walk waits beyond (each
  * holds its entry and chunk list). */
-#define RECORD_QUEUE_MAX (2 * BATCH_JOBS)
+#define RECORD_QUEUE_MAX BATCH_JOBS
 
 struct recorder {
 	pthread_t th;
