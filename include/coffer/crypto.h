@@ -53,6 +53,74 @@ void ccrypto_keys_writer_parts(const struct ccrypto_keys *k,
 struct ccrypto_keys *ccrypto_keys_from_writer(
     const uint8_t in[CCRYPTO_WRITER_BYTES]);
 
+/*
+ * Full keys of a repository made or changed since key revocation (kind 3,
+ * "holder" keys: slots of kind 3, key files of version 3, paper keys of
+ * version 2) hold the write-only material and a recipient secret of their
+ * own (an X25519 secret), not the master secret: what opens packs is in
+ * the keyring, whose key is sealed to every recipient's public key
+ * (doc/format.md, "Key epochs").  Removing a recipient from the keyring
+ * shuts that key out; a key holding the master secret (kind 1) reads
+ * through the keyring's "master" recipient while one is listed.
+ * keys_kind: CCRYPTO_KEY_MASTER, _WRITE_ONLY or _HOLDER.
+ * keys_holder_new: a holder key over k's material with a new random
+ * recipient (NULL on error).  holder_parts: its material, the write-only
+ * material | keyring MAC key | recipient secret (CCRYPTO_HOLDER_BYTES:
+ * the MAC key, subkey 8 of the master secret, is what every full key
+ * shares and a write-only key lacks); keys_from_holder:
+ * back.  keys_recipient_pk: its recipient public key (also a master key's,
+ * derived), NULL for a write-only key.
+ */
+enum {
+	CCRYPTO_KEY_MASTER = 1,
+	CCRYPTO_KEY_WRITE_ONLY = 2,
+	CCRYPTO_KEY_HOLDER = 3
+};
+#define CCRYPTO_HOLDER_BYTES (CCRYPTO_WRITER_BYTES + 2 * CCRYPTO_KEY_BYTES)
+int ccrypto_keys_kind(const struct ccrypto_keys *k);
+struct ccrypto_keys *ccrypto_keys_holder_new(const struct ccrypto_keys *k);
+void ccrypto_keys_holder_parts(const struct ccrypto_keys *k,
+    uint8_t out[CCRYPTO_HOLDER_BYTES]);
+struct ccrypto_keys *ccrypto_keys_from_holder(
+    const uint8_t in[CCRYPTO_HOLDER_BYTES]);
+const uint8_t *ccrypto_keys_recipient_pk(const struct ccrypto_keys *k);
+
+/*
+ * The keyring's recipients, as k knows them (from the keyring it opened;
+ * a repository whose keyring predates recipients has none listed, and the
+ * next keyring written lists the master secret's as "master").  Names are
+ * at most CCRYPTO_RECIPIENT_NAME_MAX bytes: a slot's name for a slot's,
+ * 16 hex digits for a key file's, "master" for the master secret's.
+ * recipient_add: a new one, or a new public key for a name already
+ * listed (a name may be listed with two keys while a slot's passphrase
+ * changes; -1 when the table is full, reported); recipient_remove: every
+ * entry of name, 0, or 1 when none is listed; recipient_keep: those of
+ * name whose key is not pk; recipient_forget: the one whose key is pk.
+ * recipient_name: the i-th name (NULL past the
+ * end).  recipients_master: whether the master secret's recipient is or
+ * will be listed.
+ */
+#define CCRYPTO_RECIPIENTS_MAX 64
+#define CCRYPTO_RECIPIENT_NAME_MAX 16
+#define CCRYPTO_RECIPIENT_MASTER "master"
+int ccrypto_recipient_add(struct ccrypto_keys *k, const char *name,
+    const uint8_t pk[CCRYPTO_KEY_BYTES]);
+int ccrypto_recipient_remove(struct ccrypto_keys *k, const char *name);
+int ccrypto_recipient_keep(struct ccrypto_keys *k, const char *name,
+    const uint8_t pk[CCRYPTO_KEY_BYTES]);
+int ccrypto_recipient_forget(struct ccrypto_keys *k, const char *name,
+    const uint8_t pk[CCRYPTO_KEY_BYTES]);
+const char *ccrypto_recipient_name(const struct ccrypto_keys *k, size_t i);
+int ccrypto_recipients_master(const struct ccrypto_keys *k);
+/*
+ * The recipients' names in a keyring's bytes, read without a key (for
+ * listing: they are authenticated only when the keyring opens) into
+ * names[0..max); *n how many.  0; 1 for a keyring that predates
+ * recipients (*n = 0); -1 when malformed (not reported).
+ */
+int ccrypto_keyring_names(const uint8_t *data, size_t len,
+    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n);
+
 /* Subkeys, for the modules that need them (read-only, 32 bytes each). */
 const uint8_t *ccrypto_keys_chunker_key(const struct ccrypto_keys *k);
 
@@ -134,13 +202,19 @@ int ccrypto_pack_key_unseal(const struct ccrypto_keys *k,
  * its secret is held.  max_epoch: the highest known, from coffer.conf or
  * the keyring.  epoch_generate: a new random pair for epoch n, its public
  * key to pk (0 or -1, reported).  epoch_forget: wipe epoch n's secret.
- * keyring_seal appends the keyring (every held secret of epochs >= 2,
- * sealed under a subkey of the master secret) to out; keyring_open reads
- * one (untrusted) into k.  Both need a full key; 0 or -1 (reported).
+ * keyring_seal appends the keyring (every held secret, epoch 1's too,
+ * under a new random key sealed to every recipient) of generation gen to
+ * out; keyring_open reads one (untrusted) into k: its secrets and, unless
+ * secrets_only, its recipients (in place of k's) and generation.  Both
+ * need a full key; 0 or -1 (reported); keyring_open returns
+ * CCRYPTO_NOT_LISTED (not reported) when k is not among its recipients.  Epoch 1's secret is derived from
+ * the master secret and, for a holder key, read from the keyring; once
+ * forgotten (retired) it is sealed no more.
  */
 #define CCRYPTO_EPOCHS_MAX 64
 #define CCRYPTO_EPOCH_MAX 0xffffff	/* a pack header holds a u24 */
 #define CCRYPTO_NO_EPOCH (-2)
+#define CCRYPTO_NOT_LISTED (-3)
 int ccrypto_pack_key_unseal_epoch(const struct ccrypto_keys *k,
     uint32_t epoch, const uint8_t in[CCRYPTO_SEALED_KEY_BYTES],
     uint8_t *key);
@@ -153,10 +227,19 @@ int ccrypto_epoch_generate(struct ccrypto_keys *k, uint32_t n,
     uint8_t pk[CCRYPTO_KEY_BYTES]);
 void ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n);
 int ccrypto_keyring_seal(const struct ccrypto_keys *k,
-    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out);
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    struct buf *out);
 int ccrypto_keyring_open(struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
-    size_t len);
+    size_t len, int secrets_only);
+/*
+ * keys_ring_reset: forget what a keyring gave k (epochs, their secrets, a
+ * holder's epoch 1, the recipients), before reading it again.
+ * keys_ring_gen: the generation of the keyring k opened (0: none, or
+ * version 1).
+ */
+void ccrypto_keys_ring_reset(struct ccrypto_keys *k);
+uint64_t ccrypto_keys_ring_gen(const struct ccrypto_keys *k);
 
 /*
  * XChaCha20-Poly1305-IETF.  encrypt: a fresh random nonce is written to
@@ -231,10 +314,11 @@ struct ccrypto_keys *ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
 /* What a slot's header says, readable without its passphrase. */
 enum {
 	CCRYPTO_SLOT_FULL = 1,		/* wraps the master secret */
-	CCRYPTO_SLOT_WRITE_ONLY = 2	/* wraps a write-only key */
+	CCRYPTO_SLOT_WRITE_ONLY = 2,	/* wraps a write-only key */
+	CCRYPTO_SLOT_HOLDER = 3		/* wraps a holder key (full) */
 };
 struct ccrypto_slot_info {
-	int kind;			/* CCRYPTO_SLOT_FULL, _WRITE_ONLY */
+	int kind;			/* CCRYPTO_SLOT_* */
 	uint64_t opslimit, memlimit;	/* its Argon2id cost */
 };
 /*
@@ -246,7 +330,8 @@ int ccrypto_slot_info(const char *name, const uint8_t *slot, size_t len,
 
 /*
  * A raw key file for unattended runs: a text line
- *   "coffer-key 1 <repo id hex> <master secret hex>\n"
+ *   "coffer-key 3 <repo id hex> <holder material hex>\n"
+ * (version 1: the master secret; version 2: a write-only key)
  * keyfile_encode appends it to out.  keyfile_decode parses untrusted text;
  * returns the keys and the repo id, or NULL (reported).
  */

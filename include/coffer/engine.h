@@ -45,12 +45,14 @@ int engine_need_read(struct repo *r, const char *what);
 /*
  * The name of the key that unlocked r, as `key list` shows its use: the
  * slot's name, or ENGINE_KEY_FILE_FULL or ENGINE_KEY_FILE_WRITE_ONLY for
- * a key file (every key file of a kind holds the same bytes: nothing
- * tells two apart).
+ * a key file (uses of key files are recorded by kind).
+ * engine_key_use_add: that key wrote, now, from this host (a catalog row
+ * the journal carries); 0 or -1.
  */
 #define ENGINE_KEY_FILE_FULL "key-file:full"
 #define ENGINE_KEY_FILE_WRITE_ONLY "key-file:write-only"
 const char *engine_key_name(const struct repo *r);
+int engine_key_use_add(struct repo *r, struct catalog *c);
 
 /*
  * Before writing (access.c): take the repository's and the catalog's

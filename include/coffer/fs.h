@@ -137,10 +137,15 @@ struct fs_restore *fs_restore_dup(struct fs_restore *r);
  * the target through no symlink: a directory that has become a symlink
  * meanwhile is left alone (a warning).
  *
- * A regular file is written under a temporary name in its directory
- * (".coffer-" and 16 hex digits) and takes its path at fs_restore_finish,
- * by rename: until then, and for good if it is discarded or fails,
- * whatever was at its path (FS_RESTORE_FORCE) is left as it was.
+ * A regular file takes its path only at fs_restore_finish, whole, with
+ * its metadata: a plain one (no extended attributes or ACL, no setuid,
+ * setgid or sticky bit, under FS_RESTORE_DIRECT_MIN) is written as an
+ * unnamed inode of its directory (O_TMPFILE) and linked there, others
+ * under a temporary name (".coffer-" and 16 hex digits) renamed into
+ * place.  Until then, and for good if it is discarded or fails (or the
+ * process dies, for a plain file), whatever was at its path
+ * (FS_RESTORE_FORCE) is left as it was; a name already there is replaced
+ * at once, by a rename.
  */
 int fs_restore_begin(struct fs_restore *r, const struct entry *e);
 int fs_restore_data(struct fs_restore *r, const void *buf, size_t len,

@@ -42,13 +42,15 @@ int repo_slots(struct repo *r, struct repo_slot **slots, size_t *n);
  * Slot changes, by a holder of the unlocked key: each slot file is
  * written to a temporary name, fsynced and renamed into keys/, and keys/
  * fsynced; no pack is rewritten.  All 0 or -1 (reported).
- * slot_add: a new slot (its name, 16 hex, in name) wrapping the unlocked
- * key under pass, or only its write-only part when write_only (a
- * write-only key adds only those).  memlimit: Argon2id bytes, 0 the
- * default.  slot_passwd: the slot called name (or "keys/name") wraps the
- * same key as before under pass, at memlimit (0: its old cost).
- * slot_remove: refuses the last slot that holds the full key, and any
- * removal with a write-only key.
+ * slot_add: a new slot (its name, 16 hex, in name) wrapping a new full
+ * key of its own (listed in the keyring under that name, under the
+ * writer lock) under pass, or the unlocked key's write-only part when
+ * write_only (a write-only key adds only those).  memlimit: Argon2id
+ * bytes, 0 the default.  slot_passwd: the slot called name (or
+ * "keys/name") under pass, at memlimit (0: its old cost); a full slot
+ * gets a new key of its own.  slot_remove: the slot or key file called
+ * name leaves the keyring (written under a new key), then keys/; refuses
+ * the last key that reads, and any removal with a write-only key.
  */
 int repo_slot_add(struct repo *r, const char *pass, size_t passlen,
     uint64_t memlimit, int write_only, char name[REPO_SLOT_NAME_MAX]);
@@ -59,7 +61,7 @@ int repo_slot_remove(struct repo *r, const char *name);
 /*
  * Key epochs (coffer key rotate; doc/format.md, "Key epochs").  Epoch 1
  * is the X25519 pair derived from the master secret; coffer.conf lists
- * the later ones (format 2) and the keyring holds their secrets.
+ * the later ones (format 2) and the keyring holds the secrets of all.
  * repo_epochs: coffer.conf's list (epochs from 2, increasing), valid
  * until r changes; needs no key.
  * Under the writer lock, with a full key: repo_epoch_rotate makes epoch
@@ -67,7 +69,8 @@ int repo_slot_remove(struct repo *r, const char *name);
  * coffer.conf), the one every writer seals to from then on;
  * repo_epoch_retire removes epoch's secret from the keyring and marks it
  * retired in coffer.conf (the caller checked no pack needs it; the newest
- * is refused).  0 or -1 (reported).
+ * is refused); for epoch 1, with a holder key, the master secret's
+ * recipient leaves the keyring too (format 3).  0 or -1 (reported).
  */
 #define REPO_EPOCHS_MAX 63
 struct repo_epoch {
@@ -78,6 +81,27 @@ struct repo_epoch {
 };
 int repo_epochs(const struct repo *r, const struct repo_epoch **v,
     size_t *n);
+/* When epoch 1 was retired (coffer.conf format 3), or 0. */
+int64_t repo_epoch1_retired(const struct repo *r);
+/*
+ * A new full key file's key (coffer key export): a holder key over r's
+ * material with a recipient of its own, listed in the keyring (written,
+ * under the writer lock) as name (16 hex digits, made here).  *k is the
+ * caller's to free.  0 or -1 (reported).  key_file_drop: take name out of
+ * the keyring again, when the key could not be handed out.
+ */
+int repo_key_file_new(struct repo *r, struct ccrypto_keys **k,
+    char name[REPO_SLOT_NAME_MAX]);
+void repo_key_file_drop(struct repo *r, const char *name);
+/*
+ * The names the keyring lists (read without a key, for coffer key list:
+ * the keyring authenticates them only when it opens) into names[0..max),
+ * *n of them; *legacy when the keyring predates recipients or there is
+ * none (then only the master secret opens it).  0, or -1 (reported).
+ */
+int repo_keyring_names(struct repo *r,
+    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n,
+    int *legacy);
 int repo_epoch_rotate(struct repo *r, uint32_t *epoch);
 int repo_epoch_retire(struct repo *r, uint32_t epoch);
 

@@ -16,6 +16,8 @@
 #define REPO_FORMAT_VERSION 1
 /* coffer.conf lists key epochs (coffer key rotate): doc/format.md. */
 #define REPO_FORMAT_EPOCHS 2
+/* coffer.conf names its keyring's generation (keys with recipients). */
+#define REPO_FORMAT_KEYRING 3
 /* Files at the top of a repository, beside coffer.conf. */
 #define REPO_KEYRING "keyring"
 #define REPO_INTENT "rewrap"

@@ -42,6 +42,7 @@ struct tuning {
 	const char *test_before_drill_check;	/* drill, before checks */
 	const char *test_prune_crash;	/* prune: the step to die at */
 	int test_change_restored;	/* restore: alter what it reads back */
+	int test_legacy_keys;		/* init: keys as before revocation */
 	const char *test_raise;		/* POINT:N:SIG: raise SIG at POINT's
 					 * Nth passage (tuning_raise_at) */
 };
@@ -67,7 +68,8 @@ void tuning_run_hook(const char *name, const char *cmd, const char *var,
  * with COFFER_TEST_RAISE=POINT:N:SIG (SIG one of INT, TERM, HUP, KILL),
  * the Nth call of tuning_raise_at(POINT) raises SIG in this process.
  * Points: "verify-pack" (a pack checked), "restore-file" (a file
- * restored), "rewrap-intent" (a rewrap's intent written, no header yet),
+ * restored), "restore-write" (a file's data written, before it takes its
+ * path), "rewrap-intent" (a rewrap's intent written, no header yet),
  * "rewrap-header" (one more header rewritten, the intent still there).
  */
 void tuning_raise_at(const char *point);

@@ -123,7 +123,8 @@ static const char *
 kind_name(int kind)
 {
 	switch (kind) {
-	case CCRYPTO_SLOT_FULL: return ("full");
+	case CCRYPTO_SLOT_FULL: return ("full*");
+	case CCRYPTO_SLOT_HOLDER: return ("full");
 	case CCRYPTO_SLOT_WRITE_ONLY: return ("write-only");
 	default: return ("unreadable");
 	}
@@ -234,20 +235,22 @@ list_epochs(struct repo *r, struct jw *j)
 	for (i = 0; i < n + 1; i++) {
 		/* Epoch 1 is as old as the repository, which records no
 		 * date: coffer.conf's lines are for later epochs. */
+		int64_t ret = i > 0 ? ep[i - 1].retired_ns :
+		    repo_epoch1_retired(r);
+
 		if (i > 0)
 			fmt_time(when, sizeof(when), ep[i - 1].created_ns);
-		if (i > 0 && ep[i - 1].retired_ns != 0)
-			fmt_time(retired, sizeof(retired), ep[i - 1].retired_ns);
+		if (ret != 0)
+			fmt_time(retired, sizeof(retired), ret);
 		if (j != NULL) {
 			jw_begin_object(j);
 			jw_uint(jw_key(j, "epoch"), nums[i]);
-			jw_bool(jw_key(j, "retired"), i > 0 &&
-			    ep[i - 1].retired_ns != 0);
+			jw_bool(jw_key(j, "retired"), ret != 0);
 			if (i > 0)
 				jw_str(jw_key(j, "created"), when);
 			else
 				jw_null(jw_key(j, "created"));
-			if (i > 0 && ep[i - 1].retired_ns != 0)
+			if (ret != 0)
 				jw_str(jw_key(j, "retired_at"), retired);
 			jw_uint(jw_key(j, "packs"), counts[i]);
 			jw_bool(jw_key(j, "newest"), i == n);
@@ -255,7 +258,7 @@ list_epochs(struct repo *r, struct jw *j)
 		} else {
 			printf("%-6u %-8zu %-21s %s%s\n", (unsigned)nums[i],
 			    counts[i], i > 0 ? when : "-",
-			    i > 0 && ep[i - 1].retired_ns != 0 ? retired : "-",
+			    ret != 0 ? retired : "-",
 			    i == n ? "  (new packs)" : "");
 		}
 	}
@@ -264,6 +267,65 @@ list_epochs(struct repo *r, struct jw *j)
 	if (other > 0)
 		log_warn("%zu pack%s whose header could not be read", other,
 		    other == 1 ? "" : "s");
+	return (0);
+}
+
+/*
+ * The keys the keyring lists (coffer-key(1), REVOKING A KEY): a slot's
+ * (listed above), a key file's or paper key's, and "master" while keys
+ * that hold the master secret (slots marked full*, key files and paper
+ * keys of version 1) still read.  As JSON into j ("keyring": [{"id",
+ * "holder"}]), or rows for what is not a slot.  0 or -1.
+ */
+static int
+list_keyring(struct repo *r, const struct repo_slot *v, size_t n,
+    struct jw *j)
+{
+	char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1];
+	const char *what;
+	size_t i, k, k2, nn;
+	int legacy;
+
+	if ((names = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*names))) == NULL) {
+		log_errno("out of memory");
+		return (-1);
+	}
+	if (repo_keyring_names(r, names, CCRYPTO_RECIPIENTS_MAX, &nn,
+	    &legacy)) {
+		free(names);
+		return (-1);
+	}
+	if (legacy)
+		snprintf(names[nn++], sizeof(names[0]), "%s",
+		    CCRYPTO_RECIPIENT_MASTER);
+	if (j != NULL)
+		jw_begin_array(jw_key(j, "keyring"));
+	for (i = 0; i < nn; i++) {
+		for (k = 0; k < n && strcmp(v[k].name, names[i]) != 0; k++)
+			;
+		/* A name listed twice: a passphrase change cut short. */
+		for (k2 = 0; k2 < i && strcmp(names[k2], names[i]) != 0; k2++)
+			;
+		if (k2 < i)
+			continue;
+		what = k < n ? "slot" : strcmp(names[i],
+		    CCRYPTO_RECIPIENT_MASTER) == 0 ? "master secret" :
+		    "key file";
+		if (j != NULL) {
+			jw_begin_object(j);
+			jw_str(jw_key(j, "id"), names[i]);
+			jw_str(jw_key(j, "holder"), what);
+			jw_end_object(j);
+		} else if (k == n)
+			printf("%-17s %-11s %s\n", names[i], "full",
+			    strcmp(what, "key file") == 0 ? "key file or "
+			    "paper key (coffer key remove revokes it)" :
+			    "keys holding the master secret: slots marked "
+			    "full*, key files and paper keys of version 1");
+	}
+	if (j != NULL)
+		jw_end_array(j);
+	free(names);
 	return (0);
 }
 
@@ -321,7 +383,10 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 			jw_begin_object(&j);
 			jw_str(jw_key(&j, "id"), v[i].name);
 			jw_str(jw_key(&j, "kind"), "passphrase");
-			jw_str(jw_key(&j, "capability"), kind_name(v[i].kind));
+			jw_str(jw_key(&j, "capability"), v[i].kind ==
+			    CCRYPTO_SLOT_FULL ? "full" : kind_name(v[i].kind));
+			jw_bool(jw_key(&j, "master_secret"), v[i].kind ==
+			    CCRYPTO_SLOT_FULL);
 			if (v[i].kind != 0) {
 				jw_uint(jw_key(&j, "kdf_memory_mib"),
 				    v[i].memlimit >> 20);
@@ -366,6 +431,8 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	}
 	if (json)
 		jw_end_array(&j);
+	if (list_keyring(r, v, n, json ? &j : NULL))
+		st = STATUS_REPO;
 	if (list_epochs(r, json ? &j : NULL))
 		st = STATUS_REPO;
 	if (json) {
@@ -490,7 +557,7 @@ cmd_key_remove(int argc, char **argv, const struct global_opts *g)
 	} else if (repo_slot_remove(r, argv[optind]))
 		st = STATUS_REPO;
 	else
-		printf("removed key slot %s\n", strncmp(argv[optind], "keys/",
+		printf("removed key %s\n", strncmp(argv[optind], "keys/",
 		    5) ? argv[optind] : argv[optind] + 5);
 	repo_close(r);
 	return (st);
@@ -526,6 +593,7 @@ cmd_key_export(int argc, char **argv, const struct global_opts *g)
 	const struct ccrypto_keys *k;
 	struct ccrypto_keys *w = NULL;
 	const char *to = NULL;
+	char name[REPO_SLOT_NAME_MAX];
 	struct buf out = BUF_INIT;
 	struct repo *r;
 	int ch, st, paper = 0, wo = 0;
@@ -547,7 +615,9 @@ cmd_key_export(int argc, char **argv, const struct global_opts *g)
 	}
 	if (optind != argc || (!paper && to == NULL) || (paper && wo))
 		return (cmd_usage_error("key export"));
-	if ((st = cmd_open(g, OPEN_KEYS, &r, NULL)) != STATUS_OK)
+	/* A full key is a new one, listed in the keyring: under the lock. */
+	if ((st = wo ? cmd_open(g, OPEN_KEYS, &r, NULL) : open_locked(g, &r)) !=
+	    STATUS_OK)
 		return (st);
 	k = repo_keys(r);
 	if (!wo && ccrypto_keys_write_only(k)) {
@@ -561,15 +631,27 @@ cmd_key_export(int argc, char **argv, const struct global_opts *g)
 		st = STATUS_ERROR;
 		goto out;
 	}
+	if (!wo) {
+		if (repo_key_file_new(r, &w, name)) {
+			st = STATUS_ERROR;
+			goto out;
+		}
+		k = w;
+	}
 	if (paper ? ccrypto_paper_encode(k, repo_id(r), &out) :
 	    ccrypto_keyfile_encode(k, repo_id(r), &out)) {
 		st = STATUS_ERROR;
 		goto out;
 	}
 	st = emit(to, &out);
+	if (st != STATUS_OK && !wo)
+		repo_key_file_drop(r, name);
 	if (st == STATUS_OK && to != NULL && log_level >= 0)
 		fprintf(stderr, "wrote %s%s '%s'\n", wo ? "write-only " : "",
 		    paper ? "paper key" : "key file", to);
+	if (st == STATUS_OK && !wo && log_level >= 0)
+		fprintf(stderr, "its name in the keyring is %s: 'coffer key "
+		    "remove %s' revokes it\n", name, name);
 out:
 	wipe(&out);
 	ccrypto_keys_free(w);

@@ -1,4 +1,6 @@
 #include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -20,6 +22,8 @@ enum {
 	SUBKEY_BOX_SEED = 4,
 	SUBKEY_SIGN_SEED = 5,
 	SUBKEY_KEYRING = 6,
+	SUBKEY_RECIPIENT_SEED = 7,
+	SUBKEY_RING_MAC = 8,
 };
 
 /*
@@ -36,15 +40,30 @@ struct epoch {
 	uint8_t sk[crypto_box_SECRETKEYBYTES];
 };
 
+/* A keyring recipient: its name and X25519 public key. */
+struct recipient {
+	char name[CCRYPTO_RECIPIENT_NAME_MAX + 1];
+	uint8_t pk[crypto_box_PUBLICKEYBYTES];
+};
+
 /*
- * The secrets that only a reader needs (master, box_sk) come first.  A
- * write-only key (tarsnap's model) would be this struct with write_only set
- * and those two left zero: it can still name chunks, chunk, check
- * coffer.conf, seal pack keys and sign, but it cannot open a pack.
+ * The secrets that only a reader needs (master, box_sk, recip_sk) come
+ * first.  A write-only key (tarsnap's model) is this struct with
+ * write_only set and those left zero: it can still name chunks, chunk,
+ * check coffer.conf, seal pack keys and sign, but it cannot open a pack.
+ * kind: CCRYPTO_KEY_*.  box_held: epoch 1's secret is in box_sk (derived
+ * from the master secret, or read from the keyring).  recip_*: the
+ * recipient this key opens the keyring as (a holder's own; a master key's
+ * derived).
  */
 struct ccrypto_keys {
 	uint8_t master[CCRYPTO_KEY_BYTES];
 	uint8_t box_sk[crypto_box_SECRETKEYBYTES];
+	uint8_t recip_sk[crypto_box_SECRETKEYBYTES];
+	uint8_t ring_mac[CCRYPTO_KEY_BYTES];
+	uint8_t recip_pk[crypto_box_PUBLICKEYBYTES];
+	int kind;
+	int box_held;
 	uint8_t id[CCRYPTO_KEY_BYTES];
 	uint8_t chunker[CCRYPTO_KEY_BYTES];
 	uint8_t meta[CCRYPTO_KEY_BYTES];
@@ -59,6 +78,12 @@ struct ccrypto_keys {
 	struct epoch epochs[CCRYPTO_EPOCHS_MAX];
 	size_t nepochs;
 	uint32_t seal_epoch;
+	/* The keyring's recipients; legacy: the keyring opened predates
+	 * them (or there is none), so the next one lists "master". */
+	struct recipient recips[CCRYPTO_RECIPIENTS_MAX];
+	size_t nrecips;
+	int legacy;
+	uint64_t ring_gen;	/* the keyring's generation (version 2) */
 };
 
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES,
@@ -79,8 +104,10 @@ _Static_assert(CCRYPTO_KEY_BYTES ==
     "AEAD sizes");
 _Static_assert(CCRYPTO_SIG_BYTES == crypto_sign_BYTES, "signature size");
 _Static_assert(crypto_box_PUBLICKEYBYTES == CCRYPTO_KEY_BYTES &&
-    CCRYPTO_WRITER_BYTES == 5 * CCRYPTO_KEY_BYTES,
-    "write-only material is five 32-byte parts");
+    CCRYPTO_WRITER_BYTES == 5 * CCRYPTO_KEY_BYTES &&
+    CCRYPTO_HOLDER_BYTES == 7 * CCRYPTO_KEY_BYTES &&
+    crypto_box_SECRETKEYBYTES == CCRYPTO_KEY_BYTES,
+    "write-only material is five 32-byte parts, a holder's seven");
 /* struct ccrypto_hash_state is public so callers can keep it on the stack. */
 _Static_assert(sizeof(struct blake2b_state) <=
     sizeof(((struct ccrypto_hash_state *)0)->opaque),
@@ -113,6 +140,7 @@ keys_alloc(void)
 	}
 	memset(k, 0, sizeof(*k));
 	k->seal_epoch = 1;
+	k->legacy = 1;
 	return (k);
 }
 
@@ -132,11 +160,18 @@ keys_derive(struct ccrypto_keys *k)
 	    crypto_box_seed_keypair(k->box_pk, k->box_sk, k->seed) ||
 	    crypto_kdf_derive_from_key(k->seed, sizeof(k->seed),
 	    SUBKEY_SIGN_SEED, KDF_CONTEXT, k->master) ||
-	    crypto_sign_seed_keypair(k->sign_pk, k->sign_sk, k->seed)) {
+	    crypto_sign_seed_keypair(k->sign_pk, k->sign_sk, k->seed) ||
+	    crypto_kdf_derive_from_key(k->ring_mac, sizeof(k->ring_mac),
+	    SUBKEY_RING_MAC, KDF_CONTEXT, k->master) ||
+	    crypto_kdf_derive_from_key(k->seed, sizeof(k->seed),
+	    SUBKEY_RECIPIENT_SEED, KDF_CONTEXT, k->master) ||
+	    crypto_box_seed_keypair(k->recip_pk, k->recip_sk, k->seed)) {
 		log_error("cannot derive subkeys");
 		rc = -1;
 	}
 	sodium_memzero(k->seed, sizeof(k->seed));
+	k->kind = CCRYPTO_KEY_MASTER;
+	k->box_held = 1;
 	return (rc);
 }
 
@@ -193,7 +228,19 @@ ccrypto_keys_free(struct ccrypto_keys *k)
 const uint8_t *
 ccrypto_keys_master(const struct ccrypto_keys *k)
 {
-	return (k->write_only ? NULL : k->master);
+	return (k->kind == CCRYPTO_KEY_MASTER ? k->master : NULL);
+}
+
+int
+ccrypto_keys_kind(const struct ccrypto_keys *k)
+{
+	return (k->kind);
+}
+
+const uint8_t *
+ccrypto_keys_recipient_pk(const struct ccrypto_keys *k)
+{
+	return (k->write_only ? NULL : k->recip_pk);
 }
 
 int
@@ -224,7 +271,50 @@ ccrypto_keys_writer(const struct ccrypto_keys *k)
 	}
 	w->seal_epoch = k->seal_epoch;
 	w->write_only = 1;
+	w->kind = CCRYPTO_KEY_WRITE_ONLY;
 	return (w);
+}
+
+struct ccrypto_keys *
+ccrypto_keys_holder_new(const struct ccrypto_keys *k)
+{
+	struct ccrypto_keys *h;
+
+	if (k->write_only || (h = ccrypto_keys_writer(k)) == NULL)
+		return (NULL);
+	crypto_box_keypair(h->recip_pk, h->recip_sk);
+	memcpy(h->ring_mac, k->ring_mac, sizeof(h->ring_mac));
+	h->write_only = 0;
+	h->kind = CCRYPTO_KEY_HOLDER;
+	h->legacy = 0;
+	return (h);
+}
+
+void
+ccrypto_keys_holder_parts(const struct ccrypto_keys *k,
+    uint8_t out[CCRYPTO_HOLDER_BYTES])
+{
+	ccrypto_keys_writer_parts(k, out);
+	memcpy(out + CCRYPTO_WRITER_BYTES, k->ring_mac, CCRYPTO_KEY_BYTES);
+	memcpy(out + CCRYPTO_WRITER_BYTES + CCRYPTO_KEY_BYTES, k->recip_sk,
+	    CCRYPTO_KEY_BYTES);
+}
+
+struct ccrypto_keys *
+ccrypto_keys_from_holder(const uint8_t in[CCRYPTO_HOLDER_BYTES])
+{
+	struct ccrypto_keys *h;
+
+	if ((h = ccrypto_keys_from_writer(in)) == NULL)
+		return (NULL);
+	memcpy(h->ring_mac, in + CCRYPTO_WRITER_BYTES, CCRYPTO_KEY_BYTES);
+	memcpy(h->recip_sk, in + CCRYPTO_WRITER_BYTES + CCRYPTO_KEY_BYTES,
+	    CCRYPTO_KEY_BYTES);
+	crypto_scalarmult_base(h->recip_pk, h->recip_sk);
+	h->write_only = 0;
+	h->kind = CCRYPTO_KEY_HOLDER;
+	h->legacy = 0;
+	return (h);
 }
 
 void
@@ -258,6 +348,7 @@ ccrypto_keys_from_writer(const uint8_t in[CCRYPTO_WRITER_BYTES])
 	}
 	sodium_memzero(w->seed, sizeof(w->seed));
 	w->write_only = 1;
+	w->kind = CCRYPTO_KEY_WRITE_ONLY;
 	return (w);
 }
 
@@ -456,7 +547,7 @@ ccrypto_keys_has_epoch(const struct ccrypto_keys *k, uint32_t n)
 	if (k->write_only)
 		return (0);
 	if (n == 1)
-		return (1);
+		return (k->box_held);
 	return ((e = epoch_find(k, n)) != NULL && (e->flags & EPOCH_SK));
 }
 
@@ -490,6 +581,11 @@ ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n)
 {
 	struct epoch *e;
 
+	if (n == 1) {
+		sodium_memzero(k->box_sk, sizeof(k->box_sk));
+		k->box_held = 0;
+		return;
+	}
 	if ((e = epoch_find(k, n)) == NULL)
 		return;
 	sodium_memzero(e->sk, sizeof(e->sk));
@@ -497,25 +593,169 @@ ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n)
 }
 
 /*
- * Keyring, version 1:
- *   "CFKR" | u8 version | u8[3] zero | nonce[24] |
- *   AEAD(u32 count | count x (u32 epoch | X25519 secret key[32])) + tag
- * under subkey 6 of the master secret; associated data = the 32 header
- * bytes | repository id[16].
+ * Keyring (doc/format.md, "Key epochs").  Version 2:
+ *   "CFKR" | u8 2 | u8[3] zero | u64 generation | u32 nrecip |
+ *   nrecip x (name[16] | X25519 public key[32] | crypto_box_seal(K)[80]) |
+ *   nonce[24] | AEAD_K(u32 count | count x (u32 epoch | secret[32])) + tag |
+ *   mac[32]
+ * K is random, new at every write; associated data = every byte before the
+ * ciphertext | repository id[16], so the recipients cannot be changed
+ * without K.  mac = keyed BLAKE2b-256 (subkey 8, which every full key
+ * holds and no write-only key does) of every byte before it | repository
+ * id: whoever can only write the repository cannot forge a keyring that
+ * lists a key of theirs, which the next rotation would seal to.  Version 1 (before recipients, read only): "CFKR" | u8 1 |
+ * u8[3] zero | nonce[24] | the same AEAD under subkey 6 of the master
+ * secret, epochs from 2 only.
  */
 #define KR_MAGIC "CFKR"
-#define KR_VERSION 1
+#define KR_V1 1
+#define KR_V2 2
 enum {
-	KR_HEADER = 8 + CCRYPTO_NONCE_BYTES,
+	KR_HEADER_V1 = 8 + CCRYPTO_NONCE_BYTES,
 	KR_ENTRY = 4 + CCRYPTO_KEY_BYTES,
+	KR_RECIP = CCRYPTO_RECIPIENT_NAME_MAX + CCRYPTO_KEY_BYTES +
+	    CCRYPTO_SEALED_KEY_BYTES,
+	KR_FIXED_V2 = 8 + 8 + 4,
+	KR_MAC = CCRYPTO_MAC_BYTES,
 };
 
-static int
-keyring_key(const struct ccrypto_keys *k, uint8_t *key)
+/* The keyring's MAC over data[0..len) | repo_id. */
+static void
+keyring_mac(const struct ccrypto_keys *k, const uint8_t *data, size_t len,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint8_t out[KR_MAC])
 {
-	if (k->write_only || crypto_kdf_derive_from_key(key,
-	    CCRYPTO_KEY_BYTES, SUBKEY_KEYRING, KDF_CONTEXT, k->master)) {
-		log_error("cannot derive the keyring key");
+	struct blake2b_state st;
+
+	blake2b_init(&st, KR_MAC, k->ring_mac, sizeof(k->ring_mac));
+	blake2b_update(&st, data, len);
+	blake2b_update(&st, repo_id, CCRYPTO_REPO_ID_BYTES);
+	blake2b_final(&st, out);
+}
+
+/* A recipient's name: 1 to 16 of [0-9a-z], NUL-padded in the keyring. */
+static int
+recipient_name_ok(const char *name, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > CCRYPTO_RECIPIENT_NAME_MAX)
+		return (0);
+	for (i = 0; i < len; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') ||
+		    (name[i] >= 'a' && name[i] <= 'z')))
+			return (0);
+	return (1);
+}
+
+static struct recipient *
+recipient_find(const struct ccrypto_keys *k, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < k->nrecips; i++)
+		if (strcmp(k->recips[i].name, name) == 0)
+			return ((struct recipient *)&k->recips[i]);
+	return (NULL);
+}
+
+int
+ccrypto_recipient_add(struct ccrypto_keys *k, const char *name,
+    const uint8_t pk[CCRYPTO_KEY_BYTES])
+{
+	struct recipient *rc;
+	size_t i;
+
+	if (!recipient_name_ok(name, strlen(name))) {
+		log_error("bad keyring recipient name '%s'", name);
+		return (-1);
+	}
+	for (i = 0; i < k->nrecips; i++)
+		if (strcmp(k->recips[i].name, name) == 0 &&
+		    sodium_memcmp(k->recips[i].pk, pk, CCRYPTO_KEY_BYTES) == 0)
+			return (0);
+	/* Room for "master" when it is still to be listed. */
+	if (k->nrecips + (k->legacy ? 1 : 0) >= CCRYPTO_RECIPIENTS_MAX) {
+		log_error("the keyring lists %d keys, the most it holds: "
+		    "remove one first", CCRYPTO_RECIPIENTS_MAX);
+		return (-1);
+	}
+	rc = &k->recips[k->nrecips++];
+	snprintf(rc->name, sizeof(rc->name), "%s", name);
+	memcpy(rc->pk, pk, sizeof(rc->pk));
+	return (0);
+}
+
+/*
+ * Remove name's entries: all of them (pk NULL), those whose key is not pk
+ * (others), or the one whose key is pk.  0, or 1 when none went.
+ */
+static int
+recipient_drop(struct ccrypto_keys *k, const char *name, const uint8_t *pk,
+    int others)
+{
+	size_t i, j;
+	int found = 0, same;
+
+	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0 && pk == NULL &&
+	    k->legacy) {
+		k->legacy = 0;
+		found = 1;
+	}
+	for (i = j = 0; i < k->nrecips; i++) {
+		same = pk != NULL && sodium_memcmp(k->recips[i].pk, pk,
+		    CCRYPTO_KEY_BYTES) == 0;
+		if (strcmp(k->recips[i].name, name) == 0 &&
+		    (pk == NULL || same != others)) {
+			found = 1;
+			continue;
+		}
+		k->recips[j++] = k->recips[i];
+	}
+	k->nrecips = j;
+	return (found ? 0 : 1);
+}
+
+int
+ccrypto_recipient_remove(struct ccrypto_keys *k, const char *name)
+{
+	return (recipient_drop(k, name, NULL, 0));
+}
+
+int
+ccrypto_recipient_keep(struct ccrypto_keys *k, const char *name,
+    const uint8_t pk[CCRYPTO_KEY_BYTES])
+{
+	return (recipient_drop(k, name, pk, 1));
+}
+
+int
+ccrypto_recipient_forget(struct ccrypto_keys *k, const char *name,
+    const uint8_t pk[CCRYPTO_KEY_BYTES])
+{
+	return (recipient_drop(k, name, pk, 0));
+}
+
+const char *
+ccrypto_recipient_name(const struct ccrypto_keys *k, size_t i)
+{
+	return (i < k->nrecips ? k->recips[i].name : NULL);
+}
+
+int
+ccrypto_recipients_master(const struct ccrypto_keys *k)
+{
+	return (k->legacy ||
+	    recipient_find(k, CCRYPTO_RECIPIENT_MASTER) != NULL);
+}
+
+static int
+keyring_v1_key(const struct ccrypto_keys *k, uint8_t *key)
+{
+	if (k->kind != CCRYPTO_KEY_MASTER ||
+	    crypto_kdf_derive_from_key(key, CCRYPTO_KEY_BYTES, SUBKEY_KEYRING,
+	    KDF_CONTEXT, k->master)) {
+		log_error("the keyring has version 1, which only the master "
+		    "secret opens");
 		return (-1);
 	}
 	return (0);
@@ -523,122 +763,349 @@ keyring_key(const struct ccrypto_keys *k, uint8_t *key)
 
 int
 ccrypto_keyring_seal(const struct ccrypto_keys *k,
-    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
+    struct buf *out)
 {
-	uint8_t ad[KR_HEADER + CCRYPTO_REPO_ID_BYTES];
-	uint8_t *key, *plain;
-	size_t i, count = 0, plen;
+	struct recipient master, *all[CCRYPTO_RECIPIENTS_MAX + 1];
+	uint8_t *key = NULL, *plain = NULL, *ad = NULL, *p, *nonce;
+	size_t i, nall = 0, count = 0, plen, head, start;
+	int rc = -1;
 
+	if (k->write_only) {
+		log_error("a write-only key cannot write the keyring");
+		return (-1);
+	}
+	/* A keyring from before recipients: the master secret's is kept. */
+	if (k->legacy && recipient_find(k, CCRYPTO_RECIPIENT_MASTER) ==
+	    NULL) {
+		if (k->kind != CCRYPTO_KEY_MASTER) {
+			log_error("internal error: no master recipient");
+			return (-1);
+		}
+		snprintf(master.name, sizeof(master.name), "%s",
+		    CCRYPTO_RECIPIENT_MASTER);
+		memcpy(master.pk, k->recip_pk, sizeof(master.pk));
+		all[nall++] = &master;
+	}
+	for (i = 0; i < k->nrecips; i++)
+		all[nall++] = (struct recipient *)&k->recips[i];
+	if (nall == 0) {
+		log_error("internal error: a keyring with no recipient");
+		return (-1);
+	}
+	if (k->box_held)
+		count++;
 	for (i = 0; i < k->nepochs; i++)
 		if (k->epochs[i].flags & EPOCH_SK)
 			count++;
 	plen = 4 + count * KR_ENTRY;
-	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL)
-		return (-1);
-	if ((plain = ccrypto_secret_new(plen)) == NULL) {
-		ccrypto_secret_free(key);
-		return (-1);
-	}
+	head = KR_FIXED_V2 + nall * KR_RECIP + CCRYPTO_NONCE_BYTES;
+	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	    (plain = ccrypto_secret_new(plen)) == NULL ||
+	    buf_reserve(out, head + plen + CCRYPTO_TAG_BYTES + KR_MAC))
+		goto out;
 	put_u32(plain, (uint32_t)count);
-	for (i = 0, count = 0; i < k->nepochs; i++) {
+	p = plain + 4;
+	if (k->box_held) {
+		put_u32(p, 1);
+		memcpy(p + 4, k->box_sk, CCRYPTO_KEY_BYTES);
+		p += KR_ENTRY;
+	}
+	for (i = 0; i < k->nepochs; i++) {
 		if (!(k->epochs[i].flags & EPOCH_SK))
 			continue;
-		put_u32(plain + 4 + count * KR_ENTRY, k->epochs[i].n);
-		memcpy(plain + 4 + count * KR_ENTRY + 4, k->epochs[i].sk,
+		put_u32(p, k->epochs[i].n);
+		memcpy(p + 4, k->epochs[i].sk, CCRYPTO_KEY_BYTES);
+		p += KR_ENTRY;
+	}
+	randombytes_buf(key, CCRYPTO_KEY_BYTES);
+	start = out->len;
+	p = out->data + start;
+	memcpy(p, KR_MAGIC, 4);
+	p[4] = KR_V2;
+	p[5] = p[6] = p[7] = 0;
+	put_u64(p + 8, gen);
+	put_u32(p + 16, (uint32_t)nall);
+	p += KR_FIXED_V2;
+	for (i = 0; i < nall; i++, p += KR_RECIP) {
+		memset(p, 0, CCRYPTO_RECIPIENT_NAME_MAX);
+		memcpy(p, all[i]->name, strlen(all[i]->name));
+		memcpy(p + CCRYPTO_RECIPIENT_NAME_MAX, all[i]->pk,
 		    CCRYPTO_KEY_BYTES);
-		count++;
+		/* Fails only for a low-order public key: ours are made by
+		 * crypto_box_keypair, or checked when read. */
+		if (crypto_box_seal(p + CCRYPTO_RECIPIENT_NAME_MAX +
+		    CCRYPTO_KEY_BYTES, key, CCRYPTO_KEY_BYTES,
+		    all[i]->pk) != 0) {
+			log_error("keyring recipient '%s': its public key "
+			    "does not seal", all[i]->name);
+			goto out;
+		}
 	}
-	memcpy(ad, KR_MAGIC, 4);
-	ad[4] = KR_VERSION;
-	ad[5] = ad[6] = ad[7] = 0;
-	randombytes_buf(ad + 8, CCRYPTO_NONCE_BYTES);
-	memcpy(ad + KR_HEADER, repo_id, CCRYPTO_REPO_ID_BYTES);
-	if (keyring_key(k, key) || buf_reserve(out, KR_HEADER + plen +
-	    CCRYPTO_TAG_BYTES)) {
-		ccrypto_secret_free(plain);
-		ccrypto_secret_free(key);
-		return (-1);
+	nonce = p;
+	randombytes_buf(nonce, CCRYPTO_NONCE_BYTES);
+	if ((ad = malloc(head + CCRYPTO_REPO_ID_BYTES)) == NULL) {
+		log_error("out of memory");
+		goto out;
 	}
-	memcpy(out->data + out->len, ad, KR_HEADER);
-	crypto_aead_xchacha20poly1305_ietf_encrypt(out->data + out->len +
-	    KR_HEADER, NULL, plain, plen, ad, sizeof(ad), NULL, ad + 8, key);
-	out->len += KR_HEADER + plen + CCRYPTO_TAG_BYTES;
+	memcpy(ad, out->data + start, head);
+	memcpy(ad + head, repo_id, CCRYPTO_REPO_ID_BYTES);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(out->data + start + head,
+	    NULL, plain, plen, ad, head + CCRYPTO_REPO_ID_BYTES, NULL, nonce,
+	    key);
+	keyring_mac(k, out->data + start, head + plen + CCRYPTO_TAG_BYTES,
+	    repo_id, out->data + start + head + plen + CCRYPTO_TAG_BYTES);
+	out->len = start + head + plen + CCRYPTO_TAG_BYTES + KR_MAC;
+	rc = 0;
+out:
+	free(ad);
 	ccrypto_secret_free(plain);
 	ccrypto_secret_free(key);
-	return (0);
+	return (rc);
 }
 
-int
-ccrypto_keyring_open(struct ccrypto_keys *k,
-    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
-    size_t len)
+/* The epoch secrets of a keyring's plaintext into k; 0 or -1 (reported). */
+static int
+keyring_load(struct ccrypto_keys *k, const uint8_t *plain, size_t plen,
+    int version)
 {
-	uint8_t ad[KR_HEADER + CCRYPTO_REPO_ID_BYTES];
 	uint8_t pk[crypto_box_PUBLICKEYBYTES];
-	uint8_t *key = NULL, *plain = NULL;
 	struct epoch *e;
-	size_t plen, i, count;
-	uint32_t n, prev = 1;
-	int rc = -1;
+	size_t i, count;
+	uint32_t n, prev = 0;
 
-	if (len < 4 || memcmp(data, KR_MAGIC, 4) != 0 || len < 5) {
-		log_error("the keyring is malformed");
-		return (-1);
-	}
-	if (data[4] != KR_VERSION) {
-		log_error("the keyring has version %u; this coffer reads "
-		    "version %d (upgrade coffer)", data[4], KR_VERSION);
-		return (-1);
-	}
-	if (len < KR_HEADER + 4 + CCRYPTO_TAG_BYTES ||
-	    (len - KR_HEADER - 4 - CCRYPTO_TAG_BYTES) % KR_ENTRY != 0 ||
-	    data[5] || data[6] || data[7]) {
-		log_error("the keyring is malformed");
-		return (-1);
-	}
-	plen = len - KR_HEADER - CCRYPTO_TAG_BYTES;
-	memcpy(ad, data, KR_HEADER);
-	memcpy(ad + KR_HEADER, repo_id, CCRYPTO_REPO_ID_BYTES);
-	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
-	    (plain = ccrypto_secret_new(plen)) == NULL || keyring_key(k, key))
-		goto out;
-	if (crypto_aead_xchacha20poly1305_ietf_decrypt(plain, NULL, NULL,
-	    data + KR_HEADER, len - KR_HEADER, ad, sizeof(ad), data + 8,
-	    key) != 0) {
-		log_error("the keyring does not open with this key (damaged, "
-		    "or another repository's)");
-		goto out;
-	}
 	count = get_u32(plain);
-	if (count != (plen - 4) / KR_ENTRY) {
+	if (count != (plen - 4) / KR_ENTRY || (plen - 4) % KR_ENTRY != 0) {
 		log_error("the keyring is malformed");
-		goto out;
+		return (-1);
 	}
 	for (i = 0; i < count; i++) {
 		const uint8_t *ent = plain + 4 + i * KR_ENTRY;
 
 		n = get_u32(ent);
-		if (n <= prev || n > CCRYPTO_EPOCH_MAX) {
+		if (n <= prev || n > CCRYPTO_EPOCH_MAX ||
+		    (n == 1 && version == KR_V1)) {
 			log_error("the keyring is malformed (epoch %u)",
 			    (unsigned)n);
-			goto out;
+			return (-1);
 		}
 		prev = n;
 		crypto_scalarmult_base(pk, ent + 4);
+		if (n == 1) {
+			if (sodium_memcmp(pk, k->box_pk, sizeof(pk)) != 0) {
+				log_error("key epoch 1: the keyring's secret "
+				    "is not this key's");
+				return (-1);
+			}
+			memcpy(k->box_sk, ent + 4, CCRYPTO_KEY_BYTES);
+			k->box_held = 1;
+			continue;
+		}
 		if ((e = epoch_find(k, n)) != NULL && (e->flags & EPOCH_PK) &&
 		    sodium_memcmp(e->pk, pk, sizeof(pk)) != 0) {
 			log_error("key epoch %u: the keyring's secret is not "
 			    "the public key's in coffer.conf", (unsigned)n);
-			goto out;
+			return (-1);
 		}
 		if (e == NULL && (e = epoch_slot(k, n)) == NULL)
-			goto out;
+			return (-1);
 		memcpy(e->pk, pk, sizeof(pk));
 		memcpy(e->sk, ent + 4, CCRYPTO_KEY_BYTES);
 		e->flags |= EPOCH_PK | EPOCH_SK;
 	}
+	return (0);
+}
+
+/*
+ * The recipient table of a version 2 keyring (len bytes) into recips;
+ * *head: where its nonce ends.  0, or -1 when malformed.
+ */
+static int
+keyring_recipients(const uint8_t *data, size_t len, struct recipient *recips,
+    size_t *nrecips, size_t *head)
+{
+	static const uint8_t scalar[crypto_scalarmult_SCALARBYTES] = { 9 };
+	uint8_t q[crypto_scalarmult_BYTES];
+	const uint8_t *p;
+	size_t i, j, n, nl;
+
+	if (len < KR_FIXED_V2 || data[5] || data[6] || data[7])
+		return (-1);
+	n = get_u32(data + 16);
+	if (n == 0 || n > CCRYPTO_RECIPIENTS_MAX || len < KR_FIXED_V2 +
+	    n * KR_RECIP + CCRYPTO_NONCE_BYTES + 4 + CCRYPTO_TAG_BYTES + KR_MAC)
+		return (-1);
+	for (i = 0, p = data + KR_FIXED_V2; i < n; i++, p += KR_RECIP) {
+		nl = strnlen((const char *)p, CCRYPTO_RECIPIENT_NAME_MAX);
+		if (!recipient_name_ok((const char *)p, nl))
+			return (-1);
+		for (j = nl; j < CCRYPTO_RECIPIENT_NAME_MAX; j++)
+			if (p[j] != 0)
+				return (-1);
+		memcpy(recips[i].name, p, nl);
+		recips[i].name[nl] = '\0';
+		memcpy(recips[i].pk, p + CCRYPTO_RECIPIENT_NAME_MAX,
+		    CCRYPTO_KEY_BYTES);
+		/* A low-order point would make every later seal fail. */
+		if (crypto_scalarmult(q, scalar, recips[i].pk) != 0)
+			return (-1);
+	}
+	*nrecips = n;
+	*head = KR_FIXED_V2 + n * KR_RECIP + CCRYPTO_NONCE_BYTES;
+	return (0);
+}
+
+int
+ccrypto_keyring_names(const uint8_t *data, size_t len,
+    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n)
+{
+	struct recipient *v;
+	size_t i, nr, head;
+
+	*n = 0;
+	if (len < 5 || memcmp(data, KR_MAGIC, 4) != 0)
+		return (-1);
+	if (data[4] == KR_V1)
+		return (1);
+	if (data[4] != KR_V2 || (v = calloc(CCRYPTO_RECIPIENTS_MAX,
+	    sizeof(*v))) == NULL)
+		return (-1);
+	if (keyring_recipients(data, len, v, &nr, &head)) {
+		free(v);
+		return (-1);
+	}
+	for (i = 0; i < nr && i < max; i++)
+		memcpy(names[i], v[i].name, sizeof(names[i]));
+	*n = i;
+	free(v);
+	return (0);
+}
+
+void
+ccrypto_keys_ring_reset(struct ccrypto_keys *k)
+{
+	sodium_memzero(k->epochs, sizeof(k->epochs));
+	k->nepochs = 0;
+	k->seal_epoch = 1;
+	k->nrecips = 0;
+	k->ring_gen = 0;
+	k->legacy = k->kind == CCRYPTO_KEY_MASTER;
+	/* A holder's epoch 1 comes from the keyring; a master key's is its
+	 * own (and never forgotten: retiring epoch 1 refuses it). */
+	if (k->kind == CCRYPTO_KEY_HOLDER) {
+		sodium_memzero(k->box_sk, sizeof(k->box_sk));
+		k->box_held = 0;
+	}
+}
+
+uint64_t
+ccrypto_keys_ring_gen(const struct ccrypto_keys *k)
+{
+	return (k->ring_gen);
+}
+
+int
+ccrypto_keyring_open(struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t *data,
+    size_t len, int secrets_only)
+{
+	struct recipient *v = NULL;
+	uint8_t *key = NULL, *plain = NULL, *ad = NULL;
+	const uint8_t *ent;
+	size_t plen, i, nr = 0, head;
+	int rc = -1;
+
+	if (k->write_only)
+		return (-1);
+	if (len < 5 || memcmp(data, KR_MAGIC, 4) != 0) {
+		log_error("the keyring is malformed");
+		return (-1);
+	}
+	if (data[4] != KR_V1 && data[4] != KR_V2) {
+		log_error("the keyring has version %u; this coffer reads "
+		    "versions %d and %d (upgrade coffer)", data[4], KR_V1,
+		    KR_V2);
+		return (-1);
+	}
+	if (data[4] == KR_V1) {
+		if (len < KR_HEADER_V1 + 4 + CCRYPTO_TAG_BYTES ||
+		    data[5] || data[6] || data[7]) {
+			log_error("the keyring is malformed");
+			return (-1);
+		}
+		head = KR_HEADER_V1;
+	} else {
+		if ((v = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*v))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		if (keyring_recipients(data, len, v, &nr, &head)) {
+			log_error("the keyring is malformed");
+			goto out;
+		}
+	}
+	if (data[4] == KR_V2) {
+		uint8_t mac[KR_MAC];
+
+		keyring_mac(k, data, len - KR_MAC, repo_id, mac);
+		if (sodium_memcmp(mac, data + len - KR_MAC, KR_MAC) != 0) {
+			log_error("the keyring failed authentication (altered, "
+			    "or another repository's)");
+			goto out;
+		}
+		len -= KR_MAC;
+	}
+	plen = len - head - CCRYPTO_TAG_BYTES;
+	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	    (plain = ccrypto_secret_new(plen)) == NULL ||
+	    (ad = malloc(head + CCRYPTO_REPO_ID_BYTES)) == NULL)
+		goto out;
+	memcpy(ad, data, head);
+	memcpy(ad + head, repo_id, CCRYPTO_REPO_ID_BYTES);
+	if (data[4] == KR_V1) {
+		if (keyring_v1_key(k, key))
+			goto out;
+	} else {
+		for (i = 0; i < nr; i++)
+			if (sodium_memcmp(v[i].pk, k->recip_pk,
+			    CCRYPTO_KEY_BYTES) == 0)
+				break;
+		if (i == nr) {
+			rc = CCRYPTO_NOT_LISTED;
+			goto out;
+		}
+		ent = data + KR_FIXED_V2 + i * KR_RECIP +
+		    CCRYPTO_RECIPIENT_NAME_MAX + CCRYPTO_KEY_BYTES;
+		if (crypto_box_seal_open(key, ent, CCRYPTO_SEALED_KEY_BYTES,
+		    k->recip_pk, k->recip_sk) != 0) {
+			log_error("the keyring does not open with this key "
+			    "(damaged)");
+			goto out;
+		}
+	}
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(plain, NULL, NULL,
+	    data + head, len - head, ad, head + CCRYPTO_REPO_ID_BYTES,
+	    data + head - CCRYPTO_NONCE_BYTES, key) != 0) {
+		log_error("the keyring does not open with this key (damaged, "
+		    "or another repository's)");
+		goto out;
+	}
+	if (keyring_load(k, plain, plen, data[4]))
+		goto out;
+	/* Its recipients become k's (a bundle's keyring gives its secrets
+	 * only: which keys open a repository is the repository's own). */
+	if (data[4] == KR_V2 && !secrets_only) {
+		k->legacy = 0;
+		k->nrecips = 0;
+		for (i = 0; i < nr; i++)
+			if (ccrypto_recipient_add(k, v[i].name, v[i].pk))
+				goto out;
+		k->ring_gen = get_u64(data + 8);
+	}
 	rc = 0;
 out:
+	free(ad);
+	free(v);
 	ccrypto_secret_free(plain);
 	ccrypto_secret_free(key);
 	return (rc);
@@ -673,6 +1140,8 @@ ccrypto_pack_key_unseal_epoch(const struct ccrypto_keys *k, uint32_t epoch,
 
 	if (k->write_only)
 		return (-1);
+	if (epoch == 1 && !k->box_held)
+		return (CCRYPTO_NO_EPOCH);
 	if (epoch != 1 && ((e = epoch_find(k, epoch)) == NULL ||
 	    !(e->flags & EPOCH_SK)))
 		return (CCRYPTO_NO_EPOCH);

@@ -25,14 +25,15 @@
 #define SLOT_VERSION 1
 /*
  * Kind 1: the payload is u8 1 | master secret.  Kind 2 (write-only): u8 2 |
- * id | chunker | meta | box public key | Ed25519 seed.  A coffer that knows
- * only kind 1 refuses a kind 2 slot ("unsupported kind 2") and goes on to
- * the next: it never misreads one.
+ * id | chunker | meta | box public key | Ed25519 seed.  Kind 3 (a full key
+ * that reads through the keyring): u8 3 | kind 2's material | recipient
+ * secret.  A coffer that knows fewer kinds refuses a later one
+ * ("unsupported kind 3") and goes on to the next slot: it never misreads
+ * one.
  */
 #define SLOT_KIND_PASSPHRASE CCRYPTO_SLOT_FULL
 #define SLOT_KIND_WRITE_ONLY CCRYPTO_SLOT_WRITE_ONLY
-#define PAYLOAD_MASTER 1
-#define PAYLOAD_WRITER 2
+#define SLOT_KIND_HOLDER CCRYPTO_SLOT_HOLDER
 
 enum {
 	OFF_MAGIC = 0,
@@ -47,16 +48,25 @@ enum {
 	PAYLOAD_BYTES = 1 + CCRYPTO_KEY_BYTES,
 	SLOT_BYTES = SLOT_HEADER_BYTES + PAYLOAD_BYTES + CCRYPTO_TAG_BYTES,
 	WO_PAYLOAD_BYTES = 1 + CCRYPTO_WRITER_BYTES,
-	WO_SLOT_BYTES = SLOT_HEADER_BYTES + WO_PAYLOAD_BYTES +
-	    CCRYPTO_TAG_BYTES,
+	HOLDER_PAYLOAD_BYTES = 1 + CCRYPTO_HOLDER_BYTES,
 };
 
 /* The payload and whole lengths of a slot of kind. */
 static size_t
 payload_bytes(int kind)
 {
-	return (kind == SLOT_KIND_WRITE_ONLY ? WO_PAYLOAD_BYTES :
-	    PAYLOAD_BYTES);
+	switch (kind) {
+	case SLOT_KIND_WRITE_ONLY: return (WO_PAYLOAD_BYTES);
+	case SLOT_KIND_HOLDER: return (HOLDER_PAYLOAD_BYTES);
+	default: return (PAYLOAD_BYTES);
+	}
+}
+
+static int
+kind_known(int kind)
+{
+	return (kind == SLOT_KIND_PASSPHRASE || kind == SLOT_KIND_WRITE_ONLY ||
+	    kind == SLOT_KIND_HOLDER);
 }
 
 static size_t
@@ -105,18 +115,20 @@ _Static_assert(SLOT_LOCAL_OPSLIMIT_MAX >= SLOT_OPSLIMIT_DEFAULT &&
     "the local limits refuse the slots coffer writes by default");
 
 /*
- * Key files: "coffer-key 1 <repo id hex> <master hex>\n", and for a
- * write-only key "coffer-key 2 write-only <repo id hex> <material hex>\n".
+ * Key files: "coffer-key 1 <repo id hex> <master hex>\n", for a
+ * write-only key "coffer-key 2 write-only <repo id hex> <material hex>\n",
+ * for a holder key "coffer-key 3 <repo id hex> <material hex>\n".
  */
 #define KF_PREFIX "coffer-key "
 #define KF_V1 "1 "
 #define KF_V2 "2 write-only "
+#define KF_V3 "3 "
 enum {
 	KF_OFF_VERSION = sizeof(KF_PREFIX) - 1,
 	KF_REPO_HEX = 2 * CCRYPTO_REPO_ID_BYTES,
-	/* The longest line: version 2 (without its newline). */
-	KF_MAX = KF_OFF_VERSION + sizeof(KF_V2) - 1 + KF_REPO_HEX + 1 +
-	    2 * CCRYPTO_WRITER_BYTES,
+	/* The longest line: version 3 (without its newline). */
+	KF_MAX = KF_OFF_VERSION + sizeof(KF_V3) - 1 + KF_REPO_HEX + 1 +
+	    2 * CCRYPTO_HOLDER_BYTES,
 };
 
 static uint64_t
@@ -179,8 +191,9 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 	uint8_t ad[SLOT_AD_BYTES];
 	uint8_t *wkey, *payload;
 	const uint8_t *master = ccrypto_keys_master(k);
-	const int kind = master != NULL ? SLOT_KIND_PASSPHRASE :
-	    SLOT_KIND_WRITE_ONLY;
+	const int kind = ccrypto_keys_kind(k) == CCRYPTO_KEY_MASTER ?
+	    SLOT_KIND_PASSPHRASE : ccrypto_keys_kind(k) == CCRYPTO_KEY_HOLDER ?
+	    SLOT_KIND_HOLDER : SLOT_KIND_WRITE_ONLY;
 	const size_t plen = payload_bytes(kind), slen = slot_bytes(kind);
 
 	if (memlimit == 0)
@@ -217,13 +230,13 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 
 	if (slot_kdf(wkey, pass, passlen, ad + OFF_SALT, opslimit, memlimit))
 		goto err2;
-	if (master != NULL) {
-		payload[0] = PAYLOAD_MASTER;
+	payload[0] = (uint8_t)kind;
+	if (kind == SLOT_KIND_PASSPHRASE)
 		memcpy(payload + 1, master, CCRYPTO_KEY_BYTES);
-	} else {
-		payload[0] = PAYLOAD_WRITER;
+	else if (kind == SLOT_KIND_HOLDER)
+		ccrypto_keys_holder_parts(k, payload + 1);
+	else
 		ccrypto_keys_writer_parts(k, payload + 1);
-	}
 	if (buf_reserve(out, slen))
 		goto err2;
 	memcpy(out->data + out->len, ad, SLOT_HEADER_BYTES);
@@ -281,8 +294,7 @@ slot_check(const char *name, const uint8_t *slot, size_t len, int *why)
 		    slot[OFF_VERSION]);
 		goto damaged;
 	}
-	if (slot[OFF_KIND] != SLOT_KIND_PASSPHRASE &&
-	    slot[OFF_KIND] != SLOT_KIND_WRITE_ONLY) {
+	if (!kind_known(slot[OFF_KIND])) {
 		log_error("%s: unsupported kind %u", what,
 		    slot[OFF_KIND]);
 		goto damaged;
@@ -369,15 +381,16 @@ ccrypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
 		*why = CCRYPTO_SLOT_WRONG;
 		goto err2;
 	}
-	if (payload[0] != (slot[OFF_KIND] == SLOT_KIND_WRITE_ONLY ?
-	    PAYLOAD_WRITER : PAYLOAD_MASTER)) {
+	if (payload[0] != slot[OFF_KIND]) {
 		slot_label(what, sizeof(what), name);
 		log_error("%s: unsupported payload kind %u", what,
 		    payload[0]);
 		goto err2;
 	}
-	k = payload[0] == PAYLOAD_MASTER ?
+	k = payload[0] == SLOT_KIND_PASSPHRASE ?
 	    ccrypto_keys_from_master(payload + 1) :
+	    payload[0] == SLOT_KIND_HOLDER ?
+	    ccrypto_keys_from_holder(payload + 1) :
 	    ccrypto_keys_from_writer(payload + 1);
 	if (k == NULL)
 		goto err2;
@@ -414,9 +427,7 @@ ccrypto_slot_info(const char *name, const uint8_t *slot, size_t len,
 
 	/* The format only: this host's limits are the caller's to show. */
 	if (len >= SLOT_HEADER_BYTES && memcmp(slot, SLOT_MAGIC, 4) == 0 &&
-	    slot[OFF_VERSION] == SLOT_VERSION &&
-	    (slot[OFF_KIND] == SLOT_KIND_PASSPHRASE ||
-	    slot[OFF_KIND] == SLOT_KIND_WRITE_ONLY) &&
+	    slot[OFF_VERSION] == SLOT_VERSION && kind_known(slot[OFF_KIND]) &&
 	    len == slot_bytes(slot[OFF_KIND])) {
 		info->kind = slot[OFF_KIND];
 		info->opslimit = get_u64(slot + OFF_OPSLIMIT);
@@ -432,7 +443,11 @@ ccrypto_keyfile_encode(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
 {
 	const uint8_t *master = ccrypto_keys_master(k);
-	const char *head = master != NULL ? KF_PREFIX KF_V1 : KF_PREFIX KF_V2;
+	const int holder = ccrypto_keys_kind(k) == CCRYPTO_KEY_HOLDER;
+	const char *head = master != NULL ? KF_PREFIX KF_V1 : holder ?
+	    KF_PREFIX KF_V3 : KF_PREFIX KF_V2;
+	const size_t plen = holder ? CCRYPTO_HOLDER_BYTES :
+	    CCRYPTO_WRITER_BYTES;
 	uint8_t *parts = NULL;
 	char *line;
 	size_t n = strlen(head);
@@ -448,11 +463,14 @@ ccrypto_keyfile_encode(const struct ccrypto_keys *k,
 		hex_encode(line + n, master, CCRYPTO_KEY_BYTES);
 		n += 2 * CCRYPTO_KEY_BYTES;
 	} else {
-		if ((parts = ccrypto_secret_new(CCRYPTO_WRITER_BYTES)) == NULL)
+		if ((parts = ccrypto_secret_new(plen)) == NULL)
 			goto err1;
-		ccrypto_keys_writer_parts(k, parts);
-		hex_encode(line + n, parts, CCRYPTO_WRITER_BYTES);
-		n += 2 * CCRYPTO_WRITER_BYTES;
+		if (holder)
+			ccrypto_keys_holder_parts(k, parts);
+		else
+			ccrypto_keys_writer_parts(k, parts);
+		hex_encode(line + n, parts, plen);
+		n += 2 * plen;
 		ccrypto_secret_free(parts);
 	}
 	line[n++] = '\n';
@@ -492,32 +510,37 @@ ccrypto_keyfile_decode(const uint8_t *data, size_t len,
 	struct ccrypto_keys *k;
 	uint8_t *secret;
 	size_t off, slen;
-	int wo;
+	int wo, v3;
 
 	if (len >= KF_OFF_VERSION + 2 &&
 	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) == 0 &&
 	    data[KF_OFF_VERSION] >= '0' && data[KF_OFF_VERSION] <= '9' &&
-	    data[KF_OFF_VERSION] != '1' && data[KF_OFF_VERSION] != '2') {
+	    (data[KF_OFF_VERSION] < '1' || data[KF_OFF_VERSION] > '3' ||
+	    data[KF_OFF_VERSION + 1] != ' ')) {
 		/* A key file from a newer coffer deserves a clearer word. */
 		log_error("unsupported key file version %c (this coffer reads "
-		    "1 and 2)", data[KF_OFF_VERSION]);
+		    "1 to 3)", data[KF_OFF_VERSION]);
 		goto err0;
 	}
 	if (len > 0 && data[len - 1] == '\n')
 		len--;
 	wo = len >= KF_OFF_VERSION + sizeof(KF_V2) - 1 &&
 	    memcmp(data + KF_OFF_VERSION, KF_V2, sizeof(KF_V2) - 1) == 0;
+	v3 = len >= KF_OFF_VERSION + 2 &&
+	    memcmp(data + KF_OFF_VERSION, KF_V3, 2) == 0;
 	off = KF_OFF_VERSION + (wo ? sizeof(KF_V2) : sizeof(KF_V1)) - 1;
-	slen = wo ? CCRYPTO_WRITER_BYTES : CCRYPTO_KEY_BYTES;
+	slen = wo ? CCRYPTO_WRITER_BYTES : v3 ? CCRYPTO_HOLDER_BYTES :
+	    CCRYPTO_KEY_BYTES;
 	if (len != off + KF_REPO_HEX + 1 + 2 * slen ||
 	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) != 0 ||
-	    (!wo && memcmp(data + KF_OFF_VERSION, KF_V1, 2) != 0) ||
+	    (!wo && !v3 && memcmp(data + KF_OFF_VERSION, KF_V1, 2) != 0) ||
 	    !is_lower_hex(data + off, KF_REPO_HEX) ||
 	    data[off + KF_REPO_HEX] != ' ' ||
 	    !is_lower_hex(data + off + KF_REPO_HEX + 1, 2 * slen)) {
 		log_error("malformed key file (expected "
-		    "'" KF_PREFIX KF_V1 "<repo id> <key>' or "
-		    "'" KF_PREFIX KF_V2 "<repo id> <key>')");
+		    "'" KF_PREFIX KF_V3 "<repo id> <key>', "
+		    "'" KF_PREFIX KF_V2 "<repo id> <key>' or "
+		    "'" KF_PREFIX KF_V1 "<repo id> <key>')");
 		goto err0;
 	}
 	if ((secret = ccrypto_secret_new(slen)) == NULL)
@@ -527,8 +550,8 @@ ccrypto_keyfile_decode(const uint8_t *data, size_t len,
 		log_error("malformed key file");
 		goto err1;
 	}
-	k = wo ? ccrypto_keys_from_writer(secret) :
-	    ccrypto_keys_from_master(secret);
+	k = wo ? ccrypto_keys_from_writer(secret) : v3 ?
+	    ccrypto_keys_from_holder(secret) : ccrypto_keys_from_master(secret);
 	if (k == NULL)
 		goto err1;
 	ccrypto_secret_free(secret);

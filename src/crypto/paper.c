@@ -1,7 +1,9 @@
 /*
- * The paper key: the repository id and the master secret as text a person
- * can copy by hand and type back, with a checksum on every line that
- * catches a typo and names the line (doc/format.md, "Paper keys").
+ * The paper key: the repository id and a full key's material as text a
+ * person can copy by hand and type back, with a checksum on every line
+ * that catches a typo and names the line (doc/format.md, "Paper keys").
+ * Version 1 holds the master secret (six lines of 8 bytes), version 2 a
+ * holder key (fifteen lines of 16 bytes).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -16,18 +18,29 @@
 #include "coffer/log.h"
 #include "crypto-int.h"
 
-#define PAPER_HEAD "coffer paper key 1"
+#define PAPER_HEAD "coffer paper key "
 #define PAPER_CTX "coffer-paper-key"
 enum {
-	PAPER_DATA = CCRYPTO_REPO_ID_BYTES + CCRYPTO_KEY_BYTES,	/* 48 */
-	PAPER_LINE = 8,			/* bytes of data per line */
-	PAPER_LINES = PAPER_DATA / PAPER_LINE,
+	PAPER_DATA_MAX = CCRYPTO_REPO_ID_BYTES + CCRYPTO_HOLDER_BYTES,
+	PAPER_LINE_MAX = 16,
 	PAPER_SUM = 2,			/* bytes of checksum per line */
 	PAPER_CHECK = 4,		/* bytes of the whole key's check */
-	/* Hex digits of a line: its data and its checksum. */
-	PAPER_LINE_HEX = 2 * (PAPER_LINE + PAPER_SUM),
 };
-_Static_assert(PAPER_DATA % PAPER_LINE == 0, "whole lines");
+
+/* A version's shape: its data, and the bytes of data per line. */
+struct paper_fmt {
+	int version;
+	size_t data, line;
+};
+static const struct paper_fmt paper_v1 = {
+	1, CCRYPTO_REPO_ID_BYTES + CCRYPTO_KEY_BYTES, 8
+};
+static const struct paper_fmt paper_v2 = {
+	2, CCRYPTO_REPO_ID_BYTES + CCRYPTO_HOLDER_BYTES, 16
+};
+_Static_assert((CCRYPTO_REPO_ID_BYTES + CCRYPTO_KEY_BYTES) % 8 == 0 &&
+    (CCRYPTO_REPO_ID_BYTES + CCRYPTO_HOLDER_BYTES) % 16 == 0, "whole lines");
+#define PAPER_LINES_MAX 15
 
 /*
  * A line's checksum: BLAKE2b-256 of the context, the line's number and its
@@ -35,24 +48,26 @@ _Static_assert(PAPER_DATA % PAPER_LINE == 0, "whole lines");
  * two lines swapped are caught as well.
  */
 static void
-line_sum(unsigned line, const uint8_t *data, uint8_t out[PAPER_SUM])
+line_sum(const struct paper_fmt *f, unsigned line, const uint8_t *data,
+    uint8_t out[PAPER_SUM])
 {
-	uint8_t msg[sizeof(PAPER_CTX) + PAPER_LINE], h[32];
+	uint8_t msg[sizeof(PAPER_CTX) + PAPER_LINE_MAX], h[32];
 
 	memcpy(msg, PAPER_CTX, sizeof(PAPER_CTX));	/* with its NUL */
 	msg[sizeof(PAPER_CTX) - 1] = (uint8_t)line;
-	memcpy(msg + sizeof(PAPER_CTX), data, PAPER_LINE);
-	blake2b(h, sizeof(h), msg, sizeof(msg), NULL, 0);
+	memcpy(msg + sizeof(PAPER_CTX), data, f->line);
+	blake2b(h, sizeof(h), msg, sizeof(PAPER_CTX) + f->line, NULL, 0);
 	memcpy(out, h, PAPER_SUM);
 	sodium_memzero(msg, sizeof(msg));
 }
 
 static void
-whole_check(const uint8_t *data, uint8_t out[PAPER_CHECK])
+whole_check(const struct paper_fmt *f, const uint8_t *data,
+    uint8_t out[PAPER_CHECK])
 {
 	uint8_t h[32];
 
-	blake2b(h, sizeof(h), data, PAPER_DATA, (const uint8_t *)PAPER_CTX,
+	blake2b(h, sizeof(h), data, f->data, (const uint8_t *)PAPER_CTX,
 	    sizeof(PAPER_CTX) - 1);
 	memcpy(out, h, PAPER_CHECK);
 }
@@ -62,20 +77,24 @@ ccrypto_paper_encode(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
 {
 	const uint8_t *master = ccrypto_keys_master(k);
+	const struct paper_fmt *f = master != NULL ? &paper_v1 : &paper_v2;
 	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1], *line = NULL;
 	uint8_t *data = NULL, sum[PAPER_SUM], check[PAPER_CHECK];
 	unsigned i, j;
 	int rc = -1;
 
-	if (master == NULL) {
+	if (ccrypto_keys_write_only(k)) {
 		log_error("a write-only key has no paper form (use a key file)");
 		return (-1);
 	}
-	if ((data = ccrypto_secret_new(PAPER_DATA)) == NULL ||
+	if ((data = ccrypto_secret_new(PAPER_DATA_MAX)) == NULL ||
 	    (line = (char *)ccrypto_secret_new(128)) == NULL)
 		goto out;
 	memcpy(data, repo_id, CCRYPTO_REPO_ID_BYTES);
-	memcpy(data + CCRYPTO_REPO_ID_BYTES, master, CCRYPTO_KEY_BYTES);
+	if (master != NULL)
+		memcpy(data + CCRYPTO_REPO_ID_BYTES, master, CCRYPTO_KEY_BYTES);
+	else
+		ccrypto_keys_holder_parts(k, data + CCRYPTO_REPO_ID_BYTES);
 	hex_encode(idhex, repo_id, CCRYPTO_REPO_ID_BYTES);
 	if (buf_printf(out,
 	    "# coffer paper key of repository %s\n"
@@ -84,23 +103,23 @@ ccrypto_paper_encode(const struct ccrypto_keys *k,
 	    "# Type it back with 'coffer key import'; the last group of each "
 	    "line is\n"
 	    "# that line's checksum, and a typo is reported with its line.\n"
-	    PAPER_HEAD "\n", idhex))
+	    PAPER_HEAD "%d\n", idhex, f->version))
 		goto out;
-	for (i = 0; i < PAPER_LINES; i++) {
-		const uint8_t *d = data + i * PAPER_LINE;
+	for (i = 0; i < f->data / f->line; i++) {
+		const uint8_t *d = data + i * f->line;
 		size_t n;
 
 		n = (size_t)snprintf(line, 128, "%02u:", i + 1);
-		for (j = 0; j < PAPER_LINE; j += 2)
+		for (j = 0; j < f->line; j += 2)
 			n += (size_t)snprintf(line + n, 128 - n, " %02x%02x",
 			    d[j], d[j + 1]);
-		line_sum(i + 1, d, sum);
+		line_sum(f, i + 1, d, sum);
 		n += (size_t)snprintf(line + n, 128 - n, "  %02x%02x\n",
 		    sum[0], sum[1]);
 		if (buf_append(out, line, n))
 			goto out;
 	}
-	whole_check(data, check);
+	whole_check(f, data, check);
 	if (buf_printf(out, "check: %02x%02x %02x%02x\n", check[0], check[1],
 	    check[2], check[3]))
 		goto out;
@@ -145,25 +164,34 @@ line_bytes(const char *p, size_t n, uint8_t *out, size_t max, int *bad)
 int
 ccrypto_paper_is(const uint8_t *text, size_t len)
 {
-	const char *p = memmem(text, len, PAPER_HEAD, sizeof(PAPER_HEAD) - 1);
+	const char *t = (const char *)text, *p;
+	size_t off = 0;
 
-	return (p != NULL && (p == (const char *)text || p[-1] == '\n'));
+	/* At the start of a line (a comment may name it too). */
+	while ((p = memmem(t + off, len - off, PAPER_HEAD,
+	    sizeof(PAPER_HEAD) - 1)) != NULL) {
+		if (p == t || p[-1] == '\n')
+			return (1);
+		off = (size_t)(p - t) + 1;
+	}
+	return (0);
 }
 
 struct ccrypto_keys *
 ccrypto_paper_decode(const uint8_t *text, size_t len,
     uint8_t repo_id[CCRYPTO_REPO_ID_BYTES])
 {
-	const char *p = (const char *)text, *end = p + len, *eol, *colon;
-	uint8_t *data, lb[PAPER_LINE + PAPER_SUM + 1], sum[PAPER_SUM];
+	const char *p = (const char *)text, *end = p + len, *eol, *colon, *c;
+	uint8_t *data, lb[PAPER_LINE_MAX + PAPER_SUM + 1], sum[PAPER_SUM];
 	uint8_t check[PAPER_CHECK], want[PAPER_CHECK];
+	const struct paper_fmt *f = NULL;
 	struct ccrypto_keys *k = NULL;
-	int seen[PAPER_LINES + 1] = { 0 }, head = 0, have_check = 0, bad, n;
+	int seen[PAPER_LINES_MAX + 1] = { 0 }, have_check = 0, bad, n;
 	unsigned long num;
-	unsigned fline = 0, i;
+	unsigned fline = 0, i, lines = 0;
 	char *e;
 
-	if ((data = ccrypto_secret_new(PAPER_DATA)) == NULL)
+	if ((data = ccrypto_secret_new(PAPER_DATA_MAX)) == NULL)
 		return (NULL);
 	for (; p < end; p = eol + 1) {
 		if ((eol = memchr(p, '\n', (size_t)(end - p))) == NULL)
@@ -173,14 +201,30 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
 			p++;
 		if (p == eol || *p == '#' || *p == '\r')
 			continue;
-		if (!head) {
-			if ((size_t)(eol - p) < sizeof(PAPER_HEAD) - 1 ||
+		if (f == NULL) {
+			if ((size_t)(eol - p) < sizeof(PAPER_HEAD) ||
 			    memcmp(p, PAPER_HEAD, sizeof(PAPER_HEAD) - 1)) {
 				log_error("paper key, line %u: expected "
-				    "'" PAPER_HEAD "'", fline);
+				    "'" PAPER_HEAD "2'", fline);
 				goto err;
 			}
-			head = 1;
+			c = p + sizeof(PAPER_HEAD);	/* after the digit */
+			while (c < eol && (*c == ' ' || *c == '\t' ||
+			    *c == '\r'))
+				c++;
+			if (c != eol)
+				f = NULL;
+			else if (p[sizeof(PAPER_HEAD) - 1] == '1')
+				f = &paper_v1;
+			else if (p[sizeof(PAPER_HEAD) - 1] == '2')
+				f = &paper_v2;
+			if (f == NULL) {
+				log_error("paper key, line %u: a version this "
+				    "coffer does not read (1 and 2: upgrade "
+				    "coffer)", fline);
+				goto err;
+			}
+			lines = (unsigned)(f->data / f->line);
 			continue;
 		}
 		if ((size_t)(eol - p) >= 6 && memcmp(p, "check:", 6) == 0) {
@@ -195,30 +239,30 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
 		}
 		colon = memchr(p, ':', (size_t)(eol - p));
 		num = strtoul(p, &e, 10);
-		if (colon == NULL || e != colon || num < 1 ||
-		    num > PAPER_LINES) {
+		if (colon == NULL || e != colon || num < 1 || num > lines) {
 			log_error("paper key, line %u: expected 'NN: ' and a "
-			    "line of the key, numbered 01 to %02d", fline,
-			    PAPER_LINES);
+			    "line of the key, numbered 01 to %02u", fline,
+			    lines);
 			goto err;
 		}
 		n = line_bytes(colon + 1, (size_t)(eol - colon - 1), lb,
-		    sizeof(lb) - 1, &bad);
+		    f->line + PAPER_SUM, &bad);
 		if (n < 0 && bad) {
 			log_error("paper key, line %02lu: '%c' is not a hex "
 			    "digit (0-9, a-f)", num, bad >= 0x20 && bad < 0x7f ?
 			    bad : '?');
 			goto err;
 		}
-		if (n != PAPER_LINE + PAPER_SUM) {
-			log_error("paper key, line %02lu: %s (expected %d hex "
-			    "digits)", num, n >= 0 && n < PAPER_LINE_HEX / 2 ?
-			    "digits missing" : "a digit missing or too many",
-			    PAPER_LINE_HEX);
+		if (n != (int)(f->line + PAPER_SUM)) {
+			log_error("paper key, line %02lu: %s (expected %zu hex "
+			    "digits)", num, n >= 0 && n < (int)(f->line +
+			    PAPER_SUM) ? "digits missing" :
+			    "a digit missing or too many",
+			    2 * (f->line + PAPER_SUM));
 			goto err;
 		}
-		line_sum((unsigned)num, lb, sum);
-		if (sodium_memcmp(sum, lb + PAPER_LINE, PAPER_SUM) != 0) {
+		line_sum(f, (unsigned)num, lb, sum);
+		if (sodium_memcmp(sum, lb + f->line, PAPER_SUM) != 0) {
 			log_error("paper key, line %02lu: its checksum does not "
 			    "match: a typo in this line", num);
 			goto err;
@@ -228,25 +272,27 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
 			goto err;
 		}
 		seen[num] = 1;
-		memcpy(data + (num - 1) * PAPER_LINE, lb, PAPER_LINE);
+		memcpy(data + (num - 1) * f->line, lb, f->line);
 	}
-	if (!head) {
-		log_error("not a paper key (no '" PAPER_HEAD "' line)");
+	if (f == NULL) {
+		log_error("not a paper key (no '" PAPER_HEAD "2' line)");
 		goto err;
 	}
-	for (i = 1; i <= PAPER_LINES; i++)
+	for (i = 1; i <= lines; i++)
 		if (!seen[i]) {
 			log_error("paper key, line %02u: missing", i);
 			goto err;
 		}
-	whole_check(data, want);
+	whole_check(f, data, want);
 	if (have_check && sodium_memcmp(want, check, PAPER_CHECK) != 0) {
 		log_error("paper key: the check line does not match the lines "
 		    "(lines from two keys?)");
 		goto err;
 	}
-	if ((k = ccrypto_keys_from_master(data + CCRYPTO_REPO_ID_BYTES)) ==
-	    NULL)
+	k = f->version == 1 ?
+	    ccrypto_keys_from_master(data + CCRYPTO_REPO_ID_BYTES) :
+	    ccrypto_keys_from_holder(data + CCRYPTO_REPO_ID_BYTES);
+	if (k == NULL)
 		goto err;
 	memcpy(repo_id, data, CCRYPTO_REPO_ID_BYTES);
 err:

@@ -38,10 +38,25 @@ engine_key_name(const struct repo *r)
 }
 
 int
-engine_prepare_write(struct repo *r, struct catalog *c, double wait)
+engine_key_use_add(struct repo *r, struct catalog *c)
 {
 	char *host;
-	int n = 0, rc;
+	int rc;
+
+	if ((host = engine_host_name()) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	rc = catalog_key_use_add(c, engine_key_name(r), now_realtime_ns(),
+	    host);
+	free(host);
+	return (rc);
+}
+
+int
+engine_prepare_write(struct repo *r, struct catalog *c, double wait)
+{
+	int n = 0;
 
 	if (repo_lock(r, wait) || catalog_lock(c, wait))
 		return (-1);
@@ -57,14 +72,7 @@ engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 		log_info("marked %d interrupted snapshot%s failed", n,
 		    n == 1 ? "" : "s");
 	/* Which key writes, for `key list`: journaled with the rest. */
-	if ((host = engine_host_name()) == NULL) {
-		log_error("out of memory");
-		return (-1);
-	}
-	rc = catalog_key_use_add(c, engine_key_name(r), now_realtime_ns(),
-	    host);
-	free(host);
-	if (rc)
+	if (engine_key_use_add(r, c))
 		return (-1);
 	/* Failed runs, drills and key uses the repository does not know
 	 * yet. */

@@ -142,6 +142,10 @@ engine_journal_flush_try(struct repo *r, struct catalog *c)
 
 	if ((held = repo_lock_try(r)) <= 0)
 		return (held < 0 ? -1 : 0);
+	/* It writes the repository: the key that does goes with it, as for
+	 * every writer (engine_prepare_write). */
+	if (engine_key_use_add(r, c))
+		return (-1);
 	/* What a crashed writer left in tmp/ would be removed by the next
 	 * backup; a new pack has a name of its own. */
 	return (engine_journal_flush(r, c));

@@ -53,7 +53,14 @@
 #include "coffer/signals.h"
 #include "coffer/tuning.h"
 
-#define READER_CACHE 4
+/*
+ * Open pack readers per thread.  A window's chunks are fetched largest
+ * first, so in no order of packs: a window of small files drawn from
+ * more packs than the cache holds reopens a pack (its header read and its
+ * key unsealed into locked memory) every few chunks (100,000 small files
+ * from 8 packs: 30,000 opens with 4).
+ */
+#define READER_CACHE 16
 #define WINDOW_BYTES (8u << 20)
 #define WINDOW_ENTRIES 4096
 /*
@@ -524,6 +531,8 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 		win->lent_ticket = fs_restore_ticket(w);
 		return;
 	}
+	/* Tests: its data is written, it is not finished. */
+	tuning_raise_at("restore-write");
 	if (fs_restore_finish(w))
 		we->rc = WR_FAILED;
 	else if (rs->nsrcs > 0 && (we->cont ||

@@ -23,6 +23,7 @@
 #include "coffer/progress.h"
 #include "coffer/repo.h"
 #include "coffer/repo-keys.h"
+#include "coffer/tuning.h"
 
 /* coffer.conf: a few lines, and one of about 130 bytes per key epoch. */
 #define CONF_MAX 16384
@@ -57,6 +58,8 @@ struct repo {
 	/* The key epochs from 2 on that coffer.conf lists (format 2). */
 	struct repo_epoch epochs[REPO_EPOCHS_MAX];
 	size_t nepochs;
+	int64_t retired1_ns;		/* epoch 1 retired (format 3); 0 */
+	uint64_t keyring_gen;		/* its keyring's (format 3); 0 */
 	int keyring_bad;		/* there, and did not open */
 	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
 	int lock_fd;
@@ -163,7 +166,8 @@ read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
  */
 static int
 conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
-    const struct repo_epoch *ep, size_t nepochs)
+    const struct repo_epoch *ep, size_t nepochs, int64_t retired1,
+    uint64_t keyring_gen)
 {
 	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1], pkhex[65];
 	size_t i;
@@ -175,8 +179,15 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
 	    "format %d\n"
 	    "id %s\n"
 	    "chunker fastcdc %u %u %u\n",
-	    nepochs > 0 ? REPO_FORMAT_EPOCHS : REPO_FORMAT_VERSION, idhex,
+	    keyring_gen > 0 ? REPO_FORMAT_KEYRING : nepochs > 0 ?
+	    REPO_FORMAT_EPOCHS : REPO_FORMAT_VERSION, idhex,
 	    c->min, c->avg, c->max))
+		return (-1);
+	if (keyring_gen > 0 && buf_printf(b, "keyring %llu\n",
+	    (unsigned long long)keyring_gen))
+		return (-1);
+	if (retired1 != 0 && buf_printf(b, "epoch 1 retired %lld\n",
+	    (long long)retired1))
 		return (-1);
 	for (i = 0; i < nepochs; i++) {
 		hex_encode(pkhex, ep[i].pk, sizeof(ep[i].pk));
@@ -302,8 +313,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	struct chunker_params cp;
 	uint8_t id[CCRYPTO_REPO_ID_BYTES], mac[CCRYPTO_MAC_BYTES], kid[8];
 	char machex[2 * CCRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
-	struct ccrypto_keys *k = NULL;
-	struct buf conf = BUF_INIT, slot = BUF_INIT;
+	struct ccrypto_keys *k = NULL, *h = NULL;
+	struct buf conf = BUF_INIT, slot = BUF_INIT, ring = BUF_INIT;
 	int created = 0, wrote_keyfile = 0, dfd = -1, kfd = -1;
 
 	if (o->chunker)
@@ -320,21 +331,37 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	if (ccrypto_init() || (k = ccrypto_keys_generate()) == NULL)
 		goto err;
 	ccrypto_random(id, sizeof(id));
+	ccrypto_random(kid, sizeof(kid));
+	hex_encode(kidhex, kid, sizeof(kid));
 
-	/* Key material first: a coffer.conf without a key is a lost repo. */
+	/*
+	 * Key material first: a coffer.conf without a key is a lost repo.
+	 * The master secret is kept nowhere: the first key (slot or key
+	 * file) holds the material and a recipient of its own, the keyring
+	 * epoch 1's secret, so that epoch can be retired and the key
+	 * removed (doc/format.md, "Key epochs").
+	 */
+	if (!tuning_get()->test_legacy_keys) {
+		if ((h = ccrypto_keys_holder_new(k)) == NULL ||
+		    ccrypto_recipient_add(k, kidhex,
+		    ccrypto_keys_recipient_pk(h)) ||
+		    ccrypto_recipient_remove(k, CCRYPTO_RECIPIENT_MASTER) < 0 ||
+		    ccrypto_keyring_seal(k, id, 1, &ring) ||
+		    fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING,
+		    ring.data, ring.len, 0600, 0))
+			goto err;
+	}
 	if (o->key_file) {
-		if (ccrypto_keyfile_encode(k, id, &slot))
+		if (ccrypto_keyfile_encode(h != NULL ? h : k, id, &slot))
 			goto err;
 		if (fsutil_write_file(o->key_file, slot.data, slot.len, 0600,
 		    0))
 			goto err;
 		wrote_keyfile = 1;
 	} else {
-		if (ccrypto_slot_wrap(k, id, o->passphrase, o->passlen,
-		    o->kdf_memory, &slot))
+		if (ccrypto_slot_wrap(h != NULL ? h : k, id, o->passphrase,
+		    o->passlen, o->kdf_memory, &slot))
 			goto err;
-		ccrypto_random(kid, sizeof(kid));
-		hex_encode(kidhex, kid, sizeof(kid));
 		snprintf(rel, sizeof(rel), "keys/%s", kidhex);
 		if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY |
 		    O_NOFOLLOW | O_CLOEXEC)) == -1) {
@@ -345,7 +372,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    0600, 0))
 			goto err;
 	}
-	if (conf_body(&conf, id, &cp, NULL, 0))
+	if (conf_body(&conf, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0))
 		goto err;
 	ccrypto_meta_mac(k, conf.data, conf.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
@@ -359,6 +386,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	close(dfd);
 	buf_release(&conf);
 	wipe_release(&slot);
+	wipe_release(&ring);
+	ccrypto_keys_free(h);
 	ccrypto_keys_free(k);
 	return (0);
 err:
@@ -366,6 +395,8 @@ err:
 		unlink(o->key_file);
 	buf_release(&conf);
 	wipe_release(&slot);
+	wipe_release(&ring);
+	ccrypto_keys_free(h);
 	ccrypto_keys_free(k);
 	if (kfd != -1)
 		close(kfd);
@@ -383,6 +414,8 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 	unsigned min, avg, max;
 
 	r->nepochs = 0;
+	r->retired1_ns = 0;
+	r->keyring_gen = 0;
 	if (memchr(text, '\0', len) != NULL)
 		goto bad;
 	for (line = (char *)text; line < end; line = next) {
@@ -396,8 +429,32 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		if (sscanf(line, "format %d", &format) == 1) {
 			/* It comes first: a later format's other lines
 			 * are never met, and never called malformed. */
-			if (format > REPO_FORMAT_EPOCHS)
+			if (format > REPO_FORMAT_KEYRING)
 				break;
+			continue;
+		}
+		if (strncmp(line, "keyring ", 8) == 0) {
+			unsigned long long g;
+			int endk = -1;
+
+			if (r->keyring_gen != 0 || r->nepochs > 0 ||
+			    sscanf(line, "keyring %llu%n", &g, &endk) != 1 ||
+			    endk < 0 || line[endk] != '\0' || g == 0 ||
+			    line[8] < '1' || line[8] > '9')
+				goto bad;
+			r->keyring_gen = g;
+			continue;
+		}
+		if (strncmp(line, "epoch 1 retired ", 16) == 0) {
+			long long ns;
+			int end1 = -1;
+
+			if (r->retired1_ns != 0 || r->nepochs > 0 ||
+			    sscanf(line, "epoch 1 retired %lld%n", &ns,
+			    &end1) != 1 || end1 < 0 || line[end1] != '\0' ||
+			    ns <= 0)
+				goto bad;
+			r->retired1_ns = ns;
 			continue;
 		}
 		if (strncmp(line, "epoch ", 6) == 0) {
@@ -435,18 +492,23 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		}
 		goto bad;
 	}
-	if (format != REPO_FORMAT_VERSION && format != REPO_FORMAT_EPOCHS) {
-		if (format > REPO_FORMAT_EPOCHS)
+	if (format < REPO_FORMAT_VERSION || format > REPO_FORMAT_KEYRING) {
+		if (format > REPO_FORMAT_KEYRING)
 			log_error("repository '%s' has format %d; this coffer "
-			    "reads formats %d and %d (upgrade coffer)", r->path,
-			    format, REPO_FORMAT_VERSION, REPO_FORMAT_EPOCHS);
+			    "reads formats %d to %d (upgrade coffer)", r->path,
+			    format, REPO_FORMAT_VERSION, REPO_FORMAT_KEYRING);
 		else
 			log_error("repository '%s': bad format in coffer.conf",
 			    r->path);
 		return (-1);
 	}
-	/* Epoch lines make format 2, and format 2 has them. */
-	if ((format == REPO_FORMAT_EPOCHS) != (r->nepochs > 0))
+	/* Format 3 names its keyring's generation, and only it does (and
+	 * may say epoch 1 is retired, once a later one is listed); format 2
+	 * has epoch lines, format 1 none. */
+	if ((format == REPO_FORMAT_KEYRING) != (r->keyring_gen != 0) ||
+	    (format == REPO_FORMAT_EPOCHS && r->nepochs == 0) ||
+	    (format == REPO_FORMAT_VERSION && r->nepochs > 0) ||
+	    (r->retired1_ns != 0 && r->nepochs == 0))
 		goto bad;
 	if (!have_id || !have_chunker || !have_mac ||
 	    chunker_params_check(&r->chunker))
@@ -530,8 +592,13 @@ static int
 load_epochs(struct repo *r)
 {
 	unsigned char *kr = NULL;
+	uint64_t gen;
 	size_t i, len;
+	int rc, holder;
 
+	/* From nothing: a keyring read before (another run's since) is
+	 * not this one. */
+	ccrypto_keys_ring_reset(r->keys);
 	for (i = 0; i < r->nepochs; i++)
 		if (ccrypto_keys_set_epoch(r->keys, r->epochs[i].epoch,
 		    r->epochs[i].pk))
@@ -539,20 +606,57 @@ load_epochs(struct repo *r)
 	r->keyring_bad = 0;
 	if (ccrypto_keys_write_only(r->keys))
 		return (0);
+	holder = ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_HOLDER;
 	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
-	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
+		/* coffer.conf says there is one (format 3), or the key
+		 * reads through it: missing is not "none yet". */
+		if (holder || r->keyring_gen > 0) {
+			r->keyring_bad = 1;
+			log_warn("repository '%s': its keyring is missing", r->path);
+			goto bad;
+		}
 		return (0);
+	}
 	if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
 	    &len) == 0) {
-		if (ccrypto_keyring_open(r->keys, r->id, kr, len))
-			r->keyring_bad = 1;
+		rc = ccrypto_keyring_open(r->keys, r->id, kr, len, 0);
 		explicit_bzero(kr, len);
 		free(kr);
+		/* Removed (coffer key remove, or the master secret's after
+		 * key retire 1): the key is refused, not half used. */
+		if (rc == CCRYPTO_NOT_LISTED) {
+			log_error("repository '%s': its keyring does not list "
+			    "this key (removed by coffer key remove%s, or the "
+			    "keyring was altered): refused", r->path,
+			    ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_MASTER ?
+			    ", or by key retire 1 for keys holding the master "
+			    "secret" : "");
+			return (-1);
+		}
+		r->keyring_bad = rc != 0;
 	} else
 		r->keyring_bad = 1;
+	/*
+	 * Not older than coffer.conf says: a keyring put back from an
+	 * earlier copy (with a key since removed in it) is not used, nor
+	 * written over.  Newer is a write cut short before coffer.conf.
+	 */
+	gen = ccrypto_keys_ring_gen(r->keys);
+	if (!r->keyring_bad && gen < r->keyring_gen) {
+		log_error("repository '%s': its keyring is older than "
+		    "coffer.conf says (generation %llu, not %llu): put back "
+		    "from an earlier copy? not used", r->path,
+		    (unsigned long long)gen,
+		    (unsigned long long)r->keyring_gen);
+		ccrypto_keys_ring_reset(r->keys);
+		r->keyring_bad = 1;
+	}
+bad:
 	if (r->keyring_bad)
-		log_warn("repository '%s': packs sealed to key epochs after 1 "
-		    "will not open", r->path);
+		log_warn("repository '%s': %s", r->path, holder ||
+		    r->keyring_gen > 0 ? "no pack will open with this key" :
+		    "packs sealed to key epochs after 1 will not open");
 	return (0);
 }
 
@@ -976,8 +1080,13 @@ lock_writer(struct repo *r, int how, double timeout)
 	if (ftruncate(fd, 0) == 0)
 		(void)!pwrite(fd, info, strlen(info), 0);
 	r->lock_fd = fd;
-	/* Writers seal to the newest epoch, as it is now. */
-	if (reload_conf(r)) {
+	/*
+	 * Writers seal to the newest epoch, as it is now, and whoever
+	 * changes the keyring starts from it as it is now: another writer
+	 * may have changed either since repo_open.
+	 */
+	if (reload_conf(r) || (r->keys != NULL &&
+	    !ccrypto_keys_write_only(r->keys) && load_epochs(r))) {
 		r->lock_fd = -1;
 		goto err;
 	}
@@ -1500,7 +1609,49 @@ err:
 	return (-1);
 }
 
-/* Wrap k (or its write-only part) into keys/name; replace an old one. */
+static int write_keyring(struct repo *r);
+
+/*
+ * A new full key over r's material with a recipient of its own, named
+ * name in the keyring, which is written (under the lock) before the key
+ * is handed out: a key never exists that the keyring does not list.
+ * NULL on error (reported; the keyring is as it was).
+ */
+static struct ccrypto_keys *
+holder_listed(struct repo *r, const char *name)
+{
+	struct ccrypto_keys *h;
+
+	if (r->lock_fd == -1 || ccrypto_keys_write_only(r->keys)) {
+		log_error("internal error: a new full key needs the lock and "
+		    "a full key");
+		return (NULL);
+	}
+	if ((h = ccrypto_keys_holder_new(r->keys)) == NULL)
+		return (NULL);
+	if (ccrypto_recipient_add(r->keys, name, ccrypto_keys_recipient_pk(h))
+	    == 0 && write_keyring(r) == 0)
+		return (h);
+	(void)ccrypto_recipient_forget(r->keys, name,
+	    ccrypto_keys_recipient_pk(h));
+	ccrypto_keys_free(h);
+	return (NULL);
+}
+
+/* Take name out of the keyring again (a key that was not handed out). */
+static void
+holder_unlist(struct repo *r, const char *name)
+{
+	if (ccrypto_recipient_remove(r->keys, name) == 0 && write_keyring(r))
+		log_warn("repository '%s': the keyring still lists '%s', "
+		    "which holds nothing (coffer key remove %s)", r->path, name,
+		    name);
+}
+
+/*
+ * Wrap a key into keys/name, replacing an old one: the write-only part of
+ * r's key, or a full key of its own (listed in the keyring as name).
+ */
 static int
 slot_write(struct repo *r, const char *name, int write_only,
     const char *pass, size_t passlen, uint64_t memlimit, int replace)
@@ -1511,17 +1662,54 @@ slot_write(struct repo *r, const char *name, int write_only,
 	int rc = -1;
 
 	snprintf(rel, sizeof(rel), "keys/%s", name);
-	if (write_only && !ccrypto_keys_write_only(r->keys) &&
-	    (w = ccrypto_keys_writer(r->keys)) == NULL)
+	if (write_only && !ccrypto_keys_write_only(r->keys))
+		w = ccrypto_keys_writer(r->keys);
+	else if (!write_only && !(tuning_get()->test_legacy_keys &&
+	    ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_MASTER))
+		w = holder_listed(r, name);
+	if (w == NULL && !ccrypto_keys_write_only(r->keys) &&
+	    !(tuning_get()->test_legacy_keys && !write_only))
 		return (-1);
 	if (ccrypto_slot_wrap(w != NULL ? w : r->keys, r->id, pass, passlen,
 	    memlimit, &slot) == 0 &&
 	    fsutil_write_file_at(r->dirs[DIR_KEYS], name, rel, slot.data,
 	    slot.len, 0600, replace) == 0)
 		rc = 0;
+	/*
+	 * A full slot's new recipient was listed beside its old one: the
+	 * old goes once the new slot is in place.  On an error both stay
+	 * listed, whichever the slot holds now (the write may have failed
+	 * after its rename, at the directory's fsync), and either opens.
+	 */
+	if (!write_only && w != NULL && rc == 0 &&
+	    ccrypto_recipient_keep(r->keys, name,
+	    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
+		log_warn("repository '%s': the keyring still lists the old key "
+		    "of slot '%s' too", r->path, name);
+	if (!write_only && w != NULL && rc != 0)
+		log_warn("repository '%s': the keyring lists a new key for "
+		    "slot '%s', which may not be in place (coffer key list)",
+		    r->path, name);
 	wipe_release(&slot);
 	ccrypto_keys_free(w);
 	return (rc);
+}
+
+int
+repo_key_file_new(struct repo *r, struct ccrypto_keys **k,
+    char name[REPO_SLOT_NAME_MAX])
+{
+	uint8_t kid[8];
+
+	ccrypto_random(kid, sizeof(kid));
+	hex_encode(name, kid, sizeof(kid));
+	return ((*k = holder_listed(r, name)) != NULL ? 0 : -1);
+}
+
+void
+repo_key_file_drop(struct repo *r, const char *name)
+{
+	holder_unlist(r, name);
 }
 
 int
@@ -1587,7 +1775,8 @@ repo_slot_passwd(struct repo *r, const char *name, const char *pass,
 		    "remove it, or add a new one", s->name);
 		goto out;
 	}
-	if (s->kind == CCRYPTO_SLOT_FULL && ccrypto_keys_write_only(r->keys)) {
+	if (s->kind != CCRYPTO_SLOT_WRITE_ONLY &&
+	    ccrypto_keys_write_only(r->keys)) {
 		log_error("key slot 'keys/%s' holds the full key: a write-only "
 		    "key cannot change it", s->name);
 		goto out;
@@ -1602,41 +1791,105 @@ out:
 	return (rc);
 }
 
+/* Whether the keyring lists name (a master key: "master" until it goes). */
+static int
+listed(const struct repo *r, const char *name)
+{
+	const char *rn;
+	size_t i;
+
+	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0 &&
+	    ccrypto_recipients_master(r->keys))
+		return (1);
+	for (i = 0; (rn = ccrypto_recipient_name(r->keys, i)) != NULL; i++)
+		if (strcmp(rn, name) == 0)
+			return (1);
+	return (0);
+}
+
+/* Whether name is a key file's in the keyring (listed, and no slot). */
+static int
+key_file_listed(const struct repo *r, const struct repo_slot *v, size_t n,
+    const char *name)
+{
+	size_t i;
+
+	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0)
+		return (0);
+	for (i = 0; i < n; i++)
+		if (strcmp(v[i].name, name) == 0)
+			return (0);
+	return (listed(r, name));
+}
+
+/*
+ * Whether the slot v[i] reads: a full slot the keyring lists (a slot
+ * holding the master secret, while "master" is listed).  A slot's header
+ * alone proves nothing: whoever writes the storage can plant one.
+ */
+static int
+slot_reads(const struct repo *r, const struct repo_slot *s)
+{
+	if (s->kind == CCRYPTO_SLOT_FULL)
+		return (listed(r, CCRYPTO_RECIPIENT_MASTER));
+	return (s->kind == CCRYPTO_SLOT_HOLDER && listed(r, s->name));
+}
+
 int
 repo_slot_remove(struct repo *r, const char *name)
 {
-	const struct repo_slot *s;
+	const struct repo_slot *s = NULL;
 	struct repo_slot *v;
+	const char *rn;
 	size_t n, i, readers = 0;
-	int rc = -1;
+	int rc = -1, file;
 
 	if (r->keys == NULL || repo_slots(r, &v, &n))
 		return (-1);
-	if ((s = slot_find(r, v, n, name)) == NULL)
-		goto out;
 	if (ccrypto_keys_write_only(r->keys)) {
-		log_error("a write-only key cannot remove key slots");
+		log_error("a write-only key cannot remove keys");
 		goto out;
 	}
+	file = key_file_listed(r, v, n, name);
+	if (!file && (s = slot_find(r, v, n, name)) == NULL)
+		goto out;
+	if (!file)
+		name = s->name;
+	/* What still reads after: full slots, and key files listed. */
 	for (i = 0; i < n; i++)
-		if (&v[i] != s && v[i].kind == CCRYPTO_SLOT_FULL)
+		if (&v[i] != s && slot_reads(r, &v[i]))
 			readers++;
-	if (s->kind == CCRYPTO_SLOT_FULL && readers == 0) {
-		log_error("key slot 'keys/%s' is the last one that can read "
-		    "the repository: refused (add another first: coffer key "
-		    "add)", s->name);
+	for (i = 0; (rn = ccrypto_recipient_name(r->keys, i)) != NULL; i++)
+		if (strcmp(rn, name) != 0 && key_file_listed(r, v, n, rn))
+			readers++;
+	if ((file || s->kind != CCRYPTO_SLOT_WRITE_ONLY) && readers == 0) {
+		log_error("key '%s' is the last one that can read the "
+		    "repository: refused (add another first: coffer key add)",
+		    name);
 		goto out;
 	}
+	/*
+	 * Out of the keyring first, under a new keyring key: from then on a
+	 * copy of the slot or key file opens nothing written after (what it
+	 * could read before, it could have copied; coffer key rotate then
+	 * shuts it out of new packs too).
+	 */
+	if (ccrypto_recipient_remove(r->keys, name) == 0 && write_keyring(r))
+		goto out;
 	/* unlinkat removes a link, never what it points to. */
-	if (unlinkat(r->dirs[DIR_KEYS], s->name, 0)) {
+	if (!file && unlinkat(r->dirs[DIR_KEYS], s->name, 0)) {
 		log_errno("repository '%s': cannot remove 'keys/%s'", r->path,
 		    s->name);
 		goto out;
 	}
-	if (fsync(r->dirs[DIR_KEYS])) {
+	if (!file && fsync(r->dirs[DIR_KEYS])) {
 		log_errno("repository '%s': fsync of 'keys' failed", r->path);
 		goto out;
 	}
+	if (!file && s->kind == CCRYPTO_SLOT_FULL)
+		log_warn("slot %s held the master secret, which other keys "
+		    "hold too: a copy of it reads until key retire 1 "
+		    "(coffer-key(1), REVOKING A KEY)", s->name);
 	rc = 0;
 out:
 	free(v);
@@ -1658,10 +1911,18 @@ repo_epochs(const struct repo *r, const struct repo_epoch **v, size_t *n)
 	return (0);
 }
 
+static int write_conf(struct repo *r);
+
+/*
+ * The keyring as r's key holds it, one generation on, then coffer.conf
+ * naming that generation (a crash between leaves a keyring newer than
+ * coffer.conf says, which reads).
+ */
 static int
 write_keyring(struct repo *r)
 {
 	struct buf b = BUF_INIT;
+	uint64_t gen;
 	int rc;
 
 	/* It may hold secrets this key could not read: never over it. */
@@ -1670,12 +1931,18 @@ write_keyring(struct repo *r)
 		    "above): not rewritten", r->path);
 		return (-1);
 	}
-
-	rc = ccrypto_keyring_seal(r->keys, r->id, &b) == 0 &&
+	gen = ccrypto_keys_ring_gen(r->keys);
+	if (gen < r->keyring_gen)
+		gen = r->keyring_gen;
+	gen++;
+	rc = ccrypto_keyring_seal(r->keys, r->id, gen, &b) == 0 &&
 	    fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING, b.data,
 	    b.len, 0600, 1) == 0 ? 0 : -1;
 	wipe_release(&b);
-	return (rc);
+	if (rc)
+		return (-1);
+	r->keyring_gen = gen;
+	return (write_conf(r));
 }
 
 /* coffer.conf again, with r->epochs; then r holds what it wrote. */
@@ -1688,7 +1955,8 @@ write_conf(struct repo *r)
 	unsigned char *copy;
 	int rc = -1;
 
-	if (conf_body(&b, r->id, &r->chunker, r->epochs, r->nepochs))
+	if (conf_body(&b, r->id, &r->chunker, r->epochs, r->nepochs,
+	    r->retired1_ns, r->keyring_gen))
 		goto out;
 	ccrypto_meta_mac(r->keys, b.data, b.len, mac);
 	hex_encode(machex, mac, sizeof(mac));
@@ -1769,6 +2037,39 @@ repo_epoch_rotate(struct repo *r, uint32_t *epoch)
 	return (0);
 }
 
+int64_t
+repo_epoch1_retired(const struct repo *r)
+{
+	return (r->retired1_ns);
+}
+
+/*
+ * Epoch 1: its secret, derived from the master secret, leaves the
+ * keyring, and so does the master secret's recipient, then coffer.conf
+ * says so (format 3).  The caller checked that no pack and no slot needs
+ * either, and that r's key is not the master secret.
+ */
+static int
+retire_first(struct repo *r)
+{
+	if (r->nepochs == 0) {
+		log_error("key epoch 1 is the newest, the one new packs are "
+		    "sealed to: rotate first");
+		return (-1);
+	}
+	if (ccrypto_keys_kind(r->keys) != CCRYPTO_KEY_HOLDER) {
+		log_error("internal error: retiring epoch 1 with the master "
+		    "secret");
+		return (-1);
+	}
+	/* The keyring without them, then coffer.conf saying so. */
+	if (r->retired1_ns == 0)
+		r->retired1_ns = now_realtime_ns();
+	ccrypto_epoch_forget(r->keys, 1);
+	(void)ccrypto_recipient_remove(r->keys, CCRYPTO_RECIPIENT_MASTER);
+	return (write_keyring(r));
+}
+
 int
 repo_epoch_retire(struct repo *r, uint32_t epoch)
 {
@@ -1780,6 +2081,8 @@ repo_epoch_retire(struct repo *r, uint32_t epoch)
 		    "key");
 		return (-1);
 	}
+	if (epoch == 1)
+		return (retire_first(r));
 	for (i = 0; i < r->nepochs; i++)
 		if (r->epochs[i].epoch == epoch)
 			e = &r->epochs[i];
@@ -1803,6 +2106,34 @@ repo_epoch_retire(struct repo *r, uint32_t epoch)
 		if (write_conf(r))
 			return (-1);
 	}
+	return (0);
+}
+
+int
+repo_keyring_names(struct repo *r,
+    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n,
+    int *legacy)
+{
+	unsigned char *kr = NULL;
+	size_t len;
+	int rc;
+
+	*n = 0;
+	*legacy = 1;
+	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
+	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		return (0);
+	if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
+	    &len))
+		return (-1);
+	rc = ccrypto_keyring_names(kr, len, names, max, n);
+	free(kr);
+	if (rc < 0) {
+		log_error("repository '%s': the keyring is malformed",
+		    r->path);
+		return (-1);
+	}
+	*legacy = rc == 1;
 	return (0);
 }
 
@@ -1925,10 +2256,24 @@ repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
 		    "above): not replaced", r->path);
 		goto out;
 	}
-	if (fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING,
-	    ring->data, ring->len, 0600, 1) ||
-	    fsutil_write_file_at(r->dfd, "coffer.conf", "coffer.conf",
-	    conf->data, conf->len, 0644, 1) || reload_conf(r))
+	/*
+	 * Their secrets join ours; which keys open this repository stays
+	 * this repository's list (a key the source removed is removed here
+	 * by coffer key remove; one the bundle lists that this repository
+	 * does not gets nothing).  Then their epochs, in coffer.conf as
+	 * this key writes it.
+	 */
+	if (ccrypto_keyring_open(r->keys, r->id, ring->data, ring->len, 1)) {
+		log_error("repository '%s': a bundle's keyring does not open "
+		    "with this key: not taken (import with a key of the "
+		    "repository the bundle came from)", r->path);
+		goto out;
+	}
+	memcpy(r->epochs, t->epochs, t->nepochs * sizeof(*r->epochs));
+	r->nepochs = t->nepochs;
+	if (r->retired1_ns == 0)
+		r->retired1_ns = t->retired1_ns;
+	if (write_keyring(r) || load_epochs(r))
 		goto out;
 	log_info("key epochs up to %u from a bundle", (unsigned)theirs);
 	rc = 0;

@@ -195,7 +195,8 @@ test_expect_success 'hostile members: ../x, absolute, symlink, duplicate, not in
 	refused link.cfb 4 && grep "not a regular file" err &&
 	retar $b bad/dup.cfb "splice(@m, 2, 0, [@{\$m[1]}])" &&
 	refused dup.cfb 4 && grep "twice" err &&
-	retar $b bad/extra.cfb "splice(@m, 1, 0, [q{packs/ff/ff} . q{0} x 30,
+	retar $b bad/extra.cfb "my (\$i) = grep { \$m[\$_][0] =~ m{^packs/} }
+		0 .. \$#m; splice(@m, \$i, 0, [q{packs/ff/ff} . q{0} x 30,
 		q{junk}, {}])" &&
 	refused extra.cfb 4 && grep "not in the manifest" err
 '

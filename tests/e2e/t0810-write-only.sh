@@ -97,10 +97,15 @@ test_expect_success 'a write-only slot: its passphrase backs up and cannot read'
 '
 
 test_expect_success 'the write-only slot cannot be the last that can read' '
-	full=$(coffer -r repo key list --json |
-		perl -MJSON::PP -e "print map { \$_->{id} } grep {
-		\$_->{capability} eq q(full) } @{decode_json(join q(), <>)->{slots}}") &&
-	test_expect_code 3 coffer -r repo --passphrase-file p3 \
+	cp -a repo r7 &&
+	coffer -r r7 key list --json >l7.json &&
+	full=$(perl -MJSON::PP -e "print map { \$_->{id} } grep {
+		\$_->{capability} eq q(full) } @{decode_json(join q(), <>)->{slots}}" <l7.json) &&
+	file=$(perl -MJSON::PP -e "print map { \$_->{id} } grep {
+		\$_->{holder} eq q(key file) } @{decode_json(join q(), <>)->{keyring}}" <l7.json) &&
+	test -n "$full" && test -n "$file" &&
+	coffer -r r7 --passphrase-file p3 key remove "$file" &&
+	test_expect_code 3 coffer -r r7 --passphrase-file p3 \
 		key remove "$full" 2>err &&
 	grep "last one that can read" err
 '

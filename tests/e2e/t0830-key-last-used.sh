@@ -47,6 +47,13 @@ test_expect_success 'a backup with the second slot: its last use is the backup, 
 	grep "^$B .* $(cat b1)\$" list && grep "^$A .* $(cat a1)\$" list
 '
 
+test_expect_success 'a drill writes its result to the repository: its key is used then' '
+	B=$(cat B) && used $B >b1 && sleep 1 && t2=$(now) &&
+	coffer -r repo --passphrase-file p2 drill ds@latest &&
+	used $B >b2 && ! test "$(cat b2)" \< "$t2" &&
+	cat b2 >b1
+'
+
 test_expect_success 'a run that only reads records no use and writes nothing' '
 	A=$(cat A) && repo_fingerprint repo >before &&
 	coffer -r repo --passphrase-file p1 restore ds@latest out &&

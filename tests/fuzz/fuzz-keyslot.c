@@ -28,6 +28,29 @@ static const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES];
 static const uint8_t fuzz_master[CCRYPTO_KEY_BYTES] = { 0x11, 0x22, 0x33 };
 #define PASS "fuzz"
 
+/*
+ * A holder key over fuzz_master's material with a fixed recipient secret,
+ * so that a keyring listing it (a seed) opens run after run.  NULL on
+ * error.
+ */
+static struct ccrypto_keys *
+fuzz_holder(void)
+{
+	uint8_t parts[CCRYPTO_HOLDER_BYTES];
+	struct ccrypto_keys *m, *h = NULL, *f = NULL;
+
+	if ((m = ccrypto_keys_from_master(fuzz_master)) != NULL &&
+	    (h = ccrypto_keys_holder_new(m)) != NULL) {
+		ccrypto_keys_holder_parts(h, parts);
+		memset(parts + CCRYPTO_HOLDER_BYTES - CCRYPTO_KEY_BYTES, 0x44,
+		    CCRYPTO_KEY_BYTES);
+		f = ccrypto_keys_from_holder(parts);
+	}
+	ccrypto_keys_free(h);
+	ccrypto_keys_free(m);
+	return (f);
+}
+
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -73,9 +96,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ccrypto_keys_free(k);
 	k = ccrypto_paper_decode(data, size, rid);
 	ccrypto_keys_free(k);
-	/* A keyring, into keys of their own (opening one adds epochs). */
+	/* A keyring, into keys of their own (opening one adds epochs and
+	 * recipients), as the master secret and as a holder key. */
 	if ((k = ccrypto_keys_from_master(fuzz_master)) != NULL) {
-		(void)ccrypto_keyring_open(k, repo_id, data, size);
+		(void)ccrypto_keyring_open(k, repo_id, data, size, 0);
+		ccrypto_keys_free(k);
+	}
+	if ((k = fuzz_holder()) != NULL) {
+		(void)ccrypto_keyring_open(k, repo_id, data, size, 0);
 		ccrypto_keys_free(k);
 	}
 	return (0);
@@ -144,7 +172,7 @@ fuzz_seeds(const char *dir)
 
 		if (e == NULL || ccrypto_epoch_generate(e, 2, pk) ||
 		    ccrypto_epoch_generate(e, 5, pk) ||
-		    ccrypto_keyring_seal(e, repo_id, &ring) ||
+		    ccrypto_keyring_seal(e, repo_id, 1, &ring) ||
 		    fuzz_write_seed(dir, "keyring-opens", ring.data,
 		    ring.len) ||
 		    fuzz_write_seed(dir, "keyring-truncated", ring.data,
@@ -173,6 +201,43 @@ fuzz_seeds(const char *dir)
 	p[5] = p[5] == '0' ? '1' : '0';
 	if (fuzz_write_seed(dir, "paper-typo", kf.data, kf.len))
 		goto out;
+	/* A holder key: its slot, key file, paper key, and a keyring of two
+	 * epochs that lists it and the master secret. */
+	{
+		uint8_t pk[CCRYPTO_KEY_BYTES];
+		struct ccrypto_keys *h = fuzz_holder(), *e;
+		struct buf ring = BUF_INIT;
+
+		e = ccrypto_keys_from_master(fuzz_master);
+		buf_release(&w);
+		buf_release(&kf);
+		if (h == NULL || e == NULL ||
+		    ccrypto_slot_wrap(h, repo_id, PASS, strlen(PASS), 8 << 10,
+		    &w) || fuzz_write_seed(dir, "slot-holder", w.data, w.len) ||
+		    ccrypto_keyfile_encode(h, repo_id, &kf) ||
+		    fuzz_write_seed(dir, "keyfile-holder", kf.data, kf.len)) {
+			ccrypto_keys_free(h);
+			ccrypto_keys_free(e);
+			goto out;
+		}
+		buf_release(&kf);
+		if (ccrypto_paper_encode(h, repo_id, &kf) ||
+		    fuzz_write_seed(dir, "paper-holder", kf.data, kf.len) ||
+		    ccrypto_epoch_generate(e, 2, pk) ||
+		    ccrypto_recipient_add(e, "0123456789abcdef",
+		    ccrypto_keys_recipient_pk(h)) ||
+		    ccrypto_keyring_seal(e, repo_id, 1, &ring) ||
+		    fuzz_write_seed(dir, "keyring-holder", ring.data,
+		    ring.len)) {
+			buf_release(&ring);
+			ccrypto_keys_free(h);
+			ccrypto_keys_free(e);
+			goto out;
+		}
+		buf_release(&ring);
+		ccrypto_keys_free(h);
+		ccrypto_keys_free(e);
+	}
 	rc = 0;
 out:
 	ccrypto_keys_free(wo);

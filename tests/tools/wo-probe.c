@@ -5,9 +5,12 @@
  * X25519 key pair it derives, through coffer's own unseal), as an X25519
  * secret key (libsodium's crypto_box_seal_open, directly) and as a pack
  * key (the index trailer's AEAD, directly); a pack counts as opened when
- * any of them opens its sealed key or its index.  With a full key file
- * every pack opens (the control); with a write-only one none may: the
- * secret that reads is not in the file, whatever code would use it.
+ * any of them opens its sealed key or its index.  Each window is also
+ * tried as a keyring recipient's secret (REPO/keyring, version 2, read
+ * here byte by byte): the secrets a keyring it opens holds are tried as
+ * well.  With a full key file every pack opens (the control); with a
+ * write-only one none may: the secret that reads is not in the file, nor
+ * reachable from it, whatever code would use it.
  * Links libcoffer (a rule of its own in the Makefile).
  */
 #include <dirent.h>
@@ -119,10 +122,59 @@ opens(const uint8_t *p, size_t len, const uint8_t *w)
 	return (ok);
 }
 
+/*
+ * The epoch secrets of REPO/keyring (version 2) for a window w taken as a
+ * recipient's secret, appended to out (up to max bytes); the new length.
+ * The repository id for the associated data is read from pack p.
+ */
+static size_t
+keyring_secrets(const uint8_t *kr, size_t krlen, const uint8_t *w,
+    const uint8_t *repo_id, uint8_t *out, size_t n, size_t max)
+{
+	uint8_t pk[32], key[32], *ad, *plain;
+	size_t nr, i, head, plen, j, count;
+
+	if (kr == NULL || krlen < 12 || memcmp(kr, "CFKR", 4) != 0 ||
+	    kr[4] != 2)
+		return (n);
+	nr = (size_t)kr[16] | (size_t)kr[17] << 8 | (size_t)kr[18] << 16 |
+	    (size_t)kr[19] << 24;
+	head = 20 + nr * 128 + 24;
+	/* The keyring's MAC (32 bytes) ends it: it is left out. */
+	if (nr == 0 || nr > 64 || krlen < head + 4 + 16 + 32)
+		return (n);
+	krlen -= 32;
+	crypto_scalarmult_base(pk, w);
+	for (i = 0; i < nr; i++)
+		if (crypto_box_seal_open(key, kr + 20 + i * 128 + 48, 80, pk,
+		    w) == 0)
+			break;
+	if (i == nr)
+		return (n);
+	plen = krlen - head - 16;
+	if ((ad = malloc(head + 16)) == NULL || (plain = malloc(plen)) ==
+	    NULL) {
+		free(ad);
+		return (n);
+	}
+	memcpy(ad, kr, head);
+	memcpy(ad + head, repo_id, 16);
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(plain, NULL, NULL,
+	    kr + head, krlen - head, ad, head + 16, kr + head - 24, key) == 0) {
+		count = (plen - 4) / 36;
+		for (j = 0; j < count && n + 32 <= max; j++, n += 32)
+			memcpy(out + n, plain + 4 + j * 36 + 4, 32);
+	}
+	free(plain);
+	free(ad);
+	return (n);
+}
+
 int
 main(int argc, char **argv)
 {
-	uint8_t kb[4096], *p;
+	uint8_t kb[4096], *p, *kr;
+	size_t krlen = 0, base;
 	char dir[4096], path[8192];
 	struct dirent *fan, *de;
 	DIR *d, *e;
@@ -136,6 +188,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "wo-probe: no key material in '%s'\n", argv[2]);
 		return (2);
 	}
+	snprintf(path, sizeof(path), "%s/keyring", argv[1]);
+	kr = slurp(path, &krlen);
+	base = nk;
 	snprintf(dir, sizeof(dir), "%s/packs", argv[1]);
 	if ((d = opendir(dir)) == NULL)
 		return (2);
@@ -153,6 +208,11 @@ main(int argc, char **argv)
 			if ((p = slurp(path, &len)) == NULL)
 				continue;
 			packs++;
+			/* What the keyring yields to any window. */
+			nk = base;
+			for (i = 0; i + 32 <= base; i++)
+				nk = keyring_secrets(kr, krlen, kb + i, p + 8,
+				    kb, nk, sizeof(kb));
 			for (i = 0; i + 32 <= nk; i++)
 				if (opens(p, len, kb + i)) {
 					opened++;

@@ -1031,30 +1031,37 @@ test_epochs(const uint8_t *master)
 	    "a generated epoch is not sealed to until coffer.conf lists it");
 	ok(ccrypto_keys_set_epoch(k, 2, pk2) == 0 &&
 	    ccrypto_keys_seal_epoch(k) == 2, "sealed to epoch 2 once listed");
-	ok(ccrypto_keyring_seal(k, repo_a, &ring) == 0 &&
-	    ring.len == 32 + 4 + 2 * 36 + 16, "keyring: two secrets");
+	/* Version 2: one recipient (the master secret's), three secrets
+	 * (epoch 1's too). */
+	ok(ccrypto_keyring_seal(k, repo_a, 1, &ring) == 0 &&
+	    ring.len == 20 + 128 + 24 + 4 + 3 * 36 + 16 + 32,
+	    "keyring: three secrets, one recipient");
 	memset(key, 9, sizeof(key));
 	ok(ccrypto_pack_key_seal(k, key, sealed) == 2, "sealed to epoch 2");
 	memset(key, 0, sizeof(key));
 	ok(ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
 	    CCRYPTO_NO_EPOCH, "without the keyring: epoch 2 is not held");
-	ok(ccrypto_keyring_open(r, repo_b, ring.data, ring.len) == -1,
+	ok(ccrypto_keyring_open(r, repo_b, ring.data, ring.len, 0) == -1,
 	    "a keyring does not open for another repository id");
-	ring.data[40] ^= 1;
-	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	ring.data[ring.len - 50] ^= 1;
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a damaged keyring does not open");
+	ring.data[ring.len - 50] ^= 1;
 	ring.data[40] ^= 1;
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
+	    "a keyring whose recipients changed fails authentication");
+	ring.data[40] ^= 1;
+	ring.data[4] = 3;
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
+	    "a keyring of version 3 is refused");
 	ring.data[4] = 2;
-	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
-	    "a keyring of version 2 is refused");
-	ring.data[4] = 1;
 	ok(ccrypto_keys_set_epoch(r, 2, pk3) == 0 &&
-	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == -1,
+	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a keyring whose secret is not coffer.conf's key is refused");
 	ccrypto_keys_free(r);
 	r = ccrypto_keys_from_master(master);
 	ok(r != NULL && ccrypto_keys_set_epoch(r, 2, pk2) == 0 &&
-	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len) == 0 &&
+	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == 0 &&
 	    ccrypto_keys_has_epoch(r, 2) && ccrypto_keys_has_epoch(r, 3),
 	    "the keyring opens under the same master secret");
 	ok(r != NULL && ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
@@ -1079,14 +1086,116 @@ test_epochs(const uint8_t *master)
 		ok(ccrypto_pack_key_unseal_epoch(r, 2, sealed, key) ==
 		    CCRYPTO_NO_EPOCH, "a forgotten epoch is not held");
 		buf_reset(&ring);
-		ok(ccrypto_keyring_seal(r, repo_a, &ring) == 0 &&
-		    ring.len == 32 + 4 + 36 + 16,
+		ok(ccrypto_keyring_seal(r, repo_a, 1, &ring) == 0 &&
+		    ring.len == 20 + 128 + 24 + 4 + 2 * 36 + 16 + 32,
 		    "a forgotten secret leaves the keyring");
 	}
 out:
 	buf_release(&ring);
 	ccrypto_keys_free(k);
 	ccrypto_keys_free(r);
+}
+
+/*
+ * Holder keys: a full key with a recipient of its own reads through the
+ * keyring alone (epoch 1 too), travels as a key file of version 3 and a
+ * paper key of version 2, and is shut out once removed from the keyring.
+ */
+static void
+test_holder(const uint8_t *master)
+{
+	uint8_t rid[CCRYPTO_REPO_ID_BYTES], key[CCRYPTO_KEY_BYTES];
+	uint8_t sealed[CCRYPTO_SEALED_KEY_BYTES];
+	struct ccrypto_keys *m, *h, *h2 = NULL, *d = NULL;
+	struct buf ring = BUF_INIT, t = BUF_INIT;
+	char *line;
+	int i, caught = 0;
+
+	struct ccrypto_keys *a = ccrypto_keys_from_master(master);
+
+	m = ccrypto_keys_from_master(master);
+	h = m != NULL && a != NULL ? ccrypto_keys_holder_new(m) : NULL;
+	if (h == NULL) {
+		ok(0, "a holder key");
+		goto out;
+	}
+	ok(ccrypto_keys_kind(h) == CCRYPTO_KEY_HOLDER && same_keys(h, a) &&
+	    !ccrypto_keys_has_epoch(h, 1),
+	    "a holder key: the same ids, no master secret, no epoch 1 yet");
+	memset(key, 7, sizeof(key));
+	(void)ccrypto_pack_key_seal(a, key, sealed);
+	ok(ccrypto_pack_key_unseal_epoch(h, 1, sealed, key) ==
+	    CCRYPTO_NO_EPOCH, "without the keyring it opens nothing");
+	/* A new repository's keyring: the holder listed, not "master". */
+	ok(ccrypto_recipient_add(m, "0123456789abcdef",
+	    ccrypto_keys_recipient_pk(h)) == 0 &&
+	    ccrypto_recipient_remove(m, CCRYPTO_RECIPIENT_MASTER) == 0 &&
+	    !ccrypto_recipients_master(m) &&
+	    ccrypto_keyring_seal(m, repo_a, 1, &ring) == 0,
+	    "a keyring sealed to one holder");
+	memset(key, 0, sizeof(key));
+	ok(ccrypto_keyring_open(h, repo_a, ring.data, ring.len, 0) == 0 &&
+	    ccrypto_pack_key_unseal_epoch(h, 1, sealed, key) == 0 &&
+	    key[0] == 7, "through the keyring the holder opens epoch 1");
+	ok(ccrypto_keyring_open(a, repo_a, ring.data, ring.len, 0) ==
+	    CCRYPTO_NOT_LISTED, "the master secret is not listed: shut out");
+	ok(ccrypto_keyfile_encode(h, repo_a, &t) == 0 &&
+	    memcmp(t.data, "coffer-key 3 ", 13) == 0 &&
+	    (d = ccrypto_keyfile_decode(t.data, t.len, rid)) != NULL &&
+	    ccrypto_keys_kind(d) == CCRYPTO_KEY_HOLDER &&
+	    memcmp(ccrypto_keys_recipient_pk(d), ccrypto_keys_recipient_pk(h),
+	    CCRYPTO_KEY_BYTES) == 0, "key file version 3 round trip");
+	ccrypto_keys_free(d);
+	buf_reset(&t);
+	ok(ccrypto_paper_encode(h, repo_a, &t) == 0 &&
+	    buf_printf(&t, "%s", "") == 0 && strstr((char *)t.data,
+	    "coffer paper key 2\n") != NULL && strstr((char *)t.data,
+	    "\n15: ") != NULL && ccrypto_paper_is(t.data, t.len),
+	    "paper key version 2: fifteen lines");
+	d = ccrypto_paper_decode(t.data, t.len, rid);
+	ok(d != NULL && memcmp(ccrypto_keys_recipient_pk(d),
+	    ccrypto_keys_recipient_pk(h), CCRYPTO_KEY_BYTES) == 0 &&
+	    same_keys(d, a), "paper key version 2 round trip");
+	ccrypto_keys_free(d);
+	for (i = 1; i <= 15; i++) {
+		char tag[8], c;
+
+		snprintf(tag, sizeof(tag), "\n%02d: ", i);
+		if ((line = strstr((char *)t.data, tag)) == NULL)
+			break;
+		c = line[40];
+		line[40] = c == '0' ? '1' : '0';
+		d = ccrypto_paper_decode(t.data, t.len, rid);	/* reported */
+		caught += d == NULL;
+		ccrypto_keys_free(d);
+		line[40] = c;
+	}
+	ok(caught == 15, "a typo in any of the 15 lines is caught");
+	/* A second holder added, then the first removed. */
+	h2 = ccrypto_keys_holder_new(h);
+	buf_reset(&ring);
+	ok(h2 != NULL && ccrypto_recipient_add(h, "second",
+	    ccrypto_keys_recipient_pk(h2)) == 0 &&
+	    ccrypto_recipient_remove(h, "0123456789abcdef") == 0 &&
+	    ccrypto_keyring_seal(h, repo_a, 1, &ring) == 0 &&
+	    ccrypto_keyring_open(h2, repo_a, ring.data, ring.len, 0) == 0 &&
+	    ccrypto_keys_has_epoch(h2, 1), "a second holder reads");
+	{
+		uint8_t parts[CCRYPTO_HOLDER_BYTES];
+
+		ccrypto_keys_holder_parts(h, parts);
+		d = ccrypto_keys_from_holder(parts);
+	}
+	ok(d != NULL && ccrypto_keyring_open(d, repo_a, ring.data, ring.len, 0)
+	    == CCRYPTO_NOT_LISTED, "a removed holder is shut out");
+	ccrypto_keys_free(d);
+out:
+	buf_release(&t);
+	buf_release(&ring);
+	ccrypto_keys_free(h2);
+	ccrypto_keys_free(h);
+	ccrypto_keys_free(m);
+	ccrypto_keys_free(a);
 }
 
 int
@@ -1119,6 +1228,7 @@ main(void)
 	test_write_only(a);
 	test_paper(a);
 	test_epochs(ma);
+	test_holder(ma);
 	ccrypto_keys_free(a);
 	ccrypto_keys_free(b);
 	return (tap_done());

@@ -69,7 +69,7 @@ main(void)
 	struct loop l;
 	struct pool *p;
 	size_t s;
-	int t, round;
+	int t, round, i;
 
 	for (t = 1; t <= 4; t++) {
 		if ((p = pool_new(t)) == NULL)
@@ -103,7 +103,14 @@ main(void)
 		/* The workers run while the caller is away. */
 		setup(&l, p, 40, 1);
 		pool_start(p, l.n, visit, &l);
-		usleep(30000);
+		/* Up to 10 s for a worker to be scheduled on a loaded host:
+		 * what is checked is that one starts at all before the wait. */
+		for (i = 0; t > 1 && i < 10000 &&
+		    atomic_load(&l.running) == 0 &&
+		    atomic_load(&l.max_running) == 0; i++)
+			usleep(1000);
+		if (t == 1)
+			usleep(30000);
 		if (t > 1)
 			ok(atomic_load(&l.running) > 0 ||
 			    atomic_load(&l.max_running) > 0,

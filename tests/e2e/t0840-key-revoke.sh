@@ -1,0 +1,197 @@
+#!/bin/bash
+test_description='keys that hold no master secret: a removed key is shut out, epoch 1 retires once no key holds the master secret, a repository from before revocation keeps reading and moves over, a bundle'"'"'s keyring gives only its secrets, a keyring put back or missing is refused'
+. "$(dirname "$0")/../lib.sh"
+require_coffer
+require_treecmp
+
+pass() {
+	printf '%s\n' "$2" >"$1" && chmod 600 "$1"
+}
+
+# restores REPO KEYOPT...: every snapshot in expect/ restores as it was.
+restores() {
+	repo=$1 && shift &&
+	for d in expect/*; do
+		sid=${d#expect/} &&
+		rm -rf rst && coffer -r "$repo" "$@" restore "$sid" rst &&
+		treecmp "$d" rst || { echo "snapshot $sid differs"; return 1; }
+	done
+}
+
+# snap REPO KEYOPT...: a backup of src in small packs, its tree kept.
+snap() {
+	repo=$1 && shift &&
+	COFFER_PACK_SIZE=60000 coffer -r "$repo" "$@" backup --json ds src \
+		>b.json &&
+	sid=$(json_get b.json "\$j->{snapshot}") &&
+	mkdir -p expect && cp -a src "expect/$sid"
+}
+
+more() {
+	for i in $(seq "$1"); do
+		head -c 20000 /dev/urandom >"src/f$RANDOM$i"
+	done
+}
+
+# keyring_ids REPO HOLDER: the keyring's names of that holder.
+keyring_ids() {
+	coffer -r "$1" key list --json | perl -MJSON::PP -e '
+		print map { "$_->{id}\n" } grep { $_->{holder} eq $ARGV[0] }
+		@{decode_json(join q(), <STDIN>)->{keyring}}' "$2"
+}
+
+test_expect_success 'setup: a new repository keeps no master secret' '
+	pass p1 first && pass p2 second &&
+	mkdir src && more 10 &&
+	coffer init --kdf-memory 8 --passphrase-file p1 repo &&
+	test_path_is_file repo/keyring &&
+	snap repo --passphrase-file p1 &&
+	keyring_ids repo slot >slots && test_line_count = 1 slots &&
+	keyring_ids repo "master secret" >m && test_line_count = 0 m &&
+	coffer -r repo key list >list && cat list &&
+	grep " full  " list && ! grep "full\\*" list
+'
+
+test_expect_success 'a key file exported, then removed: it is refused, the rest reads' '
+	coffer -r repo --passphrase-file p1 key export --to kf 2>err &&
+	cat err && name=$(sed -n "s/.*coffer key remove \\([0-9a-f]*\\).*/\\1/p" err) &&
+	test -n "$name" && keyring_ids repo "key file" >files &&
+	echo "$name" >expect.files && test_cmp expect.files files &&
+	restores repo --key-file kf &&
+	cp kf kf.copy &&
+	coffer -r repo --passphrase-file p1 key remove "$name" >out &&
+	grep "removed key $name" out &&
+	keyring_ids repo "key file" >files && test_line_count = 0 files &&
+	test_expect_code 3 coffer -r repo --key-file kf.copy snapshots 2>err &&
+	grep "keyring does not list this key" err &&
+	restores repo --passphrase-file p1
+'
+
+test_expect_success 'a keyring put back from before a removal is not used, nor written over' '
+	coffer -r repo --passphrase-file p1 key export --to kg 2>err &&
+	name=$(sed -n "s/.*coffer key remove \([0-9a-f]*\).*/\1/p" err) &&
+	cp repo/keyring keyring.before &&
+	coffer -r repo --passphrase-file p1 key remove "$name" &&
+	cp repo/keyring keyring.after && cp keyring.before repo/keyring &&
+	test_must_fail coffer -r repo --key-file kg restore "$(ls expect | head -1)" r2 \
+		2>err && grep "older than coffer.conf says" err &&
+	test_must_fail coffer -r repo --passphrase-file p1 key rotate 2>err &&
+	grep "not rewritten" err && cmp repo/keyring keyring.before &&
+	cp keyring.after repo/keyring &&
+	test_expect_code 3 coffer -r repo --key-file kg snapshots &&
+	restores repo --passphrase-file p1
+'
+
+test_expect_success 'key changes waiting for the lock start from the keyring as it is then' '
+	rm -f rc.a rc.b &&
+	{ flock repo/locks/writer sleep 3 & } &&
+	sleep 1 &&
+	{ (coffer -r repo --passphrase-file p1 key export --to ka 2>/dev/null;
+	   echo $? >rc.a) & } &&
+	{ (coffer -r repo --passphrase-file p1 key export --to kb 2>/dev/null;
+	   echo $? >rc.b) & } &&
+	wait &&
+	test "$(cat rc.a)" = 0 && test "$(cat rc.b)" = 0 &&
+	coffer -r repo --key-file ka snapshots >/dev/null &&
+	coffer -r repo --key-file kb snapshots >/dev/null &&
+	for n in $(keyring_ids repo "key file"); do
+		coffer -r repo --passphrase-file p1 key remove "$n" || return 1
+	done &&
+	keyring_ids repo "key file" >files && test_line_count = 0 files
+'
+
+test_expect_success 'the last key that reads cannot be removed' '
+	slot=$(keyring_ids repo slot) &&
+	test_expect_code 3 coffer -r repo --passphrase-file p1 key remove \
+		"$slot" 2>err && grep "last one that can read" err
+'
+
+test_expect_success 'rotate twice, rewrap, retire both old epochs: every snapshot restores' '
+	coffer -r repo --passphrase-file p1 key rotate &&
+	more 3 && snap repo --passphrase-file p1 &&
+	coffer -r repo --passphrase-file p1 key rotate &&
+	more 3 && snap repo --passphrase-file p1 &&
+	coffer -r repo --passphrase-file p1 key rotate --rewrap &&
+	coffer -r repo --passphrase-file p1 key retire 1 &&
+	coffer -r repo --passphrase-file p1 key retire 2 &&
+	grep -x "format 3" repo/coffer.conf &&
+	grep -x "epoch 1 retired [0-9]*" repo/coffer.conf &&
+	coffer -r repo key list --json >l.json &&
+	json_check l.json "join(q( ), map { \$_->{retired} ? 1 : 0 }
+		@{\$j->{epochs}}) eq q(1 1 0)" &&
+	coffer -r repo --passphrase-file p1 verify --read-data &&
+	restores repo --passphrase-file p1
+'
+
+test_expect_success 'a repository from before revocation: the master secret keeps reading through a rotation' '
+	(
+		export COFFER_TEST_LEGACY_KEYS=1 &&
+		coffer init --kdf-memory 8 --key-file old.key old
+	) &&
+	grep "^coffer-key 1 " old.key && test_path_is_missing old/keyring &&
+	grep -x "format 1" old/coffer.conf &&
+	rm -rf expect && snap old --key-file old.key &&
+	coffer -r old --key-file old.key key add --kdf-memory 8 \
+		--new-passphrase-file p1 >out && grep "added key slot" out &&
+	test_path_is_file old/keyring &&
+	grep -x "format 3" old/coffer.conf && grep -x "keyring 1" old/coffer.conf &&
+	keyring_ids old "master secret" >m && test_line_count = 1 m &&
+	coffer -r old --key-file old.key key rotate &&
+	more 2 && snap old --key-file old.key &&
+	restores old --key-file old.key && restores old --passphrase-file p1
+'
+
+test_expect_success 'epoch 1 retires only when no key holds the master secret' '
+	(
+		export COFFER_TEST_LEGACY_KEYS=1 &&
+		coffer -r old --key-file old.key key add --kdf-memory 8 \
+			--new-passphrase-file p2 >out
+	) &&
+	coffer -r old --passphrase-file p1 key rotate --rewrap &&
+	test_expect_code 2 coffer -r old --key-file old.key key retire 1 \
+		2>err && grep "derived from the master secret, which this key holds" err &&
+	coffer -r old key list >list && cat list &&
+	grep "^[0-9a-f]* *full\\*" list &&
+	test_expect_code 2 coffer -r old --passphrase-file p1 key retire 1 \
+		2>err && cat err && grep "holds the master secret" err &&
+	kind1=$(sed -n "s/^\\([0-9a-f]\\{16\\}\\) *full\\* .*/\\1/p" list) &&
+	test -n "$kind1" &&
+	coffer -r old --passphrase-file p2 key passwd --kdf-memory 8 \
+		--new-passphrase-file p2 "$kind1" &&
+	coffer -r old key list >list && ! grep "^[0-9a-f]* *full\\*" list &&
+	coffer -r old --passphrase-file p1 key retire 1 &&
+	keyring_ids old "master secret" >m && test_line_count = 0 m &&
+	test_expect_code 3 coffer -r old --key-file old.key snapshots 2>err &&
+	grep "keyring does not list this key" err &&
+	restores old --passphrase-file p1 && restores old --passphrase-file p2
+'
+
+test_expect_success 'a missing keyring is not taken for none: the master secret writes no new one' '
+	mv old/keyring keyring.old &&
+	test_must_fail coffer -r old --key-file old.key key rotate 2>err &&
+	cat err && grep "keyring is missing" err &&
+	test_path_is_missing old/keyring &&
+	mv keyring.old old/keyring && restores old --passphrase-file p1
+'
+
+test_expect_success 'a bundle'"'"'s keyring gives its secrets, ours says who reads: a slot added on the copy keeps reading across a rotation' '
+	coffer_init_keyfile src-repo src.key &&
+	rm -rf expect && snap src-repo &&
+	mkdir off && coffer -r src-repo export --target off --to off --all &&
+	(
+		export XDG_STATE_HOME=$TMP/copy-state &&
+		coffer -r copy import --init off &&
+		coffer -r copy key add --kdf-memory 8 --new-passphrase-file p1
+	) &&
+	coffer -r src-repo key rotate && more 2 && snap src-repo &&
+	coffer -r src-repo export --target off --to off --all &&
+	(
+		export XDG_STATE_HOME=$TMP/copy-state &&
+		coffer -r copy import off &&
+		grep "^epoch 2 " copy/coffer.conf &&
+		unset COFFER_KEY_FILE &&
+		restores copy --passphrase-file p1
+	)
+'
+
+test_done
