@@ -717,8 +717,10 @@ open_catalog(const char *path, int *damaged)
 	/*
 	 * NOMUTEX: a catalog handle is used by one thread at a time (the
 	 * engines' worker threads hash, seal, read packs and write files,
-	 * and never call the catalog), so SQLite's per-call locking of the
-	 * connection is pure cost on a backup's per-file lookups.
+	 * and never call the catalog; backup's recorder takes the handle
+	 * from the walk's thread and gives it back under a lock of its
+	 * own), so SQLite's per-call locking of the connection is pure cost
+	 * on a backup's per-file lookups.
 	 */
 	rc = sqlite3_open_v2(path, &c->db,
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

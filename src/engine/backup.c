@@ -14,14 +14,18 @@
  * batch, where they are cut in place (many small files share a batch).  A
  * full batch goes through three steps, one batch per step at a time: its
  * chunk ids are hashed on the pool; then each id is looked up in the
- * catalog, in order, on the calling thread (SQLite stays on one thread);
- * then its new chunks are compressed and sealed on the pool; then they
- * are appended to the pack in order.  The pool seals one batch while the
- * walk fills the next, and hashes that one while this thread does the
- * serial work (advance).  A file's entry is recorded once all its chunks
- * are in the pack.  A huge checkpoint is cut sequentially, but its chunks
- * are hashed, compressed and encrypted in parallel like anyone else's.
+ * catalog, in order, on the calling thread; then its new chunks are
+ * compressed and sealed on the pool; then they are appended to the pack
+ * in order.  The pool seals one batch while the walk fills the next, and
+ * hashes that one while this thread does the serial work (advance).  A
+ * file's content and entry rows are recorded once all its chunks are in
+ * the pack, by a thread of their own (the recorder), while the walk reads
+ * on; the catalog's connection goes from one thread to the other, never
+ * used by both at once.  A huge checkpoint is cut sequentially, but its
+ * chunks are hashed, compressed and encrypted in parallel like anyone
+ * else's.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,11 +52,12 @@
 #define READ_BYTES (1u << 20)	/* read straight into the filling batch */
 #define NBATCH 3	/* filling, hashed, sealing */
 
-enum { READING, CLOSED, DEAD, FINISHED };
+enum { READING, CLOSED, DEAD, RECORDING, FINISHED };
 
 /* A regular file being stored; its entry is recorded when complete. */
 struct pfile {
 	struct pfile *next;
+	struct pfile *qnext;		/* in the recorder's queue */
 	struct entry e;			/* a copy: its strings live in mem */
 	void *mem;
 	struct catalog_chunk_ref *refs;
@@ -75,6 +80,36 @@ struct job {
 	int64_t rowid;
 	int isnew;
 	size_t rec_off, rec_len;	/* sealed record in recs */
+	int failed;
+};
+
+/*
+ * The recorder: a thread that records the entries of stored files (their
+ * content rows and entry rows), while the walk reads the next files.  The
+ * catalog is one SQLite connection, used by one thread at a time: owner
+ * says which, and with it go the catalog, the links map and the result's
+ * counts of entries.  The walk's thread takes it only around its own
+ * catalog work and has it before the recorder whenever it asks; the
+ * recorder takes it when it is free, for a few files at a time, so that
+ * a commit never falls between a content row and its chunk rows.
+ */
+enum { OWN_NONE, OWN_WALK, OWN_RECORDER };
+#define RECORD_AT_ONCE 32
+/* Files waiting for the recorder, at most: the walk waits beyond (each
+ * holds its entry and chunk list). */
+#define RECORD_QUEUE_MAX BATCH_JOBS
+
+struct recorder {
+	pthread_t th;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int owner;
+	int depth;			/* the walk's cat_enter nesting */
+	int wants;			/* the walk waits for the catalog */
+	struct pfile *head, **tail;	/* queued, in order */
+	size_t nqueued;
+	int stop;
 	int failed;
 };
 
@@ -140,6 +175,7 @@ struct backup {
 	int failed;			/* a step failed: no more steps */
 
 	struct progress progress;
+	struct recorder rec;
 };
 
 static void
@@ -219,6 +255,186 @@ pfile_finish(struct backup *b, struct pfile *f)
 			return (-1);
 	}
 	return (0);
+}
+
+/* The walk's thread takes the catalog (waiting for the recorder's few
+ * files), and gives it back. */
+static void
+cat_enter(struct backup *b)
+{
+	struct recorder *r = &b->rec;
+
+	if (!r->started || r->depth++ > 0)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->wants++;
+	while (r->owner == OWN_RECORDER)
+		pthread_cond_wait(&r->cv, &r->mu);
+	r->wants--;
+	r->owner = OWN_WALK;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void
+cat_leave(struct backup *b)
+{
+	struct recorder *r = &b->rec;
+
+	if (!r->started || --r->depth > 0)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->owner = OWN_NONE;
+	/* Woken only with work to do: an unchanged tree gives the catalog
+	 * back once an entry, and a wakeup each time is a system call. */
+	if (r->head != NULL)
+		pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void *
+recorder_main(void *arg)
+{
+	struct backup *b = arg;
+	struct recorder *r = &b->rec;
+	struct pfile *batch, *f;
+	int n, failed;
+
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		while (!(r->head == NULL && r->stop) && (r->head == NULL ||
+		    r->owner != OWN_NONE || r->wants > 0))
+			pthread_cond_wait(&r->cv, &r->mu);
+		if (r->head == NULL)
+			break;
+		r->owner = OWN_RECORDER;
+		batch = r->head;
+		for (f = batch, n = 1; f->qnext != NULL && n < RECORD_AT_ONCE;
+		    f = f->qnext, n++)
+			;
+		r->head = f->qnext;
+		if (r->head == NULL)
+			r->tail = &r->head;
+		f->qnext = NULL;
+		r->nqueued -= (size_t)n;
+		failed = r->failed;
+		pthread_mutex_unlock(&r->mu);
+		for (f = batch; f != NULL; f = f->qnext)
+			if (!failed && pfile_finish(b, f))
+				failed = 1;
+		pthread_mutex_lock(&r->mu);
+		for (f = batch; f != NULL; f = f->qnext)
+			f->state = FINISHED;
+		r->failed |= failed;
+		r->owner = OWN_NONE;
+		pthread_cond_broadcast(&r->cv);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return (NULL);
+}
+
+static int
+recorder_start(struct backup *b)
+{
+	struct recorder *r = &b->rec;
+
+	r->tail = &r->head;
+	r->owner = OWN_WALK;
+	r->depth = 1;
+	if (pthread_mutex_init(&r->mu, NULL) != 0 ||
+	    pthread_cond_init(&r->cv, NULL) != 0 ||
+	    pthread_create(&r->th, NULL, recorder_main, b) != 0) {
+		log_error("cannot start a thread");
+		return (-1);
+	}
+	r->started = 1;
+	return (0);
+}
+
+/* Queue a file whose chunks are all in the pack.  The walk has the
+ * catalog: the recorder is woken when it gives it back. */
+static void
+recorder_queue(struct backup *b, struct pfile *f)
+{
+	struct recorder *r = &b->rec;
+
+	f->state = RECORDING;
+	f->qnext = NULL;
+	pthread_mutex_lock(&r->mu);
+	*r->tail = f;
+	r->tail = &f->qnext;
+	r->nqueued++;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* At most left files queued (0: every queued file recorded); the walk
+ * has the catalog before and after.  -1 if one could not be. */
+static int
+recorder_wait(struct backup *b, size_t left)
+{
+	struct recorder *r = &b->rec;
+	int failed;
+
+	pthread_mutex_lock(&r->mu);
+	r->owner = OWN_NONE;
+	pthread_cond_broadcast(&r->cv);
+	while ((r->nqueued > left && !r->failed) ||
+	    r->owner == OWN_RECORDER)
+		pthread_cond_wait(&r->cv, &r->mu);
+	r->owner = OWN_WALK;
+	failed = r->failed;
+	pthread_mutex_unlock(&r->mu);
+	return (failed ? -1 : 0);
+}
+
+/* The walk is over (or failed): the thread ends once its queue is
+ * recorded; the walk keeps the catalog. */
+static int
+recorder_stop(struct backup *b, int failed)
+{
+	struct recorder *r = &b->rec;
+
+	if (!r->started)
+		return (0);
+	pthread_mutex_lock(&r->mu);
+	r->failed |= failed;	/* then the queue is dropped, not recorded */
+	r->stop = 1;
+	r->owner = OWN_NONE;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_join(r->th, NULL);
+	r->started = 0;
+	r->owner = OWN_WALK;
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->mu);
+	return (r->failed ? -1 : 0);
+}
+
+static size_t
+recorder_backlog(struct backup *b)
+{
+	struct recorder *r = &b->rec;
+	size_t n;
+
+	if (!r->started)
+		return (0);
+	pthread_mutex_lock(&r->mu);
+	n = r->nqueued;
+	pthread_mutex_unlock(&r->mu);
+	return (n);
+}
+
+static int
+recorder_failed(struct backup *b)
+{
+	struct recorder *r = &b->rec;
+	int failed;
+
+	if (!r->started)
+		return (0);
+	pthread_mutex_lock(&r->mu);
+	failed = r->failed;
+	pthread_mutex_unlock(&r->mu);
+	return (failed);
 }
 
 static void
@@ -347,9 +563,12 @@ finish_files(struct backup *b)
 
 	for (fp = &b->pending; (f = *fp) != NULL;) {
 		if (f->state == CLOSED && f->outstanding == 0) {
-			if (pfile_finish(b, f))
+			if (b->rec.started)
+				recorder_queue(b, f);
+			else if (pfile_finish(b, f))
 				return (-1);
-			f->state = FINISHED;
+			else
+				f->state = FINISHED;
 		}
 		if ((f->state == DEAD || f->state == FINISHED) &&
 		    f->inflight == 0) {
@@ -395,16 +614,21 @@ advance_step(struct backup *b)
 	if (b->running)
 		pool_wait_but(b->pool, hashing != NULL);
 	b->running = hashing != NULL;
+	cat_enter(b);
 	if (b->sealing) {
 		if (append_batch(b, b->sealing))
-			return (-1);
+			goto fail;
 		b->sealing = NULL;
 	}
 	if (finish_files(b) || packer_maybe_flush(&b->packer))
-		return (-1);
+		goto fail;
+	if (recorder_backlog(b) > RECORD_QUEUE_MAX &&
+	    recorder_wait(b, RECORD_QUEUE_MAX / 2))
+		goto fail;
+	if (b->hashed && lookup_batch(b, b->hashed))
+		goto fail;
+	cat_leave(b);
 	if (b->hashed) {
-		if (lookup_batch(b, b->hashed))
-			return (-1);
 		b->sealing = b->hashed;
 		b->hashed = NULL;
 		pool_start(b->pool, b->sealing->njobs, seal_loop, b->sealing);
@@ -418,6 +642,9 @@ advance_step(struct backup *b)
 			;
 	}
 	return (0);
+fail:
+	cat_leave(b);
+	return (-1);
 }
 
 /*
@@ -428,7 +655,7 @@ advance_step(struct backup *b)
 static int
 advance(struct backup *b)
 {
-	if (b->failed || advance_step(b)) {
+	if (b->failed || recorder_failed(b) || advance_step(b)) {
 		b->failed = 1;
 		return (-1);
 	}
@@ -454,10 +681,19 @@ release_batches(struct backup *b)
 static int
 drain(struct backup *b)
 {
+	int rc = 0;
+
+	cat_enter(b);
 	while (b->running || b->sealing || b->hashed || b->fill->njobs > 0)
-		if (advance(b))
-			return (-1);
-	return (0);
+		if (advance(b)) {
+			rc = -1;
+			break;
+		}
+	if (rc == 0 && b->rec.started && (recorder_wait(b, 0) ||
+	    finish_files(b)))
+		rc = -1;
+	cat_leave(b);
+	return (rc);
 }
 
 /* Queue one chunk of the file being read. */
@@ -809,14 +1045,18 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	int64_t cid;
 	int rc, held;
 
-	if ((rc = known_link(b, e, &cid)) < 0)
-		return (-1);
-	if (rc > 0) {
-		e->content_id = cid;
-		if (catalog_entry_add(b->cat, b->snapshot_id, e))
-			return (-1);
-		count_entry(b->res, e->kind);
-		return (0);
+	if (e->nlink > 1) {
+		cat_enter(b);
+		if ((rc = known_link(b, e, &cid)) > 0) {
+			e->content_id = cid;
+			if (catalog_entry_add(b->cat, b->snapshot_id, e))
+				rc = -1;
+			else
+				count_entry(b->res, e->kind);
+		}
+		cat_leave(b);
+		if (rc != 0)
+			return (rc < 0 ? -1 : 0);
 	}
 	if ((f = pfile_new(e)) == NULL)
 		return (-1);
@@ -835,8 +1075,10 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 		    "is shorter than its safetensors header declares" :
 		    "changed while it was read")) != 0)
 			return (held < 0 ? -1 : 0);
-		return (keep_previous(b, &f->e, had_base, rc == INCOMPLETE,
-		    NULL));
+		cat_enter(b);
+		rc = keep_previous(b, &f->e, had_base, rc == INCOMPLETE, NULL);
+		cat_leave(b);
+		return (rc);
 	}
 	f->state = CLOSED;
 	if (f->e.nlink > 1) {
@@ -859,8 +1101,10 @@ held_dir(void *arg, const char *rel)
 
 	if (checkpoint_held(b->opts, rel, &why) != 1)
 		return (0);
+	cat_enter(b);
 	if (put_back(b, rel))
 		b->hold_failed = 1;
+	cat_leave(b);
 	log_note("'%s/%s' %s; held back", b->opts->source, rel, why);
 	b->res->held_back++;
 	return (1);
@@ -882,26 +1126,34 @@ walk_source(struct backup *b)
 	if ((w = fs_walk_open(b->opts->source, &wo)) == NULL)
 		return (-1);
 	b->walk = w;
+	if (recorder_start(b)) {
+		fs_walk_close(w);
+		return (-1);
+	}
+	/* The walk takes the catalog only for its own work from here on. */
+	cat_leave(b);
 	while ((rc = fs_walk_next(w, &e)) == 1) {
 		if (signals_caught()) {
 			rc = -1;
 			break;
 		}
 		if (b->level != LEVEL_FULL) {
+			int same;
+
+			cat_enter(b);
 			if ((had_base = catalog_resolver_get(b->view, e.path,
-			    &old)) < 0) {
+			    &old)) < 0)
 				rc = -1;
-				break;
+			same = had_base > 0 && unchanged(&e, &old);
+			if (same && e.kind == ENTRY_FILE && e.nlink > 1) {
+				link_key(key, &e);
+				if (hmap_put(&b->links, key, old.content_id))
+					rc = -1;
 			}
-			if (had_base && unchanged(&e, &old)) {
-				if (e.kind == ENTRY_FILE && e.nlink > 1) {
-					link_key(key, &e);
-					if (hmap_put(&b->links, key,
-					    old.content_id)) {
-						rc = -1;
-						break;
-					}
-				}
+			cat_leave(b);
+			if (rc < 0)
+				break;
+			if (same) {
 				b->res->unchanged++;
 				progress_update(&b->progress, 1, 0);
 				continue;
@@ -914,8 +1166,12 @@ walk_source(struct backup *b)
 
 			int held = hold_checkpoint(b, e.path, why);
 
-			if (held < 0 || (held == 0 && keep_previous(b, &e,
-			    had_base, 0, why))) {
+			if (held == 0) {
+				cat_enter(b);
+				held = keep_previous(b, &e, had_base, 0, why);
+				cat_leave(b);
+			}
+			if (held < 0) {
 				rc = -1;
 				break;
 			}
@@ -931,16 +1187,25 @@ walk_source(struct backup *b)
 				break;
 			}
 		} else {
-			if (catalog_entry_add(b->cat, b->snapshot_id, &e)) {
+			cat_enter(b);
+			if (catalog_entry_add(b->cat, b->snapshot_id, &e))
 				rc = -1;
+			else
+				count_entry(b->res, e.kind);
+			cat_leave(b);
+			if (rc < 0)
 				break;
-			}
-			count_entry(b->res, e.kind);
 		}
 		progress_update(&b->progress, 1, 0);
 	}
 	/* The last batches: every file is then recorded. */
-	if (rc == 0 && (b->hold_failed || drain(b) || hold_back_all(b)))
+	if (rc == 0 && (b->hold_failed || drain(b)))
+		rc = -1;
+	/* The walk has the catalog again, and alone. */
+	cat_enter(b);
+	if (recorder_stop(b, rc != 0))
+		rc = -1;
+	if (rc == 0 && hold_back_all(b))
 		rc = -1;
 	b->walk = NULL;
 	fs_walk_close(w);

@@ -112,11 +112,14 @@ struct record_reader {
 	struct pack_reader *pr;
 	struct pack_entry *ents;
 	size_t nents;
-	struct buf data, scratch;
+	struct buf data;
 	uint64_t bytes_read;
 };
 void record_reader_init(struct record_reader *rr, struct repo *r);
 void record_reader_release(struct record_reader *rr);
+/* Free the last record's buffers (a part of a snapshot record is large);
+ * the reader stays open for the next. */
+void record_reader_trim(struct record_reader *rr);
 int record_reader_get(struct record_reader *rr, const char *pack,
     const uint8_t rid[CCRYPTO_ID_BYTES], const uint8_t **img, size_t *len);
 
@@ -126,13 +129,13 @@ int record_reader_get(struct record_reader *rr, const char *pack,
  * catalog_snapshot_export in format 1), the signature over "coffer-snapshot\0" |
  * repository id | image.  snapshot_record_open checks the form and the
  * signature (with the key slot's public key, never one from the repo)
- * and points *img at the image.  1 good, 0 malformed or badly signed
- * (*why says which; nothing printed), -1 out of memory.  scratch holds
- * the signed message while it is checked and is released on return.
+ * and points *img at the image.  The signed message is built in rec's
+ * header, which is then no longer the record's: only the image is left
+ * to read.  1 good, 0 malformed or badly signed (*why says which;
+ * nothing printed).
  */
-int snapshot_record_open(const struct repo *r, const uint8_t *rec,
-    size_t len, struct buf *scratch, const uint8_t **img, size_t *imglen,
-    const char **why);
+int snapshot_record_open(const struct repo *r, uint8_t *rec, size_t len,
+    const uint8_t **img, size_t *imglen, const char **why);
 
 /* The same for a journal record (journal.c). */
 int journal_record_open(const struct repo *r, const uint8_t *rec,

@@ -108,7 +108,7 @@ head_part_packs(struct export *x, const struct catalog_snapshot *s)
 	struct pack_entry *ents = NULL;
 	struct catalog_record_info ri;
 	struct compressor *z = NULL;
-	struct buf data = BUF_INIT, scratch = BUF_INIT;
+	struct buf data = BUF_INIT;
 	const uint8_t *img;
 	const char *why;
 	size_t i, j, n, imglen;
@@ -126,7 +126,7 @@ head_part_packs(struct export *x, const struct catalog_snapshot *s)
 		if (ents[i].type != PACK_REC_SNAPSHOT ||
 		    pack_reader_get(pr, &ents[i], z, &data) ||
 		    snapshot_record_open(x->repo, data.data, data.len,
-		    &scratch, &img, &imglen, &why) != 1 ||
+		    &img, &imglen, &why) != 1 ||
 		    catalog_record_info(img, imglen, &ri))
 			continue;
 		if (strcmp(ri.sid, s->sid) == 0 && (ri.format == 1 ||
@@ -155,7 +155,6 @@ head_part_packs(struct export *x, const struct catalog_snapshot *s)
 out:
 	free(ents);
 	buf_release(&data);
-	buf_release(&scratch);
 	compressor_free(z);
 	pack_reader_close(pr);
 	return (rc);

@@ -29,22 +29,13 @@
  * off as another kind of signed thing. */
 static const char record_ctx[] = "coffer-snapshot";
 
-static int
-record_message(struct buf *msg, const struct repo *r, const uint8_t *img,
-    size_t len)
-{
-	buf_reset(msg);
-	return (buf_append(msg, record_ctx, sizeof(record_ctx)) ||
-	    buf_append(msg, repo_id(r), CCRYPTO_REPO_ID_BYTES) ||
-	    buf_append(msg, img, len) ? -1 : 0);
-}
-
 int
-snapshot_record_open(const struct repo *r, const uint8_t *rec, size_t len,
-    struct buf *scratch, const uint8_t **img, size_t *imglen,
-    const char **why)
+snapshot_record_open(const struct repo *r, uint8_t *rec, size_t len,
+    const uint8_t **img, size_t *imglen, const char **why)
 {
-	int bad;
+	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
+	uint8_t sig[CCRYPTO_SIG_BYTES];
+	uint8_t *msg = rec + SNAPSHOT_RECORD_HEADER - pre;
 
 	if (len <= SNAPSHOT_RECORD_HEADER ||
 	    memcmp(rec, SNAPSHOT_RECORD_MAGIC, 4) != 0 ||
@@ -52,14 +43,13 @@ snapshot_record_open(const struct repo *r, const uint8_t *rec, size_t len,
 		*why = "is malformed";
 		return (0);
 	}
-	if (record_message(scratch, r, rec + SNAPSHOT_RECORD_HEADER,
-	    len - SNAPSHOT_RECORD_HEADER))
-		return (-1);
-	bad = ccrypto_verify(repo_keys(r), scratch->data, scratch->len,
-	    rec + 5);
-	/* A part's copy is not kept: readers hold the record besides. */
-	buf_release(scratch);
-	if (bad) {
+	/* The signed message is built where the header was, as
+	 * store_record built it: a part is not copied to be checked. */
+	memcpy(sig, rec + 5, sizeof(sig));
+	memcpy(msg, record_ctx, sizeof(record_ctx));
+	memcpy(msg + sizeof(record_ctx), repo_id(r), CCRYPTO_REPO_ID_BYTES);
+	if (ccrypto_verify(repo_keys(r), msg, len - SNAPSHOT_RECORD_HEADER +
+	    pre, sig)) {
 		*why = "has a bad signature";
 		return (0);
 	}
@@ -323,7 +313,7 @@ packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
 /*
  * Sign rec as a snapshot record and add it to the open pack; its id and
  * pack in *where.  rec holds SNAPSHOT_RECORD_HEADER bytes of room, then
- * the image; the signed message (record_message's context, repository id,
+ * the image; the signed message (record_ctx, repository id,
  * image) is built in place, in the room's last bytes, and the record's
  * header then takes the place of the context and id: the image is not
  * copied.  rec is released once compressed (write_record).
@@ -382,6 +372,7 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 	(void)room;	/* SNAPSHOT_RECORD_HEADER, as asked */
 	if (store_record(p, rec, where))
 		return (-1);
+	tuning_raise_at("backup-part");
 	pe->nparts++;
 	if (head) {
 		memcpy(pe->s->record_pack, where->pack, PACK_NAME_LEN + 1);
@@ -442,7 +433,6 @@ record_reader_init(struct record_reader *rr, struct repo *r)
 	memset(rr, 0, sizeof(*rr));
 	rr->repo = r;
 	buf_init(&rr->data);
-	buf_init(&rr->scratch);
 }
 
 void
@@ -452,8 +442,13 @@ record_reader_release(struct record_reader *rr)
 	free(rr->ents);
 	compressor_free(rr->z);
 	buf_release(&rr->data);
-	buf_release(&rr->scratch);
 	memset(rr, 0, sizeof(*rr));
+}
+
+void
+record_reader_trim(struct record_reader *rr)
+{
+	buf_release(&rr->data);
 }
 
 int
@@ -494,7 +489,7 @@ record_reader_get(struct record_reader *rr, const char *pack,
 		return (0);
 	rr->bytes_read += e->stored_len;
 	switch (snapshot_record_open(rr->repo, rr->data.data, rr->data.len,
-	    &rr->scratch, img, len, &why)) {
+	    img, len, &why)) {
 	case -1:
 		return (-1);
 	case 0:

@@ -104,7 +104,7 @@ live_records(struct prune *p, struct pack_reader *pr,
 			return (1);
 		p->res->bytes_read += ents[i].stored_len;
 		if (snapshot_record_open(p->repo, p->data.data, p->data.len,
-		    &p->scratch, &img, &len, &why) != 1 ||
+		    &img, &len, &why) != 1 ||
 		    catalog_record_info(img, len, &ri))
 			return (1);
 		memset(&s, 0, sizeof(s));

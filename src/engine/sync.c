@@ -88,7 +88,7 @@ read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
 		return (-1);
 	s->res->bytes_read += rf->ent.stored_len;
 	rc = snapshot_record_open(s->repo, s->data.data, s->data.len,
-	    &s->scratch, img, len, &why);
+	    img, len, &why);
 	if (rc == 0)
 		log_error("pack '%s': a snapshot record %s: left out", rf->pack,
 		    why);

@@ -42,7 +42,6 @@ struct verify {
 	struct verify_result *res;
 	struct compressor *z;
 	struct buf data;
-	struct buf msg;
 	struct hmap index;		/* chunk id -> position in the index */
 
 	/* The needed chunks, merged with the pack list. */
@@ -252,10 +251,14 @@ check_parts(struct verify *v, struct snaprec *sr,
 			    ri.parts == 0 && strcmp(ri.sid, head->sid) == 0;
 			catalog_record_info_release(&ri);
 		}
-		if (!good)
+		if (!good) {
+			record_reader_trim(&v->parts);
 			return (add_bad_record(v, sr, "has a part that is "
 			    "missing, damaged or another record's"));
+		}
 	}
+	/* The pass reads other records before the next head. */
+	record_reader_trim(&v->parts);
 	return (0);
 }
 
@@ -273,7 +276,7 @@ check_record(struct verify *v, struct pack_reader *pr,
 	if (pack_reader_get(pr, e, v->z, &v->data))
 		return (0);	/* reported; its snapshot shows as missing */
 	switch (snapshot_record_open(v->repo, v->data.data, v->data.len,
-	    &v->msg, &img, &imglen, &why)) {
+	    &img, &imglen, &why)) {
 	case -1:
 		return (-1);
 	case 0:
@@ -644,7 +647,6 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	v.o = o;
 	v.res = res;
 	buf_init(&v.data);
-	buf_init(&v.msg);
 	record_reader_init(&v.parts, r);
 	hmap_init(&v.index, CCRYPTO_ID_BYTES);
 	mode_name(o, res->mode, sizeof(res->mode));
@@ -789,7 +791,6 @@ out:
 	pool_free(v.pool);
 	free(v.rcs);
 	buf_release(&v.data);
-	buf_release(&v.msg);
 	record_reader_release(&v.parts);
 	hmap_release(&v.index);
 	for (i = 0; i < v.nrecs; i++)

@@ -397,6 +397,8 @@ fill_entry(struct fs_walk *w, struct entry *e, const char *rel, int kind)
 	return (0);
 }
 
+static int open_file(struct fs_walk *w, int warn);
+
 int
 fs_walk_details(struct fs_walk *w, struct entry *e)
 {
@@ -415,14 +417,20 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 	 * and are listed with the others.  libarchive would make three
 	 * system calls (the list, and libacl's stat and getxattr), which
 	 * for a tree of small files is a good part of the walk.  A non-empty
-	 * list, or an error, takes the full way.
+	 * list, or an error, takes the full way.  A file about to be read is
+	 * opened here and asked through its descriptor, which saves
+	 * resolving its whole source path once more; one that cannot be
+	 * opened is asked by path (the read then warns that it cannot).
 	 */
-	if (llistxattr(fs_walk_source_path(w), NULL, 0) == 0)
+	if (w->in_file && w->fd == -1)
+		(void)open_file(w, 0);
+	if (w->fd != -1 ? flistxattr(w->fd, NULL, 0) == 0 :
+	    llistxattr(fs_walk_source_path(w), NULL, 0) == 0)
 		return (0);
 	archive_entry_clear(ae);
 	archive_entry_copy_pathname(ae, fs_walk_source_path(w));
 	/* The walk's stat: libarchive would lstat() the path again. */
-	r = archive_read_disk_entry_from_file(w->da, ae, -1,
+	r = archive_read_disk_entry_from_file(w->da, ae, w->fd,
 	    archive_entry_stat(w->ae));
 	if (r < ARCHIVE_WARN) {
 		log_warn("cannot read the extended attributes of '%s': %s",
@@ -522,8 +530,13 @@ start_file(struct fs_walk *w, const struct entry *e)
 	return (0);
 }
 
+/*
+ * Open the current entry, a regular file, and map its regions.  warn: say
+ * why it cannot be (the read's own open does; fs_walk_details' early one
+ * leaves that to it).  On failure the descriptor is closed.
+ */
 static int
-open_file(struct fs_walk *w)
+open_file(struct fs_walk *w, int warn)
 {
 	const char *src = fs_walk_source_path(w);
 	const char *rel = (const char *)w->path.data;
@@ -535,18 +548,26 @@ open_file(struct fs_walk *w)
 	if (w->fd == -1 && errno == EPERM)
 		w->fd = openat(w->rootfd, rel, fl);
 	if (w->fd == -1) {
-		log_warn_errno("cannot read '%s'", src);
+		if (warn)
+			log_warn_errno("cannot read '%s'", src);
 		return (-1);
 	}
 	/* By name: make sure it is still the file that was stat()ed. */
 	if (fstat(w->fd, &st) || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_dev != w->dev || (uint64_t)st.st_ino != w->ino) {
-		log_warn("cannot read '%s': replaced during the backup", src);
-		return (-1);
+		if (warn)
+			log_warn("cannot read '%s': replaced during the "
+			    "backup", src);
+		goto fail;
 	}
 	if (w->size > SEQUENTIAL_MIN)
 		(void)posix_fadvise(w->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	return (map_regions(w, &st));
+	if (map_regions(w, &st) == 0)
+		return (0);
+fail:
+	close(w->fd);
+	w->fd = -1;
+	return (-1);
 }
 
 /* 1 when the open file is not what was stat()ed at its header. */
@@ -683,7 +704,7 @@ fs_walk_read_into(struct fs_walk *w, void *dst, size_t cap, size_t *len,
 
 	if (!w->in_file)
 		return (0);
-	if (w->fd == -1 && open_file(w))
+	if (w->fd == -1 && open_file(w, 1))
 		goto fail;
 	while (w->mapi < w->nmap && w->map[w->mapi].len == 0)
 		w->mapi++;

@@ -4,7 +4,7 @@ test_description='snapshot records in parts: rebuilt identically, a missing, dam
 
 # Sixteen entries to a part: a few hundred files make many parts, spread
 # over several packs (small packs), as millions of files do with the
-# default of 65536.
+# default of 32768.
 export COFFER_RECORD_PART_ENTRIES=16
 FORGE=$BUILD/tests/forge-record
 test -x "$FORGE" && test_set_prereq FORGE
