@@ -12,6 +12,7 @@
  * catalog whose complete snapshots reference only durable packs.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -216,17 +217,31 @@ packer_maybe_flush(struct packer *p)
  * Compress (when it pays) and append one record to the open pack.  The
  * data's buffer is released once compressed: records are large.
  */
+/* Append one record, stored as payload (zstd set: compressed from len
+ * bytes), to the open pack. */
+static int
+add_record(struct packer *p, uint8_t type, const uint8_t *id,
+    const void *payload, size_t stored, size_t len, int zstd,
+    struct pack_entry *ent)
+{
+	if (p->pw == NULL && (p->pw = pack_writer_new(p->repo)) == NULL)
+		return (-1);
+	if (pack_writer_add(p->pw, type, zstd ? PACK_FLAG_ZSTD : 0, id,
+	    payload, stored, (uint32_t)len, ent))
+		return (-1);
+	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
+	    CCRYPTO_TAG_BYTES);
+	return (0);
+}
+
 static int
 write_record(struct packer *p, uint8_t type, const uint8_t *id,
     struct buf *data, struct pack_entry *ent)
 {
 	const void *payload = data->data;
 	size_t len = data->len, stored = len, zl;
-	uint8_t flags = 0;
-	int rc = -1;
+	int rc = -1, zstd = 0;
 
-	if (p->pw == NULL && (p->pw = pack_writer_new(p->repo)) == NULL)
-		goto out;
 	if (buf_reserve(&p->zbuf, compressor_bound(len)))
 		goto out;
 	zl = compressor_compress(p->z, data->data, len, p->zbuf.data,
@@ -237,14 +252,9 @@ write_record(struct packer *p, uint8_t type, const uint8_t *id,
 		buf_release(data);
 		payload = p->zbuf.data;
 		stored = zl;
-		flags |= PACK_FLAG_ZSTD;
+		zstd = 1;
 	}
-	if (pack_writer_add(p->pw, type, flags, id, payload, stored,
-	    (uint32_t)len, ent))
-		goto out;
-	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
-	    CCRYPTO_TAG_BYTES);
-	rc = 0;
+	rc = add_record(p, type, id, payload, stored, len, zstd, ent);
 out:
 	buf_release(&p->zbuf);
 	return (rc);
@@ -311,16 +321,15 @@ packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
 }
 
 /*
- * Sign rec as a snapshot record and add it to the open pack; its id and
- * pack in *where.  rec holds SNAPSHOT_RECORD_HEADER bytes of room, then
- * the image; the signed message (record_ctx, repository id,
- * image) is built in place, in the room's last bytes, and the record's
- * header then takes the place of the context and id: the image is not
- * copied.  rec is released once compressed (write_record).
+ * Sign rec as a snapshot record; its id in rid.  rec holds
+ * SNAPSHOT_RECORD_HEADER bytes of room, then the image; the signed
+ * message (record_ctx, repository id, image) is built in place, in the
+ * room's last bytes, and the record's header then takes the place of the
+ * context and id: the image is not copied.  Touches nothing of p but its
+ * keys: a part is sealed on a thread of its own (part_job_main).
  */
 static int
-store_record(struct packer *p, struct buf *rec,
-    struct catalog_record_part *where)
+seal_record(struct packer *p, struct buf *rec, uint8_t rid[CCRYPTO_ID_BYTES])
 {
 	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
 	const size_t pad = SNAPSHOT_RECORD_HEADER - pre;
@@ -343,24 +352,136 @@ store_record(struct packer *p, struct buf *rec,
 		log_error("snapshot record is too large (%zu bytes)", rec->len);
 		return (-1);
 	}
-	ccrypto_chunk_id(repo_keys(p->repo), rec->data, rec->len, where->rid);
-	if (write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
+	ccrypto_chunk_id(repo_keys(p->repo), rec->data, rec->len, rid);
+	return (0);
+}
+
+/* Sign rec (seal_record) and add it to the open pack; its id and pack in
+ * *where.  rec is released once compressed (write_record). */
+static int
+store_record(struct packer *p, struct buf *rec,
+    struct catalog_record_part *where)
+{
+	if (seal_record(p, rec, where->rid) ||
+	    write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
 		return (-1);
 	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
 	return (0);
 }
 
+/*
+ * A part other than the head, signed and compressed on a thread of its
+ * own while the export builds the next part on the caller's: the one
+ * connection stays with the caller, and so do the pack writer and the
+ * catalog rows (part_job_finish, before the next part is handed over).
+ * The thread uses the packer's compressor, which nothing else uses until
+ * the job is joined.  Two parts are held at once then, one being built
+ * and one being sealed.
+ */
+struct part_job {
+	struct packer *p;
+	pthread_t th;
+	int threaded;			/* th runs it, to be joined */
+	int part;
+	struct buf rec;			/* the part; released if compressed */
+	struct buf z;			/* its compressed bytes (zl > 0) */
+	size_t len, zl;
+	uint8_t rid[CCRYPTO_ID_BYTES];
+	int rc;
+};
+
+static void *
+part_job_main(void *arg)
+{
+	struct part_job *j = arg;
+
+	j->rc = -1;
+	if (seal_record(j->p, &j->rec, j->rid))
+		return (NULL);
+	j->len = j->rec.len;
+	if (buf_reserve(&j->z, compressor_bound(j->len)))
+		return (NULL);
+	j->zl = compressor_compress(j->p->z, j->rec.data, j->len, j->z.data,
+	    j->z.cap);
+	if (j->zl == (size_t)-1)
+		return (NULL);
+	if (j->zl > 0)
+		buf_release(&j->rec);
+	j->rc = 0;
+	return (NULL);
+}
+
+static void
+part_job_free(struct part_job *j)
+{
+	if (j == NULL)
+		return;
+	if (j->threaded)
+		pthread_join(j->th, NULL);
+	buf_release(&j->rec);
+	buf_release(&j->z);
+	free(j);
+}
+
 struct part_emit {
 	struct packer *p;
 	struct catalog_snapshot *s;
-	size_t nparts;
+	size_t nparts;			/* stored */
+	struct catalog_record_part *where;	/* where each stored part is */
+	size_t capwhere;
+	struct part_job *job;		/* the part being sealed, or NULL */
 };
 
 /*
- * One part of the record.  A pack that fills is made durable as the
- * parts go on, but not committed: the caller's transaction already holds
- * the snapshot complete, and must commit only after its head is durable
- * (packer_flush).
+ * The part being sealed goes into the pack.  A pack that fills is made
+ * durable as the parts go on, but not committed: the caller's
+ * transaction already holds the snapshot complete, and must commit only
+ * after its head is durable (packer_flush).
+ */
+static int
+part_job_finish(struct part_emit *pe)
+{
+	struct packer *p = pe->p;
+	struct part_job *j = pe->job;
+	struct catalog_record_part *w;
+	int rc = -1;
+
+	if (j == NULL)
+		return (0);
+	if (j->threaded)
+		pthread_join(j->th, NULL);
+	j->threaded = 0;
+	pe->job = NULL;
+	if (j->rc != 0)
+		goto out;
+	if (add_record(p, PACK_REC_SNAPSHOT, j->rid, j->zl > 0 ? j->z.data :
+	    j->rec.data, j->zl > 0 ? j->zl : j->len, j->len, j->zl > 0, NULL))
+		goto out;
+	if (array_grow(&pe->where, &pe->capwhere, pe->nparts,
+	    sizeof(*pe->where), 16))
+		goto out;
+	w = &pe->where[pe->nparts];
+	memset(w, 0, sizeof(*w));
+	memcpy(w->rid, j->rid, sizeof(w->rid));
+	memcpy(w->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
+	tuning_raise_at("backup-part");
+	pe->nparts++;
+	/* Where the part is, for an export that cannot read the head. */
+	if (catalog_snapshot_part_add(p->cat, pe->s->id, j->part, w))
+		goto out;
+	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
+		goto out;
+	rc = 0;
+out:
+	part_job_free(j);
+	return (rc);
+}
+
+/*
+ * One part of the record (catalog_part_emit_fn).  A part but the head is
+ * handed to a thread to be sealed, and stored when the next one comes;
+ * rec NULL asks for the stored parts' places (before the head is built).
+ * The head is sealed and stored here, after every other part.
  */
 static int
 emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
@@ -368,22 +489,44 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 {
 	struct part_emit *pe = arg;
 	struct packer *p = pe->p;
+	struct part_job *j;
 
 	(void)room;	/* SNAPSHOT_RECORD_HEADER, as asked */
-	if (store_record(p, rec, where))
+	if (part_job_finish(pe))
 		return (-1);
-	tuning_raise_at("backup-part");
-	pe->nparts++;
+	if (rec == NULL) {
+		if ((size_t)part != pe->nparts) {
+			log_error("internal error: %d record parts asked, %zu "
+			    "stored", part, pe->nparts);
+			return (-1);
+		}
+		if (pe->nparts > 0)
+			memcpy(where, pe->where, pe->nparts * sizeof(*where));
+		return (0);
+	}
 	if (head) {
+		if (store_record(p, rec, where))
+			return (-1);
+		tuning_raise_at("backup-part");
+		pe->nparts++;
 		memcpy(pe->s->record_pack, where->pack, PACK_NAME_LEN + 1);
 		pe->s->parts = (int)pe->nparts;
 		return (0);
 	}
-	/* Where the part is, for an export that cannot read the head. */
-	if (catalog_snapshot_part_add(p->cat, pe->s->id, part, where))
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		log_error("out of memory");
 		return (-1);
-	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
-		return (-1);
+	}
+	j->p = p;
+	j->part = part;
+	j->rec = *rec;		/* the job's now: the export frees what is left */
+	buf_init(rec);
+	buf_init(&j->z);
+	pe->job = j;
+	if (pthread_create(&j->th, NULL, part_job_main, j) == 0)
+		j->threaded = 1;
+	else
+		(void)part_job_main(j);	/* sealed here, then */
 	return (0);
 }
 
@@ -422,9 +565,13 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 	memset(&pe, 0, sizeof(pe));
 	pe.p = p;
 	pe.s = s;
-	return (catalog_snapshot_export_parts(p->cat, s->id, entries,
+	rc = catalog_snapshot_export_parts(p->cat, s->id, entries,
 	    CATALOG_RECORD_PART_BYTES, SNAPSHOT_RECORD_HEADER, emit_part,
-	    &pe));
+	    &pe);
+	/* A failed export may leave a part being sealed. */
+	part_job_free(pe.job);
+	free(pe.where);
+	return (rc);
 }
 
 void
