@@ -217,31 +217,17 @@ packer_maybe_flush(struct packer *p)
  * Compress (when it pays) and append one record to the open pack.  The
  * data's buffer is released once compressed: records are large.
  */
-/* Append one record, stored as payload (zstd set: compressed from len
- * bytes), to the open pack. */
-static int
-add_record(struct packer *p, uint8_t type, const uint8_t *id,
-    const void *payload, size_t stored, size_t len, int zstd,
-    struct pack_entry *ent)
-{
-	if (p->pw == NULL && (p->pw = pack_writer_new(p->repo)) == NULL)
-		return (-1);
-	if (pack_writer_add(p->pw, type, zstd ? PACK_FLAG_ZSTD : 0, id,
-	    payload, stored, (uint32_t)len, ent))
-		return (-1);
-	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
-	    CCRYPTO_TAG_BYTES);
-	return (0);
-}
-
 static int
 write_record(struct packer *p, uint8_t type, const uint8_t *id,
     struct buf *data, struct pack_entry *ent)
 {
 	const void *payload = data->data;
 	size_t len = data->len, stored = len, zl;
-	int rc = -1, zstd = 0;
+	uint8_t flags = 0;
+	int rc = -1;
 
+	if (p->pw == NULL && (p->pw = pack_writer_new(p->repo)) == NULL)
+		goto out;
 	if (buf_reserve(&p->zbuf, compressor_bound(len)))
 		goto out;
 	zl = compressor_compress(p->z, data->data, len, p->zbuf.data,
@@ -252,9 +238,14 @@ write_record(struct packer *p, uint8_t type, const uint8_t *id,
 		buf_release(data);
 		payload = p->zbuf.data;
 		stored = zl;
-		zstd = 1;
+		flags |= PACK_FLAG_ZSTD;
 	}
-	rc = add_record(p, type, id, payload, stored, len, zstd, ent);
+	if (pack_writer_add(p->pw, type, flags, id, payload, stored,
+	    (uint32_t)len, ent))
+		goto out;
+	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
+	    CCRYPTO_TAG_BYTES);
+	rc = 0;
 out:
 	buf_release(&p->zbuf);
 	return (rc);
@@ -321,15 +312,16 @@ packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
 }
 
 /*
- * Sign rec as a snapshot record; its id in rid.  rec holds
- * SNAPSHOT_RECORD_HEADER bytes of room, then the image; the signed
- * message (record_ctx, repository id, image) is built in place, in the
- * room's last bytes, and the record's header then takes the place of the
- * context and id: the image is not copied.  Touches nothing of p but its
- * keys: a part is sealed on a thread of its own (part_job_main).
+ * Sign rec as a snapshot record and add it to the open pack; its id and
+ * pack in *where.  rec holds SNAPSHOT_RECORD_HEADER bytes of room, then
+ * the image; the signed message (record_ctx, repository id,
+ * image) is built in place, in the room's last bytes, and the record's
+ * header then takes the place of the context and id: the image is not
+ * copied.  rec is released once compressed (write_record).
  */
 static int
-seal_record(struct packer *p, struct buf *rec, uint8_t rid[CCRYPTO_ID_BYTES])
+store_record(struct packer *p, struct buf *rec,
+    struct catalog_record_part *where)
 {
 	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
 	const size_t pad = SNAPSHOT_RECORD_HEADER - pre;
@@ -352,41 +344,30 @@ seal_record(struct packer *p, struct buf *rec, uint8_t rid[CCRYPTO_ID_BYTES])
 		log_error("snapshot record is too large (%zu bytes)", rec->len);
 		return (-1);
 	}
-	ccrypto_chunk_id(repo_keys(p->repo), rec->data, rec->len, rid);
-	return (0);
-}
-
-/* Sign rec (seal_record) and add it to the open pack; its id and pack in
- * *where.  rec is released once compressed (write_record). */
-static int
-store_record(struct packer *p, struct buf *rec,
-    struct catalog_record_part *where)
-{
-	if (seal_record(p, rec, where->rid) ||
-	    write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
+	ccrypto_chunk_id(repo_keys(p->repo), rec->data, rec->len, where->rid);
+	if (write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
 		return (-1);
 	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
 	return (0);
 }
 
 /*
- * A part other than the head, signed and compressed on a thread of its
- * own while the export builds the next part on the caller's: the one
- * connection stays with the caller, and so do the pack writer and the
- * catalog rows (part_job_finish, before the next part is handed over).
- * The thread uses the packer's compressor, which nothing else uses until
- * the job is joined.  Two parts are held at once then, one being built
- * and one being sealed.
+ * A part other than the head, sealed, compressed and added to the open
+ * pack by a thread of its own while the export builds the next part on
+ * the caller's: the one connection and the catalog rows stay with the
+ * caller (part_job_finish, before the next part is handed over).  Until
+ * the job is joined, the thread alone uses the packer's compressor and
+ * pack writer: the export touches neither.  The part is released as soon
+ * as it is in the pack, early in the next part's building, so that the
+ * two are held at once only briefly (the backup's peak memory is here).
  */
 struct part_job {
 	struct packer *p;
 	pthread_t th;
 	int threaded;			/* th runs it, to be joined */
 	int part;
-	struct buf rec;			/* the part; released if compressed */
-	struct buf z;			/* its compressed bytes (zl > 0) */
-	size_t len, zl;
-	uint8_t rid[CCRYPTO_ID_BYTES];
+	struct buf rec;			/* the part */
+	struct catalog_record_part where;
 	int rc;
 };
 
@@ -395,19 +376,8 @@ part_job_main(void *arg)
 {
 	struct part_job *j = arg;
 
-	j->rc = -1;
-	if (seal_record(j->p, &j->rec, j->rid))
-		return (NULL);
-	j->len = j->rec.len;
-	if (buf_reserve(&j->z, compressor_bound(j->len)))
-		return (NULL);
-	j->zl = compressor_compress(j->p->z, j->rec.data, j->len, j->z.data,
-	    j->z.cap);
-	if (j->zl == (size_t)-1)
-		return (NULL);
-	if (j->zl > 0)
-		buf_release(&j->rec);
-	j->rc = 0;
+	j->rc = store_record(j->p, &j->rec, &j->where);
+	buf_release(&j->rec);
 	return (NULL);
 }
 
@@ -419,7 +389,6 @@ part_job_free(struct part_job *j)
 	if (j->threaded)
 		pthread_join(j->th, NULL);
 	buf_release(&j->rec);
-	buf_release(&j->z);
 	free(j);
 }
 
@@ -429,14 +398,14 @@ struct part_emit {
 	size_t nparts;			/* stored */
 	struct catalog_record_part *where;	/* where each stored part is */
 	size_t capwhere;
-	struct part_job *job;		/* the part being sealed, or NULL */
+	struct part_job *job;		/* the part being stored, or NULL */
 };
 
 /*
- * The part being sealed goes into the pack.  A pack that fills is made
- * durable as the parts go on, but not committed: the caller's
- * transaction already holds the snapshot complete, and must commit only
- * after its head is durable (packer_flush).
+ * The part handed over is in the pack: its place is recorded.  A pack
+ * that fills is made durable as the parts go on, but not committed: the
+ * caller's transaction already holds the snapshot complete, and must
+ * commit only after its head is durable (packer_flush).
  */
 static int
 part_job_finish(struct part_emit *pe)
@@ -454,16 +423,11 @@ part_job_finish(struct part_emit *pe)
 	pe->job = NULL;
 	if (j->rc != 0)
 		goto out;
-	if (add_record(p, PACK_REC_SNAPSHOT, j->rid, j->zl > 0 ? j->z.data :
-	    j->rec.data, j->zl > 0 ? j->zl : j->len, j->len, j->zl > 0, NULL))
-		goto out;
 	if (array_grow(&pe->where, &pe->capwhere, pe->nparts,
 	    sizeof(*pe->where), 16))
 		goto out;
 	w = &pe->where[pe->nparts];
-	memset(w, 0, sizeof(*w));
-	memcpy(w->rid, j->rid, sizeof(w->rid));
-	memcpy(w->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
+	*w = j->where;
 	tuning_raise_at("backup-part");
 	pe->nparts++;
 	/* Where the part is, for an export that cannot read the head. */
@@ -479,7 +443,7 @@ out:
 
 /*
  * One part of the record (catalog_part_emit_fn).  A part but the head is
- * handed to a thread to be sealed, and stored when the next one comes;
+ * handed to a thread to be stored, and recorded when the next one comes;
  * rec NULL asks for the stored parts' places (before the head is built).
  * The head is sealed and stored here, after every other part.
  */
@@ -521,12 +485,11 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 	j->part = part;
 	j->rec = *rec;		/* the job's now: the export frees what is left */
 	buf_init(rec);
-	buf_init(&j->z);
 	pe->job = j;
 	if (pthread_create(&j->th, NULL, part_job_main, j) == 0)
 		j->threaded = 1;
 	else
-		(void)part_job_main(j);	/* sealed here, then */
+		(void)part_job_main(j);	/* stored here, then */
 	return (0);
 }
 
