@@ -364,8 +364,11 @@ struct catalog_record_part {
  * emit stores one part: rec holds room bytes (zeros) for the caller's
  * use, then the part's image; emit may write in rec, keep parts of it or
  * release it (the export frees what is left).  part is its index, head is
- * set for the last one.  For every part but the head it fills *where.  0,
- * or -1 (reported) to stop the export.
+ * set for the last one.  For every part but the head it fills *where, or
+ * leaves it to a later call: before the head is built, emit is called
+ * with rec NULL and part the number of parts before the head, and fills
+ * where[0..part) with their places.  0, or -1 (reported) to stop the
+ * export.
  */
 typedef int (*catalog_part_emit_fn)(void *arg, struct buf *rec, size_t room,
     int part, int head, struct catalog_record_part *where);

@@ -582,6 +582,11 @@ catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
 			goto out;
 		head = !head;
 		if (head) {
+			/* The other parts' places, which emit may complete
+			 * only now. */
+			if (nparts > 0 && emit(arg, NULL, room, (int)nparts, 0,
+			    parts))
+				goto out;
 			snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES "
 			    "('parts', %zu)", nparts + 1);
 			if (cat_mem_exec(mem, sql, snapshot_id) ||

@@ -12,6 +12,7 @@
  * catalog whose complete snapshots reference only durable packs.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -350,17 +351,101 @@ store_record(struct packer *p, struct buf *rec,
 	return (0);
 }
 
+/*
+ * A part other than the head, sealed, compressed and added to the open
+ * pack by a thread of its own while the export builds the next part on
+ * the caller's: the one connection and the catalog rows stay with the
+ * caller (part_job_finish, before the next part is handed over).  Until
+ * the job is joined, the thread alone uses the packer's compressor and
+ * pack writer: the export touches neither.  The part is released as soon
+ * as it is in the pack, early in the next part's building, so that the
+ * two are held at once only briefly (the backup's peak memory is here).
+ */
+struct part_job {
+	struct packer *p;
+	pthread_t th;
+	int threaded;			/* th runs it, to be joined */
+	int part;
+	struct buf rec;			/* the part */
+	struct catalog_record_part where;
+	int rc;
+};
+
+static void *
+part_job_main(void *arg)
+{
+	struct part_job *j = arg;
+
+	j->rc = store_record(j->p, &j->rec, &j->where);
+	buf_release(&j->rec);
+	return (NULL);
+}
+
+static void
+part_job_free(struct part_job *j)
+{
+	if (j == NULL)
+		return;
+	if (j->threaded)
+		pthread_join(j->th, NULL);
+	buf_release(&j->rec);
+	free(j);
+}
+
 struct part_emit {
 	struct packer *p;
 	struct catalog_snapshot *s;
-	size_t nparts;
+	size_t nparts;			/* stored */
+	struct catalog_record_part *where;	/* where each stored part is */
+	size_t capwhere;
+	struct part_job *job;		/* the part being stored, or NULL */
 };
 
 /*
- * One part of the record.  A pack that fills is made durable as the
- * parts go on, but not committed: the caller's transaction already holds
- * the snapshot complete, and must commit only after its head is durable
- * (packer_flush).
+ * The part handed over is in the pack: its place is recorded.  A pack
+ * that fills is made durable as the parts go on, but not committed: the
+ * caller's transaction already holds the snapshot complete, and must
+ * commit only after its head is durable (packer_flush).
+ */
+static int
+part_job_finish(struct part_emit *pe)
+{
+	struct packer *p = pe->p;
+	struct part_job *j = pe->job;
+	struct catalog_record_part *w;
+	int rc = -1;
+
+	if (j == NULL)
+		return (0);
+	if (j->threaded)
+		pthread_join(j->th, NULL);
+	j->threaded = 0;
+	pe->job = NULL;
+	if (j->rc != 0)
+		goto out;
+	if (array_grow(&pe->where, &pe->capwhere, pe->nparts,
+	    sizeof(*pe->where), 16))
+		goto out;
+	w = &pe->where[pe->nparts];
+	*w = j->where;
+	tuning_raise_at("backup-part");
+	pe->nparts++;
+	/* Where the part is, for an export that cannot read the head. */
+	if (catalog_snapshot_part_add(p->cat, pe->s->id, j->part, w))
+		goto out;
+	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
+		goto out;
+	rc = 0;
+out:
+	part_job_free(j);
+	return (rc);
+}
+
+/*
+ * One part of the record (catalog_part_emit_fn).  A part but the head is
+ * handed to a thread to be stored, and recorded when the next one comes;
+ * rec NULL asks for the stored parts' places (before the head is built).
+ * The head is sealed and stored here, after every other part.
  */
 static int
 emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
@@ -368,22 +453,43 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 {
 	struct part_emit *pe = arg;
 	struct packer *p = pe->p;
+	struct part_job *j;
 
 	(void)room;	/* SNAPSHOT_RECORD_HEADER, as asked */
-	if (store_record(p, rec, where))
+	if (part_job_finish(pe))
 		return (-1);
-	tuning_raise_at("backup-part");
-	pe->nparts++;
+	if (rec == NULL) {
+		if ((size_t)part != pe->nparts) {
+			log_error("internal error: %d record parts asked, %zu "
+			    "stored", part, pe->nparts);
+			return (-1);
+		}
+		if (pe->nparts > 0)
+			memcpy(where, pe->where, pe->nparts * sizeof(*where));
+		return (0);
+	}
 	if (head) {
+		if (store_record(p, rec, where))
+			return (-1);
+		tuning_raise_at("backup-part");
+		pe->nparts++;
 		memcpy(pe->s->record_pack, where->pack, PACK_NAME_LEN + 1);
 		pe->s->parts = (int)pe->nparts;
 		return (0);
 	}
-	/* Where the part is, for an export that cannot read the head. */
-	if (catalog_snapshot_part_add(p->cat, pe->s->id, part, where))
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		log_error("out of memory");
 		return (-1);
-	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
-		return (-1);
+	}
+	j->p = p;
+	j->part = part;
+	j->rec = *rec;		/* the job's now: the export frees what is left */
+	buf_init(rec);
+	pe->job = j;
+	if (pthread_create(&j->th, NULL, part_job_main, j) == 0)
+		j->threaded = 1;
+	else
+		(void)part_job_main(j);	/* stored here, then */
 	return (0);
 }
 
@@ -422,9 +528,13 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 	memset(&pe, 0, sizeof(pe));
 	pe.p = p;
 	pe.s = s;
-	return (catalog_snapshot_export_parts(p->cat, s->id, entries,
+	rc = catalog_snapshot_export_parts(p->cat, s->id, entries,
 	    CATALOG_RECORD_PART_BYTES, SNAPSHOT_RECORD_HEADER, emit_part,
-	    &pe));
+	    &pe);
+	/* A failed export may leave a part being sealed. */
+	part_job_free(pe.job);
+	free(pe.where);
+	return (rc);
 }
 
 void
