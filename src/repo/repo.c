@@ -1224,10 +1224,15 @@ pack_name_ok(const char *name)
 	return (name[i] == '\0');
 }
 
-int
-repo_pack_open(const struct repo *r, const char *name, int quiet)
+/*
+ * packs/ab/NAME opened with flags (O_RDONLY or O_RDWR), through no link;
+ * its path for messages into rel.  -1 with errno (reported unless quiet).
+ */
+static int
+pack_open_flags(const struct repo *r, const char *name, int flags, int quiet,
+    char rel[PACK_NAME_LEN + 16])
 {
-	char fan[3], rel[PACK_NAME_LEN + 16];
+	char fan[3];
 	int dfd, fd, e;
 
 	if (!pack_name_ok(name)) {
@@ -1238,16 +1243,24 @@ repo_pack_open(const struct repo *r, const char *name, int quiet)
 	}
 	memcpy(fan, name, 2);
 	fan[2] = '\0';
-	snprintf(rel, sizeof(rel), "packs/%s", fan);
+	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s", fan);
 	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
 	    S_IFDIR, quiet)) == -1)
 		return (-1);
-	snprintf(rel, sizeof(rel), "packs/%s/%s", fan, name);
-	fd = open_in(r, dfd, name, rel, O_RDONLY, S_IFREG, quiet);
+	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s/%s", fan, name);
+	fd = open_in(r, dfd, name, rel, flags, S_IFREG, quiet);
 	e = errno;
 	close(dfd);
 	errno = e;
 	return (fd);
+}
+
+int
+repo_pack_open(const struct repo *r, const char *name, int quiet)
+{
+	char rel[PACK_NAME_LEN + 16];
+
+	return (pack_open_flags(r, name, O_RDONLY, quiet, rel));
 }
 
 int
@@ -2262,23 +2275,11 @@ repo_intent_remove(struct repo *r)
 int
 repo_pack_open_rw(const struct repo *r, const char *name)
 {
-	char fan[3], rel[PACK_NAME_LEN + 16];
+	char rel[PACK_NAME_LEN + 16];
 	struct stat st;
-	int dfd, fd;
+	int fd;
 
-	if (!pack_name_ok(name)) {
-		log_error("bad pack name '%s'", name);
-		return (-1);
-	}
-	memcpy(fan, name, 2);
-	fan[2] = '\0';
-	snprintf(rel, sizeof(rel), "packs/%s", fan);
-	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
-	    S_IFDIR, 0)) == -1)
-		return (-1);
-	snprintf(rel, sizeof(rel), "packs/%s/%s", fan, name);
-	fd = open_in(r, dfd, name, rel, O_RDWR, S_IFREG, 0);
-	close(dfd);
+	fd = pack_open_flags(r, name, O_RDWR, 0, rel);
 	/* Written in place: another name (a hard link) must not be. */
 	if (fd != -1 && (fstat(fd, &st) || st.st_nlink != 1)) {
 		log_error("repository '%s': '%s' has other names (a hard "
