@@ -313,11 +313,21 @@ wipe_release(struct buf *b)
 	buf_release(b);
 }
 
+/* A new key's name, slot's or key file's: 16 hex digits, at random. */
+static void
+key_name_new(char name[17])
+{
+	uint8_t kid[8];
+
+	ccrypto_random(kid, sizeof(kid));
+	hex_encode(name, kid, sizeof(kid));
+}
+
 int
 repo_init(const char *path, const struct repo_init_opts *o)
 {
 	struct chunker_params cp;
-	uint8_t id[CCRYPTO_REPO_ID_BYTES], mac[CCRYPTO_MAC_BYTES], kid[8];
+	uint8_t id[CCRYPTO_REPO_ID_BYTES], mac[CCRYPTO_MAC_BYTES];
 	uint8_t kmac[CCRYPTO_MAC_BYTES];
 	char machex[2 * CCRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
 	struct ccrypto_keys *k = NULL, *h = NULL;
@@ -338,8 +348,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	if (ccrypto_init() || (k = ccrypto_keys_generate()) == NULL)
 		goto err;
 	ccrypto_random(id, sizeof(id));
-	ccrypto_random(kid, sizeof(kid));
-	hex_encode(kidhex, kid, sizeof(kid));
+	key_name_new(kidhex);
 
 	/*
 	 * Key material first: a coffer.conf without a key is a lost repo.
@@ -1792,10 +1801,7 @@ int
 repo_key_file_new(struct repo *r, struct ccrypto_keys **k,
     char name[REPO_SLOT_NAME_MAX])
 {
-	uint8_t kid[8];
-
-	ccrypto_random(kid, sizeof(kid));
-	hex_encode(name, kid, sizeof(kid));
+	key_name_new(name);
 	return ((*k = holder_listed(r, name)) != NULL ? 0 : -1);
 }
 
@@ -1810,8 +1816,7 @@ repo_slot_add(struct repo *r, const char *pass, size_t passlen,
     uint64_t memlimit, int write_only, char name[REPO_SLOT_NAME_MAX])
 {
 	struct repo_slot *v;
-	uint8_t kid[8];
-	size_t n, i;
+	size_t n;
 
 	if (r->keys == NULL)
 		return (-1);
@@ -1828,9 +1833,7 @@ repo_slot_add(struct repo *r, const char *pass, size_t passlen,
 		    "hold: remove one first", r->path, SLOT_FILES_MAX);
 		return (-1);
 	}
-	ccrypto_random(kid, sizeof(kid));
-	for (i = 0; i < sizeof(kid); i++)
-		snprintf(name + 2 * i, 3, "%02x", kid[i]);
+	key_name_new(name);
 	return (slot_write(r, name, write_only, pass, passlen, memlimit, 0));
 }
 
