@@ -2130,10 +2130,11 @@ repo_epoch_rotate(struct repo *r, uint32_t *epoch)
 	memset(e, 0, sizeof(*e));
 	e->epoch = n;
 	e->created_ns = now_realtime_ns();
-	if (ccrypto_epoch_generate(r->keys, n, e->pk) || write_keyring(r))
+	if (ccrypto_epoch_generate(r->keys, n, e->pk))
 		return (-1);
+	/* write_keyring writes the keyring, then coffer.conf listing it. */
 	r->nepochs++;
-	if (write_conf(r)) {
+	if (write_keyring(r)) {
 		r->nepochs--;
 		return (-1);
 	}
@@ -2202,17 +2203,17 @@ repo_epoch_retire(struct repo *r, uint32_t epoch)
 		    "sealed to: rotate first", (unsigned)epoch);
 		return (-1);
 	}
+	/* The keyring without its secret, then coffer.conf saying so (a
+	 * crash between: retire again). */
+	if (e->retired_ns != 0 && !ccrypto_keys_has_epoch(r->keys, epoch))
+		return (0);
+	if (e->retired_ns == 0)
+		e->retired_ns = now_realtime_ns();
 	if (ccrypto_keys_has_epoch(r->keys, epoch)) {
 		ccrypto_epoch_forget(r->keys, epoch);
-		if (write_keyring(r))
-			return (-1);
+		return (write_keyring(r));
 	}
-	if (e->retired_ns == 0) {
-		e->retired_ns = now_realtime_ns();
-		if (write_conf(r))
-			return (-1);
-	}
-	return (0);
+	return (write_conf(r));
 }
 
 int
