@@ -924,8 +924,6 @@ static int
 keyring_recipients(const uint8_t *data, size_t len, struct recipient *recips,
     size_t *nrecips, size_t *head)
 {
-	static const uint8_t scalar[crypto_scalarmult_SCALARBYTES] = { 9 };
-	uint8_t q[crypto_scalarmult_BYTES];
 	const uint8_t *p;
 	size_t i, j, n, nl;
 
@@ -947,7 +945,7 @@ keyring_recipients(const uint8_t *data, size_t len, struct recipient *recips,
 		memcpy(recips[i].pk, p + CCRYPTO_RECIPIENT_NAME_MAX,
 		    CCRYPTO_KEY_BYTES);
 		/* A low-order point would make every later seal fail. */
-		if (crypto_scalarmult(q, scalar, recips[i].pk) != 0)
+		if (!ccrypto_pk_ok(recips[i].pk))
 			return (-1);
 	}
 	*nrecips = n;

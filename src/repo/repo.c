@@ -1751,17 +1751,19 @@ slot_write(struct repo *r, const char *name, int write_only,
 	struct ccrypto_keys *w = NULL;
 	struct buf slot = BUF_INIT;
 	char rel[NAME_MAX + 8];
-	int rc = -1, full;
+	int rc = -1, full, writer;
 
 	snprintf(rel, sizeof(rel), "keys/%s", name);
+	/* A full key of its own, or the write-only part of r's (a
+	 * write-only key and the legacy test hook wrap r's as it is). */
 	full = !write_only && !(tuning_get()->test_legacy_keys &&
 	    ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_MASTER);
-	if (write_only && !ccrypto_keys_write_only(r->keys))
-		w = ccrypto_keys_writer(r->keys);
-	else if (full)
+	writer = write_only && !ccrypto_keys_write_only(r->keys);
+	if (full)
 		w = ccrypto_keys_holder_new(r->keys);
-	if (w == NULL && (full || !ccrypto_keys_write_only(r->keys)) &&
-	    !(tuning_get()->test_legacy_keys && !write_only))
+	else if (writer)
+		w = ccrypto_keys_writer(r->keys);
+	if (w == NULL && (full || writer))
 		return (-1);
 	if (ccrypto_slot_wrap(w != NULL ? w : r->keys, r->id, pass, passlen,
 	    memlimit, &slot) || (full && holder_list(r, name, w)))
