@@ -970,6 +970,32 @@ test_write_only(struct ccrypto_keys *a)
 	ccrypto_keys_free(w);
 }
 
+/*
+ * A typo at column col of each of the first lines lines of paper key t
+ * (NUL-terminated), one at a time: how many the decoder refused.
+ */
+static int
+paper_typos_caught(struct buf *t, int lines, int col)
+{
+	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
+	struct ccrypto_keys *k;
+	char tag[8], c, *line;
+	int i, caught = 0;
+
+	for (i = 1; i <= lines; i++) {
+		snprintf(tag, sizeof(tag), "\n%02d: ", i);
+		if ((line = strstr((char *)t->data, tag)) == NULL)
+			break;
+		c = line[col];
+		line[col] = c == '0' ? '1' : '0';
+		k = ccrypto_paper_decode(t->data, t->len, rid);	/* reported */
+		caught += k == NULL;
+		ccrypto_keys_free(k);
+		line[col] = c;
+	}
+	return (caught);
+}
+
 /* The paper key: round trip, then a typo in each line caught by it. */
 static void
 test_paper(struct ccrypto_keys *a)
@@ -977,31 +1003,15 @@ test_paper(struct ccrypto_keys *a)
 	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
 	struct ccrypto_keys *k;
 	struct buf t = BUF_INIT;
-	char *text, *line;
-	int i, caught = 0;
 
 	ok(ccrypto_paper_encode(a, repo_a, &t) == 0 && buf_printf(&t, "%s",
 	    "") == 0, "paper encode");
-	text = (char *)t.data;
 	ok(ccrypto_paper_is(t.data, t.len), "paper_is");
 	k = ccrypto_paper_decode(t.data, t.len, rid);
 	ok(same_keys(k, a) && memcmp(rid, repo_a, sizeof(rid)) == 0,
 	    "paper round trip");
 	ccrypto_keys_free(k);
-	for (i = 1; i <= 6; i++) {
-		char tag[8], c;
-
-		snprintf(tag, sizeof(tag), "\n%02d: ", i);
-		if ((line = strstr(text, tag)) == NULL)
-			break;
-		c = line[5];
-		line[5] = c == '0' ? '1' : '0';
-		k = ccrypto_paper_decode(t.data, t.len, rid);	/* reported */
-		caught += k == NULL;
-		ccrypto_keys_free(k);
-		line[5] = c;
-	}
-	ok(caught == 6, "a typo in any line is caught");
+	ok(paper_typos_caught(&t, 6, 5) == 6, "a typo in any line is caught");
 	buf_release(&t);
 }
 
@@ -1108,9 +1118,6 @@ test_holder(const uint8_t *master)
 	uint8_t sealed[CCRYPTO_SEALED_KEY_BYTES];
 	struct ccrypto_keys *m, *h, *h2 = NULL, *d = NULL;
 	struct buf ring = BUF_INIT, t = BUF_INIT;
-	char *line;
-	int i, caught = 0;
-
 	struct ccrypto_keys *a = ccrypto_keys_from_master(master);
 
 	m = ccrypto_keys_from_master(master);
@@ -1157,20 +1164,8 @@ test_holder(const uint8_t *master)
 	    ccrypto_keys_recipient_pk(h), CCRYPTO_KEY_BYTES) == 0 &&
 	    same_keys(d, a), "paper key version 2 round trip");
 	ccrypto_keys_free(d);
-	for (i = 1; i <= 15; i++) {
-		char tag[8], c;
-
-		snprintf(tag, sizeof(tag), "\n%02d: ", i);
-		if ((line = strstr((char *)t.data, tag)) == NULL)
-			break;
-		c = line[40];
-		line[40] = c == '0' ? '1' : '0';
-		d = ccrypto_paper_decode(t.data, t.len, rid);	/* reported */
-		caught += d == NULL;
-		ccrypto_keys_free(d);
-		line[40] = c;
-	}
-	ok(caught == 15, "a typo in any of the 15 lines is caught");
+	ok(paper_typos_caught(&t, 15, 40) == 15,
+	    "a typo in any of the 15 lines is caught");
 	/* A second holder added, then the first removed. */
 	h2 = ccrypto_keys_holder_new(h);
 	buf_reset(&ring);
