@@ -745,8 +745,9 @@ verify_conf(struct repo *r)
 
 /*
  * Read coffer.conf again (under the writer lock: a rotation may have
- * changed it since repo_open) and, with a key, check and load it.  0 or
- * -1 (reported).
+ * changed it since repo_open) and, with a key, check it and load the
+ * epochs and the keyring anew, whether or not coffer.conf changed (a key
+ * change rewrites the keyring).  0 or -1 (reported).
  */
 static int
 reload_conf(struct repo *r)
@@ -761,7 +762,7 @@ reload_conf(struct repo *r)
 	if (r->conf != NULL && r->conf_len == len &&
 	    memcmp(text, r->conf, len) == 0) {
 		free(text);
-		return (0);
+		return (r->keys != NULL ? load_epochs(r) : 0);
 	}
 	if ((copy = malloc(len + 1)) == NULL) {
 		free(text);
@@ -1155,8 +1156,7 @@ lock_writer(struct repo *r, int how, double timeout)
 	 * changes the keyring starts from it as it is now: another writer
 	 * may have changed either since repo_open.
 	 */
-	if (reload_conf(r) || (r->keys != NULL &&
-	    !ccrypto_keys_write_only(r->keys) && load_epochs(r))) {
+	if (reload_conf(r)) {
 		r->lock_fd = -1;
 		goto err;
 	}
