@@ -294,124 +294,159 @@ static const char part_schema[] =
 	"	rid BLOB NOT NULL\n"
 	");\n";
 
-/* A slice's entries, in path id order after ?2; ?1 = snapshot id. */
+/*
+ * A slice's entries, in path id order after ?2; ?1 = snapshot id.  The
+ * columns after the entry's: its path id, its content's row and the
+ * content row's other columns.
+ */
 static const char slice_entries_sql[] =
 	"SELECT p.name, e.kind, e.mode, e.uid, e.gid, e.uname, e.gname,"
 	" e.size, e.mtime_ns, e.ctime_ns, e.ino, e.dev, e.nlink, e.rdev,"
-	" e.target, e.xattrs, e.acl, c.hash, e.path_id, c.nchunks"
+	" e.target, e.xattrs, e.acl, c.hash, e.path_id, c.id, c.size,"
+	" c.nchunks"
 	" FROM entry e JOIN path p ON p.id = e.path_id"
 	" LEFT JOIN content c ON c.id = e.content_id"
 	" WHERE e.snapshot_id = ?1 AND e.path_id > ?2"
 	" ORDER BY e.path_id";
 #define SLICE_ENTRY_COLS 18
+enum { COL_HASH = 17, COL_PATH_ID, COL_CONTENT, COL_CSIZE, COL_NCHUNKS };
 
 static const char more_sql[] =
 	"SELECT 1 FROM entry WHERE snapshot_id = ?1 AND path_id > ?2 LIMIT 1";
 
-/* The contents and chunks of the slice (?2, ?3]. */
-static const struct copy slice_copies[] = {
-	{ "contents",
-	  "SELECT c.hash, c.size, c.nchunks FROM content c"
-	  " WHERE c.id IN (SELECT content_id FROM entry"
-	  " WHERE snapshot_id = ?1 AND path_id > ?2 AND path_id <= ?3)",
-	  "INSERT INTO content VALUES (?1, ?2, ?3)" },
-	{ "content chunks",
-	  "SELECT c.hash, cc.seq, ch.cid, cc.file_offset, cc.len"
-	  " FROM content c JOIN content_chunk cc ON cc.content_id = c.id"
-	  " JOIN chunk ch ON ch.id = cc.chunk_id"
-	  " WHERE c.id IN (SELECT content_id FROM entry"
-	  " WHERE snapshot_id = ?1 AND path_id > ?2 AND path_id <= ?3)",
-	  "INSERT INTO content_chunk VALUES (?1, ?2, ?3, ?4, ?5)" },
+/* A content's chunks, in order (?1 = content row). */
+static const char content_chunks_sql[] =
+	"SELECT cc.seq, ch.cid, cc.file_offset, cc.len"
+	" FROM content_chunk cc JOIN chunk ch ON ch.id = cc.chunk_id"
+	" WHERE cc.content_id = ?1 ORDER BY cc.seq";
+
+/* The statements a slice is copied through, on both sides. */
+struct slice_stmts {
+	sqlite3_stmt *entries, *chunks;		/* on the catalog */
+	sqlite3_stmt *put_entry, *put_content, *put_chunk;	/* export */
 };
 
-/* Copy the rows of one slice query (?1 snapshot, ?2 lo, ?3 hi). */
-static int
-copy_slice(struct catalog *c, sqlite3 *mem, int64_t snapshot_id, int64_t lo,
-    int64_t hi, const struct copy *cp)
+static void
+slice_stmts_release(struct slice_stmts *ss)
 {
-	sqlite3_stmt *src = NULL, *dst = NULL;
-	int j, n, rc, ret = -1;
+	sqlite3_finalize(ss->put_entry);
+	sqlite3_finalize(ss->put_content);
+	sqlite3_finalize(ss->put_chunk);
+	ss->put_entry = ss->put_content = ss->put_chunk = NULL;
+}
 
-	if ((src = cat_prepare(c, cp->src, "export a snapshot")) == NULL)
-		return (-1);
-	if (sqlite3_prepare_v2(mem, cp->dst, -1, &dst, NULL) != SQLITE_OK) {
+static int
+mem_prepare(sqlite3 *mem, const char *sql, sqlite3_stmt **st,
+    int64_t snapshot_id)
+{
+	if (sqlite3_prepare_v2(mem, sql, -1, st, NULL) != SQLITE_OK) {
 		log_error("cannot export snapshot %lld: %s",
 		    (long long)snapshot_id, sqlite3_errmsg(mem));
-		goto out;
+		return (-1);
 	}
-	sqlite3_bind_int64(src, 1, snapshot_id);
-	sqlite3_bind_int64(src, 2, lo);
-	sqlite3_bind_int64(src, 3, hi);
-	n = sqlite3_column_count(src);
-	while ((rc = sqlite3_step(src)) == SQLITE_ROW) {
-		sqlite3_reset(dst);
-		for (j = 0; j < n; j++)
-			sqlite3_bind_value(dst, j + 1,
-			    sqlite3_column_value(src, j));
-		if (sqlite3_step(dst) != SQLITE_DONE) {
-			log_error("cannot export the %s of snapshot %lld: %s",
-			    cp->what, (long long)snapshot_id,
-			    sqlite3_errmsg(mem));
-			goto out;
-		}
-	}
-	if (rc != SQLITE_DONE) {
-		log_error("cannot read the %s of snapshot %lld: %s", cp->what,
-		    (long long)snapshot_id, sqlite3_errmsg(c->db));
-		goto out;
-	}
-	ret = 0;
-out:
-	sqlite3_finalize(src);
-	sqlite3_finalize(dst);
-	return (ret);
+	return (0);
 }
 
 /*
- * The entries of the next slice, after path id lo: *hi is the last one's
- * path id (lo when there is none).  An entry's size is estimated from its
- * variable columns and its content's chunk rows; an upper bound, since a
- * content repeated in the slice is stored once.
+ * The content of the entry src is on, and its chunk rows, unless the
+ * slice has it already (two files of one content).
  */
 static int
-copy_slice_entries(struct catalog *c, sqlite3 *mem, sqlite3_stmt *src,
+copy_content(struct catalog *c, sqlite3 *mem, struct slice_stmts *ss,
+    int64_t snapshot_id)
+{
+	sqlite3_stmt *src = ss->entries, *ch = ss->chunks;
+	int j, rc;
+
+	sqlite3_reset(ss->put_content);
+	sqlite3_bind_value(ss->put_content, 1,
+	    sqlite3_column_value(src, COL_HASH));
+	sqlite3_bind_value(ss->put_content, 2,
+	    sqlite3_column_value(src, COL_CSIZE));
+	sqlite3_bind_value(ss->put_content, 3,
+	    sqlite3_column_value(src, COL_NCHUNKS));
+	if (sqlite3_step(ss->put_content) != SQLITE_DONE) {
+		log_error("cannot export the contents of snapshot %lld: %s",
+		    (long long)snapshot_id, sqlite3_errmsg(mem));
+		return (-1);
+	}
+	if (sqlite3_changes(mem) == 0)
+		return (0);
+	sqlite3_reset(ch);
+	sqlite3_bind_int64(ch, 1, sqlite3_column_int64(src, COL_CONTENT));
+	while ((rc = sqlite3_step(ch)) == SQLITE_ROW) {
+		sqlite3_reset(ss->put_chunk);
+		sqlite3_bind_value(ss->put_chunk, 1,
+		    sqlite3_column_value(src, COL_HASH));
+		for (j = 0; j < 4; j++)
+			sqlite3_bind_value(ss->put_chunk, j + 2,
+			    sqlite3_column_value(ch, j));
+		if (sqlite3_step(ss->put_chunk) != SQLITE_DONE) {
+			log_error("cannot export the content chunks of "
+			    "snapshot %lld: %s", (long long)snapshot_id,
+			    sqlite3_errmsg(mem));
+			sqlite3_reset(ch);
+			return (-1);
+		}
+	}
+	sqlite3_reset(ch);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot read the content chunks of snapshot %lld: "
+		    "%s", (long long)snapshot_id, sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+/*
+ * The next slice, after path id lo: its entries, with the contents and
+ * content chunks they reference, in one pass over the entries; *hi is the
+ * last one's path id (lo when there is none).  An entry's size is
+ * estimated from its variable columns and its content's chunk rows; an
+ * upper bound, since a content repeated in the slice is stored once.
+ */
+static int
+copy_slice(struct catalog *c, sqlite3 *mem, struct slice_stmts *ss,
     int64_t snapshot_id, int64_t lo, size_t max_entries, size_t max_bytes,
     int64_t *hi)
 {
 	static const int var_cols[] = { 0, 5, 6, 14, 15, 16 };
-	sqlite3_stmt *dst = NULL;
+	sqlite3_stmt *src = ss->entries;
 	size_t n = 0, bytes = 0, k;
 	int j, rc = SQLITE_DONE, ret = -1;
 
 	*hi = lo;
-	if (sqlite3_prepare_v2(mem, copies[0].dst, -1, &dst, NULL) !=
-	    SQLITE_OK) {
-		log_error("cannot export snapshot %lld: %s",
-		    (long long)snapshot_id, sqlite3_errmsg(mem));
-		return (-1);
-	}
+	if (mem_prepare(mem, copies[0].dst, &ss->put_entry, snapshot_id) ||
+	    mem_prepare(mem, "INSERT INTO content VALUES (?1, ?2, ?3)"
+	    " ON CONFLICT DO NOTHING", &ss->put_content, snapshot_id) ||
+	    mem_prepare(mem, "INSERT INTO content_chunk VALUES (?1, ?2, ?3,"
+	    " ?4, ?5)", &ss->put_chunk, snapshot_id))
+		goto out;
 	sqlite3_reset(src);
 	sqlite3_bind_int64(src, 1, snapshot_id);
 	sqlite3_bind_int64(src, 2, lo);
 	while (n < max_entries && bytes < max_bytes &&
 	    (rc = sqlite3_step(src)) == SQLITE_ROW) {
-		sqlite3_reset(dst);
+		sqlite3_reset(ss->put_entry);
 		for (j = 0; j < SLICE_ENTRY_COLS; j++)
-			sqlite3_bind_value(dst, j + 1,
+			sqlite3_bind_value(ss->put_entry, j + 1,
 			    sqlite3_column_value(src, j));
-		if (sqlite3_step(dst) != SQLITE_DONE) {
+		if (sqlite3_step(ss->put_entry) != SQLITE_DONE) {
 			log_error("cannot export the entries of snapshot "
 			    "%lld: %s", (long long)snapshot_id,
 			    sqlite3_errmsg(mem));
 			goto out;
 		}
-		*hi = sqlite3_column_int64(src, SLICE_ENTRY_COLS);
+		*hi = sqlite3_column_int64(src, COL_PATH_ID);
 		bytes += 96;
 		for (k = 0; k < sizeof(var_cols) / sizeof(var_cols[0]); k++)
 			bytes += (size_t)sqlite3_column_bytes(src, var_cols[k]);
-		if (sqlite3_column_type(src, 17) != SQLITE_NULL)
+		if (sqlite3_column_type(src, COL_HASH) != SQLITE_NULL) {
 			bytes += 64 + 80 * (size_t)sqlite3_column_int64(src,
-			    SLICE_ENTRY_COLS + 1);
+			    COL_NCHUNKS);
+			if (copy_content(c, mem, ss, snapshot_id))
+				goto out;
+		}
 		n++;
 	}
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -422,7 +457,7 @@ copy_slice_entries(struct catalog *c, sqlite3 *mem, sqlite3_stmt *src,
 	ret = 0;
 out:
 	sqlite3_reset(src);
-	sqlite3_finalize(dst);
+	slice_stmts_release(ss);
 	return (ret);
 }
 
@@ -535,18 +570,20 @@ catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
     catalog_part_emit_fn emit, void *arg)
 {
 	struct catalog_record_part *parts = NULL, where;
-	sqlite3_stmt *src = NULL, *more = NULL;
+	struct slice_stmts ss = { 0 };
+	sqlite3_stmt *more = NULL;
 	sqlite3 *mem = NULL;
-	size_t nparts = 0, cap = 0, i;
+	size_t nparts = 0, cap = 0;
 	int64_t lo = INT64_MIN, hi, n;
 	char sql[96];
 	int head = 0, ret = -1;
 
 	if (max_entries == 0)
 		max_entries = 1;
-	if ((src = cat_prepare(c, slice_entries_sql, "export a snapshot")) ==
-	    NULL || (more = cat_prepare(c, more_sql, "export a snapshot")) ==
-	    NULL)
+	if ((ss.entries = cat_prepare(c, slice_entries_sql,
+	    "export a snapshot")) == NULL || (ss.chunks = cat_prepare(c,
+	    content_chunks_sql, "export a snapshot")) == NULL ||
+	    (more = cat_prepare(c, more_sql, "export a snapshot")) == NULL)
 		goto out;
 	while (!head) {
 		if (nparts > INT32_MAX - 1) {
@@ -570,14 +607,9 @@ catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
 			    "snapshot", (long long)snapshot_id);
 			goto out;
 		}
-		if (copy_slice_entries(c, mem, src, snapshot_id, lo,
-		    max_entries, max_bytes, &hi))
+		if (copy_slice(c, mem, &ss, snapshot_id, lo, max_entries,
+		    max_bytes, &hi))
 			goto out;
-		for (i = 0; i < sizeof(slice_copies) / sizeof(slice_copies[0]);
-		    i++)
-			if (copy_slice(c, mem, snapshot_id, lo, hi,
-			    &slice_copies[i]))
-				goto out;
 		if ((head = more_entries(c, more, snapshot_id, hi)) < 0)
 			goto out;
 		head = !head;
@@ -609,7 +641,8 @@ catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
 	ret = 0;
 out:
 	sqlite3_close(mem);
-	sqlite3_finalize(src);
+	sqlite3_finalize(ss.entries);
+	sqlite3_finalize(ss.chunks);
 	sqlite3_finalize(more);
 	free(parts);
 	return (ret);
