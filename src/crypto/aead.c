@@ -118,6 +118,29 @@ openssl_begin(EVP_CIPHER_CTX **c, const EVP_CIPHER *ch, int enc,
 	return (0);
 }
 
+/*
+ * A fresh random nonce.  Drawn from a buffer of the system's random bytes
+ * per thread, refilled 42 nonces at a time: a backup of small files seals
+ * a record per file, and a getrandom call per record was a system call
+ * per file.  The buffer is the thread's own, so no two records share
+ * bytes; a child process never seals (coffer forks only to exec).
+ */
+#define NONCE_POOL (42 * CCRYPTO_NONCE_BYTES)
+static _Thread_local uint8_t nonce_pool[NONCE_POOL];
+static _Thread_local size_t nonce_left;
+
+static void
+fresh_nonce(uint8_t nonce[CCRYPTO_NONCE_BYTES])
+{
+	if (nonce_left < CCRYPTO_NONCE_BYTES) {
+		randombytes_buf(nonce_pool, sizeof(nonce_pool));
+		nonce_left = sizeof(nonce_pool);
+	}
+	nonce_left -= CCRYPTO_NONCE_BYTES;
+	memcpy(nonce, nonce_pool + nonce_left, CCRYPTO_NONCE_BYTES);
+	sodium_memzero(nonce_pool + nonce_left, CCRYPTO_NONCE_BYTES);
+}
+
 void
 ccrypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CCRYPTO_NONCE_BYTES],
     const void *ad, size_t adlen, const void *plain, size_t plen,
@@ -128,7 +151,7 @@ ccrypto_aead_encrypt(const uint8_t *key, uint8_t nonce[CCRYPTO_NONCE_BYTES],
 	int n;
 
 	/* 192-bit nonces: random ones never collide in practice. */
-	randombytes_buf(nonce, CCRYPTO_NONCE_BYTES);
+	fresh_nonce(nonce);
 	if (ch == NULL || openssl_begin(&c, ch, 1, key, nonce, ad, adlen,
 	    plen, NULL)) {
 		crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, plain,
