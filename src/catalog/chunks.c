@@ -67,6 +67,30 @@ catalog_chunk_add(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
 }
 
 int
+catalog_chunk_claim(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
+{
+	sqlite3_stmt *st;
+	char h[17];
+	int rc;
+
+	if ((st = cat_stmt(c, ST_CHUNK_ADD)) == NULL)
+		return (-1);
+	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot add chunk %s: %s", short_hex(h, cid),
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	if (sqlite3_changes(c->db) == 1) {
+		*rowid = sqlite3_last_insert_rowid(c->db);
+		return (0);
+	}
+	return (catalog_chunk_find(c, cid, rowid));
+}
+
+int
 catalog_pack_add(struct catalog *c, const char *name, uint64_t size,
     const uint8_t hash[32], int64_t *rowid)
 {
