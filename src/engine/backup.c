@@ -12,16 +12,16 @@
  *
  * Pipeline: the walk reads files on the calling thread straight into a
  * batch, where they are cut in place (many small files share a batch).  A
- * full batch goes through three steps, one batch per step at a time: its
+ * full batch goes through four steps, one batch per step at a time: its
  * chunk ids are hashed on the pool; then each id is looked up in the
- * catalog, in order, on the calling thread; then its new chunks are
- * compressed and sealed on the pool; then they are appended to the pack
- * in order.  The pool seals one batch while the walk fills the next, and
- * hashes that one while this thread does the serial work (advance).  A
- * file's content and entry rows are recorded once all its chunks are in
- * the pack, by a thread of their own (the recorder), while the walk reads
- * on; the catalog's connection goes from one thread to the other, never
- * used by both at once.  A huge checkpoint is cut sequentially, but its
+ * catalog, in order; then its new chunks are compressed and sealed on the
+ * pool; then they are appended to the pack in order, on the calling
+ * thread (advance).  The catalog's work is done by a thread of its own
+ * (the recorder) while the walk reads on: the lookups of a batch (with
+ * the locating of a pack made durable, and the commits), then the
+ * content and entry rows of each file whose chunks are all in the pack.
+ * The catalog's connection goes from one thread to the other, never used
+ * by both at once.  A huge checkpoint is cut sequentially, but its
  * chunks are hashed, compressed and encrypted in parallel like anyone
  * else's.
  */
@@ -84,14 +84,17 @@ struct job {
 };
 
 /*
- * The recorder: a thread that records the entries of stored files (their
- * content rows and entry rows), while the walk reads the next files.  The
- * catalog is one SQLite connection, used by one thread at a time: owner
- * says which, and with it go the catalog, the links map and the result's
- * counts of entries.  The walk's thread takes it only around its own
- * catalog work and has it before the recorder whenever it asks; the
- * recorder takes it when it is free, for a few files at a time, so that
- * a commit never falls between a content row and its chunk rows.
+ * The recorder: a thread that does the catalog's work of the pipeline
+ * while the walk reads the next files: a step's task (the packer's
+ * flush, then the lookups of the batch to seal, whose sealing it then
+ * starts on the pool), and the entries of stored files (their content
+ * rows and entry rows).  The catalog is one SQLite connection, used by
+ * one thread at a time: owner says which, and with it go the catalog,
+ * the packer, the links map and the result's counts of entries.  The
+ * walk's thread takes it only around its own catalog work and has it
+ * before the recorder whenever it asks; the recorder takes it when it is
+ * free, for its task and a few files at a time, so that a commit never
+ * falls between a content row and its chunk rows.
  */
 enum { OWN_NONE, OWN_WALK, OWN_RECORDER };
 #define RECORD_AT_ONCE 32
@@ -109,6 +112,7 @@ struct recorder {
 	int wants;			/* the walk waits for the catalog */
 	struct pfile *head, **tail;	/* queued, in order */
 	size_t nqueued;
+	int task;			/* a step's task is waiting */
 	int stop;
 	int failed;
 };
@@ -286,9 +290,31 @@ cat_leave(struct backup *b)
 	r->owner = OWN_NONE;
 	/* Woken only with work to do: an unchanged tree gives the catalog
 	 * back once an entry, and a wakeup each time is a system call. */
-	if (r->head != NULL)
+	if (r->head != NULL || r->task)
 		pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
+}
+
+static int lookup_batch(struct backup *, struct batch *);
+static void seal_loop(void *, size_t, int);
+
+/*
+ * A step's task, the recorder's with the catalog: the packer's flush of
+ * a full pack (the pack before located, the commit that is due), then the
+ * lookups of the batch to seal (b->sealing, set by the step), whose
+ * sealing then starts on the pool.
+ */
+static int
+step_task(struct backup *b)
+{
+	if (packer_maybe_flush(&b->packer))
+		return (-1);
+	if (b->sealing == NULL)
+		return (0);
+	if (lookup_batch(b, b->sealing))
+		return (-1);
+	pool_start(b->pool, b->sealing->njobs, seal_loop, b->sealing);
+	return (0);
 }
 
 static void *
@@ -301,12 +327,27 @@ recorder_main(void *arg)
 
 	pthread_mutex_lock(&r->mu);
 	for (;;) {
-		while (!(r->head == NULL && r->stop) && (r->head == NULL ||
+		while (!(r->head == NULL && !r->task && r->stop) &&
+		    ((r->head == NULL && !r->task) ||
 		    r->owner != OWN_NONE || r->wants > 0))
 			pthread_cond_wait(&r->cv, &r->mu);
-		if (r->head == NULL)
+		if (r->head == NULL && !r->task)
 			break;
 		r->owner = OWN_RECORDER;
+		if (r->task) {
+			failed = r->failed;
+			pthread_mutex_unlock(&r->mu);
+			if (!failed && step_task(b))
+				failed = 1;
+			pthread_mutex_lock(&r->mu);
+			r->failed |= failed;
+			r->task = 0;
+			if (r->head == NULL) {
+				r->owner = OWN_NONE;
+				pthread_cond_broadcast(&r->cv);
+				continue;
+			}
+		}
 		batch = r->head;
 		for (f = batch, n = 1; f->qnext != NULL && n < RECORD_AT_ONCE;
 		    f = f->qnext, n++)
@@ -364,6 +405,49 @@ recorder_queue(struct backup *b, struct pfile *f)
 	r->tail = &f->qnext;
 	r->nqueued++;
 	pthread_mutex_unlock(&r->mu);
+}
+
+/* Hand the step's task to the recorder; the walk has not the catalog. */
+static void
+task_post(struct backup *b)
+{
+	struct recorder *r = &b->rec;
+
+	pthread_mutex_lock(&r->mu);
+	r->task = 1;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+/*
+ * The step's task is done (or the recorder failed: -1).  The walk may
+ * have the catalog (a drain from inside its own catalog work): it lends
+ * it meanwhile, and has it back after.
+ */
+static int
+task_wait(struct backup *b)
+{
+	struct recorder *r = &b->rec;
+	int lent = 0, failed;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->owner == OWN_WALK) {
+		lent = 1;
+		r->owner = OWN_NONE;
+		pthread_cond_broadcast(&r->cv);
+	}
+	while (r->task && !r->failed)
+		pthread_cond_wait(&r->cv, &r->mu);
+	if (lent) {
+		r->wants++;
+		while (r->owner == OWN_RECORDER)
+			pthread_cond_wait(&r->cv, &r->mu);
+		r->wants--;
+		r->owner = OWN_WALK;
+	}
+	failed = r->failed;
+	pthread_mutex_unlock(&r->mu);
+	return (failed ? -1 : 0);
 }
 
 /* At most left files queued (0: every queued file recorded); the walk
@@ -592,19 +676,24 @@ finish_files(struct backup *b)
 }
 
 /*
- * One step of the pipeline.  The filled batch is queued for hashing first;
- * then the last step's loops (hashing and sealing) are waited for, this
- * thread joining in, so the pool works on the new hashing while this
- * thread appends the sealed batch to the pack (recording the files it
- * completes) and looks up the hashed one; that one's sealing is queued
- * behind the hashing, and both run while the walk fills the batch just
- * appended.
+ * One step of the pipeline.  The last step's task is waited for (its
+ * sealing must be queued before this step's hashing, for the wait
+ * below); the filled batch is queued for hashing; then the last step's
+ * loops (hashing and sealing) are waited for, this thread joining in, so
+ * the pool works on the new hashing while this thread appends the sealed
+ * batch to the pack (queueing the files it completes for the recorder).
+ * The hashed one is then handed to the recorder to be looked up and
+ * sealed (step_task), and all of that runs while the walk fills the
+ * batch just appended.  Without the recorder (a walk with none yet), the
+ * task runs here.
  */
 static int
 advance_step(struct backup *b)
 {
 	struct batch *hashing = NULL;
 
+	if (b->rec.started && task_wait(b))
+		return (-1);
 	/* Queued before the wait: whichever thread is done with the last
 	 * step's loops first goes on with it instead of idling. */
 	if (b->fill->njobs > 0) {
@@ -620,20 +709,22 @@ advance_step(struct backup *b)
 			goto fail;
 		b->sealing = NULL;
 	}
-	if (finish_files(b) || packer_maybe_flush(&b->packer))
+	if (finish_files(b))
 		goto fail;
 	if (recorder_backlog(b) > RECORD_QUEUE_MAX &&
 	    recorder_wait(b, RECORD_QUEUE_MAX / 2))
 		goto fail;
-	if (b->hashed && lookup_batch(b, b->hashed))
+	b->sealing = b->hashed;
+	b->hashed = NULL;
+	if (!b->rec.started && step_task(b))
 		goto fail;
 	cat_leave(b);
-	if (b->hashed) {
-		b->sealing = b->hashed;
-		b->hashed = NULL;
-		pool_start(b->pool, b->sealing->njobs, seal_loop, b->sealing);
+	if (b->rec.started)
+		task_post(b);
+	/* The sealing's loop is started (or will be, by the task, before
+	 * the next step's task_wait returns). */
+	if (b->sealing)
 		b->running = 1;
-	}
 	if (hashing) {
 		b->hashed = hashing;
 		/* The walk goes on in the one batch in no step. */
@@ -689,8 +780,8 @@ drain(struct backup *b)
 			rc = -1;
 			break;
 		}
-	if (rc == 0 && b->rec.started && (recorder_wait(b, 0) ||
-	    finish_files(b)))
+	if (rc == 0 && b->rec.started && (task_wait(b) ||
+	    recorder_wait(b, 0) || finish_files(b)))
 		rc = -1;
 	cat_leave(b);
 	return (rc);
