@@ -313,6 +313,9 @@ step_task(struct backup *b)
 		return (0);
 	if (lookup_batch(b, b->sealing))
 		return (-1);
+	/* The pool's queue holds the walk's hashing, this sealing and the
+	 * next hashing at most: it never fills, so pool_start does not run
+	 * loops on this thread (as a second worker 0). */
 	pool_start(b->pool, b->sealing->njobs, seal_loop, b->sealing);
 	return (0);
 }
@@ -342,11 +345,11 @@ recorder_main(void *arg)
 			pthread_mutex_lock(&r->mu);
 			r->failed |= failed;
 			r->task = 0;
-			if (r->head == NULL) {
-				r->owner = OWN_NONE;
-				pthread_cond_broadcast(&r->cv);
-				continue;
-			}
+			/* The walk waits for it (task_wait) or asks for the
+			 * catalog: told now, before files are recorded. */
+			r->owner = OWN_NONE;
+			pthread_cond_broadcast(&r->cv);
+			continue;
 		}
 		batch = r->head;
 		for (f = batch, n = 1; f->qnext != NULL && n < RECORD_AT_ONCE;
@@ -407,7 +410,11 @@ recorder_queue(struct backup *b, struct pfile *f)
 	pthread_mutex_unlock(&r->mu);
 }
 
-/* Hand the step's task to the recorder; the walk has not the catalog. */
+/*
+ * Hand the step's task to the recorder.  It runs once the walk gives the
+ * catalog back: at once, unless the step was taken inside the walk's own
+ * catalog work (a drain for a hardlink), then at the next task_wait.
+ */
 static void
 task_post(struct backup *b)
 {
@@ -684,15 +691,14 @@ finish_files(struct backup *b)
  * batch to the pack (queueing the files it completes for the recorder).
  * The hashed one is then handed to the recorder to be looked up and
  * sealed (step_task), and all of that runs while the walk fills the
- * batch just appended.  Without the recorder (a walk with none yet), the
- * task runs here.
+ * batch just appended.
  */
 static int
 advance_step(struct backup *b)
 {
 	struct batch *hashing = NULL;
 
-	if (b->rec.started && task_wait(b))
+	if (task_wait(b))
 		return (-1);
 	/* Queued before the wait: whichever thread is done with the last
 	 * step's loops first goes on with it instead of idling. */
@@ -716,11 +722,8 @@ advance_step(struct backup *b)
 		goto fail;
 	b->sealing = b->hashed;
 	b->hashed = NULL;
-	if (!b->rec.started && step_task(b))
-		goto fail;
 	cat_leave(b);
-	if (b->rec.started)
-		task_post(b);
+	task_post(b);
 	/* The sealing's loop is started (or will be, by the task, before
 	 * the next step's task_wait returns). */
 	if (b->sealing)
