@@ -18,12 +18,14 @@
 enum cat_stmt {
 	ST_PATH_FIND,
 	ST_PATH_ADD,
+	ST_PATH_CLAIM,
 	ST_ENTRY_ADD,
 	ST_CHUNK_FIND,
 	ST_CHUNK_ADD,
 	ST_CHUNK_LOCATE,
 	ST_CONTENT_FIND,
 	ST_CONTENT_ADD,
+	ST_CONTENT_CLAIM,
 	ST_CONTENT_CHUNK_ADD,
 	ST_CONTENT_CHUNKS,
 	ST_SAVEPOINT,
@@ -42,7 +44,17 @@ struct catalog {
 	struct catalog_resolver *resolver;	/* the open one (levels.c) */
 	int seen_fn;		/* coffer_seen() registered */
 	int damaged;		/* open failed: not a catalog, or corrupt */
+	/*
+	 * Recent paths and contents interned: > 0 mostly known ones (a
+	 * backup of what was stored before), < 0 mostly new ones (a first
+	 * backup).  Then a row is claimed with the insert first: one probe
+	 * of the unique index for a new one instead of two (cat_known).
+	 */
+	int path_known, content_known;
 };
+
+/* Count one interned row as known (1) or new (0) in *score. */
+void cat_known(int *score, int known);
 
 /* The cached statement id, reset and with its bindings cleared; prepared
  * on first use.  NULL on error (reported). */

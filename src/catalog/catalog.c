@@ -371,6 +371,8 @@ static const struct migration {
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_PATH_FIND] = "SELECT id FROM path WHERE name = ?1",
 	[ST_PATH_ADD] = "INSERT INTO path(name) VALUES (?1)",
+	[ST_PATH_CLAIM] = "INSERT INTO path(name) VALUES (?1)"
+			  " ON CONFLICT(name) DO NOTHING",
 	[ST_ENTRY_ADD] =
 		"INSERT INTO entry(snapshot_id, path_id, kind, mode, uid, gid,"
 		" uname, gname, size, mtime_ns, ctime_ns, ino, dev, nlink,"
@@ -389,6 +391,9 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_CONTENT_FIND] = "SELECT id, size FROM content WHERE hash = ?1",
 	[ST_CONTENT_ADD] =
 		"INSERT INTO content(hash, size, nchunks) VALUES (?1, ?2, ?3)",
+	[ST_CONTENT_CLAIM] =
+		"INSERT INTO content(hash, size, nchunks) VALUES (?1, ?2, ?3)"
+		" ON CONFLICT(hash) DO NOTHING",
 	[ST_CONTENT_CHUNK_ADD] =
 		"INSERT INTO content_chunk(content_id, seq, chunk_id,"
 		" file_offset, len) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -877,6 +882,15 @@ catalog_open_or_reset(const char *path, char *aside, size_t size)
 	if (move_aside(path, aside, size, "damaged"))
 		return (NULL);
 	return (open_catalog(path, &damaged));
+}
+
+void
+cat_known(int *score, int known)
+{
+	if (known && *score < 8)
+		(*score)++;
+	else if (!known && *score > -8)
+		(*score)--;
 }
 
 int

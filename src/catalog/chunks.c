@@ -222,11 +222,28 @@ catalog_content_put(struct catalog *c, const uint8_t hash[32],
 		    "beyond its size", short_hex(h, hash));
 		return (-1);
 	}
+	if (c->content_known < 0) {
+		/* Mostly new contents: the insert first (cat_known). */
+		if ((st = cat_stmt(c, ST_CONTENT_CLAIM)) == NULL)
+			return (-1);
+		sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, (int64_t)size);
+		sqlite3_bind_int64(st, 3, (int64_t)n);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		if (rc != SQLITE_DONE)
+			goto sqlerr;
+		if (sqlite3_changes(c->db) == 1) {
+			cat_known(&c->content_known, 0);
+			goto added;
+		}
+	}
 	if ((st = cat_stmt(c, ST_CONTENT_FIND)) == NULL)
 		return (-1);
 	sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
+		cat_known(&c->content_known, 1);
 		*content_id = sqlite3_column_int64(st, 0);
 		/* The hash covers the pairs, so a size mismatch is a bug in
 		 * the caller or a damaged catalog, never a coincidence. */
@@ -263,6 +280,8 @@ catalog_content_put(struct catalog *c, const uint8_t hash[32],
 	sqlite3_reset(st);
 	if (rc != SQLITE_DONE)
 		goto sqlerr;
+	cat_known(&c->content_known, 0);
+added:
 	*content_id = sqlite3_last_insert_rowid(c->db);
 	if ((st = cat_stmt(c, ST_CONTENT_CHUNK_ADD)) == NULL)
 		goto err;

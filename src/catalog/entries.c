@@ -11,6 +11,21 @@ path_id(struct catalog *c, const char *path, int64_t *id)
 	sqlite3_stmt *st;
 	int rc;
 
+	if (c->path_known < 0) {
+		/* Mostly new paths: the insert first (cat_known). */
+		if ((st = cat_stmt(c, ST_PATH_CLAIM)) == NULL)
+			return (-1);
+		cat_bind_blobstr(st, 1, path);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		if (rc != SQLITE_DONE)
+			goto err;
+		if (sqlite3_changes(c->db) == 1) {
+			*id = sqlite3_last_insert_rowid(c->db);
+			cat_known(&c->path_known, 0);
+			return (0);
+		}
+	}
 	if ((st = cat_stmt(c, ST_PATH_FIND)) == NULL)
 		return (-1);
 	cat_bind_blobstr(st, 1, path);
@@ -18,8 +33,10 @@ path_id(struct catalog *c, const char *path, int64_t *id)
 	if (rc == SQLITE_ROW)
 		*id = sqlite3_column_int64(st, 0);
 	sqlite3_reset(st);
-	if (rc == SQLITE_ROW)
+	if (rc == SQLITE_ROW) {
+		cat_known(&c->path_known, 1);
 		return (0);
+	}
 	if (rc != SQLITE_DONE)
 		goto err;
 	if ((st = cat_stmt(c, ST_PATH_ADD)) == NULL)
@@ -30,6 +47,7 @@ path_id(struct catalog *c, const char *path, int64_t *id)
 	if (rc != SQLITE_DONE)
 		goto err;
 	*id = sqlite3_last_insert_rowid(c->db);
+	cat_known(&c->path_known, 0);
 	return (0);
 err:
 	log_error("cannot add path '%s': %s", path, sqlite3_errmsg(c->db));
