@@ -505,6 +505,70 @@ test_chunks(struct catalog *c)
 	    "unknown content");
 }
 
+/*
+ * Chunks and contents are claimed with the insert first once most recent
+ * ones were new: known ones must still come back as the same row, and a
+ * size mismatch still be refused, whichever way round the run looks.
+ */
+static void
+test_claims(struct catalog *c)
+{
+	struct catalog_chunk_loc loc, *locs;
+	struct catalog_chunk_ref ref;
+	uint8_t cid[32], hash[32], first[32];
+	int64_t rows[40], row, pk, ct0 = 0, ct;
+	size_t n;
+	int i, same = 1, claimed = 1;
+
+	cid_of(cid, 1000);
+	ok(catalog_chunk_claim(c, cid, &row) == 0 && row > 0,
+	    "new chunk claimed");
+	ok(catalog_chunk_claim(c, cid, &rows[0]) == 0 && rows[0] == row,
+	    "claimed again: its row, still not stored");
+	memset(hash, 0x55, sizeof(hash));
+	memset(&loc, 0, sizeof(loc));
+	loc.plain_len = loc.stored_len = 10;
+	ok(catalog_pack_add(c, "ffeeddccbbaa99887766554433221100", 100, hash,
+	    &pk) == 0 && catalog_chunk_locate(c, row, pk, &loc) == 0,
+	    "claimed chunk located");
+	ok(catalog_chunk_claim(c, cid, &rows[0]) == 1 && rows[0] == row,
+	    "stored chunk claimed: known, its row");
+
+	/* 40 new contents turn the catalog to inserting first... */
+	ref.chunk_rowid = row;
+	ref.file_offset = 0;
+	ref.len = 10;
+	for (i = 0; i < 40; i++) {
+		memset(hash, 0, sizeof(hash));
+		hash[0] = 0x77;
+		hash[1] = (uint8_t)i;
+		if (i == 0)
+			memcpy(first, hash, sizeof(first));
+		if (catalog_content_put(c, hash, 10, &ref, 1, &rows[i]) != 0 ||
+		    catalog_content_chunks(c, rows[i], &locs, &n) != 0)
+			claimed = 0;
+		else {
+			claimed &= n == 1 && locs[0].rowid == row;
+			free(locs);
+		}
+	}
+	ok(claimed, "new contents put with their chunk rows");
+	ct0 = rows[0];
+	/* ... where a known one is still its row, and checked. */
+	ok(catalog_content_put(c, first, 10, &ref, 1, &ct) == 0 && ct == ct0,
+	    "known content after new ones: same row");
+	ok(catalog_content_put(c, first, 11, &ref, 1, &ct) == -1,
+	    "known content with another size refused");
+	for (i = 0; i < 40; i++)
+		same &= catalog_content_put(c, first, 10, &ref, 1, &ct) == 0 &&
+		    ct == ct0;
+	ok(same, "known content again and again: same row");
+	ok(catalog_content_chunks(c, ct0, &locs, &n) == 0 && n == 1,
+	    "its chunk rows not doubled");
+	if (n == 1)
+		free(locs);
+}
+
 static void
 fill_entry(struct entry *e, const char *path, int kind, int64_t size,
     int64_t mtime)
@@ -1007,6 +1071,7 @@ main(void)
 		return (tap_done());
 	test_snapshots(c);
 	test_chunks(c);
+	test_claims(c);
 	test_entries(c);
 	test_export(c);
 	test_big_chain(c);
