@@ -22,11 +22,18 @@ struct fs_walk_opts {
 	/* Return the root itself too, first, as "." (FS_ROOT_PATH): its
 	 * mode, owner, times, xattrs and ACL are the dataset's. */
 	int root;
-	/* Asked about each directory below the root before the walk
+	/*
+	 * Asked about each directory below the root before the walk
 	 * descends into it, with its path relative to the root: non-zero
-	 * leaves it and all below it out, silently (the caller reports).
-	 * NULL: none. */
-	int (*skip_dir)(void *arg, const char *rel);
+	 * leaves it and all below it out, with *why (a static string)
+	 * saying why.  It is asked on the walk's own thread, which reads
+	 * ahead of the caller: it may look at the file system, not at the
+	 * caller's state.  skipped_dir is then told, on the caller's thread
+	 * and in the walk's order (from fs_walk_next, before the entries
+	 * after it), and reports and acts.  NULL: none.
+	 */
+	int (*skip_dir)(void *arg, const char *rel, const char **why);
+	void (*skipped_dir)(void *arg, const char *rel, const char *why);
 	void *skip_arg;
 };
 

@@ -26,6 +26,8 @@ struct tuning {
 					 * eight chunk ids at once on
 					 * AVX-512 */
 	int read_back;			/* COFFER_READ_BACK: always, never */
+	int walk_sync;			/* COFFER_WALK_AHEAD=0: walks read
+					 * no entries ahead on a thread */
 	uint64_t pack_size;		/* COFFER_PACK_SIZE: bytes a pack
 					 * is cut at */
 	size_t record_part_entries;	/* COFFER_RECORD_PART_ENTRIES:

@@ -1184,24 +1184,29 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 }
 
 /*
- * fs_walk's skip_dir: a checkpoint directory still being written is held
- * back whole, as the view has it (put_back).
+ * fs_walk's skip_dir, on the walk's thread: a checkpoint directory still
+ * being written is held back whole.
  */
 static int
-held_dir(void *arg, const char *rel)
+held_dir(void *arg, const char *rel, const char **why)
 {
 	struct backup *b = arg;
-	const char *why;
 
-	if (checkpoint_held(b->opts, rel, &why) != 1)
-		return (0);
+	return (checkpoint_held(b->opts, rel, why) == 1);
+}
+
+/* fs_walk's skipped_dir: ... as the view has it (put_back). */
+static void
+put_back_dir(void *arg, const char *rel, const char *why)
+{
+	struct backup *b = arg;
+
 	cat_enter(b);
 	if (put_back(b, rel))
 		b->hold_failed = 1;
 	cat_leave(b);
 	log_note("'%s/%s' %s; held back", b->opts->source, rel, why);
 	b->res->held_back++;
-	return (1);
 }
 
 static int
@@ -1215,6 +1220,7 @@ walk_source(struct backup *b)
 
 	if (b->opts->ncheckpoints > 0) {
 		wo.skip_dir = held_dir;
+		wo.skipped_dir = put_back_dir;
 		wo.skip_arg = b;
 	}
 	if ((w = fs_walk_open(b->opts->source, &wo)) == NULL)

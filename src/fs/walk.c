@@ -1,6 +1,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,30 @@ struct region {
 	int64_t off, len;
 };
 
+/*
+ * The walk reads ahead: a thread of its own goes through the tree
+ * (libarchive's reads of directories and an lstat per entry, a good part
+ * of a walk of small files) while the caller reads the files and stores
+ * them.  The entries it found wait in a ring, in the walk's order, each
+ * with its own copies of its strings and its stat.  The directories that
+ * skip_dir left out just before an entry (libarchive skips them within
+ * one call) go with it, so that the caller hears of them (skipped_dir) in
+ * the walk's order.
+ */
+#define NAHEAD 64
+enum { AH_ENTRY, AH_EOF, AH_FATAL };
+
+struct ahead {
+	int type;
+	struct entry e;		/* its strings are in the bufs below */
+	struct stat st;		/* the walk's stat of it */
+	struct buf skips;	/* left out before it: (why, rel NUL)... */
+	struct buf path, source, uname, gname, target;
+};
+
 struct fs_walk {
+	/* The walker's (the read-ahead thread's, or the caller's when it
+	 * could not be started): */
 	struct archive *a;
 	struct archive_entry *ae;
 	/* Details (xattrs, ACLs) on demand: see fs_walk_details. */
@@ -50,11 +75,26 @@ struct fs_walk {
 	size_t nexcludes;
 	int started;		/* the root entry has been consumed */
 	int want_root;		/* ... and is returned (fs_walk_opts root) */
-	int fatal;		/* libarchive is in its FATAL state */
+	int wfatal;		/* libarchive is in its FATAL state */
 	int filtered;		/* our filter made libarchive skip one */
-	int (*skip_dir)(void *, const char *);	/* fs_walk_opts' */
+	struct buf skips;	/* skip_dir's since the last item */
+	int (*skip_dir)(void *, const char *, const char **);
+	void (*skipped_dir)(void *, const char *, const char *);
 	void *skip_arg;
 
+	/* The ring between them, under mu. */
+	struct ahead *ring;
+	size_t rhead, rcount;
+	pthread_t th;
+	int threaded;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int wwaits, cwaits;	/* the walker, the caller, wait on cv */
+	int stop;
+
+	/* The caller's: */
+	int fatal;		/* the walk is over, failed */
+	struct stat st;		/* the current entry's stat */
 	/* The current file's content. */
 	int in_file;		/* a regular file with data still to read */
 	int fd;
@@ -181,16 +221,42 @@ static int
 filter(struct archive *a, void *arg, struct archive_entry *ae)
 {
 	struct fs_walk *w = arg;
-	const char *p = archive_entry_pathname(ae), *rel;
+	const char *p = archive_entry_pathname(ae), *rel, *why = NULL;
 
 	if (p == NULL || (rel = rel_of(w, p)) == NULL)
 		return (1);
-	if (!excluded(w, rel) && (w->skip_dir == NULL ||
-	    archive_entry_filetype(ae) != AE_IFDIR ||
-	    !w->skip_dir(w->skip_arg, rel)))
-		return (1);
-	w->filtered = 1;
-	return (0);
+	if (excluded(w, rel)) {
+		w->filtered = 1;
+		return (0);
+	}
+	if (w->skip_dir != NULL && archive_entry_filetype(ae) == AE_IFDIR &&
+	    w->skip_dir(w->skip_arg, rel, &why)) {
+		/* Told to the caller with the next item (produce). */
+		if (buf_append(&w->skips, &why, sizeof(why)) ||
+		    buf_append(&w->skips, rel, strlen(rel) + 1))
+			w->wfatal = 1;
+		w->filtered = 1;
+		return (0);
+	}
+	return (1);
+}
+
+static void *walker_main(void *);
+
+/*
+ * The read-ahead thread, its signals blocked (the caller's thread takes
+ * them).  Without it the caller walks too (peek), the same way.
+ */
+static void
+start_walker(struct fs_walk *w)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	w->threaded = !tuning_get()->walk_sync &&
+	    pthread_create(&w->th, NULL, walker_main, w) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 struct fs_walk *
@@ -215,6 +281,16 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		goto nomem;
 	w->rootfd = w->fd = -1;
+	if (pthread_mutex_init(&w->mu, NULL) != 0) {
+		free(w);
+		goto nomem;
+	}
+	if (pthread_cond_init(&w->cv, NULL) != 0) {
+		pthread_mutex_destroy(&w->mu);
+		free(w);
+		goto nomem;
+	}
+	buf_init(&w->skips);
 	buf_init(&w->path);
 	buf_init(&w->source);
 	buf_init(&w->uname);
@@ -243,6 +319,7 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	w->want_root = o != NULL && o->root;
 	if (o != NULL) {
 		w->skip_dir = o->skip_dir;
+		w->skipped_dir = o->skipped_dir;
 		w->skip_arg = o->skip_arg;
 	}
 	if (o != NULL && o->nexcludes > 0) {
@@ -300,6 +377,9 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 		log_error("cannot open '%s': %s", root, errstr(w->a));
 		goto err;
 	}
+	if ((w->ring = calloc(NAHEAD, sizeof(*w->ring))) == NULL)
+		goto nomem;
+	start_walker(w);
 	return (w);
 nomem:
 	log_error("out of memory");
@@ -352,19 +432,22 @@ fill_xattrs(struct fs_walk *w, struct archive_entry *ae)
 }
 
 /*
- * Fill e from the current archive_entry.  0, or -1 (reported) when out of
- * memory.  The strings are copied: the archive_entry is reused.
+ * Fill the ring item a from the current archive_entry.  0, or -1
+ * (reported) when out of memory.  The strings are copied: the
+ * archive_entry is reused.
  */
 static int
-fill_entry(struct fs_walk *w, struct entry *e, const char *rel, int kind)
+fill_entry(struct fs_walk *w, struct ahead *a, const char *rel, int kind)
 {
 	struct archive_entry *ae = w->ae;
+	struct entry *e = &a->e;
+	const struct stat *st;
 	int err = 0;
 
 	memset(e, 0, sizeof(*e));
-	if (set_str(&w->path, rel))
+	if (set_str(&a->path, rel))
 		return (-1);
-	e->path = (const char *)w->path.data;
+	e->path = (const char *)a->path.data;
 	e->kind = kind;
 	/* With an extended ACL, libarchive has already set the group bits
 	 * to the ACL's group:: entry (not the mask that stat shows); the
@@ -372,8 +455,8 @@ fill_entry(struct fs_walk *w, struct entry *e, const char *rel, int kind)
 	e->mode = (uint32_t)(archive_entry_perm(ae) & 07777);
 	e->uid = archive_entry_uid(ae);
 	e->gid = archive_entry_gid(ae);
-	e->uname = opt_str(&w->uname, archive_entry_uname(ae), &err);
-	e->gname = opt_str(&w->gname, archive_entry_gname(ae), &err);
+	e->uname = opt_str(&a->uname, archive_entry_uname(ae), &err);
+	e->gname = opt_str(&a->gname, archive_entry_gname(ae), &err);
 	e->size = kind == ENTRY_FILE ? archive_entry_size(ae) : 0;
 	e->mtime_ns = (int64_t)archive_entry_mtime(ae) * 1000000000 +
 	    archive_entry_mtime_nsec(ae);
@@ -385,13 +468,17 @@ fill_entry(struct fs_walk *w, struct entry *e, const char *rel, int kind)
 	if (kind == ENTRY_CHR || kind == ENTRY_BLK)
 		e->rdev = (uint64_t)archive_entry_rdev(ae);
 	if (kind == ENTRY_SYMLINK) {
-		e->target = opt_str(&w->target, archive_entry_symlink(ae),
+		e->target = opt_str(&a->target, archive_entry_symlink(ae),
 		    &err);
 		if (e->target == NULL && !err)
-			e->target = opt_str(&w->target, "", &err);
+			e->target = opt_str(&a->target, "", &err);
 	}
 	if (err)
 		return (-1);
+	if ((st = archive_entry_stat(ae)) != NULL)
+		a->st = *st;
+	else
+		memset(&a->st, 0, sizeof(a->st));
 	/* Extended attributes and ACLs come with fs_walk_details. */
 	e->content_id = 0;
 	return (0);
@@ -430,8 +517,7 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 	archive_entry_clear(ae);
 	archive_entry_copy_pathname(ae, fs_walk_source_path(w));
 	/* The walk's stat: libarchive would lstat() the path again. */
-	r = archive_read_disk_entry_from_file(w->da, ae, w->fd,
-	    archive_entry_stat(w->ae));
+	r = archive_read_disk_entry_from_file(w->da, ae, w->fd, &w->st);
 	if (r < ARCHIVE_WARN) {
 		log_warn("cannot read the extended attributes of '%s': %s",
 		    fs_walk_source_path(w), errstr(w->da));
@@ -583,26 +669,39 @@ file_changed(struct fs_walk *w, struct stat *st)
 	    w->ctime_ns);
 }
 
-int
-fs_walk_next(struct fs_walk *w, struct entry *e)
+static void
+swap_buf(struct buf *x, struct buf *y)
+{
+	struct buf t = *x;
+
+	*x = *y;
+	*y = t;
+}
+
+/*
+ * The walker: the next item of the walk into a (its slot in the ring,
+ * not yet published).  Its type: AH_ENTRY, AH_EOF or
+ * AH_FATAL (reported).
+ */
+static int
+produce_one(struct fs_walk *w, struct ahead *a)
 {
 	const char *p, *rel;
 	int r, kind;
 
-	end_file(w);
-	if (w->fatal)
-		return (-1);
+	if (w->wfatal)
+		return (AH_FATAL);
 	for (;;) {
 		w->filtered = 0;
 		r = archive_read_next_header2(w->a, w->ae);
 		if (r == ARCHIVE_EOF)
-			return (0);
+			return (AH_EOF);
 		p = archive_entry_pathname(w->ae);
 		if (r == ARCHIVE_FATAL) {
-			w->fatal = 1;
+			w->wfatal = 1;
 			log_error("cannot walk '%s': %s", w->root,
 			    errstr(w->a));
-			return (-1);
+			return (AH_FATAL);
 		}
 		if (r == ARCHIVE_RETRY && w->filtered)
 			continue;
@@ -610,8 +709,8 @@ fs_walk_next(struct fs_walk *w, struct entry *e)
 			if (!w->started) {
 				log_error("cannot read '%s': %s", w->root,
 				    errstr(w->a));
-				w->fatal = 1;
-				return (-1);
+				w->wfatal = 1;
+				return (AH_FATAL);
 			}
 			/* The entry is skipped.  For a directory that
 			 * cannot be listed, libarchive clears the entry
@@ -630,7 +729,7 @@ fs_walk_next(struct fs_walk *w, struct entry *e)
 		}
 		if (r == ARCHIVE_WARN)
 			log_warn("'%s': %s", p, errstr(w->a));
-		if (set_str(&w->source, p))
+		if (set_str(&a->source, p))
 			goto fatal;
 
 		if (!w->started) {
@@ -642,9 +741,9 @@ fs_walk_next(struct fs_walk *w, struct entry *e)
 			}
 			if (!w->want_root)
 				continue;
-			if (fill_entry(w, e, FS_ROOT_PATH, ENTRY_DIR))
+			if (fill_entry(w, a, FS_ROOT_PATH, ENTRY_DIR))
 				goto fatal;
-			return (1);
+			return (AH_ENTRY);
 		}
 		if ((rel = rel_of(w, p)) == NULL) {
 			log_error("'%s' is not below '%s'", p, w->root);
@@ -666,18 +765,151 @@ fs_walk_next(struct fs_walk *w, struct entry *e)
 		    archive_read_disk_descend(w->a) != ARCHIVE_OK)
 			log_warn("cannot descend into '%s': %s", p,
 			    errstr(w->a));
-		if (fill_entry(w, e, rel, kind))
+		if (fill_entry(w, a, rel, kind))
 			goto fatal;
-		if (kind == ENTRY_FILE && e->size > 0) {
-			if (start_file(w, e))
-				goto fatal;
+		return (AH_ENTRY);
+	}
+fatal:
+	w->wfatal = 1;
+	return (AH_FATAL);
+}
+
+/* The next item, with the directories skip_dir left out before it. */
+static int
+produce(struct fs_walk *w, struct ahead *a)
+{
+	int type = produce_one(w, a);
+
+	if (w->wfatal)
+		type = AH_FATAL;
+	buf_reset(&a->skips);
+	swap_buf(&a->skips, &w->skips);
+	return (type);
+}
+
+static void *
+walker_main(void *arg)
+{
+	struct fs_walk *w = arg;
+	struct ahead *a;
+	int type;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (w->rcount == NAHEAD && !w->stop) {
+			w->wwaits = 1;
+			pthread_cond_wait(&w->cv, &w->mu);
+			w->wwaits = 0;
+		}
+		if (w->stop)
+			break;
+		/* The slot after the last published one stays this
+		 * thread's until published: the caller only takes. */
+		a = &w->ring[(w->rhead + w->rcount) % NAHEAD];
+		pthread_mutex_unlock(&w->mu);
+		type = produce(w, a);
+		pthread_mutex_lock(&w->mu);
+		a->type = type;
+		w->rcount++;
+		if (w->cwaits)
+			pthread_cond_broadcast(&w->cv);
+		if (type == AH_EOF || type == AH_FATAL)
+			break;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return (NULL);
+}
+
+/* The ring's first item, waiting for the walker to publish one. */
+static struct ahead *
+peek(struct fs_walk *w)
+{
+	struct ahead *a;
+
+	if (!w->threaded) {
+		if (w->rcount == 0) {
+			a = &w->ring[w->rhead];
+			a->type = produce(w, a);
+			w->rcount = 1;
+		}
+		return (&w->ring[w->rhead]);
+	}
+	pthread_mutex_lock(&w->mu);
+	while (w->rcount == 0) {
+		w->cwaits = 1;
+		pthread_cond_wait(&w->cv, &w->mu);
+		w->cwaits = 0;
+	}
+	a = &w->ring[w->rhead];
+	pthread_mutex_unlock(&w->mu);
+	return (a);
+}
+
+/* The first item is taken: its slot goes back to the walker, which is
+ * woken only once half the ring is free (a wakeup is a system call). */
+static void
+pop(struct fs_walk *w)
+{
+	if (!w->threaded) {
+		w->rhead = (w->rhead + 1) % NAHEAD;
+		w->rcount--;
+		return;
+	}
+	pthread_mutex_lock(&w->mu);
+	w->rhead = (w->rhead + 1) % NAHEAD;
+	w->rcount--;
+	if (w->wwaits && w->rcount <= NAHEAD / 2)
+		pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+int
+fs_walk_next(struct fs_walk *w, struct entry *e)
+{
+	struct ahead *a;
+	const char *why, *rel;
+	size_t off, n;
+
+	end_file(w);
+	if (w->fatal)
+		return (-1);
+	for (;;) {
+		a = peek(w);
+		/* Each told once: the end stays the ring's last item. */
+		for (off = 0; off < a->skips.len; off += sizeof(why) + n) {
+			memcpy(&why, a->skips.data + off, sizeof(why));
+			rel = (const char *)a->skips.data + off + sizeof(why);
+			n = strlen(rel) + 1;
+			if (w->skipped_dir != NULL)
+				w->skipped_dir(w->skip_arg, rel, why);
+		}
+		buf_reset(&a->skips);
+		switch (a->type) {
+		case AH_EOF:
+			return (0);
+		case AH_FATAL:
+			w->fatal = 1;
+			return (-1);
+		}
+		/* The entry's strings become the walk's, whose last ones
+		 * go back to the ring with the slot. */
+		swap_buf(&w->path, &a->path);
+		swap_buf(&w->source, &a->source);
+		swap_buf(&w->uname, &a->uname);
+		swap_buf(&w->gname, &a->gname);
+		swap_buf(&w->target, &a->target);
+		*e = a->e;
+		w->st = a->st;
+		pop(w);
+		if (e->kind == ENTRY_FILE && e->size > 0) {
+			if (start_file(w, e)) {
+				w->fatal = 1;
+				return (-1);
+			}
 			w->in_file = 1;
 		}
 		return (1);
 	}
-fatal:
-	w->fatal = 1;
-	return (-1);
 }
 
 /*
@@ -800,6 +1032,24 @@ fs_walk_close(struct fs_walk *w)
 
 	if (w == NULL)
 		return;
+	if (w->threaded) {
+		pthread_mutex_lock(&w->mu);
+		w->stop = 1;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->th, NULL);
+	}
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	for (i = 0; w->ring != NULL && i < NAHEAD; i++) {
+		buf_release(&w->ring[i].skips);
+		buf_release(&w->ring[i].path);
+		buf_release(&w->ring[i].source);
+		buf_release(&w->ring[i].uname);
+		buf_release(&w->ring[i].gname);
+		buf_release(&w->ring[i].target);
+	}
+	free(w->ring);
 	end_file(w);
 	if (w->rootfd != -1)
 		close(w->rootfd);
@@ -818,6 +1068,7 @@ fs_walk_close(struct fs_walk *w)
 	free(w->acl);
 	free(w->map);
 	free(w->rbuf);
+	buf_release(&w->skips);
 	buf_release(&w->path);
 	buf_release(&w->source);
 	buf_release(&w->uname);

@@ -290,6 +290,17 @@ test_expect_success 'backup --exclude: a name at any depth, a path from the root
 	cmp src/big/mixed.bin ex-out/big/mixed.bin
 '
 
+test_expect_success 'walked without reading ahead (COFFER_WALK_AHEAD=0): the same snapshot' '
+	COFFER_WALK_AHEAD=0 coffer -r repo backup --level full sync "$TMP/src" &&
+	coffer -r repo backup --level full ahead "$TMP/src" &&
+	coffer -r repo ls --json sync@latest >sync.json &&
+	coffer -r repo ls --json ahead@latest >ahead.json &&
+	test_cmp sync.json ahead.json &&
+	test $(grep -c "\"path\"" sync.json) -ge 10000 &&
+	coffer -r repo restore sync@latest sync-out &&
+	treecmp src sync-out
+'
+
 test_expect_success 'nothing was left in tmp/, nothing written to HOME' '
 	test_dir_is_empty repo/tmp &&
 	test -z "$(find "$HOME" -mindepth 1 ! -type d)"
