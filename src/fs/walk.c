@@ -229,12 +229,21 @@ filter(struct archive *a, void *arg, struct archive_entry *ae)
 		w->filtered = 1;
 		return (0);
 	}
+	/* Once the walk has failed or is stopping, nothing more is asked. */
 	if (w->skip_dir != NULL && archive_entry_filetype(ae) == AE_IFDIR &&
+	    !w->wfatal && !__atomic_load_n(&w->stop, __ATOMIC_RELAXED) &&
 	    w->skip_dir(w->skip_arg, rel, &why)) {
-		/* Told to the caller with the next item (produce). */
+		size_t len = w->skips.len;
+
+		if (why == NULL)
+			why = "was left out";
+		/* Told to the caller with the next item (produce); a
+		 * record is added whole or not at all. */
 		if (buf_append(&w->skips, &why, sizeof(why)) ||
-		    buf_append(&w->skips, rel, strlen(rel) + 1))
+		    buf_append(&w->skips, rel, strlen(rel) + 1)) {
+			w->skips.len = len;
 			w->wfatal = 1;
+		}
 		w->filtered = 1;
 		return (0);
 	}
@@ -283,12 +292,14 @@ fs_walk_open(const char *root, const struct fs_walk_opts *o)
 	w->rootfd = w->fd = -1;
 	if (pthread_mutex_init(&w->mu, NULL) != 0) {
 		free(w);
-		goto nomem;
+		log_error("out of memory");
+		return (NULL);
 	}
 	if (pthread_cond_init(&w->cv, NULL) != 0) {
 		pthread_mutex_destroy(&w->mu);
 		free(w);
-		goto nomem;
+		log_error("out of memory");
+		return (NULL);
 	}
 	buf_init(&w->skips);
 	buf_init(&w->path);
@@ -692,6 +703,9 @@ produce_one(struct fs_walk *w, struct ahead *a)
 	if (w->wfatal)
 		return (AH_FATAL);
 	for (;;) {
+		/* The caller is closing the walk: no more of it. */
+		if (__atomic_load_n(&w->stop, __ATOMIC_RELAXED))
+			return (AH_EOF);
 		w->filtered = 0;
 		r = archive_read_next_header2(w->a, w->ae);
 		if (r == ARCHIVE_EOF)
@@ -780,9 +794,9 @@ produce(struct fs_walk *w, struct ahead *a)
 {
 	int type = produce_one(w, a);
 
-	if (w->wfatal)
-		type = AH_FATAL;
 	buf_reset(&a->skips);
+	if (w->wfatal)
+		return (AH_FATAL);	/* the walk failed: none are told */
 	swap_buf(&a->skips, &w->skips);
 	return (type);
 }
@@ -1034,7 +1048,7 @@ fs_walk_close(struct fs_walk *w)
 		return;
 	if (w->threaded) {
 		pthread_mutex_lock(&w->mu);
-		w->stop = 1;
+		__atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&w->cv);
 		pthread_mutex_unlock(&w->mu);
 		pthread_join(w->th, NULL);
