@@ -78,14 +78,18 @@ static const char lookup_sql[] =
  * A tombstone in snapshot ?1 for each path of the view that was not seen.
  * A path that already has a row of ?1 (the walk recorded it without a
  * lookup) keeps it.  The view is the same CAT_NEWEST as everywhere, over
- * the chain table, by path id: no names needed.
+ * the chain table, by path id: no names needed.  The paths seen are left
+ * out before the rows are grouped by path (a path's rows are all seen or
+ * none), so that only the few unseen ones are sorted: grouping every row
+ * of the view was most of an unchanged run's end.
  */
 static const char tombstones_sql[] =
 	"INSERT INTO entry(snapshot_id, path_id, kind)"
 	" SELECT ?1, v.path_id, 0 FROM ("
-	CAT_NEWEST("coffer_chain", "e.path_id AS path_id", "", "e.path_id")
+	CAT_NEWEST("coffer_chain", "e.path_id AS path_id",
+	    " WHERE NOT coffer_seen(e.path_id)", "e.path_id")
 	") v"
-	" WHERE v.depth >= 0 AND NOT coffer_seen(v.path_id)"
+	" WHERE v.depth >= 0"
 	"  AND NOT EXISTS (SELECT 1 FROM entry o"
 	"   WHERE o.snapshot_id = ?1 AND o.path_id = v.path_id)";
 
