@@ -370,7 +370,6 @@ static const struct migration {
 
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_PATH_FIND] = "SELECT id FROM path WHERE name = ?1",
-	[ST_PATH_ADD] = "INSERT INTO path(name) VALUES (?1)",
 	[ST_PATH_CLAIM] = "INSERT INTO path(name) VALUES (?1)"
 			  " ON CONFLICT(name) DO NOTHING",
 	[ST_ENTRY_ADD] =
@@ -389,8 +388,6 @@ static const char *const stmt_sql[ST__COUNT] = {
 		" plain_len = ?4, stored_len = ?5, type = ?6, flags = ?7,"
 		" damaged = 0 WHERE id = ?1",
 	[ST_CONTENT_FIND] = "SELECT id, size FROM content WHERE hash = ?1",
-	[ST_CONTENT_ADD] =
-		"INSERT INTO content(hash, size, nchunks) VALUES (?1, ?2, ?3)",
 	[ST_CONTENT_CLAIM] =
 		"INSERT INTO content(hash, size, nchunks) VALUES (?1, ?2, ?3)"
 		" ON CONFLICT(hash) DO NOTHING",

@@ -40,33 +40,6 @@ catalog_chunk_find(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
 }
 
 int
-catalog_chunk_add(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
-{
-	sqlite3_stmt *st;
-	char h[17];
-	int rc;
-
-	if ((st = cat_stmt(c, ST_CHUNK_ADD)) == NULL)
-		return (-1);
-	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE) {
-		log_error("cannot add chunk %s: %s", short_hex(h, cid),
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	if (sqlite3_changes(c->db) == 1) {
-		*rowid = sqlite3_last_insert_rowid(c->db);
-		return (0);
-	}
-	/* Already known (two files of one run share it): its row. */
-	if (catalog_chunk_find(c, cid, rowid) < 0)
-		return (-1);
-	return (0);
-}
-
-int
 catalog_chunk_claim(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
 {
 	sqlite3_stmt *st;
@@ -87,7 +60,14 @@ catalog_chunk_claim(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
 		*rowid = sqlite3_last_insert_rowid(c->db);
 		return (0);
 	}
+	/* Already known (two files of one run share it): its row. */
 	return (catalog_chunk_find(c, cid, rowid));
+}
+
+int
+catalog_chunk_add(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
+{
+	return (catalog_chunk_claim(c, cid, rowid) < 0 ? -1 : 0);
 }
 
 int
@@ -207,6 +187,27 @@ refs_ok(uint64_t size, const struct catalog_chunk_ref *refs, size_t n)
 	return (1);
 }
 
+/* Insert a content row unless its hash has one: 1 inserted, 0 there
+ * already, -1 on error (the caller reports). */
+static int
+content_insert(struct catalog *c, const uint8_t hash[32], uint64_t size,
+    size_t n)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_stmt(c, ST_CONTENT_CLAIM)) == NULL)
+		return (-1);
+	sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (int64_t)size);
+	sqlite3_bind_int64(st, 3, (int64_t)n);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return (-1);
+	return (sqlite3_changes(c->db) == 1);
+}
+
 int
 catalog_content_put(struct catalog *c, const uint8_t hash[32],
     uint64_t size, const struct catalog_chunk_ref *refs, size_t n,
@@ -222,21 +223,12 @@ catalog_content_put(struct catalog *c, const uint8_t hash[32],
 		    "beyond its size", short_hex(h, hash));
 		return (-1);
 	}
-	if (c->content_known < 0) {
-		/* Mostly new contents: the insert first (cat_known). */
-		if ((st = cat_stmt(c, ST_CONTENT_CLAIM)) == NULL)
-			return (-1);
-		sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, (int64_t)size);
-		sqlite3_bind_int64(st, 3, (int64_t)n);
-		rc = sqlite3_step(st);
-		sqlite3_reset(st);
-		if (rc != SQLITE_DONE)
+	/* Mostly new contents: the insert first (cat_known). */
+	if (c->content_known < 0 &&
+	    (rc = content_insert(c, hash, size, n)) != 0) {
+		if (rc < 0)
 			goto sqlerr;
-		if (sqlite3_changes(c->db) == 1) {
-			cat_known(&c->content_known, 0);
-			goto added;
-		}
+		goto added;
 	}
 	if ((st = cat_stmt(c, ST_CONTENT_FIND)) == NULL)
 		return (-1);
@@ -271,17 +263,10 @@ catalog_content_put(struct catalog *c, const uint8_t hash[32],
 	 * the two inserts touch into a sub-journal, about an eighth of a
 	 * small file's catalog work.
 	 */
-	if ((st = cat_stmt(c, ST_CONTENT_ADD)) == NULL)
-		goto err;
-	sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (int64_t)size);
-	sqlite3_bind_int64(st, 3, (int64_t)n);
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
+	if (content_insert(c, hash, size, n) != 1)
 		goto sqlerr;
-	cat_known(&c->content_known, 0);
 added:
+	cat_known(&c->content_known, 0);
 	*content_id = sqlite3_last_insert_rowid(c->db);
 	if ((st = cat_stmt(c, ST_CONTENT_CHUNK_ADD)) == NULL)
 		goto err;

@@ -4,6 +4,27 @@
 #include "catalog-int.h"
 #include "coffer/log.h"
 
+/* Insert a path row unless it has one: 1 inserted (*id its row), 0
+ * there already, -1 on error (the caller reports). */
+static int
+path_insert(struct catalog *c, const char *path, int64_t *id)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_stmt(c, ST_PATH_CLAIM)) == NULL)
+		return (-1);
+	cat_bind_blobstr(st, 1, path);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return (-1);
+	if (sqlite3_changes(c->db) != 1)
+		return (0);
+	*id = sqlite3_last_insert_rowid(c->db);
+	return (1);
+}
+
 /* Intern a relative path; *id its row. */
 static int
 path_id(struct catalog *c, const char *path, int64_t *id)
@@ -11,20 +32,12 @@ path_id(struct catalog *c, const char *path, int64_t *id)
 	sqlite3_stmt *st;
 	int rc;
 
-	if (c->path_known < 0) {
-		/* Mostly new paths: the insert first (cat_known). */
-		if ((st = cat_stmt(c, ST_PATH_CLAIM)) == NULL)
-			return (-1);
-		cat_bind_blobstr(st, 1, path);
-		rc = sqlite3_step(st);
-		sqlite3_reset(st);
-		if (rc != SQLITE_DONE)
+	/* Mostly new paths: the insert first (cat_known). */
+	if (c->path_known < 0 && (rc = path_insert(c, path, id)) != 0) {
+		if (rc < 0)
 			goto err;
-		if (sqlite3_changes(c->db) == 1) {
-			*id = sqlite3_last_insert_rowid(c->db);
-			cat_known(&c->path_known, 0);
-			return (0);
-		}
+		cat_known(&c->path_known, 0);
+		return (0);
 	}
 	if ((st = cat_stmt(c, ST_PATH_FIND)) == NULL)
 		return (-1);
@@ -37,16 +50,8 @@ path_id(struct catalog *c, const char *path, int64_t *id)
 		cat_known(&c->path_known, 1);
 		return (0);
 	}
-	if (rc != SQLITE_DONE)
+	if (rc != SQLITE_DONE || path_insert(c, path, id) != 1)
 		goto err;
-	if ((st = cat_stmt(c, ST_PATH_ADD)) == NULL)
-		return (-1);
-	cat_bind_blobstr(st, 1, path);
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
-		goto err;
-	*id = sqlite3_last_insert_rowid(c->db);
 	cat_known(&c->path_known, 0);
 	return (0);
 err:
