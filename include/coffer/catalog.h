@@ -200,10 +200,11 @@ int catalog_chunk_find(struct catalog *c, const uint8_t cid[32],
 int catalog_chunk_add(struct catalog *c, const uint8_t cid[32],
     int64_t *rowid);
 /*
- * catalog_chunk_find and catalog_chunk_add in one, the insert tried first:
- * 1 if the chunk is known and stored (*rowid its row), 0 if not (*rowid
- * its row, made now if there was none), -1 on error.  One index probe for
- * a new chunk instead of two; two for a known one.
+ * catalog_chunk_find and catalog_chunk_add in one: 1 if the chunk is known
+ * and stored (*rowid its row), 0 if not (*rowid its row, made now if there
+ * was none), -1 on error.  While most chunks claimed lately were new (a
+ * first backup) the insert is tried first, one index probe for a new
+ * chunk instead of two; otherwise the lookup, one probe for a known one.
  */
 int catalog_chunk_claim(struct catalog *c, const uint8_t cid[32],
     int64_t *rowid);

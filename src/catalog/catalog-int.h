@@ -43,12 +43,13 @@ struct catalog {
 	int seen_fn;		/* coffer_seen() registered */
 	int damaged;		/* open failed: not a catalog, or corrupt */
 	/*
-	 * Recent paths and contents interned: > 0 mostly known ones (a
-	 * backup of what was stored before), < 0 mostly new ones (a first
-	 * backup).  Then a row is claimed with the insert first: one probe
-	 * of the unique index for a new one instead of two (cat_known).
+	 * Recent chunks, paths and contents claimed: > 0 mostly known ones
+	 * (a backup of what was stored before), < 0 mostly new ones (a
+	 * first backup).  Then a row is claimed with the insert first: one
+	 * probe of the unique index for a new one instead of two
+	 * (cat_known).
 	 */
-	int path_known, content_known;
+	int chunk_known, path_known, content_known;
 };
 
 /* Count one interned row as known (1) or new (0) in *score. */

@@ -39,8 +39,10 @@ catalog_chunk_find(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
 	return (ret);
 }
 
-int
-catalog_chunk_claim(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
+/* Insert a chunk row without a location unless cid has one: 1 inserted
+ * (*rowid its row), 0 there already, -1 on error (reported). */
+static int
+chunk_insert(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
 {
 	sqlite3_stmt *st;
 	char h[17];
@@ -56,12 +58,38 @@ catalog_chunk_claim(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
 		    sqlite3_errmsg(c->db));
 		return (-1);
 	}
-	if (sqlite3_changes(c->db) == 1) {
-		*rowid = sqlite3_last_insert_rowid(c->db);
+	if (sqlite3_changes(c->db) != 1)
+		return (0);
+	*rowid = sqlite3_last_insert_rowid(c->db);
+	return (1);
+}
+
+int
+catalog_chunk_claim(struct catalog *c, const uint8_t cid[32], int64_t *rowid)
+{
+	char h[17];
+	int rc, found;
+
+	/* Mostly new chunks: the insert first (cat_known). */
+	if (c->chunk_known < 0 && (rc = chunk_insert(c, cid, rowid)) != 0) {
+		if (rc < 0)
+			return (-1);
+		cat_known(&c->chunk_known, 0);
 		return (0);
 	}
-	/* Already known (two files of one run share it): its row. */
-	return (catalog_chunk_find(c, cid, rowid));
+	/* Known, or left without a location by a crashed run (or two
+	 * files of one run share it): its row. */
+	if ((found = catalog_chunk_find(c, cid, rowid)) < 0)
+		return (-1);
+	if (found == 0 && *rowid == 0 &&
+	    (rc = chunk_insert(c, cid, rowid)) != 1) {
+		if (rc == 0)
+			log_error("internal error: chunk %s both missing and "
+			    "there", short_hex(h, cid));
+		return (-1);
+	}
+	cat_known(&c->chunk_known, found);
+	return (found);
 }
 
 int

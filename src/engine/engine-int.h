@@ -43,8 +43,6 @@ struct packer {
 	uint64_t target_size;		/* flush a pack at this size */
 	uint64_t uncommitted;		/* bytes of the packs located since
 					 * the last commit */
-	int known;			/* recent lookups: > 0 mostly known
-					 * chunks, < 0 mostly new ones */
 	/* What this run added. */
 	int64_t bytes_new;		/* plaintext of new chunks */
 	int64_t bytes_stored;		/* their records in packs */

@@ -263,28 +263,12 @@ packer_lookup(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
 		*rowidp = p->pend[idx].rowid;
 		return (1);
 	}
-	/*
-	 * A run that meets mostly new chunks (a first backup) tries the
-	 * insert first, one probe of the chunk index for each; one that
-	 * meets mostly known chunks (a full of what is stored) looks up
-	 * first.  Either way a chunk's row, new or left by a crashed run,
-	 * is claimed once.
-	 */
-	if (p->known < 0)
-		found = catalog_chunk_claim(p->cat, id, &rowid);
-	else if ((found = catalog_chunk_find(p->cat, id, &rowid)) == 0 &&
-	    rowid == 0 && catalog_chunk_add(p->cat, id, &rowid))
-		found = -1;
-	if (found < 0)
+	if ((found = catalog_chunk_claim(p->cat, id, &rowid)) < 0)
 		return (-1);
 	if (found) {
-		if (p->known < 8)
-			p->known++;
 		*rowidp = rowid;
 		return (1);
 	}
-	if (p->known > -8)
-		p->known--;
 	/* New to the repository (or a leftover row of a crashed run). */
 	if (array_grow(&p->pend, &p->cappend, p->npend,
 	    sizeof(*p->pend), 1024))
