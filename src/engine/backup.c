@@ -50,6 +50,14 @@
  */
 #define BATCH_JOBS 4096
 #define READ_BYTES (1u << 20)	/* read straight into the filling batch */
+/*
+ * Chunks below HASH_SMALL bytes are hashed HASH_GROUP at a time, one job
+ * of the pool (ccrypto_chunk_ids: eight side by side where the processor
+ * can); a larger one is a job of its own, so that the pool's threads
+ * share a batch of checkpoint chunks rather than one of them taking it.
+ */
+#define HASH_SMALL (64u << 10)
+#define HASH_GROUP 16
 #define NBATCH 3	/* filling, hashed, sealing */
 
 enum { READING, CLOSED, DEAD, RECORDING, FINISHED };
@@ -128,6 +136,10 @@ struct batch {
 	struct buf data;		/* chunk bytes */
 	struct job *jobs;
 	size_t njobs, capjobs;
+	/* The hashing's jobs: group i is jobs[groups[i]] up to
+	 * jobs[groups[i + 1]] (hash_groups). */
+	size_t *groups;
+	size_t ngroups, capgroups;
 };
 
 struct backup {
@@ -566,13 +578,53 @@ seal_job(struct backup *b, struct batch *bt, struct job *j, int worker)
 	}
 }
 
-/* The pool loops, over one batch: hash its chunks, or seal them. */
+/*
+ * Split the batch's jobs into the hashing's groups: runs of up to
+ * HASH_GROUP small chunks, and each large one alone.  -1 out of memory.
+ */
+static int
+hash_groups(struct batch *bt)
+{
+	size_t i, n = 0;
+
+	while (bt->capgroups <= bt->njobs)
+		if (array_grow(&bt->groups, &bt->capgroups, bt->capgroups,
+		    sizeof(*bt->groups), 64))
+			return (-1);
+	for (i = 0; i < bt->njobs; i++)
+		if (n == 0 || i - bt->groups[n - 1] >= HASH_GROUP ||
+		    bt->jobs[i].len >= HASH_SMALL ||
+		    bt->jobs[i - 1].len >= HASH_SMALL)
+			bt->groups[n++] = i;
+	bt->groups[n] = bt->njobs;
+	bt->ngroups = n;
+	return (0);
+}
+
+/* The pool loops, over one batch: hash a group of its chunks, or seal
+ * one. */
 static void
 hash_loop(void *arg, size_t i, int worker)
 {
 	struct batch *bt = arg;
+	struct backup *b = bt->b;
+	const uint8_t *in[HASH_GROUP];
+	size_t len[HASH_GROUP], k, lo = bt->groups[i], n;
+	uint8_t ids[HASH_GROUP][CCRYPTO_ID_BYTES];
 
-	hash_job(bt->b, bt, &bt->jobs[i]);
+	(void)worker;
+	n = bt->groups[i + 1] - lo;
+	if (n == 1) {
+		hash_job(b, bt, &bt->jobs[lo]);
+		return;
+	}
+	for (k = 0; k < n; k++) {
+		in[k] = bt->data.data + bt->jobs[lo + k].off;
+		len[k] = bt->jobs[lo + k].len;
+	}
+	ccrypto_chunk_ids(repo_keys(b->repo), n, in, len, ids);
+	for (k = 0; k < n; k++)
+		memcpy(bt->jobs[lo + k].id, ids[k], CCRYPTO_ID_BYTES);
 }
 
 static void
@@ -704,7 +756,9 @@ advance_step(struct backup *b)
 	 * step's loops first goes on with it instead of idling. */
 	if (b->fill->njobs > 0) {
 		hashing = b->fill;
-		pool_start(b->pool, hashing->njobs, hash_loop, hashing);
+		if (hash_groups(hashing))
+			return (-1);
+		pool_start(b->pool, hashing->ngroups, hash_loop, hashing);
 	}
 	if (b->running)
 		pool_wait_but(b->pool, hashing != NULL);
@@ -768,6 +822,9 @@ release_batches(struct backup *b)
 		free(b->batches[i].jobs);
 		b->batches[i].jobs = NULL;
 		b->batches[i].njobs = b->batches[i].capjobs = 0;
+		free(b->batches[i].groups);
+		b->batches[i].groups = NULL;
+		b->batches[i].ngroups = b->batches[i].capgroups = 0;
 	}
 }
 
