@@ -393,6 +393,40 @@ int catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
     catalog_part_emit_fn emit, void *arg);
 
 /*
+ * A full backup's record rows, spooled as its entries are recorded
+ * (spool.c), so that its record is built from them rather than read back
+ * out of the catalog.  catalog_spool_new: an empty spool cutting parts as
+ * catalog_snapshot_export_parts would; NULL if none can be had (the
+ * export then reads the catalog).  catalog_spool_entry: the entry just
+ * added to the catalog, with its content's hash, chunk ids and refs (hash
+ * NULL: no content).  catalog_spool_off: the snapshot's rows are no longer
+ * only what was spooled (an entry copied or put back): its record must be
+ * read from the catalog.  A spool that cannot take a row turns itself
+ * off.  Used by one thread at a time: the one holding the catalog.
+ */
+struct catalog_spool;
+struct catalog_spool *catalog_spool_new(struct catalog *c,
+    size_t max_entries, size_t max_bytes);
+void catalog_spool_entry(struct catalog_spool *sp, const struct entry *e,
+    const uint8_t hash[32], const uint8_t (*cids)[32],
+    const struct catalog_chunk_ref *refs, size_t nchunks);
+void catalog_spool_off(struct catalog_spool *sp);
+/* Its last rows written out (or it is off): before the export. */
+void catalog_spool_finish(struct catalog_spool *sp);
+int catalog_spool_usable(const struct catalog_spool *sp);
+void catalog_spool_free(struct catalog_spool *sp);
+/*
+ * catalog_snapshot_export_parts, but each part's rows from the spool
+ * (usable, holding every entry of the snapshot) instead of the catalog;
+ * the metadata still comes from the catalog.  The parts hold the same
+ * rows as catalog_snapshot_export_parts would give them, in record order
+ * rather than path id order.
+ */
+int catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
+    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
+    void *arg);
+
+/*
  * Where the parts of a snapshot's record are (schema 9), so that an
  * export finds them without reading the head, which a write-only key
  * cannot open.  catalog_snapshot_part_add: part idx (not the head) of

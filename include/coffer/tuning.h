@@ -34,6 +34,8 @@ struct tuning {
 					 * entries per snapshot record part */
 	int record_whole;		/* COFFER_RECORD_FORMAT=1: snapshot
 					 * records whole, as before parts */
+	int record_from_catalog;	/* COFFER_RECORD_SPOOL=0: a full's
+					 * record read from the catalog */
 	/* This host's limit, as given (NULL: unset); checked by the key
 	 * slot code, which knows the bounds. */
 	const char *kdf_max_memory;	/* COFFER_KDF_MAX_MEMORY, MiB */

@@ -152,4 +152,42 @@ int cat_copy_rows(struct catalog *c, sqlite3 *mem, int64_t snapshot_id,
     const char *what, const char *src_sql, const char *dst_sql, int meta,
     int64_t *nrows);
 
+/*
+ * A row of the spool (spool.c) as read back: the entry's numbers in e
+ * (its strings are the pointers here, not NUL-terminated), its content
+ * and chunks when it has one.  The pointers are into the buffer the part
+ * was read into.
+ */
+struct cat_spool_row {
+	struct entry e;
+	const uint8_t *path, *uname, *gname, *target, *xattrs, *acl;
+	uint32_t pathlen, unamelen, gnamelen, targetlen, xattrslen, acllen;
+	int has_content;
+	uint8_t hash[32];
+	uint64_t csize;
+	uint32_t nchunks;
+	const uint8_t *chunks;
+};
+/* A part's rows as read back: raw holds them, row[i] points at the i-th
+ * (checked whole). */
+struct cat_spool_read {
+	struct buf raw;
+	const uint8_t **row;
+	size_t nrows, caprows;
+};
+void cat_spool_read_release(struct cat_spool_read *rd);
+/* The spool's parts (at least one, maybe empty); part i's rows into rd.
+ * Safe from several threads at once, each with its own rd, once the
+ * spool is finished (catalog_spool_finish). */
+size_t cat_spool_parts(const struct catalog_spool *sp);
+int cat_spool_part(const struct catalog_spool *sp, size_t i,
+    struct cat_spool_read *rd);
+/* A row read back: whole; its path; its content hash (NULL: none); its
+ * chunk k. */
+void cat_spool_row(const uint8_t *p, struct cat_spool_row *w);
+const uint8_t *cat_spool_path(const uint8_t *p, uint32_t *len);
+const uint8_t *cat_spool_hash(const uint8_t *p);
+void cat_spool_chunk(const struct cat_spool_row *w, size_t k,
+    const uint8_t **cid, uint64_t *file_offset, uint32_t *len);
+
 #endif

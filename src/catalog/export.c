@@ -564,26 +564,180 @@ out:
 	return (rc);
 }
 
-int
-catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
-    size_t max_entries, size_t max_bytes, size_t room,
+/*
+ * A part from the spool: its rows into the image in the order of each
+ * table's key (path; content hash; content hash and seq), so that every
+ * B-tree grows at its end, a content repeated in the part once.  The
+ * values are bound as the catalog holds them: the image is the one
+ * copy_slice makes of the same rows.
+ */
+static int
+row_path_cmp(const void *a, const void *b)
+{
+	uint32_t xl, yl;
+	const uint8_t *x = cat_spool_path(*(const uint8_t *const *)a, &xl);
+	const uint8_t *y = cat_spool_path(*(const uint8_t *const *)b, &yl);
+	int d = memcmp(x, y, xl < yl ? xl : yl);
+
+	if (d != 0)
+		return (d);
+	return (xl < yl ? -1 : xl > yl);
+}
+
+/* Rows with content only. */
+static int
+row_hash_cmp(const void *a, const void *b)
+{
+	return (memcmp(cat_spool_hash(*(const uint8_t *const *)a),
+	    cat_spool_hash(*(const uint8_t *const *)b), 32));
+}
+
+/* Text or blob columns that may be NULL; a zero-length one is not. */
+static void
+bind_opt(sqlite3_stmt *st, int i, const uint8_t *p, uint32_t len, int text)
+{
+	if (p == NULL)
+		sqlite3_bind_null(st, i);
+	else if (text)
+		sqlite3_bind_text(st, i, len > 0 ? (const char *)p : "",
+		    (int)len, SQLITE_STATIC);
+	else
+		sqlite3_bind_blob(st, i, len > 0 ? (const void *)p : "",
+		    (int)len, SQLITE_STATIC);
+}
+
+static int
+put_spool_entry(sqlite3_stmt *st, const struct cat_spool_row *w)
+{
+	const struct entry *e = &w->e;
+
+	sqlite3_reset(st);
+	bind_opt(st, 1, w->path, w->pathlen, 0);
+	sqlite3_bind_int(st, 2, e->kind);
+	sqlite3_bind_int64(st, 3, e->mode);
+	sqlite3_bind_int64(st, 4, e->uid);
+	sqlite3_bind_int64(st, 5, e->gid);
+	bind_opt(st, 6, w->uname, w->unamelen, 1);
+	bind_opt(st, 7, w->gname, w->gnamelen, 1);
+	sqlite3_bind_int64(st, 8, e->size);
+	sqlite3_bind_int64(st, 9, e->mtime_ns);
+	sqlite3_bind_int64(st, 10, e->ctime_ns);
+	sqlite3_bind_int64(st, 11, (int64_t)e->ino);
+	sqlite3_bind_int64(st, 12, (int64_t)e->dev);
+	sqlite3_bind_int64(st, 13, e->nlink);
+	sqlite3_bind_int64(st, 14, (int64_t)e->rdev);
+	bind_opt(st, 15, w->target, w->targetlen, 0);
+	bind_opt(st, 16, w->xattrs, w->xattrslen, 0);
+	bind_opt(st, 17, w->acl, w->acllen, 1);
+	if (w->has_content)
+		sqlite3_bind_blob(st, 18, w->hash, sizeof(w->hash),
+		    SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 18);
+	return (sqlite3_step(st) == SQLITE_DONE ? 0 : -1);
+}
+
+static int
+put_spool_content(struct slice_stmts *ss, const struct cat_spool_row *w)
+{
+	const uint8_t *cid;
+	uint64_t off;
+	uint32_t len, k;
+
+	sqlite3_reset(ss->put_content);
+	sqlite3_bind_blob(ss->put_content, 1, w->hash, sizeof(w->hash),
+	    SQLITE_STATIC);
+	sqlite3_bind_int64(ss->put_content, 2, (int64_t)w->csize);
+	sqlite3_bind_int64(ss->put_content, 3, w->nchunks);
+	if (sqlite3_step(ss->put_content) != SQLITE_DONE)
+		return (-1);
+	for (k = 0; k < w->nchunks; k++) {
+		cat_spool_chunk(w, k, &cid, &off, &len);
+		sqlite3_reset(ss->put_chunk);
+		sqlite3_bind_blob(ss->put_chunk, 1, w->hash, sizeof(w->hash),
+		    SQLITE_STATIC);
+		sqlite3_bind_int64(ss->put_chunk, 2, k);
+		sqlite3_bind_blob(ss->put_chunk, 3, cid, 32, SQLITE_STATIC);
+		sqlite3_bind_int64(ss->put_chunk, 4, (int64_t)off);
+		sqlite3_bind_int64(ss->put_chunk, 5, len);
+		if (sqlite3_step(ss->put_chunk) != SQLITE_DONE)
+			return (-1);
+	}
+	return (0);
+}
+
+static int
+spool_slice(struct catalog_spool *sp, struct cat_spool_read *rd, size_t part,
+    sqlite3 *mem, int64_t snapshot_id)
+{
+	struct slice_stmts ss = { 0 };
+	struct cat_spool_row w;
+	const uint8_t **row;
+	size_t n, nc = 0, i;
+	int ret = -1;
+
+	if (cat_spool_part(sp, part, rd))
+		return (-1);
+	row = rd->row;
+	n = rd->nrows;
+	if (mem_prepare(mem, copies[0].dst, &ss.put_entry, snapshot_id) ||
+	    mem_prepare(mem, "INSERT INTO content VALUES (?1, ?2, ?3)",
+	    &ss.put_content, snapshot_id) ||
+	    mem_prepare(mem, "INSERT INTO content_chunk VALUES (?1, ?2, ?3,"
+	    " ?4, ?5)", &ss.put_chunk, snapshot_id))
+		goto out;
+	qsort(row, n, sizeof(*row), row_path_cmp);
+	for (i = 0; i < n; i++) {
+		cat_spool_row(row[i], &w);
+		if (put_spool_entry(ss.put_entry, &w))
+			goto sqlerr;
+		if (w.has_content)
+			row[nc++] = row[i];
+	}
+	qsort(row, nc, sizeof(*row), row_hash_cmp);
+	for (i = 0; i < nc; i++) {
+		if (i > 0 && memcmp(cat_spool_hash(row[i]),
+		    cat_spool_hash(row[i - 1]), 32) == 0)
+			continue;
+		cat_spool_row(row[i], &w);
+		if (put_spool_content(&ss, &w))
+			goto sqlerr;
+	}
+	ret = 0;
+	goto out;
+sqlerr:
+	log_error("cannot export snapshot %lld: %s", (long long)snapshot_id,
+	    sqlite3_errmsg(mem));
+out:
+	slice_stmts_release(&ss);
+	return (ret);
+}
+
+/*
+ * The parts, each slice read from the catalog (sp NULL) or from the
+ * spool.
+ */
+static int
+export_parts(struct catalog *c, int64_t snapshot_id, size_t max_entries,
+    size_t max_bytes, struct catalog_spool *sp, size_t room,
     catalog_part_emit_fn emit, void *arg)
 {
 	struct catalog_record_part *parts = NULL, where;
 	struct slice_stmts ss = { 0 };
+	struct cat_spool_read rd = { BUF_INIT, NULL, 0, 0 };
 	sqlite3_stmt *more = NULL;
 	sqlite3 *mem = NULL;
 	size_t nparts = 0, cap = 0;
-	int64_t lo = INT64_MIN, hi, n;
+	int64_t lo = INT64_MIN, hi = INT64_MIN, n;
 	char sql[96];
-	int head = 0, ret = -1;
+	int head = 0, rc, ret = -1;
 
 	if (max_entries == 0)
 		max_entries = 1;
-	if ((ss.entries = cat_prepare(c, slice_entries_sql,
+	if (sp == NULL && ((ss.entries = cat_prepare(c, slice_entries_sql,
 	    "export a snapshot")) == NULL || (ss.chunks = cat_prepare(c,
 	    content_chunks_sql, "export a snapshot")) == NULL ||
-	    (more = cat_prepare(c, more_sql, "export a snapshot")) == NULL)
+	    (more = cat_prepare(c, more_sql, "export a snapshot")) == NULL))
 		goto out;
 	while (!head) {
 		if (nparts > INT32_MAX - 1) {
@@ -607,12 +761,23 @@ catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
 			    "snapshot", (long long)snapshot_id);
 			goto out;
 		}
-		if (copy_slice(c, mem, &ss, snapshot_id, lo, max_entries,
-		    max_bytes, &hi))
-			goto out;
-		if ((head = more_entries(c, more, snapshot_id, hi)) < 0)
-			goto out;
-		head = !head;
+		if (sp != NULL) {
+			/* The rows go before the image is copied out: a
+			 * part is held once at a time, as from the catalog. */
+			rc = spool_slice(sp, &rd, nparts, mem, snapshot_id);
+			cat_spool_read_release(&rd);
+			if (rc)
+				goto out;
+			head = nparts + 1 >= cat_spool_parts(sp);
+		} else {
+			if (copy_slice(c, mem, &ss, snapshot_id, lo,
+			    max_entries, max_bytes, &hi))
+				goto out;
+			if ((head = more_entries(c, more, snapshot_id,
+			    hi)) < 0)
+				goto out;
+			head = !head;
+		}
 		if (head) {
 			/* The other parts' places, which emit may complete
 			 * only now. */
@@ -644,8 +809,30 @@ out:
 	sqlite3_finalize(ss.entries);
 	sqlite3_finalize(ss.chunks);
 	sqlite3_finalize(more);
+	cat_spool_read_release(&rd);
 	free(parts);
 	return (ret);
+}
+
+int
+catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
+    size_t max_entries, size_t max_bytes, size_t room,
+    catalog_part_emit_fn emit, void *arg)
+{
+	return (export_parts(c, snapshot_id, max_entries, max_bytes, NULL,
+	    room, emit, arg));
+}
+
+int
+catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
+    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
+    void *arg)
+{
+	if (!catalog_spool_usable(sp)) {
+		log_error("internal error: exporting from a spool turned off");
+		return (-1);
+	}
+	return (export_parts(c, snapshot_id, 0, 0, sp, room, emit, arg));
 }
 
 int

@@ -165,6 +165,10 @@ struct backup {
 	struct hmap links;		/* (dev, ino) -> content id */
 	struct fs_walk *walk;
 
+	/* A full's record rows as they are recorded (NULL: the record is
+	 * read from the catalog); with the catalog, like the packer. */
+	struct catalog_spool *spool;
+
 	/* Checkpoint directories found being written after the walk went
 	 * in: put back whole once every file is recorded. */
 	char **held;
@@ -264,6 +268,8 @@ pfile_finish(struct backup *b, struct pfile *f)
 		return (-1);
 	if (catalog_entry_add(b->cat, b->snapshot_id, &f->e))
 		return (-1);
+	catalog_spool_entry(b->spool, &f->e, hash, (const uint8_t (*)[32])f->ids,
+	    f->refs, f->nrefs);
 	count_entry(b->res, f->e.kind);
 	if (f->e.nlink > 1) {
 		link_key(key, &f->e);
@@ -1063,6 +1069,8 @@ keep_previous(struct backup *b, const struct entry *e, int had_base,
 	struct entry old;
 	int found = had_base;
 
+	/* A copied entry, or none: the record's rows are the catalog's. */
+	catalog_spool_off(b->spool);
 	if (b->level == LEVEL_FULL) {
 		if (open_view(b))
 			return (-1);
@@ -1138,6 +1146,7 @@ put_back(struct backup *b, const char *dir)
 	int64_t d[ENTRY_SOCK + 1];
 	int k;
 
+	catalog_spool_off(b->spool);
 	if (b->level == LEVEL_FULL && open_view(b))
 		return (-1);
 	if (catalog_put_back(b->cat, b->view, b->snapshot_id, dir,
@@ -1199,6 +1208,9 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	if (e->nlink > 1) {
 		cat_enter(b);
 		if ((rc = known_link(b, e, &cid)) > 0) {
+			/* A content spooled with another name, or not at
+			 * all (an unchanged link of an incremental). */
+			catalog_spool_off(b->spool);
 			e->content_id = cid;
 			if (catalog_entry_add(b->cat, b->snapshot_id, e))
 				rc = -1;
@@ -1347,8 +1359,11 @@ walk_source(struct backup *b)
 			cat_enter(b);
 			if (catalog_entry_add(b->cat, b->snapshot_id, &e))
 				rc = -1;
-			else
+			else {
+				catalog_spool_entry(b->spool, &e, NULL, NULL,
+				    NULL, 0);
 				count_entry(b->res, e.kind);
+			}
 			cat_leave(b);
 			if (rc < 0)
 				break;
@@ -1534,6 +1549,8 @@ engine_backup(struct repo *r, struct catalog *c,
 		goto out;
 
 	b.snapshot_id = s.id;
+	if (b.level == LEVEL_FULL)
+		b.spool = packer_record_spool(&b.packer);
 	if (walk_source(&b))
 		goto out;
 	/* The record is built next, at the run's peak: drop what the
@@ -1563,8 +1580,10 @@ engine_backup(struct repo *r, struct catalog *c,
 	s.warnings = (int64_t)(log_warnings - warn0);
 	if (catalog_snapshot_update(c, &s))
 		goto out;
-	if (packer_snapshot_record(&b.packer, &s))
+	if (packer_snapshot_record(&b.packer, &s, b.spool))
 		goto out;
+	catalog_spool_free(b.spool);
+	b.spool = NULL;
 	/* Here the record counts too: this is what the run added to packs. */
 	s.bytes_stored = b.packer.bytes_stored;
 	if (catalog_snapshot_update(c, &s))
@@ -1600,6 +1619,7 @@ out:
 	if (status == ENGINE_ERROR && signals_caught())
 		status = ENGINE_INTERRUPTED;
 	res->seconds = now_monotonic() - t0;
+	catalog_spool_free(b.spool);
 	packer_release(&b.packer);
 	chunker_free(b.chunker);
 	hmap_release(&b.links);

@@ -61,7 +61,7 @@ engine_consolidate(struct repo *r, struct catalog *c,
 	s.others = counts[2];
 	s.state = SNAP_COMPLETE;
 	s.finished_ns = now_realtime_ns();
-	if (catalog_snapshot_update(c, &s) || packer_snapshot_record(&p, &s))
+	if (catalog_snapshot_update(c, &s) || packer_snapshot_record(&p, &s, NULL))
 		goto out;
 	s.bytes_stored = p.bytes_stored;
 	if (catalog_snapshot_update(c, &s) || packer_flush(&p) ||

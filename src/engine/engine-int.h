@@ -97,7 +97,11 @@ int packer_maybe_flush(struct packer *p);
  * located but not committed: s is complete in the caller's transaction,
  * which packer_flush commits.  0 or -1.
  */
-int packer_snapshot_record(struct packer *p, struct catalog_snapshot *s);
+int packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
+    struct catalog_spool *sp);
+/* A spool for a full's record (catalog_spool_new), with the packer's
+ * part sizes; NULL when the record is to be read from the catalog. */
+struct catalog_spool *packer_record_spool(struct packer *p);
 
 /*
  * Reading snapshot records by pack and record id (the parts a head

@@ -491,23 +491,39 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 	return (0);
 }
 
+/*
+ * Tuning and tests: COFFER_RECORD_PART_ENTRIES sets the entries per part
+ * (a test makes many parts of a few hundred files), COFFER_RECORD_FORMAT=1
+ * writes the record whole, as coffer did before parts, so that reading
+ * old repositories stays tested, and COFFER_RECORD_SPOOL=0 reads a full's
+ * record from the catalog, as every other record is.
+ */
+static size_t
+part_entries(void)
+{
+	if (tuning_get()->record_part_entries > 0)
+		return (tuning_get()->record_part_entries);
+	return (CATALOG_RECORD_PART_ENTRIES);
+}
+
+struct catalog_spool *
+packer_record_spool(struct packer *p)
+{
+	if (tuning_get()->record_whole || tuning_get()->record_from_catalog)
+		return (NULL);
+	return (catalog_spool_new(p->cat, part_entries(),
+	    CATALOG_RECORD_PART_BYTES));
+}
+
 int
-packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
+packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
+    struct catalog_spool *sp)
 {
 	struct catalog_record_part where;
 	struct part_emit pe;
 	struct buf rec = BUF_INIT;
-	size_t entries = CATALOG_RECORD_PART_ENTRIES;
 	int rc;
 
-	/*
-	 * Tuning and tests: COFFER_RECORD_PART_ENTRIES sets the entries per
-	 * part (a test makes many parts of a few hundred files), and
-	 * COFFER_RECORD_FORMAT=1 writes the record whole, as coffer did
-	 * before parts, so that reading old repositories stays tested.
-	 */
-	if (tuning_get()->record_part_entries > 0)
-		entries = tuning_get()->record_part_entries;
 	if (tuning_get()->record_whole) {
 		if (buf_reserve(&rec, SNAPSHOT_RECORD_HEADER))
 			return (-1);
@@ -526,9 +542,17 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s)
 	memset(&pe, 0, sizeof(pe));
 	pe.p = p;
 	pe.s = s;
-	rc = catalog_snapshot_export_parts(p->cat, s->id, entries,
-	    CATALOG_RECORD_PART_BYTES, SNAPSHOT_RECORD_HEADER, emit_part,
-	    &pe);
+	catalog_spool_finish(sp);
+	log_info("snapshot record: %s", catalog_spool_usable(sp) ?
+	    "built from the rows spooled as they were recorded" :
+	    "read from the catalog");
+	if (catalog_spool_usable(sp))
+		rc = catalog_snapshot_export_spool(p->cat, s->id, sp,
+		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
+	else
+		rc = catalog_snapshot_export_parts(p->cat, s->id,
+		    part_entries(), CATALOG_RECORD_PART_BYTES,
+		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
 	/* A failed export may leave a part being sealed. */
 	part_job_free(pe.job);
 	free(pe.where);

@@ -51,6 +51,7 @@ load(void)
 	t.record_part_entries = (size_t)env_count(
 	    "COFFER_RECORD_PART_ENTRIES");
 	t.record_whole = env_is("COFFER_RECORD_FORMAT", "1");
+	t.record_from_catalog = env_is("COFFER_RECORD_SPOOL", "0");
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
 	t.test_before_change_check = env("COFFER_TEST_BEFORE_CHANGE_CHECK");
 	t.test_before_dir_metadata = env("COFFER_TEST_BEFORE_DIR_METADATA");

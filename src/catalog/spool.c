@@ -1,0 +1,401 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog-int.h"
+#include "coffer/log.h"
+
+/*
+ * A full backup's record rows, written down as the backup records its
+ * entries, so that the snapshot record's parts are built from them at the
+ * end instead of read back out of the catalog (export.c,
+ * catalog_snapshot_export_spool).  Reading a part's rows back (an entry,
+ * its path, its content and its chunks, each a probe of a B-tree of its
+ * own) cost as much as inserting them into the part; a part's rows are
+ * here one read of a file, in memory order of their keys once sorted.
+ *
+ * The spool is an unlinked file in the catalog's directory, private to the
+ * run.  A row:
+ *
+ *	struct spool_row | path | uname | gname | target | xattrs | acl |
+ *	    nchunks x struct spool_chunk
+ *
+ * in the host's byte order (the file never outlives the process).  Parts
+ * are cut as rows come, by the export's rule: at max_entries entries or
+ * once about max_bytes of rows are in.  Anything the spool cannot take (a
+ * write that fails: a full disk) turns it off; the export then reads the
+ * catalog, as it does for what the spool never saw.
+ */
+
+#define SPOOL_FLUSH (1u << 20)
+
+enum {
+	SR_UNAME = 1 << 0, SR_GNAME = 1 << 1, SR_TARGET = 1 << 2,
+	SR_ACL = 1 << 3, SR_CONTENT = 1 << 4, SR_XATTRS = 1 << 5
+};
+
+struct spool_row {
+	uint32_t len;			/* the whole row */
+	uint32_t flags;			/* SR_*: which columns are not NULL */
+	int32_t kind;
+	uint32_t mode, nlink;
+	uint32_t pathlen, unamelen, gnamelen, targetlen, acllen;
+	uint32_t xattrslen, nchunks;
+	int64_t uid, gid, size, mtime_ns, ctime_ns;
+	uint64_t ino, dev, rdev;
+	uint64_t csize;			/* the content's size */
+	uint8_t hash[32];		/* the content's hash */
+};
+
+struct spool_chunk {
+	uint8_t cid[32];
+	uint64_t file_offset;
+	uint32_t len;
+	uint32_t pad;
+};
+
+struct catalog_spool {
+	int fd;
+	uint64_t off;			/* bytes in the file */
+	struct buf w;			/* rows not yet written */
+	size_t max_entries, max_bytes;
+	uint64_t *ends;			/* each closed part's end offset */
+	size_t nends, capends;
+	size_t entries, bytes;		/* of the open part */
+	int off_;			/* turned off: the export reads the catalog */
+};
+
+struct catalog_spool *
+catalog_spool_new(struct catalog *c, size_t max_entries, size_t max_bytes)
+{
+	struct catalog_spool *sp;
+	int fd;
+
+	if ((fd = open(c->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0)
+		return (NULL);
+	if ((sp = calloc(1, sizeof(*sp))) == NULL) {
+		close(fd);
+		return (NULL);
+	}
+	sp->fd = fd;
+	sp->max_entries = max_entries > 0 ? max_entries : 1;
+	sp->max_bytes = max_bytes;
+	buf_init(&sp->w);
+	return (sp);
+}
+
+void
+catalog_spool_free(struct catalog_spool *sp)
+{
+	if (sp == NULL)
+		return;
+	if (sp->fd >= 0)
+		close(sp->fd);
+	buf_release(&sp->w);
+	free(sp->ends);
+	free(sp);
+}
+
+/* Off for good: what it holds goes, and the export reads the catalog. */
+void
+catalog_spool_off(struct catalog_spool *sp)
+{
+	if (sp == NULL || sp->off_)
+		return;
+	sp->off_ = 1;
+	buf_release(&sp->w);
+	if (sp->fd >= 0) {
+		close(sp->fd);
+		sp->fd = -1;
+	}
+}
+
+int
+catalog_spool_usable(const struct catalog_spool *sp)
+{
+	return (sp != NULL && !sp->off_);
+}
+
+static int
+spool_flush(struct catalog_spool *sp)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < sp->w.len) {
+		n = pwrite(sp->fd, sp->w.data + done, sp->w.len - done,
+		    (off_t)(sp->off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return (-1);
+		done += (size_t)n;
+	}
+	sp->off += sp->w.len;
+	buf_reset(&sp->w);
+	/* What a file of very many chunks took goes back. */
+	buf_trim(&sp->w, 2 * SPOOL_FLUSH);
+	return (0);
+}
+
+static size_t
+opt_len(const char *s)
+{
+	return (s != NULL ? strlen(s) : 0);
+}
+
+static void
+put(uint8_t **p, const void *s, size_t n)
+{
+	if (n > 0)
+		memcpy(*p, s, n);
+	*p += n;
+}
+
+void
+catalog_spool_entry(struct catalog_spool *sp, const struct entry *e,
+    const uint8_t hash[32], const uint8_t (*cids)[32],
+    const struct catalog_chunk_ref *refs, size_t nchunks)
+{
+	struct spool_row r;
+	struct spool_chunk ch;
+	uint8_t *p;
+	size_t i, len, est;
+
+	if (!catalog_spool_usable(sp))
+		return;
+	memset(&r, 0, sizeof(r));
+	r.kind = e->kind;
+	r.mode = e->mode;
+	r.nlink = e->nlink;
+	r.uid = e->uid;
+	r.gid = e->gid;
+	r.size = e->size;
+	r.mtime_ns = e->mtime_ns;
+	r.ctime_ns = e->ctime_ns;
+	r.ino = e->ino;
+	r.dev = e->dev;
+	r.rdev = e->rdev;
+	r.pathlen = (uint32_t)strlen(e->path);
+	r.unamelen = (uint32_t)opt_len(e->uname);
+	r.gnamelen = (uint32_t)opt_len(e->gname);
+	r.targetlen = (uint32_t)opt_len(e->target);
+	r.acllen = (uint32_t)opt_len(e->acl);
+	r.xattrslen = (uint32_t)e->xattrs_len;
+	r.flags = (e->uname ? SR_UNAME : 0) | (e->gname ? SR_GNAME : 0) |
+	    (e->target ? SR_TARGET : 0) | (e->acl ? SR_ACL : 0) |
+	    (e->xattrs_len > 0 ? SR_XATTRS : 0);
+	if (hash != NULL) {
+		r.flags |= SR_CONTENT;
+		memcpy(r.hash, hash, sizeof(r.hash));
+		r.csize = (uint64_t)e->size;
+		r.nchunks = (uint32_t)nchunks;
+	}
+	len = sizeof(r) + r.pathlen + r.unamelen + r.gnamelen + r.targetlen +
+	    r.xattrslen + r.acllen + (size_t)r.nchunks * sizeof(ch);
+	if (len > UINT32_MAX || nchunks > UINT32_MAX ||
+	    e->xattrs_len > UINT32_MAX) {
+		catalog_spool_off(sp);
+		return;
+	}
+	r.len = (uint32_t)len;
+
+	/* The export's estimate of a row's size (copy_slice). */
+	est = 96 + r.pathlen + r.unamelen + r.gnamelen + r.targetlen +
+	    r.xattrslen + r.acllen;
+	if (hash != NULL)
+		est += 64 + 80 * nchunks;
+	if (sp->entries > 0 && (sp->entries >= sp->max_entries ||
+	    sp->bytes >= sp->max_bytes)) {
+		if (array_grow(&sp->ends, &sp->capends, sp->nends,
+		    sizeof(*sp->ends), 16)) {
+			catalog_spool_off(sp);
+			return;
+		}
+		sp->ends[sp->nends++] = sp->off + sp->w.len;
+		sp->entries = sp->bytes = 0;
+	}
+	if (buf_reserve(&sp->w, len)) {
+		catalog_spool_off(sp);
+		return;
+	}
+	p = sp->w.data + sp->w.len;
+	put(&p, &r, sizeof(r));
+	put(&p, e->path, r.pathlen);
+	put(&p, e->uname, r.unamelen);
+	put(&p, e->gname, r.gnamelen);
+	put(&p, e->target, r.targetlen);
+	put(&p, e->xattrs, r.xattrslen);
+	put(&p, e->acl, r.acllen);
+	for (i = 0; i < r.nchunks; i++) {
+		memset(&ch, 0, sizeof(ch));
+		memcpy(ch.cid, cids[i], sizeof(ch.cid));
+		ch.file_offset = refs[i].file_offset;
+		ch.len = refs[i].len;
+		put(&p, &ch, sizeof(ch));
+	}
+	sp->w.len += len;
+	sp->entries++;
+	sp->bytes += est;
+	if (sp->w.len >= SPOOL_FLUSH && spool_flush(sp))
+		catalog_spool_off(sp);
+}
+
+/* The parts: the closed ones and the last (empty when no row came). */
+size_t
+cat_spool_parts(const struct catalog_spool *sp)
+{
+	return (sp->nends + 1);
+}
+
+void
+catalog_spool_finish(struct catalog_spool *sp)
+{
+	if (!catalog_spool_usable(sp))
+		return;
+	if (sp->w.len > 0 && spool_flush(sp))
+		catalog_spool_off(sp);
+	buf_release(&sp->w);
+}
+
+void
+cat_spool_read_release(struct cat_spool_read *rd)
+{
+	buf_release(&rd->raw);
+	free(rd->row);
+	memset(rd, 0, sizeof(*rd));
+}
+
+int
+cat_spool_part(const struct catalog_spool *sp, size_t i,
+    struct cat_spool_read *rd)
+{
+	uint64_t lo, hi;
+	size_t at;
+	ssize_t got;
+
+	rd->nrows = 0;
+	lo = i == 0 ? 0 : sp->ends[i - 1];
+	hi = i < sp->nends ? sp->ends[i] : sp->off;
+	if (sp->w.len > 0 || hi < lo || hi - lo > SIZE_MAX - 1) {
+		log_error("internal error: a bad part of spooled rows");
+		return (-1);
+	}
+	buf_reset(&rd->raw);
+	if (buf_reserve(&rd->raw, (size_t)(hi - lo)))
+		return (-1);
+	for (at = 0; at < hi - lo; at += (size_t)got) {
+		got = pread(sp->fd, rd->raw.data + at, (size_t)(hi - lo) - at,
+		    (off_t)(lo + at));
+		if (got < 0 && errno == EINTR) {
+			got = 0;
+			continue;
+		}
+		if (got <= 0) {
+			log_errno("cannot read the snapshot's rows back");
+			return (-1);
+		}
+	}
+	rd->raw.len = (size_t)(hi - lo);
+	for (at = 0; at < rd->raw.len;) {
+		struct spool_row r;
+		size_t need;
+
+		if (rd->raw.len - at < sizeof(r))
+			goto bad;
+		memcpy(&r, rd->raw.data + at, sizeof(r));
+		need = sizeof(r) + (size_t)r.pathlen + r.unamelen +
+		    r.gnamelen + r.targetlen + r.xattrslen + r.acllen +
+		    (size_t)r.nchunks * sizeof(struct spool_chunk);
+		if (r.len != need || r.len > rd->raw.len - at)
+			goto bad;
+		if (array_grow(&rd->row, &rd->caprows, rd->nrows,
+		    sizeof(*rd->row), 1024))
+			return (-1);
+		rd->row[rd->nrows++] = rd->raw.data + at;
+		at += r.len;
+	}
+	return (0);
+bad:
+	log_error("internal error: the snapshot's spooled rows are damaged");
+	return (-1);
+}
+
+void
+cat_spool_row(const uint8_t *p, struct cat_spool_row *w)
+{
+	struct spool_row r;
+
+	memcpy(&r, p, sizeof(r));
+	memset(w, 0, sizeof(*w));
+	p += sizeof(r);
+	w->e.kind = r.kind;
+	w->e.mode = r.mode;
+	w->e.nlink = r.nlink;
+	w->e.uid = r.uid;
+	w->e.gid = r.gid;
+	w->e.size = r.size;
+	w->e.mtime_ns = r.mtime_ns;
+	w->e.ctime_ns = r.ctime_ns;
+	w->e.ino = r.ino;
+	w->e.dev = r.dev;
+	w->e.rdev = r.rdev;
+	w->path = p;
+	w->pathlen = r.pathlen;
+	p += r.pathlen;
+	w->uname = r.flags & SR_UNAME ? p : NULL;
+	w->unamelen = r.unamelen;
+	p += r.unamelen;
+	w->gname = r.flags & SR_GNAME ? p : NULL;
+	w->gnamelen = r.gnamelen;
+	p += r.gnamelen;
+	w->target = r.flags & SR_TARGET ? p : NULL;
+	w->targetlen = r.targetlen;
+	p += r.targetlen;
+	w->xattrs = r.flags & SR_XATTRS ? p : NULL;
+	w->xattrslen = r.xattrslen;
+	p += r.xattrslen;
+	w->acl = r.flags & SR_ACL ? p : NULL;
+	w->acllen = r.acllen;
+	p += r.acllen;
+	if (r.flags & SR_CONTENT) {
+		memcpy(w->hash, r.hash, sizeof(w->hash));
+		w->has_content = 1;
+		w->csize = r.csize;
+		w->nchunks = r.nchunks;
+		w->chunks = p;
+	}
+}
+
+const uint8_t *
+cat_spool_path(const uint8_t *p, uint32_t *len)
+{
+	memcpy(len, p + offsetof(struct spool_row, pathlen), sizeof(*len));
+	return (p + sizeof(struct spool_row));
+}
+
+const uint8_t *
+cat_spool_hash(const uint8_t *p)
+{
+	uint32_t flags;
+
+	memcpy(&flags, p + offsetof(struct spool_row, flags), sizeof(flags));
+	return (flags & SR_CONTENT ? p + offsetof(struct spool_row, hash) :
+	    NULL);
+}
+
+/* Chunk k of a row: its id, offset and length. */
+void
+cat_spool_chunk(const struct cat_spool_row *w, size_t k, const uint8_t **cid,
+    uint64_t *file_offset, uint32_t *len)
+{
+	struct spool_chunk ch;
+
+	memcpy(&ch, w->chunks + k * sizeof(ch), sizeof(ch));
+	*cid = w->chunks + k * sizeof(ch);	/* cid is the first member */
+	*file_offset = ch.file_offset;
+	*len = ch.len;
+}
