@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "catalog-int.h"
+#include "coffer/fsutil.h"
 #include "coffer/log.h"
 
 /*
@@ -275,7 +276,6 @@ cat_spool_part(const struct catalog_spool *sp, size_t i,
 {
 	uint64_t lo, hi;
 	size_t at;
-	ssize_t got;
 
 	rd->nrows = 0;
 	lo = i == 0 ? 0 : sp->ends[i - 1];
@@ -285,20 +285,10 @@ cat_spool_part(const struct catalog_spool *sp, size_t i,
 		return (-1);
 	}
 	buf_reset(&rd->raw);
-	if (buf_reserve(&rd->raw, (size_t)(hi - lo)))
+	if (buf_reserve(&rd->raw, (size_t)(hi - lo)) ||
+	    fsutil_pread_all(sp->fd, rd->raw.data, (size_t)(hi - lo),
+	    (off_t)lo, "the snapshot's spooled rows"))
 		return (-1);
-	for (at = 0; at < hi - lo; at += (size_t)got) {
-		got = pread(sp->fd, rd->raw.data + at, (size_t)(hi - lo) - at,
-		    (off_t)(lo + at));
-		if (got < 0 && errno == EINTR) {
-			got = 0;
-			continue;
-		}
-		if (got <= 0) {
-			log_errno("cannot read the snapshot's rows back");
-			return (-1);
-		}
-	}
 	rd->raw.len = (size_t)(hi - lo);
 	for (at = 0; at < rd->raw.len;) {
 		struct spool_row r;
