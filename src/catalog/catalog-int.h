@@ -153,15 +153,30 @@ int cat_copy_rows(struct catalog *c, sqlite3 *mem, int64_t snapshot_id,
     int64_t *nrows);
 
 /*
- * A row of the spool (spool.c) as read back: the entry's numbers in e
- * (its strings are the pointers here, not NUL-terminated), its content
- * and chunks when it has one.  The pointers are into the buffer the part
- * was read into.
+ * An entry's columns from kind to acl (the catalog's entry table and a
+ * record's, in the same order), bound from i on as the catalog holds
+ * them: a record built from entries has the values of one read from the
+ * catalog.
+ */
+void cat_bind_entry_cols(sqlite3_stmt *st, int i, const struct entry *e);
+
+/*
+ * A record part's slice (export.c): the rough size of an entry's rows,
+ * var_bytes in its variable columns and nchunks chunk rows of its content
+ * (< 0: it has none), and whether a slice of entries entries and bytes of
+ * rows takes no more.
+ */
+size_t cat_part_row_bytes(size_t var_bytes, int64_t nchunks);
+int cat_part_full(size_t entries, size_t bytes, size_t max_entries,
+    size_t max_bytes);
+
+/*
+ * A row of the spool (spool.c) as read back: the entry in e (its strings
+ * point into the buffer the part was read into), its content and chunks
+ * when it has one.
  */
 struct cat_spool_row {
 	struct entry e;
-	const uint8_t *path, *uname, *gname, *target, *xattrs, *acl;
-	uint32_t pathlen, unamelen, gnamelen, targetlen, xattrslen, acllen;
 	int has_content;
 	uint8_t hash[32];
 	uint64_t csize;
@@ -185,7 +200,7 @@ int cat_spool_part(const struct catalog_spool *sp, size_t i,
 /* A row read back: whole; its path; its content hash (NULL: none); its
  * chunk k. */
 void cat_spool_row(const uint8_t *p, struct cat_spool_row *w);
-const uint8_t *cat_spool_path(const uint8_t *p, uint32_t *len);
+const char *cat_spool_path(const uint8_t *p);
 const uint8_t *cat_spool_hash(const uint8_t *p);
 void cat_spool_chunk(const struct cat_spool_row *w, size_t k,
     const uint8_t **cid, uint64_t *file_offset, uint32_t *len);

@@ -59,6 +59,32 @@ err:
 	return (-1);
 }
 
+void
+cat_bind_entry_cols(sqlite3_stmt *st, int i, const struct entry *e)
+{
+	sqlite3_bind_int(st, i, e->kind);
+	sqlite3_bind_int64(st, i + 1, e->mode);
+	sqlite3_bind_int64(st, i + 2, e->uid);
+	sqlite3_bind_int64(st, i + 3, e->gid);
+	cat_bind_text(st, i + 4, e->uname);
+	cat_bind_text(st, i + 5, e->gname);
+	sqlite3_bind_int64(st, i + 6, e->size);
+	sqlite3_bind_int64(st, i + 7, e->mtime_ns);
+	sqlite3_bind_int64(st, i + 8, e->ctime_ns);
+	/* SQLite integers are signed 64-bit: store the bits. */
+	sqlite3_bind_int64(st, i + 9, (int64_t)e->ino);
+	sqlite3_bind_int64(st, i + 10, (int64_t)e->dev);
+	sqlite3_bind_int64(st, i + 11, e->nlink);
+	sqlite3_bind_int64(st, i + 12, (int64_t)e->rdev);
+	cat_bind_blobstr(st, i + 13, e->target);
+	if (e->xattrs_len > 0)
+		sqlite3_bind_blob(st, i + 14, e->xattrs, (int)e->xattrs_len,
+		    SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i + 14);
+	cat_bind_text(st, i + 15, e->acl);
+}
+
 int
 catalog_entry_add(struct catalog *c, int64_t snapshot_id,
     const struct entry *e)
@@ -89,25 +115,7 @@ catalog_entry_add(struct catalog *c, int64_t snapshot_id,
 		return (-1);
 	sqlite3_bind_int64(st, 1, snapshot_id);
 	sqlite3_bind_int64(st, 2, pid);
-	sqlite3_bind_int(st, 3, e->kind);
-	sqlite3_bind_int64(st, 4, e->mode);
-	sqlite3_bind_int64(st, 5, e->uid);
-	sqlite3_bind_int64(st, 6, e->gid);
-	cat_bind_text(st, 7, e->uname);
-	cat_bind_text(st, 8, e->gname);
-	sqlite3_bind_int64(st, 9, e->size);
-	sqlite3_bind_int64(st, 10, e->mtime_ns);
-	sqlite3_bind_int64(st, 11, e->ctime_ns);
-	/* SQLite integers are signed 64-bit: store the bits. */
-	sqlite3_bind_int64(st, 12, (int64_t)e->ino);
-	sqlite3_bind_int64(st, 13, (int64_t)e->dev);
-	sqlite3_bind_int64(st, 14, e->nlink);
-	sqlite3_bind_int64(st, 15, (int64_t)e->rdev);
-	cat_bind_blobstr(st, 16, e->target);
-	if (e->xattrs_len > 0)
-		sqlite3_bind_blob(st, 17, e->xattrs, (int)e->xattrs_len,
-		    SQLITE_STATIC);
-	cat_bind_text(st, 18, e->acl);
+	cat_bind_entry_cols(st, 3, e);
 	if (e->content_id != 0)
 		sqlite3_bind_int64(st, 19, e->content_id);
 	rc = sqlite3_step(st);

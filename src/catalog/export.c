@@ -347,6 +347,33 @@ mem_prepare(sqlite3 *mem, const char *sql, sqlite3_stmt **st,
 	return (0);
 }
 
+/* The statements a slice is put into its image through. */
+static int
+slice_stmts_prepare(sqlite3 *mem, struct slice_stmts *ss,
+    int64_t snapshot_id)
+{
+	return (mem_prepare(mem, copies[0].dst, &ss->put_entry,
+	    snapshot_id) ||
+	    mem_prepare(mem, "INSERT INTO content VALUES (?1, ?2, ?3)"
+	    " ON CONFLICT DO NOTHING", &ss->put_content, snapshot_id) ||
+	    mem_prepare(mem, "INSERT INTO content_chunk VALUES (?1, ?2, ?3,"
+	    " ?4, ?5)", &ss->put_chunk, snapshot_id) ? -1 : 0);
+}
+
+size_t
+cat_part_row_bytes(size_t var_bytes, int64_t nchunks)
+{
+	return (96 + var_bytes + (nchunks < 0 ? 0 :
+	    64 + 80 * (size_t)nchunks));
+}
+
+int
+cat_part_full(size_t entries, size_t bytes, size_t max_entries,
+    size_t max_bytes)
+{
+	return (entries >= max_entries || bytes >= max_bytes);
+}
+
 /*
  * The content of the entry src is on, and its chunk rows, unless the
  * slice has it already (two files of one content).
@@ -412,20 +439,16 @@ copy_slice(struct catalog *c, sqlite3 *mem, struct slice_stmts *ss,
 {
 	static const int var_cols[] = { 0, 5, 6, 14, 15, 16 };
 	sqlite3_stmt *src = ss->entries;
-	size_t n = 0, bytes = 0, k;
+	size_t n = 0, bytes = 0, var, k;
 	int j, rc = SQLITE_DONE, ret = -1;
 
 	*hi = lo;
-	if (mem_prepare(mem, copies[0].dst, &ss->put_entry, snapshot_id) ||
-	    mem_prepare(mem, "INSERT INTO content VALUES (?1, ?2, ?3)"
-	    " ON CONFLICT DO NOTHING", &ss->put_content, snapshot_id) ||
-	    mem_prepare(mem, "INSERT INTO content_chunk VALUES (?1, ?2, ?3,"
-	    " ?4, ?5)", &ss->put_chunk, snapshot_id))
+	if (slice_stmts_prepare(mem, ss, snapshot_id))
 		goto out;
 	sqlite3_reset(src);
 	sqlite3_bind_int64(src, 1, snapshot_id);
 	sqlite3_bind_int64(src, 2, lo);
-	while (n < max_entries && bytes < max_bytes &&
+	while (!cat_part_full(n, bytes, max_entries, max_bytes) &&
 	    (rc = sqlite3_step(src)) == SQLITE_ROW) {
 		sqlite3_reset(ss->put_entry);
 		for (j = 0; j < SLICE_ENTRY_COLS; j++)
@@ -438,15 +461,16 @@ copy_slice(struct catalog *c, sqlite3 *mem, struct slice_stmts *ss,
 			goto out;
 		}
 		*hi = sqlite3_column_int64(src, COL_PATH_ID);
-		bytes += 96;
-		for (k = 0; k < sizeof(var_cols) / sizeof(var_cols[0]); k++)
-			bytes += (size_t)sqlite3_column_bytes(src, var_cols[k]);
+		for (var = k = 0; k < sizeof(var_cols) / sizeof(var_cols[0]);
+		    k++)
+			var += (size_t)sqlite3_column_bytes(src, var_cols[k]);
 		if (sqlite3_column_type(src, COL_HASH) != SQLITE_NULL) {
-			bytes += 64 + 80 * (size_t)sqlite3_column_int64(src,
-			    COL_NCHUNKS);
+			bytes += cat_part_row_bytes(var,
+			    sqlite3_column_int64(src, COL_NCHUNKS));
 			if (copy_content(c, mem, ss, snapshot_id))
 				goto out;
-		}
+		} else
+			bytes += cat_part_row_bytes(var, -1);
 		n++;
 	}
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -567,21 +591,14 @@ out:
 /*
  * A part from the spool: its rows into the image in the order of each
  * table's key (path; content hash; content hash and seq), so that every
- * B-tree grows at its end, a content repeated in the part once.  The
- * values are bound as the catalog holds them: the image is the one
- * copy_slice makes of the same rows.
+ * B-tree grows at its end, a content repeated in the part once.  Paths
+ * hold no NUL: strcmp's order is SQLite's for these BLOBs.
  */
 static int
 row_path_cmp(const void *a, const void *b)
 {
-	uint32_t xl, yl;
-	const uint8_t *x = cat_spool_path(*(const uint8_t *const *)a, &xl);
-	const uint8_t *y = cat_spool_path(*(const uint8_t *const *)b, &yl);
-	int d = memcmp(x, y, xl < yl ? xl : yl);
-
-	if (d != 0)
-		return (d);
-	return (xl < yl ? -1 : xl > yl);
+	return (strcmp(cat_spool_path(*(const uint8_t *const *)a),
+	    cat_spool_path(*(const uint8_t *const *)b)));
 }
 
 /* Rows with content only. */
@@ -592,43 +609,12 @@ row_hash_cmp(const void *a, const void *b)
 	    cat_spool_hash(*(const uint8_t *const *)b), 32));
 }
 
-/* Text or blob columns that may be NULL; a zero-length one is not. */
-static void
-bind_opt(sqlite3_stmt *st, int i, const uint8_t *p, uint32_t len, int text)
-{
-	if (p == NULL)
-		sqlite3_bind_null(st, i);
-	else if (text)
-		sqlite3_bind_text(st, i, len > 0 ? (const char *)p : "",
-		    (int)len, SQLITE_STATIC);
-	else
-		sqlite3_bind_blob(st, i, len > 0 ? (const void *)p : "",
-		    (int)len, SQLITE_STATIC);
-}
-
 static int
 put_spool_entry(sqlite3_stmt *st, const struct cat_spool_row *w)
 {
-	const struct entry *e = &w->e;
-
 	sqlite3_reset(st);
-	bind_opt(st, 1, w->path, w->pathlen, 0);
-	sqlite3_bind_int(st, 2, e->kind);
-	sqlite3_bind_int64(st, 3, e->mode);
-	sqlite3_bind_int64(st, 4, e->uid);
-	sqlite3_bind_int64(st, 5, e->gid);
-	bind_opt(st, 6, w->uname, w->unamelen, 1);
-	bind_opt(st, 7, w->gname, w->gnamelen, 1);
-	sqlite3_bind_int64(st, 8, e->size);
-	sqlite3_bind_int64(st, 9, e->mtime_ns);
-	sqlite3_bind_int64(st, 10, e->ctime_ns);
-	sqlite3_bind_int64(st, 11, (int64_t)e->ino);
-	sqlite3_bind_int64(st, 12, (int64_t)e->dev);
-	sqlite3_bind_int64(st, 13, e->nlink);
-	sqlite3_bind_int64(st, 14, (int64_t)e->rdev);
-	bind_opt(st, 15, w->target, w->targetlen, 0);
-	bind_opt(st, 16, w->xattrs, w->xattrslen, 0);
-	bind_opt(st, 17, w->acl, w->acllen, 1);
+	cat_bind_blobstr(st, 1, w->e.path);
+	cat_bind_entry_cols(st, 2, &w->e);
 	if (w->has_content)
 		sqlite3_bind_blob(st, 18, w->hash, sizeof(w->hash),
 		    SQLITE_STATIC);
@@ -680,11 +666,7 @@ spool_slice(struct catalog_spool *sp, struct cat_spool_read *rd, size_t part,
 		return (-1);
 	row = rd->row;
 	n = rd->nrows;
-	if (mem_prepare(mem, copies[0].dst, &ss.put_entry, snapshot_id) ||
-	    mem_prepare(mem, "INSERT INTO content VALUES (?1, ?2, ?3)",
-	    &ss.put_content, snapshot_id) ||
-	    mem_prepare(mem, "INSERT INTO content_chunk VALUES (?1, ?2, ?3,"
-	    " ?4, ?5)", &ss.put_chunk, snapshot_id))
+	if (slice_stmts_prepare(mem, &ss, snapshot_id))
 		goto out;
 	qsort(row, n, sizeof(*row), row_path_cmp);
 	for (i = 0; i < n; i++) {

@@ -24,7 +24,9 @@
  *	struct spool_row | path | uname | gname | target | xattrs | acl |
  *	    nchunks x struct spool_chunk
  *
- * in the host's byte order (the file never outlives the process).  Parts
+ * in the host's byte order (the file never outlives the process); each
+ * string with its NUL, a length of 0 for one that is NULL, so that a row
+ * read back is a struct entry pointing into the part's buffer.  Parts
  * are cut as rows come, by the export's rule: at max_entries entries or
  * once about max_bytes of rows are in.  Anything the spool cannot take (a
  * write that fails: a full disk) turns it off; the export then reads the
@@ -33,16 +35,12 @@
 
 #define SPOOL_FLUSH (1u << 20)
 
-enum {
-	SR_UNAME = 1 << 0, SR_GNAME = 1 << 1, SR_TARGET = 1 << 2,
-	SR_ACL = 1 << 3, SR_CONTENT = 1 << 4, SR_XATTRS = 1 << 5
-};
-
 struct spool_row {
 	uint32_t len;			/* the whole row */
-	uint32_t flags;			/* SR_*: which columns are not NULL */
+	uint32_t has_content;
 	int32_t kind;
 	uint32_t mode, nlink;
+	/* Bytes stored: a string's with its NUL, 0 when it is NULL. */
 	uint32_t pathlen, unamelen, gnamelen, targetlen, acllen;
 	uint32_t xattrslen, nchunks;
 	int64_t uid, gid, size, mtime_ns, ctime_ns;
@@ -66,7 +64,7 @@ struct catalog_spool {
 	uint64_t *ends;			/* each closed part's end offset */
 	size_t nends, capends;
 	size_t entries, bytes;		/* of the open part */
-	int off_;			/* turned off: the export reads the catalog */
+	int stopped;			/* the export reads the catalog */
 };
 
 struct catalog_spool *
@@ -104,9 +102,9 @@ catalog_spool_free(struct catalog_spool *sp)
 void
 catalog_spool_off(struct catalog_spool *sp)
 {
-	if (sp == NULL || sp->off_)
+	if (sp == NULL || sp->stopped)
 		return;
-	sp->off_ = 1;
+	sp->stopped = 1;
 	buf_release(&sp->w);
 	if (sp->fd >= 0) {
 		close(sp->fd);
@@ -117,9 +115,11 @@ catalog_spool_off(struct catalog_spool *sp)
 int
 catalog_spool_usable(const struct catalog_spool *sp)
 {
-	return (sp != NULL && !sp->off_);
+	return (sp != NULL && !sp->stopped);
 }
 
+/* Not fsutil_write_all: a write that fails is no error here, the spool
+ * only turns off. */
 static int
 spool_flush(struct catalog_spool *sp)
 {
@@ -142,10 +142,18 @@ spool_flush(struct catalog_spool *sp)
 	return (0);
 }
 
+/* Bytes a string takes in a row, its NUL included; 0 for NULL. */
 static size_t
-opt_len(const char *s)
+str_bytes(const char *s)
 {
-	return (s != NULL ? strlen(s) : 0);
+	return (s != NULL ? strlen(s) + 1 : 0);
+}
+
+/* The string's length from the bytes it takes. */
+static size_t
+str_len(uint32_t bytes)
+{
+	return (bytes > 0 ? bytes - 1 : 0);
 }
 
 static void
@@ -180,17 +188,14 @@ catalog_spool_entry(struct catalog_spool *sp, const struct entry *e,
 	r.ino = e->ino;
 	r.dev = e->dev;
 	r.rdev = e->rdev;
-	r.pathlen = (uint32_t)strlen(e->path);
-	r.unamelen = (uint32_t)opt_len(e->uname);
-	r.gnamelen = (uint32_t)opt_len(e->gname);
-	r.targetlen = (uint32_t)opt_len(e->target);
-	r.acllen = (uint32_t)opt_len(e->acl);
+	r.pathlen = (uint32_t)str_bytes(e->path);
+	r.unamelen = (uint32_t)str_bytes(e->uname);
+	r.gnamelen = (uint32_t)str_bytes(e->gname);
+	r.targetlen = (uint32_t)str_bytes(e->target);
+	r.acllen = (uint32_t)str_bytes(e->acl);
 	r.xattrslen = (uint32_t)e->xattrs_len;
-	r.flags = (e->uname ? SR_UNAME : 0) | (e->gname ? SR_GNAME : 0) |
-	    (e->target ? SR_TARGET : 0) | (e->acl ? SR_ACL : 0) |
-	    (e->xattrs_len > 0 ? SR_XATTRS : 0);
 	if (hash != NULL) {
-		r.flags |= SR_CONTENT;
+		r.has_content = 1;
 		memcpy(r.hash, hash, sizeof(r.hash));
 		r.csize = (uint64_t)e->size;
 		r.nchunks = (uint32_t)nchunks;
@@ -204,13 +209,12 @@ catalog_spool_entry(struct catalog_spool *sp, const struct entry *e,
 	}
 	r.len = (uint32_t)len;
 
-	/* The export's estimate of a row's size (copy_slice). */
-	est = 96 + r.pathlen + r.unamelen + r.gnamelen + r.targetlen +
-	    r.xattrslen + r.acllen;
-	if (hash != NULL)
-		est += 64 + 80 * nchunks;
-	if (sp->entries > 0 && (sp->entries >= sp->max_entries ||
-	    sp->bytes >= sp->max_bytes)) {
+	/* Parts are cut as the export cuts slices (copy_slice). */
+	est = cat_part_row_bytes(str_len(r.pathlen) + str_len(r.unamelen) +
+	    str_len(r.gnamelen) + str_len(r.targetlen) + str_len(r.acllen) +
+	    r.xattrslen, hash != NULL ? (int64_t)nchunks : -1);
+	if (sp->entries > 0 && cat_part_full(sp->entries, sp->bytes,
+	    sp->max_entries, sp->max_bytes)) {
 		if (array_grow(&sp->ends, &sp->capends, sp->nends,
 		    sizeof(*sp->ends), 16)) {
 			catalog_spool_off(sp);
@@ -314,6 +318,16 @@ bad:
 	return (-1);
 }
 
+/* The string of n bytes at *p (NULL when n is 0); *p moves past it. */
+static const char *
+take_str(const uint8_t **p, uint32_t n)
+{
+	const char *s = n > 0 ? (const char *)*p : NULL;
+
+	*p += n;
+	return (s);
+}
+
 void
 cat_spool_row(const uint8_t *p, struct cat_spool_row *w)
 {
@@ -333,25 +347,15 @@ cat_spool_row(const uint8_t *p, struct cat_spool_row *w)
 	w->e.ino = r.ino;
 	w->e.dev = r.dev;
 	w->e.rdev = r.rdev;
-	w->path = p;
-	w->pathlen = r.pathlen;
-	p += r.pathlen;
-	w->uname = r.flags & SR_UNAME ? p : NULL;
-	w->unamelen = r.unamelen;
-	p += r.unamelen;
-	w->gname = r.flags & SR_GNAME ? p : NULL;
-	w->gnamelen = r.gnamelen;
-	p += r.gnamelen;
-	w->target = r.flags & SR_TARGET ? p : NULL;
-	w->targetlen = r.targetlen;
-	p += r.targetlen;
-	w->xattrs = r.flags & SR_XATTRS ? p : NULL;
-	w->xattrslen = r.xattrslen;
+	w->e.path = take_str(&p, r.pathlen);
+	w->e.uname = take_str(&p, r.unamelen);
+	w->e.gname = take_str(&p, r.gnamelen);
+	w->e.target = take_str(&p, r.targetlen);
+	w->e.xattrs = r.xattrslen > 0 ? p : NULL;
+	w->e.xattrs_len = r.xattrslen;
 	p += r.xattrslen;
-	w->acl = r.flags & SR_ACL ? p : NULL;
-	w->acllen = r.acllen;
-	p += r.acllen;
-	if (r.flags & SR_CONTENT) {
+	w->e.acl = take_str(&p, r.acllen);
+	if (r.has_content) {
 		memcpy(w->hash, r.hash, sizeof(w->hash));
 		w->has_content = 1;
 		w->csize = r.csize;
@@ -360,21 +364,20 @@ cat_spool_row(const uint8_t *p, struct cat_spool_row *w)
 	}
 }
 
-const uint8_t *
-cat_spool_path(const uint8_t *p, uint32_t *len)
+const char *
+cat_spool_path(const uint8_t *p)
 {
-	memcpy(len, p + offsetof(struct spool_row, pathlen), sizeof(*len));
-	return (p + sizeof(struct spool_row));
+	return ((const char *)p + sizeof(struct spool_row));
 }
 
 const uint8_t *
 cat_spool_hash(const uint8_t *p)
 {
-	uint32_t flags;
+	uint32_t has;
 
-	memcpy(&flags, p + offsetof(struct spool_row, flags), sizeof(flags));
-	return (flags & SR_CONTENT ? p + offsetof(struct spool_row, hash) :
-	    NULL);
+	memcpy(&has, p + offsetof(struct spool_row, has_content),
+	    sizeof(has));
+	return (has ? p + offsetof(struct spool_row, hash) : NULL);
 }
 
 /* Chunk k of a row: its id, offset and length. */

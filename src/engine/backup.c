@@ -268,8 +268,8 @@ pfile_finish(struct backup *b, struct pfile *f)
 		return (-1);
 	if (catalog_entry_add(b->cat, b->snapshot_id, &f->e))
 		return (-1);
-	catalog_spool_entry(b->spool, &f->e, hash, (const uint8_t (*)[32])f->ids,
-	    f->refs, f->nrefs);
+	catalog_spool_entry(b->spool, &f->e, hash,
+	    (const uint8_t (*)[32])f->ids, f->refs, f->nrefs);
 	count_entry(b->res, f->e.kind);
 	if (f->e.nlink > 1) {
 		link_key(key, &f->e);
@@ -1208,8 +1208,8 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	if (e->nlink > 1) {
 		cat_enter(b);
 		if ((rc = known_link(b, e, &cid)) > 0) {
-			/* A content spooled with another name, or not at
-			 * all (an unchanged link of an incremental). */
+			/* Its content is spooled with its first name; a
+			 * part without that name would lack its chunks. */
 			catalog_spool_off(b->spool);
 			e->content_id = cid;
 			if (catalog_entry_add(b->cat, b->snapshot_id, e))

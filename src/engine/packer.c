@@ -522,7 +522,7 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 	struct catalog_record_part where;
 	struct part_emit pe;
 	struct buf rec = BUF_INIT;
-	int rc;
+	int rc, spooled;
 
 	if (tuning_get()->record_whole) {
 		if (buf_reserve(&rec, SNAPSHOT_RECORD_HEADER))
@@ -543,10 +543,11 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 	pe.p = p;
 	pe.s = s;
 	catalog_spool_finish(sp);
-	log_info("snapshot record: %s", catalog_spool_usable(sp) ?
+	spooled = catalog_spool_usable(sp);
+	log_info("snapshot record: %s", spooled ?
 	    "built from the rows spooled as they were recorded" :
 	    "read from the catalog");
-	if (catalog_spool_usable(sp))
+	if (spooled)
 		rc = catalog_snapshot_export_spool(p->cat, s->id, sp,
 		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
 	else
