@@ -50,7 +50,13 @@ struct catalog {
 	 * (cat_known).
 	 */
 	int chunk_known, path_known, content_known;
+	struct cat_ckpt *ckpt;	/* checkpoint.c */
 };
+
+/* Checkpoints of the WAL on a thread of their own, once a commit finds
+ * it long (checkpoint.c); detached before the handle closes. */
+int cat_ckpt_attach(struct catalog *c);
+void cat_ckpt_detach(struct catalog *c);
 
 /* Count one interned row as known (1) or new (0) in *score. */
 void cat_known(int *score, int known);

@@ -774,6 +774,8 @@ open_catalog(const char *path, int *damaged)
 		c->damaged |= damaged_code(sqlite3_errcode(c->db));
 		goto err;
 	}
+	if (cat_ckpt_attach(c))
+		goto nomem;
 	return (c);
 nomem:
 	log_error("out of memory");
@@ -909,6 +911,7 @@ catalog_close(struct catalog *c)
 		return;
 	if (c->resolver != NULL)
 		cat_resolver_detach(c->resolver);
+	cat_ckpt_detach(c);
 	for (i = 0; i < ST__COUNT; i++)
 		sqlite3_finalize(c->st[i]);
 	/* close_v2: an iterator the caller forgot keeps the handle alive

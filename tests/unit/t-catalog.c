@@ -1051,6 +1051,80 @@ test_big_chain(struct catalog *c)
 	free(mid);
 }
 
+static void
+random_cid(uint8_t cid[32])
+{
+	int i;
+
+	for (i = 0; i < 32; i += 8)
+		put_le64(cid + i, rnd());
+}
+
+/* Bytes of path, 0 if it is not there. */
+static off_t
+file_size(const char *path)
+{
+	struct stat st;
+
+	return (stat(path, &st) == 0 ? st.st_size : 0);
+}
+
+/*
+ * A writer's commits leave the WAL to the checkpoint thread: the database
+ * file takes the pages while the catalog is open, with no commit large
+ * enough for the commit to checkpoint itself; and however many commits
+ * follow, the WAL stays bounded.  Chunk ids at random, a commit every
+ * 2,000: each commit dirties the chunk id index all over, as a backup's.
+ */
+static void
+test_checkpoints(void)
+{
+	char *db = tmp_path("wal.db"), *wal = tmp_path("wal.db-wal");
+	struct catalog *c = catalog_open(db);
+	uint8_t cid[32];
+	off_t before, max_wal = 0;
+	int64_t row;
+	int i, k, failed = 0;
+
+	ok(c != NULL, "open a catalog to fill");
+	if (c == NULL)
+		return;
+	before = file_size(db);
+	for (i = 0; i < 8 && !failed; i++) {
+		failed |= catalog_begin(c);
+		for (k = 0; k < 2000 && !failed; k++) {
+			random_cid(cid);
+			failed |= catalog_chunk_add(c, cid, &row);
+		}
+		failed |= catalog_commit(c);
+	}
+	ok(!failed && file_size(wal) < 16000 * 4096,
+	    "commits below the inline checkpoint");
+	/* The thread's checkpoint: a few seconds at most on a busy host. */
+	for (i = 0; i < 500 && file_size(db) <= before; i++)
+		usleep(10000);
+	ok(file_size(db) > before + (1 << 20),
+	    "the database took the WAL's pages, the catalog open");
+	for (i = 0; i < 60 && !failed; i++) {
+		failed |= catalog_begin(c);
+		for (k = 0; k < 2000 && !failed; k++) {
+			random_cid(cid);
+			failed |= catalog_chunk_add(c, cid, &row);
+		}
+		failed |= catalog_commit(c);
+		if (file_size(wal) > max_wal)
+			max_wal = file_size(wal);
+	}
+	ok(!failed, "136,000 chunks in 68 commits");
+	/* Without checkpoints, some 120 MB. */
+	ok(max_wal > 0 && max_wal < 96 << 20, "the WAL stays bounded: %lld "
+	    "bytes at most", (long long)max_wal);
+	catalog_close(c);
+	ok(file_size(wal) == 0, "closed: no WAL left");
+	free(wal);
+	free(db);
+}
+
 int
 main(void)
 {
@@ -1063,6 +1137,7 @@ main(void)
 	}
 	test_open();
 	test_default_path();
+	test_checkpoints();
 
 	db = tmp_path("main.db");
 	c = catalog_open(db);
