@@ -368,6 +368,13 @@ struct catalog_record_part {
  */
 #define CATALOG_RECORD_PART_ENTRIES 32768
 #define CATALOG_RECORD_PART_BYTES (8u << 20)
+/*
+ * A full's parts from its spool are built two at a time
+ * (catalog_snapshot_export_spool): half the size, so that the parts held
+ * at once take what the catalog's do.
+ */
+#define CATALOG_SPOOL_PART_ENTRIES (CATALOG_RECORD_PART_ENTRIES / 2)
+#define CATALOG_SPOOL_PART_BYTES (CATALOG_RECORD_PART_BYTES / 2)
 
 /*
  * emit stores one part: rec holds room bytes (zeros) for the caller's

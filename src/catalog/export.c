@@ -1,3 +1,5 @@
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,17 +542,14 @@ write_part_table(sqlite3 *mem, int64_t snapshot_id,
 }
 
 /*
- * Hand the finished image of *memp to emit, behind room bytes, in a buffer
- * of its own: SQLite's image and page cache are freed (*memp closed)
- * before emit compresses and stores it, so that a part is held once, not
- * twice, while it is.
+ * The finished image of *memp into rec, behind room bytes: SQLite's image
+ * and page cache are freed (*memp closed) before the part is compressed
+ * and stored, so that a part is held once, not twice, while it is.
  */
 static int
-emit_image(sqlite3 **memp, int64_t snapshot_id, size_t room, int part,
-    int head, catalog_part_emit_fn emit, void *arg,
-    struct catalog_record_part *where)
+take_image(sqlite3 **memp, int64_t snapshot_id, size_t room,
+    struct buf *rec)
 {
-	struct buf rec = BUF_INIT;
 	sqlite3_int64 size = 0;
 	unsigned char *img;
 	int owned = 0, rc = -1;
@@ -570,20 +569,34 @@ emit_image(sqlite3 **memp, int64_t snapshot_id, size_t room, int part,
 		    (long long)snapshot_id);
 		goto out;
 	}
-	if (buf_reserve(&rec, room + (size_t)size))
+	if (buf_reserve(rec, room + (size_t)size))
 		goto out;
-	memset(rec.data, 0, room);
-	memcpy(rec.data + room, img, (size_t)size);
-	rec.len = room + (size_t)size;
+	memset(rec->data, 0, room);
+	memcpy(rec->data + room, img, (size_t)size);
+	rec->len = room + (size_t)size;
 	if (owned)
 		sqlite3_free(img);
 	owned = 0;
 	sqlite3_close(*memp);
 	*memp = NULL;
-	rc = emit(arg, &rec, room, part, head, where);
+	rc = 0;
 out:
 	if (owned)
 		sqlite3_free(img);
+	return (rc);
+}
+
+/* take_image, then hand it to emit. */
+static int
+emit_image(sqlite3 **memp, int64_t snapshot_id, size_t room, int part,
+    int head, catalog_part_emit_fn emit, void *arg,
+    struct catalog_record_part *where)
+{
+	struct buf rec = BUF_INIT;
+	int rc = -1;
+
+	if (take_image(memp, snapshot_id, room, &rec) == 0)
+		rc = emit(arg, &rec, room, part, head, where);
 	buf_release(&rec);
 	return (rc);
 }
@@ -695,92 +708,102 @@ out:
 	return (ret);
 }
 
+/* A part's image, its transaction open: the schema and its metadata. */
+static sqlite3 *
+part_image_new(struct catalog *c, int64_t snapshot_id, size_t part)
+{
+	sqlite3 *mem;
+	char sql[96];
+	int64_t n;
+
+	if ((mem = cat_mem_new(snapshot_id)) == NULL)
+		return (NULL);
+	snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES ('format', %d), "
+	    "('part', %zu)", EXPORT_FORMAT_PARTS, part);
+	if (cat_mem_exec(mem, export_schema, snapshot_id) ||
+	    cat_mem_exec(mem, "BEGIN", snapshot_id) ||
+	    cat_mem_exec(mem, sql, snapshot_id) ||
+	    cat_copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
+	    "INSERT INTO meta VALUES (?1, ?2)", 1, &n))
+		goto fail;
+	if (n != 1) {
+		log_error("cannot export snapshot %lld: no such snapshot",
+		    (long long)snapshot_id);
+		goto fail;
+	}
+	return (mem);
+fail:
+	sqlite3_close(mem);
+	return (NULL);
+}
+
 /*
- * The parts, each slice read from the catalog (sp NULL) or from the
- * spool.
+ * The head's own rows, the parts before it (nparts of them, whose places
+ * emit may complete only now) listed.
  */
 static int
+finish_head(sqlite3 *mem, int64_t snapshot_id, struct catalog_record_part
+    *parts, size_t nparts, size_t room, catalog_part_emit_fn emit, void *arg)
+{
+	char sql[96];
+
+	if (nparts > 0 && emit(arg, NULL, room, (int)nparts, 0, parts))
+		return (-1);
+	snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES ('parts', %zu)",
+	    nparts + 1);
+	return (cat_mem_exec(mem, sql, snapshot_id) ||
+	    write_part_table(mem, snapshot_id, parts, nparts) ? -1 : 0);
+}
+
+/* Room for part nparts's place in *parts. */
+static int
+part_room(struct catalog_record_part **parts, size_t *cap, size_t nparts,
+    int64_t snapshot_id)
+{
+	if (nparts > INT32_MAX - 1) {
+		log_error("cannot export snapshot %lld: too many parts",
+		    (long long)snapshot_id);
+		return (-1);
+	}
+	return (array_grow(parts, cap, nparts, sizeof(**parts), 64));
+}
+
+/* The parts, each slice read from the catalog. */
+static int
 export_parts(struct catalog *c, int64_t snapshot_id, size_t max_entries,
-    size_t max_bytes, struct catalog_spool *sp, size_t room,
-    catalog_part_emit_fn emit, void *arg)
+    size_t max_bytes, size_t room, catalog_part_emit_fn emit, void *arg)
 {
 	struct catalog_record_part *parts = NULL, where;
 	struct slice_stmts ss = { 0 };
-	struct cat_spool_read rd = { BUF_INIT, NULL, 0, 0 };
 	sqlite3_stmt *more = NULL;
 	sqlite3 *mem = NULL;
 	size_t nparts = 0, cap = 0;
-	int64_t lo = INT64_MIN, hi = INT64_MIN, n;
-	char sql[96];
-	int head = 0, rc, ret = -1;
+	int64_t lo = INT64_MIN, hi = INT64_MIN;
+	int head = 0, ret = -1;
 
 	if (max_entries == 0)
 		max_entries = 1;
-	if (sp == NULL && ((ss.entries = cat_prepare(c, slice_entries_sql,
+	if ((ss.entries = cat_prepare(c, slice_entries_sql,
 	    "export a snapshot")) == NULL || (ss.chunks = cat_prepare(c,
 	    content_chunks_sql, "export a snapshot")) == NULL ||
-	    (more = cat_prepare(c, more_sql, "export a snapshot")) == NULL))
+	    (more = cat_prepare(c, more_sql, "export a snapshot")) == NULL)
 		goto out;
 	while (!head) {
-		if (nparts > INT32_MAX - 1) {
-			log_error("cannot export snapshot %lld: too many "
-			    "parts", (long long)snapshot_id);
+		if (part_room(&parts, &cap, nparts, snapshot_id) ||
+		    (mem = part_image_new(c, snapshot_id, nparts)) == NULL ||
+		    copy_slice(c, mem, &ss, snapshot_id, lo, max_entries,
+		    max_bytes, &hi) ||
+		    (head = more_entries(c, more, snapshot_id, hi)) < 0)
 			goto out;
-		}
-		if ((mem = cat_mem_new(snapshot_id)) == NULL)
+		head = !head;
+		if (head && finish_head(mem, snapshot_id, parts, nparts, room,
+		    emit, arg))
 			goto out;
-		snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES ('format', "
-		    "%d), ('part', %zu)", EXPORT_FORMAT_PARTS, nparts);
-		if (cat_mem_exec(mem, export_schema, snapshot_id) ||
-		    cat_mem_exec(mem, "BEGIN", snapshot_id) ||
-		    cat_mem_exec(mem, sql, snapshot_id))
-			goto out;
-		if (cat_copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
-		    "INSERT INTO meta VALUES (?1, ?2)", 1, &n))
-			goto out;
-		if (n != 1) {
-			log_error("cannot export snapshot %lld: no such "
-			    "snapshot", (long long)snapshot_id);
-			goto out;
-		}
-		if (sp != NULL) {
-			/* The rows go before the image is copied out: a
-			 * part is held once at a time, as from the catalog. */
-			rc = spool_slice(sp, &rd, nparts, mem, snapshot_id);
-			cat_spool_read_release(&rd);
-			if (rc)
-				goto out;
-			head = nparts + 1 >= cat_spool_parts(sp);
-		} else {
-			if (copy_slice(c, mem, &ss, snapshot_id, lo,
-			    max_entries, max_bytes, &hi))
-				goto out;
-			if ((head = more_entries(c, more, snapshot_id,
-			    hi)) < 0)
-				goto out;
-			head = !head;
-		}
-		if (head) {
-			/* The other parts' places, which emit may complete
-			 * only now. */
-			if (nparts > 0 && emit(arg, NULL, room, (int)nparts, 0,
-			    parts))
-				goto out;
-			snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES "
-			    "('parts', %zu)", nparts + 1);
-			if (cat_mem_exec(mem, sql, snapshot_id) ||
-			    write_part_table(mem, snapshot_id, parts, nparts))
-				goto out;
-		}
 		if (cat_mem_exec(mem, "COMMIT", snapshot_id))
 			goto out;
 		memset(&where, 0, sizeof(where));
 		if (emit_image(&mem, snapshot_id, room, (int)nparts, head,
 		    emit, arg, &where))
-			goto out;
-		if (head)
-			break;
-		if (array_grow(&parts, &cap, nparts, sizeof(*parts), 64))
 			goto out;
 		parts[nparts++] = where;
 		lo = hi;
@@ -791,7 +814,6 @@ out:
 	sqlite3_finalize(ss.entries);
 	sqlite3_finalize(ss.chunks);
 	sqlite3_finalize(more);
-	cat_spool_read_release(&rd);
 	free(parts);
 	return (ret);
 }
@@ -801,8 +823,261 @@ catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
     size_t max_entries, size_t max_bytes, size_t room,
     catalog_part_emit_fn emit, void *arg)
 {
-	return (export_parts(c, snapshot_id, max_entries, max_bytes, NULL,
-	    room, emit, arg));
+	return (export_parts(c, snapshot_id, max_entries, max_bytes, room,
+	    emit, arg));
+}
+
+/*
+ * A full's record from its spool, its parts built two at a time: this
+ * thread builds parts 0, 2, 4... and a helper parts 1, 3, 5..., each in an
+ * image of its own that starts as a copy of one holding the schema and
+ * the snapshot's metadata (the export's only read of the catalog, done
+ * here first, as a helper must not touch the catalog).  emit still has
+ * them one at a time, in order, on this thread, while the next two are
+ * built.  At most two parts are being built, one waits to be emitted and
+ * one is being stored: the spool's parts are half the catalog's
+ * (CATALOG_SPOOL_PART_*) so that this holds what two parts of the
+ * catalog's size would.
+ */
+#define NO_PART SIZE_MAX
+
+struct spool_export {
+	struct catalog_spool *sp;
+	int64_t snapshot_id;
+	size_t room;
+	size_t nparts;		/* the spool's, the head included */
+	unsigned char *tmpl;	/* the image every part starts from */
+	sqlite3_int64 tmpl_len;
+	/* The helper's side: */
+	pthread_t th;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct buf ready;	/* the part it built last, not yet taken */
+	size_t ready_part;	/* which part that is, or NO_PART */
+	int failed;		/* it could not build one (reported) */
+	int stop;		/* the export is over: build no more */
+};
+
+/* Part's image from the template, its transaction open. */
+static sqlite3 *
+spool_image_new(const struct spool_export *se, size_t part)
+{
+	unsigned char *copy;
+	sqlite3 *mem = NULL;
+	char sql[64];
+
+	if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE, NULL) != SQLITE_OK ||
+	    (copy = sqlite3_malloc64((sqlite3_uint64)se->tmpl_len)) == NULL) {
+		log_error("cannot export %lld: %s", (long long)se->snapshot_id,
+		    mem ? sqlite3_errmsg(mem) : "out of memory");
+		sqlite3_close(mem);
+		return (NULL);
+	}
+	memcpy(copy, se->tmpl, (size_t)se->tmpl_len);
+	/* The copy is the handle's from here, freed also if this fails. */
+	if (sqlite3_deserialize(mem, "main", copy, se->tmpl_len,
+	    se->tmpl_len, SQLITE_DESERIALIZE_FREEONCLOSE |
+	    SQLITE_DESERIALIZE_RESIZEABLE) != SQLITE_OK) {
+		log_error("cannot export %lld: %s", (long long)se->snapshot_id,
+		    sqlite3_errmsg(mem));
+		sqlite3_close(mem);
+		return (NULL);
+	}
+	snprintf(sql, sizeof(sql), "UPDATE meta SET value = %zu "
+	    "WHERE key = 'part'", part);
+	if (cat_mem_exec(mem, "PRAGMA journal_mode = OFF", se->snapshot_id) ||
+	    cat_mem_exec(mem, "BEGIN", se->snapshot_id) ||
+	    cat_mem_exec(mem, sql, se->snapshot_id)) {
+		sqlite3_close(mem);
+		return (NULL);
+	}
+	return (mem);
+}
+
+/* A part but the head, whole, into rec (room bytes, then its image). */
+static int
+build_spool_part(const struct spool_export *se, size_t part,
+    struct cat_spool_read *rd, struct buf *rec)
+{
+	sqlite3 *mem;
+	int rc;
+
+	if ((mem = spool_image_new(se, part)) == NULL)
+		return (-1);
+	rc = spool_slice(se->sp, rd, part, mem, se->snapshot_id);
+	/* The rows go before the image is copied out. */
+	cat_spool_read_release(rd);
+	if (rc == 0)
+		rc = cat_mem_exec(mem, "COMMIT", se->snapshot_id);
+	if (rc == 0)
+		rc = take_image(&mem, se->snapshot_id, se->room, rec);
+	sqlite3_close(mem);
+	return (rc);
+}
+
+static void *
+spool_helper_main(void *arg)
+{
+	struct spool_export *se = arg;
+	struct cat_spool_read rd = { BUF_INIT, NULL, 0, 0 };
+	struct buf rec = BUF_INIT;
+	size_t part;
+	int rc;
+
+	for (part = 1; part + 1 < se->nparts; part += 2) {
+		rc = build_spool_part(se, part, &rd, &rec);
+		pthread_mutex_lock(&se->mu);
+		while (rc == 0 && se->ready_part != NO_PART && !se->stop)
+			pthread_cond_wait(&se->cv, &se->mu);
+		if (rc != 0 || se->stop) {
+			se->failed |= rc != 0;
+			pthread_cond_broadcast(&se->cv);
+			pthread_mutex_unlock(&se->mu);
+			break;
+		}
+		se->ready = rec;
+		se->ready_part = part;
+		buf_init(&rec);
+		pthread_cond_broadcast(&se->cv);
+		pthread_mutex_unlock(&se->mu);
+	}
+	cat_spool_read_release(&rd);
+	buf_release(&rec);
+	return (NULL);
+}
+
+/* Part from the helper, once built, into rec.  -1 if it failed. */
+static int
+take_helper_part(struct spool_export *se, size_t part, struct buf *rec)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&se->mu);
+	while (se->ready_part != part && !se->failed)
+		pthread_cond_wait(&se->cv, &se->mu);
+	if (se->ready_part == part) {
+		buf_release(rec);
+		*rec = se->ready;
+		buf_init(&se->ready);
+		se->ready_part = NO_PART;
+		pthread_cond_broadcast(&se->cv);
+	} else
+		rc = -1;
+	pthread_mutex_unlock(&se->mu);
+	return (rc);
+}
+
+static void
+stop_helper(struct spool_export *se)
+{
+	if (!se->started)
+		return;
+	pthread_mutex_lock(&se->mu);
+	se->stop = 1;
+	pthread_cond_broadcast(&se->cv);
+	pthread_mutex_unlock(&se->mu);
+	pthread_join(se->th, NULL);
+	se->started = 0;
+	pthread_cond_destroy(&se->cv);
+	pthread_mutex_destroy(&se->mu);
+}
+
+/* The template: part 0's schema and metadata, committed. */
+static int
+make_template(struct catalog *c, struct spool_export *se)
+{
+	sqlite3 *mem;
+	int ret = -1;
+
+	if ((mem = part_image_new(c, se->snapshot_id, 0)) == NULL)
+		return (-1);
+	if (cat_mem_exec(mem, "COMMIT", se->snapshot_id))
+		goto out;
+	if ((se->tmpl = sqlite3_serialize(mem, "main", &se->tmpl_len, 0)) ==
+	    NULL || se->tmpl_len <= 0) {
+		log_error("cannot export %lld: cannot serialize the record",
+		    (long long)se->snapshot_id);
+		goto out;
+	}
+	ret = 0;
+out:
+	sqlite3_close(mem);
+	return (ret);
+}
+
+static int
+export_spool(struct catalog *c, int64_t snapshot_id,
+    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
+    void *arg)
+{
+	struct spool_export se;
+	struct cat_spool_read rd = { BUF_INIT, NULL, 0, 0 };
+	struct catalog_record_part *parts = NULL, where;
+	struct buf rec = BUF_INIT;
+	sqlite3 *mem = NULL;
+	size_t part, cap = 0;
+	int ret = -1;
+
+	memset(&se, 0, sizeof(se));
+	se.sp = sp;
+	se.snapshot_id = snapshot_id;
+	se.room = room;
+	se.nparts = cat_spool_parts(sp);
+	se.ready_part = NO_PART;
+	buf_init(&se.ready);
+	if (make_template(c, &se))
+		goto out;
+	/* Without a helper, this thread builds every part. */
+	if (se.nparts > 2 && pthread_mutex_init(&se.mu, NULL) == 0) {
+		if (pthread_cond_init(&se.cv, NULL) != 0)
+			pthread_mutex_destroy(&se.mu);
+		else if (pthread_create(&se.th, NULL, spool_helper_main,
+		    &se) == 0)
+			se.started = 1;
+		else {
+			pthread_cond_destroy(&se.cv);
+			pthread_mutex_destroy(&se.mu);
+		}
+	}
+	for (part = 0; part + 1 < se.nparts; part++) {
+		if (part_room(&parts, &cap, part, snapshot_id))
+			goto out;
+		if (se.started && part % 2 == 1) {
+			if (take_helper_part(&se, part, &rec))
+				goto out;
+		} else if (build_spool_part(&se, part, &rd, &rec))
+			goto out;
+		memset(&where, 0, sizeof(where));
+		if (emit(arg, &rec, room, (int)part, 0, &where))
+			goto out;
+		buf_release(&rec);
+		parts[part] = where;
+	}
+	stop_helper(&se);
+	if (part_room(&parts, &cap, part, snapshot_id) ||
+	    (mem = spool_image_new(&se, part)) == NULL ||
+	    spool_slice(sp, &rd, part, mem, snapshot_id))
+		goto out;
+	cat_spool_read_release(&rd);
+	if (finish_head(mem, snapshot_id, parts, part, room, emit, arg) ||
+	    cat_mem_exec(mem, "COMMIT", snapshot_id))
+		goto out;
+	memset(&where, 0, sizeof(where));
+	if (emit_image(&mem, snapshot_id, room, (int)part, 1, emit, arg,
+	    &where))
+		goto out;
+	ret = 0;
+out:
+	stop_helper(&se);
+	buf_release(&se.ready);
+	sqlite3_free(se.tmpl);
+	sqlite3_close(mem);
+	cat_spool_read_release(&rd);
+	buf_release(&rec);
+	free(parts);
+	return (ret);
 }
 
 int
@@ -814,7 +1089,7 @@ catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
 		log_error("internal error: exporting from a spool turned off");
 		return (-1);
 	}
-	return (export_parts(c, snapshot_id, 0, 0, sp, room, emit, arg));
+	return (export_spool(c, snapshot_id, sp, room, emit, arg));
 }
 
 int

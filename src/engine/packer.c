@@ -499,11 +499,11 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
  * record from the catalog, as every other record is.
  */
 static size_t
-part_entries(void)
+part_entries(size_t dflt)
 {
 	if (tuning_get()->record_part_entries > 0)
 		return (tuning_get()->record_part_entries);
-	return (CATALOG_RECORD_PART_ENTRIES);
+	return (dflt);
 }
 
 struct catalog_spool *
@@ -511,8 +511,9 @@ packer_record_spool(struct packer *p)
 {
 	if (tuning_get()->record_whole || tuning_get()->record_from_catalog)
 		return (NULL);
-	return (catalog_spool_new(p->cat, part_entries(),
-	    CATALOG_RECORD_PART_BYTES));
+	return (catalog_spool_new(p->cat,
+	    part_entries(CATALOG_SPOOL_PART_ENTRIES),
+	    CATALOG_SPOOL_PART_BYTES));
 }
 
 int
@@ -552,7 +553,7 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
 	else
 		rc = catalog_snapshot_export_parts(p->cat, s->id,
-		    part_entries(), CATALOG_RECORD_PART_BYTES,
+		    part_entries(CATALOG_RECORD_PART_ENTRIES), CATALOG_RECORD_PART_BYTES,
 		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
 	/* A failed export may leave a part being sealed. */
 	part_job_free(pe.job);
