@@ -243,6 +243,8 @@ uint32_t pack_writer_count(const struct pack_writer *w);
 int pack_writer_finish(struct pack_writer *w, struct pack_info *info);
 int pack_writer_finish_start(struct pack_writer *w);
 int pack_writer_finish_wait(struct pack_writer *w, struct pack_info *info);
+/* 1 once finish_wait would not wait (finishing started, the thread done). */
+int pack_writer_finish_ready(struct pack_writer *w);
 
 /* Free; an unfinished pack's temporary file is removed.  NULL is fine. */
 void pack_writer_free(struct pack_writer *w);

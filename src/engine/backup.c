@@ -380,6 +380,9 @@ recorder_main(void *arg)
 		r->nqueued -= (size_t)n;
 		failed = r->failed;
 		pthread_mutex_unlock(&r->mu);
+		/* Not in the step's task, which the walk waits for. */
+		if (!failed && packer_locate_ready(&b->packer))
+			failed = 1;
 		for (f = batch; f != NULL; f = f->qnext)
 			if (!failed && pfile_finish(b, f))
 				failed = 1;

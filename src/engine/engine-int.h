@@ -88,6 +88,13 @@ int packer_flush(struct packer *p);
  * whose snapshot is still running), or by packer_flush.
  */
 int packer_maybe_flush(struct packer *p);
+/*
+ * The pack finishing, once durable, located (and the run committed when
+ * due), as packer_maybe_flush would do when the next pack fills: a
+ * caller with time to spare (backup's recorder between files) spares
+ * the one that fills it the wait.  0, or -1 (reported).
+ */
+int packer_locate_ready(struct packer *p);
 
 /*
  * Sign snapshot s's own catalog rows and store them as a snapshot record

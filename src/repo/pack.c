@@ -60,6 +60,7 @@ struct pack_writer {
 	int finishing;			/* after the queue: make it durable */
 	int quit;			/* free() before finishing */
 	int io_failed;			/* a write or a durability step failed */
+	int io_done;			/* the thread is about to end */
 };
 
 struct pack_reader {
@@ -238,6 +239,7 @@ io_main(void *arg)
 		w->io_failed |= failed;
 		break;
 	}
+	w->io_done = 1;
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	return (NULL);
@@ -518,6 +520,19 @@ pack_writer_finish_wait(struct pack_writer *w, struct pack_info *info)
 	if (info)
 		*info = w->info;
 	return (0);
+}
+
+int
+pack_writer_finish_ready(struct pack_writer *w)
+{
+	int done;
+
+	if (w->failed || !w->io_running || !w->finishing)
+		return (0);
+	pthread_mutex_lock(&w->mu);
+	done = w->io_done;
+	pthread_mutex_unlock(&w->mu);
+	return (done);
 }
 
 int
