@@ -36,6 +36,8 @@ struct packer {
 	 * chunks are pend[0..nfinishing). */
 	struct pack_writer *finishing;
 	size_t nfinishing;
+	int64_t fin_pack;		/* its row, once recorded, or 0 */
+	size_t nlocated;		/* of its chunks, located so far */
 	struct pending *pend;
 	size_t npend, cappend;
 	struct hmap pend_ids;		/* chunk id -> index in pend */
@@ -92,8 +94,11 @@ int packer_maybe_flush(struct packer *p);
  * The pack finishing, once durable, located (and the run committed when
  * due), as packer_maybe_flush would do when the next pack fills: a
  * caller with time to spare (backup's recorder between files) spares
- * the one that fills it the wait.  0, or -1 (reported).
+ * the one that fills it the wait.  LOCATE_AT_ONCE chunks a call, so that
+ * a caller that hands the catalog over between calls keeps each hold
+ * short.  0, or -1 (reported).
  */
+#define LOCATE_AT_ONCE 1024
 int packer_locate_ready(struct packer *p);
 
 /*

@@ -13,6 +13,7 @@
  */
 #include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -91,31 +92,32 @@ packer_release(struct packer *p)
 
 /*
  * Wait until the finishing pack is durable, then record it and locate its
- * chunks (in the open transaction: the caller commits) and forget them;
- * the chunks of the open pack move to the front of pend.
+ * chunks (in the open transaction: the caller commits), max of them at
+ * most, from where the last call stopped: 1 once all are located and
+ * forgotten (the chunks of the open pack then move to the front of pend),
+ * 0 while some are left, -1 on error.
  */
 static int
-locate_finished(struct packer *p)
+locate_some(struct packer *p, size_t max)
 {
 	struct catalog_chunk_loc loc;
 	struct pack_info info;
-	int64_t pack_rowid, idx;
+	int64_t idx;
 	size_t i, n = p->nfinishing;
 
 	if (p->finishing == NULL)
-		return (0);
-	if (pack_writer_finish_wait(p->finishing, &info))
-		return (-1);
-	pack_writer_free(p->finishing);
-	p->finishing = NULL;
-	p->packs++;
-	p->uncommitted += info.size;
-
-	if (catalog_pack_add(p->cat, info.name, info.size, info.hash,
-	    &pack_rowid))
-		return (-1);
-	for (i = 0; i < n; i++) {
-		struct pack_entry *e = &p->pend[i].ent;
+		return (1);
+	if (p->fin_pack == 0) {
+		if (pack_writer_finish_wait(p->finishing, &info))
+			return (-1);
+		p->packs++;
+		p->uncommitted += info.size;
+		if (catalog_pack_add(p->cat, info.name, info.size, info.hash,
+		    &p->fin_pack))
+			return (-1);
+	}
+	for (; p->nlocated < n && max > 0; p->nlocated++, max--) {
+		struct pack_entry *e = &p->pend[p->nlocated].ent;
 
 		memset(&loc, 0, sizeof(loc));
 		loc.pack_offset = e->offset;
@@ -123,10 +125,16 @@ locate_finished(struct packer *p)
 		loc.stored_len = e->stored_len;
 		loc.type = e->type;
 		loc.flags = e->flags;
-		if (catalog_chunk_locate(p->cat, p->pend[i].rowid, pack_rowid,
-		    &loc))
+		if (catalog_chunk_locate(p->cat, p->pend[p->nlocated].rowid,
+		    p->fin_pack, &loc))
 			return (-1);
 	}
+	if (p->nlocated < n)
+		return (0);
+	pack_writer_free(p->finishing);
+	p->finishing = NULL;
+	p->fin_pack = 0;
+	p->nlocated = 0;
 	/* Located chunks are found in the catalog from now on. */
 	if (p->npend > n)
 		memmove(p->pend, p->pend + n,
@@ -139,7 +147,13 @@ locate_finished(struct packer *p)
 		if (hmap_put(&p->pend_ids, p->pend[i].id, idx))
 			return (-1);
 	}
-	return (0);
+	return (1);
+}
+
+static int
+locate_finished(struct packer *p)
+{
+	return (locate_some(p, SIZE_MAX) < 0 ? -1 : 0);
 }
 
 /* Hand the open pack to its thread to be made durable (none finishing). */
@@ -187,19 +201,17 @@ pack_full(const struct packer *p)
 }
 
 /*
- * The pack before is located, and what the run has done so far (its
- * snapshot is still running) is committed once 64 MiB of packs wait for
- * it, not at every pack: packs of tiny files close at PACK_TARGET_RECORDS, about 2 MiB,
- * and a commit writes again every catalog page dirtied since the last
+ * Once a pack is located: what the run has done so far (its snapshot is
+ * still running) is committed once 64 MiB of packs wait for it, not at
+ * every pack: packs of tiny files close at PACK_TARGET_RECORDS, about 2
+ * MiB, and a commit writes again every catalog page dirtied since the last
  * one, which the chunk and content indexes (keyed by hash) spread over
  * the whole catalog.  Committing at every pack, a backup of 1,000,000
  * files of 16 bytes wrote 6.3 GB instead of 1.6 GB, 108 s instead of 90.
  */
 static int
-locate_and_commit(struct packer *p)
+commit_due(struct packer *p)
 {
-	if (locate_finished(p))
-		return (-1);
 	if (p->uncommitted >= p->target_size) {
 		if (catalog_commit(p->cat) || catalog_begin(p->cat))
 			return (-1);
@@ -214,7 +226,7 @@ packer_maybe_flush(struct packer *p)
 {
 	if (!pack_full(p))
 		return (0);
-	if (p->finishing != NULL && locate_and_commit(p))
+	if (p->finishing != NULL && (locate_finished(p) || commit_due(p)))
 		return (-1);
 	return (finish_start(p));
 }
@@ -222,9 +234,14 @@ packer_maybe_flush(struct packer *p)
 int
 packer_locate_ready(struct packer *p)
 {
-	if (p->finishing == NULL || !pack_writer_finish_ready(p->finishing))
+	int rc;
+
+	if (p->finishing == NULL || (p->fin_pack == 0 &&
+	    !pack_writer_finish_ready(p->finishing)))
 		return (0);
-	return (locate_and_commit(p));
+	if ((rc = locate_some(p, LOCATE_AT_ONCE)) <= 0)
+		return (rc);
+	return (commit_due(p));
 }
 
 /*
