@@ -78,6 +78,15 @@ int catalog_begin(struct catalog *c);
 int catalog_commit(struct catalog *c);
 /* Roll back an open transaction; harmless when none is open. */
 void catalog_rollback(struct catalog *c);
+/*
+ * Whether the commits of the transactions begun from now on are durable
+ * when they return (the default), or may be lost with power (never torn:
+ * the WAL stays consistent), which spares each an fsync.  Only for
+ * commits that a crash may undo anyway, as a running backup's: the
+ * snapshot is found running and failed.  Outside a transaction only.
+ * 0 or -1 (reported).
+ */
+int catalog_set_durable(struct catalog *c, int durable);
 
 /* Dataset id by name; create it when create is set.  1 found/created,
  * 0 not found (not created), -1 error. */

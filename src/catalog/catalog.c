@@ -1103,6 +1103,13 @@ catalog_commit(struct catalog *c)
 	return (cat_exec(c, "COMMIT", "commit the catalog transaction"));
 }
 
+int
+catalog_set_durable(struct catalog *c, int durable)
+{
+	return (cat_exec(c, durable ? "PRAGMA synchronous = FULL" :
+	    "PRAGMA synchronous = NORMAL", "configure the catalog"));
+}
+
 void
 catalog_rollback(struct catalog *c)
 {

@@ -1546,7 +1546,13 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (catalog_commit(c))
 		goto out;
 	running = 1;
-	if (catalog_begin(c))
+	/*
+	 * The run's commits until its last (packer_flush) need not be
+	 * durable: one lost with power is a run that crashed earlier, its
+	 * packs durable before, as always; an fsync each is time the walk
+	 * waits for.
+	 */
+	if (catalog_set_durable(c, 0) || catalog_begin(c))
 		goto out;
 	if (b.level != LEVEL_FULL && open_view(&b))
 		goto out;
@@ -1615,6 +1621,7 @@ out:
 	catalog_resolver_free(b.view);
 	if (in_txn)
 		catalog_rollback(c);
+	(void)catalog_set_durable(c, 1);
 	/* A run that failed says so now, not at the next run (a crash
 	 * leaves that to it). */
 	if (running && status == ENGINE_ERROR)

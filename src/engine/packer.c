@@ -185,7 +185,9 @@ packer_flush(struct packer *p)
 {
 	if (locate_finished(p) || finish_start(p) || locate_finished(p))
 		return (-1);
-	if (catalog_commit(p->cat) || catalog_begin(p->cat))
+	/* The next commit may be the one that completes a run. */
+	if (catalog_commit(p->cat) || catalog_set_durable(p->cat, 1) ||
+	    catalog_begin(p->cat))
 		return (-1);
 	p->uncommitted = 0;
 	return (0);

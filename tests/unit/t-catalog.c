@@ -173,6 +173,13 @@ test_open(void)
 	ok(catalog_dataset_id(c, "/kept", 1, &id) == 1 &&
 	    catalog_commit(c) == 0 && catalog_dataset_id(c, "/kept", 0, &id) ==
 	    1, "commit keeps it");
+	ok(catalog_set_durable(c, 0) == 0 && catalog_begin(c) == 0 &&
+	    catalog_dataset_id(c, "/lazy", 1, &id) == 1 &&
+	    catalog_commit(c) == 0 && catalog_dataset_id(c, "/lazy", 0, &id) ==
+	    1, "a commit that need not be durable keeps it too");
+	ok(catalog_begin(c) == 0 && catalog_set_durable(c, 1) == -1 &&
+	    catalog_commit(c) == 0, "durability not changed in a transaction");
+	ok(catalog_set_durable(c, 1) == 0, "durable again");
 	catalog_close(c);
 
 	/* Reopen keeps the data. */
