@@ -165,6 +165,23 @@ out:
 	return (ret);
 }
 
+/* The snapshot's metadata (its row, named columns) into meta. */
+static int
+copy_meta(struct catalog *c, sqlite3 *mem, int64_t snapshot_id)
+{
+	int64_t n;
+
+	if (cat_copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
+	    "INSERT INTO meta VALUES (?1, ?2)", 1, &n))
+		return (-1);
+	if (n != 1) {
+		log_error("cannot export snapshot %lld: no such snapshot",
+		    (long long)snapshot_id);
+		return (-1);
+	}
+	return (0);
+}
+
 sqlite3 *
 cat_mem_new(int64_t snapshot_id)
 {
@@ -237,14 +254,8 @@ catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
 	    EXPORT_FORMAT);
 	if (cat_mem_exec(mem, fmt, snapshot_id))
 		goto out;
-	if (cat_copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
-	    "INSERT INTO meta VALUES (?1, ?2)", 1, &n))
+	if (copy_meta(c, mem, snapshot_id))
 		goto out;
-	if (n != 1) {
-		log_error("cannot export snapshot %lld: no such snapshot",
-		    (long long)snapshot_id);
-		goto out;
-	}
 	for (i = 0; i < sizeof(copies) / sizeof(copies[0]); i++)
 		if (cat_copy_rows(c, mem, snapshot_id, copies[i].what,
 		    copies[i].src, copies[i].dst, 0, &n))
@@ -714,7 +725,6 @@ part_image_new(struct catalog *c, int64_t snapshot_id, size_t part)
 {
 	sqlite3 *mem;
 	char sql[96];
-	int64_t n;
 
 	if ((mem = cat_mem_new(snapshot_id)) == NULL)
 		return (NULL);
@@ -723,14 +733,8 @@ part_image_new(struct catalog *c, int64_t snapshot_id, size_t part)
 	if (cat_mem_exec(mem, export_schema, snapshot_id) ||
 	    cat_mem_exec(mem, "BEGIN", snapshot_id) ||
 	    cat_mem_exec(mem, sql, snapshot_id) ||
-	    cat_copy_rows(c, mem, snapshot_id, "metadata", meta_sql,
-	    "INSERT INTO meta VALUES (?1, ?2)", 1, &n))
+	    copy_meta(c, mem, snapshot_id))
 		goto fail;
-	if (n != 1) {
-		log_error("cannot export snapshot %lld: no such snapshot",
-		    (long long)snapshot_id);
-		goto fail;
-	}
 	return (mem);
 fail:
 	sqlite3_close(mem);
@@ -846,8 +850,7 @@ struct spool_export {
 	int64_t snapshot_id;
 	size_t room;
 	size_t nparts;		/* the spool's, the head included */
-	unsigned char *tmpl;	/* the image every part starts from */
-	sqlite3_int64 tmpl_len;
+	struct buf tmpl;	/* the image every part starts from */
 	/* The helper's side: */
 	pthread_t th;
 	int started;
@@ -869,16 +872,16 @@ spool_image_new(const struct spool_export *se, size_t part)
 
 	if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_CREATE, NULL) != SQLITE_OK ||
-	    (copy = sqlite3_malloc64((sqlite3_uint64)se->tmpl_len)) == NULL) {
+	    (copy = sqlite3_malloc64(se->tmpl.len)) == NULL) {
 		log_error("cannot export %lld: %s", (long long)se->snapshot_id,
 		    mem ? sqlite3_errmsg(mem) : "out of memory");
 		sqlite3_close(mem);
 		return (NULL);
 	}
-	memcpy(copy, se->tmpl, (size_t)se->tmpl_len);
+	memcpy(copy, se->tmpl.data, se->tmpl.len);
 	/* The copy is the handle's from here, freed also if this fails. */
-	if (sqlite3_deserialize(mem, "main", copy, se->tmpl_len,
-	    se->tmpl_len, SQLITE_DESERIALIZE_FREEONCLOSE |
+	if (sqlite3_deserialize(mem, "main", copy, (sqlite3_int64)se->tmpl.len,
+	    (sqlite3_int64)se->tmpl.len, SQLITE_DESERIALIZE_FREEONCLOSE |
 	    SQLITE_DESERIALIZE_RESIZEABLE) != SQLITE_OK) {
 		log_error("cannot export %lld: %s", (long long)se->snapshot_id,
 		    sqlite3_errmsg(mem));
@@ -993,14 +996,9 @@ make_template(struct catalog *c, struct spool_export *se)
 
 	if ((mem = part_image_new(c, se->snapshot_id, 0)) == NULL)
 		return (-1);
-	if (cat_mem_exec(mem, "COMMIT", se->snapshot_id))
+	if (cat_mem_exec(mem, "COMMIT", se->snapshot_id) ||
+	    cat_mem_serialize(mem, &se->tmpl, se->snapshot_id))
 		goto out;
-	if ((se->tmpl = sqlite3_serialize(mem, "main", &se->tmpl_len, 0)) ==
-	    NULL || se->tmpl_len <= 0) {
-		log_error("cannot export %lld: cannot serialize the record",
-		    (long long)se->snapshot_id);
-		goto out;
-	}
 	ret = 0;
 out:
 	sqlite3_close(mem);
@@ -1027,6 +1025,7 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 	se.nparts = cat_spool_parts(sp);
 	se.ready_part = NO_PART;
 	buf_init(&se.ready);
+	buf_init(&se.tmpl);
 	if (make_template(c, &se))
 		goto out;
 	/* Without a helper, this thread builds every part. */
@@ -1072,7 +1071,7 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 out:
 	stop_helper(&se);
 	buf_release(&se.ready);
-	sqlite3_free(se.tmpl);
+	buf_release(&se.tmpl);
 	sqlite3_close(mem);
 	cat_spool_read_release(&rd);
 	buf_release(&rec);
