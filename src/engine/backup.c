@@ -1547,10 +1547,10 @@ engine_backup(struct repo *r, struct catalog *c,
 		goto out;
 	running = 1;
 	/*
-	 * The run's commits until its last (packer_flush) need not be
-	 * durable: one lost with power is a run that crashed earlier, its
-	 * packs durable before, as always; an fsync each is time the walk
-	 * waits for.
+	 * The walk's commits need not be durable: one lost with power is a
+	 * run that crashed earlier, its packs durable before, as always; an
+	 * fsync each is time the walk waits for.  The transaction that
+	 * completes the run is begun durable again, after the walk.
 	 */
 	if (catalog_set_durable(c, 0) || catalog_begin(c))
 		goto out;
@@ -1561,6 +1561,9 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (b.level == LEVEL_FULL)
 		b.spool = packer_record_spool(&b.packer);
 	if (walk_source(&b))
+		goto out;
+	if (catalog_commit(c) || catalog_set_durable(c, 1) ||
+	    catalog_begin(c))
 		goto out;
 	/* The record is built next, at the run's peak: drop what the
 	 * walk no longer needs first. */

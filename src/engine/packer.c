@@ -6,7 +6,9 @@
  * Durability (doc/design.md): a chunk row gets its pack location only after
  * the pack is fsynced, renamed into packs/ and its directory fsynced
  * (pack_writer_finish_wait).  A full pack is made durable by its writer's
- * thread while the run goes on, and located the next time a pack fills;
+ * thread while the run goes on, and located once it is (backup's recorder,
+ * between files: packer_locate_ready) or at the latest when the next pack
+ * fills;
  * the final packer_flush makes every pack durable before its one commit,
  * the one that completes a snapshot.  A crash at any point leaves a
  * catalog whose complete snapshots reference only durable packs.
@@ -185,9 +187,7 @@ packer_flush(struct packer *p)
 {
 	if (locate_finished(p) || finish_start(p) || locate_finished(p))
 		return (-1);
-	/* The next commit may be the one that completes a run. */
-	if (catalog_commit(p->cat) || catalog_set_durable(p->cat, 1) ||
-	    catalog_begin(p->cat))
+	if (catalog_commit(p->cat) || catalog_begin(p->cat))
 		return (-1);
 	p->uncommitted = 0;
 	return (0);
