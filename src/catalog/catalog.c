@@ -840,7 +840,9 @@ catalog_replace(struct catalog *c, const char *with, char *aside,
 		log_error("internal error: catalog_replace without the lock");
 		return (-1);
 	}
-	/* Closed first: its WAL is folded into it and removed. */
+	/* Closed first: its WAL is folded into it and removed (the
+	 * checkpoint thread's connection closed before). */
+	cat_ckpt_detach(c);
 	for (i = 0; i < ST__COUNT; i++) {
 		sqlite3_finalize(c->st[i]);
 		c->st[i] = NULL;
@@ -863,9 +865,15 @@ catalog_replace(struct catalog *c, const char *with, char *aside,
 	}
 	if ((n = open_catalog(c->path, &damaged)) == NULL)
 		return (-1);
+	/* Its WAL hook points at n: c's own instead. */
+	cat_ckpt_detach(n);
 	c->db = n->db;
 	n->db = NULL;
 	catalog_close(n);
+	if (cat_ckpt_attach(c)) {
+		log_error("out of memory");
+		return (-1);
+	}
 	return (0);
 }
 

@@ -16,12 +16,15 @@
  * at the WAL's length (a WAL hook, which takes the place of SQLite's
  * automatic checkpoint), and a thread with a connection of its own runs
  * PASSIVE checkpoints: those copy what is committed without taking the
- * writer's lock, so the writer goes on meanwhile, and its next
- * transaction starts the WAL over once all of it has been copied.
+ * writer's lock, so the writer goes on meanwhile.
  *
- * The WAL must stay bounded: a WAL that the thread has let grow to
- * CKPT_INLINE frames (it cannot keep up, or it failed to start or to
- * checkpoint) is checkpointed in the commit, as SQLite would.
+ * SQLite starts the WAL over only from a transaction begun with all of
+ * it copied, and a writer that begins its next transaction right after
+ * a commit (a backup does) never waits for the thread: its WAL grows.
+ * It stays bounded: at CKPT_INLINE frames (or when the thread failed to
+ * start or to checkpoint) the commit checkpoints, as SQLite would, and
+ * only what the thread has not copied yet; the next transaction then
+ * starts the WAL over.
  */
 #define CKPT_FRAMES 1000		/* SQLite's own threshold (4 MiB) */
 #define CKPT_INLINE (16 * CKPT_FRAMES)
@@ -106,16 +109,21 @@ wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 		return (SQLITE_OK);
 	if (!k->started && !k->failed)
 		ckpt_start(k);
+	failed = 1;
 	if (k->started) {
 		pthread_mutex_lock(&k->mu);
 		failed = k->failed;
-		k->want = 1;
-		pthread_cond_signal(&k->cv);
+		/* Not woken for the commit's own checkpoint: it would take
+		 * the checkpoint's lock, and that one would not run. */
+		if (!failed && frames < CKPT_INLINE) {
+			k->want = 1;
+			pthread_cond_signal(&k->cv);
+		}
 		pthread_mutex_unlock(&k->mu);
-	} else
-		failed = 1;
-	/* As SQLite's own hook: a checkpoint that fails is tried again at
-	 * the next commit, and the commit stands. */
+	}
+	/* As SQLite's own hook: a checkpoint that fails (or finds the
+	 * thread's running) is tried again at the next commit, and the
+	 * commit stands. */
 	if (failed || frames >= CKPT_INLINE)
 		(void)sqlite3_wal_checkpoint_v2(db, name,
 		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);

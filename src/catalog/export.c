@@ -999,6 +999,11 @@ make_template(struct catalog *c, struct spool_export *se)
 	if (cat_mem_exec(mem, "COMMIT", se->snapshot_id) ||
 	    cat_mem_serialize(mem, &se->tmpl, se->snapshot_id))
 		goto out;
+	if (se->tmpl.len == 0) {
+		log_error("cannot export %lld: cannot serialize the record",
+		    (long long)se->snapshot_id);
+		goto out;
+	}
 	ret = 0;
 out:
 	sqlite3_close(mem);
