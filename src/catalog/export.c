@@ -773,9 +773,10 @@ part_room(struct catalog_record_part **parts, size_t *cap, size_t nparts,
 }
 
 /* The parts, each slice read from the catalog. */
-static int
-export_parts(struct catalog *c, int64_t snapshot_id, size_t max_entries,
-    size_t max_bytes, size_t room, catalog_part_emit_fn emit, void *arg)
+int
+catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
+    size_t max_entries, size_t max_bytes, size_t room,
+    catalog_part_emit_fn emit, void *arg)
 {
 	struct catalog_record_part *parts = NULL, where;
 	struct slice_stmts ss = { 0 };
@@ -820,15 +821,6 @@ out:
 	sqlite3_finalize(more);
 	free(parts);
 	return (ret);
-}
-
-int
-catalog_snapshot_export_parts(struct catalog *c, int64_t snapshot_id,
-    size_t max_entries, size_t max_bytes, size_t room,
-    catalog_part_emit_fn emit, void *arg)
-{
-	return (export_parts(c, snapshot_id, max_entries, max_bytes, room,
-	    emit, arg));
 }
 
 /*
