@@ -152,7 +152,9 @@ struct fs_restore *fs_restore_dup(struct fs_restore *r);
  * place.  Until then, and for good if it is discarded or fails (or the
  * process dies, for a plain file), whatever was at its path
  * (FS_RESTORE_FORCE) is left as it was; a name already there is replaced
- * at once, by a rename.
+ * at once, by a rename.  With FS_RESTORE_FORCE, the temporary names an
+ * earlier run left (killed between the two) go from the target and from
+ * each directory that was already there, as it is begun.
  */
 int fs_restore_begin(struct fs_restore *r, const struct entry *e);
 int fs_restore_data(struct fs_restore *r, const void *buf, size_t len,

@@ -1,6 +1,9 @@
 #include <assert.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -11,6 +14,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <archive.h>
@@ -56,7 +60,7 @@ struct fs_restore {
 	struct buf tmp;
 	size_t base, tbase;
 	int pfd;
-	uint64_t rnd, nseq;	/* temporary names */
+	uint32_t run;		/* temporary names: this run's tag (dups share it) */
 	struct direct_writer *dw;	/* a large file's data */
 	int force;		/* FS_RESTORE_FORCE */
 	int in_dir;		/* the entry was begun from its directory
@@ -353,11 +357,6 @@ writer_new(const char *target, int opts)
 	buf_init(&r->name);
 	buf_init(&r->tmp);
 	buf_init(&r->acl);
-	/* Not a secret: a name nothing else in the directory is likely to
-	 * have (libarchive would replace it). */
-	if (getrandom(&r->rnd, sizeof(r->rnd), GRND_NONBLOCK) !=
-	    (ssize_t)sizeof(r->rnd))
-		r->rnd = (uint64_t)(uintptr_t)r ^ (uint64_t)getpid() << 32;
 	if ((r->target = strdup(target)) == NULL ||
 	    (r->dw = direct_new()) == NULL ||
 	    (r->a = locked_disk_new()) == NULL ||
@@ -375,6 +374,63 @@ writer_new(const char *target, int opts)
 err:
 	writer_free(r);
 	return (NULL);
+}
+
+/* A name set_tmp makes, of a run other than r's. */
+static int
+stale_name(const struct fs_restore *r, const char *name)
+{
+	char tag[9];
+	size_t i;
+
+	if (strncmp(name, ".coffer-", 8) != 0 || strlen(name) != 8 + 16)
+		return (0);
+	for (i = 8; i < 8 + 16; i++)
+		if (!isdigit((unsigned char)name[i]) &&
+		    (name[i] < 'a' || name[i] > 'f'))
+			return (0);
+	(void)snprintf(tag, sizeof(tag), "%08" PRIx32, r->run);
+	return (memcmp(name + 8, tag, 8) != 0);
+}
+
+/*
+ * Directory fd (FS_RESTORE_FORCE: it was there before this run) loses the
+ * temporary names an earlier run left in it, killed between linking a
+ * finished file there and renaming it into place: regular files only, of
+ * a name only coffer makes, and never this run's own.  Best effort: what
+ * cannot be read or removed is left, with a warning.
+ */
+static void
+drop_stale(struct fs_restore *r, int fd, const char *dir)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int dfd;
+
+	if ((dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) == -1 ||
+	    (d = fdopendir(dfd)) == NULL) {
+		if (dfd != -1)
+			close(dfd);
+		log_warn_errno("cannot look for temporary names left in '%s'",
+		    *dir != '\0' ? dir : r->target);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (!stale_name(r, de->d_name) ||
+		    (de->d_type != DT_REG && de->d_type != DT_UNKNOWN) ||
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (unlinkat(dfd, de->d_name, 0) == 0)
+			log_info("removed '%s%s%s', left by an interrupted "
+			    "restore", dir, *dir != '\0' ? "/" : "", de->d_name);
+		else if (errno != ENOENT)
+			log_warn_errno("cannot remove '%s%s%s', left by an "
+			    "interrupted restore", dir, *dir != '\0' ? "/" : "",
+			    de->d_name);
+	}
+	closedir(d);
 }
 
 struct fs_restore *
@@ -415,6 +471,13 @@ fs_restore_open(const char *target, int flags)
 		log_errno("cannot open target '%s'", target);
 		goto err;
 	}
+	/* Not a secret: a tag of this run's temporary names that no other
+	 * run's is likely to have. */
+	if (getrandom(&r->run, sizeof(r->run), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(r->run))
+		r->run = (uint32_t)getpid() ^ (uint32_t)time(NULL) << 16;
+	if (r->force)
+		drop_stale(r, r->dirfd, "");
 	/* O_PATH: the caller's cwd need not be readable to return to it. */
 	if ((r->cwdfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1) {
 		log_errno("cannot open the working directory");
@@ -441,6 +504,7 @@ fs_restore_dup(struct fs_restore *r)
 		return (NULL);
 	d->gen = r->gen;
 	d->force = r->force;
+	d->run = r->run;
 	d->umask = r->umask;
 	if ((d->dirfd = fcntl(r->dirfd, F_DUPFD_CLOEXEC, 0)) == -1) {
 		log_errno("cannot open target '%s'", r->target);
@@ -486,22 +550,22 @@ cur_base(const struct fs_restore *r)
 }
 
 /*
- * A temporary name beside the current path: ".coffer-" and 16 hex digits
- * (splitmix64 of a per-writer random start and a count).  0, or -1 (out
- * of memory, reported).
+ * A temporary name beside the current path: ".coffer-", the run's tag and
+ * a count of the process's names, 8 hex digits each.  Within a run no two
+ * are alike; a name of another run's tag was left by one that died
+ * between making and renaming it (drop_stale).  0, or -1 (out of memory,
+ * reported).
  */
+static atomic_uint_least32_t tmp_count;
+
 static int
 set_tmp(struct fs_restore *r)
 {
 	const char *p = cur(r), *slash = strrchr(p, '/');
 	char name[8 + 16 + 1];
-	uint64_t z = r->rnd + ++r->nseq * 0x9e3779b97f4a7c15ULL;
 
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	z ^= z >> 31;
-	(void)snprintf(name, sizeof(name), ".coffer-%016llx",
-	    (unsigned long long)z);
+	(void)snprintf(name, sizeof(name), ".coffer-%08" PRIx32 "%08" PRIx32,
+	    r->run, (uint32_t)atomic_fetch_add(&tmp_count, 1));
 	r->base = slash != NULL ? (size_t)(slash - p) + 1 : 0;
 	buf_reset(&r->tmp);
 	if (buf_append(&r->tmp, p, r->base) || buf_puts(&r->tmp, name) ||
@@ -1075,16 +1139,19 @@ remember_dir(struct fs_restore *r, const struct entry *e, const char *path)
 static int
 begin_dir(struct fs_restore *r, const struct entry *e)
 {
-	struct stat st;
 	const char *base;
-	int pfd, made = 0, own, st1, st2 = ARCHIVE_OK;
+	int pfd, fd, made = 0, own, st1, st2 = ARCHIVE_OK;
 
 	if ((pfd = fs_open_parent(r->dirfd, e->path, &base)) != -1) {
 		if (mkdirat(pfd, base, 0700) == 0)
 			made = 1;
-		else if (errno == EEXIST && fstatat(pfd, base, &st,
-		    AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		else if (errno == EEXIST && (fd = openat(pfd, base, O_RDONLY |
+		    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) != -1) {
 			made = 1;
+			if (r->force)
+				drop_stale(r, fd, e->path);
+			close(fd);
+		}
 		if (pfd != r->dirfd)
 			close(pfd);
 	}
