@@ -32,6 +32,9 @@ struct tuning {
 					 * is cut at */
 	size_t record_part_entries;	/* COFFER_RECORD_PART_ENTRIES:
 					 * entries per snapshot record part */
+	size_t record_image_bytes;	/* COFFER_RECORD_IMAGE_BYTES: room
+					 * a spooled part's image is first
+					 * given, beyond its template */
 	int record_whole;		/* COFFER_RECORD_FORMAT=1: snapshot
 					 * records whole, as before parts */
 	int record_from_catalog;	/* COFFER_RECORD_SPOOL=0: a full's

@@ -6,6 +6,7 @@
 
 #include "catalog-int.h"
 #include "coffer/log.h"
+#include "coffer/tuning.h"
 
 /*
  * The snapshot record: one snapshot's own rows as a small, self-contained
@@ -676,9 +677,13 @@ put_spool_content(struct slice_stmts *ss, const struct cat_spool_row *w)
 	return (0);
 }
 
+/*
+ * The rows read into rd into mem's tables, each table's in its key order
+ * (rd's list of rows is reordered).  0, -1 (reported), or 1: mem is full
+ * (SQLITE_FULL), not reported.
+ */
 static int
-spool_slice(struct catalog_spool *sp, struct cat_spool_read *rd, size_t part,
-    sqlite3 *mem, int64_t snapshot_id)
+spool_slice(struct cat_spool_read *rd, sqlite3 *mem, int64_t snapshot_id)
 {
 	struct slice_stmts ss = { 0 };
 	struct cat_spool_row w;
@@ -686,8 +691,6 @@ spool_slice(struct catalog_spool *sp, struct cat_spool_read *rd, size_t part,
 	size_t n, nc = 0, i;
 	int ret = -1;
 
-	if (cat_spool_part(sp, part, rd))
-		return (-1);
 	row = rd->row;
 	n = rd->nrows;
 	if (slice_stmts_prepare(mem, &ss, snapshot_id))
@@ -712,6 +715,10 @@ spool_slice(struct catalog_spool *sp, struct cat_spool_read *rd, size_t part,
 	ret = 0;
 	goto out;
 sqlerr:
+	if (sqlite3_errcode(mem) == SQLITE_FULL) {
+		ret = 1;
+		goto out;
+	}
 	log_error("cannot export snapshot %lld: %s", (long long)snapshot_id,
 	    sqlite3_errmsg(mem));
 out:
@@ -854,27 +861,47 @@ struct spool_export {
 	int stop;		/* the export is over: build no more */
 };
 
-/* Part's image from the template, its transaction open. */
+/*
+ * Part's image from the template, its transaction open.  With rec, in
+ * place: rec holds the record's room bytes, then the image, which SQLite
+ * works in as its database, cap bytes at most (not resizeable: a part
+ * that outgrows them fails with SQLITE_FULL), so that the finished
+ * record is that buffer rather than a copy of it.  Without, in a copy of
+ * SQLite's own that grows as needed.
+ */
 static sqlite3 *
-spool_image_new(const struct spool_export *se, size_t part)
+spool_image_new(const struct spool_export *se, size_t part, struct buf *rec,
+    size_t cap)
 {
-	unsigned char *copy;
+	unsigned char *img;
 	sqlite3 *mem = NULL;
 	char sql[64];
+	int rc;
 
 	if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE, NULL) != SQLITE_OK ||
-	    (copy = sqlite3_malloc64(se->tmpl.len)) == NULL) {
-		log_error("cannot export %lld: %s", (long long)se->snapshot_id,
-		    mem ? sqlite3_errmsg(mem) : "out of memory");
-		sqlite3_close(mem);
-		return (NULL);
+	    SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+		goto nomem;
+	if (rec != NULL) {
+		buf_reset(rec);
+		if (cap < se->tmpl.len || buf_reserve(rec, se->room + cap))
+			goto nomem;
+		img = rec->data + se->room;
+		memcpy(img, se->tmpl.data, se->tmpl.len);
+		rc = sqlite3_deserialize(mem, "main", img,
+		    (sqlite3_int64)se->tmpl.len,
+		    (sqlite3_int64)(rec->cap - se->room), 0);
+	} else {
+		if ((img = sqlite3_malloc64(se->tmpl.len)) == NULL)
+			goto nomem;
+		memcpy(img, se->tmpl.data, se->tmpl.len);
+		/* The copy is the handle's from here, freed also if this
+		 * fails. */
+		rc = sqlite3_deserialize(mem, "main", img,
+		    (sqlite3_int64)se->tmpl.len, (sqlite3_int64)se->tmpl.len,
+		    SQLITE_DESERIALIZE_FREEONCLOSE |
+		    SQLITE_DESERIALIZE_RESIZEABLE);
 	}
-	memcpy(copy, se->tmpl.data, se->tmpl.len);
-	/* The copy is the handle's from here, freed also if this fails. */
-	if (sqlite3_deserialize(mem, "main", copy, (sqlite3_int64)se->tmpl.len,
-	    (sqlite3_int64)se->tmpl.len, SQLITE_DESERIALIZE_FREEONCLOSE |
-	    SQLITE_DESERIALIZE_RESIZEABLE) != SQLITE_OK) {
+	if (rc != SQLITE_OK) {
 		log_error("cannot export %lld: %s", (long long)se->snapshot_id,
 		    sqlite3_errmsg(mem));
 		sqlite3_close(mem);
@@ -889,27 +916,87 @@ spool_image_new(const struct spool_export *se, size_t part)
 		return (NULL);
 	}
 	return (mem);
+nomem:
+	log_error("cannot export %lld: out of memory",
+	    (long long)se->snapshot_id);
+	sqlite3_close(mem);
+	return (NULL);
 }
 
-/* A part but the head, whole, into rec (room bytes, then its image). */
+/*
+ * The room a part's image is first given, beyond the template: twice the
+ * bytes of its rows and 1 MiB (a part of small files makes an image of
+ * about 1.1 times its rows).  What the image does not fill is never
+ * touched, so it costs address space, not memory.
+ */
+static size_t
+first_cap(const struct spool_export *se, const struct cat_spool_read *rd)
+{
+	size_t want = tuning_get()->record_image_bytes;
+
+	if (want == 0)
+		want = rd->raw.len < SIZE_MAX / 4 ? 2 * rd->raw.len + (1u << 20) :
+		    SIZE_MAX / 2;
+	return (se->tmpl.len + want);
+}
+
+/*
+ * A part but the head, whole, into rec (room bytes, then its image,
+ * built in place).  Its rows are read into rd, and stay there for the
+ * next part.  A part whose image outgrows its room is built again in
+ * twice as much.
+ */
 static int
 build_spool_part(const struct spool_export *se, size_t part,
     struct cat_spool_read *rd, struct buf *rec)
 {
+	sqlite3_int64 size = 0;
+	unsigned char *img;
 	sqlite3 *mem;
+	size_t cap;
 	int rc;
 
-	if ((mem = spool_image_new(se, part)) == NULL)
+	for (cap = 0;; cap *= 2) {
+		if (cat_spool_part(se->sp, part, rd))
+			return (-1);
+		if (cap == 0)
+			cap = first_cap(se, rd);
+		if (cap > SIZE_MAX / 2 - se->room) {
+			log_error("cannot export %lld: record too large",
+			    (long long)se->snapshot_id);
+			return (-1);
+		}
+		if ((mem = spool_image_new(se, part, rec, cap)) == NULL)
+			return (-1);
+		if ((rc = spool_slice(rd, mem, se->snapshot_id)) == 0 &&
+		    (rc = sqlite3_exec(mem, "COMMIT", NULL, NULL, NULL)) !=
+		    SQLITE_OK) {
+			if (rc != SQLITE_FULL)
+				log_error("cannot export snapshot %lld: %s",
+				    (long long)se->snapshot_id,
+				    sqlite3_errmsg(mem));
+			rc = rc == SQLITE_FULL ? 1 : -1;
+		}
+		if (rc == 0) {
+			img = sqlite3_serialize(mem, "main", &size,
+			    SQLITE_SERIALIZE_NOCOPY);
+			if (img != rec->data + se->room || size < 0 ||
+			    (uint64_t)size > rec->cap - se->room) {
+				log_error("cannot export %lld: cannot "
+				    "serialize the record",
+				    (long long)se->snapshot_id);
+				rc = -1;
+			}
+		}
+		sqlite3_close(mem);
+		if (rc != 1)
+			break;
+	}
+	if (rc != 0)
 		return (-1);
-	rc = spool_slice(se->sp, rd, part, mem, se->snapshot_id);
-	/* The rows go before the image is copied out. */
-	cat_spool_read_release(rd);
-	if (rc == 0)
-		rc = cat_mem_exec(mem, "COMMIT", se->snapshot_id);
-	if (rc == 0)
-		rc = take_image(&mem, se->snapshot_id, se->room, rec);
-	sqlite3_close(mem);
-	return (rc);
+	memset(rec->data, 0, se->room);
+	rec->len = se->room + (size_t)size;
+	return (0);
 }
 
 static void *
@@ -1013,7 +1100,7 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 	struct buf rec = BUF_INIT;
 	sqlite3 *mem = NULL;
 	size_t part, cap = 0;
-	int ret = -1;
+	int rc, ret = -1;
 
 	memset(&se, 0, sizeof(se));
 	se.sp = sp;
@@ -1053,9 +1140,16 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 	}
 	stop_helper(&se);
 	if (part_room(&parts, &cap, part, snapshot_id) ||
-	    (mem = spool_image_new(&se, part)) == NULL ||
-	    spool_slice(sp, &rd, part, mem, snapshot_id))
+	    cat_spool_part(sp, part, &rd) ||
+	    (mem = spool_image_new(&se, part, NULL, 0)) == NULL)
 		goto out;
+	if ((rc = spool_slice(&rd, mem, snapshot_id)) != 0) {
+		/* Full: beyond what SQLite lets an image grow to. */
+		if (rc == 1)
+			log_error("cannot export snapshot %lld: %s",
+			    (long long)snapshot_id, sqlite3_errmsg(mem));
+		goto out;
+	}
 	cat_spool_read_release(&rd);
 	if (finish_head(mem, snapshot_id, parts, part, room, emit, arg) ||
 	    cat_mem_exec(mem, "COMMIT", snapshot_id))

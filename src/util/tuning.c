@@ -50,6 +50,8 @@ load(void)
 	t.pack_size = (uint64_t)env_count("COFFER_PACK_SIZE");
 	t.record_part_entries = (size_t)env_count(
 	    "COFFER_RECORD_PART_ENTRIES");
+	t.record_image_bytes = (size_t)env_count(
+	    "COFFER_RECORD_IMAGE_BYTES");
 	t.record_whole = env_is("COFFER_RECORD_FORMAT", "1");
 	t.record_from_catalog = env_is("COFFER_RECORD_SPOOL", "0");
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");

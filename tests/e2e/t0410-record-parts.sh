@@ -218,4 +218,21 @@ test_expect_success 'a full record built from its spooled rows holds what one re
 	treecmp zl outz
 '
 
+test_expect_success 'a part that outgrows the room it is first given is built again, the same' '
+	mkdir -p big && for f in $(seq 1 300); do
+		echo "b $f" >big/a-file-with-a-long-name-$f || return 1
+	done &&
+	COFFER_RECORD_PART_ENTRIES=100 zsnap ds-b1 big &&
+	grep "record: built from the rows spooled" v.err && echo $sid >B1 &&
+	COFFER_RECORD_PART_ENTRIES=100 COFFER_RECORD_IMAGE_BYTES=512 \
+		zsnap ds-b2 big &&
+	grep "record: built from the rows spooled" v.err && echo $sid >B2 &&
+	rebuild && coffer -r repo snapshots >/dev/null &&
+	rows b-rows &&
+	zrows $(cat B1) b-rows >b1 && zrows $(cat B2) b-rows >b2 &&
+	test_line_count = 301 b1 && test_cmp b1 b2 &&
+	rm -rf outb && coffer -r repo restore $(cat B2) outb &&
+	treecmp big outb
+'
+
 test_done
