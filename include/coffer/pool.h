@@ -44,4 +44,11 @@ void pool_wait_but(struct pool *p, size_t keep);
 /* The number of online processors (at least 1). */
 int pool_default_threads(void);
 
+/*
+ * Name the calling thread "coffer/ROLE" (at most 8 bytes of role: the
+ * kernel keeps 15), so that top -H, ps -L, perf and gdb tell coffer's
+ * threads apart.  Best effort.
+ */
+void thread_name(const char *role);
+
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/pool.h"
 
 /*
  * Checkpoints off the writer's thread.
@@ -47,6 +48,7 @@ ckpt_main(void *arg)
 	struct cat_ckpt *k = arg;
 	int rc;
 
+	thread_name("ckpt");
 	pthread_mutex_lock(&k->mu);
 	for (;;) {
 		while (!k->want && !k->stop)

@@ -6,6 +6,7 @@
 
 #include "catalog-int.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "coffer/tuning.h"
 
 /*
@@ -1008,6 +1009,7 @@ spool_helper_main(void *arg)
 	size_t part;
 	int rc;
 
+	thread_name("part");
 	for (part = 1; part + 1 < se->nparts; part += 2) {
 		rc = build_spool_part(se, part, &rd, &rec);
 		pthread_mutex_lock(&se->mu);

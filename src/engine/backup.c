@@ -346,6 +346,7 @@ recorder_main(void *arg)
 	struct pfile *batch, *f;
 	int n, failed;
 
+	thread_name("record");
 	pthread_mutex_lock(&r->mu);
 	for (;;) {
 		while (!(r->head == NULL && !r->task && r->stop) &&

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "coffer/tuning.h"
 #include "engine-int.h"
 
@@ -407,6 +408,7 @@ part_job_main(void *arg)
 {
 	struct part_job *j = arg;
 
+	thread_name("store");
 	j->rc = store_record(j->p, &j->rec, &j->where);
 	buf_release(&j->rec);
 	return (NULL);

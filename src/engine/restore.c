@@ -586,6 +586,7 @@ readback_main(void *arg)
 	struct rjob *j;
 	int ok;
 
+	thread_name("readback");
 	free(arg);
 	pthread_mutex_lock(&b->mu);
 	for (;;) {

@@ -22,6 +22,7 @@
 
 #include "coffer/fs.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "fs-int.h"
 
 /* 4096 satisfies every device's logical block size, and the memory
@@ -177,6 +178,7 @@ writer_thread(void *arg)
 	struct direct_req r;
 	int err, skip;
 
+	thread_name("write");
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
 		while (d->done == d->queued && !d->quit)

@@ -17,6 +17,7 @@
 #include "coffer/entry.h"
 #include "coffer/fs.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "coffer/tuning.h"
 
 /*
@@ -808,6 +809,7 @@ walker_main(void *arg)
 	struct ahead *a;
 	int type;
 
+	thread_name("walk");
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (w->rcount == NAHEAD && !w->stop) {

@@ -22,6 +22,7 @@
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 
 #define IO_BYTES (1u << 20)
 #define MEMBER_MAX ((uint64_t)1 << 40)
@@ -387,6 +388,7 @@ hasher_main(void *arg)
 {
 	struct bundle_writer *w = arg;
 
+	thread_name("hash");
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->th_busy && !w->th_quit)

@@ -16,6 +16,7 @@
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
+#include "coffer/pool.h"
 #include "coffer/repo.h"
 #include "coffer/repo-keys.h"
 #include "coffer/tuning.h"
@@ -209,6 +210,7 @@ io_main(void *arg)
 	struct buf *b;
 	int failed = 0;
 
+	thread_name("io");
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (w->queued == NULL && !w->finishing && !w->quit)

@@ -1,4 +1,5 @@
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -75,6 +76,7 @@ worker_main(void *v)
 	struct loop *l = NULL;
 	size_t i;
 
+	thread_name("pool");
 	free(s);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
@@ -227,4 +229,13 @@ pool_default_threads(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 	return (n < 1 ? 1 : n > 64 ? 64 : (int)n);
+}
+
+void
+thread_name(const char *role)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "coffer/%s", role);
+	(void)pthread_setname_np(pthread_self(), name);
 }
