@@ -195,6 +195,7 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 	struct rec_ref *recs;
 	const uint8_t *img;
 	size_t i, k, n = 0, len, progress;
+	uint64_t read0;
 	int rc;
 
 	/* The snapshot records, in a list of their own that shrinks as
@@ -216,6 +217,7 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 
 			if (hmap_get(&s->parts_done, recs[i].ent.id, &done))
 				continue;
+			read0 = s->res->bytes_read;
 			if (pr == NULL || strcmp(pack_reader_name(pr),
 			    recs[i].pack) != 0) {
 				pack_reader_close(pr);
@@ -243,8 +245,8 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 				s->res->records_bad++;
 			} else if (rc == 0)
 				s->res->records++;
-			if (rc != 3)
-				progress_update(&s->progress, 1, 0);
+			progress_update(&s->progress, rc != 3,
+			    s->res->bytes_read - read0);
 		}
 		n = k;
 	} while (n > 0 && progress > 0);
@@ -403,6 +405,7 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	char **gone = NULL;
 	size_t nrepo = 0, ncat = 0, nfresh = 0, nrecs = 0, cap = 0, i;
 	size_t ngone = 0, dropped;
+	uint64_t read0;
 	double t0 = now_monotonic();
 	int rc = -1, st;
 
@@ -456,13 +459,17 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	progress_init(&s.progress, "catalog: reading the repository", 0);
 	s.progress.unit = "packs";
 	for (i = 0; i < nfresh; i++) {
+		read0 = res->bytes_read;
 		if ((st = scan_pack(&s, fresh[i], &recs, &nrecs, &cap)) < 0)
 			goto out;
 		ok[i] = st == 0;
 		if (st == 1)
 			res->packs_bad++;
-		progress_update(&s.progress, 1, 0);
+		progress_update(&s.progress, 1, res->bytes_read - read0);
 	}
+	progress_done(&s.progress);
+	progress_init(&s.progress, "catalog: importing", 0);
+	s.progress.unit = "snapshots";
 	if (import_records(&s, recs, nrecs))
 		goto out;
 	import_journals(&s, recs, nrecs);
