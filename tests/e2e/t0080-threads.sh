@@ -52,6 +52,21 @@ for t in 1 2 5; do
 	'
 done
 
+# The hook runs under coffer's own sh -c, whose parent is coffer: it
+# lists the threads alive while the walk reads a file.  With 300 files the
+# walker is still going when the first is read: it runs at most 64
+# entries ahead.
+test_expect_success 'threads are named after their jobs (top -H, perf)' '
+	mkdir names &&
+	for i in $(seq 300); do echo $i >names/$i || return 1; done &&
+	COFFER_TEST_BEFORE_CHANGE_CHECK="cat /proc/\$PPID/task/*/comm \
+		>>$TMP/comm" coffer -r repo backup --threads 2 names names &&
+	sort -u comm >comm.u && cat comm.u &&
+	grep -qx "coffer/walk" comm.u &&
+	grep -qx "coffer/record" comm.u &&
+	grep -qx "coffer/pool" comm.u
+'
+
 # Restore writers on several threads each get their own working
 # directory and umask (unshare(CLONE_FS)); where that is refused, as by
 # some containers' seccomp filters, they take turns instead.
