@@ -245,6 +245,9 @@ struct catalog_chunk_ref {
 int catalog_content_put(struct catalog *c, const uint8_t hash[32],
     uint64_t size, const struct catalog_chunk_ref *refs, size_t n,
     int64_t *content_id);
+/* A content's hash and size, by its row.  0 or -1 (reported). */
+int catalog_content_info(struct catalog *c, int64_t content_id,
+    uint8_t hash[32], uint64_t *size);
 /* The chunks of a content with their locations, in file order; malloc'd
  * array.  A chunk without a location has pack[0] == '\0'. */
 int catalog_content_chunks(struct catalog *c, int64_t content_id,

@@ -402,6 +402,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 		" JOIN chunk ch ON ch.id = cc.chunk_id"
 		" LEFT JOIN pack p ON p.id = ch.pack_id"
 		" WHERE cc.content_id = ?1 ORDER BY cc.seq",
+	[ST_CONTENT_INFO] = "SELECT hash, size FROM content WHERE id = ?1",
 	[ST_SAVEPOINT] = "SAVEPOINT catalog_op",
 	[ST_RELEASE] = "RELEASE catalog_op",
 	[ST_ROLLBACK_TO] = "ROLLBACK TO catalog_op",

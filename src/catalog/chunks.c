@@ -344,6 +344,35 @@ content_exists(struct catalog *c, int64_t content_id)
 }
 
 int
+catalog_content_info(struct catalog *c, int64_t content_id, uint8_t hash[32],
+    uint64_t *size)
+{
+	sqlite3_stmt *st;
+	const void *h = NULL;
+	int rc, ret = -1;
+
+	if ((st = cat_stmt(c, ST_CONTENT_INFO)) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, content_id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		h = sqlite3_column_blob(st, 0);
+	if (h != NULL && sqlite3_column_bytes(st, 0) == 32 &&
+	    sqlite3_column_int64(st, 1) >= 0) {
+		memcpy(hash, h, 32);
+		*size = (uint64_t)sqlite3_column_int64(st, 1);
+		ret = 0;
+	} else if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+		log_error("content %lld: not in the catalog, or damaged",
+		    (long long)content_id);
+	else
+		log_error("cannot read content %lld: %s",
+		    (long long)content_id, sqlite3_errmsg(c->db));
+	sqlite3_reset(st);
+	return (ret);
+}
+
+int
 catalog_content_chunks(struct catalog *c, int64_t content_id,
     struct catalog_chunk_loc **locs, size_t *n)
 {

@@ -1199,6 +1199,47 @@ known_link(struct backup *b, const struct entry *e, int64_t *cid)
 	return (0);
 }
 
+/*
+ * A further name of a file already recorded goes into the spool with its
+ * content's hash and chunk list, read back from the catalog: the part
+ * that holds this name may not hold the first, and a part must carry the
+ * chunks of every content it names.  Where that cannot be done (a content
+ * whose size is not the entry's: the file changed between its names),
+ * the spool is turned off and the record read from the catalog.
+ */
+static void
+spool_link(struct backup *b, const struct entry *e)
+{
+	struct catalog_chunk_loc *locs = NULL;
+	struct catalog_chunk_ref *refs = NULL;
+	uint8_t hash[32], (*cids)[32] = NULL;
+	uint64_t size;
+	size_t i, n = 0;
+
+	if (!catalog_spool_usable(b->spool))
+		return;
+	if (catalog_content_info(b->cat, e->content_id, hash, &size) ||
+	    size != (uint64_t)e->size ||
+	    catalog_content_chunks(b->cat, e->content_id, &locs, &n) ||
+	    (n > 0 && ((refs = calloc(n, sizeof(*refs))) == NULL ||
+	    (cids = calloc(n, sizeof(*cids))) == NULL))) {
+		catalog_spool_off(b->spool);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		memcpy(cids[i], locs[i].cid, sizeof(cids[i]));
+		refs[i].chunk_rowid = locs[i].rowid;
+		refs[i].file_offset = locs[i].file_offset;
+		refs[i].len = locs[i].plain_len;
+	}
+	catalog_spool_entry(b->spool, e, hash, (const uint8_t (*)[32])cids,
+	    refs, n);
+out:
+	free(locs);
+	free(refs);
+	free(cids);
+}
+
 /* Store one regular file with content.  0 or -1. */
 static int
 walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
@@ -1212,14 +1253,13 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	if (e->nlink > 1) {
 		cat_enter(b);
 		if ((rc = known_link(b, e, &cid)) > 0) {
-			/* Its content is spooled with its first name; a
-			 * part without that name would lack its chunks. */
-			catalog_spool_off(b->spool);
 			e->content_id = cid;
 			if (catalog_entry_add(b->cat, b->snapshot_id, e))
 				rc = -1;
-			else
+			else {
+				spool_link(b, e);
 				count_entry(b->res, e->kind);
+			}
 		}
 		cat_leave(b);
 		if (rc != 0)

@@ -199,10 +199,15 @@ test_expect_success 'a full record built from its spooled rows holds what one re
 	echo $sid >Z1 &&
 	COFFER_RECORD_SPOOL=0 zsnap ds-z2 z &&
 	grep "record: read from the catalog" v.err && echo $sid >Z2 &&
-	# A hardlink turns the spool off: the record is read from the
-	# catalog, as before.
-	cp -a z zl && ln zl/sub/f4 zl/hard &&
-	zsnap ds-zl1 zl && grep "record: read from the catalog" v.err &&
+	# Further names of a file are spooled with their content read back
+	# from the catalog: 41 names in links/ (parts of 16 entries: most in
+	# another part than their first), one of a file of many chunks.
+	cp -a z zl && ln zl/sub/f4 zl/hard && mkdir zl/links &&
+	for f in $(seq 1 40); do
+		ln zl/sub/f$f zl/links/f$f || return 1
+	done &&
+	ln zl/deep/multi.bin zl/links/multi.bin &&
+	zsnap ds-zl1 zl && grep "record: built from the rows spooled" v.err &&
 	echo $sid >ZL1 &&
 	COFFER_RECORD_SPOOL=0 zsnap ds-zl2 zl && echo $sid >ZL2 &&
 	rebuild && coffer -r repo snapshots >/dev/null &&
@@ -211,11 +216,45 @@ test_expect_success 'a full record built from its spooled rows holds what one re
 	test_line_count -gt 45 z1 && test_cmp z2 z1 &&
 	grep -q "|3|" z1 &&
 	zrows $(cat ZL1) z-rows >zl1 && zrows $(cat ZL2) z-rows >zl2 &&
-	test_line_count -gt 45 zl1 && test_cmp zl2 zl1 &&
+	test_line_count -gt 85 zl1 && test_cmp zl2 zl1 &&
+	test $(grep -c "^$(perl -e "print uc unpack q(H*), q(links/multi.bin)")|" zl1) = 1 &&
 	rm -rf outz && coffer -r repo restore $(cat Z1) outz &&
 	treecmp z outz &&
 	rm -rf outz && coffer -r repo restore $(cat ZL1) outz &&
 	treecmp zl outz
+'
+
+# Each part holds every content it names, with all of that content's
+# chunks, whatever part holds the file's first name: the import takes
+# parts in any order.
+test_expect_success FORGE 'a spooled part holds the chunks of the further names of a file' '
+	mkdir zl-parts &&
+	"$FORGE" parts repo "$COFFER_KEY_FILE" $(head_pack $(cat ZL1)) \
+		zl-parts &&
+	ls zl-parts/part-*.db >parts && test_line_count -gt 4 parts &&
+	for db in zl-parts/*.db; do
+		bad=$(sqlite3 "$db" "SELECT count(*) FROM content c
+			WHERE c.nchunks != (SELECT count(*) FROM content_chunk cc
+			    WHERE cc.content = c.hash)") &&
+		lost=$(sqlite3 "$db" "SELECT count(*) FROM entry e
+			WHERE e.content IS NOT NULL AND NOT EXISTS
+			(SELECT 1 FROM content c WHERE c.hash = e.content)") &&
+		test "$bad $lost" = "0 0" || { echo "$db: $bad $lost"; return 1; }
+	done &&
+	# A content in several parts is the same in each.
+	for db in zl-parts/*.db; do
+		sqlite3 "$db" "SELECT hex(c.hash), c.size, c.nchunks,
+			(SELECT group_concat(x, \",\") FROM
+			    (SELECT hex(cid) || \":\" || file_offset || \":\" ||
+			    len AS x FROM content_chunk cc
+			    WHERE cc.content = c.hash ORDER BY seq))
+			FROM content c" || return 1
+	done | sort -u >contents &&
+	cut -d"|" -f1 contents | uniq -d >twice &&
+	test_line_count = 0 twice &&
+	for db in zl-parts/*.db; do
+		sqlite3 "$db" "SELECT hex(path) FROM entry" || return 1
+	done >names && grep -qx "$(perl -e "print uc unpack q(H*), q(links/multi.bin)")" names
 '
 
 test_expect_success 'a part that outgrows the room it is first given is built again, the same' '

@@ -16,6 +16,11 @@
  * only a writer with the keys could make, and what a reader must refuse,
  * part by part.  PACK_Y = PACK_X makes a good head again (a control).
  *
+ * forge-record parts REPO KEYFILE PACK DIR: write the image of the last
+ * snapshot record's head in PACK to DIR/head.db and the image of each part
+ * it names to DIR/part-IDX.db, for sqlite3 to look into (a part must hold
+ * every content it names, with all of that content's chunks).
+ *
  * forge-record conf REPO KEYFILE: coffer.conf of REPO, from standard input
  * (without its mac line), authenticated with KEYFILE's meta key and
  * written in place: what a write-only key can make of coffer.conf.
@@ -185,6 +190,85 @@ forge_conf(int argc, char **argv)
 	return (0);
 }
 
+/* The record of id in pack name, its header cut off, into out. */
+static int
+read_record(struct repo *r, const char *name, const void *id, int idlen,
+    struct buf *out)
+{
+	struct pack_reader *pr;
+	struct pack_entry *ents = NULL;
+	size_t i, n;
+	int rc = -1;
+
+	if (idlen != CCRYPTO_ID_BYTES || (pr = pack_reader_open(r, name)) ==
+	    NULL)
+		return (-1);
+	if (pack_reader_index(pr, &ents, &n) == 0)
+		for (i = 0; i < n; i++)
+			if (memcmp(ents[i].id, id, CCRYPTO_ID_BYTES) == 0) {
+				rc = pack_reader_get(pr, &ents[i], NULL, out);
+				break;
+			}
+	free(ents);
+	pack_reader_close(pr);
+	return (rc == 0 && out->len > REC_HEADER ? 0 : -1);
+}
+
+static int
+write_file(const char *dir, const char *base, const void *p, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, base);
+	if ((f = fopen(path, "wb")) == NULL || fwrite(p, 1, len, f) != len ||
+	    fclose(f) != 0)
+		return (-1);
+	return (0);
+}
+
+static int
+dump_parts(int argc, char **argv)
+{
+	struct repo *r;
+	struct buf rec = BUF_INIT;
+	sqlite3 *head;
+	sqlite3_stmt *st;
+	uint8_t *img;
+	char base[64];
+	size_t len;
+
+	if (argc != 6) {
+		fprintf(stderr, "usage: forge-record parts REPO KEYFILE PACK "
+		    "DIR\n");
+		return (2);
+	}
+	if (ccrypto_init() || (r = repo_open(argv[2])) == NULL ||
+	    repo_unlock(r, argv[3], NULL, 0))
+		return (1);
+	if ((img = read_head(r, argv[4], &len)) == NULL ||
+	    write_file(argv[5], "head.db", img, len) ||
+	    (head = open_image(img, len)) == NULL ||
+	    sqlite3_prepare_v2(head, "SELECT idx, pack, rid FROM part", -1,
+	    &st, NULL) != SQLITE_OK)
+		return (1);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		buf_reset(&rec);
+		snprintf(base, sizeof(base), "part-%lld.db",
+		    (long long)sqlite3_column_int64(st, 0));
+		if (read_record(r, (const char *)sqlite3_column_text(st, 1),
+		    sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2),
+		    &rec) || write_file(argv[5], base, rec.data + REC_HEADER,
+		    rec.len - REC_HEADER))
+			return (1);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(head);
+	buf_release(&rec);
+	free(img);
+	return (0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -200,6 +284,8 @@ main(int argc, char **argv)
 		return (swap_part(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "conf") == 0)
 		return (forge_conf(argc, argv));
+	if (argc > 1 && strcmp(argv[1], "parts") == 0)
+		return (dump_parts(argc, argv));
 	if (argc != 5 || strlen(argv[3]) != 2 * CCRYPTO_ID_BYTES ||
 	    hex_decode(id, CCRYPTO_ID_BYTES, argv[3]) ||
 	    (len = atol(argv[4])) <= 0) {
