@@ -39,6 +39,21 @@
 #define REC_HEADER (4 + 1 + CCRYPTO_SIG_BYTES)
 static const char record_ctx[] = "coffer-snapshot";
 
+/* The repository at path, unlocked with the key file; NULL on error. */
+static struct repo *
+open_repo(const char *path, const char *keyfile)
+{
+	struct repo *r;
+
+	if (ccrypto_init() || (r = repo_open(path)) == NULL)
+		return (NULL);
+	if (repo_unlock(r, keyfile, NULL, 0)) {
+		repo_close(r);
+		return (NULL);
+	}
+	return (r);
+}
+
 /* The image of the last snapshot record in pack name (malloc'd). */
 static uint8_t *
 read_head(struct repo *r, const char *name, size_t *len)
@@ -102,8 +117,7 @@ swap_part(int argc, char **argv)
 		    "PACK_X PACK_Y IDX\n");
 		return (2);
 	}
-	if (ccrypto_init() || (r = repo_open(argv[2])) == NULL ||
-	    repo_unlock(r, argv[3], NULL, 0))
+	if ((r = open_repo(argv[2], argv[3])) == NULL)
 		return (1);
 	if ((ix = read_head(r, argv[4], &lx)) == NULL ||
 	    (iy = read_head(r, argv[5], &ly)) == NULL ||
@@ -243,8 +257,7 @@ dump_parts(int argc, char **argv)
 		    "DIR\n");
 		return (2);
 	}
-	if (ccrypto_init() || (r = repo_open(argv[2])) == NULL ||
-	    repo_unlock(r, argv[3], NULL, 0))
+	if ((r = open_repo(argv[2], argv[3])) == NULL)
 		return (1);
 	if ((img = read_head(r, argv[4], &len)) == NULL ||
 	    write_file(argv[5], "head.db", img, len) ||
@@ -292,8 +305,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: forge-record REPO KEYFILE ID LEN\n");
 		return (2);
 	}
-	if (ccrypto_init() || (r = repo_open(argv[1])) == NULL ||
-	    repo_unlock(r, argv[2], NULL, 0))
+	if ((r = open_repo(argv[1], argv[2])) == NULL)
 		return (1);
 	if ((data = malloc((size_t)len)) == NULL)
 		return (1);
