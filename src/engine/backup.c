@@ -75,6 +75,8 @@ struct pfile {
 	size_t inflight;		/* chunks in batches, of any attempt */
 	uint32_t gen;			/* read attempt (a reread restarts) */
 	int state;
+	int link;			/* a further name of a file recorded:
+					 * its entry only (content_id set) */
 };
 
 /* One chunk in the batch. */
@@ -96,19 +98,22 @@ struct job {
  * while the walk reads the next files: a step's task (the packer's
  * flush, then the lookups of the batch to seal, whose sealing it then
  * starts on the pool), and the entries of stored files (their content
- * rows and entry rows).  The catalog is one SQLite connection, used by
- * one thread at a time: owner says which, and with it go the catalog,
- * the packer, the links map and the result's counts of entries.  The
- * walk's thread takes it only around its own catalog work and has it
- * before the recorder whenever it asks; the recorder takes it when it is
- * free, for its task and a few files at a time, so that a commit never
- * falls between a content row and its chunk rows.
+ * rows and entry rows, and those of further names of files recorded).
+ * The catalog is one SQLite connection, used by one thread at a time:
+ * owner says which, and with it go the catalog, the packer, changes to
+ * the links map and the result's counts of entries.  The walk's thread
+ * takes it only around its own catalog work and has it before the
+ * recorder whenever it asks; the recorder takes it when it is free, for
+ * its task and a few files at a time, so that a commit never falls
+ * between a content row and its chunk rows.
  */
 enum { OWN_NONE, OWN_WALK, OWN_RECORDER };
 #define RECORD_AT_ONCE 32
 /* Files waiting for the recorder, at most: the walk waits beyond (each
  * holds its entry and chunk list). */
 #define RECORD_QUEUE_MAX BATCH_JOBS
+/* Further names of recorded files handed on at once (walk_file). */
+#define LINKS_AT_ONCE 1024
 
 struct recorder {
 	pthread_t th;
@@ -162,7 +167,11 @@ struct backup {
 	struct catalog_resolver *view;
 	int64_t view_id;		/* 0: none */
 
-	struct hmap links;		/* (dev, ino) -> content id */
+	/* (dev, ino) -> content id.  Changed by the catalog's holder; the
+	 * walk's thread also looks in it without the catalog (walk_file),
+	 * so it has a lock of its own (links_get, links_put). */
+	struct hmap links;
+	pthread_mutex_t links_mu;
 	struct fs_walk *walk;
 
 	/* A full's record rows as they are recorded (NULL: the record is
@@ -177,6 +186,7 @@ struct backup {
 
 	/* Files whose chunks are queued: entries wait for their chunk rows. */
 	struct pfile *pending;
+	size_t links_waiting;		/* link pfiles since finish_files */
 	struct hmap pending_links;	/* (dev, ino) of pending hardlinks */
 	int64_t snapshot_id;
 
@@ -245,7 +255,73 @@ pfile_new(const struct entry *e)
 	return (f);
 }
 
-/* All of a file's chunks are resolved: record its content and entry. */
+/*
+ * A further name of a file already recorded goes into the spool with its
+ * content's hash and chunk list, read back from the catalog: the part
+ * that holds this name may not hold the first, and a part must carry the
+ * chunks of every content it names.  Where that cannot be done (a content
+ * whose size is not the entry's: the file changed between its names),
+ * the spool is turned off and the record read from the catalog.
+ */
+static void
+spool_link(struct backup *b, const struct entry *e)
+{
+	struct catalog_chunk_loc *locs = NULL;
+	struct catalog_chunk_ref *refs = NULL;
+	uint8_t hash[32], (*cids)[32] = NULL;
+	uint64_t size;
+	size_t i, n = 0;
+
+	if (!catalog_spool_usable(b->spool))
+		return;
+	if (catalog_content_info(b->cat, e->content_id, hash, &size) ||
+	    size != (uint64_t)e->size ||
+	    catalog_content_chunks(b->cat, e->content_id, &locs, &n) ||
+	    (n > 0 && ((refs = calloc(n, sizeof(*refs))) == NULL ||
+	    (cids = calloc(n, sizeof(*cids))) == NULL))) {
+		catalog_spool_off(b->spool);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		memcpy(cids[i], locs[i].cid, sizeof(cids[i]));
+		refs[i].chunk_rowid = locs[i].rowid;
+		refs[i].file_offset = locs[i].file_offset;
+		refs[i].len = locs[i].plain_len;
+	}
+	catalog_spool_entry(b->spool, e, hash, (const uint8_t (*)[32])cids,
+	    refs, n);
+out:
+	free(locs);
+	free(refs);
+	free(cids);
+}
+
+static int
+links_get(struct backup *b, const uint8_t key[16], int64_t *cid)
+{
+	int found;
+
+	pthread_mutex_lock(&b->links_mu);
+	found = hmap_get(&b->links, key, cid);
+	pthread_mutex_unlock(&b->links_mu);
+	return (found);
+}
+
+static int
+links_put(struct backup *b, const uint8_t key[16], int64_t cid)
+{
+	int rc;
+
+	pthread_mutex_lock(&b->links_mu);
+	rc = hmap_put(&b->links, key, cid);
+	pthread_mutex_unlock(&b->links_mu);
+	return (rc);
+}
+
+/*
+ * All of a file's chunks are resolved: record its content and entry.  A
+ * further name of a file recorded earlier: its entry.
+ */
 static int
 pfile_finish(struct backup *b, struct pfile *f)
 {
@@ -254,6 +330,13 @@ pfile_finish(struct backup *b, struct pfile *f)
 	uint8_t hash[32], lenoff[16], key[16];
 	size_t i;
 
+	if (f->link) {
+		if (catalog_entry_add(b->cat, b->snapshot_id, &f->e))
+			return (-1);
+		spool_link(b, &f->e);
+		count_entry(b->res, f->e.kind);
+		return (0);
+	}
 	/* The content's identity: its chunks and where they sit. */
 	ccrypto_hash_init(repo_keys(b->repo), &hs);
 	for (i = 0; i < f->nrefs; i++) {
@@ -273,7 +356,7 @@ pfile_finish(struct backup *b, struct pfile *f)
 	count_entry(b->res, f->e.kind);
 	if (f->e.nlink > 1) {
 		link_key(key, &f->e);
-		if (hmap_put(&b->links, key, f->e.content_id))
+		if (links_put(b, key, f->e.content_id))
 			return (-1);
 	}
 	return (0);
@@ -730,6 +813,7 @@ finish_files(struct backup *b)
 		} else
 			fp = &f->next;
 	}
+	b->links_waiting = 0;
 	hmap_clear(&b->pending_links);
 	for (f = b->pending; f; f = f->next) {
 		uint8_t key[16];
@@ -1187,57 +1271,16 @@ known_link(struct backup *b, const struct entry *e, int64_t *cid)
 	if (e->nlink < 2)
 		return (0);
 	link_key(key, e);
-	if (hmap_get(&b->links, key, cid))
+	if (links_get(b, key, cid))
 		return (1);
 	/* Its first name is still on its way: finish that first. */
 	if (hmap_get(&b->pending_links, key, &one)) {
 		if (drain(b))
 			return (-1);
-		if (hmap_get(&b->links, key, cid))
+		if (links_get(b, key, cid))
 			return (1);
 	}
 	return (0);
-}
-
-/*
- * A further name of a file already recorded goes into the spool with its
- * content's hash and chunk list, read back from the catalog: the part
- * that holds this name may not hold the first, and a part must carry the
- * chunks of every content it names.  Where that cannot be done (a content
- * whose size is not the entry's: the file changed between its names),
- * the spool is turned off and the record read from the catalog.
- */
-static void
-spool_link(struct backup *b, const struct entry *e)
-{
-	struct catalog_chunk_loc *locs = NULL;
-	struct catalog_chunk_ref *refs = NULL;
-	uint8_t hash[32], (*cids)[32] = NULL;
-	uint64_t size;
-	size_t i, n = 0;
-
-	if (!catalog_spool_usable(b->spool))
-		return;
-	if (catalog_content_info(b->cat, e->content_id, hash, &size) ||
-	    size != (uint64_t)e->size ||
-	    catalog_content_chunks(b->cat, e->content_id, &locs, &n) ||
-	    (n > 0 && ((refs = calloc(n, sizeof(*refs))) == NULL ||
-	    (cids = calloc(n, sizeof(*cids))) == NULL))) {
-		catalog_spool_off(b->spool);
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		memcpy(cids[i], locs[i].cid, sizeof(cids[i]));
-		refs[i].chunk_rowid = locs[i].rowid;
-		refs[i].file_offset = locs[i].file_offset;
-		refs[i].len = locs[i].plain_len;
-	}
-	catalog_spool_entry(b->spool, e, hash, (const uint8_t (*)[32])cids,
-	    refs, n);
-out:
-	free(locs);
-	free(refs);
-	free(cids);
 }
 
 /* Store one regular file with content.  0 or -1. */
@@ -1251,6 +1294,29 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	int rc, held;
 
 	if (e->nlink > 1) {
+		/* Its first name recorded: the recorder adds this name's
+		 * entry, among the files it records (no catalog here). */
+		link_key(key, e);
+		if (links_get(b, key, &cid)) {
+			if ((f = pfile_new(e)) == NULL)
+				return (-1);
+			f->e.content_id = cid;
+			f->link = 1;
+			f->state = CLOSED;
+			f->next = b->pending;
+			b->pending = f;
+			/* No data, so no step comes to hand them on: a tree
+			 * of links would pile up in memory. */
+			if (++b->links_waiting < LINKS_AT_ONCE)
+				return (0);
+			cat_enter(b);
+			rc = finish_files(b);
+			if (rc == 0 && recorder_backlog(b) > RECORD_QUEUE_MAX)
+				rc = recorder_wait(b, RECORD_QUEUE_MAX / 2);
+			cat_leave(b);
+			return (rc);
+		}
+		/* Its first name may still be on its way (known_link). */
 		cat_enter(b);
 		if ((rc = known_link(b, e, &cid)) > 0) {
 			e->content_id = cid;
@@ -1360,7 +1426,7 @@ walk_source(struct backup *b)
 			same = had_base > 0 && unchanged(&e, &old);
 			if (same && e.kind == ENTRY_FILE && e.nlink > 1) {
 				link_key(key, &e);
-				if (hmap_put(&b->links, key, old.content_id))
+				if (links_put(b, key, old.content_id))
 					rc = -1;
 			}
 			cat_leave(b);
@@ -1530,6 +1596,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	b.res = res;
 	b.max_chunk = repo_chunker_params(r)->max;
 	hmap_init(&b.links, 16);
+	pthread_mutex_init(&b.links_mu, NULL);
 	hmap_init(&b.pending_links, 16);
 	progress_init(&b.progress, "backup", 0);
 
@@ -1677,6 +1744,7 @@ out:
 	packer_release(&b.packer);
 	chunker_free(b.chunker);
 	hmap_release(&b.links);
+	pthread_mutex_destroy(&b.links_mu);
 	hmap_release(&b.pending_links);
 	while (b.nheld > 0)
 		free(b.held[--b.nheld]);
