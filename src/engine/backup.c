@@ -828,6 +828,19 @@ finish_files(struct backup *b)
 	return (0);
 }
 
+/* What finish_files does, then the walk held back while the recorder is
+ * far behind.  The walk has the catalog. */
+static int
+hand_on_files(struct backup *b)
+{
+	if (finish_files(b))
+		return (-1);
+	if (recorder_backlog(b) > RECORD_QUEUE_MAX &&
+	    recorder_wait(b, RECORD_QUEUE_MAX / 2))
+		return (-1);
+	return (0);
+}
+
 /*
  * One step of the pipeline.  The last step's task is waited for (its
  * sealing must be queued before this step's hashing, for the wait
@@ -863,10 +876,7 @@ advance_step(struct backup *b)
 			goto fail;
 		b->sealing = NULL;
 	}
-	if (finish_files(b))
-		goto fail;
-	if (recorder_backlog(b) > RECORD_QUEUE_MAX &&
-	    recorder_wait(b, RECORD_QUEUE_MAX / 2))
+	if (hand_on_files(b))
 		goto fail;
 	b->sealing = b->hashed;
 	b->hashed = NULL;
@@ -1283,6 +1293,33 @@ known_link(struct backup *b, const struct entry *e, int64_t *cid)
 	return (0);
 }
 
+/*
+ * A further name of a file recorded (content cid): the recorder adds its
+ * entry among the files it records.  It has no data, so no step comes to
+ * hand it on: every LINKS_AT_ONCE such names the walk does, or a tree of
+ * links would pile up in memory.
+ */
+static int
+queue_link(struct backup *b, const struct entry *e, int64_t cid)
+{
+	struct pfile *f;
+	int rc;
+
+	if ((f = pfile_new(e)) == NULL)
+		return (-1);
+	f->e.content_id = cid;
+	f->link = 1;
+	f->state = CLOSED;
+	f->next = b->pending;
+	b->pending = f;
+	if (++b->links_waiting < LINKS_AT_ONCE)
+		return (0);
+	cat_enter(b);
+	rc = hand_on_files(b);
+	cat_leave(b);
+	return (rc);
+}
+
 /* Store one regular file with content.  0 or -1. */
 static int
 walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
@@ -1294,42 +1331,18 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 	int rc, held;
 
 	if (e->nlink > 1) {
-		/* Its first name recorded: the recorder adds this name's
-		 * entry, among the files it records (no catalog here). */
+		/* Its first name recorded (no catalog needed to know), or
+		 * still on its way: known_link finishes that first. */
 		link_key(key, e);
-		if (links_get(b, key, &cid)) {
-			if ((f = pfile_new(e)) == NULL)
-				return (-1);
-			f->e.content_id = cid;
-			f->link = 1;
-			f->state = CLOSED;
-			f->next = b->pending;
-			b->pending = f;
-			/* No data, so no step comes to hand them on: a tree
-			 * of links would pile up in memory. */
-			if (++b->links_waiting < LINKS_AT_ONCE)
-				return (0);
+		if ((rc = links_get(b, key, &cid)) == 0) {
 			cat_enter(b);
-			rc = finish_files(b);
-			if (rc == 0 && recorder_backlog(b) > RECORD_QUEUE_MAX)
-				rc = recorder_wait(b, RECORD_QUEUE_MAX / 2);
+			rc = known_link(b, e, &cid);
 			cat_leave(b);
-			return (rc);
 		}
-		/* Its first name may still be on its way (known_link). */
-		cat_enter(b);
-		if ((rc = known_link(b, e, &cid)) > 0) {
-			e->content_id = cid;
-			if (catalog_entry_add(b->cat, b->snapshot_id, e))
-				rc = -1;
-			else {
-				spool_link(b, e);
-				count_entry(b->res, e->kind);
-			}
-		}
-		cat_leave(b);
-		if (rc != 0)
-			return (rc < 0 ? -1 : 0);
+		if (rc < 0)
+			return (-1);
+		if (rc > 0)
+			return (queue_link(b, e, cid));
 	}
 	if ((f = pfile_new(e)) == NULL)
 		return (-1);

@@ -178,6 +178,8 @@ test_expect_success FORGE 'a signed head naming a part of another snapshot: left
 
 # zrows SID FILE: the rows of one snapshot, without its id.
 zrows() { grep "^$1|" "$2" | cut -d"|" -f2-; }
+# hexname PATH: PATH as hex(path) prints it in the rows above.
+hexname() { perl -e 'print uc unpack "H*", $ARGV[0]' "$1"; }
 # zsnap DATASET SRC: a full, verbose (v.err), its id in $sid.
 zsnap() {
 	coffer -v -r repo backup --json --level full "$1" "$2" >b.json \
@@ -217,7 +219,7 @@ test_expect_success 'a full record built from its spooled rows holds what one re
 	grep -q "|3|" z1 &&
 	zrows $(cat ZL1) z-rows >zl1 && zrows $(cat ZL2) z-rows >zl2 &&
 	test_line_count -gt 85 zl1 && test_cmp zl2 zl1 &&
-	test $(grep -c "^$(perl -e "print uc unpack q(H*), q(links/multi.bin)")|" zl1) = 1 &&
+	test $(grep -c "^$(hexname links/multi.bin)|" zl1) = 1 &&
 	rm -rf outz && coffer -r repo restore $(cat Z1) outz &&
 	treecmp z outz &&
 	rm -rf outz && coffer -r repo restore $(cat ZL1) outz &&
@@ -254,7 +256,7 @@ test_expect_success FORGE 'a spooled part holds the chunks of the further names 
 	test_line_count = 0 twice &&
 	for db in zl-parts/*.db; do
 		sqlite3 "$db" "SELECT hex(path) FROM entry" || return 1
-	done >names && grep -qx "$(perl -e "print uc unpack q(H*), q(links/multi.bin)")" names
+	done >names && grep -qx "$(hexname links/multi.bin)" names
 '
 
 test_expect_success 'a part that outgrows the room it is first given is built again, the same' '
