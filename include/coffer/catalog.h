@@ -87,6 +87,14 @@ void catalog_rollback(struct catalog *c);
  * 0 or -1 (reported).
  */
 int catalog_set_durable(struct catalog *c, int durable);
+/*
+ * Whether SQLite checks the foreign keys of the rows written from now on
+ * (the default) or leaves that to the writer.  Only for a writer that
+ * inserts rows naming rows it has just read or written itself under the
+ * writer's lock, and that deletes no parent row (no cascade happens):
+ * the walk of a backup.  Outside a transaction only.  0 or -1 (reported).
+ */
+int catalog_set_checked(struct catalog *c, int checked);
 
 /* Dataset id by name; create it when create is set.  1 found/created,
  * 0 not found (not created), -1 error. */

@@ -1119,6 +1119,18 @@ catalog_set_durable(struct catalog *c, int durable)
 	    "PRAGMA synchronous = NORMAL", "configure the catalog"));
 }
 
+/*
+ * Unchecked, a one-row insert is not a statement that may fail after
+ * changing pages: SQLite writes no statement journal for it, and looks up
+ * no parent row (a new file's entry and content chunks have five).
+ */
+int
+catalog_set_checked(struct catalog *c, int checked)
+{
+	return (cat_exec(c, checked ? "PRAGMA foreign_keys = ON" :
+	    "PRAGMA foreign_keys = OFF", "configure the catalog"));
+}
+
 void
 catalog_rollback(struct catalog *c)
 {

@@ -1670,10 +1670,14 @@ engine_backup(struct repo *r, struct catalog *c,
 	/*
 	 * The walk's commits need not be durable: one lost with power is a
 	 * run that crashed earlier, its packs durable before, as always; an
-	 * fsync each is time the walk waits for.  The transaction that
-	 * completes the run is begun durable again, after the walk.
+	 * fsync each is time the walk waits for.  Nor need SQLite check the
+	 * walk's foreign keys: every row it writes names a row the run has
+	 * just found or written, under the writer's lock, and it deletes
+	 * none that others name.  The transaction that completes the run is
+	 * begun durable and checked again, after the walk.
 	 */
-	if (catalog_set_durable(c, 0) || catalog_begin(c))
+	if (catalog_set_durable(c, 0) || catalog_set_checked(c, 0) ||
+	    catalog_begin(c))
 		goto out;
 	if (b.level != LEVEL_FULL && open_view(&b))
 		goto out;
@@ -1684,7 +1688,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (walk_source(&b))
 		goto out;
 	if (catalog_commit(c) || catalog_set_durable(c, 1) ||
-	    catalog_begin(c))
+	    catalog_set_checked(c, 1) || catalog_begin(c))
 		goto out;
 	/* The record is built next, at the run's peak: drop what the
 	 * walk no longer needs first. */
@@ -1746,6 +1750,7 @@ out:
 	if (in_txn)
 		catalog_rollback(c);
 	(void)catalog_set_durable(c, 1);
+	(void)catalog_set_checked(c, 1);
 	/* A run that failed says so now, not at the next run (a crash
 	 * leaves that to it). */
 	if (running && status == ENGINE_ERROR)

@@ -688,6 +688,16 @@ test_entries(struct catalog *c)
 	e.content_id = 987654;
 	ok(catalog_entry_add(c, full, &e) == -1, "unknown content refused");
 	ok(catalog_commit(c) == 0, "commit");
+	/* A backup's walk leaves its foreign keys to itself, and then
+	 * checks them again. */
+	ok(catalog_set_checked(c, 0) == 0 && catalog_begin(c) == 0 &&
+	    catalog_entry_add(c, full, &e) == 0,
+	    "unchecked: unknown content taken");
+	catalog_rollback(c);
+	ok(catalog_set_checked(c, 1) == 0 && catalog_begin(c) == 0 &&
+	    catalog_entry_add(c, full, &e) == -1,
+	    "checked again: unknown content refused");
+	catalog_rollback(c);
 	stderr_capture_begin(&cap);
 	catalog_rollback(c);
 	err = stderr_capture_end(&cap);
