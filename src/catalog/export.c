@@ -635,44 +635,145 @@ row_hash_cmp(const void *a, const void *b)
 	    cat_spool_hash(*(const uint8_t *const *)b), 32));
 }
 
+/*
+ * A spooled slice's rows go into its image ROWS_AT_ONCE to a statement:
+ * SQLite sets a statement up (its cursors opened, the tables' roots
+ * read) once for all of them rather than for each row.  A batch that is
+ * not full at the end runs with the rest of its rows NULL, which the
+ * statement leaves out (no table's first column is ever NULL).  Rows are
+ * bound in place (SQLITE_STATIC): what they point to, the slice's rows as
+ * read, outlives the statement's run.  An image has no journal: a
+ * statement that fails fails the part.
+ */
+#define ROWS_AT_ONCE 16
+
+struct rows_batch {
+	sqlite3_stmt *st;
+	int ncols;		/* columns a row */
+	int n;			/* rows bound */
+};
+
 static int
-put_spool_entry(sqlite3_stmt *st, const struct cat_spool_row *w)
+batch_prepare(sqlite3 *mem, struct rows_batch *b, const char *table,
+    int ncols, const char *conflict, int64_t snapshot_id)
 {
-	sqlite3_reset(st);
-	cat_bind_blobstr(st, 1, w->e.path);
-	cat_bind_entry_cols(st, 2, &w->e);
-	if (w->has_content)
-		sqlite3_bind_blob(st, 18, w->hash, sizeof(w->hash),
-		    SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, 18);
-	return (sqlite3_step(st) == SQLITE_DONE ? 0 : -1);
+	struct buf sql = BUF_INIT;
+	int g, k, rc = -1;
+
+	b->ncols = ncols;
+	b->n = 0;
+	if (buf_printf(&sql, "INSERT INTO %s SELECT * FROM (VALUES ", table))
+		goto out;
+	for (g = 0; g < ROWS_AT_ONCE; g++)
+		for (k = 0; k < ncols; k++)
+			if (buf_puts(&sql, k > 0 ? ",?" : g > 0 ? ",(?" :
+			    "(?") || (k == ncols - 1 && buf_puts(&sql, ")")))
+				goto out;
+	if (buf_printf(&sql, ") WHERE column1 IS NOT NULL%s", conflict) ||
+	    buf_put_u8(&sql, 0))
+		goto out;
+	rc = mem_prepare(mem, (const char *)sql.data, &b->st, snapshot_id);
+out:
+	buf_release(&sql);
+	return (rc);
 }
 
+/* Where the next row's first column is bound. */
 static int
-put_spool_content(struct slice_stmts *ss, const struct cat_spool_row *w)
+batch_at(const struct rows_batch *b)
 {
-	const uint8_t *cid;
+	return (b->n * b->ncols + 1);
+}
+
+/* The rows bound so far into the image: 0, or -1 (the caller reports). */
+static int
+batch_run(struct rows_batch *b)
+{
+	int g, rc;
+
+	if (b->n == 0)
+		return (0);
+	for (g = b->n; g < ROWS_AT_ONCE; g++)
+		sqlite3_bind_null(b->st, g * b->ncols + 1);
+	rc = sqlite3_step(b->st);
+	sqlite3_reset(b->st);
+	b->n = 0;
+	return (rc == SQLITE_DONE ? 0 : -1);
+}
+
+/* A row bound: run the statement once it has all its rows. */
+static int
+batch_next(struct rows_batch *b)
+{
+	return (++b->n < ROWS_AT_ONCE ? 0 : batch_run(b));
+}
+
+struct spool_batches {
+	struct rows_batch entry, content, chunk;
+};
+
+static int
+spool_batches_prepare(sqlite3 *mem, struct spool_batches *sb,
+    int64_t snapshot_id)
+{
+	return (batch_prepare(mem, &sb->entry, "entry", 18, "",
+	    snapshot_id) ||
+	    batch_prepare(mem, &sb->content, "content", 3,
+	    " ON CONFLICT DO NOTHING", snapshot_id) ||
+	    batch_prepare(mem, &sb->chunk, "content_chunk", 5, "",
+	    snapshot_id) ? -1 : 0);
+}
+
+static void
+spool_batches_release(struct spool_batches *sb)
+{
+	sqlite3_finalize(sb->entry.st);
+	sqlite3_finalize(sb->content.st);
+	sqlite3_finalize(sb->chunk.st);
+}
+
+/* The entry of the spooled row p (read into w). */
+static int
+put_spool_entry(struct rows_batch *b, const uint8_t *p,
+    const struct cat_spool_row *w)
+{
+	int at = batch_at(b);
+
+	cat_bind_blobstr(b->st, at, w->e.path);
+	cat_bind_entry_cols(b->st, at + 1, &w->e);
+	if (w->has_content)
+		sqlite3_bind_blob(b->st, at + 17, cat_spool_hash(p), 32,
+		    SQLITE_STATIC);
+	else
+		sqlite3_bind_null(b->st, at + 17);
+	return (batch_next(b));
+}
+
+/* The content of the spooled row p (read into w) and its chunks. */
+static int
+put_spool_content(struct spool_batches *sb, const uint8_t *p,
+    const struct cat_spool_row *w)
+{
+	const uint8_t *hash = cat_spool_hash(p), *cid;
 	uint64_t off;
 	uint32_t len, k;
+	int at = batch_at(&sb->content);
 
-	sqlite3_reset(ss->put_content);
-	sqlite3_bind_blob(ss->put_content, 1, w->hash, sizeof(w->hash),
-	    SQLITE_STATIC);
-	sqlite3_bind_int64(ss->put_content, 2, (int64_t)w->csize);
-	sqlite3_bind_int64(ss->put_content, 3, w->nchunks);
-	if (sqlite3_step(ss->put_content) != SQLITE_DONE)
+	sqlite3_bind_blob(sb->content.st, at, hash, 32, SQLITE_STATIC);
+	sqlite3_bind_int64(sb->content.st, at + 1, (int64_t)w->csize);
+	sqlite3_bind_int64(sb->content.st, at + 2, w->nchunks);
+	if (batch_next(&sb->content))
 		return (-1);
 	for (k = 0; k < w->nchunks; k++) {
 		cat_spool_chunk(w, k, &cid, &off, &len);
-		sqlite3_reset(ss->put_chunk);
-		sqlite3_bind_blob(ss->put_chunk, 1, w->hash, sizeof(w->hash),
+		at = batch_at(&sb->chunk);
+		sqlite3_bind_blob(sb->chunk.st, at, hash, 32, SQLITE_STATIC);
+		sqlite3_bind_int64(sb->chunk.st, at + 1, k);
+		sqlite3_bind_blob(sb->chunk.st, at + 2, cid, 32,
 		    SQLITE_STATIC);
-		sqlite3_bind_int64(ss->put_chunk, 2, k);
-		sqlite3_bind_blob(ss->put_chunk, 3, cid, 32, SQLITE_STATIC);
-		sqlite3_bind_int64(ss->put_chunk, 4, (int64_t)off);
-		sqlite3_bind_int64(ss->put_chunk, 5, len);
-		if (sqlite3_step(ss->put_chunk) != SQLITE_DONE)
+		sqlite3_bind_int64(sb->chunk.st, at + 3, (int64_t)off);
+		sqlite3_bind_int64(sb->chunk.st, at + 4, len);
+		if (batch_next(&sb->chunk))
 			return (-1);
 	}
 	return (0);
@@ -686,7 +787,8 @@ put_spool_content(struct slice_stmts *ss, const struct cat_spool_row *w)
 static int
 spool_slice(struct cat_spool_read *rd, sqlite3 *mem, int64_t snapshot_id)
 {
-	struct slice_stmts ss = { 0 };
+	struct spool_batches sb = { { NULL, 0, 0 }, { NULL, 0, 0 },
+	    { NULL, 0, 0 } };
 	struct cat_spool_row w;
 	const uint8_t **row;
 	size_t n, nc = 0, i;
@@ -694,25 +796,29 @@ spool_slice(struct cat_spool_read *rd, sqlite3 *mem, int64_t snapshot_id)
 
 	row = rd->row;
 	n = rd->nrows;
-	if (slice_stmts_prepare(mem, &ss, snapshot_id))
+	if (spool_batches_prepare(mem, &sb, snapshot_id))
 		goto out;
 	qsort(row, n, sizeof(*row), row_path_cmp);
 	for (i = 0; i < n; i++) {
 		cat_spool_row(row[i], &w);
-		if (put_spool_entry(ss.put_entry, &w))
+		if (put_spool_entry(&sb.entry, row[i], &w))
 			goto sqlerr;
 		if (w.has_content)
 			row[nc++] = row[i];
 	}
+	if (batch_run(&sb.entry))
+		goto sqlerr;
 	qsort(row, nc, sizeof(*row), row_hash_cmp);
 	for (i = 0; i < nc; i++) {
 		if (i > 0 && memcmp(cat_spool_hash(row[i]),
 		    cat_spool_hash(row[i - 1]), 32) == 0)
 			continue;
 		cat_spool_row(row[i], &w);
-		if (put_spool_content(&ss, &w))
+		if (put_spool_content(&sb, row[i], &w))
 			goto sqlerr;
 	}
+	if (batch_run(&sb.content) || batch_run(&sb.chunk))
+		goto sqlerr;
 	ret = 0;
 	goto out;
 sqlerr:
@@ -723,7 +829,7 @@ sqlerr:
 	log_error("cannot export snapshot %lld: %s", (long long)snapshot_id,
 	    sqlite3_errmsg(mem));
 out:
-	slice_stmts_release(&ss);
+	spool_batches_release(&sb);
 	return (ret);
 }
 
