@@ -264,6 +264,15 @@ int catalog_content_chunks(struct catalog *c, int64_t content_id,
 /* Add an entry (or tombstone) to a snapshot's own rows. */
 int catalog_entry_add(struct catalog *c, int64_t snapshot_id,
     const struct entry *e);
+/*
+ * Add n entries, CATALOG_ENTRIES_AT_ONCE to a statement and the rest one
+ * by one: SQLite sets an insert up once for all of its rows.  0, or -1
+ * (reported): then none, some or all were added, and the caller's
+ * transaction is to be rolled back.
+ */
+#define CATALOG_ENTRIES_AT_ONCE 16
+int catalog_entries_add(struct catalog *c, int64_t snapshot_id,
+    const struct entry *const *e, size_t n);
 
 /*
  * The resolved entries of a snapshot: its chain (itself, its parent, ...

@@ -368,6 +368,12 @@ static const struct migration {
 	{ 9, schema_v9 },
 };
 
+#define ENTRY_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+#define ENTRY_ROWS_4 ENTRY_ROW "," ENTRY_ROW "," ENTRY_ROW "," ENTRY_ROW
+#if CATALOG_ENTRIES_AT_ONCE != 16
+#error "ST_ENTRY_ADD_MANY holds 16 rows"
+#endif
+
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_PATH_FIND] = "SELECT id FROM path WHERE name = ?1",
 	[ST_PATH_CLAIM] = "INSERT INTO path(name) VALUES (?1)"
@@ -378,6 +384,13 @@ static const char *const stmt_sql[ST__COUNT] = {
 		" rdev, target, xattrs, acl, content_id)"
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
 		" ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+	/* CATALOG_ENTRIES_AT_ONCE (16) rows of ST_ENTRY_ADD's columns. */
+	[ST_ENTRY_ADD_MANY] =
+		"INSERT INTO entry(snapshot_id, path_id, kind, mode, uid, gid,"
+		" uname, gname, size, mtime_ns, ctime_ns, ino, dev, nlink,"
+		" rdev, target, xattrs, acl, content_id) VALUES "
+		ENTRY_ROWS_4 "," ENTRY_ROWS_4 "," ENTRY_ROWS_4 ","
+		ENTRY_ROWS_4,
 	[ST_CHUNK_FIND] =
 		"SELECT id, pack_id IS NOT NULL AND damaged = 0 FROM chunk"
 		" WHERE cid = ?1",

@@ -85,14 +85,10 @@ cat_bind_entry_cols(sqlite3_stmt *st, int i, const struct entry *e)
 	cat_bind_text(st, i + 15, e->acl);
 }
 
-int
-catalog_entry_add(struct catalog *c, int64_t snapshot_id,
-    const struct entry *e)
+/* e checked, and its path's row in *pid: 0, or -1 (reported). */
+static int
+entry_admit(struct catalog *c, const struct entry *e, int64_t *pid)
 {
-	sqlite3_stmt *st;
-	int64_t pid;
-	int rc;
-
 	/* Restore trusts the catalog's paths: refuse bad ones at the door. */
 	if (!entry_path_is_safe(e->path) && !entry_path_is_root(e->path)) {
 		log_error("cannot add entry '%s': unsafe path",
@@ -109,21 +105,75 @@ catalog_entry_add(struct catalog *c, int64_t snapshot_id,
 		    "large", e->path);
 		return (-1);
 	}
-	if (path_id(c, e->path, &pid))
-		return (-1);
-	if ((st = cat_stmt(c, ST_ENTRY_ADD)) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, snapshot_id);
-	sqlite3_bind_int64(st, 2, pid);
-	cat_bind_entry_cols(st, 3, e);
+	return (path_id(c, e->path, pid));
+}
+
+/* An entry's row from column at on: snapshot, path, its own, content. */
+static void
+bind_entry(sqlite3_stmt *st, int at, int64_t snapshot_id, int64_t pid,
+    const struct entry *e)
+{
+	sqlite3_bind_int64(st, at, snapshot_id);
+	sqlite3_bind_int64(st, at + 1, pid);
+	cat_bind_entry_cols(st, at + 2, e);
 	if (e->content_id != 0)
-		sqlite3_bind_int64(st, 19, e->content_id);
+		sqlite3_bind_int64(st, at + 18, e->content_id);
+	else
+		sqlite3_bind_null(st, at + 18);
+}
+
+int
+catalog_entry_add(struct catalog *c, int64_t snapshot_id,
+    const struct entry *e)
+{
+	sqlite3_stmt *st;
+	int64_t pid;
+	int rc;
+
+	if (entry_admit(c, e, &pid) ||
+	    (st = cat_stmt(c, ST_ENTRY_ADD)) == NULL)
+		return (-1);
+	bind_entry(st, 1, snapshot_id, pid, e);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		log_error("cannot add entry '%s': %s", e->path,
 		    sqlite3_errmsg(c->db));
 	sqlite3_reset(st);
 	return (rc == SQLITE_DONE ? 0 : -1);
+}
+
+int
+catalog_entries_add(struct catalog *c, int64_t snapshot_id,
+    const struct entry *const *e, size_t n)
+{
+	sqlite3_stmt *st;
+	int64_t pid[CATALOG_ENTRIES_AT_ONCE];
+	size_t i, g;
+	int rc;
+
+	for (i = 0; n - i >= CATALOG_ENTRIES_AT_ONCE;
+	    i += CATALOG_ENTRIES_AT_ONCE) {
+		for (g = 0; g < CATALOG_ENTRIES_AT_ONCE; g++)
+			if (entry_admit(c, e[i + g], &pid[g]))
+				return (-1);
+		if ((st = cat_stmt(c, ST_ENTRY_ADD_MANY)) == NULL)
+			return (-1);
+		for (g = 0; g < CATALOG_ENTRIES_AT_ONCE; g++)
+			bind_entry(st, (int)g * 19 + 1, snapshot_id, pid[g],
+			    e[i + g]);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		if (rc != SQLITE_DONE) {
+			log_error("cannot add entries '%s' to '%s': %s",
+			    e[i]->path, e[i + CATALOG_ENTRIES_AT_ONCE - 1]->path,
+			    sqlite3_errmsg(c->db));
+			return (-1);
+		}
+	}
+	for (; i < n; i++)
+		if (catalog_entry_add(c, snapshot_id, e[i]))
+			return (-1);
+	return (0);
 }
 
 /*

@@ -319,24 +319,19 @@ links_put(struct backup *b, const uint8_t key[16], int64_t cid)
 }
 
 /*
- * All of a file's chunks are resolved: record its content and entry.  A
- * further name of a file recorded earlier: its entry.
+ * All of a file's chunks are resolved: its content's identity (hash)
+ * and row.  A further name of a file recorded earlier has its content.
  */
 static int
-pfile_finish(struct backup *b, struct pfile *f)
+pfile_content(struct backup *b, struct pfile *f, uint8_t hash[32])
 {
 	/* Zeroed only for cppcheck, which cannot see init set it. */
 	struct ccrypto_hash_state hs = { 0 };
-	uint8_t hash[32], lenoff[16], key[16];
+	uint8_t lenoff[16];
 	size_t i;
 
-	if (f->link) {
-		if (catalog_entry_add(b->cat, b->snapshot_id, &f->e))
-			return (-1);
-		spool_link(b, &f->e);
-		count_entry(b->res, f->e.kind);
+	if (f->link)
 		return (0);
-	}
 	/* The content's identity: its chunks and where they sit. */
 	ccrypto_hash_init(repo_keys(b->repo), &hs);
 	for (i = 0; i < f->nrefs; i++) {
@@ -346,11 +341,22 @@ pfile_finish(struct backup *b, struct pfile *f)
 		ccrypto_hash_update(&hs, f->ids[i], CCRYPTO_ID_BYTES);
 	}
 	ccrypto_hash_final(&hs, hash);
-	if (catalog_content_put(b->cat, hash, (uint64_t)f->e.size, f->refs,
-	    f->nrefs, &f->e.content_id))
-		return (-1);
-	if (catalog_entry_add(b->cat, b->snapshot_id, &f->e))
-		return (-1);
+	return (catalog_content_put(b->cat, hash, (uint64_t)f->e.size,
+	    f->refs, f->nrefs, &f->e.content_id));
+}
+
+/* The file's entry is in: its record's rows spooled, the file counted
+ * and, with other names to come, known by its inode. */
+static int
+pfile_entered(struct backup *b, struct pfile *f, const uint8_t hash[32])
+{
+	uint8_t key[16];
+
+	if (f->link) {
+		spool_link(b, &f->e);
+		count_entry(b->res, f->e.kind);
+		return (0);
+	}
 	catalog_spool_entry(b->spool, &f->e, hash,
 	    (const uint8_t (*)[32])f->ids, f->refs, f->nrefs);
 	count_entry(b->res, f->e.kind);
@@ -359,6 +365,45 @@ pfile_finish(struct backup *b, struct pfile *f)
 		if (links_put(b, key, f->e.content_id))
 			return (-1);
 	}
+	return (0);
+}
+
+/* Record a file whose chunks are all resolved: content, entry, the rest. */
+static int
+pfile_finish(struct backup *b, struct pfile *f)
+{
+	uint8_t hash[32];
+
+	if (pfile_content(b, f, hash) ||
+	    catalog_entry_add(b->cat, b->snapshot_id, &f->e))
+		return (-1);
+	return (pfile_entered(b, f, hash));
+}
+
+/* pfile_finish for the recorder's batch (qnext), the entries added
+ * several to a statement. */
+static int
+pfiles_finish(struct backup *b, struct pfile *batch)
+{
+	const struct entry *es[RECORD_AT_ONCE] = { NULL };
+	uint8_t hash[RECORD_AT_ONCE][32];
+	struct pfile *f;
+	size_t n;
+
+	for (f = batch, n = 0; f != NULL; f = f->qnext, n++) {
+		if (n == RECORD_AT_ONCE) {
+			log_error("internal error: a recorder's batch too long");
+			return (-1);
+		}
+		es[n] = &f->e;
+		if (pfile_content(b, f, hash[n]))
+			return (-1);
+	}
+	if (catalog_entries_add(b->cat, b->snapshot_id, es, n))
+		return (-1);
+	for (f = batch, n = 0; f != NULL; f = f->qnext, n++)
+		if (pfile_entered(b, f, hash[n]))
+			return (-1);
 	return (0);
 }
 
@@ -467,9 +512,8 @@ recorder_main(void *arg)
 		/* Not in the step's task, which the walk waits for. */
 		if (!failed && packer_locate_ready(&b->packer))
 			failed = 1;
-		for (f = batch; f != NULL; f = f->qnext)
-			if (!failed && pfile_finish(b, f))
-				failed = 1;
+		if (!failed && pfiles_finish(b, batch))
+			failed = 1;
 		pthread_mutex_lock(&r->mu);
 		for (f = batch; f != NULL; f = f->qnext)
 			f->state = FINISHED;

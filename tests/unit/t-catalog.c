@@ -806,6 +806,64 @@ test_entries(struct catalog *c)
 	small_incr2 = i2;
 }
 
+/*
+ * Entries added sixteen to a statement and the rest one by one (a
+ * backup's recorder): every row as given, and a bad entry in a batch
+ * refuses the call.
+ */
+static void
+test_entries_batch(struct catalog *c)
+{
+	enum { N = 2 * CATALOG_ENTRIES_AT_ONCE + 5 };
+	struct entry e[N], got;
+	const struct entry *ep[N];
+	struct catalog_iter *it;
+	struct stderr_capture cap;
+	char paths[N][16], sid[SNAPSHOT_ID_HEX + 1];
+	const char *err;
+	int64_t ds, snap;
+	size_t i, n = 0, good = 0;
+
+	ok(catalog_dataset_id(c, "/data/batch", 1, &ds) == 1, "batch dataset");
+	make_sid(sid, "ba7c4", 1);
+	snap = new_snapshot(c, ds, sid, LEVEL_FULL, 0, 20000, SNAP_RUNNING);
+	for (i = 0; i < N; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "f%02zu", i);
+		fill_entry(&e[i], paths[i], ENTRY_FILE, (int64_t)i + 1,
+		    (int64_t)i);
+		e[i].content_id = i % 2 ? content_a : 0;
+		e[i].uname = i % 3 ? "alice" : NULL;
+		ep[i] = &e[i];
+	}
+	ok(catalog_begin(c) == 0 && catalog_entries_add(c, snap, ep, N) ==
+	    0 && catalog_commit(c) == 0, "%d entries added", (int)N);
+	it = catalog_entries(c, snap, NULL);
+	while (it && catalog_iter_next(it, &got) == 1) {
+		i = n++;
+		if (i < N && strcmp(got.path, paths[i]) == 0 &&
+		    got.size == (int64_t)i + 1 && got.mtime_ns == (int64_t)i &&
+		    got.content_id == (i % 2 ? content_a : 0) &&
+		    (i % 3 ? got.uname && strcmp(got.uname, "alice") == 0 :
+		    got.uname == NULL))
+			good++;
+	}
+	catalog_iter_free(it);
+	ok(n == N && good == N, "every row as given (%zu of %zu)", good, n);
+
+	/* A bad path in the second batch of sixteen. */
+	for (i = 0; i < N; i++)
+		snprintf(paths[i], sizeof(paths[i]), "g%02zu", i);
+	e[CATALOG_ENTRIES_AT_ONCE + 3].path = "../escape";
+	stderr_capture_begin(&cap);
+	ok(catalog_begin(c) == 0 && catalog_entries_add(c, snap, ep, N) ==
+	    -1, "a batch with an unsafe path refused");
+	catalog_rollback(c);
+	err = stderr_capture_end(&cap);
+	ok(err != NULL && strstr(err, "unsafe path") != NULL,
+	    "and said why");
+	ok(complete(c, snap) == 0, "batch snapshot complete");
+}
+
 static void
 test_export(struct catalog *c)
 {
@@ -1165,6 +1223,7 @@ main(void)
 	test_chunks(c);
 	test_claims(c);
 	test_entries(c);
+	test_entries_batch(c);
 	test_export(c);
 	test_big_chain(c);
 	catalog_close(c);
