@@ -212,13 +212,15 @@ test_expect_success 'the metrics file is replaced atomically' '
 test_expect_success 'a reader never sees a partial metrics file' '
 	( for i in 1 2 3 4 5 6; do
 		coffer -r repo drill --sample 10% --metrics-file m.prom \
-			ds@latest >/dev/null || exit 1
+			ds@latest >/dev/null ||
+			{ echo "drill $i failed: $?"; exit 1; }
 	  done ) &
 	writer=$! &&
 	reads=0 &&
 	while kill -0 $writer 2>/dev/null; do
 		cp m.prom snap.prom 2>/dev/null && metrics_ok snap.prom ||
-			{ wait $writer; return 1; }
+			{ echo "read $reads: not whole"; cat snap.prom;
+			  wait $writer; return 1; }
 		reads=$((reads + 1))
 	done &&
 	wait $writer &&
