@@ -304,7 +304,11 @@ cat_spool_part(const struct catalog_spool *sp, size_t i,
 		need = sizeof(r) + (size_t)r.pathlen + r.unamelen +
 		    r.gnamelen + r.targetlen + r.xattrslen + r.acllen +
 		    (size_t)r.nchunks * sizeof(struct spool_chunk);
-		if (r.len != need || r.len > rd->raw.len - at)
+		/* Every row has a path, NUL-terminated: the export sorts
+		 * by it with strcmp and leaves out rows without one. */
+		if (r.len != need || r.len > rd->raw.len - at ||
+		    r.pathlen == 0 ||
+		    rd->raw.data[at + sizeof(r) + r.pathlen - 1] != '\0')
 			goto bad;
 		if (array_grow(&rd->row, &rd->caprows, rd->nrows,
 		    sizeof(*rd->row), 1024))
