@@ -186,7 +186,7 @@ int cat_part_full(size_t entries, size_t bytes, size_t max_entries,
 struct cat_spool_row {
 	struct entry e;
 	int has_content;
-	uint8_t hash[32];
+	const uint8_t *hash;	/* in the row, as the strings are */
 	uint64_t csize;
 	uint32_t nchunks;
 	const uint8_t *chunks;

@@ -732,29 +732,27 @@ spool_batches_release(struct spool_batches *sb)
 	sqlite3_finalize(sb->chunk.st);
 }
 
-/* The entry of the spooled row p (read into w). */
+/* The entry of a spooled row. */
 static int
-put_spool_entry(struct rows_batch *b, const uint8_t *p,
-    const struct cat_spool_row *w)
+put_spool_entry(struct rows_batch *b, const struct cat_spool_row *w)
 {
 	int at = batch_at(b);
 
 	cat_bind_blobstr(b->st, at, w->e.path);
 	cat_bind_entry_cols(b->st, at + 1, &w->e);
 	if (w->has_content)
-		sqlite3_bind_blob(b->st, at + 17, cat_spool_hash(p), 32,
+		sqlite3_bind_blob(b->st, at + 17, w->hash, 32,
 		    SQLITE_STATIC);
 	else
 		sqlite3_bind_null(b->st, at + 17);
 	return (batch_next(b));
 }
 
-/* The content of the spooled row p (read into w) and its chunks. */
+/* The content of a spooled row and its chunks. */
 static int
-put_spool_content(struct spool_batches *sb, const uint8_t *p,
-    const struct cat_spool_row *w)
+put_spool_content(struct spool_batches *sb, const struct cat_spool_row *w)
 {
-	const uint8_t *hash = cat_spool_hash(p), *cid;
+	const uint8_t *hash = w->hash, *cid;
 	uint64_t off;
 	uint32_t len, k;
 	int at = batch_at(&sb->content);
@@ -801,7 +799,7 @@ spool_slice(struct cat_spool_read *rd, sqlite3 *mem, int64_t snapshot_id)
 	qsort(row, n, sizeof(*row), row_path_cmp);
 	for (i = 0; i < n; i++) {
 		cat_spool_row(row[i], &w);
-		if (put_spool_entry(&sb.entry, row[i], &w))
+		if (put_spool_entry(&sb.entry, &w))
 			goto sqlerr;
 		if (w.has_content)
 			row[nc++] = row[i];
@@ -814,7 +812,7 @@ spool_slice(struct cat_spool_read *rd, sqlite3 *mem, int64_t snapshot_id)
 		    cat_spool_hash(row[i - 1]), 32) == 0)
 			continue;
 		cat_spool_row(row[i], &w);
-		if (put_spool_content(&sb, row[i], &w))
+		if (put_spool_content(&sb, &w))
 			goto sqlerr;
 	}
 	if (batch_run(&sb.content) || batch_run(&sb.chunk))

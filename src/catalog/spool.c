@@ -335,6 +335,7 @@ take_str(const uint8_t **p, uint32_t n)
 void
 cat_spool_row(const uint8_t *p, struct cat_spool_row *w)
 {
+	const uint8_t *row = p;
 	struct spool_row r;
 
 	memcpy(&r, p, sizeof(r));
@@ -360,7 +361,7 @@ cat_spool_row(const uint8_t *p, struct cat_spool_row *w)
 	p += r.xattrslen;
 	w->e.acl = take_str(&p, r.acllen);
 	if (r.has_content) {
-		memcpy(w->hash, r.hash, sizeof(w->hash));
+		w->hash = row + offsetof(struct spool_row, hash);
 		w->has_content = 1;
 		w->csize = r.csize;
 		w->nchunks = r.nchunks;
