@@ -2,7 +2,9 @@
  * zstd compression of chunks.  A chunk is stored compressed only when that
  * saves at least ~3%; anything less is not worth the decompression cost on
  * restore, and most of what fails the test (media, already compressed or
- * encrypted files) is detected from a small sample.
+ * encrypted files) is detected from a small sample: always for a large
+ * chunk, and for a small one while the compressor's recent chunks did not
+ * compress (a dataset of JPEGs or audio clips).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,11 +20,23 @@
 #define SAMPLE_MIN_INPUT (64 * 1024)
 #define SAMPLE_SLICE 4096
 #define SAMPLE_SLICES 3
+/*
+ * A smaller input is judged by its head alone, and only while the recent
+ * inputs were incompressible: zstd's cost for a chunk of a few KiB is
+ * mostly its fixed cost per frame, which a sample pays again, so sampling
+ * every small chunk would make compressible ones dearer.  The score (as
+ * the catalog's, cat_known) counts up for a chunk stored raw and down for
+ * one compressed, within [-RAW_SCORE_MAX, RAW_SCORE_MAX]; above 0, heads
+ * are sampled.
+ */
+#define HEAD_SAMPLE 1024
+#define RAW_SCORE_MAX 8
 
 struct compressor {
 	ZSTD_CCtx *cctx;
 	ZSTD_DCtx *dctx;
 	int level;
+	int raw_score;
 	uint8_t sample[SAMPLE_SLICES * SAMPLE_SLICE];
 };
 
@@ -66,6 +80,7 @@ compressor_new(int level)
 		goto err0;
 	}
 	z->level = level;
+	z->raw_score = 0;
 	if ((z->cctx = ZSTD_createCCtx()) == NULL) {
 		log_error("cannot create zstd compression context");
 		goto err1;
@@ -117,39 +132,78 @@ worth_limit(size_t n)
 }
 
 /*
- * Does a sample of src compress at all?  Three slices (head, middle,
- * tail) at level 1 cost about 1% of compressing a 1 MiB chunk, and skip
- * the full attempt on incompressible data, which is most of the bytes of a
- * training server.  The sample is judged leniently (1/64 rather than the
- * final 1/32): its slices are small and compressed fast, so the whole
- * chunk usually does better.  dst is only scratch here.
+ * Does p (n bytes, a sample) compress at level 1 by at least 1/64?  The
+ * sample is judged leniently (1/64 rather than the final 1/32): it is
+ * small and compressed fast, so the whole chunk usually does better.  dst
+ * is only scratch here.
  */
 static int
-sample_compresses(struct compressor *z, const uint8_t *src, size_t n,
-    void *dst, size_t dstcap)
+sample_compresses(struct compressor *z, const void *p, size_t n, void *dst,
+    size_t dstcap)
 {
-	size_t off[SAMPLE_SLICES] = {
-		0, n / 2 - SAMPLE_SLICE / 2, n - SAMPLE_SLICE
-	};
-	size_t cap, r;
-	int i;
+	size_t cap = n - n / 64, r;
 
-	for (i = 0; i < SAMPLE_SLICES; i++)
-		memcpy(z->sample + i * SAMPLE_SLICE, src + off[i],
-		    SAMPLE_SLICE);
-	cap = sizeof(z->sample) - sizeof(z->sample) / 64;
 	if (cap > dstcap)
 		cap = dstcap;
 	r = cctx_setup(z->cctx, 1);
 	if (!ZSTD_isError(r))
-		r = ZSTD_compress2(z->cctx, dst, cap, z->sample,
-		    sizeof(z->sample));
+		r = ZSTD_compress2(z->cctx, dst, cap, p, n);
 	if (!ZSTD_isError(r))
 		return (1);
 	if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall)
 		return (0);
 	/* Any other error: let the real attempt report it. */
 	return (1);
+}
+
+/*
+ * Do three slices of src (head, middle, tail) compress?  At level 1 they
+ * cost about 1% of compressing a 1 MiB chunk, and skip the full attempt
+ * on incompressible data, which is most of the bytes of a training
+ * server.
+ */
+static int
+slices_compress(struct compressor *z, const uint8_t *src, size_t n,
+    void *dst, size_t dstcap)
+{
+	size_t off[SAMPLE_SLICES] = {
+		0, n / 2 - SAMPLE_SLICE / 2, n - SAMPLE_SLICE
+	};
+	int i;
+
+	for (i = 0; i < SAMPLE_SLICES; i++)
+		memcpy(z->sample + i * SAMPLE_SLICE, src + off[i],
+		    SAMPLE_SLICE);
+	return (sample_compresses(z, z->sample, sizeof(z->sample), dst,
+	    dstcap));
+}
+
+/*
+ * Does src (n bytes) look worth compressing whole?  A large one if its
+ * slices compress; a small one if the recent small ones did, or else if
+ * its head compresses.
+ */
+static int
+looks_compressible(struct compressor *z, const uint8_t *src, size_t n,
+    void *dst, size_t dstcap)
+{
+	if (n >= SAMPLE_MIN_INPUT)
+		return (slices_compress(z, src, n, dst, dstcap));
+	if (n <= HEAD_SAMPLE || z->raw_score <= 0)
+		return (1);
+	return (sample_compresses(z, src, HEAD_SAMPLE, dst, dstcap));
+}
+
+/* A small chunk of n bytes was stored raw (raw) or compressed. */
+static void
+note_small(struct compressor *z, size_t n, int raw)
+{
+	if (n >= SAMPLE_MIN_INPUT)
+		return;
+	if (raw && z->raw_score < RAW_SCORE_MAX)
+		z->raw_score++;
+	else if (!raw && z->raw_score > -RAW_SCORE_MAX)
+		z->raw_score--;
 }
 
 size_t
@@ -160,8 +214,10 @@ compressor_compress(struct compressor *z, const void *src, size_t n,
 
 	if (n == 0)
 		return (0);
-	if (n >= SAMPLE_MIN_INPUT && !sample_compresses(z, src, n, dst, dstcap))
+	if (!looks_compressible(z, src, n, dst, dstcap)) {
+		note_small(z, n, 1);
 		return (0);
+	}
 	/*
 	 * Give zstd only as much room as a worthwhile result needs: when the
 	 * output would not fit, it stops with dstSize_tooSmall, which is the
@@ -174,12 +230,15 @@ compressor_compress(struct compressor *z, const void *src, size_t n,
 	if (!ZSTD_isError(r))
 		r = ZSTD_compress2(z->cctx, dst, cap, src, n);
 	if (ZSTD_isError(r)) {
-		if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall)
+		if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall) {
+			note_small(z, n, 1);
 			return (0);
+		}
 		log_error("cannot compress %zu bytes: %s", n,
 		    ZSTD_getErrorName(r));
 		return ((size_t)-1);
 	}
+	note_small(z, n, 0);
 	return (r);
 }
 

@@ -174,6 +174,49 @@ test_random(struct compressor *z, size_t n)
 	free(rnd);
 }
 
+/*
+ * Small chunks are sampled (their head) only while the recent ones were
+ * stored raw.  The probe: 4 KiB whose first KiB is random and the rest
+ * one byte repeated.  Whole, it compresses; its head does not.
+ */
+static void
+test_small_stream(void)
+{
+	struct compressor *z = compressor_new(3);
+	uint8_t *probe = random_bytes(4 * KiB, 3), *text = text_bytes(4 * KiB,
+	    4), *dst;
+	size_t cap = compressor_bound(4 * KiB);
+	int i, raw = 0, packed = 0;
+
+	dst = xmalloc(cap);
+	if (z == NULL) {
+		ok(0, "compressor_new");
+		goto out;
+	}
+	memset(probe + KiB, 'x', 3 * KiB);
+	ok(compressor_compress(z, probe, 4 * KiB, dst, cap) > 0,
+	    "a fresh compressor compresses the probe whole");
+	for (i = 0; i < 20; i++) {
+		uint8_t *r = random_bytes(4 * KiB, 100 + i);
+
+		raw += compressor_compress(z, r, 4 * KiB, dst, cap) == 0;
+		free(r);
+	}
+	ok(raw == 20, "20 random chunks of 4 KiB are stored raw");
+	ok(compressor_compress(z, probe, 4 * KiB, dst, cap) == 0,
+	    "after them, the probe's head is sampled: stored raw");
+	for (i = 0; i < 20; i++)
+		packed += compressor_compress(z, text, 4 * KiB, dst, cap) > 0;
+	ok(packed == 20, "20 text chunks of 4 KiB are compressed");
+	ok(compressor_compress(z, probe, 4 * KiB, dst, cap) > 0,
+	    "after them, the probe is compressed whole again");
+out:
+	compressor_free(z);
+	free(dst);
+	free(text);
+	free(probe);
+}
+
 /* A frame without a content size, as the streaming API writes it. */
 static uint8_t *
 frame_unknown_size(const uint8_t *src, size_t n, size_t *len)
@@ -404,6 +447,7 @@ main(void)
 	test_roundtrip(z, 1 * MiB);
 	test_roundtrip(z, 8 * MiB);
 	test_random(z, 1 * MiB);
+	test_small_stream();
 	test_hostile(z, 64 * KiB);
 	test_speed(z, small ? 16 * MiB : 64 * MiB);
 	compressor_free(z);
