@@ -85,7 +85,7 @@ int packer_flush(struct packer *p);
  * When the open pack has reached its target size (PACK_TARGET_SIZE bytes
  * or PACK_TARGET_RECORDS records), start finishing it in the background
  * and go on with a new one; it is recorded here the next time a pack is
- * full, and committed then once 64 MiB of packs were recorded since the
+ * full, and committed then once 16 packs' worth were recorded since the
  * last commit (committing the caller's transaction too: only for a run
  * whose snapshot is still running), or by packer_flush.
  */

@@ -205,17 +205,22 @@ pack_full(const struct packer *p)
 
 /*
  * Once a pack is located: what the run has done so far (its snapshot is
- * still running) is committed once 64 MiB of packs wait for it, not at
- * every pack: packs of tiny files close at PACK_TARGET_RECORDS, about 2
- * MiB, and a commit writes again every catalog page dirtied since the last
- * one, which the chunk and content indexes (keyed by hash) spread over
- * the whole catalog.  Committing at every pack, a backup of 1,000,000
- * files of 16 bytes wrote 6.3 GB instead of 1.6 GB, 108 s instead of 90.
+ * still running) is committed once COMMIT_PACKS packs' worth (1 GiB at
+ * the default size) wait for it, not at every pack.  A commit writes
+ * again every catalog page dirtied since the last one, and the chunk and
+ * content indexes, keyed by hash, spread a run of small files' inserts
+ * over all their pages: with a million files a commit rewrites hundreds
+ * of MB of catalog, whatever it commits.  Waiting costs little: a crash
+ * loses only the catalog's rows of durable packs, which the next
+ * command's sync reads back from their indexes (sync.c), and the WAL
+ * holds at most the pages dirtied meanwhile, up to the catalog's size.
  */
+#define COMMIT_PACKS 16
+
 static int
 commit_due(struct packer *p)
 {
-	if (p->uncommitted >= p->target_size) {
+	if (p->uncommitted >= COMMIT_PACKS * p->target_size) {
 		if (catalog_commit(p->cat) || catalog_begin(p->cat))
 			return (-1);
 		p->uncommitted = 0;

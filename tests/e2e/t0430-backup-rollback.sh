@@ -5,10 +5,10 @@ test_description='many small files: a catalog insert failing mid-run, or kill -9
 MANYFILES=$BUILD/tests/manyfiles
 test -x "$MANYFILES" && test_set_prereq MANYFILES
 
-# Small packs, so that the run commits many times before it fails (a
-# commit per pack's worth of packs), and parts of 500 entries, so that
-# the record of 3,000 files is stored in several.
-export COFFER_PACK_SIZE=65536 COFFER_RECORD_PART_ENTRIES=500
+# Small packs, so that the run commits several times before it fails (a
+# commit per 16 packs' worth, 256 KiB here), and parts of 500 entries, so
+# that the record of 3,000 files is stored in several.
+export COFFER_PACK_SIZE=16384 COFFER_RECORD_PART_ENTRIES=500
 
 complete() {	# complete FILE: "id dataset level files" of the complete ones
 	coffer -r repo snapshots --json >"$TEST_LOG/l.json" &&
@@ -38,7 +38,7 @@ test_expect_success MANYFILES 'setup: a complete snapshot of 2,000 files' '
 
 # The content row goes in, then its chunk list: the trigger fails the
 # chunk list of the 1,001st new content, after the run has committed
-# many times.
+# several times.
 test_expect_success MANYFILES 'a content whose chunk list cannot be added fails the run, and nothing of it stays' '
 	"$MANYFILES" src/more 2000 100 2500 &&
 	n=$(sqlite3 "$(catalog_db)" "SELECT count(*) FROM content") &&
