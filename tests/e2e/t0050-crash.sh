@@ -36,6 +36,7 @@ test_expect_success 'kill -9 a backup while it writes packs' '
 		test $n -lt 2000 || break
 	done &&
 	echo "killing after $n polls: tmp $ntmp, packs $packs0 -> $npacks" &&
+	echo $((npacks - packs0)) >durable &&
 	kill -9 $pid &&
 	{ wait $pid; status=$?; } &&
 	test "$status" = 137 &&
@@ -60,6 +61,19 @@ test_expect_success 'the next backup succeeds without waiting and cleans tmp/' '
 	timeout 120 "$COFFER" --no-wait -r repo backup --json ds src >b3.json &&
 	id3=$(json_get b3.json "\$j->{snapshot}") &&
 	test_dir_is_empty repo/tmp
+'
+
+# The killed run committed none of its packs (a run commits every 16
+# packs' worth): the next command's sync reads back those that were
+# durable, so the next backup does not store their chunks again.  Each
+# holds at least 48 MiB of shard data.
+test_expect_success 'the next backup stores again nothing the killed run made durable' '
+	d=$(cat durable) &&
+	if test "$d" -gt 0; then
+		json_check b3.json "\$j->{bytes_new} <= (400 - 48 * $d) * 1048576"
+	else
+		echo "no pack was durable when the run was killed"
+	fi
 '
 
 test_expect_success 'snapshots: the interrupted one is failed, the others complete' '
