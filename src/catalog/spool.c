@@ -361,7 +361,7 @@ cat_spool_row(const uint8_t *p, struct cat_spool_row *w)
 	p += r.xattrslen;
 	w->e.acl = take_str(&p, r.acllen);
 	if (r.has_content) {
-		w->hash = row + offsetof(struct spool_row, hash);
+		w->hash = cat_spool_hash(row);
 		w->has_content = 1;
 		w->csize = r.csize;
 		w->nchunks = r.nchunks;
