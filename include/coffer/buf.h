@@ -37,9 +37,9 @@ void buf_trim(struct buf *b, size_t keep);
 
 /*
  * Room for element n of the array *arrp (a pointer to a T * holding *cap
- * elements of size bytes each): when n == *cap the capacity doubles, or
- * becomes first if it was 0.  0, or -1 (out of memory, reported; the
- * array is unchanged).
+ * elements of size bytes each): when n >= *cap the capacity doubles (from
+ * first if it was 0) until it holds n.  0, or -1 (out of memory,
+ * reported; the array is unchanged).
  */
 int array_grow(void *arrp, size_t *cap, size_t n, size_t size, size_t first);
 

@@ -55,7 +55,12 @@ array_grow(void *arrp, size_t *cap, size_t n, size_t size, size_t first)
 
 	if (n < *cap)
 		return (0);
-	c = *cap ? *cap * 2 : first;
+	/* Doubled as often as it takes: n need not be *cap. */
+	for (c = *cap ? *cap : (first ? first : 1); c <= n; c *= 2)
+		if (c > SIZE_MAX / 2) {
+			log_error("out of memory");
+			return (-1);
+		}
 	memcpy(&old, arrp, sizeof(old));
 	if ((p = reallocarray(old, c, size)) == NULL) {
 		log_error("out of memory");
