@@ -56,8 +56,9 @@ done
 # lists the threads alive while the walk reads a file.  With 300 files the
 # walker is still going when the first is read: it runs at most 64
 # entries ahead.  A thread may end between the shell's glob and cat's
-# open (a pack's writer): the hook must not fail then, as a failed hook
-# is a warning and the backup's status 1.
+# open (the walker, once the walk is over, while the last files are
+# read): the hook must not fail then, as a failed hook is a warning and
+# the backup's status 1.
 test_expect_success 'threads are named after their jobs (top -H, perf)' '
 	mkdir names &&
 	for i in $(seq 300); do echo $i >names/$i || return 1; done &&
