@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "catalog-int.h"
 #include "coffer/log.h"
@@ -824,6 +825,9 @@ sqlerr:
 		ret = 1;
 		goto out;
 	}
+	/* Only a part maker's is interrupted: cancelled, not failed. */
+	if (sqlite3_errcode(mem) == SQLITE_INTERRUPT)
+		goto out;
 	log_error("cannot export snapshot %lld: %s", (long long)snapshot_id,
 	    sqlite3_errmsg(mem));
 out:
@@ -937,7 +941,9 @@ out:
 
 /*
  * A full's record from its spool, its parts built two at a time: this
- * thread builds parts 0, 2, 4... and a helper parts 1, 3, 5..., each in an
+ * thread builds parts first, first + 2... and a helper the others (the
+ * parts before first were built and stored as the run went on,
+ * catalog_part_maker), each in an
  * image of its own that starts as a copy of one holding the schema and
  * the snapshot's metadata (the export's only read of the catalog, done
  * here first, as a helper must not touch the catalog).  emit still has
@@ -950,10 +956,13 @@ out:
 #define NO_PART SIZE_MAX
 
 struct spool_export {
-	struct catalog_spool *sp;
+	struct catalog_spool *sp;	/* or, for a part maker: */
+	int fd;				/* its own handle on the file */
 	int64_t snapshot_id;
 	size_t room;
+	size_t first;		/* the first part to build */
 	size_t nparts;		/* the spool's, the head included */
+	const int *cancel;	/* a part maker's: non-zero, give up */
 	struct buf tmpl;	/* the image every part starts from */
 	/* The helper's side: */
 	pthread_t th;
@@ -1047,13 +1056,22 @@ first_cap(const struct spool_export *se, const struct cat_spool_read *rd)
 
 /*
  * A part but the head, whole, into rec (room bytes, then its image,
- * built in place).  Its rows are read into rd, and stay there for the
- * next part.  A part whose image outgrows its room is built again in
- * twice as much.
+ * built in place).  Its rows are read into rd (from the spool, or from
+ * r of a part maker's file), and stay there for the next part.  A part
+ * whose image outgrows its room is built again in twice as much.
  */
+/* SQLite's progress handler of a part maker's image: non-zero (set by
+ * another thread) interrupts the build. */
+static int
+part_cancelled(void *arg)
+{
+	return (__atomic_load_n((const int *)arg, __ATOMIC_RELAXED));
+}
+
 static int
 build_spool_part(const struct spool_export *se, size_t part,
-    struct cat_spool_read *rd, struct buf *rec)
+    const struct catalog_spool_range *r, struct cat_spool_read *rd,
+    struct buf *rec)
 {
 	sqlite3_int64 size = 0;
 	unsigned char *img;
@@ -1062,7 +1080,8 @@ build_spool_part(const struct spool_export *se, size_t part,
 	int rc;
 
 	for (cap = 0;; cap *= 2) {
-		if (cat_spool_part(se->sp, part, rd))
+		if (r != NULL ? cat_spool_read_range(se->fd, r, rd) :
+		    cat_spool_part(se->sp, part, rd))
 			return (-1);
 		if (cap == 0)
 			cap = first_cap(se, rd);
@@ -1073,10 +1092,13 @@ build_spool_part(const struct spool_export *se, size_t part,
 		}
 		if ((mem = spool_image_new(se, part, rec, cap)) == NULL)
 			return (-1);
+		if (se->cancel != NULL)
+			sqlite3_progress_handler(mem, 1000, part_cancelled,
+			    (void *)se->cancel);
 		if ((rc = spool_slice(rd, mem, se->snapshot_id)) == 0 &&
 		    (rc = sqlite3_exec(mem, "COMMIT", NULL, NULL, NULL)) !=
 		    SQLITE_OK) {
-			if (rc != SQLITE_FULL)
+			if (rc != SQLITE_FULL && rc != SQLITE_INTERRUPT)
 				log_error("cannot export snapshot %lld: %s",
 				    (long long)se->snapshot_id,
 				    sqlite3_errmsg(mem));
@@ -1114,8 +1136,8 @@ spool_helper_main(void *arg)
 	int rc;
 
 	thread_name("part");
-	for (part = 1; part + 1 < se->nparts; part += 2) {
-		rc = build_spool_part(se, part, &rd, &rec);
+	for (part = se->first + 1; part + 1 < se->nparts; part += 2) {
+		rc = build_spool_part(se, part, NULL, &rd, &rec);
 		pthread_mutex_lock(&se->mu);
 		while (rc == 0 && se->ready_part != NO_PART && !se->stop)
 			pthread_cond_wait(&se->cv, &se->mu);
@@ -1197,8 +1219,8 @@ out:
 
 static int
 export_spool(struct catalog *c, int64_t snapshot_id,
-    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
-    void *arg)
+    struct catalog_spool *sp, size_t first, size_t room,
+    catalog_part_emit_fn emit, void *arg)
 {
 	struct spool_export se;
 	struct cat_spool_read rd = { BUF_INIT, NULL, 0, 0 };
@@ -1210,16 +1232,23 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 
 	memset(&se, 0, sizeof(se));
 	se.sp = sp;
+	se.fd = -1;
 	se.snapshot_id = snapshot_id;
 	se.room = room;
 	se.nparts = cat_spool_parts(sp);
+	if (first >= se.nparts) {
+		log_error("internal error: %zu record parts stored of %zu",
+		    first, se.nparts);
+		return (-1);
+	}
+	se.first = first;
 	se.ready_part = NO_PART;
 	buf_init(&se.ready);
 	buf_init(&se.tmpl);
 	if (make_template(c, &se))
 		goto out;
 	/* Without a helper, this thread builds every part. */
-	if (se.nparts > 2 && pthread_mutex_init(&se.mu, NULL) == 0) {
+	if (se.nparts - first > 2 && pthread_mutex_init(&se.mu, NULL) == 0) {
 		if (pthread_cond_init(&se.cv, NULL) != 0)
 			pthread_mutex_destroy(&se.mu);
 		else if (pthread_create(&se.th, NULL, spool_helper_main,
@@ -1230,13 +1259,13 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 			pthread_mutex_destroy(&se.mu);
 		}
 	}
-	for (part = 0; part + 1 < se.nparts; part++) {
+	for (part = first; part + 1 < se.nparts; part++) {
 		if (part_room(&parts, &cap, part, snapshot_id))
 			goto out;
-		if (se.started && part % 2 == 1) {
+		if (se.started && (part - first) % 2 == 1) {
 			if (take_helper_part(&se, part, &rec))
 				goto out;
-		} else if (build_spool_part(&se, part, &rd, &rec))
+		} else if (build_spool_part(&se, part, NULL, &rd, &rec))
 			goto out;
 		memset(&where, 0, sizeof(where));
 		if (emit(arg, &rec, room, (int)part, 0, &where))
@@ -1278,14 +1307,80 @@ out:
 
 int
 catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
-    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
-    void *arg)
+    struct catalog_spool *sp, size_t first, size_t room,
+    catalog_part_emit_fn emit, void *arg)
 {
 	if (!catalog_spool_usable(sp)) {
 		log_error("internal error: exporting from a spool turned off");
 		return (-1);
 	}
-	return (export_spool(c, snapshot_id, sp, room, emit, arg));
+	return (export_spool(c, snapshot_id, sp, first, room, emit, arg));
+}
+
+struct catalog_part_maker {
+	struct spool_export se;		/* its template, room and file */
+	struct cat_spool_read rd;
+	int cancel;			/* atomic */
+};
+
+struct catalog_part_maker *
+catalog_part_maker_new(struct catalog *c, int64_t snapshot_id,
+    const struct catalog_spool *sp, size_t room)
+{
+	struct catalog_part_maker *m;
+
+	if ((m = calloc(1, sizeof(*m))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	m->se.snapshot_id = snapshot_id;
+	m->se.room = room;
+	m->se.cancel = &m->cancel;
+	buf_init(&m->se.tmpl);
+	if ((m->se.fd = catalog_spool_dup(sp)) < 0 ||
+	    make_template(c, &m->se)) {
+		catalog_part_maker_free(m);
+		return (NULL);
+	}
+	return (m);
+}
+
+int
+catalog_part_maker_build(struct catalog_part_maker *m, size_t part,
+    const struct catalog_spool_range *r, struct buf *rec)
+{
+	int rc;
+
+	if (catalog_part_maker_cancelled(m))
+		return (-1);
+	rc = build_spool_part(&m->se, part, r, &m->rd, rec);
+	/* The rows go at once: the run goes on beside the part. */
+	cat_spool_read_release(&m->rd);
+	return (rc);
+}
+
+void
+catalog_part_maker_cancel(struct catalog_part_maker *m)
+{
+	__atomic_store_n(&m->cancel, 1, __ATOMIC_RELAXED);
+}
+
+int
+catalog_part_maker_cancelled(const struct catalog_part_maker *m)
+{
+	return (__atomic_load_n(&m->cancel, __ATOMIC_RELAXED));
+}
+
+void
+catalog_part_maker_free(struct catalog_part_maker *m)
+{
+	if (m == NULL)
+		return;
+	if (m->se.fd >= 0)
+		close(m->se.fd);
+	buf_release(&m->se.tmpl);
+	cat_spool_read_release(&m->rd);
+	free(m);
 }
 
 int

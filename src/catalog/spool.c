@@ -215,12 +215,15 @@ catalog_spool_entry(struct catalog_spool *sp, const struct entry *e,
 	    r.xattrslen, hash != NULL ? (int64_t)nchunks : -1);
 	if (sp->entries > 0 && cat_part_full(sp->entries, sp->bytes,
 	    sp->max_entries, sp->max_bytes)) {
-		if (array_grow(&sp->ends, &sp->capends, sp->nends,
+		/* A closed part is in the file whole: another thread may
+		 * build it now (catalog_spool_closed). */
+		if ((sp->w.len > 0 && spool_flush(sp)) ||
+		    array_grow(&sp->ends, &sp->capends, sp->nends,
 		    sizeof(*sp->ends), 16)) {
 			catalog_spool_off(sp);
 			return;
 		}
-		sp->ends[sp->nends++] = sp->off + sp->w.len;
+		sp->ends[sp->nends++] = sp->off;
 		sp->entries = sp->bytes = 0;
 	}
 	if (buf_reserve(&sp->w, len)) {
@@ -275,22 +278,54 @@ cat_spool_read_release(struct cat_spool_read *rd)
 }
 
 int
+catalog_spool_closed(const struct catalog_spool *sp, size_t i,
+    struct catalog_spool_range *r)
+{
+	if (!catalog_spool_usable(sp) || i >= sp->nends)
+		return (0);
+	r->lo = i == 0 ? 0 : sp->ends[i - 1];
+	r->hi = sp->ends[i];
+	return (1);
+}
+
+int
+catalog_spool_dup(const struct catalog_spool *sp)
+{
+	if (!catalog_spool_usable(sp))
+		return (-1);
+	return (fcntl(sp->fd, F_DUPFD_CLOEXEC, 0));
+}
+
+int
 cat_spool_part(const struct catalog_spool *sp, size_t i,
     struct cat_spool_read *rd)
 {
-	uint64_t lo, hi;
+	struct catalog_spool_range r;
+
+	if (sp->w.len > 0) {
+		log_error("internal error: a bad part of spooled rows");
+		return (-1);
+	}
+	r.lo = i == 0 ? 0 : sp->ends[i - 1];
+	r.hi = i < sp->nends ? sp->ends[i] : sp->off;
+	return (cat_spool_read_range(sp->fd, &r, rd));
+}
+
+int
+cat_spool_read_range(int fd, const struct catalog_spool_range *range,
+    struct cat_spool_read *rd)
+{
+	uint64_t lo = range->lo, hi = range->hi;
 	size_t at;
 
 	rd->nrows = 0;
-	lo = i == 0 ? 0 : sp->ends[i - 1];
-	hi = i < sp->nends ? sp->ends[i] : sp->off;
-	if (sp->w.len > 0 || hi < lo || hi - lo > SIZE_MAX - 1) {
+	if (hi < lo || hi - lo > SIZE_MAX - 1) {
 		log_error("internal error: a bad part of spooled rows");
 		return (-1);
 	}
 	buf_reset(&rd->raw);
 	if (buf_reserve(&rd->raw, (size_t)(hi - lo)) ||
-	    fsutil_pread_all(sp->fd, rd->raw.data, (size_t)(hi - lo),
+	    fsutil_pread_all(fd, rd->raw.data, (size_t)(hi - lo),
 	    (off_t)lo, "the snapshot's spooled rows"))
 		return (-1);
 	rd->raw.len = (size_t)(hi - lo);
