@@ -514,6 +514,8 @@ recorder_main(void *arg)
 			failed = 1;
 		if (!failed && pfiles_finish(b, batch))
 			failed = 1;
+		if (!failed)
+			packer_parts_poll(&b->packer);
 		pthread_mutex_lock(&r->mu);
 		for (f = batch; f != NULL; f = f->qnext)
 			f->state = FINISHED;
@@ -1727,8 +1729,10 @@ engine_backup(struct repo *r, struct catalog *c,
 		goto out;
 
 	b.snapshot_id = s.id;
-	if (b.level == LEVEL_FULL)
+	if (b.level == LEVEL_FULL) {
 		b.spool = packer_record_spool(&b.packer);
+		packer_parts_start(&b.packer, s.id, b.spool);
+	}
 	if (walk_source(&b))
 		goto out;
 	if (catalog_commit(c) || catalog_set_durable(c, 1) ||

@@ -20,6 +20,9 @@
  */
 #define DEFAULT_ZSTD_LEVEL 1
 
+/* A snapshot record's header: magic, version, signature. */
+#define SNAPSHOT_RECORD_HEADER (4 + 1 + CCRYPTO_SIG_BYTES)
+
 /* A chunk written to the open pack, waiting for the pack to be durable. */
 struct pending {
 	uint8_t id[CCRYPTO_ID_BYTES];
@@ -27,10 +30,14 @@ struct pending {
 	struct pack_entry ent;		/* where it went, once appended */
 };
 
+struct parts;
+
 struct packer {
 	struct repo *repo;
 	struct catalog *cat;
 	struct compressor *z;
+	int zstd_level;
+	struct parts *parts;		/* record parts stored as it runs */
 	struct pack_writer *pw;
 	/* The pack before, being made durable by its writer's thread: its
 	 * chunks are pend[0..nfinishing). */
@@ -114,6 +121,43 @@ int packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 /* A spool for a full's record (catalog_spool_new), with the packer's
  * part sizes; NULL when the record is to be read from the catalog. */
 struct catalog_spool *packer_record_spool(struct packer *p);
+/*
+ * The parts of the record that sp closes, built and stored as the run
+ * goes on (parts.c), so that packer_snapshot_record is left with the
+ * last: packer_parts_start once the snapshot's row is there (none if it
+ * cannot be had: the export builds every part then; sp must outlive
+ * the packer's record), packer_parts_poll by the catalog's holder after
+ * spooling rows, to hand the next closed part over.
+ */
+void packer_parts_start(struct packer *p, int64_t snapshot_id,
+    const struct catalog_spool *sp);
+void packer_parts_poll(struct packer *p);
+/* After a record part is added at the end of a run: a full pack made
+ * durable and located, not committed (the caller's transaction holds the
+ * snapshot complete).  0 or -1. */
+int packer_part_added(struct packer *p);
+
+/*
+ * parts.c, behind those.  parts_take: the part made, if one is waiting,
+ * added to the open pack; only where a chunk could be (between batches:
+ * no batch is sealed for the pack and not yet in it).  parts_end, once
+ * the spool is finished: the thread stopped (the part it was building
+ * dropped, one it had made added to the open pack); the parts in the
+ * pack (0..n-1) and their places in *where (replaced): the export builds
+ * the rest.  0 or -1 (reported).
+ */
+struct parts *parts_start(struct packer *p, int64_t snapshot_id,
+    const struct catalog_spool *sp);
+void parts_poll(struct parts *w);
+int parts_take(struct parts *w, struct packer *p);
+int parts_end(struct parts *w, struct packer *p,
+    struct catalog_record_part **where, size_t *capwhere, size_t *nparts);
+void parts_free(struct parts *w);
+
+/* Sign rec (SNAPSHOT_RECORD_HEADER bytes of room, then a record's image)
+ * in place as a snapshot record; its record id in rid.  0 or -1. */
+int packer_record_sign(struct repo *r, struct buf *rec,
+    uint8_t rid[CCRYPTO_ID_BYTES]);
 
 /*
  * Reading snapshot records by pack and record id (the parts a head

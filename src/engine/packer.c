@@ -27,7 +27,6 @@
 
 #define SNAPSHOT_RECORD_MAGIC "CFSN"
 #define SNAPSHOT_RECORD_VERSION 1
-#define SNAPSHOT_RECORD_HEADER (4 + 1 + CCRYPTO_SIG_BYTES)
 
 /* What a snapshot record's signature covers: context, repository, rows,
  * so that a record cannot be replayed into another repository or passed
@@ -75,8 +74,8 @@ packer_init(struct packer *p, struct repo *r, struct catalog *c,
 	/* Tests shrink packs to get many of them from little data. */
 	if (tuning_get()->pack_size > 0)
 		p->target_size = tuning_get()->pack_size;
-	if ((p->z = compressor_new(zstd_level ? zstd_level :
-	    DEFAULT_ZSTD_LEVEL)) == NULL)
+	p->zstd_level = zstd_level ? zstd_level : DEFAULT_ZSTD_LEVEL;
+	if ((p->z = compressor_new(p->zstd_level)) == NULL)
 		return (-1);
 	return (0);
 }
@@ -84,6 +83,7 @@ packer_init(struct packer *p, struct repo *r, struct catalog *c,
 void
 packer_release(struct packer *p)
 {
+	parts_free(p->parts);
 	pack_writer_free(p->finishing);
 	pack_writer_free(p->pw);
 	compressor_free(p->z);
@@ -232,11 +232,22 @@ commit_due(struct packer *p)
 int
 packer_maybe_flush(struct packer *p)
 {
+	/* Here no batch is sealed for the open pack and not in it yet. */
+	if (parts_take(p->parts, p))
+		return (-1);
 	if (!pack_full(p))
 		return (0);
 	if (p->finishing != NULL && (locate_finished(p) || commit_due(p)))
 		return (-1);
 	return (finish_start(p));
+}
+
+int
+packer_part_added(struct packer *p)
+{
+	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
+		return (-1);
+	return (0);
 }
 
 int
@@ -349,16 +360,14 @@ packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
 }
 
 /*
- * Sign rec as a snapshot record and add it to the open pack; its id and
- * pack in *where.  rec holds SNAPSHOT_RECORD_HEADER bytes of room, then
- * the image; the signed message (record_ctx, repository id,
- * image) is built in place, in the room's last bytes, and the record's
- * header then takes the place of the context and id: the image is not
- * copied.  rec is released once compressed (write_record).
+ * rec holds SNAPSHOT_RECORD_HEADER bytes of room, then the image; the
+ * signed message (record_ctx, repository id, image) is built in place, in
+ * the room's last bytes, and the record's header then takes the place of
+ * the context and id: the image is not copied.
  */
-static int
-store_record(struct packer *p, struct buf *rec,
-    struct catalog_record_part *where)
+int
+packer_record_sign(struct repo *r, struct buf *rec,
+    uint8_t rid[CCRYPTO_ID_BYTES])
 {
 	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
 	const size_t pad = SNAPSHOT_RECORD_HEADER - pre;
@@ -370,10 +379,9 @@ store_record(struct packer *p, struct buf *rec,
 	}
 	memset(rec->data, 0, pad);
 	memcpy(rec->data + pad, record_ctx, sizeof(record_ctx));
-	memcpy(rec->data + pad + sizeof(record_ctx), repo_id(p->repo),
+	memcpy(rec->data + pad + sizeof(record_ctx), repo_id(r),
 	    CCRYPTO_REPO_ID_BYTES);
-	ccrypto_sign(repo_keys(p->repo), rec->data + pad, rec->len - pad,
-	    sig);
+	ccrypto_sign(repo_keys(r), rec->data + pad, rec->len - pad, sig);
 	memcpy(rec->data, SNAPSHOT_RECORD_MAGIC, 4);
 	rec->data[4] = SNAPSHOT_RECORD_VERSION;
 	memcpy(rec->data + 5, sig, sizeof(sig));
@@ -381,8 +389,18 @@ store_record(struct packer *p, struct buf *rec,
 		log_error("snapshot record is too large (%zu bytes)", rec->len);
 		return (-1);
 	}
-	ccrypto_chunk_id(repo_keys(p->repo), rec->data, rec->len, where->rid);
-	if (write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
+	ccrypto_chunk_id(repo_keys(r), rec->data, rec->len, rid);
+	return (0);
+}
+
+/* Sign rec as a snapshot record and add it to the open pack; its id and
+ * pack in *where.  rec is released once compressed (write_record). */
+static int
+store_record(struct packer *p, struct buf *rec,
+    struct catalog_record_part *where)
+{
+	if (packer_record_sign(p->repo, rec, where->rid) ||
+	    write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
 		return (-1);
 	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
 	return (0);
@@ -556,6 +574,20 @@ packer_record_spool(struct packer *p)
 	    CATALOG_SPOOL_PART_BYTES));
 }
 
+void
+packer_parts_start(struct packer *p, int64_t snapshot_id,
+    const struct catalog_spool *sp)
+{
+	if (p->parts == NULL && sp != NULL)
+		p->parts = parts_start(p, snapshot_id, sp);
+}
+
+void
+packer_parts_poll(struct packer *p)
+{
+	parts_poll(p->parts);
+}
+
 int
 packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
     struct catalog_spool *sp)
@@ -563,6 +595,7 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 	struct catalog_record_part where;
 	struct part_emit pe;
 	struct buf rec = BUF_INIT;
+	size_t first;
 	int rc, spooled;
 
 	if (tuning_get()->record_whole) {
@@ -588,8 +621,32 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 	log_info("snapshot record: %s", spooled ?
 	    "built from the rows spooled as they were recorded" :
 	    "read from the catalog");
+	/* The parts made as the run went on, and the rest of those the
+	 * spool closed, in the pack; of no use when the record must be read
+	 * from the catalog (those in the pack already are left there, as
+	 * a dead run's are). */
+	first = 0;
+	rc = spooled ? parts_end(p->parts, p, &pe.where, &pe.capwhere,
+	    &first) : 0;
+	parts_free(p->parts);
+	p->parts = NULL;
+	if (rc != 0) {
+		free(pe.where);
+		return (-1);
+	}
+	if (first > 0)
+		log_info("snapshot record: %zu parts made as the run went on",
+		    first);
+	for (pe.nparts = 0; pe.nparts < first; pe.nparts++) {
+		tuning_raise_at("backup-part");
+		if (catalog_snapshot_part_add(p->cat, s->id, (int)pe.nparts,
+		    &pe.where[pe.nparts])) {
+			free(pe.where);
+			return (-1);
+		}
+	}
 	if (spooled)
-		rc = catalog_snapshot_export_spool(p->cat, s->id, sp, 0,
+		rc = catalog_snapshot_export_spool(p->cat, s->id, sp, first,
 		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
 	else
 		rc = catalog_snapshot_export_parts(p->cat, s->id,

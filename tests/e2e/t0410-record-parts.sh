@@ -276,4 +276,44 @@ test_expect_success 'a part that outgrows the room it is first given is built ag
 	treecmp big outb
 '
 
+# Parts built during the walk (COFFER_RECORD_PARTS_EARLY): "wait" has
+# each built as soon as the spool closes it, and stored at the
+# recorder's next step, which files of 128 KiB bring every 48 files: of
+# the 13 parts of 200 files, several are stored before the walk ends.
+test_expect_success 'parts built during the walk hold what parts built at the end hold' '
+	mkdir -p early && for d in 1 2 3 4; do
+		mkdir early/d$d &&
+		for f in $(seq 1 50); do
+			head -c 131072 /dev/urandom >early/d$d/f$f || return 1
+		done
+	done &&
+	COFFER_RECORD_PARTS_EARLY=wait zsnap ds-e1 early && echo $sid >E1 &&
+	grep -E "record: ([3-9]|1[0-9]) parts made as the run went on" v.err &&
+	COFFER_RECORD_PARTS_EARLY=0 zsnap ds-e2 early && echo $sid >E2 &&
+	! grep "parts made as the run went on" v.err &&
+	rebuild && coffer -r repo snapshots >/dev/null &&
+	rows e-rows &&
+	zrows $(cat E1) e-rows >e1 && zrows $(cat E2) e-rows >e2 &&
+	test_line_count = 205 e1 && test_cmp e2 e1 &&
+	coffer -r repo verify --json >v.json &&
+	json_check v.json "\$j->{errors} == 0 && \$j->{broken_snapshots} == 0" &&
+	rm -rf oute && coffer -r repo restore $(cat E1) oute &&
+	treecmp early oute
+'
+
+test_expect_success 'killed once parts built during the walk are stored: no snapshot of it, the next run completes' '
+	listing before &&
+	echo more >early/d1/more &&
+	test_expect_code 137 env COFFER_RECORD_PARTS_EARLY=wait \
+		COFFER_TEST_RAISE=backup-early-part:2:KILL \
+		"$COFFER" -r repo backup --level full ds-e3 early &&
+	rebuild && listing after && test_cmp before after &&
+	coffer -r repo verify --json >v.json &&
+	json_check v.json "\$j->{errors} == 0 && \$j->{broken_snapshots} == 0" &&
+	COFFER_RECORD_PARTS_EARLY=wait zsnap ds-e3 early &&
+	grep "parts made as the run went on" v.err &&
+	rebuild && rm -rf oute && coffer -r repo restore ds-e3@latest oute &&
+	treecmp early oute
+'
+
 test_done
