@@ -6,14 +6,13 @@
  * what the thread has not built, and the head, by the export as before
  * (packer_snapshot_record).
  *
- * The thread runs at SCHED_IDLE: where the run keeps every core busy, a
- * part built during the walk would only delay it, and the export builds
- * it at the end as fast, two at a time.  A thread that gets so little
- * time must never hold what the run's other threads wait for, so it takes
- * no lock of this module: one part at a time is handed over and back
- * through an atomic state, and the thread sleeps on a semaphore, which
- * the run's side posts without waiting.  At the end, the part being built
- * is cancelled rather than waited for.
+ * The run never waits for the thread: one part at a time is handed over
+ * and back through an atomic state, the thread sleeps on a semaphore
+ * that the run's side posts, and at the end the part being built is
+ * cancelled rather than waited for (the export builds it).  The
+ * thread keeps the run's priority: at a lower one (SCHED_IDLE, nice) it
+ * would be set aside inside malloc, whose two arenas (src/main.c) it
+ * shares with the walk and the recorder, and stall them until it ran.
  *
  * The thread touches neither the catalog nor the packer.  The part it
  * has made is added to the open pack by the packer's holder between two
@@ -24,7 +23,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
@@ -118,12 +116,8 @@ static void *
 parts_main(void *arg)
 {
 	struct parts *w = arg;
-	struct sched_param idle;
 
-	memset(&idle, 0, sizeof(idle));
 	thread_name("parts");
-	if (!w->wait)
-		(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
 	for (;;) {
 		if (sem_wait(&w->wake) != 0 && errno == EINTR)
 			continue;
@@ -150,18 +144,11 @@ parts_main(void *arg)
 static void
 parts_stop(struct parts *w)
 {
-	struct sched_param normal;
-
 	if (!w->started)
 		return;
 	catalog_part_maker_cancel(w->maker);
 	__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
 	(void)sem_post(&w->wake);
-	/* Not to wait on an idle thread of a busy machine for it to see
-	 * that; only a privileged process may (sched(7)), and the wait is
-	 * short without. */
-	memset(&normal, 0, sizeof(normal));
-	(void)pthread_setschedparam(w->th, SCHED_OTHER, &normal);
 	pthread_join(w->th, NULL);
 	w->started = 0;
 	if (state_get(w) == PART_BUILDING) {
