@@ -154,6 +154,24 @@ int parts_end(struct parts *w, struct packer *p,
     struct catalog_record_part **where, size_t *capwhere, size_t *nparts);
 void parts_free(struct parts *w);
 
+/*
+ * A record as it goes into a pack: packer_record_compress points payload
+ * at data, or, when compressing pays, at zbuf (data is then released:
+ * records are large); packer_add_record appends it to the open pack
+ * (started if there is none) and counts it stored.  0 or -1 (reported).
+ * The compression may run on any thread with a compressor of its own.
+ */
+struct packed_record {
+	const void *payload;
+	size_t stored;
+	uint32_t plain_len;
+	uint8_t flags;
+};
+int packer_record_compress(struct compressor *z, struct buf *data,
+    struct buf *zbuf, struct packed_record *pr);
+int packer_add_record(struct packer *p, uint8_t type, const uint8_t *id,
+    const struct packed_record *pr, struct pack_entry *ent);
+
 /* Sign rec (SNAPSHOT_RECORD_HEADER bytes of room, then a record's image)
  * in place as a snapshot record; its record id in rid.  0 or -1. */
 int packer_record_sign(struct repo *r, struct buf *rec,

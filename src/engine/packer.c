@@ -263,6 +263,43 @@ packer_locate_ready(struct packer *p)
 	return (commit_due(p));
 }
 
+int
+packer_record_compress(struct compressor *z, struct buf *data,
+    struct buf *zbuf, struct packed_record *pr)
+{
+	size_t len = data->len, zl;
+
+	pr->payload = data->data;
+	pr->stored = len;
+	pr->plain_len = (uint32_t)len;
+	pr->flags = 0;
+	if (buf_reserve(zbuf, compressor_bound(len)))
+		return (-1);
+	zl = compressor_compress(z, data->data, len, zbuf->data, zbuf->cap);
+	if (zl == (size_t)-1)
+		return (-1);
+	if (zl > 0) {
+		buf_release(data);
+		pr->payload = zbuf->data;
+		pr->stored = zl;
+		pr->flags = PACK_FLAG_ZSTD;
+	}
+	return (0);
+}
+
+int
+packer_add_record(struct packer *p, uint8_t type, const uint8_t *id,
+    const struct packed_record *pr, struct pack_entry *ent)
+{
+	if (packer_writer(p) == NULL ||
+	    pack_writer_add(p->pw, type, pr->flags, id, pr->payload,
+	    pr->stored, pr->plain_len, ent))
+		return (-1);
+	p->bytes_stored += (int64_t)(pr->stored + PACK_RECORD_HEADER_BYTES +
+	    CCRYPTO_TAG_BYTES);
+	return (0);
+}
+
 /*
  * Compress (when it pays) and append one record to the open pack.  The
  * data's buffer is released once compressed: records are large.
@@ -271,32 +308,11 @@ static int
 write_record(struct packer *p, uint8_t type, const uint8_t *id,
     struct buf *data, struct pack_entry *ent)
 {
-	const void *payload = data->data;
-	size_t len = data->len, stored = len, zl;
-	uint8_t flags = 0;
-	int rc = -1;
+	struct packed_record pr;
+	int rc;
 
-	if (p->pw == NULL && (p->pw = pack_writer_new(p->repo)) == NULL)
-		goto out;
-	if (buf_reserve(&p->zbuf, compressor_bound(len)))
-		goto out;
-	zl = compressor_compress(p->z, data->data, len, p->zbuf.data,
-	    p->zbuf.cap);
-	if (zl == (size_t)-1)
-		goto out;
-	if (zl > 0) {
-		buf_release(data);
-		payload = p->zbuf.data;
-		stored = zl;
-		flags |= PACK_FLAG_ZSTD;
-	}
-	if (pack_writer_add(p->pw, type, flags, id, payload, stored,
-	    (uint32_t)len, ent))
-		goto out;
-	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
-	    CCRYPTO_TAG_BYTES);
-	rc = 0;
-out:
+	rc = packer_record_compress(p->z, data, &p->zbuf, &pr) ||
+	    packer_add_record(p, type, id, &pr, ent) ? -1 : 0;
 	buf_release(&p->zbuf);
 	return (rc);
 }

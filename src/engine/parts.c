@@ -55,9 +55,7 @@ struct parts {
 	size_t i;
 	struct catalog_spool_range r;
 	struct buf rec, zbuf;
-	struct buf *data;		/* rec or zbuf */
-	uint8_t flags;
-	uint32_t plain_len;
+	struct packed_record pr;	/* in rec or zbuf */
 	uint8_t rid[CCRYPTO_ID_BYTES];
 	/* The run's: the parts in the pack (0..ndone-1) and their places. */
 	size_t ndone;
@@ -82,33 +80,12 @@ state_set(struct parts *w, int state)
 static int
 make_part(struct parts *w)
 {
-	size_t len, zl;
-
-	w->flags = 0;
-	w->data = &w->rec;
 	if (catalog_part_maker_build(w->maker, w->i, &w->r, &w->rec) ||
 	    catalog_part_maker_cancelled(w->maker) ||
 	    packer_record_sign(w->repo, &w->rec, w->rid) ||
-	    catalog_part_maker_cancelled(w->maker))
+	    catalog_part_maker_cancelled(w->maker) ||
+	    packer_record_compress(w->z, &w->rec, &w->zbuf, &w->pr))
 		return (-1);
-	if ((len = w->rec.len) > UINT32_MAX) {
-		log_error("snapshot record part is too large (%zu bytes)", len);
-		return (-1);
-	}
-	if (buf_reserve(&w->zbuf, compressor_bound(len)))
-		return (-1);
-	zl = compressor_compress(w->z, w->rec.data, len, w->zbuf.data,
-	    w->zbuf.cap);
-	if (zl == (size_t)-1)
-		return (-1);
-	w->plain_len = (uint32_t)len;
-	if (zl > 0) {
-		buf_release(&w->rec);
-		w->zbuf.len = zl;
-		w->data = &w->zbuf;
-		w->flags = PACK_FLAG_ZSTD;
-	} else
-		buf_release(&w->zbuf);
 	return (0);
 }
 
@@ -242,7 +219,6 @@ int
 parts_take(struct parts *w, struct packer *p)
 {
 	struct catalog_record_part *at;
-	struct pack_writer *pw;
 	int rc = -1;
 
 	if (w == NULL)
@@ -256,16 +232,14 @@ parts_take(struct parts *w, struct packer *p)
 		return (0);
 	}
 	if (array_grow(&w->where, &w->capwhere, w->ndone, sizeof(*w->where),
-	    16) || (pw = packer_writer(p)) == NULL)
+	    16))
 		return (-1);
 	at = &w->where[w->ndone];
 	memset(at, 0, sizeof(*at));
 	memcpy(at->rid, w->rid, sizeof(at->rid));
-	if (pack_writer_add(pw, PACK_REC_SNAPSHOT, w->flags, w->rid,
-	    w->data->data, w->data->len, w->plain_len, NULL) == 0) {
-		memcpy(at->pack, pack_writer_name(pw), PACK_NAME_LEN + 1);
-		p->bytes_stored += (int64_t)(w->data->len +
-		    PACK_RECORD_HEADER_BYTES + CCRYPTO_TAG_BYTES);
+	if (packer_add_record(p, PACK_REC_SNAPSHOT, w->rid, &w->pr,
+	    NULL) == 0) {
+		memcpy(at->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
 		w->ndone++;
 		rc = 0;
 		tuning_raise_at("backup-early-part");
