@@ -1054,12 +1054,6 @@ first_cap(const struct spool_export *se, const struct cat_spool_read *rd)
 	return (se->tmpl.len + want);
 }
 
-/*
- * A part but the head, whole, into rec (room bytes, then its image,
- * built in place).  Its rows are read into rd (from the spool, or from
- * r of a part maker's file), and stay there for the next part.  A part
- * whose image outgrows its room is built again in twice as much.
- */
 /* SQLite's progress handler of a part maker's image: non-zero (set by
  * another thread) interrupts the build. */
 static int
@@ -1068,6 +1062,12 @@ part_cancelled(void *arg)
 	return (__atomic_load_n((const int *)arg, __ATOMIC_RELAXED));
 }
 
+/*
+ * A part but the head, whole, into rec (room bytes, then its image,
+ * built in place).  Its rows are read into rd (from the spool, or from
+ * r of a part maker's file), and stay there for the next part.  A part
+ * whose image outgrows its room is built again in twice as much.
+ */
 static int
 build_spool_part(const struct spool_export *se, size_t part,
     const struct catalog_spool_range *r, struct cat_spool_read *rd,

@@ -277,14 +277,22 @@ cat_spool_read_release(struct cat_spool_read *rd)
 	memset(rd, 0, sizeof(*rd));
 }
 
+/* Part i's bytes in the file: the last one's end where the file ends. */
+static void
+part_range(const struct catalog_spool *sp, size_t i,
+    struct catalog_spool_range *r)
+{
+	r->lo = i == 0 ? 0 : sp->ends[i - 1];
+	r->hi = i < sp->nends ? sp->ends[i] : sp->off;
+}
+
 int
 catalog_spool_closed(const struct catalog_spool *sp, size_t i,
     struct catalog_spool_range *r)
 {
 	if (!catalog_spool_usable(sp) || i >= sp->nends)
 		return (0);
-	r->lo = i == 0 ? 0 : sp->ends[i - 1];
-	r->hi = sp->ends[i];
+	part_range(sp, i, r);
 	return (1);
 }
 
@@ -306,8 +314,7 @@ cat_spool_part(const struct catalog_spool *sp, size_t i,
 		log_error("internal error: a bad part of spooled rows");
 		return (-1);
 	}
-	r.lo = i == 0 ? 0 : sp->ends[i - 1];
-	r.hi = i < sp->nends ? sp->ends[i] : sp->off;
+	part_range(sp, i, &r);
 	return (cat_spool_read_range(sp->fd, &r, rd));
 }
 
