@@ -12,7 +12,7 @@
  * that uses it.
  */
 enum tuning_parts_early {
-	TUNING_PARTS_EARLY_IDLE = 0,	/* on a thread, with spare time */
+	TUNING_PARTS_EARLY_ON = 0,	/* on a thread, as the walk goes */
 	TUNING_PARTS_EARLY_OFF = 1,	/* 0: all at the end */
 	TUNING_PARTS_EARLY_WAIT = 2	/* wait: each as soon as closed, the
 					 * run waiting for it (tests) */
