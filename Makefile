@@ -67,6 +67,11 @@ $(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# A keyless attacker's rewrap intent (libsodium alone).
+$(BUILD)/tests/forge-intent: tests/tools/forge-intent.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ALL_LIBS)
+
 # A test helper that tries a key file's every secret on every pack.
 $(BUILD)/tests/wo-probe: tests/tools/wo-probe.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)

@@ -1100,6 +1100,30 @@ out:
 	return (rc);
 }
 
+/*
+ * Whether pack name's header is old, new, or torn between them (each byte
+ * one of the two): an intent names the header its pack has.  0 yes (or
+ * the pack is gone: pruned since), -1 no or unreadable (reported when
+ * unreadable).
+ */
+static int
+header_is_either(struct repo *r, const char *name, const char *path,
+    const uint8_t *old, const uint8_t *new)
+{
+	uint8_t cur[PACK_HEADER_BYTES];
+	size_t j;
+	int fd, rc;
+
+	if ((fd = repo_pack_open_rw(r, name)) == -1)
+		return (errno == ENOENT ? 0 : -1);
+	rc = fsutil_pread_all(fd, cur, sizeof(cur), 0, path);
+	close(fd);
+	for (j = 0; rc == 0 && j < sizeof(cur); j++)
+		if (cur[j] != old[j] && cur[j] != new[j])
+			rc = -1;
+	return (rc);
+}
+
 int
 pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 {
@@ -1125,10 +1149,17 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 		goto out;
 	}
 	if ((v = calloc(count, sizeof(*v))) == NULL ||
-	    (key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL) {
+	    (key = ccrypto_secret_new(2 * CCRYPTO_KEY_BYTES)) == NULL) {
 		log_error("out of memory");
 		goto out;
 	}
+	/*
+	 * Every entry is checked before any header is written: whoever can
+	 * write the repository can write an intent, and a new header that
+	 * seals another key (one of theirs) to the published epoch key would
+	 * make the pack unreadable.  A header is finished only when both the
+	 * old and the new one open, to the same pack key.
+	 */
 	for (i = 0; i < count; i++) {
 		ent = data + INTENT_HEAD + i * INTENT_ENTRY;
 		old = ent + 16;
@@ -1137,17 +1168,32 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 		free(path);
 		if ((path = repo_pack_path(r, name)) == NULL)
 			goto out;
-		/* What the intent says must be a header of this pack that
-		 * opens: it is written only then. */
 		if (header_check(r, old, name, path, &oepoch) ||
 		    header_check(r, new, name, path, &epoch) ||
 		    ccrypto_pack_key_unseal_epoch(k, epoch, new + SEALED_OFF,
-		    key) != 0) {
+		    key) != 0 || ccrypto_pack_key_unseal_epoch(k, oepoch,
+		    old + SEALED_OFF, key + CCRYPTO_KEY_BYTES) != 0) {
 			log_error("repository '%s': '%s' names a header of "
 			    "pack '%s' that does not open: left alone",
 			    repo_path(r), REPO_INTENT, name);
 			goto out;
 		}
+		if (memcmp(key, key + CCRYPTO_KEY_BYTES, CCRYPTO_KEY_BYTES) ||
+		    header_is_either(r, name, path, old, new)) {
+			log_error("repository '%s': '%s' would give pack '%s' "
+			    "another pack key than its own (forged?): left "
+			    "alone, no pack changed; remove '%s' once checked",
+			    repo_path(r), REPO_INTENT, name, REPO_INTENT);
+			goto out;
+		}
+	}
+	for (i = 0; i < count; i++) {
+		ent = data + INTENT_HEAD + i * INTENT_ENTRY;
+		new = ent + 16 + PACK_HEADER_BYTES;
+		hex_encode(name, ent, 16);
+		free(path);
+		if ((path = repo_pack_path(r, name)) == NULL)
+			goto out;
 		if ((fd = repo_pack_open_rw(r, name)) == -1) {
 			if (errno == ENOENT)
 				continue;	/* pruned since */
