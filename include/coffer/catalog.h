@@ -14,7 +14,7 @@
  * Derived data: it can be rebuilt from the packs' snapshot records.
  * All functions report their own errors and return 0 / -1 unless noted.
  */
-#define CATALOG_SCHEMA_VERSION 9
+#define CATALOG_SCHEMA_VERSION 10
 
 struct catalog;
 
@@ -767,6 +767,23 @@ int catalog_journal_import(struct catalog *c, const uint8_t *img,
  * when it is non-zero.  0 or -1 (reported).
  */
 #define CATALOG_KEY_NAME_MAX 64
+/*
+ * The highest coffer.conf generation this catalog has seen (0: none):
+ * catalog_generation_get; catalog_generation_raise sets it to gen if that
+ * is higher.  0 or -1 (reported).
+ */
+int catalog_generation_get(struct catalog *c, uint64_t *gen);
+int catalog_generation_raise(struct catalog *c, uint64_t gen);
+/*
+ * The key slot that last opened the repository on this host, kept beside
+ * the catalog at catpath (a passphrase tries it first: whoever can write
+ * the repository can plant slots that are costly to try).
+ * slot_hint_get: its name into out ("" when none or unreadable);
+ * slot_hint_set: remember name (a failure is reported, and is no more
+ * than a hint not kept).
+ */
+void catalog_slot_hint_get(const char *catpath, char *out, size_t size);
+void catalog_slot_hint_set(const char *catpath, const char *name);
 int catalog_key_use_add(struct catalog *c, const char *key, int64_t time_ns,
     const char *host);
 int catalog_key_use_last(struct catalog *c,

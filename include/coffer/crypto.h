@@ -54,6 +54,34 @@ struct ccrypto_keys *ccrypto_keys_from_writer(
     const uint8_t in[CCRYPTO_WRITER_BYTES]);
 
 /*
+ * The authority key: an Ed25519 pair that signs coffer.conf, which says
+ * whom pack keys are sealed to (the key epochs) and which keyring is
+ * current.  Full keys derive it from the keyring MAC key; a write-only
+ * key holds only its public half, so it can check coffer.conf but never
+ * make one.  wo_parts: a write-only key as slots of kind 2 and key files
+ * of version 2 store it, the write-only material | the authority's public
+ * key (CCRYPTO_WO_BYTES); keys_from_wo: back (NULL on error).
+ * keys_auth_known: whether k can check coffer.conf's signature (0 for a
+ * write-only key made from the material alone).
+ * conf_sign: sign "coffer-conf\0" | repo_id | body with a full key (0, or
+ * -1 reported); conf_verify: 0 when sig is the authority's,
+ * CCRYPTO_AUTH_UNKNOWN when k has no authority key to check with, -1
+ * otherwise (not reported).
+ */
+#define CCRYPTO_WO_BYTES (CCRYPTO_WRITER_BYTES + CCRYPTO_KEY_BYTES)
+#define CCRYPTO_AUTH_UNKNOWN (-2)
+void ccrypto_keys_wo_parts(const struct ccrypto_keys *k,
+    uint8_t out[CCRYPTO_WO_BYTES]);
+struct ccrypto_keys *ccrypto_keys_from_wo(const uint8_t in[CCRYPTO_WO_BYTES]);
+int ccrypto_keys_auth_known(const struct ccrypto_keys *k);
+int ccrypto_conf_sign(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, uint8_t sig[CCRYPTO_SIG_BYTES]);
+int ccrypto_conf_verify(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES]);
+
+/*
  * Full keys of a repository made or changed since key revocation (kind 3,
  * "holder" keys: slots of kind 3, key files of version 3, paper keys of
  * version 2) hold the write-only material and a recipient secret of their

@@ -55,13 +55,26 @@ const char *engine_key_name(const struct repo *r);
 int engine_key_use_add(struct repo *r, struct catalog *c);
 
 /*
+ * coffer.conf's generation against the highest this host's catalog has
+ * seen (access.c): a lower one is a coffer.conf put back from an older
+ * copy, which could make writers seal to an epoch a rotation left or a
+ * retirement removed.  Writing: -1 (reported); reading: a warning.  A
+ * higher one is remembered.  0 or -1.
+ */
+int engine_generation_check(struct repo *r, struct catalog *c, int writing);
+
+/*
  * Before writing (access.c): take the repository's and the catalog's
  * writer locks (waiting at most wait seconds each; < 0 for ever, 0 not at
  * all), remove what a crashed run left in tmp/, finish a key rewrap cut
- * short, mark a crashed run's snapshots failed, record which key writes
- * and write the journal rows the repository lacks.  0 or -1.
+ * short, mark a crashed run's snapshots failed and record which key
+ * writes.  0 or -1.  engine_journal_catch_up: once the catalog is up to
+ * date with the repository (and its generation checked), write the
+ * journal rows the repository lacks; a failure is a warning (the next
+ * run tries again).
  */
 int engine_prepare_write(struct repo *r, struct catalog *c, double wait);
+void engine_journal_catch_up(struct repo *r, struct catalog *c);
 
 /*
  * The catalog as a cache of the repository.  engine_sync reads the packs

@@ -22,6 +22,26 @@ int repo_unlock_with(struct repo *r, struct ccrypto_keys *k,
     const uint8_t id[CCRYPTO_REPO_ID_BYTES], const char *what);
 /* The name of the slot in keys/ that unlocked; NULL for a key file. */
 const char *repo_unlocked_slot(const struct repo *r);
+/*
+ * The slot a passphrase tries first, before the others in name order
+ * (the one that opened last on this host): each slot tried costs an
+ * Argon2id run whose parameters the repository chose.  Before
+ * repo_unlock; NULL or "" for none.
+ */
+void repo_slot_prefer(struct repo *r, const char *name);
+/*
+ * coffer.conf's generation (its keyring line's: it grows with every key
+ * change), authenticated by repo_unlock; 0 for a coffer.conf of an older
+ * format that names none.
+ */
+uint64_t repo_generation(const struct repo *r);
+/*
+ * Before repo_lock, for a rotation: a keyring holding an epoch that
+ * coffer.conf does not list (coffer.conf put back from an older copy, or
+ * a rotation cut short) does not stop the lock; the rotation numbers
+ * past that epoch and writes both anew.
+ */
+void repo_allow_unlisted(struct repo *r);
 
 /*
  * The key slots in keys/ (coffer key), in name order, read without a

@@ -18,6 +18,9 @@
 #define REPO_FORMAT_EPOCHS 2
 /* coffer.conf names its keyring's generation (keys with recipients). */
 #define REPO_FORMAT_KEYRING 3
+/* Format 3 signed by the authority key (full keys only): what coffer
+ * writes. */
+#define REPO_FORMAT_SIGNED 4
 /* Files at the top of a repository, beside coffer.conf. */
 #define REPO_KEYRING "keyring"
 #define REPO_INTENT "rewrap"

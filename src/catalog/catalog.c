@@ -349,6 +349,19 @@ static const char schema_v9[] =
 	");\n";
 
 /*
+ * Schema version 10: what this host has seen of the repository's shared
+ * state.  conf_generation: the highest keyring generation that coffer.conf
+ * named, authenticated, here or in a record: one lower later is a
+ * coffer.conf put back from an older copy (doc/design.md, "Threat
+ * model").
+ */
+static const char schema_v10[] =
+	"CREATE TABLE state (\n"
+	"	name TEXT PRIMARY KEY,\n"
+	"	value INTEGER NOT NULL\n"
+	") WITHOUT ROWID;\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -366,6 +379,7 @@ static const struct migration {
 	{ 7, schema_v7 },
 	{ 8, schema_v8 },
 	{ 9, schema_v9 },
+	{ 10, schema_v10 },
 };
 
 #define ENTRY_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"

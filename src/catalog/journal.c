@@ -119,7 +119,8 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 	sqlite3 *mem;
 	sqlite3_stmt *st;
 	int64_t nd, nf, ng, nb, nbp, nr, nra, nk, due = 0;
-	char fmt[64];
+	uint64_t gen;
+	char fmt[64], gensql[80];
 	int ret = -1, rc;
 
 	*n = 0;
@@ -149,8 +150,13 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 		return (-1);
 	snprintf(fmt, sizeof(fmt), "INSERT INTO meta VALUES ('format', %d)",
 	    JOURNAL_FORMAT);
+	if (catalog_generation_get(c, &gen))
+		goto out;
+	snprintf(gensql, sizeof(gensql), "INSERT INTO meta VALUES"
+	    " ('conf_generation', %llu)", (unsigned long long)gen);
 	if (cat_mem_exec(mem, journal_schema, 0) ||
 	    cat_mem_exec(mem, "BEGIN", 0) || cat_mem_exec(mem, fmt, 0) ||
+	    (gen > 0 && cat_mem_exec(mem, gensql, 0)) ||
 	    cat_copy_rows(c, mem, sign * upto->drill, "drill results",
 	    drills_sql,
 	    "INSERT INTO drill VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
@@ -273,6 +279,13 @@ static const struct {
 	int counts;		/* its changes are rows added */
 	const char *sql;
 } import_sql[] = {
+	/* The newest coffer.conf generation its writer had seen: a floor
+	 * for this host's (a catalog rebuilt, or new, learns that a
+	 * coffer.conf put back is older than the repository's). */
+	{ 1, 0, "INSERT INTO state(name, value) SELECT 'conf_generation',"
+	" value FROM " JOURNAL_SCHEMA ".meta WHERE key = 'conf_generation'"
+	" AND typeof(value) = 'integer' AND value > 0"
+	" ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)" },
 	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".drill WHERE typeof(dataset) = 'text'"
 	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING" },

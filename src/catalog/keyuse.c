@@ -2,11 +2,19 @@
  * Which key unlocked each run that wrote the repository, and when
  * (schema 9's key_use): what `key list` shows as a slot's last use.  The
  * rows go to the repository in journal records (journal.c), so that a
- * rebuilt catalog, or another host's, shows them too.
+ * rebuilt catalog, or another host's, shows them too.  And what this host
+ * remembers of the keys' shared state: the newest coffer.conf generation
+ * seen (schema 10's state), the slot that last opened.
  */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "catalog-int.h"
+#include "coffer/fsutil.h"
 #include "coffer/log.h"
 
 int
@@ -61,4 +69,102 @@ catalog_key_use_last(struct catalog *c,
 	}
 	sqlite3_finalize(st);
 	return (ret);
+}
+
+int
+catalog_generation_get(struct catalog *c, uint64_t *gen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*gen = 0;
+	if ((st = cat_prepare(c, "SELECT value FROM state WHERE name ="
+	    " 'conf_generation'", "read the catalog's state")) == NULL)
+		return (-1);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*gen = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_error("cannot read the catalog's state: %s",
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+int
+catalog_generation_raise(struct catalog *c, uint64_t gen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (gen == 0 || gen > INT64_MAX)
+		return (0);
+	if ((st = cat_prepare(c, "INSERT INTO state(name, value)"
+	    " VALUES ('conf_generation', ?1) ON CONFLICT(name) DO UPDATE"
+	    " SET value = max(value, excluded.value)",
+	    "write the catalog's state")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, (int64_t)gen);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot write the catalog's state: %s",
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+/* The hint's file: the catalog's path and ".slot". */
+static int
+hint_path(const char *catpath, char *out, size_t size)
+{
+	int n = snprintf(out, size, "%s.slot", catpath);
+
+	return (n < 0 || (size_t)n >= size ? -1 : 0);
+}
+
+void
+catalog_slot_hint_get(const char *catpath, char *out, size_t size)
+{
+	char path[PATH_MAX], buf[CATALOG_KEY_NAME_MAX + 2];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (size > 0)
+		out[0] = '\0';
+	if (catpath == NULL || size == 0 || hint_path(catpath, path,
+	    sizeof(path)))
+		return;
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) == -1)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (n = read(fd, buf, sizeof(buf) - 1)) > 0) {
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (strspn(buf, "0123456789abcdef") == strlen(buf) &&
+		    strlen(buf) < size)
+			memcpy(out, buf, strlen(buf) + 1);
+	}
+	close(fd);
+}
+
+void
+catalog_slot_hint_set(const char *catpath, const char *name)
+{
+	char path[PATH_MAX], now[CATALOG_KEY_NAME_MAX + 1], line[80];
+	int n;
+
+	if (catpath == NULL || name == NULL || *name == '\0' ||
+	    hint_path(catpath, path, sizeof(path)))
+		return;
+	catalog_slot_hint_get(catpath, now, sizeof(now));
+	if (strcmp(now, name) == 0)
+		return;
+	n = snprintf(line, sizeof(line), "%s\n", name);
+	if (n > 0 && (size_t)n < sizeof(line))
+		(void)fsutil_write_file(path, line, (size_t)n, 0600, 0);
 }

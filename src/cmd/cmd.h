@@ -201,7 +201,9 @@ int cmd_usage_error(const char *name);
 
 enum {
 	OPEN_KEYS = 1,		/* unlock the keys */
-	OPEN_WRITE = 2		/* writer: locks, crash recovery */
+	OPEN_WRITE = 2,		/* writer: locks, crash recovery */
+	OPEN_ROTATE = 4		/* a key rotation: it may mend a keyring
+				 * epoch that coffer.conf does not list */
 };
 
 /*

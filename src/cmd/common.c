@@ -15,6 +15,7 @@
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
+#include "coffer/repo-keys.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
 
@@ -265,10 +266,28 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 	 * signed records: a command that uses it unlocks the keys first.
 	 */
 	if ((flags & OPEN_KEYS) || cp) {
+		/* Where the catalog is, by the id coffer.conf claims (only a
+		 * hint is read from there before the key checks it). */
+		if (g->catalog)
+			catpath = strdup(g->catalog);
+		else
+			catpath = catalog_default_path(repo_id_hex(r));
+		if (catpath == NULL && cp) {
+			log_error("cannot find a place for the catalog (set "
+			    "--catalog or XDG_STATE_HOME)");
+			st = STATUS_REPO;
+			goto err;
+		}
 		if (g->key_file == NULL &&
 		    (st = cmd_passphrase(g, "passphrase: ", 0, &pass,
 		    &passlen)) != STATUS_OK)
 			goto err;
+		if (g->key_file == NULL) {
+			char hint[REPO_SLOT_NAME_MAX];
+
+			catalog_slot_hint_get(catpath, hint, sizeof(hint));
+			repo_slot_prefer(r, hint);
+		}
 		if (repo_unlock(r, g->key_file, pass, passlen)) {
 			st = STATUS_REPO;
 			goto err;
@@ -277,16 +296,6 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 		pass = NULL;
 	}
 	if (cp) {
-		if (g->catalog)
-			catpath = strdup(g->catalog);
-		else
-			catpath = catalog_default_path(repo_id_hex(r));
-		if (catpath == NULL) {
-			log_error("cannot find a place for the catalog (set "
-			    "--catalog or XDG_STATE_HOME)");
-			st = STATUS_REPO;
-			goto err;
-		}
 		if ((c = catalog_open_or_reset(catpath, aside,
 		    sizeof(aside))) == NULL) {
 			st = STATUS_REPO;
@@ -295,9 +304,12 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 		if (aside[0] != '\0')
 			log_warn("catalog '%s' was damaged: moved aside to '%s' "
 			    "and rebuilt from the repository", catpath, aside);
-		free(catpath);
-		catpath = NULL;
+		catalog_slot_hint_set(catpath, repo_unlocked_slot(r));
 	}
+	free(catpath);
+	catpath = NULL;
+	if (flags & OPEN_ROTATE)
+		repo_allow_unlisted(r);
 	if ((flags & OPEN_WRITE) && engine_prepare_write(r, c, g->wait)) {
 		st = STATUS_REPO;
 		goto err;
@@ -307,6 +319,15 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 		st = STATUS_REPO;
 		goto err;
 	}
+	/* Again with what the records taught a new catalog: a coffer.conf
+	 * older than the repository has seen stops a writer. */
+	if (c != NULL && engine_generation_check(r, c,
+	    (flags & OPEN_WRITE) != 0)) {
+		st = STATUS_REPO;
+		goto err;
+	}
+	if (flags & OPEN_WRITE)
+		engine_journal_catch_up(r, c);
 	if (c != NULL && rc > 0)
 		catalog_damage = 1;
 	*rp = r;

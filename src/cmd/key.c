@@ -817,7 +817,8 @@ cmd_key_rotate(int argc, char **argv, const struct global_opts *g)
 	}
 	if (optind != argc)
 		return (cmd_usage_error("key rotate"));
-	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE |
+	    (rewrap ? 0 : OPEN_ROTATE), &r, &c)) != STATUS_OK)
 		return (st);
 	if (!rewrap) {
 		if ((st = cmd_status(engine_key_rotate(r, &epoch))) ==

@@ -70,6 +70,15 @@ struct ccrypto_keys {
 	uint8_t box_pk[crypto_box_PUBLICKEYBYTES];
 	uint8_t sign_pk[crypto_sign_PUBLICKEYBYTES];
 	uint8_t sign_sk[crypto_sign_SECRETKEYBYTES];
+	/*
+	 * The authority pair: signs coffer.conf (whom packs are sealed to).
+	 * A full key derives it from ring_mac; a write-only key holds only
+	 * its public half (auth_known), or nothing if it was exported
+	 * before coffer.conf was signed.
+	 */
+	uint8_t auth_pk[crypto_sign_PUBLICKEYBYTES];
+	uint8_t auth_sk[crypto_sign_SECRETKEYBYTES];
+	int auth_known;
 	/* Key pair seeds pass through here, never through the stack. */
 	uint8_t seed[CCRYPTO_KEY_BYTES];
 	int write_only;
@@ -104,7 +113,9 @@ _Static_assert(CCRYPTO_KEY_BYTES ==
     "AEAD sizes");
 _Static_assert(CCRYPTO_SIG_BYTES == crypto_sign_BYTES, "signature size");
 _Static_assert(crypto_box_PUBLICKEYBYTES == CCRYPTO_KEY_BYTES &&
+    crypto_sign_PUBLICKEYBYTES == CCRYPTO_KEY_BYTES &&
     CCRYPTO_WRITER_BYTES == 5 * CCRYPTO_KEY_BYTES &&
+    CCRYPTO_WO_BYTES == 6 * CCRYPTO_KEY_BYTES &&
     CCRYPTO_HOLDER_BYTES == 7 * CCRYPTO_KEY_BYTES &&
     crypto_box_SECRETKEYBYTES == CCRYPTO_KEY_BYTES,
     "write-only material is five 32-byte parts, a holder's seven");
@@ -144,6 +155,28 @@ keys_alloc(void)
 	return (k);
 }
 
+/*
+ * The authority pair from ring_mac (every full key holds it, no write-only
+ * key does): its own KDF context, so it shares nothing with the subkeys
+ * above, and it needs no new secret in any key a full key is made of.
+ */
+#define AUTH_CONTEXT "cfauth01"
+static int
+auth_derive(struct ccrypto_keys *k)
+{
+	int rc = 0;
+
+	if (crypto_kdf_derive_from_key(k->seed, sizeof(k->seed), 1,
+	    AUTH_CONTEXT, k->ring_mac) ||
+	    crypto_sign_seed_keypair(k->auth_pk, k->auth_sk, k->seed)) {
+		log_error("cannot derive the authority key");
+		rc = -1;
+	}
+	sodium_memzero(k->seed, sizeof(k->seed));
+	k->auth_known = rc == 0;
+	return (rc);
+}
+
 static int
 keys_derive(struct ccrypto_keys *k)
 {
@@ -170,6 +203,8 @@ keys_derive(struct ccrypto_keys *k)
 		rc = -1;
 	}
 	sodium_memzero(k->seed, sizeof(k->seed));
+	if (rc == 0)
+		rc = auth_derive(k);
 	k->kind = CCRYPTO_KEY_MASTER;
 	k->box_held = 1;
 	return (rc);
@@ -263,6 +298,8 @@ ccrypto_keys_writer(const struct ccrypto_keys *k)
 	memcpy(w->box_pk, k->box_pk, sizeof(w->box_pk));
 	memcpy(w->sign_pk, k->sign_pk, sizeof(w->sign_pk));
 	memcpy(w->sign_sk, k->sign_sk, sizeof(w->sign_sk));
+	memcpy(w->auth_pk, k->auth_pk, sizeof(w->auth_pk));
+	w->auth_known = k->auth_known;
 	for (w->nepochs = 0; w->nepochs < k->nepochs; w->nepochs++) {
 		w->epochs[w->nepochs] = k->epochs[w->nepochs];
 		w->epochs[w->nepochs].flags &= ~(uint32_t)EPOCH_SK;
@@ -284,6 +321,10 @@ ccrypto_keys_holder_new(const struct ccrypto_keys *k)
 		return (NULL);
 	crypto_box_keypair(h->recip_pk, h->recip_sk);
 	memcpy(h->ring_mac, k->ring_mac, sizeof(h->ring_mac));
+	if (auth_derive(h)) {
+		sodium_free(h);
+		return (NULL);
+	}
 	h->write_only = 0;
 	h->kind = CCRYPTO_KEY_HOLDER;
 	h->legacy = 0;
@@ -311,6 +352,10 @@ ccrypto_keys_from_holder(const uint8_t in[CCRYPTO_HOLDER_BYTES])
 	memcpy(h->recip_sk, in + CCRYPTO_WRITER_BYTES + CCRYPTO_KEY_BYTES,
 	    CCRYPTO_KEY_BYTES);
 	crypto_scalarmult_base(h->recip_pk, h->recip_sk);
+	if (auth_derive(h)) {
+		sodium_free(h);
+		return (NULL);
+	}
 	h->write_only = 0;
 	h->kind = CCRYPTO_KEY_HOLDER;
 	h->legacy = 0;
@@ -350,6 +395,89 @@ ccrypto_keys_from_writer(const uint8_t in[CCRYPTO_WRITER_BYTES])
 	w->write_only = 1;
 	w->kind = CCRYPTO_KEY_WRITE_ONLY;
 	return (w);
+}
+
+void
+ccrypto_keys_wo_parts(const struct ccrypto_keys *k,
+    uint8_t out[CCRYPTO_WO_BYTES])
+{
+	ccrypto_keys_writer_parts(k, out);
+	memcpy(out + CCRYPTO_WRITER_BYTES, k->auth_pk, CCRYPTO_KEY_BYTES);
+}
+
+struct ccrypto_keys *
+ccrypto_keys_from_wo(const uint8_t in[CCRYPTO_WO_BYTES])
+{
+	struct ccrypto_keys *w;
+
+	if ((w = ccrypto_keys_from_writer(in)) == NULL)
+		return (NULL);
+	memcpy(w->auth_pk, in + CCRYPTO_WRITER_BYTES, CCRYPTO_KEY_BYTES);
+	w->auth_known = 1;
+	return (w);
+}
+
+int
+ccrypto_keys_auth_known(const struct ccrypto_keys *k)
+{
+	return (k->auth_known);
+}
+
+/* "coffer-conf\0" | repository id | body: what the authority signs. */
+static uint8_t *
+conf_message(const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, size_t *mlen)
+{
+	static const char ctx[] = "coffer-conf";
+	uint8_t *m;
+
+	*mlen = sizeof(ctx) + CCRYPTO_REPO_ID_BYTES + len;
+	if (len > SIZE_MAX / 2 || (m = malloc(*mlen)) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	memcpy(m, ctx, sizeof(ctx));
+	memcpy(m + sizeof(ctx), repo_id, CCRYPTO_REPO_ID_BYTES);
+	memcpy(m + sizeof(ctx) + CCRYPTO_REPO_ID_BYTES, body, len);
+	return (m);
+}
+
+int
+ccrypto_conf_sign(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, uint8_t sig[CCRYPTO_SIG_BYTES])
+{
+	uint8_t *m;
+	size_t mlen;
+
+	if (k->write_only || !k->auth_known) {
+		log_error("internal error: only a full key signs coffer.conf");
+		return (-1);
+	}
+	if ((m = conf_message(repo_id, body, len, &mlen)) == NULL)
+		return (-1);
+	crypto_sign_detached(sig, NULL, m, mlen, k->auth_sk);
+	free(m);
+	return (0);
+}
+
+int
+ccrypto_conf_verify(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES])
+{
+	uint8_t *m;
+	size_t mlen;
+	int rc;
+
+	if (!k->auth_known)
+		return (CCRYPTO_AUTH_UNKNOWN);
+	if ((m = conf_message(repo_id, body, len, &mlen)) == NULL)
+		return (-1);
+	rc = crypto_sign_verify_detached(sig, m, mlen, k->auth_pk) == 0 ? 0 :
+	    -1;
+	free(m);
+	return (rc);
 }
 
 const uint8_t *

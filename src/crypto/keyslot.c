@@ -47,7 +47,10 @@ enum {
 	SLOT_AD_BYTES = SLOT_HEADER_BYTES + CCRYPTO_REPO_ID_BYTES,
 	PAYLOAD_BYTES = 1 + CCRYPTO_KEY_BYTES,
 	SLOT_BYTES = SLOT_HEADER_BYTES + PAYLOAD_BYTES + CCRYPTO_TAG_BYTES,
-	WO_PAYLOAD_BYTES = 1 + CCRYPTO_WRITER_BYTES,
+	WO_PAYLOAD_BYTES = 1 + CCRYPTO_WO_BYTES,
+	/* A write-only slot made before coffer.conf was signed. */
+	WO_OLD_SLOT_BYTES = SLOT_HEADER_BYTES + 1 + CCRYPTO_WRITER_BYTES +
+	    CCRYPTO_TAG_BYTES,
 	HOLDER_PAYLOAD_BYTES = 1 + CCRYPTO_HOLDER_BYTES,
 };
 
@@ -236,7 +239,7 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 	else if (kind == SLOT_KIND_HOLDER)
 		ccrypto_keys_holder_parts(k, payload + 1);
 	else
-		ccrypto_keys_writer_parts(k, payload + 1);
+		ccrypto_keys_wo_parts(k, payload + 1);
 	if (buf_reserve(out, slen))
 		goto err2;
 	memcpy(out->data + out->len, ad, SLOT_HEADER_BYTES);
@@ -297,6 +300,13 @@ slot_check(const char *name, const uint8_t *slot, size_t len, int *why)
 	if (!kind_known(slot[OFF_KIND])) {
 		log_error("%s: unsupported kind %u", what,
 		    slot[OFF_KIND]);
+		goto damaged;
+	}
+	if (slot[OFF_KIND] == SLOT_KIND_WRITE_ONLY && len == WO_OLD_SLOT_BYTES) {
+		log_error("%s: a write-only slot from before coffer.conf was "
+		    "signed, which cannot check whom to seal to: refused "
+		    "(make a new one with 'coffer key add --write-only' and "
+		    "remove this one)", what);
 		goto damaged;
 	}
 	if (len != slot_bytes(slot[OFF_KIND])) {
@@ -391,7 +401,7 @@ ccrypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
 	    ccrypto_keys_from_master(payload + 1) :
 	    payload[0] == SLOT_KIND_HOLDER ?
 	    ccrypto_keys_from_holder(payload + 1) :
-	    ccrypto_keys_from_writer(payload + 1);
+	    ccrypto_keys_from_wo(payload + 1);
 	if (k == NULL)
 		goto err2;
 	ccrypto_secret_free(payload);
@@ -447,7 +457,7 @@ ccrypto_keyfile_encode(const struct ccrypto_keys *k,
 	const char *head = master != NULL ? KF_PREFIX KF_V1 : holder ?
 	    KF_PREFIX KF_V3 : KF_PREFIX KF_V2;
 	const size_t plen = holder ? CCRYPTO_HOLDER_BYTES :
-	    CCRYPTO_WRITER_BYTES;
+	    CCRYPTO_WO_BYTES;
 	uint8_t *parts = NULL;
 	char *line;
 	size_t n = strlen(head);
@@ -468,7 +478,7 @@ ccrypto_keyfile_encode(const struct ccrypto_keys *k,
 		if (holder)
 			ccrypto_keys_holder_parts(k, parts);
 		else
-			ccrypto_keys_writer_parts(k, parts);
+			ccrypto_keys_wo_parts(k, parts);
 		hex_encode(line + n, parts, plen);
 		n += 2 * plen;
 		ccrypto_secret_free(parts);
@@ -529,8 +539,15 @@ ccrypto_keyfile_decode(const uint8_t *data, size_t len,
 	v3 = len >= KF_OFF_VERSION + 2 &&
 	    memcmp(data + KF_OFF_VERSION, KF_V3, 2) == 0;
 	off = KF_OFF_VERSION + (wo ? sizeof(KF_V2) : sizeof(KF_V1)) - 1;
-	slen = wo ? CCRYPTO_WRITER_BYTES : v3 ? CCRYPTO_HOLDER_BYTES :
+	slen = wo ? CCRYPTO_WO_BYTES : v3 ? CCRYPTO_HOLDER_BYTES :
 	    CCRYPTO_KEY_BYTES;
+	if (wo && len == off + KF_REPO_HEX + 1 + 2 * CCRYPTO_WRITER_BYTES) {
+		log_error("a write-only key file from before coffer.conf was "
+		    "signed, which cannot check whom to seal to: refused "
+		    "(export a new one with 'coffer key export --write-only' "
+		    "and a full key)");
+		goto err0;
+	}
 	if (len != off + KF_REPO_HEX + 1 + 2 * slen ||
 	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) != 0 ||
 	    (!wo && !v3 && memcmp(data + KF_OFF_VERSION, KF_V1, 2) != 0) ||
@@ -550,7 +567,7 @@ ccrypto_keyfile_decode(const uint8_t *data, size_t len,
 		log_error("malformed key file");
 		goto err1;
 	}
-	k = wo ? ccrypto_keys_from_writer(secret) : v3 ?
+	k = wo ? ccrypto_keys_from_wo(secret) : v3 ?
 	    ccrypto_keys_from_holder(secret) : ccrypto_keys_from_master(secret);
 	if (k == NULL)
 		goto err1;

@@ -54,11 +54,42 @@ engine_key_use_add(struct repo *r, struct catalog *c)
 }
 
 int
+engine_generation_check(struct repo *r, struct catalog *c, int writing)
+{
+	uint64_t seen, gen = repo_generation(r);
+
+	if (catalog_generation_get(c, &seen))
+		return (-1);
+	/* Written only when it grows: readers do not wait on a writer's
+	 * catalog transaction for nothing. */
+	if (gen > seen)
+		return (catalog_generation_raise(c, gen));
+	if (gen == seen)
+		return (0);
+	if (writing) {
+		log_error("repository '%s': coffer.conf is older than this host "
+		    "has seen (keyring generation %llu, not %llu): put back "
+		    "from an earlier copy? nothing is written (put the newer "
+		    "coffer.conf and keyring back)", repo_path(r),
+		    (unsigned long long)gen, (unsigned long long)seen);
+		return (-1);
+	}
+	log_warn("repository '%s': coffer.conf is older than this host has "
+	    "seen (keyring generation %llu, not %llu): put back from an "
+	    "earlier copy?", repo_path(r), (unsigned long long)gen,
+	    (unsigned long long)seen);
+	return (0);
+}
+
+int
 engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 {
 	int n = 0;
 
 	if (repo_lock(r, wait) || catalog_lock(c, wait))
+		return (-1);
+	/* Before anything is sealed: never to what a rollback brought back. */
+	if (engine_generation_check(r, c, 1))
 		return (-1);
 	if (repo_clean_tmp(r))
 		return (-1);
@@ -74,10 +105,15 @@ engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 	/* Which key writes, for `key list`: journaled with the rest. */
 	if (engine_key_use_add(r, c))
 		return (-1);
+	return (0);
+}
+
+void
+engine_journal_catch_up(struct repo *r, struct catalog *c)
+{
 	/* Failed runs, drills and key uses the repository does not know
 	 * yet. */
 	if (engine_journal_flush(r, c))
 		log_warn("the journal (drill results, failed runs) could not "
 		    "be written to the repository; the next run tries again");
-	return (0);
 }

@@ -62,9 +62,18 @@ struct repo {
 	uint64_t keyring_gen;		/* its keyring's (format 3); 0 */
 	uint8_t keyring_mac[CCRYPTO_MAC_BYTES];	/* of that line */
 	int keyring_bad;		/* there, and did not open */
+	/* Format 4: the authority's signature of the bytes before its line. */
+	uint8_t auth_sig[CCRYPTO_SIG_BYTES];
+	size_t auth_body_len;
+	int conf_signed;
 	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
+	char prefer[NAME_MAX + 1];	/* the slot to try first; "" */
+	int allow_unlisted;		/* a rotation may mend the keyring's
+					 * epoch that coffer.conf lacks */
 	int lock_fd;
 };
+
+static int write_keyring(struct repo *r);
 
 /* What is at name in dirfd, for a message ("a symbolic link"). */
 static const char *
@@ -181,7 +190,7 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
 	    "format %d\n"
 	    "id %s\n"
 	    "chunker fastcdc %u %u %u\n",
-	    keyring_gen > 0 ? REPO_FORMAT_KEYRING : nepochs > 0 ?
+	    keyring_gen > 0 ? REPO_FORMAT_SIGNED : nepochs > 0 ?
 	    REPO_FORMAT_EPOCHS : REPO_FORMAT_VERSION, idhex,
 	    c->min, c->avg, c->max))
 		return (-1);
@@ -204,6 +213,36 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
 			return (-1);
 	}
 	return (0);
+}
+
+/*
+ * The whole of coffer.conf: conf_body, then (with a keyring: format 4)
+ * the authority's signature of it, which only a full key can make, then
+ * the mac line.  0 or -1 (reported).
+ */
+static int
+conf_text(struct buf *b, const struct ccrypto_keys *k, const uint8_t *id,
+    const struct chunker_params *c, const struct repo_epoch *ep,
+    size_t nepochs, int64_t retired1, uint64_t keyring_gen,
+    const uint8_t *keyring_mac)
+{
+	uint8_t sig[CCRYPTO_SIG_BYTES], mac[CCRYPTO_MAC_BYTES];
+	char sighex[2 * CCRYPTO_SIG_BYTES + 1];
+	char machex[2 * CCRYPTO_MAC_BYTES + 1];
+
+	if (conf_body(b, id, c, ep, nepochs, retired1, keyring_gen,
+	    keyring_mac))
+		return (-1);
+	if (keyring_gen > 0) {
+		if (ccrypto_conf_sign(k, id, b->data, b->len, sig))
+			return (-1);
+		hex_encode(sighex, sig, sizeof(sig));
+		if (buf_printf(b, "auth %s\n", sighex))
+			return (-1);
+	}
+	ccrypto_meta_mac(k, b->data, b->len, mac);
+	hex_encode(machex, mac, sizeof(mac));
+	return (buf_printf(b, "mac %s\n", machex));
 }
 
 /*
@@ -327,9 +366,8 @@ int
 repo_init(const char *path, const struct repo_init_opts *o)
 {
 	struct chunker_params cp;
-	uint8_t id[CCRYPTO_REPO_ID_BYTES], mac[CCRYPTO_MAC_BYTES];
-	uint8_t kmac[CCRYPTO_MAC_BYTES];
-	char machex[2 * CCRYPTO_MAC_BYTES + 1], kidhex[17], rel[32];
+	uint8_t id[CCRYPTO_REPO_ID_BYTES], kmac[CCRYPTO_MAC_BYTES];
+	char kidhex[17], rel[32];
 	struct ccrypto_keys *k = NULL, *h = NULL;
 	struct buf conf = BUF_INIT, slot = BUF_INIT, ring = BUF_INIT;
 	int created = 0, wrote_keyfile = 0, dfd = -1, kfd = -1;
@@ -390,11 +428,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	}
 	if (h != NULL && ccrypto_keyring_line_mac(k, id, 1, kmac))
 		goto err;
-	if (conf_body(&conf, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0, kmac))
-		goto err;
-	ccrypto_meta_mac(k, conf.data, conf.len, mac);
-	hex_encode(machex, mac, sizeof(mac));
-	if (buf_printf(&conf, "mac %s\n", machex))
+	if (conf_text(&conf, k, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0, kmac))
 		goto err;
 	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf", conf.data,
 	    conf.len, 0644, 0))
@@ -450,13 +484,15 @@ static int
 conf_parse(struct repo *r, unsigned char *text, size_t len)
 {
 	char *line, *next, *end = (char *)text + len;
-	char idhex[64], machex[130];
+	char idhex[64], machex[130], sighex[2 * CCRYPTO_SIG_BYTES + 2];
 	int format = -1, have_id = 0, have_chunker = 0, have_mac = 0;
+	int have_auth = 0;
 	unsigned min, avg, max;
 
 	r->nepochs = 0;
 	r->retired1_ns = 0;
 	r->keyring_gen = 0;
+	r->conf_signed = 0;
 	if (memchr(text, '\0', len) != NULL)
 		goto bad;
 	for (line = (char *)text; line < end; line = next) {
@@ -465,13 +501,26 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		*next++ = '\0';
 		if (have_mac)
 			goto bad;	/* nothing may follow the mac */
+		/* The signature covers every byte before it: only the mac
+		 * may follow. */
+		if (have_auth && strncmp(line, "mac ", 4) != 0)
+			goto bad;
 		if (line[0] == '#' || line[0] == '\0')
 			continue;
 		if (sscanf(line, "format %d", &format) == 1) {
 			/* It comes first: a later format's other lines
 			 * are never met, and never called malformed. */
-			if (format > REPO_FORMAT_KEYRING)
+			if (format > REPO_FORMAT_SIGNED)
 				break;
+			continue;
+		}
+		if (strncmp(line, "auth ", 5) == 0) {
+			if (sscanf(line, "auth %129s", sighex) != 1 ||
+			    strlen(sighex) != 2 * CCRYPTO_SIG_BYTES ||
+			    hex_decode(r->auth_sig, CCRYPTO_SIG_BYTES, sighex))
+				goto bad;
+			r->auth_body_len = (size_t)(line - (char *)text);
+			have_auth = 1;
 			continue;
 		}
 		if (strncmp(line, "keyring ", 8) == 0) {
@@ -528,20 +577,22 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 		}
 		goto bad;
 	}
-	if (format < REPO_FORMAT_VERSION || format > REPO_FORMAT_KEYRING) {
-		if (format > REPO_FORMAT_KEYRING)
+	if (format < REPO_FORMAT_VERSION || format > REPO_FORMAT_SIGNED) {
+		if (format > REPO_FORMAT_SIGNED)
 			log_error("repository '%s' has format %d; this coffer "
 			    "reads formats %d to %d (upgrade coffer)", r->path,
-			    format, REPO_FORMAT_VERSION, REPO_FORMAT_KEYRING);
+			    format, REPO_FORMAT_VERSION, REPO_FORMAT_SIGNED);
 		else
 			log_error("repository '%s': bad format in coffer.conf",
 			    r->path);
 		return (-1);
 	}
-	/* Format 3 names its keyring's generation, and only it does (and
-	 * may say epoch 1 is retired, once a later one is listed); format 2
-	 * has epoch lines, format 1 none. */
-	if ((format == REPO_FORMAT_KEYRING) != (r->keyring_gen != 0) ||
+	/* Formats 3 and 4 name their keyring's generation, and only they
+	 * do (and may say epoch 1 is retired, once a later one is listed);
+	 * format 4 is signed, and only it is; format 2 has epoch lines,
+	 * format 1 none. */
+	if ((format >= REPO_FORMAT_KEYRING) != (r->keyring_gen != 0) ||
+	    (format == REPO_FORMAT_SIGNED) != have_auth ||
 	    (format == REPO_FORMAT_EPOCHS && r->nepochs == 0) ||
 	    (format == REPO_FORMAT_VERSION && r->nepochs > 0) ||
 	    (r->retired1_ns != 0 && r->nepochs == 0))
@@ -550,6 +601,7 @@ conf_parse(struct repo *r, unsigned char *text, size_t len)
 	    chunker_params_check(&r->chunker))
 		goto bad;
 	hex_encode(r->id_hex, r->id, CCRYPTO_REPO_ID_BYTES);
+	r->conf_signed = have_auth;
 	return (0);
 bad:
 	log_error("repository '%s': coffer.conf is malformed", r->path);
@@ -730,9 +782,18 @@ bad:
 	return (0);
 }
 
+/*
+ * coffer.conf's MAC (any key of the repository), then its signature: what
+ * it says of the key epochs and the keyring is taken only from a full
+ * key's hand.  A write-only key can make the MAC, so without the
+ * signature it could list an epoch of its own and read what is sealed to
+ * it; it can never make the signature.
+ */
 static int
 verify_conf(struct repo *r)
 {
+	int rc;
+
 	if (ccrypto_meta_mac_verify(r->keys, r->conf, r->conf_body_len,
 	    r->mac)) {
 		log_error("repository '%s': coffer.conf failed authentication "
@@ -740,7 +801,89 @@ verify_conf(struct repo *r)
 		    r->path);
 		return (-1);
 	}
+	if (r->conf_signed) {
+		rc = ccrypto_conf_verify(r->keys, r->id, r->conf,
+		    r->auth_body_len, r->auth_sig);
+		if (rc == CCRYPTO_AUTH_UNKNOWN) {
+			log_error("repository '%s': this write-only key "
+			    "cannot check coffer.conf's signature (it was "
+			    "exported before coffer.conf was signed): export "
+			    "a new one with a full key (coffer key export "
+			    "--write-only)", r->path);
+			return (-1);
+		}
+		if (rc) {
+			log_error("repository '%s': coffer.conf's signature "
+			    "does not check: it was not written by a full key "
+			    "(altered by a write-only key, or by someone "
+			    "without a key): refused", r->path);
+			return (-1);
+		}
+	} else if (ccrypto_keys_write_only(r->keys)) {
+		log_error("repository '%s': coffer.conf is not signed (made "
+		    "by an older coffer), so this write-only key cannot tell "
+		    "whom to seal to: refused until a full key writes "
+		    "(any backup with a full key signs it)", r->path);
+		return (-1);
+	}
 	return (load_epochs(r));
+}
+
+/*
+ * What a writer checks under the lock, after reading coffer.conf anew: a
+ * full key writes only with its keyring open (it decides whom to seal
+ * to and what the next keyring holds), seals only to an epoch whose
+ * secret the keyring holds, and signs an unsigned coffer.conf (one from
+ * an older coffer) before anything else is written.  0 or -1 (reported).
+ */
+static int
+writer_ready(struct repo *r)
+{
+	uint32_t newest;
+
+	if (r->keys == NULL || ccrypto_keys_write_only(r->keys))
+		return (0);
+	if (r->keyring_bad) {
+		log_error("repository '%s': its keyring did not open (see "
+		    "above): nothing is written with this key until it "
+		    "does (restore the keyring from a copy, or import from "
+		    "a bundle)", r->path);
+		return (-1);
+	}
+	/* load_epochs sealed to the newest held; the newest listed is
+	 * the one to seal to. */
+	newest = r->nepochs > 0 ? r->epochs[r->nepochs - 1].epoch : 1;
+	if (ccrypto_keys_seal_epoch(r->keys) != newest ||
+	    !ccrypto_keys_has_epoch(r->keys, newest)) {
+		log_error("repository '%s': coffer.conf lists key epoch %u, "
+		    "whose secret the keyring does not hold: nothing is "
+		    "written to it (coffer.conf altered, or the keyring put back "
+		    "from an older copy?)", r->path, (unsigned)newest);
+		return (-1);
+	}
+	/*
+	 * A keyring with an epoch past coffer.conf's newest: coffer.conf
+	 * put back from before a rotation (which would seal to an epoch the
+	 * rotation meant to leave), or a rotation cut short between its two
+	 * writes.  Only a rotation goes on from there (past that epoch).
+	 */
+	if (ccrypto_keys_max_epoch(r->keys) > newest && !r->allow_unlisted) {
+		log_error("repository '%s': the keyring holds key epoch %u, "
+		    "which coffer.conf does not list: coffer.conf was put "
+		    "back from an older copy, or a key rotation was cut "
+		    "short; nothing is written until the newer coffer.conf "
+		    "is put back or a full key rotates (coffer key rotate)",
+		    r->path, (unsigned)ccrypto_keys_max_epoch(r->keys));
+		return (-1);
+	}
+	if (!r->conf_signed) {
+		if (write_keyring(r) || load_epochs(r))
+			return (-1);
+		log_info("repository '%s': coffer.conf signed by this full "
+		    "key (keyring generation %llu)", r->path,
+		    (unsigned long long)r->keyring_gen);
+	}
+	return (0);
 }
 
 /*
@@ -934,6 +1077,15 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 
 	if (slot_names(r, &names, &n))
 		return (-1);
+	/* The preferred slot first (it is in the list: never a path). */
+	for (i = 1; i < n && r->prefer[0] != '\0'; i++)
+		if (strcmp(names[i], r->prefer) == 0) {
+			char *t = names[i];
+
+			memmove(names + 1, names, i * sizeof(*names));
+			names[0] = t;
+			break;
+		}
 	for (i = 0; i < n && r->keys == NULL; i++) {
 		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
 		if (read_in(r, r->dirs[DIR_KEYS], names[i], rel, SLOT_MAX,
@@ -962,6 +1114,24 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 	else
 		log_error("wrong passphrase for repository '%s'", r->path);
 	return (-1);
+}
+
+void
+repo_allow_unlisted(struct repo *r)
+{
+	r->allow_unlisted = 1;
+}
+
+void
+repo_slot_prefer(struct repo *r, const char *name)
+{
+	snprintf(r->prefer, sizeof(r->prefer), "%s", name != NULL ? name : "");
+}
+
+uint64_t
+repo_generation(const struct repo *r)
+{
+	return (r->keyring_gen);
 }
 
 int
@@ -1156,7 +1326,7 @@ lock_writer(struct repo *r, int how, double timeout)
 	 * changes the keyring starts from it as it is now: another writer
 	 * may have changed either since repo_open.
 	 */
-	if (reload_conf(r)) {
+	if (reload_conf(r) || writer_ready(r)) {
 		r->lock_fd = -1;
 		goto err;
 	}
@@ -1692,7 +1862,6 @@ err:
 	return (-1);
 }
 
-static int write_keyring(struct repo *r);
 
 /*
  * A new full key over r's material with a recipient of its own, named
@@ -2052,23 +2221,32 @@ write_keyring(struct repo *r)
 static int
 write_conf(struct repo *r)
 {
-	uint8_t mac[CCRYPTO_MAC_BYTES];
-	char machex[2 * CCRYPTO_MAC_BYTES + 1];
 	struct buf b = BUF_INIT;
 	unsigned char *copy;
+	size_t i;
 	int rc = -1;
 
+	/*
+	 * What the authority signs is what writers seal to: never an epoch
+	 * whose secret the keyring does not hold (listed by a write-only
+	 * key in an unsigned coffer.conf, or lost), unless it is retired.
+	 */
+	for (i = 0; i < r->nepochs; i++)
+		if (r->epochs[i].retired_ns == 0 &&
+		    !ccrypto_keys_has_epoch(r->keys, r->epochs[i].epoch)) {
+			log_error("repository '%s': coffer.conf lists key epoch "
+			    "%u, whose secret the keyring does not hold: not "
+			    "signed (was it added by a write-only key?)",
+			    r->path, (unsigned)r->epochs[i].epoch);
+			goto out;
+		}
 	/* The keyring line is a full key's to write (write-only keys can
 	 * make coffer.conf's own MAC). */
 	if (r->keyring_gen > 0 && ccrypto_keyring_line_mac(r->keys, r->id,
 	    r->keyring_gen, r->keyring_mac))
 		goto out;
-	if (conf_body(&b, r->id, &r->chunker, r->epochs, r->nepochs,
+	if (conf_text(&b, r->keys, r->id, &r->chunker, r->epochs, r->nepochs,
 	    r->retired1_ns, r->keyring_gen, r->keyring_mac))
-		goto out;
-	ccrypto_meta_mac(r->keys, b.data, b.len, mac);
-	hex_encode(machex, mac, sizeof(mac));
-	if (buf_printf(&b, "mac %s\n", machex))
 		goto out;
 	if (b.len > CONF_MAX) {
 		log_error("repository '%s': coffer.conf would exceed %d bytes",
@@ -2211,11 +2389,10 @@ repo_epoch_retire(struct repo *r, uint32_t epoch)
 		return (0);
 	if (e->retired_ns == 0)
 		e->retired_ns = now_realtime_ns();
-	if (ccrypto_keys_has_epoch(r->keys, epoch)) {
-		ccrypto_epoch_forget(r->keys, epoch);
-		return (write_keyring(r));
-	}
-	return (write_conf(r));
+	/* A new generation either way: the change is one a rollback of
+	 * coffer.conf must not undo unnoticed. */
+	ccrypto_epoch_forget(r->keys, epoch);
+	return (write_keyring(r));
 }
 
 int

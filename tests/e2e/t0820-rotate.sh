@@ -50,7 +50,7 @@ test_expect_success 'setup: snapshots in several packs, a bundle and keys from b
 	mkdir src && more 20 && snap ds src &&
 	coffer -r repo key export --write-only --to wo.key &&
 	mkdir old && coffer -r repo export --target old --to old --all &&
-	grep -x "format 3" repo/coffer.conf &&
+	grep -x "format 4" repo/coffer.conf &&
 	grep "^keyring 1 [0-9a-f]\{64\}$" repo/coffer.conf &&
 	test_path_is_file repo/keyring &&
 	coffer -r repo key list --json >l.json &&
@@ -63,7 +63,7 @@ test_expect_success 'setup: snapshots in several packs, a bundle and keys from b
 test_expect_success 'rotate: a new epoch in coffer.conf; new packs are sealed to it' '
 	packs1=$(epoch_packs 1) &&
 	coffer -r repo key rotate >msg && grep "key epoch 2" msg &&
-	grep -x "format 3" repo/coffer.conf && grep "^keyring 2 [0-9a-f]\{64\}$" repo/coffer.conf &&
+	grep -x "format 4" repo/coffer.conf && grep "^keyring 2 [0-9a-f]\{64\}$" repo/coffer.conf &&
 	grep "^epoch 2 [0-9a-f]\{64\} created [0-9]*\$" repo/coffer.conf &&
 	test_path_is_file repo/keyring &&
 	more 6 && snap ds src &&
@@ -177,7 +177,7 @@ test_expect_success 'the old epochs retire; their secrets leave the keyring; eve
 	coffer -r repo key list --json >l.json &&
 	json_check l.json "join(q( ), map { \$_->{retired} ? 1 : 0 }
 		@{\$j->{epochs}}) eq q(1 1 1 1 0)" &&
-	grep -x "format 3" repo/coffer.conf &&
+	grep -x "format 4" repo/coffer.conf &&
 	grep -c " retired [0-9]*\$" repo/coffer.conf >n && test "$(cat n)" = 4 &&
 	coffer -r repo verify --read-data && restores_all repo &&
 	coffer -r repo key retire 2 >msg && grep retired msg
@@ -209,14 +209,14 @@ test_expect_success 'bundles from before the rotation import on a bare machine w
 	(
 		export XDG_STATE_HOME=$TMP/bare0-state &&
 		coffer -r bare0 import --init - <old/old-0001.cfb &&
-		grep -x "format 3" bare0/coffer.conf &&
+		grep -x "format 4" bare0/coffer.conf &&
 		test_path_is_file bare0/keyring &&
 		coffer -r bare0 verify --read-data && restores_known bare0
 	) &&
 	(
 		export XDG_STATE_HOME=$TMP/bare1-state &&
 		coffer -r bare1 import --init old &&
-		grep -x "format 3" bare1/coffer.conf &&
+		grep -x "format 4" bare1/coffer.conf &&
 		test_path_is_file bare1/keyring &&
 		coffer -r bare1 snapshots >snaps && test_line_count = 3 snaps &&
 		coffer -r bare1 verify --read-data && restores_known bare1
@@ -232,12 +232,12 @@ test_expect_success 'bundles from before the rotation import on a bare machine w
 
 test_expect_success 'what this coffer cannot read it refuses: a newer coffer.conf format, a newer pack header' '
 	cp -a repo newer &&
-	sed -i "s/^format 3\$/format 4/" newer/coffer.conf &&
+	sed -i "s/^format 4\$/format 5/" newer/coffer.conf &&
 	test_must_fail coffer -r newer snapshots 2>err &&
-	grep "has format 4.*upgrade coffer" err &&
-	sed -i "s/^format 4\$/format 4\nsomething new/" newer/coffer.conf &&
+	grep "has format 5.*upgrade coffer" err &&
+	sed -i "s/^format 5\$/format 5\nsomething new/" newer/coffer.conf &&
 	test_must_fail coffer -r newer snapshots 2>err &&
-	grep "has format 4.*upgrade coffer" err &&
+	grep "has format 5.*upgrade coffer" err &&
 	cp -a repo newer2 && p=$(find newer2/packs -type f | head -1) &&
 	printf "\003" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
 	test_must_fail coffer -r newer2 verify --read-data 2>err &&
@@ -251,7 +251,7 @@ test_expect_success 'hostile repository: a damaged or linked keyring, a malforme
 	grep "sealed to key epoch 5, which this key does not hold" err &&
 	cp h1/keyring damaged.keyring &&
 	test_must_fail coffer -r h1 key rotate 2>err &&
-	grep "keyring did not open.*not rewritten" err &&
+	grep "keyring did not open" err &&
 	cmp h1/keyring damaged.keyring &&
 	cp -a repo h2 && mv h2/keyring kr.outside && ln -s ../kr.outside h2/keyring &&
 	test_must_fail coffer -r h2 verify --read-data 2>err &&

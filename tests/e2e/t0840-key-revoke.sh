@@ -76,7 +76,7 @@ test_expect_success 'a keyring put back from before a removal is not used, nor w
 	test_must_fail coffer -r repo --key-file kg restore "$(ls expect | head -1)" r2 \
 		2>err && grep "older than coffer.conf says" err &&
 	test_must_fail coffer -r repo --passphrase-file p1 key rotate 2>err &&
-	grep "not rewritten" err && cmp repo/keyring keyring.before &&
+	grep "keyring did not open" err && cmp repo/keyring keyring.before &&
 	cp keyring.after repo/keyring &&
 	test_expect_code 3 coffer -r repo --key-file kg snapshots &&
 	restores repo --passphrase-file p1
@@ -116,23 +116,61 @@ pack_epochs() {
 	done | sort -u
 }
 
-test_expect_success FORGE 'a write-only key that rewrites coffer.conf: full keys never seal to an epoch they hold no secret of, nor take a keyring line it wrote' '
-	coffer -r repo --passphrase-file p1 key export --write-only --to wo.key &&
-	cp repo/coffer.conf conf.saved &&
+# forge_conf HOW: coffer.conf as a write-only key holder can make it from
+# conf.saved (its MAC is theirs to make, its signature is not), listing
+# an epoch 2 whose secret is theirs (the public key of their write-only
+# key stands for it).  HOW: "keep" leaves the signature line where it was
+# (it no longer checks), "strip" drops it and says format 3 (an unsigned
+# coffer.conf, as older coffers wrote).
+forge_conf() {
 	pk=$(cut -d" " -f5 wo.key | cut -c193-256) && test ${#pk} = 64 &&
-	sed "/^mac /d" conf.saved | { cat; echo "epoch 2 $pk created 1"; } |
-		"$FORGE" conf repo wo.key &&
-	more 2 &&
-	coffer -r repo --passphrase-file p1 backup ds src 2>err &&
-	cat err && grep "lists key epoch 2, whose secret the keyring does not hold" err &&
+	case $1 in
+	keep)	sed "/^mac /d; /^auth /d" conf.saved &&
+		echo "epoch 2 $pk created 1" && grep "^auth " conf.saved ;;
+	strip)	sed "/^mac /d; /^auth /d; s/^format 4\$/format 3/" conf.saved &&
+		echo "epoch 2 $pk created 1" ;;
+	esac | "$FORGE" conf repo wo.key
+}
+
+# npacks: how many packs the repository has.
+npacks() { find repo/packs -type f | wc -l; }
+
+test_expect_success FORGE 'a write-only key that rewrites coffer.conf: no key seals to its epoch, with the keyring whole or damaged' '
+	coffer -r repo --passphrase-file p1 key export --write-only --to wo.key &&
+	cp repo/coffer.conf conf.saved && cp repo/keyring keyring.saved &&
+	grep "^auth [0-9a-f]\{128\}$" conf.saved &&
+	more 2 && n0=$(npacks) &&
+	for how in keep strip; do
+		forge_conf $how &&
+		for key in "--passphrase-file p1" "--key-file wo.key"; do
+			test_expect_code 3 coffer -r repo $key backup ds src \
+				2>err || return 1
+			cat err
+		done &&
+		flip_byte repo/keyring 40 &&
+		test_expect_code 3 coffer -r repo --passphrase-file p1 backup \
+			ds src 2>err && cat err &&
+		cp keyring.saved repo/keyring || return 1
+	done &&
+	test "$(npacks)" = "$n0" &&
 	pack_epochs >e && cat e && ! grep "^2 2\$" e &&
+	forge_conf keep &&
+	test_expect_code 3 coffer -r repo --key-file wo.key backup ds src 2>err &&
+	grep "signature does not check" err &&
+	forge_conf strip &&
+	test_expect_code 3 coffer -r repo --key-file wo.key backup ds src 2>err &&
+	grep "coffer.conf is not signed" err &&
+	test_expect_code 3 coffer -r repo --passphrase-file p1 backup ds src \
+		2>err && grep "lists key epoch 2, whose secret the keyring does not hold" err &&
 	cp conf.saved repo/coffer.conf &&
-	sed "/^mac /d; s/^keyring [0-9]* /keyring 1 /" conf.saved |
-		"$FORGE" conf repo wo.key &&
+	sed "/^mac /d; /^auth /d; s/^format 4\$/format 3/; s/^keyring [0-9]* /keyring 1 /" \
+		conf.saved | "$FORGE" conf repo wo.key &&
 	test_must_fail coffer -r repo --passphrase-file p1 key rotate 2>err &&
 	grep "keyring line failed authentication" err &&
+	test "$(npacks)" = "$n0" &&
 	cp conf.saved repo/coffer.conf &&
 	snap repo --passphrase-file p1 &&
+	snap repo --key-file wo.key &&
 	restores repo --passphrase-file p1
 '
 
@@ -151,7 +189,7 @@ test_expect_success 'rotate twice, rewrap, retire both old epochs: every snapsho
 	coffer -r repo --passphrase-file p1 key rotate --rewrap &&
 	coffer -r repo --passphrase-file p1 key retire 1 &&
 	coffer -r repo --passphrase-file p1 key retire 2 &&
-	grep -x "format 3" repo/coffer.conf &&
+	grep -x "format 4" repo/coffer.conf &&
 	grep -x "epoch 1 retired [0-9]*" repo/coffer.conf &&
 	coffer -r repo key list --json >l.json &&
 	json_check l.json "join(q( ), map { \$_->{retired} ? 1 : 0 }
@@ -168,10 +206,11 @@ test_expect_success 'a repository from before revocation: the master secret keep
 	grep "^coffer-key 1 " old.key && test_path_is_missing old/keyring &&
 	grep -x "format 1" old/coffer.conf &&
 	rm -rf expect && snap old --key-file old.key &&
+	grep -x "format 4" old/coffer.conf && grep "^keyring 1 [0-9a-f]\{64\}$" old/coffer.conf &&
+	test_path_is_file old/keyring &&
 	coffer -r old --key-file old.key key add --kdf-memory 8 \
 		--new-passphrase-file p1 >out && grep "added key slot" out &&
-	test_path_is_file old/keyring &&
-	grep -x "format 3" old/coffer.conf && grep "^keyring 1 [0-9a-f]\{64\}$" old/coffer.conf &&
+	grep "^keyring 2 [0-9a-f]\{64\}$" old/coffer.conf &&
 	keyring_ids old "master secret" >m && test_line_count = 1 m &&
 	coffer -r old --key-file old.key key rotate &&
 	more 2 && snap old --key-file old.key &&

@@ -940,7 +940,7 @@ test_write_only(struct ccrypto_keys *a)
 	    "a write-only key opens no pack key");
 
 	ok(ccrypto_slot_wrap(w, repo_a, "wo", 2, TEST_MEMLIMIT, &s) == 0 &&
-	    s.len == 239, "write-only slot: 239 bytes");
+	    s.len == 271, "write-only slot: 271 bytes");
 	ok(ccrypto_slot_info(NULL, s.data, s.len, &info) == 0 &&
 	    info.kind == CCRYPTO_SLOT_WRITE_ONLY, "slot info: write-only");
 	k = ccrypto_slot_unwrap(s.data, s.len, repo_a, "wo", 2, &why);
