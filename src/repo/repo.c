@@ -1862,7 +1862,6 @@ err:
 	return (-1);
 }
 
-
 /*
  * A new full key over r's material with a recipient of its own, named
  * name in the keyring, which is written (under the lock) before the key
