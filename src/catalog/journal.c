@@ -554,19 +554,24 @@ out:
 	return (ret);
 }
 
+#define AT(t) "strftime('%Y-%m-%dT%H:%M:%SZ', " t " / 1000000000," \
+	" 'unixepoch')"
+
 /* What the repository held (in_repo) that no record of the cover holds. */
 static const struct {
 	const char *kind;
 	const char *sql;
 } lost_sql[] = {
 	{ "drill", "SELECT dr.time_ns, 'of snapshot ' || substr(dr.sid, 1, 12)"
-	    " || ' of ''' || d.name || '''' FROM drill dr"
+	    " || ' of ''' || d.name || ''' at ' || " AT("dr.time_ns")
+	    " FROM drill dr"
 	    " JOIN dataset d ON d.id = dr.dataset_id WHERE dr.in_repo"
 	    " AND NOT EXISTS (SELECT 1 FROM temp.jc_drill j"
 	    " WHERE j.time_ns = dr.time_ns AND j.sid = dr.sid)"
 	    " ORDER BY dr.time_ns" },
 	{ "run", "SELECT time_ns, rid || coalesce(' of ''' || policy || '''',"
-	    " '') FROM run WHERE in_repo AND rid NOT IN"
+	    " '') || ' at ' || " AT("time_ns") " FROM run WHERE in_repo AND"
+	    " rid NOT IN"
 	    " (SELECT rid FROM temp.jc_run) ORDER BY time_ns" },
 	{ "failed snapshot", "SELECT s.started_ns, substr(s.sid, 1, 12) ||"
 	    " ' of ''' || d.name || '''' FROM snapshot s"
@@ -581,7 +586,8 @@ static const struct {
 	    " seq FROM bundle b WHERE in_repo AND NOT EXISTS (SELECT 1 FROM"
 	    " temp.jc_bundle j WHERE j.direction = b.direction AND"
 	    " j.target = b.target AND j.seq = b.seq) ORDER BY created_ns" },
-	{ "key use", "SELECT time_ns, key FROM key_use k WHERE in_repo AND"
+	{ "key use", "SELECT time_ns, key || ' at ' || " AT("time_ns")
+	    " FROM key_use k WHERE in_repo AND"
 	    " NOT EXISTS (SELECT 1 FROM temp.jc_key_use j WHERE j.key = k.key"
 	    " AND j.time_ns = k.time_ns) ORDER BY time_ns" },
 };

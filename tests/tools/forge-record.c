@@ -21,8 +21,8 @@
  * it names to DIR/part-IDX.db, for sqlite3 to look into (a part must hold
  * every content it names, with all of that content's chunks).
  *
- * forge-record index REPO KEYFILE PACK: print "OFFSET TYPE STORED_LEN" of
- * each record in PACK's index (to find a record to damage).
+ * forge-record index REPO KEYFILE PACK: print "OFFSET TYPE STORED_LEN ID"
+ * of each record in PACK's index (to find a record to damage).
  *
  * forge-record conf REPO KEYFILE: coffer.conf of REPO, from standard input
  * (without its mac line), authenticated with KEYFILE's meta key and
@@ -285,7 +285,7 @@ dump_parts(int argc, char **argv)
 	return (0);
 }
 
-/* index REPO KEYFILE PACK: "OFFSET TYPE STORED_LEN" of each record. */
+/* index REPO KEYFILE PACK: "OFFSET TYPE STORED_LEN ID" of each record. */
 static int
 list_index(int argc, char **argv)
 {
@@ -304,11 +304,15 @@ list_index(int argc, char **argv)
 		return (1);
 	if ((pr = pack_reader_open(r, argv[4])) != NULL &&
 	    pack_reader_index(pr, &ents, &n) == 0) {
-		for (i = 0; i < n; i++)
-			printf("%llu %u %u\n",
+		for (i = 0; i < n; i++) {
+			char hex[2 * CCRYPTO_ID_BYTES + 1];
+
+			hex_encode(hex, ents[i].id, CCRYPTO_ID_BYTES);
+			printf("%llu %u %u %s\n",
 			    (unsigned long long)ents[i].offset,
 			    (unsigned)ents[i].type,
-			    (unsigned)ents[i].stored_len);
+			    (unsigned)ents[i].stored_len, hex);
+		}
 		rc = 0;
 	}
 	free(ents);
