@@ -367,6 +367,9 @@ struct verify_result {
 					 * records; with read, damaged data
 					 * records no snapshot needs */
 	size_t nbad_meta;
+	size_t meta_errors;		/* of them, snapshot and journal
+					 * records: the data ones cost
+					 * nothing, and are a warning */
 };
 
 /*

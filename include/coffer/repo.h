@@ -303,6 +303,9 @@ int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 int pack_cached(const struct repo *r, const char *name, uint64_t off,
     uint64_t len);
 
+/* With quiet, a damaged record is reported as a warning, not an error
+ * (verify's reading of records nothing needs). */
+void pack_reader_set_quiet(struct pack_reader *p, int quiet);
 /* The pack's hash (struct pack_info), computed when it was opened. */
 const uint8_t *pack_reader_hash(const struct pack_reader *p);
 uint64_t pack_reader_size(const struct pack_reader *p);

@@ -79,7 +79,7 @@ print_json(const struct verify_result *res, struct jw *j)
 	jw_str(jw_key(j, "resume_after"),
 	    res->complete ? NULL : res->last_pack);
 	jw_uint(jw_key(j, "errors"), res->ndamage + res->nbad_records +
-	    res->nbad_packs + res->nbad_meta);
+	    res->nbad_packs + res->meta_errors);
 	jw_uint(jw_key(j, "damaged_chunks"), res->ndamage);
 	jw_int(jw_key(j, "damaged_packs"), res->damaged_packs);
 	jw_int(jw_key(j, "broken_snapshots"), res->broken_snapshots);
@@ -153,6 +153,8 @@ print_text(const struct verify_result *res)
 {
 	const struct verify_meta *m;
 	char sz[32], what[160], tail[256];
+	size_t stale = res->nbad_meta - res->meta_errors;
+	int n;
 	size_t i;
 
 	/* What breaks, by snapshot: the chunks themselves were named on
@@ -179,7 +181,7 @@ print_text(const struct verify_result *res)
 		m = &res->bad_meta[i];
 		if (m->type == PACK_REC_DATA)
 			printf("pack %s: data record at offset %llu is "
-			    "damaged (%s)\n", m->pack,
+			    "damaged; %s\n", m->pack,
 			    (unsigned long long)m->offset,
 			    m->loses ? m->loses : "");
 		else
@@ -202,10 +204,10 @@ print_text(const struct verify_result *res)
 		    res->chunks == 1 ? "" : "s");
 	}
 	if (res->ndamage == 0 && res->nbad_records == 0 &&
-	    res->nbad_packs == 0 && res->nbad_meta == 0) {
-		snprintf(tail, sizeof(tail), "no errors");
+	    res->nbad_packs == 0 && res->meta_errors == 0) {
+		n = snprintf(tail, sizeof(tail), "no errors");
 	} else {
-		int n = snprintf(tail, sizeof(tail), "%zu damaged or missing "
+		n = snprintf(tail, sizeof(tail), "%zu damaged or missing "
 		    "chunk%s in %lld pack%s break%s %lld snapshot%s",
 		    res->ndamage, res->ndamage == 1 ? "" : "s",
 		    (long long)res->damaged_packs,
@@ -218,15 +220,19 @@ print_text(const struct verify_result *res)
 			n += snprintf(tail + n, sizeof(tail) - (size_t)n,
 			    "; %zu bad snapshot record%s", res->nbad_records,
 			    res->nbad_records == 1 ? "" : "s");
-		if (res->nbad_meta && n > 0 && (size_t)n < sizeof(tail))
+		if (res->meta_errors && n > 0 && (size_t)n < sizeof(tail))
 			n += snprintf(tail + n, sizeof(tail) - (size_t)n,
-			    "; %zu damaged record%s", res->nbad_meta,
-			    res->nbad_meta == 1 ? "" : "s");
+			    "; %zu damaged record%s", res->meta_errors,
+			    res->meta_errors == 1 ? "" : "s");
 		if (res->nbad_packs && n > 0 && (size_t)n < sizeof(tail))
 			snprintf(tail + n, sizeof(tail) - (size_t)n,
 			    "; %zu refused pack%s", res->nbad_packs,
 			    res->nbad_packs == 1 ? "" : "s");
 	}
+	n = (int)strlen(tail);
+	if (stale && (size_t)n < sizeof(tail))
+		snprintf(tail + n, sizeof(tail) - (size_t)n, "; %zu damaged "
+		    "record%s no snapshot needs", stale, stale == 1 ? "" : "s");
 	if (res->resumed)
 		printf("resumed the %s pass after %lld packs checked before "
 		    "(%lld errors found then)\n", res->mode,

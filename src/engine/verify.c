@@ -256,6 +256,8 @@ add_meta(struct verify *v, const char *pack, const struct pack_entry *e,
 	}
 	res->bad_meta = m;
 	m = &res->bad_meta[res->nbad_meta];
+	if (e->type != PACK_REC_DATA)
+		res->meta_errors++;
 	memset(m, 0, sizeof(*m));
 	snprintf(m->pack, sizeof(m->pack), "%s", pack);
 	m->offset = e->offset;
@@ -595,9 +597,12 @@ extra_job(void *arg, size_t i, int worker)
 	struct vworker *w = &v->workers[worker];
 
 	v->rcs[i] = -1;
-	if (w->pr == NULL && (w->pr = pack_reader_open(v->repo, v->pack)) ==
-	    NULL)
-		return;
+	if (w->pr == NULL) {
+		if ((w->pr = pack_reader_open(v->repo, v->pack)) == NULL)
+			return;
+		/* Damage nothing needs costs nothing: a warning. */
+		pack_reader_set_quiet(w->pr, 1);
+	}
 	if (pack_reader_get(w->pr, &v->extra[i], w->z, &w->data) == 0)
 		v->rcs[i] = 0;
 }
@@ -1101,7 +1106,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 		vs.chunks += res->chunks;
 		vs.bytes += res->bytes_read;
 		vs.errors += (int64_t)(res->ndamage + res->nbad_records +
-		    res->nbad_packs + res->nbad_meta);
+		    res->nbad_packs + res->meta_errors);
 		if (catalog_verify_state_put(c, res->mode, &vs))
 			goto out;
 	}
@@ -1115,7 +1120,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	if (catalog_chunks_mark_damaged(c, v.bad_rows, res->ndamage))
 		goto out;
 	status = res->ndamage || res->nbad_records || res->nbad_packs ||
-	    res->nbad_meta ? ENGINE_DAMAGED : ENGINE_OK;
+	    res->meta_errors ? ENGINE_DAMAGED : ENGINE_OK;
 	if (!res->complete && signals_caught()) {
 		log_error("verify interrupted by %s after pack %.12s: the next "
 		    "run resumes there", signals_name(signals_caught()),
@@ -1170,7 +1175,7 @@ engine_verify_result_release(struct verify_result *res)
 	free(res->bad_packs);
 	res->bad_meta = NULL;
 	res->bad_packs = NULL;
-	res->nbad_meta = res->nbad_packs = 0;
+	res->nbad_meta = res->nbad_packs = res->meta_errors = 0;
 	free(res->damage);
 	free(res->broken);
 	free(res->bad_records);

@@ -79,8 +79,13 @@ struct pack_reader {
 	uint8_t hash[32];		/* of header and index trailer */
 	int have_hash;
 	uint8_t mac[PACK_MAC_BYTES];	/* checked when opened */
+	int quiet;			/* a bad record is a warning */
 	uint32_t index_len;		/* L, as the MAC covers it */
 };
+
+/* A damaged record: an error, or a warning once the caller said so. */
+#define rec_error(p, ...) \
+	((p)->quiet ? log_warn(__VA_ARGS__) : log_error(__VA_ARGS__))
 
 static void
 record_ad(uint8_t *ad, const struct repo *r, const uint8_t *id, uint8_t type,
@@ -819,7 +824,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 
 	if (e->stored_len > PACK_RECORD_MAX || e->plain_len > PACK_RECORD_MAX ||
 	    record_too_large(p, e)) {
-		log_error("pack '%s': record at offset %llu is too large",
+		rec_error(p, "pack '%s': record at offset %llu is too large",
 		    p->path, (unsigned long long)e->offset);
 		return (-1);
 	}
@@ -827,7 +832,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	need = PACK_RECORD_HEADER_BYTES + (uint64_t)ctlen;
 	if (e->offset < PACK_HEADER_BYTES || e->offset > p->size ||
 	    need > p->size - e->offset) {
-		log_error("pack '%s': record at offset %llu lies beyond the "
+		rec_error(p, "pack '%s': record at offset %llu lies beyond the "
 		    "end of the pack (truncated?)", p->path,
 		    (unsigned long long)e->offset);
 		return (-1);
@@ -841,7 +846,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	if (rh[0] != e->type || rh[1] != e->flags ||
 	    get_u32(rh + 2) != e->plain_len ||
 	    get_u32(rh + 6) != e->stored_len) {
-		log_error("pack '%s': record at offset %llu: header does not "
+		rec_error(p, "pack '%s': record at offset %llu: header does not "
 		    "match the index", p->path, (unsigned long long)e->offset);
 		goto out;
 	}
@@ -865,14 +870,14 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 			goto out;
 		if (compressor_decompress(z, payload, e->stored_len, out,
 		    e->plain_len)) {
-			log_error("pack '%s': record at offset %llu does not "
+			rec_error(p, "pack '%s': record at offset %llu does not "
 			    "decompress", p->path,
 			    (unsigned long long)e->offset);
 			goto out;
 		}
 	} else {
 		if (e->plain_len != e->stored_len) {
-			log_error("pack '%s': record at offset %llu has "
+			rec_error(p, "pack '%s': record at offset %llu has "
 			    "inconsistent lengths", p->path,
 			    (unsigned long long)e->offset);
 			goto out;
@@ -884,14 +889,16 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	if (how == READ_PLAIN) {
 		ccrypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
 		if (memcmp(id, e->id, CCRYPTO_ID_BYTES) != 0) {
-			pack_report_mismatch(p->path, e->offset);
+			rec_error(p, "pack '%s': record at offset %llu: content "
+			    "does not match its id", p->path,
+			    (unsigned long long)e->offset);
 			goto out;
 		}
 	}
 	rc = 0;
 	goto out;
 auth:
-	log_error("pack '%s': record at offset %llu failed authentication "
+	rec_error(p, "pack '%s': record at offset %llu failed authentication "
 	    "(damaged or tampered with)", p->path,
 	    (unsigned long long)e->offset);
 out:
@@ -920,7 +927,7 @@ pack_reader_get_stored(struct pack_reader *p, const struct pack_entry *e,
 {
 	buf_reset(out);
 	if (e->stored_len > PACK_RECORD_MAX) {
-		log_error("pack '%s': record at offset %llu is too large",
+		rec_error(p, "pack '%s': record at offset %llu is too large",
 		    p->path, (unsigned long long)e->offset);
 		return (-1);
 	}
@@ -970,13 +977,15 @@ stream_check(struct pack_reader *p, const struct pack_entry *e,
 	ccrypto_hash_init(repo_keys(p->repo), &h);
 	if (compressor_decompress_stream(z, st.data, st.len, e->plain_len,
 	    hash_sink, &h)) {
-		log_error("pack '%s': record at offset %llu does not "
+		rec_error(p, "pack '%s': record at offset %llu does not "
 		    "decompress", p->path, (unsigned long long)e->offset);
 		goto out;
 	}
 	ccrypto_hash_final(&h, id);
 	if (memcmp(id, e->id, CCRYPTO_ID_BYTES) != 0) {
-		pack_report_mismatch(p->path, e->offset);
+		rec_error(p, "pack '%s': record at offset %llu: content does "
+		    "not match its id", p->path,
+		    (unsigned long long)e->offset);
 		goto out;
 	}
 	rc = 0;
@@ -992,7 +1001,7 @@ pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
 {
 	buf_reset(out);
 	if (e->plain_len > PACK_RECORD_MAX || record_too_large(p, e)) {
-		log_error("pack '%s': record at offset %llu is too large",
+		rec_error(p, "pack '%s': record at offset %llu is too large",
 		    p->path, (unsigned long long)e->offset);
 		return (-1);
 	}
@@ -1115,6 +1124,12 @@ err:
 	buf_release(&ct);
 	buf_release(&pt);
 	return (-1);
+}
+
+void
+pack_reader_set_quiet(struct pack_reader *p, int quiet)
+{
+	p->quiet = quiet;
 }
 
 const uint8_t *
