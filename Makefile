@@ -77,6 +77,11 @@ $(BUILD)/tests/wo-probe: tests/tools/wo-probe.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# A test helper that forges packs with no key: libsodium and libzstd only.
+$(BUILD)/tests/forge-pack: tests/tools/forge-pack.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ALL_LIBS)
+
 # Each libFuzzer target with a main() that runs files through it
 # (tests/fuzz/replay.c), by the ordinary compiler: make check replays
 # tests/fuzz/corpus/<target>/ through them (t0900).

@@ -757,6 +757,35 @@ int catalog_journal_import(struct catalog *c, const uint8_t *img,
     size_t len, const char *pack, size_t *added);
 
 /*
+ * What a catalog rebuild would lose to damaged journal records (verify):
+ * catalog_journal_cover notes the rows of each journal record that reads
+ * (temporary tables of this connection; a format this coffer does not
+ * import notes nothing); catalog_journal_lost then calls fn for each row
+ * the repository held (in_repo) that no noted record holds: its kind
+ * ("drill", "run", "failed snapshot", "forgotten snapshot", "bundle",
+ * "key use"), its time and what names it, and forgets the notes.  fn's
+ * non-zero return stops it and is returned.  0 or -1 (reported).
+ */
+typedef int catalog_lost_fn(void *arg, const char *kind, int64_t time_ns,
+    const char *name);
+int catalog_journal_cover(struct catalog *c, const uint8_t *img,
+    size_t len);
+int catalog_journal_lost(struct catalog *c, catalog_lost_fn *fn, void *arg);
+/*
+ * The complete snapshots a rebuild would lose with snapshot sid's record
+ * (sid itself when complete, and every snapshot whose chain goes through
+ * it): fn(arg, sid, dataset) for each, sid first.  snapshot_of_part: the
+ * snapshot (sid, 33 bytes) whose record part rid (32 bytes) is, 1; 0 if
+ * no part has that id; -1 (reported).
+ */
+typedef int catalog_snapshot_fn(void *arg, const char *sid,
+    const char *dataset);
+int catalog_snapshot_lost(struct catalog *c, const char *sid,
+    catalog_snapshot_fn *fn, void *arg);
+int catalog_snapshot_of_part(struct catalog *c, const uint8_t *rid,
+    char *sid);
+
+/*
  * Key use (keyuse.c): which key unlocked a run that wrote the repository.
  * key names it: a slot by its name, a key file by "key-file:full" or
  * "key-file:write-only" (all key files of a kind are the same bytes, so

@@ -100,6 +100,14 @@ size_t compressor_compress(struct compressor *z, const void *src, size_t n,
  */
 int compressor_decompress(struct compressor *z, const void *src, size_t n,
     void *dst, size_t expect);
+/*
+ * The same, handing the output to sink in pieces of at most 128 KiB
+ * instead of keeping it: memory does not grow with expect.  Stops with -1
+ * as soon as more than expect bytes come out or sink returns non-zero.
+ */
+int compressor_decompress_stream(struct compressor *z, const void *src,
+    size_t n, size_t expect, int (*sink)(void *arg, const void *p,
+    size_t len), void *arg);
 
 /*
  * A file's content cut into chunks exactly as backup cuts it: blocks come

@@ -174,6 +174,9 @@ void ccrypto_hash_update(struct ccrypto_hash_state *s, const void *p,
     size_t n);
 void ccrypto_hash_final(struct ccrypto_hash_state *s, uint8_t out[32]);
 
+/* 1 if the n bytes at a and b are equal, compared in constant time (MACs). */
+int ccrypto_equal(const void *a, const void *b, size_t n);
+
 /* Unkeyed BLAKE2b-256, for naming files by content (pack hashes). */
 void ccrypto_plain_hash(const void *data, size_t len, uint8_t out[32]);
 /*

@@ -340,6 +340,16 @@ struct verify_record {			/* a snapshot whose record is bad */
 	const char *problem;
 };
 
+struct verify_pack {			/* in packs/, refused: forged or damaged */
+	char pack[33];
+};
+struct verify_meta {			/* a damaged record, by what it holds */
+	char pack[33];
+	uint64_t offset;
+	int type;			/* enum pack_record_type */
+	char *loses;			/* what a catalog rebuild would lose */
+};
+
 struct verify_result {
 	char mode[32];			/* "structure", "read-data=3/7", ... */
 	int complete;			/* the pass reached its end */
@@ -363,15 +373,30 @@ struct verify_result {
 	int64_t broken_snapshots;
 	struct verify_record *bad_records;
 	size_t nbad_records;
+	struct verify_pack *bad_packs;	/* packs the catalog lacks that do
+					 * not open */
+	size_t nbad_packs;
+	struct verify_meta *bad_meta;	/* damaged snapshot and journal
+					 * records; with read, damaged data
+					 * records no snapshot needs */
+	size_t nbad_meta;
+	size_t meta_errors;		/* of them, snapshot and journal
+					 * records: the data ones cost
+					 * nothing, and are a warning */
 };
 
 /*
  * Check that every chunk a complete snapshot needs is in a pack that
  * exists, whose header opens and whose index decrypts and lists the chunk
- * where the catalog says, and that each complete snapshot's signed record
- * is in its pack and its signature holds.  Each pack is read once, in
- * name order.  With o->read, also read and verify (AEAD and keyed hash)
- * the needed chunks of all or some packs, each pack in offset order.
+ * where the catalog says, that each complete snapshot's signed record
+ * is in its pack and its signature holds, and that every snapshot and
+ * journal record of every pack reads (a damaged one is named with what a
+ * catalog rebuild would lose: the snapshots, drills, runs it holds).
+ * Each pack is read once, in name order.  A pass that starts also names
+ * each pack in packs/ that the catalog lacks because it does not open
+ * (forged or damaged).  With o->read, also read and verify (AEAD and
+ * keyed hash) every data record of all or some packs, the needed chunks
+ * and the others, each pack in offset order.
  * With o->max_seconds, stop after the pack during which the limit passes
  * and save where the pass got to; the next run of the same mode resumes
  * there, and a pass that completes forgets it.  Damaged and missing

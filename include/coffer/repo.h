@@ -147,12 +147,15 @@ int repo_pack_exists(const struct repo *r, const char *name);
 
 /*
  * Packs.  A pack is: header, records, encrypted index trailer (doc/format.md).
- *   header  = "CFPK" | u8 version | 3 zero bytes | repo id[16] |
+ *   header  = "CFPK" | u8 version (3) | u24 key epoch | repo id[16] |
  *             pack id[16] | sealed pack key[80]
  *   record  = u8 type | u8 flags | u32 plain len | u32 stored len |
  *             nonce[24] | ciphertext(stored len) + tag[16]
- *   trailer = nonce[24] | ciphertext(index) + tag | u32 length of
- *             (nonce..tag) | "CFPI"
+ *   trailer = nonce[24] | ciphertext(index) + tag | mac[32] | u32 length
+ *             of (nonce..tag) | "CFPI"
+ *   mac     = keyed BLAKE2b-256 (id key) of "CFPK" | repo id | pack id |
+ *             pack key | nonce..tag | u32 length: only a holder of the
+ *             id key makes a pack that opens
  *   index   = u32 count | count * (id[32] | u8 type | u8 flags |
  *             u64 offset | u32 plain len | u32 stored len)
  * Record AD = id | type | repo id | flags | plain len: a record cannot be
@@ -256,8 +259,9 @@ struct pack_reader;
 
 /*
  * Open a pack by name: check the header (magic, version, repository id,
- * pack id = name) and unseal its key.  NULL (reported) if missing or
- * damaged.
+ * pack id = name), unseal its key and check the pack's MAC over its
+ * trailer (read in pieces), before anything else in it is read.  NULL
+ * (reported) if missing, damaged or forged.
  */
 struct pack_reader *pack_reader_open(struct repo *r, const char *name);
 
@@ -288,7 +292,9 @@ void pack_report_mismatch(const char *pack, uint64_t offset);
 int pack_reader_get_stored(struct pack_reader *p, const struct pack_entry *e,
     struct buf *out);
 
-/* Read and decrypt the index trailer: malloc'd array in *ents. 0 / -1. */
+/* Read and decrypt the index trailer (its MAC checked again): malloc'd
+ * array in *ents, in offset order, records neither overlapping nor
+ * outside the pack (else refused as damaged).  0 / -1. */
 int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
     size_t *n);
 
@@ -300,7 +306,10 @@ int pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 int pack_cached(const struct repo *r, const char *name, uint64_t off,
     uint64_t len);
 
-/* The pack's hash (struct pack_info) once its index was read; else NULL. */
+/* With quiet, a damaged record is reported as a warning, not an error
+ * (verify's reading of records nothing needs). */
+void pack_reader_set_quiet(struct pack_reader *p, int quiet);
+/* The pack's hash (struct pack_info), computed when it was opened. */
 const uint8_t *pack_reader_hash(const struct pack_reader *p);
 uint64_t pack_reader_size(const struct pack_reader *p);
 const char *pack_reader_name(const struct pack_reader *p);

@@ -489,3 +489,152 @@ out:
 	(void)cat_exec(c, "DETACH " JOURNAL_SCHEMA, "close a journal record");
 	return (ret);
 }
+
+/*
+ * The cover: what the readable journal records hold, by the keys that
+ * import uses to tell a row known (doc/format.md, "Journal record"), in
+ * temporary tables of this connection.  A table a record's format lacks
+ * adds nothing.
+ */
+static const char cover_schema[] =
+	"CREATE TEMP TABLE IF NOT EXISTS jc_drill (time_ns, sid);\n"
+	"CREATE TEMP TABLE IF NOT EXISTS jc_failed (sid);\n"
+	"CREATE TEMP TABLE IF NOT EXISTS jc_forgotten (sid);\n"
+	"CREATE TEMP TABLE IF NOT EXISTS jc_bundle (direction, target, seq);\n"
+	"CREATE TEMP TABLE IF NOT EXISTS jc_run (rid);\n"
+	"CREATE TEMP TABLE IF NOT EXISTS jc_key_use (key, time_ns);\n";
+
+static const struct {
+	int format;			/* from this journal format on */
+	const char *sql;
+} cover_sql[] = {
+	{ 1, "INSERT INTO temp.jc_drill SELECT time_ns, sid FROM "
+	    JOURNAL_SCHEMA ".drill" },
+	{ 1, "INSERT INTO temp.jc_failed SELECT sid FROM "
+	    JOURNAL_SCHEMA ".failed" },
+	{ 2, "INSERT INTO temp.jc_forgotten SELECT sid FROM "
+	    JOURNAL_SCHEMA ".forgotten" },
+	{ 3, "INSERT INTO temp.jc_bundle SELECT direction, target, seq FROM "
+	    JOURNAL_SCHEMA ".bundle" },
+	{ 4, "INSERT INTO temp.jc_run SELECT rid FROM " JOURNAL_SCHEMA ".run" },
+	{ 5, "INSERT INTO temp.jc_key_use SELECT key, time_ns FROM "
+	    JOURNAL_SCHEMA ".key_use" },
+};
+
+int
+catalog_journal_cover(struct catalog *c, const uint8_t *img, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	unsigned char *copy;
+	char fmt[16] = "";
+	size_t i;
+	int format, ret = -1;
+
+	if (cat_exec(c, cover_schema, "note a journal record"))
+		return (-1);
+	if (len < 512 || catalog_journal_known(img, len) != 1)
+		return (0);	/* nothing this coffer would import */
+	if (cat_exec(c, "ATTACH ':memory:' AS " JOURNAL_SCHEMA,
+	    "read a journal record"))
+		return (-1);
+	if ((copy = sqlite3_malloc64(len)) == NULL) {
+		log_error("out of memory");
+		goto out;
+	}
+	memcpy(copy, img, len);
+	if (sqlite3_deserialize(c->db, JOURNAL_SCHEMA, copy,
+	    (sqlite3_int64)len, (sqlite3_int64)len,
+	    SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY) !=
+	    SQLITE_OK) {
+		ret = 0;
+		goto out;
+	}
+	if ((st = cat_prepare(c, "SELECT value FROM " JOURNAL_SCHEMA ".meta"
+	    " WHERE key = 'format'", "read a journal record")) == NULL)
+		goto out;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(fmt, sizeof(fmt), "%s",
+		    (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	format = atoi(fmt);
+	for (i = 0; i < sizeof(cover_sql) / sizeof(cover_sql[0]); i++)
+		if (cover_sql[i].format <= format &&
+		    cat_exec(c, cover_sql[i].sql, "read a journal record"))
+			goto out;
+	ret = 0;
+out:
+	(void)cat_exec(c, "DETACH " JOURNAL_SCHEMA, "close a journal record");
+	return (ret);
+}
+
+#define AT(t) "strftime('%Y-%m-%dT%H:%M:%SZ', " t " / 1000000000," \
+	" 'unixepoch')"
+
+/* What the repository held (in_repo) that no record of the cover holds. */
+static const struct {
+	const char *kind;
+	const char *sql;
+} lost_sql[] = {
+	{ "drill", "SELECT dr.time_ns, 'of snapshot ' || substr(dr.sid, 1, 12)"
+	    " || ' of ''' || d.name || ''' at ' || " AT("dr.time_ns")
+	    " FROM drill dr"
+	    " JOIN dataset d ON d.id = dr.dataset_id WHERE dr.in_repo"
+	    " AND NOT EXISTS (SELECT 1 FROM temp.jc_drill j"
+	    " WHERE j.time_ns = dr.time_ns AND j.sid = dr.sid)"
+	    " ORDER BY dr.time_ns" },
+	{ "run", "SELECT time_ns, rid || coalesce(' of ''' || policy || '''',"
+	    " '') || ' at ' || " AT("time_ns") " FROM run WHERE in_repo AND"
+	    " rid NOT IN"
+	    " (SELECT rid FROM temp.jc_run) ORDER BY time_ns" },
+	{ "failed snapshot", "SELECT s.started_ns, substr(s.sid, 1, 12) ||"
+	    " ' of ''' || d.name || '''' FROM snapshot s"
+	    " JOIN dataset d ON d.id = s.dataset_id WHERE s.state = 2"
+	    " AND s.record_pack IS NOT NULL AND s.sid NOT IN"
+	    " (SELECT sid FROM temp.jc_failed) ORDER BY s.started_ns" },
+	{ "forgotten snapshot", "SELECT time_ns, substr(sid, 1, 12) ||"
+	    " ' (a rebuild brings it back)' FROM forgotten WHERE in_repo"
+	    " AND sid NOT IN (SELECT sid FROM temp.jc_forgotten)"
+	    " ORDER BY time_ns" },
+	{ "bundle", "SELECT created_ns, direction || ' ' || target || ' #' ||"
+	    " seq FROM bundle b WHERE in_repo AND NOT EXISTS (SELECT 1 FROM"
+	    " temp.jc_bundle j WHERE j.direction = b.direction AND"
+	    " j.target = b.target AND j.seq = b.seq) ORDER BY created_ns" },
+	{ "key use", "SELECT time_ns, key || ' at ' || " AT("time_ns")
+	    " FROM key_use k WHERE in_repo AND"
+	    " NOT EXISTS (SELECT 1 FROM temp.jc_key_use j WHERE j.key = k.key"
+	    " AND j.time_ns = k.time_ns) ORDER BY time_ns" },
+};
+
+int
+catalog_journal_lost(struct catalog *c, catalog_lost_fn *fn, void *arg)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int rc, ret = 0;
+
+	if (cat_exec(c, cover_schema, "note a journal record"))
+		return (-1);
+	for (i = 0; i < sizeof(lost_sql) / sizeof(lost_sql[0]) && !ret; i++) {
+		if ((st = cat_prepare(c, lost_sql[i].sql, "find what the "
+		    "journal lost")) == NULL)
+			return (-1);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			if ((ret = fn(arg, lost_sql[i].kind,
+			    sqlite3_column_int64(st, 0),
+			    (const char *)sqlite3_column_text(st, 1))) != 0)
+				break;
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			log_error("cannot find what the journal lost: %s",
+			    sqlite3_errmsg(c->db));
+			ret = -1;
+		}
+		sqlite3_finalize(st);
+	}
+	(void)cat_exec(c, "DROP TABLE IF EXISTS temp.jc_drill;"
+	    "DROP TABLE IF EXISTS temp.jc_failed;"
+	    "DROP TABLE IF EXISTS temp.jc_forgotten;"
+	    "DROP TABLE IF EXISTS temp.jc_bundle;"
+	    "DROP TABLE IF EXISTS temp.jc_run;"
+	    "DROP TABLE IF EXISTS temp.jc_key_use;", "forget the cover");
+	return (ret);
+}

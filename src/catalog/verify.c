@@ -3,6 +3,7 @@
  * need, what a damaged chunk breaks, the snapshot id inside a snapshot
  * record, verify's resume state and the drill history.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -533,6 +534,61 @@ catalog_drill_list(struct catalog *c, const char *dataset, int latest,
 	}
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
 		log_error("cannot list drills: %s", sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_snapshot_lost(struct catalog *c, const char *sid,
+    catalog_snapshot_fn *fn, void *arg)
+{
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	/* A record whose parent a rebuild lacks is left out: the whole
+	 * subtree below sid goes with it. */
+	if ((st = cat_prepare(c, "WITH RECURSIVE below(id, depth) AS ("
+	    " SELECT id, 0 FROM snapshot WHERE sid = ?1"
+	    " UNION SELECT s.id, b.depth + 1 FROM snapshot s"
+	    " JOIN below b ON s.parent_id = b.id)"
+	    " SELECT s.sid, d.name FROM below b JOIN snapshot s ON s.id = b.id"
+	    " JOIN dataset d ON d.id = s.dataset_id WHERE s.state = 1"
+	    " ORDER BY b.depth, s.sid", "find what a record holds")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, sid);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if ((ret = fn(arg, (const char *)sqlite3_column_text(st, 0),
+		    (const char *)sqlite3_column_text(st, 1))) != 0)
+			break;
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_error("cannot find what a record holds: %s",
+		    sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_snapshot_of_part(struct catalog *c, const uint8_t *rid, char *sid)
+{
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	if ((st = cat_prepare(c, "SELECT s.sid FROM snapshot_part p"
+	    " JOIN snapshot s ON s.id = p.snapshot_id WHERE p.rid = ?1"
+	    " LIMIT 1", "find a record part")) == NULL)
+		return (-1);
+	sqlite3_bind_blob(st, 1, rid, 32, SQLITE_STATIC);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		snprintf(sid, 33, "%s", (const char *)sqlite3_column_text(st,
+		    0));
+		ret = 1;
+	} else if (rc != SQLITE_DONE) {
+		log_error("cannot find a record part: %s",
+		    sqlite3_errmsg(c->db));
 		ret = -1;
 	}
 	sqlite3_finalize(st);

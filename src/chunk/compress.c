@@ -274,3 +274,46 @@ compressor_decompress(struct compressor *z, const void *src, size_t n,
 		return (-1);
 	return (0);
 }
+
+int
+compressor_decompress_stream(struct compressor *z, const void *src,
+    size_t n, size_t expect, int (*sink)(void *arg, const void *p,
+    size_t len), void *arg)
+{
+	const uint8_t *p = src;
+	unsigned long long fcs;
+	ZSTD_inBuffer in = { src, n, 0 };
+	uint8_t *win;
+	size_t r = 1, total = 0;
+	int rc = -1;
+
+	if (n < 4 || p[0] != 0x28 || p[1] != 0xb5 || p[2] != 0x2f ||
+	    p[3] != 0xfd || ZSTD_findFrameCompressedSize(src, n) != n)
+		return (-1);
+	fcs = ZSTD_getFrameContentSize(src, n);
+	if (fcs == ZSTD_CONTENTSIZE_ERROR ||
+	    (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != expect))
+		return (-1);
+	if ((win = malloc(ZSTD_DStreamOutSize())) == NULL)
+		return (-1);
+	if (ZSTD_isError(ZSTD_DCtx_reset(z->dctx, ZSTD_reset_session_only)))
+		goto out;
+	while (r != 0) {
+		ZSTD_outBuffer o = { win, ZSTD_DStreamOutSize(), 0 };
+
+		r = ZSTD_decompressStream(z->dctx, &o, &in);
+		if (ZSTD_isError(r) || o.pos > expect - total)
+			goto out;
+		total += o.pos;
+		if (o.pos && sink(arg, win, o.pos))
+			goto out;
+		/* Input used up, nothing more out, frame not done: cut. */
+		if (r != 0 && in.pos == in.size && o.pos < o.size)
+			goto out;
+	}
+	rc = total == expect && in.pos == in.size ? 0 : -1;
+out:
+	(void)ZSTD_DCtx_reset(z->dctx, ZSTD_reset_session_only);
+	free(win);
+	return (rc);
+}

@@ -49,6 +49,13 @@ bad:
 	return (-1);
 }
 
+static const char *
+record_type(int type)
+{
+	return (type == PACK_REC_SNAPSHOT ? "snapshot" :
+	    type == PACK_REC_JOURNAL ? "journal" : "data");
+}
+
 static void
 print_json(const struct verify_result *res, struct jw *j)
 {
@@ -71,7 +78,8 @@ print_json(const struct verify_result *res, struct jw *j)
 	jw_double(jw_key(j, "seconds"), res->seconds, 3);
 	jw_str(jw_key(j, "resume_after"),
 	    res->complete ? NULL : res->last_pack);
-	jw_uint(jw_key(j, "errors"), res->ndamage + res->nbad_records);
+	jw_uint(jw_key(j, "errors"), res->ndamage + res->nbad_records +
+	    res->nbad_packs + res->meta_errors);
 	jw_uint(jw_key(j, "damaged_chunks"), res->ndamage);
 	jw_int(jw_key(j, "damaged_packs"), res->damaged_packs);
 	jw_int(jw_key(j, "broken_snapshots"), res->broken_snapshots);
@@ -121,13 +129,32 @@ print_json(const struct verify_result *res, struct jw *j)
 		jw_end_object(j);
 	}
 	jw_end_array(j);
+	jw_begin_array(jw_key(j, "refused_packs"));
+	for (i = 0; i < res->nbad_packs; i++)
+		jw_str(j, res->bad_packs[i].pack);
+	jw_end_array(j);
+	jw_begin_array(jw_key(j, "damaged_records"));
+	for (i = 0; i < res->nbad_meta; i++) {
+		const struct verify_meta *m = &res->bad_meta[i];
+
+		jw_begin_object(j);
+		jw_str(jw_key(j, "pack"), m->pack);
+		jw_uint(jw_key(j, "offset"), m->offset);
+		jw_str(jw_key(j, "type"), record_type(m->type));
+		jw_str(jw_key(j, "loses"), m->loses);
+		jw_end_object(j);
+	}
+	jw_end_array(j);
 	jw_end_object(j);
 }
 
 static void
 print_text(const struct verify_result *res)
 {
+	const struct verify_meta *m;
 	char sz[32], what[160], tail[256];
+	size_t stale = res->nbad_meta - res->meta_errors;
+	int n;
 	size_t i;
 
 	/* What breaks, by snapshot: the chunks themselves were named on
@@ -146,6 +173,24 @@ print_text(const struct verify_result *res)
 		printf("snapshot %.12s of '%s': signed record %s\n",
 		    res->bad_records[i].sid, res->bad_records[i].dataset,
 		    res->bad_records[i].problem);
+	for (i = 0; i < res->nbad_packs; i++)
+		printf("pack %s: refused: it does not open with this "
+		    "repository's keys (forged or damaged)\n",
+		    res->bad_packs[i].pack);
+	for (i = 0; i < res->nbad_meta; i++) {
+		m = &res->bad_meta[i];
+		if (m->type == PACK_REC_DATA)
+			printf("pack %s: data record at offset %llu is "
+			    "damaged; %s\n", m->pack,
+			    (unsigned long long)m->offset,
+			    m->loses ? m->loses : "");
+		else
+			printf("pack %s: %s record at offset %llu is damaged: "
+			    "a catalog rebuild would lose %s\n", m->pack,
+			    record_type(m->type),
+			    (unsigned long long)m->offset,
+			    m->loses ? m->loses : "what it holds");
+	}
 
 	if (res->packs_read > 0 || strcmp(res->mode, "structure") != 0) {
 		fmt_bytes(sz, sizeof(sz), (double)res->bytes_read);
@@ -158,10 +203,11 @@ print_text(const struct verify_result *res)
 		    res->packs == 1 ? "" : "s", (long long)res->chunks,
 		    res->chunks == 1 ? "" : "s");
 	}
-	if (res->ndamage == 0 && res->nbad_records == 0) {
-		snprintf(tail, sizeof(tail), "no errors");
+	if (res->ndamage == 0 && res->nbad_records == 0 &&
+	    res->nbad_packs == 0 && res->meta_errors == 0) {
+		n = snprintf(tail, sizeof(tail), "no errors");
 	} else {
-		int n = snprintf(tail, sizeof(tail), "%zu damaged or missing "
+		n = snprintf(tail, sizeof(tail), "%zu damaged or missing "
 		    "chunk%s in %lld pack%s break%s %lld snapshot%s",
 		    res->ndamage, res->ndamage == 1 ? "" : "s",
 		    (long long)res->damaged_packs,
@@ -171,10 +217,22 @@ print_text(const struct verify_result *res)
 		    res->broken_snapshots == 1 ? "" : "s");
 
 		if (res->nbad_records && n > 0 && (size_t)n < sizeof(tail))
-			snprintf(tail + n, sizeof(tail) - (size_t)n,
+			n += snprintf(tail + n, sizeof(tail) - (size_t)n,
 			    "; %zu bad snapshot record%s", res->nbad_records,
 			    res->nbad_records == 1 ? "" : "s");
+		if (res->meta_errors && n > 0 && (size_t)n < sizeof(tail))
+			n += snprintf(tail + n, sizeof(tail) - (size_t)n,
+			    "; %zu damaged record%s", res->meta_errors,
+			    res->meta_errors == 1 ? "" : "s");
+		if (res->nbad_packs && n > 0 && (size_t)n < sizeof(tail))
+			snprintf(tail + n, sizeof(tail) - (size_t)n,
+			    "; %zu refused pack%s", res->nbad_packs,
+			    res->nbad_packs == 1 ? "" : "s");
 	}
+	n = (int)strlen(tail);
+	if (stale && (size_t)n < sizeof(tail))
+		snprintf(tail + n, sizeof(tail) - (size_t)n, "; %zu damaged "
+		    "record%s no snapshot needs", stale, stale == 1 ? "" : "s");
 	if (res->resumed)
 		printf("resumed the %s pass after %lld packs checked before "
 		    "(%lld errors found then)\n", res->mode,

@@ -527,6 +527,12 @@ ccrypto_hash_final(struct ccrypto_hash_state *s, uint8_t out[32])
 	blake2b_final(hash_state(s), out);
 }
 
+int
+ccrypto_equal(const void *a, const void *b, size_t n)
+{
+	return (sodium_memcmp(a, b, n) == 0);
+}
+
 void
 ccrypto_plain_hash(const void *data, size_t len, uint8_t out[32])
 {

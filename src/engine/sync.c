@@ -22,6 +22,7 @@
  * therefore written only after every record in it was imported, and a
  * pack without its row is read again next time.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,7 +301,7 @@ scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
 {
 	struct pack_reader *pr;
 	struct pack_entry *ents = NULL;
-	size_t i, n;
+	size_t i, n, last = SIZE_MAX;
 	int rc = 1;
 
 	if ((pr = pack_reader_open(s->repo, name)) == NULL)
@@ -312,14 +313,11 @@ scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
 		if (ents[i].type != PACK_REC_SNAPSHOT &&
 		    ents[i].type != PACK_REC_JOURNAL)
 			continue;
+		/* Only the pack's last snapshot record stays "last". */
 		if (ents[i].type == PACK_REC_SNAPSHOT) {
-			size_t j;
-
-			for (j = *nrecs; j > 0 && strcmp((*recs)[j - 1].pack,
-			    name) == 0; j--)
-				if ((*recs)[j - 1].ent.type ==
-				    PACK_REC_SNAPSHOT)
-					(*recs)[j - 1].last = 0;
+			if (last != SIZE_MAX)
+				(*recs)[last].last = 0;
+			last = *nrecs;
 		}
 		if (array_grow(recs, cap, *nrecs, sizeof(**recs), 16)) {
 			rc = -1;

@@ -20,6 +20,7 @@
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/pool.h"
 #include "coffer/progress.h"
 #include "coffer/tuning.h"
@@ -41,8 +42,11 @@ struct verify {
 	const struct verify_opts *o;
 	struct verify_result *res;
 	struct compressor *z;
-	struct buf data;
+	struct buf data, scratch;
 	struct hmap index;		/* chunk id -> position in the index */
+	int journals_bad;		/* damaged journal records met */
+	struct rec_at *journals;	/* the journal records that read */
+	size_t njournals, capjournals;
 
 	/* The needed chunks, merged with the pack list. */
 	struct catalog_chunk_iter *it;
@@ -66,6 +70,14 @@ struct verify {
 	const uint8_t *ok;		/* which of need[] to read */
 	int *rcs;			/* per need[]: 0 good, -1 damaged */
 	size_t caprcs;
+	struct pack_entry *extra;	/* data records no snapshot needs */
+	size_t nextra, capextra;
+};
+
+/* Where a record is. */
+struct rec_at {
+	char pack[PACK_NAME_LEN + 1];
+	struct pack_entry e;
 };
 
 /* Per-thread: a reader of the current pack, a decompressor, a buffer. */
@@ -226,6 +238,252 @@ take_needed(struct verify *v, const char *name)
 }
 
 /*
+ * A damaged record that no needed chunk accounts for: a snapshot or
+ * journal record (loses: what a catalog rebuild would lose; NULL until
+ * known) or a data record no snapshot needs.  Reported by the reader.
+ */
+static int
+add_meta(struct verify *v, const char *pack, const struct pack_entry *e,
+    const char *loses)
+{
+	struct verify_result *res = v->res;
+	struct verify_meta *m;
+
+	m = reallocarray(res->bad_meta, res->nbad_meta + 1, sizeof(*m));
+	if (m == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	res->bad_meta = m;
+	m = &res->bad_meta[res->nbad_meta];
+	if (e->type != PACK_REC_DATA)
+		res->meta_errors++;
+	memset(m, 0, sizeof(*m));
+	snprintf(m->pack, sizeof(m->pack), "%s", pack);
+	m->offset = e->offset;
+	m->type = e->type;
+	res->nbad_meta++;
+	if (loses != NULL && (m->loses = strdup(loses)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	return (0);
+}
+
+struct lost_list {
+	struct buf b;
+	size_t n;
+};
+
+static int
+lost_snapshot(void *arg, const char *sid, const char *dataset)
+{
+	struct lost_list *l = arg;
+
+	return (buf_printf(&l->b, "%ssnapshot %.12s of '%s'", l->n++ ?
+	    ", " : "", sid, dataset) ? -1 : 0);
+}
+
+/*
+ * What a rebuild loses with damaged snapshot record e of pack (its
+ * heads there that did not read are recs[first, end) not found): the
+ * snapshot of a part, or those heads, with what is built on them.
+ */
+static int
+snapshot_loses(struct verify *v, const char *pack, const struct pack_entry *e,
+    size_t first, size_t end)
+{
+	struct lost_list l;
+	char sid[SNAPSHOT_ID_HEX + 1];
+	size_t i;
+	int rc;
+
+	memset(&l, 0, sizeof(l));
+	buf_init(&l.b);
+	if ((rc = catalog_snapshot_of_part(v->cat, e->id, sid)) < 0)
+		goto out;
+	if (rc == 1)
+		rc = catalog_snapshot_lost(v->cat, sid, lost_snapshot, &l);
+	else
+		for (i = first; i < end && rc == 0; i++)
+			if (!v->recs[i].found)
+				rc = catalog_snapshot_lost(v->cat,
+				    v->recs[i].sid, lost_snapshot, &l);
+	if (rc == 0 && l.n == 0)
+		rc = buf_puts(&l.b, "no complete snapshot (the record of an "
+		    "unfinished or forgotten one)");
+	if (rc == 0)
+		rc = buf_put_u8(&l.b, 0) || add_meta(v, pack, e,
+		    (const char *)l.b.data) ? -1 : 0;
+out:
+	buf_release(&l.b);
+	return (rc);
+}
+
+/*
+ * A journal record: read and signed.  Where each good one is, is kept:
+ * should another be damaged, they are read again at the end, to tell
+ * what the damaged ones alone held.  0 or -1.
+ */
+static int
+check_journal(struct verify *v, struct pack_reader *pr,
+    const struct pack_entry *e)
+{
+	const uint8_t *img;
+	const char *why;
+	size_t len;
+	int rc;
+
+	if (pack_reader_get(pr, e, v->z, &v->data) == 0) {
+		rc = journal_record_open(v->repo, v->data.data, v->data.len,
+		    &v->scratch, &img, &len, &why);
+		if (rc < 0)
+			return (-1);
+		if (rc == 1) {
+			if (array_grow(&v->journals, &v->capjournals,
+			    v->njournals, sizeof(*v->journals), 16))
+				return (-1);
+			snprintf(v->journals[v->njournals].pack,
+			    sizeof(v->journals->pack), "%s",
+			    pack_reader_name(pr));
+			v->journals[v->njournals++].e = *e;
+			return (0);
+		}
+		log_error("pack '%s': journal record at offset %llu %s",
+		    pack_reader_name(pr), (unsigned long long)e->offset, why);
+	}
+	v->journals_bad++;
+	return (add_meta(v, pack_reader_name(pr), e, NULL));
+}
+
+/* The rows of every journal record that read, as the catalog's cover. */
+static int
+cover_journals(struct verify *v)
+{
+	struct pack_reader *pr = NULL;
+	const uint8_t *img;
+	const char *why;
+	size_t i, len;
+	int rc = 0;
+
+	for (i = 0; i < v->njournals && rc == 0; i++) {
+		if (pr == NULL || strcmp(pack_reader_name(pr),
+		    v->journals[i].pack) != 0) {
+			pack_reader_close(pr);
+			if ((pr = pack_reader_open(v->repo,
+			    v->journals[i].pack)) == NULL)
+				continue;
+		}
+		if (pack_reader_get(pr, &v->journals[i].e, v->z,
+		    &v->data) != 0 || journal_record_open(v->repo,
+		    v->data.data, v->data.len, &v->scratch, &img, &len,
+		    &why) != 1)
+			continue;
+		rc = catalog_journal_cover(v->cat, img, len);
+	}
+	pack_reader_close(pr);
+	return (rc);
+}
+
+static int
+lost_row(void *arg, const char *kind, int64_t time_ns, const char *name)
+{
+	struct lost_list *l = arg;
+
+	(void)time_ns;
+	if (l->n++ == 20)
+		return (buf_puts(&l->b, "; and more") ? -1 : 0);
+	if (l->n > 20)
+		return (0);
+	return (buf_printf(&l->b, "%s%s %s", l->n > 1 ? "; " : "", kind,
+	    name ? name : "") ? -1 : 0);
+}
+
+/*
+ * After a whole pass: what the damaged journal records held that no
+ * other does, from the rows this catalog has in the repository.
+ */
+static int
+journal_loses(struct verify *v, int whole)
+{
+	struct verify_result *res = v->res;
+	struct lost_list l;
+	const char *text;
+	size_t i;
+	int rc = 0;
+
+	memset(&l, 0, sizeof(l));
+	buf_init(&l.b);
+	if (whole && (rc = cover_journals(v)) == 0)
+		rc = catalog_journal_lost(v->cat, lost_row, &l);
+	if (rc == 0 && l.n == 0)
+		rc = buf_puts(&l.b, whole ? "no row this catalog knows that "
+		    "another journal record does not hold" : "the drill "
+		    "results, runs and other journal rows it holds (a whole "
+		    "pass names them)");
+	if (rc == 0 && (rc = buf_put_u8(&l.b, 0)) == 0) {
+		text = (const char *)l.b.data;
+		for (i = 0; i < res->nbad_meta && rc == 0; i++)
+			if (res->bad_meta[i].type == PACK_REC_JOURNAL &&
+			    res->bad_meta[i].loses == NULL &&
+			    (res->bad_meta[i].loses = strdup(text)) == NULL) {
+				log_error("out of memory");
+				rc = -1;
+			}
+	}
+	buf_release(&l.b);
+	return (rc);
+}
+
+/*
+ * The packs in packs/ that the catalog lacks (packs, sorted by name): a
+ * sync left them out because they do not open, which names them as it
+ * goes; they are named again here, as the damage of this pass.
+ */
+static int
+check_unknown_packs(struct verify *v, const struct catalog_pack *packs,
+    size_t npacks)
+{
+	struct verify_result *res = v->res;
+	struct pack_reader *pr;
+	struct pack_entry *ents;
+	struct verify_pack *b;
+	char **names = NULL;
+	size_t n = 0, i, j = 0, ne;
+	int good, rc = -1;
+
+	if (repo_list_packs(v->repo, &names, &n))
+		return (-1);
+	for (i = 0; i < n; i++) {
+		while (j < npacks && strcmp(packs[j].name, names[i]) < 0)
+			j++;
+		if (j < npacks && strcmp(packs[j].name, names[i]) == 0)
+			continue;
+		ents = NULL;
+		good = (pr = pack_reader_open(v->repo, names[i])) != NULL &&
+		    pack_reader_index(pr, &ents, &ne) == 0;
+		free(ents);
+		pack_reader_close(pr);
+		if (good)
+			continue;	/* the next sync takes it in */
+		b = reallocarray(res->bad_packs, res->nbad_packs + 1,
+		    sizeof(*b));
+		if (b == NULL) {
+			log_error("out of memory");
+			goto out;
+		}
+		res->bad_packs = b;
+		snprintf(b[res->nbad_packs].pack, sizeof(b->pack), "%s",
+		    names[i]);
+		res->nbad_packs++;
+	}
+	rc = 0;
+out:
+	names_free(names, n);
+	return (rc);
+}
+
+/*
  * The other parts of a snapshot record in parts (head ri): each one where
  * the head says, signed, of this snapshot and of its index.  Read out of
  * the pass's pack order, through a reader of their own: they are few per
@@ -262,7 +520,8 @@ check_parts(struct verify *v, struct snaprec *sr,
 	return (0);
 }
 
-/* Check one snapshot record of the pack: signature, then whose it is. */
+/* Check one snapshot record of the pack: signature, then whose it is.
+ * 0, 1 when it does not read (reported), -1 on a fatal error. */
 static int
 check_record(struct verify *v, struct pack_reader *pr,
     const struct pack_entry *e, size_t first, size_t end)
@@ -274,7 +533,7 @@ check_record(struct verify *v, struct pack_reader *pr,
 	int rc = 0;
 
 	if (pack_reader_get(pr, e, v->z, &v->data))
-		return (0);	/* reported; its snapshot shows as missing */
+		return (1);	/* reported; its snapshot shows as missing */
 	switch (snapshot_record_open(v->repo, v->data.data, v->data.len,
 	    &img, &imglen, &why)) {
 	case -1:
@@ -282,13 +541,13 @@ check_record(struct verify *v, struct pack_reader *pr,
 	case 0:
 		log_error("pack '%s': snapshot record at offset %llu %s",
 		    pack_reader_name(pr), (unsigned long long)e->offset, why);
-		return (0);
+		return (1);
 	}
 	rc = catalog_record_info(img, imglen, &ri);
 	/* ri is a copy: the head's image goes before its parts are read. */
 	buf_release(&v->data);
 	if (rc)
-		return (0);
+		return (1);
 	v->res->records++;
 	/* A part that is not a head is checked through its head. */
 	for (i = first; i < end && ri.parts > 0; i++) {
@@ -330,22 +589,77 @@ read_job(void *arg, size_t i, int worker)
 		v->rcs[i] = 0;
 }
 
+/* Read and check one data record no snapshot needs (a pool job). */
+static void
+extra_job(void *arg, size_t i, int worker)
+{
+	struct verify *v = arg;
+	struct vworker *w = &v->workers[worker];
+
+	v->rcs[i] = -1;
+	if (w->pr == NULL) {
+		if ((w->pr = pack_reader_open(v->repo, v->pack)) == NULL)
+			return;
+		/* Damage nothing needs costs nothing: a warning. */
+		pack_reader_set_quiet(w->pr, 1);
+	}
+	if (pack_reader_get(w->pr, &v->extra[i], w->z, &w->data) == 0)
+		v->rcs[i] = 0;
+}
+
+static int
+grow_rcs(struct verify *v, size_t n)
+{
+	int *p;
+
+	if (n <= v->caprcs)
+		return (0);
+	if ((p = reallocarray(v->rcs, n, sizeof(*p))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	v->rcs = p;
+	v->caprcs = n;
+	return (0);
+}
+
+/* The data records of the pack that no complete snapshot needs: read
+ * too, so that every record of the pack is authenticated. */
+static int
+read_extra(struct verify *v, struct pack_reader *pr)
+{
+	size_t i;
+	int t;
+
+	if (v->nextra == 0)
+		return (0);
+	if (grow_rcs(v, v->nextra))
+		return (-1);
+	v->pack = pack_reader_name(pr);
+	pool_run(v->pool, v->nextra, extra_job, v);
+	for (t = 0; t < pool_threads(v->pool); t++) {
+		pack_reader_close(v->workers[t].pr);
+		v->workers[t].pr = NULL;
+	}
+	for (i = 0; i < v->nextra; i++) {
+		if (v->rcs[i]) {
+			if (add_meta(v, pack_reader_name(pr), &v->extra[i],
+			    "no chunk a complete snapshot needs"))
+				return (-1);
+		} else
+			v->res->bytes_read += (int64_t)v->extra[i].plain_len;
+	}
+	return (0);
+}
+
 static int
 read_chunks(struct verify *v, struct pack_reader *pr, const uint8_t *ok)
 {
 	size_t i, n = 0;
 	int t;
 
-	if (v->nneed > v->caprcs) {
-		int *p = reallocarray(v->rcs, v->nneed, sizeof(*p));
-
-		if (p == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		v->rcs = p;
-		v->caprcs = v->nneed;
-	}
+	if (grow_rcs(v, v->nneed))
+		return (-1);
 	v->pack = pack_reader_name(pr);
 	v->ok = ok;
 	pool_run(v->pool, v->nneed, read_job, v);
@@ -383,10 +697,10 @@ check_pack(struct verify *v, const struct catalog_pack *pk, int read)
 {
 	struct pack_reader *pr;
 	struct pack_entry *ents = NULL;
-	uint8_t *ok = NULL;
-	size_t n = 0, i, first, end;
+	uint8_t *ok = NULL, *covered = NULL;
+	size_t n = 0, i, first, end, *bad = NULL, nbad = 0;
 	int64_t pos;
-	int rc = -1;
+	int rc = -1, st;
 	const char *lost = NULL;
 
 	/* The snapshots whose record should be in this pack. */
@@ -427,6 +741,11 @@ check_pack(struct verify *v, const struct catalog_pack *pk, int read)
 		goto out;
 	}
 
+	if (n && ((covered = calloc(n, 1)) == NULL ||
+	    (bad = calloc(n, sizeof(*bad))) == NULL)) {
+		log_error("out of memory");
+		goto out;
+	}
 	hmap_clear(&v->index);
 	for (i = 0; i < n; i++)
 		if (hmap_put(&v->index, ents[i].id, (int64_t)i))
@@ -451,17 +770,41 @@ check_pack(struct verify *v, const struct catalog_pack *pk, int read)
 			continue;
 		}
 		ok[i] = 1;
+		covered[pos] = 1;
 	}
-	for (i = 0; i < n; i++)
-		if (ents[i].type == PACK_REC_SNAPSHOT &&
-		    check_record(v, pr, &ents[i], first, end))
+	/* Every snapshot and journal record, in every pass: they are few
+	 * and small, and a rebuild needs each one. */
+	for (i = 0; i < n; i++) {
+		if (ents[i].type == PACK_REC_SNAPSHOT) {
+			if ((st = check_record(v, pr, &ents[i], first,
+			    end)) < 0)
+				goto out;
+			if (st == 1)
+				bad[nbad++] = i;
+		} else if (ents[i].type == PACK_REC_JOURNAL &&
+		    check_journal(v, pr, &ents[i]))
 			goto out;
+	}
 	for (i = first; i < end; i++)
 		if (!v->recs[i].found && add_bad_record(v, &v->recs[i],
 		    "is missing from its pack or damaged"))
 			goto out;
+	for (i = 0; i < nbad; i++)
+		if (snapshot_loses(v, pk->name, &ents[bad[i]], first, end))
+			goto out;
 	if (read) {
 		if (read_chunks(v, pr, ok))
+			goto out;
+		v->nextra = 0;
+		for (i = 0; i < n; i++) {
+			if (ents[i].type != PACK_REC_DATA || covered[i])
+				continue;
+			if (array_grow(&v->extra, &v->capextra, v->nextra,
+			    sizeof(*v->extra), 64))
+				goto out;
+			v->extra[v->nextra++] = ents[i];
+		}
+		if (read_extra(v, pr))
 			goto out;
 		v->res->packs_read++;
 	}
@@ -471,6 +814,8 @@ out:
 	pack_reader_close(pr);
 	free(ents);
 	free(ok);
+	free(covered);
+	free(bad);
 	return (rc);
 }
 
@@ -647,6 +992,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	v.o = o;
 	v.res = res;
 	buf_init(&v.data);
+	buf_init(&v.scratch);
 	record_reader_init(&v.parts, r);
 	hmap_init(&v.index, CCRYPTO_ID_BYTES);
 	mode_name(o, res->mode, sizeof(res->mode));
@@ -707,7 +1053,8 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	if ((v.it = catalog_needed_chunks(c, found ? vs.last_pack : NULL)) ==
 	    NULL || advance(&v))
 		goto out;
-	if (!found && (check_unlocated(&v) || check_unrecorded(&v)))
+	if (!found && (check_unlocated(&v) || check_unrecorded(&v) ||
+	    check_unknown_packs(&v, packs, npacks)))
 		goto out;
 
 	res->complete = 1;
@@ -745,6 +1092,10 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	catalog_chunk_iter_free(v.it);
 	v.it = NULL;
 	progress_done(&v.progress);
+	/* A pass that read every journal record knows what the damaged
+	 * ones alone held. */
+	if (v.journals_bad && journal_loses(&v, res->complete && !found))
+		goto out;
 
 	if (res->complete) {
 		if (found && catalog_verify_state_clear(c, res->mode))
@@ -754,7 +1105,8 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 		vs.packs += res->packs;
 		vs.chunks += res->chunks;
 		vs.bytes += res->bytes_read;
-		vs.errors += (int64_t)(res->ndamage + res->nbad_records);
+		vs.errors += (int64_t)(res->ndamage + res->nbad_records +
+		    res->nbad_packs + res->meta_errors);
 		if (catalog_verify_state_put(c, res->mode, &vs))
 			goto out;
 	}
@@ -767,8 +1119,8 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	/* So that the next backup that meets them stores them again. */
 	if (catalog_chunks_mark_damaged(c, v.bad_rows, res->ndamage))
 		goto out;
-	status = res->ndamage || res->nbad_records ? ENGINE_DAMAGED :
-	    ENGINE_OK;
+	status = res->ndamage || res->nbad_records || res->nbad_packs ||
+	    res->meta_errors ? ENGINE_DAMAGED : ENGINE_OK;
 	if (!res->complete && signals_caught()) {
 		log_error("verify interrupted by %s after pack %.12s: the next "
 		    "run resumes there", signals_name(signals_caught()),
@@ -790,7 +1142,10 @@ out:
 	}
 	pool_free(v.pool);
 	free(v.rcs);
+	free(v.extra);
+	free(v.journals);
 	buf_release(&v.data);
+	buf_release(&v.scratch);
 	record_reader_release(&v.parts);
 	hmap_release(&v.index);
 	for (i = 0; i < v.nrecs; i++)
@@ -814,6 +1169,13 @@ engine_verify_result_release(struct verify_result *res)
 	}
 	for (i = 0; i < res->nbad_records; i++)
 		free(res->bad_records[i].dataset);
+	for (i = 0; i < res->nbad_meta; i++)
+		free(res->bad_meta[i].loses);
+	free(res->bad_meta);
+	free(res->bad_packs);
+	res->bad_meta = NULL;
+	res->bad_packs = NULL;
+	res->nbad_meta = res->nbad_packs = res->meta_errors = 0;
 	free(res->damage);
 	free(res->broken);
 	free(res->bad_records);

@@ -23,8 +23,11 @@
 
 #define PACK_MAGIC "CFPK"
 #define INDEX_MAGIC "CFPI"
-#define PACK_VERSION 1
-#define PACK_VERSION_EPOCH 2	/* bytes 5..7: the key epoch, u24 */
+#define PACK_VERSION 3		/* bytes 5..7: the key epoch, u24 */
+#define PACK_MAC_BYTES 32
+/* The end of a pack: mac[32] | u32 L | "CFPI". */
+#define TRAILER_END (PACK_MAC_BYTES + 4 + 4)
+#define MAC_PIECE (64u << 10)
 #define SEALED_OFF (8 + CCRYPTO_REPO_ID_BYTES + 16)
 #define INDEX_ENTRY_BYTES (CCRYPTO_ID_BYTES + 1 + 1 + 8 + 4 + 4)
 #define RECORD_AD_BYTES (CCRYPTO_ID_BYTES + 1 + CCRYPTO_REPO_ID_BYTES + 1 + 4)
@@ -73,9 +76,16 @@ struct pack_reader {
 	uint8_t pack_id[16];
 	uint8_t *key;
 	uint8_t hdr[PACK_HEADER_BYTES];
-	uint8_t hash[32];		/* of header and index, once read */
+	uint8_t hash[32];		/* of header and index trailer */
 	int have_hash;
+	uint8_t mac[PACK_MAC_BYTES];	/* checked when opened */
+	int quiet;			/* a bad record is a warning */
+	uint32_t index_len;		/* L, as the MAC covers it */
 };
+
+/* A damaged record: an error, or a warning once the caller said so. */
+#define rec_error(p, ...) \
+	((p)->quiet ? log_warn(__VA_ARGS__) : log_error(__VA_ARGS__))
 
 static void
 record_ad(uint8_t *ad, const struct repo *r, const uint8_t *id, uint8_t type,
@@ -96,19 +106,37 @@ index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 	memcpy(ad + 4 + CCRYPTO_REPO_ID_BYTES, pack_id, 16);
 }
 
-/*
- * The version and epoch bytes of a header sealed to epoch: version 1
- * (bytes 5..7 zero) for epoch 1, which every coffer reads; version 2 with
- * the epoch as a u24 after it, which a coffer that knows only version 1
- * refuses ("unknown version 2").
- */
+/* The version and epoch bytes of a header sealed to epoch. */
 static void
 header_set_epoch(uint8_t *hdr, uint32_t epoch)
 {
-	hdr[4] = epoch == 1 ? PACK_VERSION : PACK_VERSION_EPOCH;
-	hdr[5] = epoch == 1 ? 0 : (uint8_t)epoch;
-	hdr[6] = epoch == 1 ? 0 : (uint8_t)(epoch >> 8);
-	hdr[7] = epoch == 1 ? 0 : (uint8_t)(epoch >> 16);
+	hdr[4] = PACK_VERSION;
+	hdr[5] = (uint8_t)epoch;
+	hdr[6] = (uint8_t)(epoch >> 8);
+	hdr[7] = (uint8_t)(epoch >> 16);
+}
+
+/*
+ * The pack's MAC (doc/format.md, "Packs"): keyed BLAKE2b-256 under the id
+ * key of "CFPK" | repository id | pack id | pack key | the index trailer
+ * from its nonce to its tag | u32 L; mac_start hashes what comes before
+ * the trailer.  Every writer, write-only ones too, holds the id key and
+ * whoever can only write the storage does not: a pack sealed to an epoch
+ * key that coffer.conf publishes fails the MAC before anything in it is
+ * decrypted past its key.  The pack key is covered, so a genuine trailer
+ * under a header resealed to a key of the forger's fails too.  Version,
+ * epoch and sealed key are not: a rewrap rewrites them in place, and
+ * keeps the pack key and the trailer.
+ */
+static void
+mac_start(const struct repo *r, const uint8_t *pack_id, const uint8_t *key,
+    struct ccrypto_hash_state *h)
+{
+	ccrypto_hash_init(repo_keys(r), h);
+	ccrypto_hash_update(h, PACK_MAGIC, 4);
+	ccrypto_hash_update(h, repo_id(r), CCRYPTO_REPO_ID_BYTES);
+	ccrypto_hash_update(h, pack_id, 16);
+	ccrypto_hash_update(h, key, CCRYPTO_KEY_BYTES);
 }
 
 /*
@@ -125,18 +153,22 @@ header_check(const struct repo *r, const uint8_t *hdr, const char *name,
 		log_error("'%s' is not a pack (bad magic)", path);
 		return (-1);
 	}
-	if (hdr[4] == PACK_VERSION)
-		*epoch = 1;
-	else if (hdr[4] == PACK_VERSION_EPOCH) {
-		*epoch = hdr[5] | (uint32_t)hdr[6] << 8 |
-		    (uint32_t)hdr[7] << 16;
-		if (*epoch < 2) {
-			log_error("pack '%s': bad key epoch %u", path,
-			    (unsigned)*epoch);
-			return (-1);
-		}
-	} else {
-		log_error("pack '%s' has unknown version %u", path, hdr[4]);
+	if (hdr[4] == 1 || hdr[4] == 2) {
+		/* Development-era packs had no MAC: refused, or a forger
+		 * would simply write that format. */
+		log_error("pack '%s' has version %u, which has no MAC; this "
+		    "coffer reads version %d", path, hdr[4], PACK_VERSION);
+		return (-1);
+	}
+	if (hdr[4] != PACK_VERSION) {
+		log_error("pack '%s' has version %u; this coffer reads version "
+		    "%d (upgrade coffer)", path, hdr[4], PACK_VERSION);
+		return (-1);
+	}
+	*epoch = hdr[5] | (uint32_t)hdr[6] << 8 | (uint32_t)hdr[7] << 16;
+	if (*epoch < 1) {
+		log_error("pack '%s': bad key epoch %u", path,
+		    (unsigned)*epoch);
 		return (-1);
 	}
 	if (memcmp(hdr + 8, repo_id(r), CCRYPTO_REPO_ID_BYTES) != 0) {
@@ -453,7 +485,8 @@ int
 pack_writer_finish_start(struct pack_writer *w)
 {
 	uint8_t nonce[CCRYPTO_NONCE_BYTES], ad[4 + CCRYPTO_REPO_ID_BYTES + 16];
-	uint8_t tail[8];
+	uint8_t tail[8], mac[PACK_MAC_BYTES];
+	struct ccrypto_hash_state mh;
 	struct buf idx = BUF_INIT, ct = BUF_INIT;
 	size_t i;
 	int rc = -1;
@@ -480,11 +513,18 @@ pack_writer_finish_start(struct pack_writer *w)
 	ct.len = idx.len + CCRYPTO_TAG_BYTES;
 	put_u32(tail, (uint32_t)(sizeof(nonce) + ct.len));
 	memcpy(tail + 4, INDEX_MAGIC, 4);
+	mac_start(w->repo, w->pack_id, w->key, &mh);
+	ccrypto_hash_update(&mh, nonce, sizeof(nonce));
+	ccrypto_hash_update(&mh, ct.data, ct.len);
+	ccrypto_hash_update(&mh, tail, 4);
+	ccrypto_hash_final(&mh, mac);
 	ccrypto_hash_update(&w->hash, nonce, sizeof(nonce));
 	ccrypto_hash_update(&w->hash, ct.data, ct.len);
+	ccrypto_hash_update(&w->hash, mac, sizeof(mac));
 	ccrypto_hash_update(&w->hash, tail, sizeof(tail));
 	if (wappend(w, nonce, sizeof(nonce)) || wappend(w, ct.data, ct.len) ||
-	    wappend(w, tail, sizeof(tail)) || wflush(w))
+	    wappend(w, mac, sizeof(mac)) || wappend(w, tail, sizeof(tail)) ||
+	    wflush(w))
 		goto out;
 	spare_give(w->wbuf);	/* empty now; the thread gives the other */
 	memcpy(w->info.name, w->name, sizeof(w->info.name));
@@ -617,6 +657,69 @@ pack_cached(const struct repo *r, const char *name, uint64_t off,
 static int intent_header(struct repo *r, const char *name, uint8_t *hdr,
     uint32_t *epoch, uint8_t *key);
 
+/*
+ * Check the pack's MAC (mac_start) once its key is known, before anything
+ * else in it is read: the index trailer is hashed in pieces, so a forged
+ * pack costs a read of its trailer and no memory in proportion to it.
+ * The pack hash (struct pack_info) is computed on the way.  0 or -1
+ * (reported).
+ */
+static int
+trailer_check(struct pack_reader *p)
+{
+	uint8_t end[TRAILER_END], mac[PACK_MAC_BYTES], *piece;
+	struct ccrypto_hash_state m, h;
+	uint64_t at, left;
+	uint32_t len;
+	size_t n;
+	int rc = -1;
+
+	if (p->size < PACK_HEADER_BYTES + TRAILER_END ||
+	    fsutil_pread_all(p->fd, end, sizeof(end),
+	    (off_t)(p->size - sizeof(end)), p->path))
+		goto bad;
+	len = get_u32(end + PACK_MAC_BYTES);
+	if (memcmp(end + PACK_MAC_BYTES + 4, INDEX_MAGIC, 4) != 0 ||
+	    len < CCRYPTO_NONCE_BYTES + CCRYPTO_TAG_BYTES + 4 ||
+	    len > p->size - PACK_HEADER_BYTES - sizeof(end))
+		goto bad;
+	if ((piece = malloc(MAC_PIECE)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	mac_start(p->repo, p->pack_id, p->key, &m);
+	ccrypto_hash_init(repo_keys(p->repo), &h);
+	ccrypto_hash_update(&h, p->hdr, sizeof(p->hdr));
+	at = p->size - sizeof(end) - len;
+	for (left = len; left > 0; left -= n, at += n) {
+		n = left < MAC_PIECE ? (size_t)left : MAC_PIECE;
+		if (fsutil_pread_all(p->fd, piece, n, (off_t)at, p->path))
+			goto out;
+		ccrypto_hash_update(&m, piece, n);
+		ccrypto_hash_update(&h, piece, n);
+	}
+	ccrypto_hash_update(&m, end + PACK_MAC_BYTES, 4);
+	ccrypto_hash_final(&m, mac);
+	if (!ccrypto_equal(mac, end, PACK_MAC_BYTES)) {
+		log_error("pack '%s' failed authentication: not written with "
+		    "this repository's keys (forged or damaged)", p->path);
+		goto out;
+	}
+	ccrypto_hash_update(&h, end, sizeof(end));
+	ccrypto_hash_final(&h, p->hash);
+	p->have_hash = 1;
+	memcpy(p->mac, end, PACK_MAC_BYTES);
+	p->index_len = len;
+	rc = 0;
+out:
+	free(piece);
+	return (rc);
+bad:
+	log_error("pack '%s': index trailer is damaged (truncated?)",
+	    p->path);
+	return (-1);
+}
+
 struct pack_reader *
 pack_reader_open(struct repo *r, const char *name)
 {
@@ -678,10 +781,25 @@ pack_reader_open(struct repo *r, const char *name)
 			goto err;
 		}
 	}
+	if (trailer_check(p))
+		goto err;
 	return (p);
 err:
 	pack_reader_close(p);
 	return (NULL);
+}
+
+/*
+ * A data record holds one chunk, which the chunker cuts at its max (at
+ * most 64 MiB): a larger plain length is refused before anything is
+ * reserved for it.  Snapshot and journal records may be larger (up to
+ * PACK_RECORD_MAX).
+ */
+static int
+record_too_large(const struct pack_reader *p, const struct pack_entry *e)
+{
+	return (e->type == PACK_REC_DATA &&
+	    e->plain_len > repo_chunker_params(p->repo)->max);
 }
 
 /*
@@ -704,8 +822,9 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	size_t ctlen;
 	int rc = -1;
 
-	if (e->stored_len > PACK_RECORD_MAX || e->plain_len > PACK_RECORD_MAX) {
-		log_error("pack '%s': record at offset %llu is too large",
+	if (e->stored_len > PACK_RECORD_MAX || e->plain_len > PACK_RECORD_MAX ||
+	    record_too_large(p, e)) {
+		rec_error(p, "pack '%s': record at offset %llu is too large",
 		    p->path, (unsigned long long)e->offset);
 		return (-1);
 	}
@@ -713,7 +832,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	need = PACK_RECORD_HEADER_BYTES + (uint64_t)ctlen;
 	if (e->offset < PACK_HEADER_BYTES || e->offset > p->size ||
 	    need > p->size - e->offset) {
-		log_error("pack '%s': record at offset %llu lies beyond the "
+		rec_error(p, "pack '%s': record at offset %llu lies beyond the "
 		    "end of the pack (truncated?)", p->path,
 		    (unsigned long long)e->offset);
 		return (-1);
@@ -727,7 +846,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	if (rh[0] != e->type || rh[1] != e->flags ||
 	    get_u32(rh + 2) != e->plain_len ||
 	    get_u32(rh + 6) != e->stored_len) {
-		log_error("pack '%s': record at offset %llu: header does not "
+		rec_error(p, "pack '%s': record at offset %llu: header does not "
 		    "match the index", p->path, (unsigned long long)e->offset);
 		goto out;
 	}
@@ -751,14 +870,14 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 			goto out;
 		if (compressor_decompress(z, payload, e->stored_len, out,
 		    e->plain_len)) {
-			log_error("pack '%s': record at offset %llu does not "
+			rec_error(p, "pack '%s': record at offset %llu does not "
 			    "decompress", p->path,
 			    (unsigned long long)e->offset);
 			goto out;
 		}
 	} else {
 		if (e->plain_len != e->stored_len) {
-			log_error("pack '%s': record at offset %llu has "
+			rec_error(p, "pack '%s': record at offset %llu has "
 			    "inconsistent lengths", p->path,
 			    (unsigned long long)e->offset);
 			goto out;
@@ -770,14 +889,16 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	if (how == READ_PLAIN) {
 		ccrypto_chunk_id(repo_keys(p->repo), out, e->plain_len, id);
 		if (memcmp(id, e->id, CCRYPTO_ID_BYTES) != 0) {
-			pack_report_mismatch(p->path, e->offset);
+			rec_error(p, "pack '%s': record at offset %llu: content "
+			    "does not match its id", p->path,
+			    (unsigned long long)e->offset);
 			goto out;
 		}
 	}
 	rc = 0;
 	goto out;
 auth:
-	log_error("pack '%s': record at offset %llu failed authentication "
+	rec_error(p, "pack '%s': record at offset %llu failed authentication "
 	    "(damaged or tampered with)", p->path,
 	    (unsigned long long)e->offset);
 out:
@@ -806,7 +927,7 @@ pack_reader_get_stored(struct pack_reader *p, const struct pack_entry *e,
 {
 	buf_reset(out);
 	if (e->stored_len > PACK_RECORD_MAX) {
-		log_error("pack '%s': record at offset %llu is too large",
+		rec_error(p, "pack '%s': record at offset %llu is too large",
 		    p->path, (unsigned long long)e->offset);
 		return (-1);
 	}
@@ -824,16 +945,69 @@ pack_report_mismatch(const char *pack, uint64_t offset)
 	    "its id", pack, (unsigned long long)offset);
 }
 
+/*
+ * A compressed record that declares more than this is first
+ * decompressed into its id check alone, in pieces, and its plain length
+ * reserved only once the id matches: a zstd frame of a few KiB may
+ * declare 1 GiB.  Snapshot parts and journal records are far smaller.
+ */
+#define STREAM_CHECK_MIN (16u << 20)
+
+static int
+hash_sink(void *arg, const void *p, size_t n)
+{
+	ccrypto_hash_update(arg, p, n);
+	return (0);
+}
+
+static int
+stream_check(struct pack_reader *p, const struct pack_entry *e,
+    struct compressor *z)
+{
+	struct ccrypto_hash_state h;
+	struct compressor *own = NULL;
+	struct buf st = BUF_INIT;
+	uint8_t id[CCRYPTO_ID_BYTES];
+	int rc = -1;
+
+	if (pack_reader_get_stored(p, e, &st))
+		goto out;
+	if (z == NULL && (own = z = compressor_new(1)) == NULL)
+		goto out;
+	ccrypto_hash_init(repo_keys(p->repo), &h);
+	if (compressor_decompress_stream(z, st.data, st.len, e->plain_len,
+	    hash_sink, &h)) {
+		rec_error(p, "pack '%s': record at offset %llu does not "
+		    "decompress", p->path, (unsigned long long)e->offset);
+		goto out;
+	}
+	ccrypto_hash_final(&h, id);
+	if (memcmp(id, e->id, CCRYPTO_ID_BYTES) != 0) {
+		rec_error(p, "pack '%s': record at offset %llu: content does "
+		    "not match its id", p->path,
+		    (unsigned long long)e->offset);
+		goto out;
+	}
+	rc = 0;
+out:
+	compressor_free(own);
+	buf_release(&st);
+	return (rc);
+}
+
 int
 pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
     struct compressor *z, struct buf *out)
 {
 	buf_reset(out);
-	if (e->plain_len > PACK_RECORD_MAX) {
-		log_error("pack '%s': record at offset %llu is too large",
+	if (e->plain_len > PACK_RECORD_MAX || record_too_large(p, e)) {
+		rec_error(p, "pack '%s': record at offset %llu is too large",
 		    p->path, (unsigned long long)e->offset);
 		return (-1);
 	}
+	if ((e->flags & PACK_FLAG_ZSTD) && e->plain_len > STREAM_CHECK_MIN &&
+	    stream_check(p, e, z))
+		return (-1);
 	if (buf_reserve(out, e->plain_len))
 		return (-1);
 	if (pack_reader_read(p, e, z, out->data))
@@ -842,41 +1016,70 @@ pack_reader_get(struct pack_reader *p, const struct pack_entry *e,
 	return (0);
 }
 
+/*
+ * The records an index names must follow one another in the pack, as a
+ * writer appends them, between the header and the trailer: no two
+ * overlap, so that no byte of the pack is read for two records (a forged
+ * index could otherwise name one record a million times).  One pass.
+ */
+static int
+index_check(const struct pack_reader *p, const struct pack_entry *v,
+    uint32_t count)
+{
+	uint64_t next = PACK_HEADER_BYTES, end, len;
+	uint32_t i;
+
+	end = p->size - TRAILER_END - p->index_len;
+	for (i = 0; i < count; i++) {
+		len = PACK_RECORD_HEADER_BYTES + (uint64_t)v[i].stored_len +
+		    CCRYPTO_TAG_BYTES;
+		if (v[i].offset < next || v[i].offset > end ||
+		    len > end - v[i].offset ||
+		    v[i].stored_len > PACK_RECORD_MAX ||
+		    v[i].plain_len > PACK_RECORD_MAX) {
+			log_error("pack '%s': index is damaged (record %u at "
+			    "offset %llu overlaps another or lies outside "
+			    "the records)", p->path, (unsigned)i,
+			    (unsigned long long)v[i].offset);
+			return (-1);
+		}
+		next = v[i].offset + len;
+	}
+	return (0);
+}
+
 int
 pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
     size_t *n)
 {
-	uint8_t tail[8], ad[4 + CCRYPTO_REPO_ID_BYTES + 16];
+	uint8_t end[TRAILER_END], mac[PACK_MAC_BYTES];
+	uint8_t ad[4 + CCRYPTO_REPO_ID_BYTES + 16];
+	struct ccrypto_hash_state m;
 	struct pack_entry *v = NULL;
 	struct buf ct = BUF_INIT, pt = BUF_INIT;
 	struct reader rd;
 	uint32_t len, count, i;
 
-	if (p->size < PACK_HEADER_BYTES + sizeof(tail) ||
-	    fsutil_pread_all(p->fd, tail, sizeof(tail),
-	    (off_t)(p->size - sizeof(tail)), p->path))
-		goto bad;
-	len = get_u32(tail);
-	if (memcmp(tail + 4, INDEX_MAGIC, 4) != 0 ||
-	    len < CCRYPTO_NONCE_BYTES + CCRYPTO_TAG_BYTES + 4 ||
-	    len > p->size - PACK_HEADER_BYTES - sizeof(tail))
-		goto bad;
+	/* The trailer the MAC was checked on when the pack was opened,
+	 * checked again in memory: the file may have changed since. */
+	len = p->index_len;
+	if (fsutil_pread_all(p->fd, end, sizeof(end),
+	    (off_t)(p->size - sizeof(end)), p->path))
+		goto err;
+	if (get_u32(end + PACK_MAC_BYTES) != len ||
+	    !ccrypto_equal(end, p->mac, PACK_MAC_BYTES))
+		goto changed;
 	if (buf_reserve(&ct, len) || buf_reserve(&pt, len))
 		goto err;
 	if (fsutil_pread_all(p->fd, ct.data, len,
-	    (off_t)(p->size - sizeof(tail) - len), p->path))
+	    (off_t)(p->size - sizeof(end) - len), p->path))
 		goto err;
-	/* The pack's hash as its writer computed it (struct pack_info). */
-	{
-		struct ccrypto_hash_state h;
-
-		ccrypto_hash_init(repo_keys(p->repo), &h);
-		ccrypto_hash_update(&h, p->hdr, sizeof(p->hdr));
-		ccrypto_hash_update(&h, ct.data, len);
-		ccrypto_hash_update(&h, tail, sizeof(tail));
-		ccrypto_hash_final(&h, p->hash);
-		p->have_hash = 1;
-	}
+	mac_start(p->repo, p->pack_id, p->key, &m);
+	ccrypto_hash_update(&m, ct.data, len);
+	ccrypto_hash_update(&m, end + PACK_MAC_BYTES, 4);
+	ccrypto_hash_final(&m, mac);
+	if (!ccrypto_equal(mac, p->mac, PACK_MAC_BYTES))
+		goto changed;
 	index_ad(ad, p->repo, p->pack_id);
 	if (ccrypto_aead_decrypt(p->key, ct.data, ad, sizeof(ad),
 	    ct.data + CCRYPTO_NONCE_BYTES, len - CCRYPTO_NONCE_BYTES,
@@ -903,11 +1106,17 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 	}
 	if (rd.err)
 		goto bad;
+	if (index_check(p, v, count))
+		goto err;
 	*ents = v;
 	*n = count;
 	buf_release(&ct);
 	buf_release(&pt);
 	return (0);
+changed:
+	log_error("pack '%s' changed while it was read (its trailer no "
+	    "longer authenticates)", p->path);
+	goto err;
 bad:
 	log_error("pack '%s': index is damaged", p->path);
 err:
@@ -915,6 +1124,12 @@ err:
 	buf_release(&ct);
 	buf_release(&pt);
 	return (-1);
+}
+
+void
+pack_reader_set_quiet(struct pack_reader *p, int quiet)
+{
+	p->quiet = quiet;
 }
 
 const uint8_t *

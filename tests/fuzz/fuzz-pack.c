@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <sodium.h>
+#include <zstd.h>
 
 #include "coffer/chunk.h"
 #include "coffer/crypto.h"
@@ -232,9 +233,183 @@ seed_file(const char *dir_out, const char *sname, uint8_t mode,
 }
 
 /*
+ * Forged packs (tests/tools/forge-pack.c does the same without any key,
+ * for the e2e test t0345): a pack key of the forger's sealed to the
+ * repository's public key, records and index encrypted under it, as
+ * whoever can write the storage can make them once coffer.conf lists an
+ * epoch key.  mac: 0 none (a header of version 1, from before packs had
+ * a MAC), 1 random bytes (the forger lacks the id key), 2 the right MAC
+ * (what only a writer with the keys, a write-only one say, can make).
+ * shape: 0 a snapshot and a data record, zstd bombs declaring 1 GiB; 1
+ * many small entries; 2 many entries naming one bomb.
+ */
+#define F_ENTRY 50
+
+static void
+f_record(struct buf *pack, struct buf *idx, const uint8_t *key, uint8_t type,
+    uint8_t flags, const uint8_t *payload, size_t n, uint32_t plain,
+    uint64_t *at, uint8_t *id)
+{
+	uint8_t hdr[PACK_RECORD_HEADER_BYTES], ad[32 + 1 + 16 + 1 + 4];
+
+	ccrypto_random(id, 32);
+	hdr[0] = type;
+	hdr[1] = flags;
+	put_u32(hdr + 2, plain);
+	put_u32(hdr + 6, (uint32_t)n);
+	memcpy(ad, id, 32);
+	ad[32] = type;
+	memcpy(ad + 33, repo_id(repo), 16);
+	ad[49] = flags;
+	put_u32(ad + 50, plain);
+	*at = pack->len - 1;	/* the mode byte is not the pack's */
+	if (buf_append(pack, hdr, 10) || buf_reserve(pack, 24 + n + 16))
+		abort();
+	ccrypto_aead_encrypt(key, pack->data + pack->len, ad, sizeof(ad),
+	    payload, n, pack->data + pack->len + 24);
+	pack->len += 24 + n + 16;
+	if (buf_append(idx, id, 32) || buf_put_u8(idx, type) ||
+	    buf_put_u8(idx, flags) || buf_put_u64(idx, *at) ||
+	    buf_put_u32(idx, plain) || buf_put_u32(idx, (uint32_t)n))
+		abort();
+}
+
+static uint8_t *
+f_bomb(size_t *n)
+{
+	size_t cap = 64 << 10, len = 0, r;
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+	uint8_t *z = malloc(cap), *zero = calloc(1, 1 << 20);
+	int i;
+
+	if (c == NULL || z == NULL || zero == NULL)
+		abort();
+	ZSTD_CCtx_setPledgedSrcSize(c, 1ull << 30);
+	for (i = 0; i <= 1024; i++) {
+		ZSTD_inBuffer in = { zero, i < 1024 ? 1 << 20 : 0, 0 };
+
+		do {
+			ZSTD_outBuffer o;
+
+			if (cap - len < (16 << 10) &&
+			    (z = realloc(z, cap *= 2)) == NULL)
+				abort();
+			o.dst = z + len;
+			o.size = cap - len;
+			o.pos = 0;
+			r = ZSTD_compressStream2(c, &o, &in, i < 1024 ?
+			    ZSTD_e_continue : ZSTD_e_end);
+			if (ZSTD_isError(r))
+				abort();
+			len += o.pos;
+		} while (in.pos < in.size || (i == 1024 && r != 0));
+	}
+	ZSTD_freeCCtx(c);
+	free(zero);
+	*n = len;
+	return (z);
+}
+
+static int
+forge_seed(const char *dir_out, const char *sname, int shape, int mac)
+{
+	uint8_t key[CCRYPTO_KEY_BYTES], pack_id[16], id[32], small[16];
+	uint8_t ad[4 + 16 + 16], nonce_tag[24], m[32], *z = NULL;
+	struct buf pack = BUF_INIT, idx = BUF_INIT, ct = BUF_INIT;
+	struct ccrypto_hash_state h;
+	uint32_t epoch, count = 0;
+	uint64_t at;
+	size_t zn = 0;
+	int rc;
+
+	ccrypto_random(key, sizeof(key));
+	ccrypto_random(pack_id, sizeof(pack_id));
+	/* Mode byte 0 (a pack), then the pack. */
+	if (buf_put_u8(&pack, 0) || buf_reserve(&pack, PACK_HEADER_BYTES))
+		abort();
+	memset(pack.data + 1, 0, PACK_HEADER_BYTES);
+	memcpy(pack.data + 1, "CFPK", 4);
+	epoch = ccrypto_pack_key_seal(repo_keys(repo), key, pack.data + 41);
+	pack.data[5] = mac ? 3 : 1;
+	if (mac) {
+		pack.data[6] = (uint8_t)epoch;
+		pack.data[7] = (uint8_t)(epoch >> 8);
+		pack.data[8] = (uint8_t)(epoch >> 16);
+	}
+	memcpy(pack.data + 9, repo_id(repo), 16);
+	memcpy(pack.data + 25, pack_id, 16);
+	pack.len = 1 + PACK_HEADER_BYTES;
+	if (buf_put_u32(&idx, 0))
+		abort();
+	if (shape != 1)
+		z = f_bomb(&zn);
+	if (shape == 0) {
+		f_record(&pack, &idx, key, PACK_REC_SNAPSHOT, PACK_FLAG_ZSTD,
+		    z, zn, 1u << 30, &at, id);
+		f_record(&pack, &idx, key, PACK_REC_DATA, PACK_FLAG_ZSTD, z,
+		    zn, 1u << 30, &at, id);
+		count = 2;
+	} else if (shape == 1) {
+		for (count = 0; count < 2000; count++) {
+			ccrypto_random(small, sizeof(small));
+			f_record(&pack, &idx, key, PACK_REC_SNAPSHOT, 0, small,
+			    sizeof(small), sizeof(small), &at, id);
+		}
+	} else {
+		f_record(&pack, &idx, key, PACK_REC_DATA, PACK_FLAG_ZSTD, z,
+		    zn, 1u << 30, &at, id);
+		for (count = 1; count < 1000; count++)
+			if (buf_append(&idx, id, 32) ||
+			    buf_put_u8(&idx, count % 2 ? PACK_REC_SNAPSHOT :
+			    PACK_REC_DATA) || buf_put_u8(&idx, PACK_FLAG_ZSTD) ||
+			    buf_put_u64(&idx, at) ||
+			    buf_put_u32(&idx, 1u << 30) ||
+			    buf_put_u32(&idx, (uint32_t)zn))
+				abort();
+	}
+	put_u32(idx.data, count);
+	memcpy(ad, "CFPI", 4);
+	memcpy(ad + 4, repo_id(repo), 16);
+	memcpy(ad + 20, pack_id, 16);
+	if (buf_reserve(&ct, idx.len + 16))
+		abort();
+	ccrypto_aead_encrypt(key, nonce_tag, ad, sizeof(ad), idx.data,
+	    idx.len, ct.data);
+	ct.len = idx.len + 16;
+	if (buf_append(&pack, nonce_tag, 24) ||
+	    buf_append(&pack, ct.data, ct.len))
+		abort();
+	put_u32(small, (uint32_t)(24 + ct.len));
+	memcpy(small + 4, "CFPI", 4);
+	if (mac == 1)
+		ccrypto_random(m, sizeof(m));
+	else if (mac == 2) {
+		/* doc/format.md, "Packs": the MAC. */
+		ccrypto_hash_init(repo_keys(repo), &h);
+		ccrypto_hash_update(&h, "CFPK", 4);
+		ccrypto_hash_update(&h, repo_id(repo), 16);
+		ccrypto_hash_update(&h, pack_id, 16);
+		ccrypto_hash_update(&h, key, sizeof(key));
+		ccrypto_hash_update(&h, nonce_tag, 24);
+		ccrypto_hash_update(&h, ct.data, ct.len);
+		ccrypto_hash_update(&h, small, 4);
+		ccrypto_hash_final(&h, m);
+	}
+	if ((mac && buf_append(&pack, m, sizeof(m))) ||
+	    buf_append(&pack, small, 8))
+		abort();
+	rc = fuzz_write_seed(dir_out, sname, pack.data, pack.len);
+	free(z);
+	buf_release(&pack);
+	buf_release(&idx);
+	buf_release(&ct);
+	return (rc);
+}
+
+/*
  * A pack of the deterministic repository with a raw and a compressed
- * record, an empty pack, a truncated and a damaged one; its coffer.conf
- * and a broken one.
+ * record, an empty pack, a truncated and a damaged one, forged ones
+ * (forge_seed); its coffer.conf and a broken one.
  */
 int
 fuzz_seeds(const char *dir_out)
@@ -276,6 +451,15 @@ fuzz_seeds(const char *dir_out)
 	    seed_file(dir_out, "pack-truncated", 0, path, info.size - 10, 0) ||
 	    seed_file(dir_out, "pack-damaged-record", 0, path, 0,
 	    PACK_HEADER_BYTES + PACK_RECORD_HEADER_BYTES + 2) ||
+	    forge_seed(dir_out, "forged-bomb", 0, 1) ||
+	    forge_seed(dir_out, "forged-bomb-old", 0, 0) ||
+	    forge_seed(dir_out, "forged-many", 1, 1) ||
+	    forge_seed(dir_out, "forged-many-old", 1, 0) ||
+	    forge_seed(dir_out, "forged-overlap", 2, 1) ||
+	    forge_seed(dir_out, "forged-overlap-old", 2, 0) ||
+	    forge_seed(dir_out, "writer-bomb", 0, 2) ||
+	    forge_seed(dir_out, "writer-many", 1, 2) ||
+	    forge_seed(dir_out, "writer-overlap", 2, 2) ||
 	    seed_file(dir_out, "conf", 1, conf, 0, 0) ||
 	    seed_file(dir_out, "conf-damaged", 1, conf, 0, 12))
 		goto out;

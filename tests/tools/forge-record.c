@@ -21,6 +21,9 @@
  * it names to DIR/part-IDX.db, for sqlite3 to look into (a part must hold
  * every content it names, with all of that content's chunks).
  *
+ * forge-record index REPO KEYFILE PACK: print "OFFSET TYPE STORED_LEN ID"
+ * of each record in PACK's index (to find a record to damage).
+ *
  * forge-record conf REPO KEYFILE: coffer.conf of REPO, from standard input
  * (without its mac line), authenticated with KEYFILE's meta key and
  * written in place: what a write-only key can make of coffer.conf.
@@ -282,6 +285,42 @@ dump_parts(int argc, char **argv)
 	return (0);
 }
 
+/* index REPO KEYFILE PACK: "OFFSET TYPE STORED_LEN ID" of each record. */
+static int
+list_index(int argc, char **argv)
+{
+	struct pack_reader *pr;
+	struct pack_entry *ents = NULL;
+	struct repo *r;
+	size_t i, n;
+	int rc = 1;
+
+	if (argc != 5) {
+		fprintf(stderr, "usage: forge-record index REPO KEYFILE "
+		    "PACK\n");
+		return (2);
+	}
+	if ((r = open_repo(argv[2], argv[3])) == NULL)
+		return (1);
+	if ((pr = pack_reader_open(r, argv[4])) != NULL &&
+	    pack_reader_index(pr, &ents, &n) == 0) {
+		for (i = 0; i < n; i++) {
+			char hex[2 * CCRYPTO_ID_BYTES + 1];
+
+			hex_encode(hex, ents[i].id, CCRYPTO_ID_BYTES);
+			printf("%llu %u %u %s\n",
+			    (unsigned long long)ents[i].offset,
+			    (unsigned)ents[i].type,
+			    (unsigned)ents[i].stored_len, hex);
+		}
+		rc = 0;
+	}
+	free(ents);
+	pack_reader_close(pr);
+	repo_close(r);
+	return (rc);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -299,6 +338,8 @@ main(int argc, char **argv)
 		return (forge_conf(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "parts") == 0)
 		return (dump_parts(argc, argv));
+	if (argc > 1 && strcmp(argv[1], "index") == 0)
+		return (list_index(argc, argv));
 	if (argc != 5 || strlen(argv[3]) != 2 * CCRYPTO_ID_BYTES ||
 	    hex_decode(id, CCRYPTO_ID_BYTES, argv[3]) ||
 	    (len = atol(argv[4])) <= 0) {

@@ -281,9 +281,18 @@ main(void)
 		byte ^= 1;
 		patch(r, info.name, st.st_size - 20, &byte, 1);
 		p = pack_reader_open(r, info.name);
-		ok(p && pack_reader_index(p, &idx, &n) != 0,
-		    "damaged index is rejected");
+		ok(p == NULL, "damaged index is refused by the pack's MAC");
 		pack_reader_close(p);
+		patch(r, info.name, st.st_size - 20, &byte, 1);
+		byte ^= 1;
+		patch(r, info.name, st.st_size - 20, &byte, 1);
+
+		/* The MAC itself. */
+		peek(r, info.name, st.st_size - 9, &byte, 1);
+		byte ^= 1;
+		patch(r, info.name, st.st_size - 9, &byte, 1);
+		ok(pack_reader_open(r, info.name) == NULL,
+		    "damaged MAC is refused");
 
 		/* Truncate: the last record lies beyond the end. */
 		path = repo_pack_path(r, info.name);
