@@ -136,16 +136,17 @@ print_text(const struct verify_result *res)
 		const struct verify_broken *b = &res->broken[i];
 
 		if (i == 0 || strcmp(res->broken[i - 1].sid, b->sid) != 0)
-			printf("snapshot %.12s of '%s' is damaged:\n", b->sid,
-			    b->dataset);
+			printf("snapshot %.12s of '%s' is damaged:\n",
+			    fmt_text(b->sid), fmt_text(b->dataset));
 		fputs("  ", stdout);
 		fmt_path(stdout, b->path);
 		putchar('\n');
 	}
 	for (i = 0; i < res->nbad_records; i++)
 		printf("snapshot %.12s of '%s': signed record %s\n",
-		    res->bad_records[i].sid, res->bad_records[i].dataset,
-		    res->bad_records[i].problem);
+		    fmt_text(res->bad_records[i].sid),
+		    fmt_text(res->bad_records[i].dataset),
+		    fmt_text(res->bad_records[i].problem));
 
 	if (res->packs_read > 0 || strcmp(res->mode, "structure") != 0) {
 		fmt_bytes(sz, sizeof(sz), (double)res->bytes_read);
