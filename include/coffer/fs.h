@@ -232,7 +232,8 @@ int fs_restore_file_id(const struct fs_restore *r, struct fs_file_id *id);
  * must still be the inode id (fs_restore_file_id): the link is made from a
  * descriptor of that inode, opened and checked, never by existing's path,
  * whose directory may be a local user's who put a file of theirs there
- * since.  0, or -1 (reported; then e->path is left as it was).
+ * since.  id NULL: that inode is not known (refused).  0, or -1
+ * (reported; then e->path is left as it was).
  */
 int fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
     const char *existing, const struct fs_file_id *id);

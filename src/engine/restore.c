@@ -729,7 +729,7 @@ link_target(struct restore *rs, const struct entry *e,
 		return (NULL);
 	link_key(key, e);
 	if (hmap_get(&rs->links, key, &idx)) {
-		*id = &rs->link_ids[idx];
+		*id = rs->link_ids[idx].ino != 0 ? &rs->link_ids[idx] : NULL;
 		return (rs->link_paths[idx]);
 	}
 	return (NULL);
@@ -741,15 +741,19 @@ remember_link(struct restore *rs, const struct wentry *we)
 	const struct entry *e = &we->e;
 	uint8_t key[24];
 
-	/* A file whose inode is not known gets no second name. */
-	if (e->kind != ENTRY_FILE || e->nlink < 2 || !we->has_id)
+	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (0);
 	if (array_grow(&rs->link_paths, &rs->caplinks, rs->nlinks,
 	    sizeof(*rs->link_paths), 64) ||
 	    array_grow(&rs->link_ids, &rs->capids, rs->nlinks,
 	    sizeof(*rs->link_ids), 64))
 		return (-1);
-	rs->link_ids[rs->nlinks] = we->id;
+	/* Inode 0: not known (fs_restore_hardlink refuses to link it). */
+	if (we->has_id)
+		rs->link_ids[rs->nlinks] = we->id;
+	else
+		memset(&rs->link_ids[rs->nlinks], 0,
+		    sizeof(rs->link_ids[rs->nlinks]));
 	if ((rs->link_paths[rs->nlinks] = strdup(e->path)) == NULL) {
 		log_error("out of memory");
 		return (-1);

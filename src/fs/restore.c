@@ -1856,6 +1856,12 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 		    e->path, existing);
 		return (-1);
 	}
+	if (id == NULL) {
+		log_error("cannot link '%s' to '%s': the file restored there "
+		    "cannot be told from another (it is not this user's)",
+		    e->path, existing);
+		return (-1);
+	}
 	tuning_run_hook("COFFER_TEST_BEFORE_HARDLINK",
 	    tuning_get()->test_before_hardlink, "COFFER_TEST_PATH", existing);
 	if ((st = link_beneath(r, e, existing, id)) != 1)

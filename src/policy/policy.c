@@ -371,11 +371,6 @@ begin_section(struct loader *l, char *text)
 }
 
 /*
- * libinih's reader: one line of the file into str (num bytes), counted.
- * Section headers are taken here; a line that is too long or neither a
- * header, a comment nor key = value is reported and handed on blank.
- */
-/*
  * The next line into l->buf, without its newline: its length, or -1 at
  * the end of the file (or past POLICY_MAX_BYTES: too_big).  Of a line
  * longer than LINE_MAX_BYTES, the rest is skipped (*lost set).
@@ -406,6 +401,11 @@ get_line(struct loader *l, int *lost)
 	return ((ssize_t)n);
 }
 
+/*
+ * libinih's reader: one line of the file into str (num bytes), counted.
+ * Section headers are taken here; a line that is too long or neither a
+ * header, a comment nor key = value is reported and handed on blank.
+ */
 static char *
 read_line(char *str, int num, void *stream)
 {
