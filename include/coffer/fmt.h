@@ -9,10 +9,20 @@
 /*
  * A path for a line-oriented listing: printed as is when it holds only
  * printable bytes, else in double quotes with C escapes (\n, \t, \\, \",
- * \ooo for other control bytes), as git quotes unusual names.  Bytes >= 0x80
- * pass through, so UTF-8 names stay readable.
+ * \ooo for other control bytes), as git quotes unusual names.  Valid UTF-8
+ * passes through, so UTF-8 names stay readable; C1 controls (U+0080 to
+ * U+009F) and bytes of no valid UTF-8 sequence are escaped.
  */
 void fmt_path(FILE *f, const char *s);
+
+/*
+ * Text from outside (a record's source, host, user, policy path, a
+ * name) for a human's output, quoted as fmt_path quotes it: s itself
+ * when it needs nothing, else a buffer of the calling thread's, valid
+ * until eight more calls of fmt_text on that thread (so up to eight in
+ * one printf).  NULL stays NULL.  Never fails: out of memory, "\"?\"".
+ */
+const char *fmt_text(const char *s);
 
 /* Human-readable sizes for tables: "1.5 GiB" into out (at least 16 bytes). */
 void fmt_bytes(char *out, size_t outlen, double bytes);

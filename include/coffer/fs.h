@@ -204,9 +204,39 @@ void fs_reader_free(struct fs_reader *rd);
 int fs_reader_read(struct fs_reader *rd, int fd, void *buf, size_t len,
     int64_t off);
 
-/* Make e->path a hard link to existing (a path restored earlier). */
+/*
+ * Which inode a restored file is: its number, and what tells it from a
+ * later inode given the same number once it is freed (a local user who
+ * removes a file restore made and creates one of theirs may get it): its
+ * owner and group, which no one else can give a file they create, and its
+ * birth time where the file system keeps one.
+ */
+struct fs_file_id {
+	uint64_t dev, ino;
+	int64_t uid, gid;
+	int64_t btime_sec;
+	uint32_t btime_nsec;
+	int has_btime;
+};
+
+/*
+ * Right after a successful fs_restore_finish of a regular file: the inode
+ * it was written to, read from its descriptor (or checked, by name, to be
+ * the one created for it before it took its path).  0, or -1 when there is
+ * none to give.
+ */
+int fs_restore_file_id(const struct fs_restore *r, struct fs_file_id *id);
+
+/*
+ * Make e->path a hard link to existing (a path restored earlier), which
+ * must still be the inode id (fs_restore_file_id): the link is made from a
+ * descriptor of that inode, opened and checked, never by existing's path,
+ * whose directory may be a local user's who put a file of theirs there
+ * since.  id NULL: that inode is not known (refused).  0, or -1
+ * (reported; then e->path is left as it was).
+ */
 int fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
-    const char *existing);
+    const char *existing, const struct fs_file_id *id);
 
 /*
  * The metadata of the target itself, from e (the snapshot's root, a

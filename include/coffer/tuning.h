@@ -55,6 +55,7 @@ struct tuning {
 	/* Test hooks: shell commands run at one point each, or NULL. */
 	const char *test_before_change_check;	/* backup, a file read */
 	const char *test_before_dir_metadata;	/* restore, before dirs */
+	const char *test_before_hardlink;	/* restore, a second name */
 	const char *test_before_drill_check;	/* drill, before checks */
 	const char *test_prune_crash;	/* prune: the step to die at */
 	int test_change_restored;	/* restore: alter what it reads back */

@@ -161,7 +161,8 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 		fmt_bytes(sz, sizeof(sz), (double)res.bytes);
 		printf("audit of '%s' against %.12s: %lld entries, %lld files "
 		    "rehashed (%s): %lld silently corrupted, %lld modified, "
-		    "%lld missing, %lld new%s\n", s.dataset, s.sid,
+		    "%lld missing, %lld new%s\n", fmt_text(s.dataset),
+		    fmt_text(s.sid),
 		    (long long)res.entries, (long long)res.files, sz,
 		    (long long)res.corrupt, (long long)res.modified,
 		    (long long)res.missing, (long long)res.added,

@@ -55,7 +55,7 @@ print_result(const struct backup_opts *o, const struct backup_result *res,
 	printf("snapshot %.12s (%s) of '%s': %lld files, %lld dirs stored, "
 	    "%lld unchanged, %lld deleted; %s read, %s new, %s stored, "
 	    "%.1f s (%.0f MB/s)%s\n", res->sid,
-	    catalog_level_name(res->level), o->dataset, (long long)res->files,
+	    catalog_level_name(res->level), fmt_text(o->dataset), (long long)res->files,
 	    (long long)res->dirs, (long long)res->unchanged,
 	    (long long)res->deleted, rd, nw, st, res->seconds,
 	    res->seconds > 0 ? (double)res->bytes_read / res->seconds / 1e6 :

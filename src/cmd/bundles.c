@@ -124,14 +124,14 @@ print_bundle(void *arg, const struct catalog_bundle *b)
 			    "SNAPSHOTS", "PACKS", "SIZE", "NAME");
 		fmt_bytes(size, sizeof(size), (double)b->size);
 		printf("%-16s %5u  %-13s %5s  %-20s  %9d %6lld %10s  %s\n",
-		    b->target, b->seq, catalog_level_name(b->level),
+		    fmt_text(b->target), b->seq, catalog_level_name(b->level),
 		    b->base_seq ? (snprintf(hex, sizeof(hex), "%u",
 		    b->base_seq), hex) : "-", when,
 		    count_words(b->snapshots), (long long)b->packs, size,
-		    b->name);
+		    fmt_text(b->name));
 		if (there == 0)
 			printf("%-16s %5u  MISSING at the destination\n",
-			    b->target, b->seq);
+			    fmt_text(b->target), b->seq);
 	}
 	l->n++;
 	return (0);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/fmt.h"
 #include "coffer/engine.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
@@ -57,11 +58,11 @@ cmd_consolidate(int argc, char **argv, const struct global_opts *g)
 		jw_end_object(&j);
 	} else if (log_level >= 0) {
 		/* The new id is the result: print it even under cron. */
-		printf("%s\n", res.sid);
+		printf("%s\n", fmt_text(res.sid));
 		if (isatty(STDOUT_FILENO) || log_level > 0)
 			fprintf(stderr, "synthetic full %.12s of %.12s "
 			    "(chain depth %d): %lld files, %lld dirs\n",
-			    res.sid, src.sid, src.depth,
+			    fmt_text(res.sid), fmt_text(src.sid), src.depth,
 			    (long long)res.files, (long long)res.dirs);
 	}
 out:

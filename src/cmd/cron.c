@@ -59,18 +59,94 @@ policy_minutes(const struct policy *p, char *out, size_t size)
 	}
 }
 
-/* The unit's name: the policy file's name without ".policy". */
+/*
+ * The unit's name: the policy file's name without ".policy", with what a
+ * unit name may not hold (or a shell would take for syntax, in the
+ * command printed to enable it) as '_'.
+ */
 static void
 unit_name(const char *path, char *out, size_t size)
 {
 	const char *base = strrchr(path, '/');
-	size_t n;
+	size_t n, i, len;
 
 	base = base ? base + 1 : path;
 	n = strlen(base);
 	if (n > 7 && strcmp(base + n - 7, ".policy") == 0)
 		n -= 7;
 	snprintf(out, size, "coffer-%.*s", (int)n, base);
+	for (i = 7, len = strlen(out); i < len; i++)
+		if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789_.:-", out[i]) == NULL)
+			out[i] = '_';
+}
+
+/* Does s hold a control character (C0, DEL)?  Neither a crontab line nor
+ * a unit file can carry a newline in a value; the rest would reach the
+ * admin's terminal. */
+static int
+has_control(const char *s)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return (1);
+	return (0);
+}
+
+/*
+ * s as one word of a crontab command: cron's sh reads it, after cron
+ * itself took an unescaped '%' for the end of the command (crontab(5)).
+ * So: single quotes around runs of other bytes, and a quote or a '%'
+ * outside them, backslashed (cron turns "\%" into "%", sh "\'" into
+ * "'").  A '%' never follows a backslash of the text that way.
+ */
+static void
+put_cron_word(FILE *f, const char *s)
+{
+	int inq = 0;
+
+	if (*s == '\0')
+		fputs("''", f);
+	for (; *s; s++) {
+		if (*s == '\'' || *s == '%') {
+			if (inq)
+				putc('\'', f);
+			inq = 0;
+			putc('\\', f);
+			putc(*s, f);
+			continue;
+		}
+		if (!inq)
+			putc('\'', f);
+		inq = 1;
+		putc(*s, f);
+	}
+	if (inq)
+		putc('\'', f);
+}
+
+/*
+ * s as one word of a unit file's ExecStart= (systemd.syntax(7),
+ * systemd.service(5)): in double quotes, with C escapes for '"' and '\\';
+ * '%' doubled (specifiers are resolved first, everywhere in the unit
+ * file) and, exec, '$' doubled (no variable is expanded).  In a
+ * Description=, where only specifiers apply, quoted the same way, so
+ * that a trailing backslash cannot continue the line.
+ */
+static void
+put_unit_word(FILE *f, const char *s, int exec)
+{
+	putc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			putc('\\', f);
+		else if (*s == '%' || (exec && *s == '$'))
+			putc(*s, f);
+		putc(*s, f);
+	}
+	putc('"', f);
 }
 
 int
@@ -114,6 +190,13 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 		snprintf(exe, sizeof(exe), "coffer");
 	else
 		exe[n] = '\0';
+	if (has_control(pol) || has_control(exe)) {
+		log_error("cannot print a crontab line or units for '%s': its "
+		    "path%s holds a control character", has_control(pol) ?
+		    pol : exe, has_control(pol) ? "" : " (coffer's)");
+		policy_free(p);
+		return (STATUS_USAGE);
+	}
 	policy_minutes(p, minutes, sizeof(minutes));
 	unit_name(pol, name, sizeof(name));
 	policy_free(p);
@@ -121,34 +204,49 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 	if (all)
 		printf("# crontab -e (in /etc/cron.d/, add the user after the "
 		    "times):\n");
-	if (all || strcmp(unit, "crontab") == 0)
-		printf("%s * * * * %s -q run --policy %s\n", minutes, exe, pol);
+	if (all || strcmp(unit, "crontab") == 0) {
+		printf("%s * * * * ", minutes);
+		put_cron_word(stdout, exe);
+		printf(" -q run --policy ");
+		put_cron_word(stdout, pol);
+		putchar('\n');
+	}
 	if (all)
 		printf("\n# or systemd: /etc/systemd/system/%s.service\n", name);
-	if (all || strcmp(unit, "service") == 0)
+	if (all || strcmp(unit, "service") == 0) {
 		printf("[Unit]\n"
-		    "Description=coffer run --policy %s\n"
+		    "Description=coffer run --policy ");
+		put_unit_word(stdout, pol, 0);
+		printf("\n"
 		    "Documentation=man:coffer-run(1) man:coffer-policy(5)\n"
 		    "After=local-fs.target network-online.target\n"
 		    "Wants=network-online.target\n"
 		    "\n"
 		    "[Service]\n"
 		    "Type=oneshot\n"
-		    "ExecStart=%s run --policy %s\n"
+		    "ExecStart=");
+		put_unit_word(stdout, exe, 1);
+		printf(" run --policy ");
+		put_unit_word(stdout, pol, 1);
+		printf("\n"
 		    "Nice=10\n"
-		    "IOSchedulingClass=idle\n", pol, exe, pol);
+		    "IOSchedulingClass=idle\n");
+	}
 	if (all)
 		printf("\n# and /etc/systemd/system/%s.timer, then: "
 		    "systemctl enable --now %s.timer\n", name, name);
-	if (all || strcmp(unit, "timer") == 0)
+	if (all || strcmp(unit, "timer") == 0) {
 		printf("[Unit]\n"
-		    "Description=coffer run --policy %s, at every slot\n"
+		    "Description=coffer run --policy ");
+		put_unit_word(stdout, pol, 0);
+		printf(", at every slot\n"
 		    "\n"
 		    "[Timer]\n"
 		    "OnCalendar=*-*-* *:%s:00\n"
 		    "Persistent=true\n"
 		    "\n"
 		    "[Install]\n"
-		    "WantedBy=timers.target\n", pol, minutes);
+		    "WantedBy=timers.target\n", minutes);
+	}
 	return (STATUS_OK);
 }

@@ -89,7 +89,8 @@ print_text(const struct drill_result *res, const struct drill_opts *o)
 	char sz[32], t[32], t2[32];
 	size_t i;
 
-	printf("drill of snapshot %.12s of '%s'", d->sid, d->dataset);
+	printf("drill of snapshot %.12s of '%s'", fmt_text(d->sid),
+	    fmt_text(d->dataset));
 	if (d->sample < 100)
 		printf(", a %g%% sample", d->sample);
 	printf(":\n");
@@ -105,7 +106,7 @@ print_text(const struct drill_result *res, const struct drill_opts *o)
 		    "(%.1f MB/s) into '%s'%s\n", (long long)d->files,
 		    (long long)res->entries_total, sz, t,
 		    mb_per_s(d->bytes, d->seconds),
-		    res->scratch ? res->scratch : "?",
+		    res->scratch ? fmt_text(res->scratch) : "?",
 		    res->scratch_kept ? ", kept" : ", removed");
 	if (!d->no_write) {
 		cmd_fmt_seconds(t, sizeof(t), d->check_seconds);
@@ -135,12 +136,12 @@ print_text(const struct drill_result *res, const struct drill_opts *o)
 	for (i = 0; i < res->nfailures; i++) {
 		printf("  FAILED     ");
 		fmt_path(stdout, res->failures[i].path);
-		printf(": %s\n", res->failures[i].what);
+		printf(": %s\n", fmt_text(res->failures[i].what));
 	}
 	if (d->source != NULL)
-		printf("  source     %s\n", d->source);
+		printf("  source     %s\n", fmt_text(d->source));
 	printf("  failures   %lld\n", (long long)d->failures);
-	printf("  verdict    %s\n", d->verdict);
+	printf("  verdict    %s\n", fmt_text(d->verdict));
 }
 
 /* The newest drill of each dataset, gathered for the metrics file. */
@@ -294,10 +295,10 @@ print_history(void *arg, const struct catalog_drill *d)
 		fmt_bytes(sz, sizeof(sz), (double)d->bytes);
 		cmd_fmt_seconds(t, sizeof(t), d->seconds);
 		printf("%-20s  %-16s  %-12.12s  %-16s  %5g%%  %9lld  %10s  "
-		    "%5lld  %9s  %8.1f  %s\n", when, d->dataset, d->sid,
-		    d->verdict, d->sample, (long long)d->files, sz,
+		    "%5lld  %9s  %8.1f  %s\n", when, fmt_text(d->dataset),
+		    fmt_text(d->sid), fmt_text(d->verdict), d->sample, (long long)d->files, sz,
 		    (long long)d->failures, t, mb_per_s(d->bytes, d->seconds),
-		    d->source ? d->source : "repository");
+		    d->source ? fmt_text(d->source) : "repository");
 	}
 	h->n++;
 	return (0);

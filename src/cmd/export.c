@@ -64,8 +64,9 @@ print_result(const struct export_opts *o, const struct export_result *res,
 	fmt_bytes(size, sizeof(size), (double)res->bytes);
 	fmt_bytes(need, sizeof(need), (double)res->needed_bytes);
 	fprintf(stderr, "bundle %s (%s, target '%s'): %zu packs, %s (%s of "
-	    "it needed by its snapshots), %.1f s (%.0f MB/s)\n", res->name,
-	    catalog_level_name(res->level), o->target, res->packs, size, need,
+	    "it needed by its snapshots), %.1f s (%.0f MB/s)\n",
+	    fmt_text(res->name), catalog_level_name(res->level),
+	    fmt_text(o->target), res->packs, size, need,
 	    res->seconds, res->seconds > 0 ?
 	    (double)res->bytes / res->seconds / 1e6 : 0.0);
 }

@@ -76,9 +76,10 @@ print_plan(const struct forget_result *res, int json, int dry_run)
 		fmt_time(when, sizeof(when), it->time_ns);
 		retention_reasons(it->reasons, why, sizeof(why));
 		printf("%-6s  %.12s  %-16s  %-12s  %-20s  %s%s%.12s%s\n",
-		    it->keep ? "keep" : "forget", it->sid, it->dataset,
-		    catalog_level_name(it->level), when, it->keep ? why : "",
-		    it->needed_by[0] ? " (for " : "", it->needed_by,
+		    it->keep ? "keep" : "forget", fmt_text(it->sid),
+		    fmt_text(it->dataset), catalog_level_name(it->level), when,
+		    it->keep ? why : "", it->needed_by[0] ? " (for " : "",
+		    fmt_text(it->needed_by),
 		    it->needed_by[0] ? ")" : "");
 	}
 	printf("%s%zu of %zu snapshot%s\n", dry_run ? "would forget " :

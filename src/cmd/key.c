@@ -317,7 +317,7 @@ list_keyring(struct repo *r, const struct repo_slot *v, size_t n,
 			jw_str(jw_key(j, "holder"), what);
 			jw_end_object(j);
 		} else if (k == n)
-			printf("%-17s %-11s %s\n", names[i], "full",
+			printf("%-17s %-11s %s\n", fmt_text(names[i]), "full",
 			    strcmp(what, "key file") == 0 ? "key file or "
 			    "paper key (coffer key remove revokes it)" :
 			    "keys holding the master secret: slots marked "
@@ -407,7 +407,8 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 				    (unsigned long long)(v[i].memlimit >> 20),
 				    (unsigned long long)v[i].opslimit);
 			(void)last_use(&uses, v[i].name, used, sizeof(used));
-			printf("%-17s %-11s %-17s %-21s %s\n", v[i].name,
+			printf("%-17s %-11s %-17s %-21s %s\n",
+			    fmt_text(v[i].name),
 			    kind_name(v[i].kind), cost, when, used);
 		}
 	}

@@ -72,15 +72,18 @@ print_run(void *arg, const struct catalog_run *r,
 		return (0);
 	}
 	cmd_fmt_seconds(t, sizeof(t), r->seconds);
-	printf("%s  run %.8s  exit %d  %s  %s@%s  %s\n", when, r->rid,
-	    r->status, t, r->user ? r->user : "?", r->host ? r->host : "?",
-	    r->policy ? r->policy : "");
+	printf("%s  run %.8s  exit %d  %s  %s@%s  %s\n", when,
+	    fmt_text(r->rid), r->status, t, r->user ? fmt_text(r->user) : "?",
+	    r->host ? fmt_text(r->host) : "?",
+	    r->policy ? fmt_text(r->policy) : "");
 	for (i = 0; i < n; i++) {
 		cmd_fmt_seconds(t, sizeof(t), a[i].seconds);
-		printf("  %-7s %-24s %-13s %-8s %s (%s)\n", a[i].kind,
-		    a[i].subject[0] ? a[i].subject : "-",
-		    a[i].level ? a[i].level : "-", outcome(a[i].status),
-		    a[i].detail ? a[i].detail : "", t);
+		printf("  %-7s %-24s %-13s %-8s %s (%s)\n",
+		    fmt_text(a[i].kind),
+		    a[i].subject[0] ? fmt_text(a[i].subject) : "-",
+		    a[i].level ? fmt_text(a[i].level) : "-",
+		    outcome(a[i].status),
+		    a[i].detail ? fmt_text(a[i].detail) : "", t);
 	}
 	ls->n++;
 	return (0);

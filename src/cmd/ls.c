@@ -35,7 +35,8 @@ print_entry(const struct entry *e, struct jw *j)
 		return;
 	}
 	printf("%s%s %-8s %-8s %12lld %s ", entry_kind_char(e->kind), mode,
-	    e->uname ? e->uname : "?", e->gname ? e->gname : "?",
+	    e->uname ? fmt_text(e->uname) : "?",
+	    e->gname ? fmt_text(e->gname) : "?",
 	    (long long)e->size, when);
 	fmt_path(stdout, e->path);
 	if (e->target) {

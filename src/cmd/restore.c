@@ -79,7 +79,8 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 	    (log_level > 0 || isatty(STDOUT_FILENO))) {
 		fmt_bytes(sz, sizeof(sz), (double)res.bytes);
 		printf("restored %.12s to '%s': %lld entries, %s in %.1f s",
-		    s.sid, o.target, (long long)res.files, sz, res.seconds);
+		    fmt_text(s.sid), fmt_text(o.target), (long long)res.files,
+		    sz, res.seconds);
 		if (res.reused > 0) {
 			fmt_bytes(sz, sizeof(sz), (double)res.reused);
 			printf(" (%s of it shared, read back)", sz);

@@ -296,16 +296,16 @@ print_line(const struct action *a, int dry_run)
 	if (dry_run) {
 		reason(a, why, sizeof(why));
 		printf("would %-7s %-24s %-13s %s\n", kind_names[a->kind],
-		    a->subject[0] ? a->subject : "-",
+		    a->subject[0] ? fmt_text(a->subject) : "-",
 		    a->level >= 0 ? catalog_level_name(a->level) : "-", why);
 		return;
 	}
 	cmd_fmt_seconds(t, sizeof(t), a->seconds);
 	printf("%-7s %-24s %-13s %-8s %s (%s)\n", kind_names[a->kind],
-	    a->subject[0] ? a->subject : "-",
+	    a->subject[0] ? fmt_text(a->subject) : "-",
 	    a->level >= 0 ? catalog_level_name(a->level) : "-",
 	    a->status == STATUS_OK ? "ok" : a->status == STATUS_WARN ?
-	    "warning" : "FAILED", a->detail, t);
+	    "warning" : "FAILED", fmt_text(a->detail), t);
 	fflush(stdout);
 }
 

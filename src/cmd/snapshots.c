@@ -56,10 +56,11 @@ print_one(void *arg, const struct catalog_snapshot *s)
 			    "SOURCE");
 		fmt_bytes(size, sizeof(size), (double)s->bytes_read);
 		printf("%-12.12s  %-16s  %-12s  %5d  %-20s  %-8s  %9lld  %10s  "
-		    "%-8s  %s\n", s->sid, s->dataset,
+		    "%-8s  %s\n", fmt_text(s->sid), fmt_text(s->dataset),
 		    catalog_level_name(s->level), s->depth, when,
 		    catalog_state_name(s->state), (long long)s->files, size,
-		    s->tags ? s->tags : "-", s->source ? s->source : "-");
+		    s->tags ? fmt_text(s->tags) : "-",
+		    s->source ? fmt_text(s->source) : "-");
 	}
 	ls->n++;
 	return (0);

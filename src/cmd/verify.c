@@ -163,16 +163,17 @@ print_text(const struct verify_result *res)
 		const struct verify_broken *b = &res->broken[i];
 
 		if (i == 0 || strcmp(res->broken[i - 1].sid, b->sid) != 0)
-			printf("snapshot %.12s of '%s' is damaged:\n", b->sid,
-			    b->dataset);
+			printf("snapshot %.12s of '%s' is damaged:\n",
+			    fmt_text(b->sid), fmt_text(b->dataset));
 		fputs("  ", stdout);
 		fmt_path(stdout, b->path);
 		putchar('\n');
 	}
 	for (i = 0; i < res->nbad_records; i++)
 		printf("snapshot %.12s of '%s': signed record %s\n",
-		    res->bad_records[i].sid, res->bad_records[i].dataset,
-		    res->bad_records[i].problem);
+		    fmt_text(res->bad_records[i].sid),
+		    fmt_text(res->bad_records[i].dataset),
+		    fmt_text(res->bad_records[i].problem));
 	for (i = 0; i < res->nbad_packs; i++)
 		printf("pack %s: refused: it does not open with this "
 		    "repository's keys (forged or damaged)\n",
@@ -183,13 +184,13 @@ print_text(const struct verify_result *res)
 			printf("pack %s: data record at offset %llu is "
 			    "damaged; %s\n", m->pack,
 			    (unsigned long long)m->offset,
-			    m->loses ? m->loses : "");
+			    m->loses ? fmt_text(m->loses) : "");
 		else
 			printf("pack %s: %s record at offset %llu is damaged: "
 			    "a catalog rebuild would lose %s\n", m->pack,
 			    record_type(m->type),
 			    (unsigned long long)m->offset,
-			    m->loses ? m->loses : "what it holds");
+			    m->loses ? fmt_text(m->loses) : "what it holds");
 	}
 
 	if (res->packs_read > 0 || strcmp(res->mode, "structure") != 0) {

@@ -115,6 +115,8 @@ struct wentry {
 	int rc;				/* WR_*, from writing its file */
 	int64_t bytes;			/* written of it in this window */
 	int keep_fd;			/* finished: fs_restore_keep's, or -1 */
+	int has_id;			/* finished: id is its inode */
+	struct fs_file_id id;
 };
 
 /* One chunk of a window. */
@@ -234,7 +236,8 @@ struct restore {
 	struct hmap links;
 	struct hmap planned;		/* groups whose first name is taken */
 	char **link_paths;
-	size_t nlinks, caplinks;
+	struct fs_file_id *link_ids;	/* the inodes restored at them */
+	size_t nlinks, caplinks, capids;
 	int64_t missing;		/* requested paths not in the snapshot */
 	/* Chunks found damaged or missing, marked in the catalog at the
 	 * end so that the next backup stores them again. */
@@ -535,11 +538,13 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 	tuning_raise_at("restore-write");
 	if (fs_restore_finish(w))
 		we->rc = WR_FAILED;
-	else if (rs->nsrcs > 0 && (we->cont ||
-	    has_reusable(&win->jobs[we->first], we->njobs))) {
+	else {
+		we->has_id = fs_restore_file_id(w, &we->id) == 0;
 		/* At most one per REUSE_MIN of the window, and the file
 		 * going on from the last one, are held until it finishes. */
-		we->keep_fd = fs_restore_keep(w);
+		if (rs->nsrcs > 0 && (we->cont ||
+		    has_reusable(&win->jobs[we->first], we->njobs)))
+			we->keep_fd = fs_restore_keep(w);
 	}
 	writer_put(rs, w);
 }
@@ -711,9 +716,11 @@ link_key(uint8_t key[24], const struct entry *e)
 	put_u64(key + 16, (uint64_t)e->content_id);
 }
 
-/* A second name of an inode restored earlier in this run? */
+/* A second name of an inode restored earlier in this run?  Its first
+ * name, and in *id the inode restored there. */
 static const char *
-link_target(struct restore *rs, const struct entry *e)
+link_target(struct restore *rs, const struct entry *e,
+    const struct fs_file_id **id)
 {
 	uint8_t key[24];
 	int64_t idx;
@@ -721,21 +728,32 @@ link_target(struct restore *rs, const struct entry *e)
 	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (NULL);
 	link_key(key, e);
-	if (hmap_get(&rs->links, key, &idx))
+	if (hmap_get(&rs->links, key, &idx)) {
+		*id = rs->link_ids[idx].ino != 0 ? &rs->link_ids[idx] : NULL;
 		return (rs->link_paths[idx]);
+	}
 	return (NULL);
 }
 
 static int
-remember_link(struct restore *rs, const struct entry *e)
+remember_link(struct restore *rs, const struct wentry *we)
 {
+	const struct entry *e = &we->e;
 	uint8_t key[24];
 
 	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (0);
 	if (array_grow(&rs->link_paths, &rs->caplinks, rs->nlinks,
-	    sizeof(*rs->link_paths), 64))
+	    sizeof(*rs->link_paths), 64) ||
+	    array_grow(&rs->link_ids, &rs->capids, rs->nlinks,
+	    sizeof(*rs->link_ids), 64))
 		return (-1);
+	/* Inode 0: not known (fs_restore_hardlink refuses to link it). */
+	if (we->has_id)
+		rs->link_ids[rs->nlinks] = we->id;
+	else
+		memset(&rs->link_ids[rs->nlinks], 0,
+		    sizeof(rs->link_ids[rs->nlinks]));
 	if ((rs->link_paths[rs->nlinks] = strdup(e->path)) == NULL) {
 		log_error("out of memory");
 		return (-1);
@@ -945,6 +963,7 @@ note_damaged(struct restore *rs, const struct rjob *jobs, size_t n)
 static int
 finish_window(struct restore *rs, struct window *win)
 {
+	const struct fs_file_id *id = NULL;
 	const char *first;
 	size_t i;
 
@@ -954,12 +973,13 @@ finish_window(struct restore *rs, struct window *win)
 		if (we->link) {
 			/* Its first name was restored, or failed (then so
 			 * does it; that failure was counted and said why). */
-			if ((first = link_target(rs, &we->e)) == NULL) {
+			if ((first = link_target(rs, &we->e, &id)) == NULL) {
 				log_error("cannot restore '%s': the file it is "
 				    "a hard link to could not be restored",
 				    we->e.path);
 				rs->res->failed++;
-			} else if (fs_restore_hardlink(rs->fr, &we->e, first))
+			} else if (fs_restore_hardlink(rs->fr, &we->e, first,
+			    id))
 				rs->res->failed++;
 			else
 				rs->res->files++;
@@ -987,7 +1007,7 @@ finish_window(struct restore *rs, struct window *win)
 					    we->njobs);
 				}
 			} else if (we->rc == WR_OK && we->last) {
-				if (remember_link(rs, &we->e))
+				if (remember_link(rs, we))
 					return (-1);
 				rs->res->files++;
 				progress_update(&rs->progress, 1, 0);
@@ -1617,6 +1637,7 @@ out:
 	for (i = 0; i < rs.nlinks; i++)
 		free(rs.link_paths[i]);
 	free(rs.link_paths);
+	free(rs.link_ids);
 	for (i = 0; i < rs.nmade; i++)
 		free(rs.made[i]);
 	free(rs.made);

@@ -92,6 +92,11 @@ struct fs_restore {
 	int cdir_notmp;		/* its file system refused O_TMPFILE */
 	char *cdir_path;
 	size_t cdir_len, cdir_cap;
+	/* The inode of the current regular file, and of the last one
+	 * finished (has_id): what its second names are linked to. */
+	struct fs_file_id id;
+	int has_id;
+	int id_trusted;		/* libarchive's: created as this euid's */
 };
 
 /*
@@ -601,6 +606,83 @@ drop_tmp(struct fs_restore *r)
 }
 
 /*
+ * The identity of the regular file name in dfd (name "" and AT_EMPTY_PATH
+ * in flags: dfd itself), with its link count in *nlink.  0, 1 when it is
+ * not a regular file (or not there), or -1 (errno).
+ */
+static int
+file_id(int dfd, const char *name, int flags, struct fs_file_id *id,
+    uint32_t *nlink)
+{
+	struct statx sx;
+
+	if (statx(dfd, name, flags | AT_SYMLINK_NOFOLLOW,
+	    STATX_TYPE | STATX_INO | STATX_UID | STATX_GID | STATX_NLINK |
+	    STATX_BTIME, &sx))
+		return (errno == ENOENT ? 1 : -1);
+	if (!S_ISREG(sx.stx_mode))
+		return (1);
+	memset(id, 0, sizeof(*id));
+	id->dev = ((uint64_t)sx.stx_dev_major << 32) | sx.stx_dev_minor;
+	id->ino = sx.stx_ino;
+	id->uid = sx.stx_uid;
+	id->gid = sx.stx_gid;
+	if ((id->has_btime = (sx.stx_mask & STATX_BTIME) != 0)) {
+		id->btime_sec = sx.stx_btime.tv_sec;
+		id->btime_nsec = sx.stx_btime.tv_nsec;
+	}
+	if (nlink != NULL)
+		*nlink = sx.stx_nlink;
+	return (0);
+}
+
+/* One inode, not another given its number since?  owner too: whether its
+ * owner and group are the same. */
+static int
+same_inode(const struct fs_file_id *a, const struct fs_file_id *b,
+    int owner)
+{
+	if (a->dev != b->dev || a->ino != b->ino)
+		return (0);
+	if (owner && (a->uid != b->uid || a->gid != b->gid))
+		return (0);
+	if (a->has_btime && b->has_btime && (a->btime_sec != b->btime_sec ||
+	    a->btime_nsec != b->btime_nsec))
+		return (0);
+	return (1);
+}
+
+/*
+ * The inode at the current file's temporary name in pfd.  new: it has
+ * just been created there, by this process, with no other name; a local
+ * user who owns the directory may have put another file in its place.
+ * 0, or -1 (reported).  An inode of another owner (where this euid's
+ * files are not its own: an NFS server's root_squash) is written, but
+ * not trusted to be the one made (id_trusted): no second name is linked
+ * to it.
+ */
+static int
+tmp_id(struct fs_restore *r, struct fs_file_id *id, int new)
+{
+	uint32_t nlink = 0;
+	int st;
+
+	if ((st = file_id(r->pfd, tmp_base(r), 0, id, &nlink)) < 0) {
+		log_errno("cannot restore '%s': cannot stat '%s'", cur(r),
+		    tmp_path(r));
+		return (-1);
+	}
+	if (st == 1 || (new && nlink != 1)) {
+		log_error("cannot restore '%s': '%s' was replaced while it "
+		    "was written", cur(r), tmp_path(r));
+		return (-1);
+	}
+	if (new)
+		r->id_trusted = id->uid == (int64_t)geteuid();
+	return (0);
+}
+
+/*
  * The current file, finished under its temporary name, takes its path:
  * whatever was there is replaced at once, as libarchive would have
  * replaced it (a directory only if it is empty).  0, or -1 (reported;
@@ -789,7 +871,7 @@ plain_dir(struct fs_restore *r, const char *path, const char **base)
 
 	*base = slash != NULL ? slash + 1 : path;
 	if (r->cdir != -1 && len == r->cdir_len &&
-	    memcmp(r->cdir_path, path, len) == 0)
+	    (len == 0 || memcmp(r->cdir_path, path, len) == 0))
 		return (r->cdir);
 	if (r->cdir != -1 && r->cdir != r->dirfd)
 		close(r->cdir);
@@ -925,6 +1007,10 @@ plain_finish(struct fs_restore *r)
 	ts[0] = ts[1] = ns_timespec(r->fmtime_ns);
 	if (futimens(r->ffd, ts))
 		plain_warn(r, "times");
+	if (file_id(r->ffd, "", AT_EMPTY_PATH, &r->id, NULL)) {
+		log_errno("cannot restore '%s'", cur(r));
+		goto fail;
+	}
 	if (link_fd(r->ffd, how, r->cdir, cur_base(r)) == 0)
 		goto done;
 	if (errno != EEXIST) {
@@ -951,6 +1037,7 @@ plain_finish(struct fs_restore *r)
 done:
 	plain_drop(r);
 	r->last_plain = 1;
+	r->has_id = 1;
 	return (0);
 fail:
 	plain_drop(r);
@@ -1314,6 +1401,7 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 	int ft, st, own;
 
 	assert(r->state == IDLE);
+	r->has_id = 0;
 	if (r->fatal) {
 		log_error("cannot restore '%s': an earlier error stopped "
 		    "this writer", e->path);
@@ -1425,6 +1513,8 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		if (r->pfd == -1)
 			log_errno("cannot restore '%s': cannot open its "
 			    "directory", e->path);
+		else if (tmp_id(r, &r->id, 1))
+			close_pfd(r);
 	}
 	disk_leave(own);
 	if (check(r, st, "restore", e->path) || r->fatal ||
@@ -1561,6 +1651,7 @@ fs_restore_wait(struct fs_restore *r, uint64_t ticket)
 int
 fs_restore_finish(struct fs_restore *r)
 {
+	struct fs_file_id id;
 	int st, own;
 
 	assert(r->state == IN_ENTRY);
@@ -1582,9 +1673,19 @@ fs_restore_finish(struct fs_restore *r)
 	if (check(r, st, "finish", cur(r)) || r->fatal)
 		goto fail;
 	if (r->kind == ENTRY_FILE) {
+		/* Its owner is set by now. */
+		if (tmp_id(r, &id, 0))
+			goto fail;
+		if (!same_inode(&id, &r->id, 0)) {
+			log_error("cannot restore '%s': '%s' was replaced "
+			    "while it was written", cur(r), tmp_path(r));
+			goto fail;
+		}
 		if (put_in_place(r))
 			goto fail;
 		close_pfd(r);
+		r->id = id;
+		r->has_id = r->id_trusted;
 	}
 	return (0);
 fail:
@@ -1628,18 +1729,70 @@ fs_restore_discard(struct fs_restore *r)
 		drop_tmp(r);
 }
 
+int
+fs_restore_file_id(const struct fs_restore *r, struct fs_file_id *id)
+{
+	if (!r->has_id)
+		return (-1);
+	*id = r->id;
+	return (0);
+}
+
+/* Is name in dfd (or dfd itself, name "") the inode id? 1 yes, 0 no (or
+ * none), -1 (errno). */
+static int
+is_inode(int dfd, const char *name, const struct fs_file_id *id)
+{
+	struct fs_file_id at;
+	int st;
+
+	if ((st = file_id(dfd, name, *name == '\0' ? AT_EMPTY_PATH : 0, &at,
+	    NULL)) != 0)
+		return (st < 0 ? -1 : 0);
+	return (same_inode(&at, id, 1));
+}
+
+/*
+ * Link fd (opened O_PATH, checked to be the restored inode) as name in
+ * dfd: from the descriptor itself (AT_EMPTY_PATH, which before Linux 6.10
+ * needs CAP_DAC_READ_SEARCH, or /proc/self/fd).  Without either, by
+ * existing's name in epfd, and the new name checked to be the inode id,
+ * removed if not.  0, -1 (errno), or 1: that name was another file.
+ */
+static int
+link_inode(int fd, int epfd, const char *ebase, const struct fs_file_id *id,
+    int dfd, const char *name)
+{
+	int st;
+
+	if (link_fd(fd, LINK_EMPTY_PATH, dfd, name) == 0)
+		return (0);
+	if (errno == EEXIST)
+		return (-1);
+	if (link_fd(fd, LINK_PROC, dfd, name) == 0)
+		return (0);
+	if (errno == EEXIST || linkat(epfd, ebase, dfd, name, 0))
+		return (-1);
+	if ((st = is_inode(dfd, name, id)) == 1)
+		return (0);
+	(void)unlinkat(dfd, name, 0);
+	return (st == 0 ? 1 : -1);
+}
+
 /*
  * A second name, from the directories' descriptors opened below the target
- * through no symlink: linked under a temporary name and renamed over the
- * path, so that whatever was there stays until it is replaced at once.
- * 0, -1 (reported), or 1: the new name's directory does not exist.
+ * through no symlink and from a descriptor of the first name's inode,
+ * checked to be the one restored: linked under a temporary name and
+ * renamed over the path, so that whatever was there stays until it is
+ * replaced at once.  0, -1 (reported), or 1: the new name's directory does
+ * not exist.
  */
 static int
 link_beneath(struct fs_restore *r, const struct entry *e,
-    const char *existing)
+    const char *existing, const struct fs_file_id *id)
 {
 	const char *ebase, *b;
-	int epfd, rc = -1;
+	int epfd, fd = -1, rc = -1, lk, is;
 
 	if (set_path(r, e->path) || set_tmp(r))
 		return (-1);
@@ -1654,7 +1807,21 @@ link_beneath(struct fs_restore *r, const struct entry *e,
 		close_pfd(r);
 		return (-1);
 	}
-	if (linkat(epfd, ebase, r->pfd, tmp_base(r), 0))
+	if ((fd = openat(epfd, ebase, O_PATH | O_NOFOLLOW | O_CLOEXEC)) ==
+	    -1 || (is = is_inode(fd, "", id)) < 0) {
+		log_errno("cannot link '%s' to '%s'", e->path, existing);
+		goto out;
+	}
+	if (is == 0) {
+		log_error("cannot link '%s' to '%s': '%s' is no longer the "
+		    "file restored there", e->path, existing, existing);
+		goto out;
+	}
+	if ((lk = link_inode(fd, epfd, ebase, id, r->pfd,
+	    tmp_base(r))) == 1)
+		log_error("cannot link '%s' to '%s': '%s' is no longer the "
+		    "file restored there", e->path, existing, existing);
+	else if (lk != 0)
 		log_errno("cannot link '%s' to '%s'", e->path, existing);
 	else if (put_in_place(r))
 		drop_tmp(r);
@@ -1664,6 +1831,9 @@ link_beneath(struct fs_restore *r, const struct entry *e,
 			log_warn_errno("cannot remove '%s'", tmp_path(r));
 		rc = 0;
 	}
+out:
+	if (fd != -1)
+		close(fd);
 	if (epfd != r->dirfd)
 		close(epfd);
 	close_pfd(r);
@@ -1672,11 +1842,13 @@ link_beneath(struct fs_restore *r, const struct entry *e,
 
 int
 fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
-    const char *existing)
+    const char *existing, const struct fs_file_id *id)
 {
-	int st, own;
+	const char *b;
+	int st, own, is;
 
 	assert(r->state == IDLE);
+	r->has_id = 0;
 	if (r->fatal)
 		return (-1);
 	if (!entry_path_is_safe(e->path) || !entry_path_is_safe(existing)) {
@@ -1684,11 +1856,23 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 		    e->path, existing);
 		return (-1);
 	}
-	if ((st = link_beneath(r, e, existing)) != 1)
+	if (id == NULL) {
+		log_error("cannot link '%s' to '%s': the file restored there "
+		    "cannot be told from another (it is not this user's)",
+		    e->path, existing);
+		return (-1);
+	}
+	tuning_run_hook("COFFER_TEST_BEFORE_HARDLINK",
+	    tuning_get()->test_before_hardlink, "COFFER_TEST_PATH", existing);
+	if ((st = link_beneath(r, e, existing, id)) != 1)
 		return (st);
-	/* Its directory is not there yet: libarchive makes it. */
+	/*
+	 * Its directory is not there yet: libarchive makes it, and links
+	 * the temporary name by existing's path, which is then checked to
+	 * be the inode restored before it takes e->path.
+	 */
 	archive_entry_clear(r->ae);
-	archive_entry_set_pathname(r->ae, e->path);
+	archive_entry_set_pathname(r->ae, tmp_path(r));
 	archive_entry_set_hardlink(r->ae, existing);
 	archive_entry_set_filetype(r->ae, AE_IFREG);
 	archive_entry_set_perm(r->ae, e->mode & 07777);
@@ -1703,7 +1887,29 @@ fs_restore_hardlink(struct fs_restore *r, const struct entry *e,
 	disk_leave(own);
 	if (check(r, st, "link", e->path))
 		return (-1);
-	return (r->fatal ? -1 : 0);
+	if (r->fatal)
+		return (-1);
+	if ((r->pfd = fs_open_parent(r->dirfd, tmp_path(r), &b)) == -1) {
+		log_errno("cannot link '%s' to '%s'", e->path, existing);
+		return (-1);
+	}
+	if ((is = is_inode(r->pfd, tmp_base(r), id)) != 1) {
+		if (is == 0)
+			log_error("cannot link '%s' to '%s': '%s' is no longer "
+			    "the file restored there", e->path, existing,
+			    existing);
+		else
+			log_errno("cannot link '%s' to '%s'", e->path,
+			    existing);
+		drop_tmp(r);
+		return (-1);
+	}
+	if (put_in_place(r)) {
+		drop_tmp(r);
+		return (-1);
+	}
+	close_pfd(r);
+	return (0);
 }
 
 /*

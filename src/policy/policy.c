@@ -9,6 +9,7 @@
  * read: a policy with any error runs nothing.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -18,13 +19,16 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "coffer/log.h"
 #include "coffer/name.h"
 #include "coffer/policy.h"
 
-/* Longer lines are refused (reported). */
+/* Longer lines are refused (reported), as are larger files: neither is
+ * ever read whole (coffer-policy(5)). */
 #define LINE_MAX_BYTES 4096
+#define POLICY_MAX_BYTES (1024 * 1024)
 #define NAME_MAX_BYTES 64
 
 enum section {
@@ -127,8 +131,9 @@ struct loader {
 	size_t nproblems;
 	const char *file;
 	FILE *f;
-	char *buf;
-	size_t cap;
+	char *buf;		/* a line: LINE_MAX_BYTES and a NUL */
+	size_t bytes;		/* read so far */
+	int too_big;		/* more than POLICY_MAX_BYTES */
 	int line;		/* of the line being read */
 	int errors;
 	int oom;
@@ -366,6 +371,37 @@ begin_section(struct loader *l, char *text)
 }
 
 /*
+ * The next line into l->buf, without its newline: its length, or -1 at
+ * the end of the file (or past POLICY_MAX_BYTES: too_big).  Of a line
+ * longer than LINE_MAX_BYTES, the rest is skipped (*lost set).
+ */
+static ssize_t
+get_line(struct loader *l, int *lost)
+{
+	size_t n = 0;
+	int c, any = 0;
+
+	*lost = 0;
+	while ((c = getc(l->f)) != EOF) {
+		any = 1;
+		if (++l->bytes > POLICY_MAX_BYTES) {
+			l->too_big = 1;
+			return (-1);
+		}
+		if (c == '\n')
+			break;
+		if (n < LINE_MAX_BYTES)
+			l->buf[n++] = (char)c;
+		else
+			*lost = 1;
+	}
+	if (!any)
+		return (-1);
+	l->buf[n] = '\0';
+	return ((ssize_t)n);
+}
+
+/*
  * libinih's reader: one line of the file into str (num bytes), counted.
  * Section headers are taken here; a line that is too long or neither a
  * header, a comment nor key = value is reported and handed on blank.
@@ -375,15 +411,16 @@ read_line(char *str, int num, void *stream)
 {
 	struct loader *l = stream;
 	ssize_t n;
+	int lost;
 	char *s, *end;
 
-	if ((n = getline(&l->buf, &l->cap, l->f)) < 0)
+	if ((n = get_line(l, &lost)) < 0)
 		return (NULL);
 	l->line++;
-	while (n > 0 && (l->buf[n - 1] == '\n' || l->buf[n - 1] == '\r'))
+	while (n > 0 && l->buf[n - 1] == '\r')
 		l->buf[--n] = '\0';
 	snprintf(str, (size_t)num, "\n");
-	if ((size_t)n + 2 >= (size_t)num || n >= LINE_MAX_BYTES) {
+	if (lost || (size_t)n + 2 >= (size_t)num || n >= LINE_MAX_BYTES) {
 		error_at(l, l->line, "line too long (more than %d bytes)",
 		    LINE_MAX_BYTES - 2);
 		return (str);
@@ -818,6 +855,46 @@ check_policy(struct loader *l)
 		    "add 'schedule = ...' to [retention]");
 }
 
+/*
+ * The policy file, opened for reading: a regular file (a FIFO would hang
+ * the reader, /dev/zero never end) of at most POLICY_MAX_BYTES.  Opened
+ * non-blocking so that opening a FIFO does not wait for a writer.  NULL
+ * (reported).
+ */
+static FILE *
+open_policy(const char *path)
+{
+	struct stat st;
+	FILE *f;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) ==
+	    -1) {
+		log_errno("cannot open policy '%s'", path);
+		return (NULL);
+	}
+	if (fstat(fd, &st)) {
+		log_errno("cannot open policy '%s'", path);
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		log_error("cannot read policy '%s': not a regular file", path);
+		goto fail;
+	}
+	if (st.st_size > POLICY_MAX_BYTES) {
+		log_error("cannot read policy '%s': larger than 1 MiB", path);
+		goto fail;
+	}
+	if (fcntl(fd, F_SETFL, 0) == -1 || (f = fdopen(fd, "r")) == NULL) {
+		log_errno("cannot open policy '%s'", path);
+		goto fail;
+	}
+	return (f);
+fail:
+	close(fd);
+	return (NULL);
+}
+
 struct policy *
 policy_load(const char *path)
 {
@@ -836,8 +913,11 @@ policy_load(const char *path)
 		log_error("out of memory");
 		goto err;
 	}
-	if ((l.f = fopen(path, "re")) == NULL) {
-		log_errno("cannot open policy '%s'", path);
+	if ((l.f = open_policy(path)) == NULL)
+		goto err;
+	if ((l.buf = malloc(LINE_MAX_BYTES + 1)) == NULL) {
+		log_error("out of memory");
+		fclose(l.f);
 		goto err;
 	}
 	/*
@@ -852,6 +932,13 @@ policy_load(const char *path)
 	ini_allow_inline_comments = true;
 	ini_stop_on_first_error = false;
 	rc = ini_parse_stream(read_line, &l, handle, &l);
+	if (l.too_big) {
+		/* Grew since it was opened: nothing else is said. */
+		log_error("cannot read policy '%s': larger than 1 MiB", path);
+		fclose(l.f);
+		free(l.buf);
+		goto err;
+	}
 	if (ferror(l.f)) {
 		log_errno("cannot read policy '%s'", path);
 		l.errors++;

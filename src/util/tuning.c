@@ -60,6 +60,7 @@ load(void)
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
 	t.test_before_change_check = env("COFFER_TEST_BEFORE_CHANGE_CHECK");
 	t.test_before_dir_metadata = env("COFFER_TEST_BEFORE_DIR_METADATA");
+	t.test_before_hardlink = env("COFFER_TEST_BEFORE_HARDLINK");
 	t.test_before_drill_check = env("COFFER_TEST_BEFORE_DRILL_CHECK");
 	t.test_prune_crash = env("COFFER_TEST_PRUNE_CRASH");
 	t.test_change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;

@@ -149,12 +149,12 @@ test_expect_success 'coffer cron: a crontab line at the minutes of the slots, an
 	test_line_count = 1 line &&
 	read -r min hour dom mon dow cmd <line &&
 	test "$min $hour $dom $mon $dow" = "0,15,30,45 * * * *" &&
-	test "$cmd" = "$COFFER -q run --policy $TMP/p.policy" &&
+	test "$cmd" = "'"'$COFFER'"' -q run --policy '"'$TMP/p.policy'"'" &&
 	grep -x "0,15,30,45 \* \* \* \* .*" cron.out &&
 	coffer cron --policy p.policy --unit timer >coffer-p.timer &&
 	grep -x "OnCalendar=\*-\*-\* \*:0,15,30,45:00" coffer-p.timer &&
 	coffer cron --policy p.policy --unit service >coffer-p.service &&
-	grep -x "ExecStart=$COFFER run --policy $TMP/p.policy" coffer-p.service &&
+	grep -x "ExecStart=\"$COFFER\" run --policy \"$TMP/p.policy\"" coffer-p.service &&
 	test_expect_code 2 coffer cron --policy nosuch.policy >out &&
 	test_must_be_empty out
 '

@@ -315,6 +315,7 @@ struct rec {
 	int has_xattr;
 	int64_t data;		/* bytes fs_walk_read returned */
 	int restored;		/* 0 ok, -1 failed */
+	struct fs_file_id id;	/* the inode restored (a regular file) */
 };
 
 static struct rec recs[128];
@@ -395,7 +396,8 @@ walk_and_restore(const char *src, struct fs_restore *r)
 				break;
 			}
 		if (first != NULL) {
-			rc->restored = fs_restore_hardlink(r, &e, first->path);
+			rc->restored = fs_restore_hardlink(r, &e, first->path,
+			    &first->id);
 			continue;
 		}
 		if ((rc->restored = fs_restore_begin(r, &e)) != 0)
@@ -411,9 +413,12 @@ walk_and_restore(const char *src, struct fs_restore *r)
 				break;
 			}
 		}
-		if (rc->restored == 0 && rd == 0)
+		if (rc->restored == 0 && rd == 0) {
 			rc->restored = fs_restore_finish(r);
-		else {
+			if (rc->restored == 0 && e.kind == ENTRY_FILE &&
+			    fs_restore_file_id(r, &rc->id))
+				rc->restored = -1;
+		} else {
 			rc->restored = -1;
 			fs_restore_discard(r);
 		}
@@ -660,6 +665,7 @@ test_hostile(void)
 {
 	char dst[PATH_MAX], out[PATH_MAX], abs_path[PATH_MAX];
 	struct fs_restore *r;
+	struct fs_file_id fid;
 	struct entry e;
 	char data[100];
 	unsigned long w0;
@@ -686,7 +692,8 @@ test_hostile(void)
 	e = mk("a//b", ENTRY_FILE);
 	ok(fs_restore_begin(r, &e) == -1, "empty component refused");
 	e = mk("x", ENTRY_FILE);
-	ok(fs_restore_hardlink(r, &e, "../outside/y") == -1,
+	memset(&fid, 0, sizeof(fid));
+	ok(fs_restore_hardlink(r, &e, "../outside/y", &fid) == -1,
 	    "hard link to '../outside/y' refused");
 	ok(!exists(pj(base, "hostile/evil")) && !exists(pj(base, "evil")) &&
 	    !exists(pj(base, "b")) && !exists(abs_path) &&

@@ -3,7 +3,9 @@
  * one-element-a-line arrays, strings whatever their bytes (quotes,
  * backslashes, control bytes, valid UTF-8 passed through, invalid bytes
  * and surrogates as \u00XX), numbers at their limits.  The Prometheus
- * helpers: HELP text and a label's value escaped.
+ * helpers: HELP text and a label's value escaped.  Text for people
+ * (fmt_text, fmt_path): control bytes (C0, DEL, C1 in UTF-8, bytes of no
+ * valid UTF-8 sequence) escaped, valid UTF-8 passed through.
  */
 #include <float.h>
 #include <math.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "coffer/buf.h"
+#include "coffer/fmt.h"
 #include "coffer/jw.h"
 #include "coffer/prom.h"
 #include "tap.h"
@@ -201,6 +204,39 @@ test_prom(void)
 	buf_release(&b);
 }
 
+static void
+test_fmt_text(void)
+{
+	static const char plain[] = "/data/run 1/\xc3\xa9t\xc3\xa9 \xe6\x97\xa5";
+	const char *v[9];
+	char big[64];
+	int i;
+
+	ok(fmt_text(plain) == plain, "printable UTF-8 text is itself");
+	ok(fmt_text(NULL) == NULL, "NULL stays NULL");
+	ok(strcmp(fmt_text("a\033[31mb"), "\"a\\033[31mb\"") == 0,
+	    "ESC is escaped, in quotes");
+	ok(strcmp(fmt_text("a\nb\tc\"d\\e\x7f"),
+	    "\"a\\nb\\tc\\\"d\\\\e\\177\"") == 0,
+	    "newline, tab, quote, backslash, DEL");
+	ok(strcmp(fmt_text("x\xc2\x9b" "1m"), "\"x\\302\\2331m\"") == 0,
+	    "a C1 control in UTF-8 (CSI) is escaped");
+	ok(strcmp(fmt_text("x\x9b" "1m\xc3\xa9"), "\"x\\2331m\xc3\xa9\"") == 0,
+	    "a raw 0x9b is escaped, UTF-8 after it kept");
+	ok(strcmp(fmt_text("\xe6\x97"), "\"\\346\\227\"") == 0,
+	    "a truncated sequence is escaped");
+	for (i = 0; i < 9; i++) {
+		snprintf(big, sizeof(big), "n%d\001", i);
+		v[i] = fmt_text(big);
+	}
+	for (i = 1; i < 9; i++) {
+		snprintf(big, sizeof(big), "\"n%d\\001\"", i);
+		if (strcmp(v[i], big) != 0)
+			break;
+	}
+	ok(i == 9, "eight results at once stay valid");
+}
+
 int
 main(void)
 {
@@ -208,6 +244,7 @@ main(void)
 	test_strings();
 	test_numbers();
 	test_prom();
+	test_fmt_text();
 	free(out);
 	return (tap_done());
 }
