@@ -23,6 +23,7 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/pool.h"
+#include "coffer/signals.h"
 
 #define IO_BYTES (1u << 20)
 #define MEMBER_MAX ((uint64_t)1 << 40)
@@ -439,6 +440,9 @@ write_cb(struct archive *a, void *arg, const void *p, size_t n)
 {
 	struct bundle_writer *w = arg;
 
+	/* Said once: libarchive writes again as it closes. */
+	if (w->failed)
+		return (-1);
 	if (fsutil_write_all(w->out, p, n, w->what)) {
 		w->failed = 1;
 		return (-1);
@@ -621,9 +625,11 @@ read_cb(struct archive *a, void *arg, const void **p)
 	struct bundle_reader *r = arg;
 	ssize_t n;
 
+	/* A signal stops a reader that waits on a pipe (rclone's, whose
+	 * rclone signals_child stops too). */
 	do
 		n = read(r->in, r->io, IO_BYTES);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && errno == EINTR && !signals_caught());
 	if (n < 0) {
 		archive_set_error(a, errno, "read error: %s", strerror(errno));
 		r->eof_error = 1;
