@@ -23,6 +23,7 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/pool.h"
+#include "coffer/repo.h"
 #include "coffer/signals.h"
 
 #define IO_BYTES (1u << 20)
@@ -700,6 +701,14 @@ bundle_reader_next(struct bundle_reader *r, const char **name,
 	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
 	    (uint64_t)archive_entry_size(e) > MEMBER_MAX) {
 		log_error("%s: member '%s' has no valid size", r->what, n);
+		return (-1);
+	}
+	/* Refused from its header, before it is staged: the cost of a
+	 * hostile bundle stays with the bytes it sends. */
+	if (*kind == BUNDLE_M_PACK &&
+	    (uint64_t)archive_entry_size(e) < PACK_MIN_BYTES) {
+		log_error("%s: member '%s' is too small to be a pack (%lld "
+		    "bytes)", r->what, n, (long long)archive_entry_size(e));
 		return (-1);
 	}
 	*name = n;
