@@ -41,7 +41,7 @@ struct held {
 		char *text;
 	} m[HOLD_MAX];
 };
-static __thread struct held *held;
+static _Thread_local struct held *held;
 
 /* Counted where they are printed, so that none escapes main's check;
  * restore's writers warn from several threads. */

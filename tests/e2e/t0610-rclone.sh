@@ -64,7 +64,8 @@ test_expect_success 'setup: a hanging rclone' '
 '
 
 # stop_hung LOG CMD...: run coffer CMD in the background with the fake
-# rclone, SIGTERM it once rclone runs; it must exit 143 within 3 s,
+# rclone, SIGTERM it (or $SIG) once rclone runs; it must exit 143 (128 +
+# the signal's number) within 3 s,
 # leave no rclone behind (one killed as coffer ends goes within 2 s,
 # once init reaps it) and free the writer lock.
 stop_hung() {
@@ -76,7 +77,7 @@ stop_hung() {
 		sleep 0.02; n=$((n + 1)); done &&
 	test -s rclone.pid && rpid=$(cat rclone.pid) &&
 	sleep 0.3 && kill -0 $pid &&
-	t0=$(date +%s%N) && kill -TERM $pid &&
+	t0=$(date +%s%N) && kill -${SIG:-TERM} $pid &&
 	n=0 && while kill -0 $pid 2>/dev/null && test $n -lt 500; do
 		sleep 0.02; n=$((n + 1)); done &&
 	t1=$(date +%s%N) &&
@@ -94,7 +95,7 @@ stop_hung() {
 	cat "$log.err" &&
 	echo "stopped in $(( (t1 - t0) / 1000000 )) ms" &&
 	test $(( (t1 - t0) / 1000000 )) -lt 3000 &&
-	test "$(cat "$log.status")" = 143 &&
+	test "$(cat "$log.status")" = $((128 + $(kill -l ${SIG:-TERM}))) &&
 	coffer --no-wait -r repo backup ds src
 }
 
@@ -115,6 +116,11 @@ for ignore in "" t; do
 		stop_hung ls -r repo bundles --at rclone:loc:x
 	'
 done
+
+test_expect_success 'SIGINT stops export and its hung rclone too (130)' '
+	export RCLONE_IGNORE_TERM=t &&
+	SIG=INT stop_hung ei -r repo export --target h --all --to rclone:loc:x
+'
 
 # drill --from-bundles does not stop cleanly on a signal (it ends by the
 # signal's default action) but ends its rclone first.
