@@ -15,6 +15,7 @@
 #include "coffer/log.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
+#include "coffer/tuning.h"
 
 /* Global option ch (cmd_global_options' val) with its value v. */
 static int
@@ -89,11 +90,34 @@ take_globals(int *argc, char **argv, struct global_opts *g)
 	return (0);
 }
 
+/*
+ * Tests only (COFFER_TEST_EXITS, coffer(1)'s TEST HOOKS): one line
+ * appended to that file per run, "STATUS RETURNED ERRORS COMMAND ARGS...",
+ * the exit status, what the command itself returned, the number of
+ * "error:" lines; tests/lib.sh fails a script in which a command printed
+ * an error and returned success.
+ */
+static void
+test_record_exit(int argc, char **argv, int ret, int st)
+{
+	const char *path = tuning_get()->test_exits;
+	FILE *f;
+	int i;
+
+	if (path == NULL || (f = fopen(path, "ae")) == NULL)
+		return;
+	fprintf(f, "%d %d %lu", st, ret, log_errors);
+	for (i = 0; i < argc && i < 8; i++)
+		fprintf(f, " %.64s", argv[i]);
+	fputc('\n', f);
+	fclose(f);
+}
+
 int
 main(int argc, char **argv)
 {
 	struct global_opts g;
-	int ch, st;
+	int ch, st, ret;
 
 	/* Names are bytes: keep libarchive from converting them. */
 	setlocale(LC_ALL, "C");
@@ -149,10 +173,29 @@ main(int argc, char **argv)
 		return (STATUS_USAGE);
 	if (ccrypto_init())
 		return (STATUS_ERROR);
-	st = cmd_run(argc, argv, &g);
+	/* Tests only (COFFER_TEST_ERROR, coffer(1)): the rule below. */
+	if (tuning_get()->test_error)
+		log_error("COFFER_TEST_ERROR is set: an error for the test of "
+		    "the exit status");
+	st = ret = cmd_run(argc, argv, &g);
 	cmd_secrets_release(&g);
+	/*
+	 * An "error:" line means something failed, whatever the command
+	 * concluded: a run that got over a problem says "warning:".  Each
+	 * command maps its failures onto the table in coffer(1); one that
+	 * printed an error and still returned success (0, or 1: success
+	 * with warnings) gets the catch-all status, said in one more line,
+	 * rather than a success a script would trust.
+	 */
+	if (log_errors > 0 && (st == STATUS_OK || st == STATUS_WARN)) {
+		log_error("'%s' reported %s above: exit status %d, not %d",
+		    argv[0], log_errors == 1 ? "an error" : "errors",
+		    STATUS_ERROR, st);
+		st = STATUS_ERROR;
+	}
 	/* Stopped by a signal: the status a shell expects. */
 	if (signals_caught() && st != STATUS_OK)
 		st = 128 + signals_caught();
+	test_record_exit(argc, argv, ret, st);
 	return (st);
 }

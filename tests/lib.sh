@@ -64,6 +64,10 @@ mkdir -p "$TEST_LOG" "$TMP/home" "$TMP/state" "$TMP/config" "$TMP/cache"
 export TMP HOME=$TMP/home XDG_STATE_HOME=$TMP/state \
 	XDG_CONFIG_HOME=$TMP/config XDG_CACHE_HOME=$TMP/cache
 export TMPDIR=$TMP
+# Each run of coffer appends "STATUS RETURNED ERRORS COMMAND..." here
+# (coffer(1)'s test hooks); test_done checks it.
+COFFER_TEST_EXITS=$TEST_LOG/exits
+export COFFER_TEST_EXITS
 
 test_cleanup_() {
 	code=$?
@@ -179,7 +183,31 @@ test_skip_all() {
 	exit 0
 }
 
+# An "error:" line must come with a failing status: a command that
+# printed one and returned success (0, or 1 for warnings) is a bug even
+# though main() then exits 5 (src/main.c), so every script ends with
+# this check of what each run of coffer recorded.
+# test_exits_bad FILE: the runs recorded in FILE that printed an error and
+# returned success.
+test_exits_bad() {
+	awk '$3 > 0 && ($2 == 0 || $2 == 1)' "$1"
+}
+test_exits_check_() {
+	[ -z "$test_exits_checked_" ] || return 0
+	test_exits_checked_=t
+	[ -s "$COFFER_TEST_EXITS" ] || return 0
+	test_expect_success 'no command printed "error:" and returned success' '
+		test_exits_bad "$COFFER_TEST_EXITS" >"$TEST_LOG/bad-exits" &&
+		if test -s "$TEST_LOG/bad-exits"; then
+			echo "error: lines with a successful return (status returned errors command):"
+			cat "$TEST_LOG/bad-exits"
+			false
+		fi
+	'
+}
+
 test_done() {
+	test_exits_check_
 	echo "1..$test_count"
 	[ "$test_fixed" = 0 ] ||
 		echo "# $test_fixed known breakage(s) vanished; mark them test_expect_success"

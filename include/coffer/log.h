@@ -13,10 +13,10 @@
 /* 0 = normal, -1 = quiet (errors only), 1.. = verbose. */
 extern int log_level;
 
-/* "error: ..." on stderr. */
+/* "error: ..." on stderr; counted in log_errors. */
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* "error: ...: strerror(errno)"; errno is read on entry. */
+/* "error: ...: strerror(errno)"; errno is read on entry; counted. */
 void log_errno(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "warning: ..." on stderr; counted in log_warnings. */
@@ -46,7 +46,27 @@ void log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 void log_progress(const char *line);
 
+/*
+ * An attempt the caller may get over (a damaged catalog it rebuilds, a
+ * key slot among others that may open): from log_hold to log_release,
+ * the errors and warnings this thread reports are kept, in order, and
+ * printed by log_release, each error as a warning when got_over is set
+ * (nothing was left failed), else as it was.  Holds nest; the outermost
+ * release prints.  log_hold returns -1 when it cannot keep them (out of
+ * memory): they are then printed as they come.
+ */
+int log_hold(void);
+void log_release(int got_over);
+
 /* Number of warnings reported since start. */
 extern unsigned long log_warnings;
+
+/*
+ * Number of errors reported since start.  An error is never printed for
+ * something the run then got over (that is a warning): main() turns a
+ * command's success (0 or 1) into STATUS_ERROR when this is not 0, so
+ * that "error:" on stderr always comes with a failing exit status.
+ */
+extern unsigned long log_errors;
 
 #endif

@@ -164,6 +164,10 @@ int repo_pack_exists(const struct repo *r, const char *name);
  */
 #define PACK_NAME_LEN 32		/* hex of the 16-byte pack id */
 #define PACK_HEADER_BYTES (4 + 4 + 16 + 16 + CCRYPTO_SEALED_KEY_BYTES)
+/* No pack is smaller: a header and an index of no entry (its count
+ * alone), sealed, with its length and magic. */
+#define PACK_MIN_BYTES (PACK_HEADER_BYTES + CCRYPTO_NONCE_BYTES + 4 + \
+	CCRYPTO_TAG_BYTES + 4 + 4)
 #define PACK_RECORD_HEADER_BYTES (1 + 1 + 4 + 4 + CCRYPTO_NONCE_BYTES)
 #define PACK_RECORD_MAX (1u << 30)	/* larger records are rejected */
 #define PACK_TARGET_SIZE (64u << 20)

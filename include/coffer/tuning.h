@@ -62,6 +62,9 @@ struct tuning {
 	int test_legacy_keys;		/* init: keys as before revocation */
 	const char *test_raise;		/* POINT:N:SIG: raise SIG at POINT's
 					 * Nth passage (tuning_raise_at) */
+	int test_error;			/* main: an error before the command */
+	const char *test_exits;		/* main: the file of each run's
+					 * status and errors */
 };
 
 /* The switches, read from the environment at the first call (from any

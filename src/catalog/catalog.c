@@ -912,8 +912,15 @@ catalog_open_or_reset(const char *path, char *aside, size_t size)
 	int damaged = 0;
 
 	aside[0] = '\0';
-	if ((c = open_catalog(path, &damaged)) != NULL || !damaged)
+	/* What a damaged catalog makes SQLite say is a warning once it is
+	 * moved aside: the run goes on with a rebuilt one. */
+	log_hold();
+	c = open_catalog(path, &damaged);
+	if (c != NULL || !damaged) {
+		log_release(0);
 		return (c);
+	}
+	log_release(1);
 	if (move_aside(path, aside, size, "damaged"))
 		return (NULL);
 	return (open_catalog(path, &damaged));

@@ -9,6 +9,7 @@
 #include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/remote.h"
+#include "coffer/signals.h"
 #include "coffer/status.h"
 
 const struct cmd_option cmd_bundles_options[] = {
@@ -172,6 +173,8 @@ cmd_bundles(int argc, char **argv, const struct global_opts *g)
 
 		if (remote_parse(at, &t))
 			return (STATUS_USAGE);
+		/* A signal stops the listing and its rclone. */
+		signals_install();
 		rc = remote_list(&t, &l.present, &l.npresent);
 		remote_release(&t);
 		if (rc)

@@ -341,7 +341,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct jw j;
 	char when[32], used[32];
-	size_t i, n;
+	size_t i, n, unreadable = 0;
 	int ch, json = 0, known = 0, st = STATUS_OK;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_key_list_options)) != -1) {
@@ -377,8 +377,10 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	}
 	for (i = 0; i < n; i++) {
 		fmt_time(when, sizeof(when), v[i].mtime_ns);
-		if (v[i].kind == 0)
+		if (v[i].kind == 0) {
 			st = STATUS_INTEGRITY;
+			unreadable++;
+		}
 		if (json) {
 			jw_begin_object(&j);
 			jw_str(jw_key(&j, "id"), v[i].name);
@@ -446,6 +448,11 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		log_note("no catalog of this repository on this host: last "
 		    "uses are read from the repository with a key (--key-file, "
 		    "--passphrase-file or COFFER_PASSPHRASE)");
+	/* Each was named above, as a warning (the listing went on). */
+	if (unreadable > 0)
+		log_error("repository '%s': %zu key slot%s cannot be read "
+		    "(listed as unreadable)", repo_path(r), unreadable,
+		    unreadable == 1 ? "" : "s");
 	free(uses.v);
 	free(v);
 	repo_close(r);

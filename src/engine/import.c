@@ -521,6 +521,11 @@ engine_import(struct repo **r, struct catalog **c,
 	if (*r != NULL && *c != NULL && (res->bundles > 0 ||
 	    res->skipped > 0) && engine_sync(*r, *c, &res->sync))
 		st = ENGINE_ERROR;
+	/* Packs or records the catalog had to leave out (reported) are
+	 * damage, as catalog rebuild says. */
+	else if (st == ENGINE_OK && (res->sync.packs_bad > 0 ||
+	    res->sync.records_bad > 0))
+		st = ENGINE_DAMAGED;
 	/* Which bundles were imported outlives this catalog. */
 	if (*r != NULL && *c != NULL && res->bundles > 0 &&
 	    engine_journal_flush(*r, *c))

@@ -23,6 +23,8 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/pool.h"
+#include "coffer/repo.h"
+#include "coffer/signals.h"
 
 #define IO_BYTES (1u << 20)
 #define MEMBER_MAX ((uint64_t)1 << 40)
@@ -439,6 +441,9 @@ write_cb(struct archive *a, void *arg, const void *p, size_t n)
 {
 	struct bundle_writer *w = arg;
 
+	/* Said once: libarchive writes again as it closes. */
+	if (w->failed)
+		return (-1);
 	if (fsutil_write_all(w->out, p, n, w->what)) {
 		w->failed = 1;
 		return (-1);
@@ -621,9 +626,11 @@ read_cb(struct archive *a, void *arg, const void **p)
 	struct bundle_reader *r = arg;
 	ssize_t n;
 
+	/* A signal stops a reader that waits on a pipe (rclone's, whose
+	 * rclone signals_child stops too). */
 	do
 		n = read(r->in, r->io, IO_BYTES);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && errno == EINTR && !signals_caught());
 	if (n < 0) {
 		archive_set_error(a, errno, "read error: %s", strerror(errno));
 		r->eof_error = 1;
@@ -694,6 +701,14 @@ bundle_reader_next(struct bundle_reader *r, const char **name,
 	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
 	    (uint64_t)archive_entry_size(e) > MEMBER_MAX) {
 		log_error("%s: member '%s' has no valid size", r->what, n);
+		return (-1);
+	}
+	/* Refused from its header, before it is staged: the cost of a
+	 * hostile bundle stays with the bytes it sends. */
+	if (*kind == BUNDLE_M_PACK &&
+	    (uint64_t)archive_entry_size(e) < PACK_MIN_BYTES) {
+		log_error("%s: member '%s' is too small to be a pack (%lld "
+		    "bytes)", r->what, n, (long long)archive_entry_size(e));
 		return (-1);
 	}
 	*name = n;

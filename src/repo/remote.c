@@ -7,11 +7,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coffer/buf.h"
@@ -20,6 +22,7 @@
 #include "coffer/log.h"
 #include "coffer/name.h"
 #include "coffer/remote.h"
+#include "coffer/signals.h"
 
 #define RCLONE_PREFIX "rclone:"
 
@@ -38,6 +41,14 @@ remote_parse(const char *spec, struct remote *t)
 		if (strchr(spec + strlen(RCLONE_PREFIX), ':') == NULL) {
 			log_error("'%s': an rclone location is "
 			    "rclone:REMOTE:PATH", spec);
+			return (-1);
+		}
+		/* rclone would take it for an option (--log-file=...);
+		 * "--" before it says otherwise too, but no remote's name
+		 * begins with '-'. */
+		if (spec[strlen(RCLONE_PREFIX)] == '-') {
+			log_error("'%s': an rclone remote cannot begin with "
+			    "'-'", spec);
 			return (-1);
 		}
 	} else
@@ -105,11 +116,13 @@ rclone_join(const struct remote *t, const char *name)
 
 /*
  * Run rclone with argv; its standard input (dir 0) or output (dir 1) is a
- * pipe whose other end goes to *fd.  The pid, or -1.
+ * pipe whose other end goes to *fd.  The pid, or -1.  A signal that stops
+ * coffer stops it too (signals_child), until rclone_wait reaps it.
  */
 static pid_t
 rclone_spawn(const char *const argv[], int dir, int *fd)
 {
+	sigset_t none;
 	int p[2];
 	pid_t pid;
 
@@ -124,6 +137,11 @@ rclone_spawn(const char *const argv[], int dir, int *fd)
 		return (-1);
 	}
 	if (pid == 0) {
+		/* Not the mask of whichever thread forked, nor coffer's
+		 * ignored SIGPIPE: rclone's own defaults. */
+		sigemptyset(&none);
+		(void)sigprocmask(SIG_SETMASK, &none, NULL);
+		(void)signal(SIGPIPE, SIG_DFL);
 		if (dup2(p[dir == 0 ? 0 : 1], dir) == -1)
 			_exit(127);
 		execvp("rclone", (char *const *)argv);
@@ -133,16 +151,70 @@ rclone_spawn(const char *const argv[], int dir, int *fd)
 		    26);
 		_exit(127);
 	}
+	signals_child(pid);
 	close(p[dir == 0 ? 0 : 1]);
 	*fd = p[dir == 0 ? 1 : 0];
 	return (pid);
 }
 
+/* How long rclone has to end after SIGTERM before SIGKILL, in ms. */
+#define RCLONE_GRACE_MS 1000
+
+/*
+ * Wait for rclone to end, without reaping it (its pid stays its own).
+ * When stop is set or a signal was caught, it is asked to end (SIGTERM),
+ * then made to after RCLONE_GRACE_MS.
+ */
+static void
+rclone_await(pid_t pid, int stop)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	siginfo_t si;
+	int ms = 0, stopping = 0;
+
+	for (;;) {
+		if (!stopping && (stop || signals_caught())) {
+			kill(pid, SIGTERM);
+			stopping = 1;
+		}
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT |
+		    (stopping ? WNOHANG : 0)) == -1) {
+			if (errno == EINTR)
+				continue;
+			return;		/* waitpid says why */
+		}
+		if (si.si_pid == pid)
+			return;
+		if (ms >= RCLONE_GRACE_MS) {
+			kill(pid, SIGKILL);
+			stopping = 0;
+			stop = 0;
+			/* Blocking now: SIGKILL is not refused. */
+			while (waitid(P_PID, (id_t)pid, &si, WEXITED |
+			    WNOWAIT) == -1 && errno == EINTR)
+				;
+			return;
+		}
+		nanosleep(&tick, NULL);
+		ms += 10;
+	}
+}
+
+/*
+ * Reap rclone (stopping it first when stop is set or a signal was
+ * caught, as rclone_await): 0 if it succeeded.  One that was stopped is
+ * not reported: what stopped it was.
+ */
 static int
-rclone_wait(pid_t pid, const char *what)
+rclone_wait(pid_t pid, const char *what, int stop)
 {
 	int st;
 
+	rclone_await(pid, stop);
+	stop = stop || signals_caught();
+	/* Ended, not yet reaped: the pid cannot be another's. */
+	signals_child(0);
 	while (waitpid(pid, &st, 0) == -1)
 		if (errno != EINTR) {
 			log_errno("rclone (%s)", what);
@@ -150,6 +222,8 @@ rclone_wait(pid_t pid, const char *what)
 		}
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return (0);
+	if (stop)
+		return (-1);
 	if (WIFEXITED(st))
 		log_error("rclone failed (%s): exit status %d%s", what,
 		    WEXITSTATUS(st), WEXITSTATUS(st) == 127 ?
@@ -163,7 +237,8 @@ rclone_wait(pid_t pid, const char *what)
 static int
 list_rclone(const struct remote *t, char ***v, size_t *n, size_t *cap)
 {
-	const char *argv[] = { "rclone", "lsf", "--files-only", t->path, NULL };
+	const char *argv[] = { "rclone", "lsf", "--files-only", "--", t->path,
+	    NULL };
 	struct buf out = BUF_INIT;
 	char chunk[4096], *line, *save = NULL;
 	ssize_t got;
@@ -174,9 +249,10 @@ list_rclone(const struct remote *t, char ***v, size_t *n, size_t *cap)
 		return (-1);
 	while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
 		if (got < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR && !signals_caught())
 				continue;
-			log_errno("rclone lsf '%s'", t->path);
+			if (errno != EINTR)
+				log_errno("rclone lsf '%s'", t->path);
 			break;
 		}
 		if (out.len + (size_t)got > (16u << 20) ||
@@ -187,7 +263,8 @@ list_rclone(const struct remote *t, char ***v, size_t *n, size_t *cap)
 		}
 	}
 	close(fd);
-	if (rclone_wait(pid, "lsf") == 0 && got == 0 && buf_put_u8(&out,
+	if (rclone_wait(pid, "lsf", got != 0) == 0 && got == 0 &&
+	    buf_put_u8(&out,
 	    0) == 0) {
 		rc = 0;
 		for (line = strtok_r((char *)out.data, "\n", &save); line &&
@@ -239,17 +316,17 @@ remote_list(const struct remote *t, char ***names, size_t *n)
 	return (0);
 }
 
-/* rclone VERB REMOTE:PATH/name, its stdin (dir 0) or stdout in s->fd. */
+/* rclone VERB -- REMOTE:PATH/name, its stdin (dir 0) or stdout in s->fd. */
 static int
 rclone_stream(const struct remote *t, const char *verb, const char *name,
     int dir, struct remote_stream *s)
 {
-	const char *argv[] = { "rclone", verb, NULL, NULL };
+	const char *argv[] = { "rclone", verb, "--", NULL, NULL };
 	char *arg;
 
 	if ((arg = rclone_join(t, name)) == NULL)
 		return (-1);
-	argv[2] = arg;
+	argv[3] = arg;
 	s->pid = rclone_spawn(argv, dir, &s->fd);
 	free(arg);
 	return (s->pid == -1 ? -1 : 0);
@@ -322,10 +399,12 @@ remote_put_end(struct remote_stream *s, int ok)
 	case REMOTE_PIPE:
 		return (rc);
 	case REMOTE_RCLONE:
-		close(s->fd);
+		/* Stopped before the end of its input, never after: rcat
+		 * stores what it got once its input ends. */
 		if (!ok)
 			kill(s->pid, SIGTERM);
-		if (rclone_wait(s->pid, "rcat"))
+		close(s->fd);
+		if (rclone_wait(s->pid, "rcat", !ok))
 			rc = -1;
 		return (rc);
 	case REMOTE_DIR:
@@ -398,6 +477,6 @@ remote_get_end(struct remote_stream *s)
 		return (0);
 	close(s->fd);
 	if (s->t->kind == REMOTE_RCLONE)
-		return (rclone_wait(s->pid, "cat"));
+		return (rclone_wait(s->pid, "cat", 0));
 	return (0);
 }

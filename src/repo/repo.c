@@ -1086,6 +1086,8 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 			names[0] = t;
 			break;
 		}
+	/* A slot that cannot be read is an error only if none opens. */
+	log_hold();
 	for (i = 0; i < n && r->keys == NULL; i++) {
 		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
 		if (read_in(r, r->dirs[DIR_KEYS], names[i], rel, SLOT_MAX,
@@ -1103,6 +1105,7 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 		free(slot);
 	}
 	names_free(names, n);
+	log_release(r->keys != NULL);
 	if (r->keys != NULL)
 		return (0);
 	if (slots == 0)
@@ -1837,9 +1840,13 @@ repo_slots(struct repo *r, struct repo_slot **slots, size_t *n)
 		v[i].unlocked = strcmp(names[i], r->slot) == 0 &&
 		    r->keys != NULL;
 		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
-		if ((fd = open_in(r, r->dirs[DIR_KEYS], names[i], rel,
-		    O_RDONLY, S_IFREG, 0)) == -1)
-			continue;	/* reported; listed as unreadable */
+		/* A warning: it is listed as unreadable, the rest goes on. */
+		log_hold();
+		fd = open_in(r, r->dirs[DIR_KEYS], names[i], rel, O_RDONLY,
+		    S_IFREG, 0);
+		log_release(1);
+		if (fd == -1)
+			continue;
 		if (fstat(fd, &st) == 0)
 			v[i].mtime_ns = (int64_t)st.st_mtim.tv_sec *
 			    1000000000 + st.st_mtim.tv_nsec;

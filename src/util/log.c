@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 
 int log_level;
 unsigned long log_warnings;
+unsigned long log_errors;
 
 /*
  * Messages carry names from outside (files of the source tree, text read
@@ -29,17 +31,62 @@ sanitize(char *s)
 	}
 }
 
+/* What log_hold keeps of this thread's messages, in order. */
+#define HOLD_MAX 64
+struct held {
+	int depth;
+	size_t n, dropped;
+	struct {
+		int error;
+		char *text;
+	} m[HOLD_MAX];
+};
+static _Thread_local struct held *held;
+
+/* Counted where they are printed, so that none escapes main's check;
+ * restore's writers warn from several threads. */
+static void
+count(int error)
+{
+	__atomic_add_fetch(error ? &log_errors : &log_warnings, 1,
+	    __ATOMIC_RELAXED);
+}
+
+static void
+print(int error, const char *msg)
+{
+	count(error);
+	fprintf(stderr, "%s%s\n", error ? "error: " : "warning: ", msg);
+}
+
+/* The message, ": strerror(errnum)" when errnum, sanitized, into msg. */
+static void __attribute__((format(printf, 3, 0)))
+vformat(char *msg, size_t size, const char *fmt, va_list ap, int errnum)
+{
+	size_t n;
+
+	vsnprintf(msg, size, fmt, ap);
+	if (errnum && (n = strlen(msg)) < size)
+		snprintf(msg + n, size - n, ": %s", strerror(errnum));
+	sanitize(msg);
+}
+
 static void __attribute__((format(printf, 2, 0)))
-vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
+vreport(int error, const char *fmt, va_list ap, int errnum)
 {
 	char msg[4096];
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	sanitize(msg);
-	if (errnum)
-		fprintf(stderr, "%s%s: %s\n", prefix, msg, strerror(errnum));
-	else
-		fprintf(stderr, "%s%s\n", prefix, msg);
+	vformat(msg, sizeof(msg), fmt, ap, errnum);
+	if (held == NULL) {
+		print(error, msg);
+		return;
+	}
+	if (held->n == HOLD_MAX || (held->m[held->n].text = strdup(msg)) ==
+	    NULL) {
+		held->dropped++;
+		return;
+	}
+	held->m[held->n++].error = error;
 }
 
 void
@@ -48,7 +95,7 @@ log_error(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("error: ", fmt, ap, 0);
+	vreport(1, fmt, ap, 0);
 	va_end(ap);
 }
 
@@ -59,15 +106,8 @@ log_errno(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("error: ", fmt, ap, e);
+	vreport(1, fmt, ap, e);
 	va_end(ap);
-}
-
-/* Restore's writers warn from several threads. */
-static void
-count_warning(void)
-{
-	__atomic_add_fetch(&log_warnings, 1, __ATOMIC_RELAXED);
 }
 
 void
@@ -75,9 +115,8 @@ log_warn(const char *fmt, ...)
 {
 	va_list ap;
 
-	count_warning();
 	va_start(ap, fmt);
-	vreport("warning: ", fmt, ap, 0);
+	vreport(0, fmt, ap, 0);
 	va_end(ap);
 }
 
@@ -87,10 +126,51 @@ log_warn_errno(const char *fmt, ...)
 	int e = errno;
 	va_list ap;
 
-	count_warning();
 	va_start(ap, fmt);
-	vreport("warning: ", fmt, ap, e);
+	vreport(0, fmt, ap, e);
 	va_end(ap);
+}
+
+int
+log_hold(void)
+{
+	if (held == NULL && (held = calloc(1, sizeof(*held))) == NULL)
+		return (-1);	/* then reported as they come */
+	held->depth++;
+	return (0);
+}
+
+void
+log_release(int got_over)
+{
+	struct held *h = held;
+	size_t i;
+
+	if (h == NULL || --h->depth > 0)
+		return;
+	held = NULL;
+	for (i = 0; i < h->n; i++) {
+		print(h->m[i].error && !got_over, h->m[i].text);
+		free(h->m[i].text);
+	}
+	if (h->dropped > 0) {
+		char msg[64];
+
+		snprintf(msg, sizeof(msg), "%zu more messages left out",
+		    h->dropped);
+		print(!got_over, msg);
+	}
+	free(h);
+}
+
+/* A line without a prefix, printed at once. */
+static void __attribute__((format(printf, 1, 0)))
+vplain(const char *fmt, va_list ap)
+{
+	char msg[4096];
+
+	vformat(msg, sizeof(msg), fmt, ap, 0);
+	fprintf(stderr, "%s\n", msg);
 }
 
 void
@@ -101,7 +181,7 @@ log_info(const char *fmt, ...)
 	if (log_level < 1)
 		return;
 	va_start(ap, fmt);
-	vreport("", fmt, ap, 0);
+	vplain(fmt, ap);
 	va_end(ap);
 }
 
@@ -119,7 +199,7 @@ log_note(const char *fmt, ...)
 	if (log_level < 1 && !log_watched())
 		return;
 	va_start(ap, fmt);
-	vreport("", fmt, ap, 0);
+	vplain(fmt, ap);
 	va_end(ap);
 }
 

@@ -1,26 +1,75 @@
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coffer/signals.h"
 
 static volatile sig_atomic_t caught;
+static int installed;
+/* The child that stops with us (signals_child), or 0. */
+static volatile sig_atomic_t child;
+
+/* Its grace after SIGTERM, in seconds, before SIGKILL. */
+#define CHILD_GRACE 1
+
+static void
+on_alarm(int sig)
+{
+	pid_t pid = (pid_t)child;
+
+	(void)sig;
+	if (pid > 0)
+		kill(pid, SIGKILL);
+}
 
 static void
 on_signal(int sig)
 {
+	pid_t pid = (pid_t)child;
+
 	if (caught != 0) {
-		/* The second one: now, by its default action. */
+		/* The second one: now, by its default action, and the
+		 * child with us. */
+		if (pid > 0)
+			kill(pid, SIGKILL);
 		signal(sig, SIG_DFL);
 		raise(sig);
 		return;
 	}
 	caught = sig;
+	/*
+	 * A child that hangs (an rclone waiting on the network) would keep
+	 * the thread that reads or writes its pipe waiting, the writer lock
+	 * held: it is asked to end, then made to.  Its pipe then ends and
+	 * the run stops as after an error.
+	 */
+	if (pid > 0) {
+		kill(pid, SIGTERM);
+		alarm(CHILD_GRACE);
+	}
 }
+
+/*
+ * Without signals_install, a signal ends the process by its default
+ * action: the child (signals_child) is ended first, at once.
+ */
+static void
+on_fatal(int sig)
+{
+	pid_t pid = (pid_t)child;
+
+	if (pid > 0)
+		kill(pid, SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static const int stop_sigs[] = { SIGINT, SIGTERM, SIGHUP };
+#define NSTOP (sizeof(stop_sigs) / sizeof(stop_sigs[0]))
 
 void
 signals_install(void)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	struct sigaction sa;
 	size_t i;
 
@@ -29,14 +78,51 @@ signals_install(void)
 	sigemptyset(&sa.sa_mask);
 	/* No SA_RESTART: a blocking read returns EINTR, and the loops that
 	 * retry it check the flag at their next safe point. */
-	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		(void)sigaction(sigs[i], &sa, NULL);
+	for (i = 0; i < NSTOP; i++)
+		(void)sigaction(stop_sigs[i], &sa, NULL);
+	installed = 1;
 }
 
 int
 signals_caught(void)
 {
 	return (caught);
+}
+
+void
+signals_child(pid_t pid)
+{
+	static int alarm_set;
+	struct sigaction sa, old;
+	size_t i;
+
+	if (pid > 0 && !alarm_set) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_alarm;
+		sigemptyset(&sa.sa_mask);
+		(void)sigaction(SIGALRM, &sa, NULL);
+		if (!installed) {
+			sa.sa_handler = on_fatal;
+			for (i = 0; i < NSTOP; i++)
+				/* One ignored (nohup) stays ignored. */
+				if (sigaction(stop_sigs[i], NULL, &old) == 0 &&
+				    old.sa_handler == SIG_DFL)
+					(void)sigaction(stop_sigs[i], &sa,
+					    NULL);
+		}
+		alarm_set = 1;
+	}
+	if (pid <= 0) {
+		child = 0;
+		alarm(0);
+		return;
+	}
+	child = pid;
+	/* A signal that came before the child was known. */
+	if (caught != 0) {
+		kill(pid, SIGTERM);
+		alarm(CHILD_GRACE);
+	}
 }
 
 const char *

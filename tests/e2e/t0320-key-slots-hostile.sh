@@ -15,12 +15,26 @@ forge() {
 # bounded CMD...: run CMD with at most 2 GiB of address space and 60 s, so
 # that a coffer which runs a forged slot's Argon2id fails here (ENOMEM)
 # instead of using 4 GiB and minutes; peak RSS (KiB) goes to ./rss.
+# A binary built with AddressSanitizer (make asan) reserves terabytes of
+# address space for its shadow and cannot start under ulimit -v: there
+# ASan's allocator refuses any single allocation above 2 GiB instead.
+bound_memory() {
+	if [ -n "$asan_bound" ]; then
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_bound &&
+		export ASAN_OPTIONS
+	else
+		ulimit -v 2097152
+	fi
+}
+asan_bound=
+(ulimit -v 2097152 && "$COFFER" help >/dev/null 2>&1) 2>/dev/null ||
+	asan_bound=max_allocation_size=2147483648:allocator_may_return_null=1
 bounded() {
 	if [ -x /usr/bin/time ]; then
-		(ulimit -v 2097152 && timeout 60 /usr/bin/time -f %M -o rss "$@")
+		(bound_memory && timeout 60 /usr/bin/time -f %M -o rss "$@")
 	else
 		echo 0 >rss
-		(ulimit -v 2097152 && timeout 60 "$@")
+		(bound_memory && timeout 60 "$@")
 	fi
 }
 

@@ -197,8 +197,52 @@ test_expect_success 'hostile members: ../x, absolute, symlink, duplicate, not in
 	refused dup.cfb 4 && grep "twice" err &&
 	retar $b bad/extra.cfb "my (\$i) = grep { \$m[\$_][0] =~ m{^packs/} }
 		0 .. \$#m; splice(@m, \$i, 0, [q{packs/ff/ff} . q{0} x 30,
-		q{junk}, {}])" &&
+		q{junk} x 256, {}])" &&
 	refused extra.cfb 4 && grep "not in the manifest" err
+'
+
+# tar_end_of FILE N: the offset just past the data of the Nth member
+# (from 0) of tar FILE: where a stream cut there stops.
+tar_end_of() {
+	perl -e '
+		my ($f, $want) = @ARGV;
+		open(my $fh, "<", $f) or die "$f: $!\n";
+		binmode $fh;
+		my ($pos, $i) = (0, 0);
+		while (read($fh, my $h, 512) == 512) {
+			my $size = oct(unpack("Z12", substr($h, 124, 12)));
+			my $end = $pos + 512 + int(($size + 511) / 512) * 512;
+			if ($i++ == $want) { print "$end\n"; exit 0; }
+			seek($fh, $pos = $end, 0);
+		}
+		die "$f: no member $want\n";
+	' "$1" "$2"
+}
+
+# A member named as a pack but smaller than a pack's header and index is
+# refused from its tar header, before it is staged in tmp/: the stream is
+# cut just after it and then held open, so that an import that staged it
+# would be seen waiting for more with the file in tmp/.
+test_expect_success 'a pack member too small to be a pack is refused before it is staged' '
+	b=off/off-0002.cfb &&
+	retar $b bad/tiny.cfb "my (\$i) = grep { \$m[\$_][0] =~ m{^packs/} }
+		0 .. \$#m; \$m[\$i][1] = q{tiny}; print \"\$i\n\"" >tiny.at &&
+	refused tiny.cfb 4 && grep "too small to be a pack" err &&
+	end=$(tar_end_of bad/tiny.cfb "$(cat tiny.at)") &&
+	test_dir_is_empty victim/tmp &&
+	{ { head -c "$end" bad/tiny.cfb; sleep 5; } |
+	  "$COFFER" -r victim import - 2>err & } &&
+	pid=$! && staged= && n=0 &&
+	while kill -0 $pid 2>/dev/null && test $n -lt 150; do
+		test -z "$(ls -A victim/tmp)" || staged=t
+		sleep 0.02; n=$((n + 1))
+	done &&
+	! kill -0 $pid 2>/dev/null &&
+	{ wait $pid; test $? = 4; } &&
+	{ test -z "$staged" || { echo "staged in tmp/"; false; }; } &&
+	grep "too small to be a pack" err &&
+	fingerprint victim >victim.after &&
+	test_cmp victim.before victim.after
 '
 
 test_expect_success 'a FIFO or a symlink named as a bundle is refused, not waited on' '

@@ -188,7 +188,7 @@ test_expect_success 'a pack sealed to a retired epoch (from an old bundle) is re
 	test -n "$p" && cp "$p" kept.pack && rm "$p" &&
 	(
 		export XDG_STATE_HOME=$TMP/fresh-state &&
-		test_must_fail coffer -r repo import mid2 2>err; cat err &&
+		test_expect_code 4 coffer -r repo import mid2 2>err && cat err &&
 		grep "sealed to key epoch 2, which this key does not hold" err
 	) &&
 	od -An -tu1 -j4 -N2 "$p" >v && test "$(echo $(cat v))" = "3 2"

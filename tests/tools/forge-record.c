@@ -67,9 +67,12 @@ read_head(struct repo *r, const char *name, size_t *len)
 	uint8_t *img = NULL;
 	size_t i, n;
 
-	if ((pr = pack_reader_open(r, name)) == NULL ||
-	    pack_reader_index(pr, &ents, &n))
+	if ((pr = pack_reader_open(r, name)) == NULL)
 		return (NULL);
+	if (pack_reader_index(pr, &ents, &n)) {
+		pack_reader_close(pr);
+		return (NULL);
+	}
 	for (i = 0; i < n; i++)
 		if (ents[i].type == PACK_REC_SNAPSHOT)
 			e = &ents[i];
@@ -282,6 +285,7 @@ dump_parts(int argc, char **argv)
 	sqlite3_close(head);
 	buf_release(&rec);
 	free(img);
+	repo_close(r);
 	return (0);
 }
 

@@ -69,10 +69,14 @@ slurp(const char *path, size_t *len)
 	long n;
 
 	if (f == NULL || fseek(f, 0, SEEK_END) || (n = ftell(f)) < HDR + 8 ||
-	    fseek(f, 0, SEEK_SET) || (p = malloc((size_t)n)) == NULL ||
-	    fread(p, 1, (size_t)n, f) != (size_t)n) {
+	    fseek(f, 0, SEEK_SET) || (p = malloc((size_t)n)) == NULL) {
 		if (f)
 			fclose(f);
+		return (NULL);
+	}
+	if (fread(p, 1, (size_t)n, f) != (size_t)n) {
+		free(p);
+		fclose(f);
 		return (NULL);
 	}
 	fclose(f);
@@ -223,6 +227,7 @@ main(int argc, char **argv)
 		closedir(e);
 	}
 	closedir(d);
+	free(kr);
 	printf("packs %zu opened %zu\n", packs, opened);
 	return (0);
 }
