@@ -1316,26 +1316,34 @@ out:
 }
 
 /*
- * Whether pack name's header is old, new, or torn between them (each byte
- * one of the two): an intent names the header its pack has.  0 yes (or
- * the pack is gone: pruned since), -1 no or unreadable (reported when
- * unreadable).
+ * Whether key is pack name's own: the pack's MAC, which covers its key,
+ * checks under it (a header from a rewrap intent could seal any key).
+ * hdr is a header of the pack that seals key.  0 yes (or the pack is
+ * gone: pruned since), -1 no or unreadable (reported).
  */
 static int
-header_is_either(struct repo *r, const char *name, const char *path,
-    const uint8_t *old, const uint8_t *new)
+pack_key_is_own(struct repo *r, const char *name, const char *path,
+    const uint8_t *hdr, uint8_t *key)
 {
-	uint8_t cur[PACK_HEADER_BYTES];
-	size_t j;
-	int fd, rc;
+	struct pack_reader p;
+	struct stat st;
+	int rc = -1;
 
-	if ((fd = repo_pack_open_rw(r, name)) == -1)
+	memset(&p, 0, sizeof(p));
+	p.repo = r;
+	memcpy(p.name, name, PACK_NAME_LEN + 1);
+	p.path = (char *)path;
+	p.key = key;
+	memcpy(p.hdr, hdr, PACK_HEADER_BYTES);
+	memcpy(p.pack_id, hdr + 8 + CCRYPTO_REPO_ID_BYTES, 16);
+	if ((p.fd = repo_pack_open(r, name, 1)) == -1)
 		return (errno == ENOENT ? 0 : -1);
-	rc = fsutil_pread_all(fd, cur, sizeof(cur), 0, path);
-	close(fd);
-	for (j = 0; rc == 0 && j < sizeof(cur); j++)
-		if (cur[j] != old[j] && cur[j] != new[j])
-			rc = -1;
+	if (fstat(p.fd, &st) == 0) {
+		p.size = (uint64_t)st.st_size;
+		rc = trailer_check(&p);
+	} else
+		log_errno("cannot stat pack '%s'", path);
+	close(p.fd);
 	return (rc);
 }
 
@@ -1373,7 +1381,8 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 	 * write the repository can write an intent, and a new header that
 	 * seals another key (one of theirs) to the published epoch key would
 	 * make the pack unreadable.  A header is finished only when both the
-	 * old and the new one open, to the same pack key.
+	 * old and the new one open, to the same pack key, and that key is the
+	 * pack's own (its MAC checks under it).
 	 */
 	for (i = 0; i < count; i++) {
 		ent = data + INTENT_HEAD + i * INTENT_ENTRY;
@@ -1394,7 +1403,7 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 			goto out;
 		}
 		if (memcmp(key, key + CCRYPTO_KEY_BYTES, CCRYPTO_KEY_BYTES) ||
-		    header_is_either(r, name, path, old, new)) {
+		    pack_key_is_own(r, name, path, old, key)) {
 			log_error("repository '%s': '%s' would give pack '%s' "
 			    "another pack key than its own (forged?): left "
 			    "alone, no pack changed; remove '%s' once checked",
