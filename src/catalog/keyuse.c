@@ -166,5 +166,5 @@ catalog_slot_hint_set(const char *catpath, const char *name)
 		return;
 	n = snprintf(line, sizeof(line), "%s\n", name);
 	if (n > 0 && (size_t)n < sizeof(line))
-		(void)fsutil_write_file(path, line, (size_t)n, 0600, 0);
+		(void)fsutil_write_file(path, line, (size_t)n, 0600, 1);
 }
