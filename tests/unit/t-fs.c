@@ -732,6 +732,34 @@ test_hostile(void)
 	    fs_restore_data(r, "abc", 3, 0) == 0 && fs_restore_finish(r) == 0,
 	    "later entries still restore");
 
+	/*
+	 * A second name links the inode restored, checked; in a directory
+	 * not made yet too (libarchive makes it).  Another file at the first
+	 * name (a freed inode's number given to it, say) is refused.
+	 */
+	ok(fs_restore_file_id(r, &fid) == 0, "a finished file's inode known");
+	e = mk("sub/ok-link", ENTRY_FILE);
+	{
+		struct stat a, b;
+
+		ok(fs_restore_hardlink(r, &e, "ok-after", &fid) == 0 &&
+		    stat(pj(dst, "ok-after"), &a) == 0 &&
+		    stat(pj(dst, "sub/ok-link"), &b) == 0 &&
+		    a.st_ino == b.st_ino,
+		    "second name in a new directory: the same inode");
+	}
+	e = mk("ok-link2", ENTRY_FILE);
+	fid.btime_nsec ^= 1;
+	fid.uid ^= 1;
+	ok(fs_restore_hardlink(r, &e, "ok-after", &fid) == -1 &&
+	    !exists(pj(dst, "ok-link2")), "another inode's name refused");
+	e = mk("sub2/ok-link3", ENTRY_FILE);
+	ok(fs_restore_hardlink(r, &e, "ok-after", &fid) == -1 &&
+	    !exists(pj(dst, "sub2/ok-link3")),
+	    "refused in a new directory too");
+	ok(fs_restore_hardlink(r, &e, "ok-after", NULL) == -1,
+	    "an unknown inode is refused");
+
 	/* Blocks in any order; a trailing hole kept by the final size. */
 	e = mk("unordered", ENTRY_FILE);
 	e.size = 3 * MiB;
