@@ -214,6 +214,10 @@ enum {
 int cmd_open(const struct global_opts *g, int flags, struct repo **r,
     struct catalog **c);
 void cmd_close(struct repo *r, struct catalog *c);
+/* 1 when a cmd_open's catalog update left out what it could not read
+ * (reported): cmd_run then ends a command that succeeded with
+ * STATUS_INTEGRITY. */
+int cmd_catalog_damaged(void);
 
 /*
  * A drill from bundles' open_scratch (engine.h): the scratch repository

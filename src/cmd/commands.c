@@ -384,7 +384,7 @@ int
 cmd_run(int argc, char **argv, const struct global_opts *g)
 {
 	const struct command *c;
-	int words;
+	int words, st;
 
 	if ((c = find(argc, argv, &words)) == NULL) {
 		/* A group without a subcommand ("coffer catalog"). */
@@ -403,5 +403,10 @@ cmd_run(int argc, char **argv, const struct global_opts *g)
 		return (print_help(words == 2 ? c->name : argv[0]));
 	/* Each command runs getopt from the start. */
 	optind = 0;
-	return (c->fn(argc - (words - 1), argv + (words - 1), g));
+	st = c->fn(argc - (words - 1), argv + (words - 1), g);
+	/* What the catalog update could not read (a damaged or forged
+	 * pack, reported) was left out: the run did not end clean. */
+	if ((st == STATUS_OK || st == STATUS_WARN) && cmd_catalog_damaged())
+		st = STATUS_INTEGRITY;
+	return (st);
 }
