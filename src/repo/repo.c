@@ -1582,7 +1582,7 @@ repo_list_packs(const struct repo *r, char ***names, size_t *n)
 			    "directory: left out", r->path, de->d_name);
 			continue;
 		}
-		snprintf(rel, sizeof(rel), "packs/%s", de->d_name);
+		snprintf(rel, sizeof(rel), "packs/%.2s", de->d_name);
 		if ((dfd = open_in(r, r->dirs[DIR_PACKS], de->d_name, rel,
 		    O_RDONLY, S_IFDIR, 0)) == -1 ||
 		    list_fan(r, dfd, de->d_name, &v, &k, &cap))

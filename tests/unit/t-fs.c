@@ -1016,7 +1016,7 @@ static void
 test_kept(const char *dst)
 {
 	struct fs_restore *r;
-	struct fs_reader *rd;
+	struct fs_reader *rd = NULL;
 	struct entry e;
 	unsigned char c;
 	int64_t size = 5 * MiB + 123;
@@ -1074,7 +1074,7 @@ test_direct_writer(void)
 	const void *tail;
 	size_t tlen, i;
 	int64_t toff;
-	int dirfd, rc, e;
+	int dirfd = -1, rc, e;
 
 	snprintf(dir, sizeof(dir), "%s/refuse", base);
 	if (!ok(mkdir(dir, 0755) == 0 && (dirfd = open(dir, O_RDONLY |
