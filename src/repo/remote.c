@@ -203,8 +203,10 @@ rclone_await(pid_t pid, int stop)
 
 /*
  * Reap rclone (stopping it first when stop is set or a signal was
- * caught, as rclone_await): 0 if it succeeded.  One that was stopped is
- * not reported: what stopped it was.
+ * caught, as rclone_await): 0 if it succeeded.  One that a signal to
+ * coffer stopped is not reported (the signal is what stopped the run),
+ * nor one killed after stop; one that failed of itself is, as it may be
+ * why the run failed (a write to its pipe said only "Broken pipe").
  */
 static int
 rclone_wait(pid_t pid, const char *what, int stop)
@@ -212,7 +214,6 @@ rclone_wait(pid_t pid, const char *what, int stop)
 	int st;
 
 	rclone_await(pid, stop);
-	stop = stop || signals_caught();
 	/* Ended, not yet reaped: the pid cannot be another's. */
 	signals_child(0);
 	while (waitpid(pid, &st, 0) == -1)
@@ -222,7 +223,7 @@ rclone_wait(pid_t pid, const char *what, int stop)
 		}
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return (0);
-	if (stop)
+	if (signals_caught() || (stop && !WIFEXITED(st)))
 		return (-1);
 	if (WIFEXITED(st))
 		log_error("rclone failed (%s): exit status %d%s", what,
