@@ -410,15 +410,49 @@ out:
 	return (rc);
 }
 
+/*
+ * Journal image img as JOURNAL_SCHEMA, which the caller attached (and
+ * detaches, also on failure); its format into *format, 0 when it is not
+ * an image or has no format row.  0, or -1 (reported).
+ */
+static int
+attach_image(struct catalog *c, const uint8_t *img, size_t len, int *format)
+{
+	sqlite3_stmt *st;
+	unsigned char *copy;
+	const char *v;
+
+	*format = 0;
+	if ((copy = sqlite3_malloc64(len)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	memcpy(copy, img, len);
+	/* On failure sqlite3_deserialize frees copy (FREEONCLOSE). */
+	if (sqlite3_deserialize(c->db, JOURNAL_SCHEMA, copy,
+	    (sqlite3_int64)len, (sqlite3_int64)len,
+	    SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY) !=
+	    SQLITE_OK)
+		return (0);
+	if ((st = cat_prepare(c, "SELECT value FROM " JOURNAL_SCHEMA ".meta"
+	    " WHERE key = 'format'", "read a journal record")) == NULL)
+		return (-1);
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    (v = (const char *)sqlite3_column_text(st, 0)) != NULL &&
+	    *v != '\0' && strlen(v) < 8 && strspn(v, "0123456789") ==
+	    strlen(v))
+		*format = atoi(v);
+	sqlite3_finalize(st);
+	return (0);
+}
+
 int
 catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
     const char *pack, size_t *added)
 {
 	sqlite3_stmt *st = NULL;
-	unsigned char *copy;
-	char fmt[16] = "";
 	size_t i, nsql = sizeof(import_sql) / sizeof(import_sql[0]);
-	int rc, format, ret = -1;
+	int format, ret = -1;
 
 	*added = 0;
 	if (len < 512) {
@@ -428,32 +462,12 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 	if (cat_exec(c, "ATTACH ':memory:' AS " JOURNAL_SCHEMA,
 	    "read a journal record"))
 		return (-1);
-	if ((copy = sqlite3_malloc64(len)) == NULL) {
-		log_error("out of memory");
+	if (attach_image(c, img, len, &format))
 		goto out;
-	}
-	memcpy(copy, img, len);
-	rc = sqlite3_deserialize(c->db, JOURNAL_SCHEMA, copy,
-	    (sqlite3_int64)len, (sqlite3_int64)len,
-	    SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY);
-	if (rc != SQLITE_OK) {
-		log_error("journal record: cannot read its image: %s",
-		    sqlite3_errstr(rc));
-		goto out;
-	}
-	if ((st = cat_prepare(c, "SELECT value FROM " JOURNAL_SCHEMA ".meta"
-	    " WHERE key = 'format'", "read a journal record")) == NULL)
-		goto out;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		snprintf(fmt, sizeof(fmt), "%s",
-		    (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	st = NULL;
 	/* An older format lacks the later tables: their statements go. */
-	if ((format = atoi(fmt)) < 1 || format > JOURNAL_FORMAT ||
-	    strspn(fmt, "0123456789") != strlen(fmt)) {
-		log_error("journal record: format '%s' is not one this coffer "
-		    "reads", fmt);
+	if (format < 1 || format > JOURNAL_FORMAT) {
+		log_error("journal record: not an image of a format this coffer "
+		    "reads (format %d)", format);
 		goto out;
 	}
 	/* Deferred: IMMEDIATE would lock the read-only image too. */
@@ -524,9 +538,6 @@ static const struct {
 int
 catalog_journal_cover(struct catalog *c, const uint8_t *img, size_t len)
 {
-	sqlite3_stmt *st = NULL;
-	unsigned char *copy;
-	char fmt[16] = "";
 	size_t i;
 	int format, ret = -1;
 
@@ -537,26 +548,8 @@ catalog_journal_cover(struct catalog *c, const uint8_t *img, size_t len)
 	if (cat_exec(c, "ATTACH ':memory:' AS " JOURNAL_SCHEMA,
 	    "read a journal record"))
 		return (-1);
-	if ((copy = sqlite3_malloc64(len)) == NULL) {
-		log_error("out of memory");
+	if (attach_image(c, img, len, &format))
 		goto out;
-	}
-	memcpy(copy, img, len);
-	if (sqlite3_deserialize(c->db, JOURNAL_SCHEMA, copy,
-	    (sqlite3_int64)len, (sqlite3_int64)len,
-	    SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY) !=
-	    SQLITE_OK) {
-		ret = 0;
-		goto out;
-	}
-	if ((st = cat_prepare(c, "SELECT value FROM " JOURNAL_SCHEMA ".meta"
-	    " WHERE key = 'format'", "read a journal record")) == NULL)
-		goto out;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		snprintf(fmt, sizeof(fmt), "%s",
-		    (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	format = atoi(fmt);
 	for (i = 0; i < sizeof(cover_sql) / sizeof(cover_sql[0]); i++)
 		if (cover_sql[i].format <= format &&
 		    cat_exec(c, cover_sql[i].sql, "read a journal record"))
