@@ -82,6 +82,21 @@ int ccrypto_conf_verify(const struct ccrypto_keys *k,
     size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES]);
 
 /*
+ * The same signature over other decisions only full keys make (which
+ * snapshots are forgotten, a snapshot rebased to stand on its own): ctx
+ * names the kind of object ("coffer-conf" for coffer.conf), so that a
+ * signature on one never passes for another.  auth_sign and auth_verify
+ * return as conf_sign and conf_verify do.
+ */
+#define CCRYPTO_AUTH_CONF "coffer-conf"
+int ccrypto_auth_sign(const struct ccrypto_keys *k, const char *ctx,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, uint8_t sig[CCRYPTO_SIG_BYTES]);
+int ccrypto_auth_verify(const struct ccrypto_keys *k, const char *ctx,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES]);
+
+/*
  * Full keys of a repository made or changed since key revocation (kind 3,
  * "holder" keys: slots of kind 3, key files of version 3, paper keys of
  * version 2) hold the write-only material and a recipient secret of their

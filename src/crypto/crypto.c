@@ -423,27 +423,28 @@ ccrypto_keys_auth_known(const struct ccrypto_keys *k)
 	return (k->auth_known);
 }
 
-/* "coffer-conf\0" | repository id | body: what the authority signs. */
+/* ctx\0 | repository id | body: what the authority signs.  The context
+ * keeps a signature on one kind of object from passing for another. */
 static uint8_t *
-conf_message(const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
-    size_t len, size_t *mlen)
+auth_message(const char *ctx, const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES],
+    const void *body, size_t len, size_t *mlen)
 {
-	static const char ctx[] = "coffer-conf";
+	size_t clen = strlen(ctx) + 1;
 	uint8_t *m;
 
-	*mlen = sizeof(ctx) + CCRYPTO_REPO_ID_BYTES + len;
+	*mlen = clen + CCRYPTO_REPO_ID_BYTES + len;
 	if (len > SIZE_MAX / 2 || (m = malloc(*mlen)) == NULL) {
 		log_error("out of memory");
 		return (NULL);
 	}
-	memcpy(m, ctx, sizeof(ctx));
-	memcpy(m + sizeof(ctx), repo_id, CCRYPTO_REPO_ID_BYTES);
-	memcpy(m + sizeof(ctx) + CCRYPTO_REPO_ID_BYTES, body, len);
+	memcpy(m, ctx, clen);
+	memcpy(m + clen, repo_id, CCRYPTO_REPO_ID_BYTES);
+	memcpy(m + clen + CCRYPTO_REPO_ID_BYTES, body, len);
 	return (m);
 }
 
 int
-ccrypto_conf_sign(const struct ccrypto_keys *k,
+ccrypto_auth_sign(const struct ccrypto_keys *k, const char *ctx,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
     size_t len, uint8_t sig[CCRYPTO_SIG_BYTES])
 {
@@ -451,10 +452,11 @@ ccrypto_conf_sign(const struct ccrypto_keys *k,
 	size_t mlen;
 
 	if (k->write_only || !k->auth_known) {
-		log_error("internal error: only a full key signs coffer.conf");
+		log_error("internal error: only a full key signs as the "
+		    "authority (%s)", ctx);
 		return (-1);
 	}
-	if ((m = conf_message(repo_id, body, len, &mlen)) == NULL)
+	if ((m = auth_message(ctx, repo_id, body, len, &mlen)) == NULL)
 		return (-1);
 	crypto_sign_detached(sig, NULL, m, mlen, k->auth_sk);
 	free(m);
@@ -462,7 +464,7 @@ ccrypto_conf_sign(const struct ccrypto_keys *k,
 }
 
 int
-ccrypto_conf_verify(const struct ccrypto_keys *k,
+ccrypto_auth_verify(const struct ccrypto_keys *k, const char *ctx,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
     size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES])
 {
@@ -472,12 +474,30 @@ ccrypto_conf_verify(const struct ccrypto_keys *k,
 
 	if (!k->auth_known)
 		return (CCRYPTO_AUTH_UNKNOWN);
-	if ((m = conf_message(repo_id, body, len, &mlen)) == NULL)
+	if ((m = auth_message(ctx, repo_id, body, len, &mlen)) == NULL)
 		return (-1);
 	rc = crypto_sign_verify_detached(sig, m, mlen, k->auth_pk) == 0 ? 0 :
 	    -1;
 	free(m);
 	return (rc);
+}
+
+int
+ccrypto_conf_sign(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, uint8_t sig[CCRYPTO_SIG_BYTES])
+{
+	return (ccrypto_auth_sign(k, CCRYPTO_AUTH_CONF, repo_id, body, len,
+	    sig));
+}
+
+int
+ccrypto_conf_verify(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const void *body,
+    size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES])
+{
+	return (ccrypto_auth_verify(k, CCRYPTO_AUTH_CONF, repo_id, body, len,
+	    sig));
 }
 
 const uint8_t *
