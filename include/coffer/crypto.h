@@ -179,6 +179,15 @@ void ccrypto_chunk_ids(const struct ccrypto_keys *k, size_t n,
     const uint8_t *const *data, const size_t *len,
     uint8_t (*out)[CCRYPTO_ID_BYTES]);
 
+/*
+ * The key (CCRYPTO_KEY_BYTES, into secret memory) that a pack's index and
+ * view record are sealed under: every key, write-only ones too, derives
+ * it from the id subkey, the repository id and the pack id.  0 or -1.
+ */
+int ccrypto_index_key(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t pack_id[16],
+    uint8_t *out);
+
 /* Incremental keyed hash under the id subkey (content ids of files). */
 struct ccrypto_hash_state {
 	unsigned char opaque[384] __attribute__((aligned(64)));

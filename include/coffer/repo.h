@@ -179,7 +179,8 @@ int repo_pack_exists(const struct repo *r, const char *name);
 enum pack_record_type {
 	PACK_REC_DATA = 1,
 	PACK_REC_SNAPSHOT = 2,
-	PACK_REC_JOURNAL = 3		/* drill results, failed runs */
+	PACK_REC_JOURNAL = 3,		/* drill results, failed runs */
+	PACK_REC_VIEW = 4		/* what every key may read (view.c) */
 };
 enum pack_record_flags { PACK_FLAG_ZSTD = 1 };
 
@@ -268,6 +269,15 @@ struct pack_reader;
  * (reported) if missing, damaged or forged.
  */
 struct pack_reader *pack_reader_open(struct repo *r, const char *name);
+/*
+ * Open a pack to read its index and view record only, with any key: a
+ * write-only key does not unseal the pack key (none of the pack's other
+ * records then reads) and the index's seal under the index key, which
+ * every key derives, authenticates it.  A full key opens it whole, as
+ * pack_reader_open does.  NULL (reported) as pack_reader_open; a pack of
+ * version 3, whose index only the pack key opens, is a warning then.
+ */
+struct pack_reader *pack_reader_open_index(struct repo *r, const char *name);
 
 /*
  * Read, authenticate, decompress the record described by e and check that

@@ -522,6 +522,38 @@ ccrypto_chunk_ids(const struct ccrypto_keys *k, size_t n,
 	    sizeof(k->id));
 }
 
+/*
+ * The key of a pack's index and view record (doc/format.md, "Packs"):
+ * keyed BLAKE2b-256 of repository id | pack id under a subkey derived
+ * from the id key.  Every key holds the id key, write-only ones too, so
+ * every key reads every pack's index (which chunks are where: what
+ * deduplication and export need), and whoever only writes the storage
+ * does not.  Derived apart from chunk ids, so no chunk id is ever a key.
+ */
+#define INDEX_CONTEXT "cfindex1"
+
+int
+ccrypto_index_key(const struct ccrypto_keys *k,
+    const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], const uint8_t pack_id[16],
+    uint8_t *out)
+{
+	uint8_t base[CCRYPTO_KEY_BYTES], msg[CCRYPTO_REPO_ID_BYTES + 16];
+	int rc;
+
+	rc = crypto_kdf_derive_from_key(base, sizeof(base), 1, INDEX_CONTEXT,
+	    k->id);
+	if (rc == 0) {
+		memcpy(msg, repo_id, CCRYPTO_REPO_ID_BYTES);
+		memcpy(msg + CCRYPTO_REPO_ID_BYTES, pack_id, 16);
+		blake2b(out, CCRYPTO_KEY_BYTES, msg, sizeof(msg), base,
+		    sizeof(base));
+	}
+	sodium_memzero(base, sizeof(base));
+	if (rc)
+		log_error("cannot derive a pack's index key");
+	return (rc ? -1 : 0);
+}
+
 static struct blake2b_state *
 hash_state(struct ccrypto_hash_state *s)
 {

@@ -23,7 +23,9 @@
 
 #define PACK_MAGIC "CFPK"
 #define INDEX_MAGIC "CFPI"
-#define PACK_VERSION 3		/* bytes 5..7: the key epoch, u24 */
+#define PACK_VERSION 4		/* bytes 5..7: the key epoch, u24 */
+/* Version 3: the index sealed under the pack key, no view record. */
+#define PACK_VERSION_KEYED_INDEX 3
 #define PACK_MAC_BYTES 32
 /* The end of a pack: mac[32] | u32 L | "CFPI". */
 #define TRAILER_END (PACK_MAC_BYTES + 4 + 4)
@@ -46,6 +48,7 @@ struct pack_writer {
 	int in_tmp;			/* tmp/<name> is ours to remove */
 	int fd;
 	uint8_t *key;			/* sodium_malloc'd */
+	uint8_t *ikey;			/* the index key, sodium_malloc'd */
 	struct ccrypto_hash_state hash;
 	uint64_t size;			/* bytes written incl. buffered */
 	struct buf bufs[2];
@@ -74,7 +77,9 @@ struct pack_reader {
 	int fd;
 	uint64_t size;
 	uint8_t pack_id[16];
-	uint8_t *key;
+	uint8_t *key;			/* NULL: opened for its index only */
+	uint8_t *ikey;			/* the index key (version 4) */
+	int version;
 	uint8_t hdr[PACK_HEADER_BYTES];
 	uint8_t hash[32];		/* of header and index trailer */
 	int have_hash;
@@ -106,11 +111,11 @@ index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 	memcpy(ad + 4 + CCRYPTO_REPO_ID_BYTES, pack_id, 16);
 }
 
-/* The version and epoch bytes of a header sealed to epoch. */
+/* The epoch bytes of a header sealed to epoch (a rewrap keeps the
+ * version: it says which key the index is sealed under). */
 static void
 header_set_epoch(uint8_t *hdr, uint32_t epoch)
 {
-	hdr[4] = PACK_VERSION;
 	hdr[5] = (uint8_t)epoch;
 	hdr[6] = (uint8_t)(epoch >> 8);
 	hdr[7] = (uint8_t)(epoch >> 16);
@@ -160,9 +165,10 @@ header_check(const struct repo *r, const uint8_t *hdr, const char *name,
 		    "coffer reads version %d", path, hdr[4], PACK_VERSION);
 		return (-1);
 	}
-	if (hdr[4] != PACK_VERSION) {
-		log_error("pack '%s' has version %u; this coffer reads version "
-		    "%d (upgrade coffer)", path, hdr[4], PACK_VERSION);
+	if (hdr[4] != PACK_VERSION && hdr[4] != PACK_VERSION_KEYED_INDEX) {
+		log_error("pack '%s' has version %u; this coffer reads versions "
+		    "%d and %d (upgrade coffer)", path, hdr[4],
+		    PACK_VERSION_KEYED_INDEX, PACK_VERSION);
 		return (-1);
 	}
 	*epoch = hdr[5] | (uint32_t)hdr[6] << 8 | (uint32_t)hdr[7] << 16;
@@ -337,10 +343,13 @@ pack_writer_new(struct repo *r)
 	hex_encode(w->name, w->pack_id, sizeof(w->pack_id));
 	n = strlen(repo_path(r)) + PACK_NAME_LEN + 16;
 	if ((w->tmp_path = malloc(n)) == NULL ||
-	    (w->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL) {
+	    (w->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	    (w->ikey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL) {
 		log_error("out of memory");
 		goto err;
 	}
+	if (ccrypto_index_key(repo_keys(r), repo_id(r), w->pack_id, w->ikey))
+		goto err;
 	snprintf(w->tmp_path, n, "%s/tmp/%s", repo_path(r), w->name);
 	if ((w->fd = repo_tmp_create(r, w->name)) == -1)
 		goto err;
@@ -354,6 +363,7 @@ pack_writer_new(struct repo *r)
 	ccrypto_hash_init(repo_keys(r), &w->hash);
 
 	memcpy(hdr, PACK_MAGIC, 4);
+	hdr[4] = PACK_VERSION;
 	memcpy(hdr + 8, repo_id(r), CCRYPTO_REPO_ID_BYTES);
 	memcpy(hdr + 8 + CCRYPTO_REPO_ID_BYTES, w->pack_id, 16);
 	header_set_epoch(hdr, ccrypto_pack_key_seal(repo_keys(r), w->key,
@@ -398,8 +408,10 @@ pack_writer_seal(const struct pack_writer *w, uint8_t type, uint8_t flags,
 	put_u32(out + 2, plain_len);
 	put_u32(out + 6, (uint32_t)stored_len);
 	record_ad(ad, w->repo, id, type, flags, plain_len);
-	ccrypto_aead_encrypt(w->key, out + 10, ad, sizeof(ad), payload,
-	    stored_len, out + PACK_RECORD_HEADER_BYTES);
+	/* The view is for every key to read, like the index. */
+	ccrypto_aead_encrypt(type == PACK_REC_VIEW ? w->ikey : w->key,
+	    out + 10, ad, sizeof(ad), payload, stored_len,
+	    out + PACK_RECORD_HEADER_BYTES);
 }
 
 int
@@ -508,7 +520,7 @@ pack_writer_finish_start(struct pack_writer *w)
 	if (buf_reserve(&ct, idx.len + CCRYPTO_TAG_BYTES))
 		goto out;
 	index_ad(ad, w->repo, w->pack_id);
-	ccrypto_aead_encrypt(w->key, nonce, ad, sizeof(ad), idx.data, idx.len,
+	ccrypto_aead_encrypt(w->ikey, nonce, ad, sizeof(ad), idx.data, idx.len,
 	    ct.data);
 	ct.len = idx.len + CCRYPTO_TAG_BYTES;
 	put_u32(tail, (uint32_t)(sizeof(nonce) + ct.len));
@@ -625,6 +637,7 @@ pack_writer_free(struct pack_writer *w)
 		repo_tmp_remove(w->repo, w->name);
 	free(w->tmp_path);
 	ccrypto_secret_free(w->key);
+	ccrypto_secret_free(w->ikey);
 	spare_give(&w->bufs[0]);
 	spare_give(&w->bufs[1]);
 	free(w->ents);
@@ -661,8 +674,10 @@ static int intent_header(struct repo *r, const char *name, uint8_t *hdr,
  * Check the pack's MAC (mac_start) once its key is known, before anything
  * else in it is read: the index trailer is hashed in pieces, so a forged
  * pack costs a read of its trailer and no memory in proportion to it.
- * The pack hash (struct pack_info) is computed on the way.  0 or -1
- * (reported).
+ * The pack hash (struct pack_info) is computed on the way.  Opened for
+ * its index only (no pack key: a write-only key), there is no MAC to
+ * check: the index's own seal under the index key authenticates it.  0
+ * or -1 (reported).
  */
 static int
 trailer_check(struct pack_reader *p)
@@ -687,7 +702,8 @@ trailer_check(struct pack_reader *p)
 		log_error("out of memory");
 		return (-1);
 	}
-	mac_start(p->repo, p->pack_id, p->key, &m);
+	if (p->key != NULL)
+		mac_start(p->repo, p->pack_id, p->key, &m);
 	ccrypto_hash_init(repo_keys(p->repo), &h);
 	ccrypto_hash_update(&h, p->hdr, sizeof(p->hdr));
 	at = p->size - sizeof(end) - len;
@@ -695,12 +711,15 @@ trailer_check(struct pack_reader *p)
 		n = left < MAC_PIECE ? (size_t)left : MAC_PIECE;
 		if (fsutil_pread_all(p->fd, piece, n, (off_t)at, p->path))
 			goto out;
-		ccrypto_hash_update(&m, piece, n);
+		if (p->key != NULL)
+			ccrypto_hash_update(&m, piece, n);
 		ccrypto_hash_update(&h, piece, n);
 	}
-	ccrypto_hash_update(&m, end + PACK_MAC_BYTES, 4);
-	ccrypto_hash_final(&m, mac);
-	if (!ccrypto_equal(mac, end, PACK_MAC_BYTES)) {
+	if (p->key != NULL) {
+		ccrypto_hash_update(&m, end + PACK_MAC_BYTES, 4);
+		ccrypto_hash_final(&m, mac);
+	}
+	if (p->key != NULL && !ccrypto_equal(mac, end, PACK_MAC_BYTES)) {
 		log_error("pack '%s' failed authentication: not written with "
 		    "this repository's keys (forged or damaged)", p->path);
 		goto out;
@@ -720,8 +739,9 @@ bad:
 	return (-1);
 }
 
-struct pack_reader *
-pack_reader_open(struct repo *r, const char *name)
+/* with_key: unseal the pack key (a full key); else the index only. */
+static struct pack_reader *
+reader_open(struct repo *r, const char *name, int with_key)
 {
 	uint8_t hdr[PACK_HEADER_BYTES], id[16];
 	struct pack_reader *p;
@@ -758,6 +778,22 @@ pack_reader_open(struct repo *r, const char *name)
 	if (header_check(r, hdr, name, p->path, &epoch))
 		goto err;
 	memcpy(p->pack_id, hdr + 8 + CCRYPTO_REPO_ID_BYTES, 16);
+	p->version = hdr[4];
+	if (p->version != PACK_VERSION_KEYED_INDEX &&
+	    ((p->ikey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	    ccrypto_index_key(repo_keys(r), repo_id(r), p->pack_id, p->ikey)))
+		goto err;
+	if (!with_key) {
+		if (p->version == PACK_VERSION_KEYED_INDEX) {
+			log_warn("pack '%s' was written by an earlier coffer: "
+			    "its index opens only with the key that reads "
+			    "(not with a write-only key)", p->path);
+			goto err;
+		}
+		if (trailer_check(p))
+			goto err;
+		return (p);
+	}
 	if ((p->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL) {
 		log_error("out of memory");
 		goto err;
@@ -789,6 +825,18 @@ err:
 	return (NULL);
 }
 
+struct pack_reader *
+pack_reader_open(struct repo *r, const char *name)
+{
+	return (reader_open(r, name, 1));
+}
+
+struct pack_reader *
+pack_reader_open_index(struct repo *r, const char *name)
+{
+	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r))));
+}
+
 /*
  * A data record holds one chunk, which the chunker cuts at its max (at
  * most 64 MiB): a larger plain length is refused before anything is
@@ -816,6 +864,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 {
 	uint8_t ad[RECORD_AD_BYTES], id[CCRYPTO_ID_BYTES];
 	struct compressor *own = NULL;
+	const uint8_t *key;
 	struct buf ct;
 	uint8_t *rh;
 	uint64_t need;
@@ -851,10 +900,16 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 		goto out;
 	}
 	record_ad(ad, p->repo, e->id, e->type, e->flags, e->plain_len);
+	if ((key = e->type == PACK_REC_VIEW ? p->ikey : p->key) == NULL) {
+		rec_error(p, "pack '%s': record at offset %llu: not read: %s",
+		    p->path, (unsigned long long)e->offset, p->key == NULL ?
+		    "this key is write-only" : "a view in a version 3 pack");
+		goto out;
+	}
 	if (how == READ_STORED) {
 		/* Authenticated, still compressed: for copying it into
 		 * another pack (prune) without recompressing. */
-		if (ccrypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		if (ccrypto_aead_decrypt(key, rh + 10, ad, sizeof(ad),
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
 			goto auth;
 		rc = 0;
@@ -863,7 +918,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	if (e->flags & PACK_FLAG_ZSTD) {
 		uint8_t *payload = rh + PACK_RECORD_HEADER_BYTES;
 
-		if (ccrypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		if (ccrypto_aead_decrypt(key, rh + 10, ad, sizeof(ad),
 		    payload, ctlen, payload))
 			goto auth;
 		if (z == NULL && (own = z = compressor_new(1)) == NULL)
@@ -882,7 +937,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 			    (unsigned long long)e->offset);
 			goto out;
 		}
-		if (ccrypto_aead_decrypt(p->key, rh + 10, ad, sizeof(ad),
+		if (ccrypto_aead_decrypt(key, rh + 10, ad, sizeof(ad),
 		    rh + PACK_RECORD_HEADER_BYTES, ctlen, out))
 			goto auth;
 	}
@@ -1067,21 +1122,24 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 	    (off_t)(p->size - sizeof(end)), p->path))
 		goto err;
 	if (get_u32(end + PACK_MAC_BYTES) != len ||
-	    !ccrypto_equal(end, p->mac, PACK_MAC_BYTES))
+	    (p->key != NULL && !ccrypto_equal(end, p->mac, PACK_MAC_BYTES)))
 		goto changed;
 	if (buf_reserve(&ct, len) || buf_reserve(&pt, len))
 		goto err;
 	if (fsutil_pread_all(p->fd, ct.data, len,
 	    (off_t)(p->size - sizeof(end) - len), p->path))
 		goto err;
-	mac_start(p->repo, p->pack_id, p->key, &m);
-	ccrypto_hash_update(&m, ct.data, len);
-	ccrypto_hash_update(&m, end + PACK_MAC_BYTES, 4);
-	ccrypto_hash_final(&m, mac);
-	if (!ccrypto_equal(mac, p->mac, PACK_MAC_BYTES))
-		goto changed;
+	if (p->key != NULL) {
+		mac_start(p->repo, p->pack_id, p->key, &m);
+		ccrypto_hash_update(&m, ct.data, len);
+		ccrypto_hash_update(&m, end + PACK_MAC_BYTES, 4);
+		ccrypto_hash_final(&m, mac);
+		if (!ccrypto_equal(mac, p->mac, PACK_MAC_BYTES))
+			goto changed;
+	}
 	index_ad(ad, p->repo, p->pack_id);
-	if (ccrypto_aead_decrypt(p->key, ct.data, ad, sizeof(ad),
+	if (ccrypto_aead_decrypt(p->version == PACK_VERSION_KEYED_INDEX ?
+	    p->key : p->ikey, ct.data, ad, sizeof(ad),
 	    ct.data + CCRYPTO_NONCE_BYTES, len - CCRYPTO_NONCE_BYTES,
 	    pt.data)) {
 		log_error("pack '%s': index failed authentication", p->path);
@@ -1158,6 +1216,7 @@ pack_reader_close(struct pack_reader *p)
 	if (p->fd != -1)
 		close(p->fd);
 	ccrypto_secret_free(p->key);
+	ccrypto_secret_free(p->ikey);
 	free(p->path);
 	free(p);
 }

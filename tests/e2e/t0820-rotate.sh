@@ -57,7 +57,7 @@ test_expect_success 'setup: snapshots in several packs, a bundle and keys from b
 	json_check l.json "@{\$j->{epochs}} == 1 &&
 		\$j->{epochs}[0]{epoch} == 1 && !\$j->{epochs}[0]{retired} &&
 		\$j->{epochs}[0]{packs} >= 3" &&
-	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "3 1"
+	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "4 1"
 '
 
 test_expect_success 'rotate: a new epoch in coffer.conf; new packs are sealed to it' '
@@ -68,7 +68,7 @@ test_expect_success 'rotate: a new epoch in coffer.conf; new packs are sealed to
 	test_path_is_file repo/keyring &&
 	more 6 && snap ds src &&
 	test "$(epoch_packs 1)" = "$packs1" && test "$(epoch_packs 2)" -ge 2 &&
-	header_epochs >h && cat h && grep "^3 2 " h &&
+	header_epochs >h && cat h && grep "^4 2 " h &&
 	for p in $(find repo/packs -type f); do
 		test "$(od -An -tu1 -j5 -N1 "$p")" -eq 2 && echo "$p"
 	done >ep2.list; test -s ep2.list &&
@@ -124,7 +124,7 @@ test_expect_success 'kill -9 after the rewrap intent is written: every pack read
 	grep "all are sealed to key epoch 3" msg &&
 	test_path_is_missing repo/rewrap &&
 	coffer -r repo verify --read-data && restores_all repo &&
-	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "3 3"
+	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "4 3"
 '
 
 test_expect_success 'kill -9 between header writes: old and new headers both read, the rerun finishes' '
@@ -132,13 +132,13 @@ test_expect_success 'kill -9 between header writes: old and new headers both rea
 	test_expect_code 137 env COFFER_TEST_RAISE=rewrap-header:3:KILL \
 		"$COFFER" -r repo key rotate --rewrap &&
 	test_path_is_file repo/rewrap &&
-	header_epochs >h && cat h && grep "^3 4 3\$" h && grep "^3 3 " h &&
+	header_epochs >h && cat h && grep "^4 4 3\$" h && grep "^4 3 " h &&
 	coffer -r repo verify --read-data && restores_all repo &&
 	more 2 && snap ds src 2>err && cat err &&
 	grep "key rewrap was cut short: finished it" err &&
 	test_path_is_missing repo/rewrap &&
 	coffer -r repo key rotate --rewrap >msg && cat msg &&
-	header_epochs >h && test "$(cut -d" " -f1-2 h)" = "3 4" &&
+	header_epochs >h && test "$(cut -d" " -f1-2 h)" = "4 4" &&
 	coffer -r repo verify --read-data && restores_all repo
 '
 
@@ -191,7 +191,7 @@ test_expect_success 'a pack sealed to a retired epoch (from an old bundle) is re
 		test_expect_code 4 coffer -r repo import mid2 2>err && cat err &&
 		grep "sealed to key epoch 2, which this key does not hold" err
 	) &&
-	od -An -tu1 -j4 -N2 "$p" >v && test "$(echo $(cat v))" = "3 2"
+	od -An -tu1 -j4 -N2 "$p" >v && test "$(echo $(cat v))" = "4 2"
 '
 
 # The snapshots in expect/ that REPO has restore as they were.
@@ -239,9 +239,9 @@ test_expect_success 'what this coffer cannot read it refuses: a newer coffer.con
 	test_must_fail coffer -r newer snapshots 2>err &&
 	grep "has format 5.*upgrade coffer" err &&
 	cp -a repo newer2 && p=$(find newer2/packs -type f | head -1) &&
-	printf "\004" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
+	printf "\005" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
 	test_must_fail coffer -r newer2 verify --read-data 2>err &&
-	grep "has version 4.*upgrade coffer" err
+	grep "has version 5.*upgrade coffer" err
 '
 
 test_expect_success 'hostile repository: a damaged or linked keyring, a malformed intent, a pack with two names' '
@@ -270,8 +270,8 @@ test_expect_success 'hostile repository: a damaged or linked keyring, a malforme
 	test_expect_code 4 coffer -r h3 key rotate --rewrap >msg 2>err &&
 	cat msg err && grep "1 could not be opened" msg &&
 	grep "sealed to key epoch 2, which this key does not hold" err &&
-	header_epochs_of h3 >h && cat h && grep "^3 2 1\$" h &&
-	grep "^3 6 " h && ! grep "^3 5 " h
+	header_epochs_of h3 >h && cat h && grep "^4 2 1\$" h &&
+	grep "^4 6 " h && ! grep "^4 5 " h
 '
 
 test_done

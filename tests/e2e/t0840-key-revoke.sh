@@ -153,7 +153,7 @@ test_expect_success FORGE 'a write-only key that rewrites coffer.conf: no key se
 		cp keyring.saved repo/keyring || return 1
 	done &&
 	test "$(npacks)" = "$n0" &&
-	pack_epochs >e && cat e && ! grep "^3 2\$" e &&
+	pack_epochs >e && cat e && ! grep " 2\$" e &&
 	forge_conf keep &&
 	test_expect_code 3 coffer -r repo --key-file wo.key backup ds src 2>err &&
 	grep "signature does not check" err &&
