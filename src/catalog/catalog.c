@@ -362,6 +362,29 @@ static const char schema_v10[] =
 	") WITHOUT ROWID;\n";
 
 /*
+ * Snapshots a write-only key knows only from the packs' view records
+ * (sid, dataset, level, parent, times, host, source; doc/format.md,
+ * "View record"): another host's, or its own from before this catalog.
+ * Their rows cannot be read, so they are never a base; they say where a
+ * dataset is backed up from, and what an export of everything lists.
+ */
+static const char schema_v11[] =
+	"CREATE TABLE known_snapshot (\n"
+	"	sid TEXT PRIMARY KEY,\n"
+	"	dataset TEXT NOT NULL,\n"
+	"	level INTEGER NOT NULL,\n"
+	"	parent_sid TEXT,\n"
+	"	revision INTEGER NOT NULL DEFAULT 0,\n"
+	"	started_ns INTEGER NOT NULL,\n"
+	"	finished_ns INTEGER,\n"
+	"	host TEXT,\n"
+	"	source TEXT,\n"
+	"	pack TEXT NOT NULL\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX known_snapshot_dataset ON known_snapshot(dataset,"
+	" started_ns);\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -380,6 +403,7 @@ static const struct migration {
 	{ 8, schema_v8 },
 	{ 9, schema_v9 },
 	{ 10, schema_v10 },
+	{ 11, schema_v11 },
 };
 
 #define ENTRY_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-known.h"
 #include "coffer/log.h"
 
 #define JOURNAL_FORMAT 5	/* 1 had no forgotten table, 2 no bundles,
@@ -630,4 +631,29 @@ catalog_journal_lost(struct catalog *c, catalog_lost_fn *fn, void *arg)
 	    "DROP TABLE IF EXISTS temp.jc_run;"
 	    "DROP TABLE IF EXISTS temp.jc_key_use;", "forget the cover");
 	return (ret);
+}
+
+int
+catalog_journal_forgotten(struct catalog *c, int all,
+    const struct catalog_journal_upto *upto,
+    int (*fn)(void *, const char *sid, int64_t time_ns), void *arg)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, forgotten_sql, "read the journal")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, (all ? -1 : 1) * upto->forgotten);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn(arg, (const char *)sqlite3_column_text(st, 0),
+		    sqlite3_column_int64(st, 1))) {
+			sqlite3_finalize(st);
+			return (-1);
+		}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot read the journal: %s", sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
 }

@@ -49,6 +49,7 @@ struct packer {
 	size_t npend, cappend;
 	struct hmap pend_ids;		/* chunk id -> index in pend */
 	struct buf zbuf;		/* compressor output */
+	struct buf view;		/* the open pack's view (view.c) */
 	uint64_t target_size;		/* flush a pack at this size */
 	uint64_t uncommitted;		/* bytes of the packs located since
 					 * the last commit */
@@ -259,5 +260,33 @@ int checkpoint_held(const struct backup_opts *o, const char *rel,
     const char **why);
 int checkpoint_within(const struct backup_opts *o, const char *path,
     size_t *len);
+
+
+/*
+ * View records (view.c; doc/format.md, "View record"): what every key may
+ * read of a pack besides its index.  note_snapshot: add snapshot s, whose
+ * record's head is going into the open pack, to view v.  note_forgotten:
+ * add the forgotten rows a journal record holds (catalog_journal_export's
+ * all and upto), signed by the authority; nothing with a write-only key
+ * or without such rows.  view_write: add v to pack w as its view record
+ * and empty v (nothing when v is empty).  0 or -1 (reported).
+ * view_parse: call sink for each item of the view record of pack; 0, 1
+ * when malformed or a forget is not the authority's (reported, the rest
+ * left out), -1 on error.
+ */
+struct catalog_known;
+struct catalog_journal_upto;
+struct view_sink {
+	int (*snapshot)(void *arg, const struct catalog_known *k);
+	int (*forgotten)(void *arg, const char *sid, int64_t time_ns);
+	void *arg;
+};
+int view_note_snapshot(struct buf *v, const struct catalog_snapshot *s,
+    uint32_t revision);
+int view_note_forgotten(struct repo *r, struct catalog *c, int all,
+    const struct catalog_journal_upto *upto, struct buf *v);
+int view_write(struct pack_writer *w, struct repo *r, struct buf *v);
+int view_parse(struct repo *r, const uint8_t *p, size_t len,
+    const char *pack, const struct view_sink *sink);
 
 #endif

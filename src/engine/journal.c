@@ -75,6 +75,7 @@ journal_write(struct repo *r, struct catalog *c, int all,
 {
 	struct pack_writer *w = NULL;
 	struct buf img = BUF_INIT, msg = BUF_INIT, rec = BUF_INIT;
+	struct buf view = BUF_INIT;
 	uint8_t sig[CCRYPTO_SIG_BYTES], id[CCRYPTO_ID_BYTES];
 	int rc = -1;
 
@@ -97,9 +98,12 @@ journal_write(struct repo *r, struct catalog *c, int all,
 		goto out;
 	}
 	ccrypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
+	/* The forgets in it, for write-only keys to read too (view.c). */
 	if ((w = pack_writer_new(r)) == NULL ||
 	    pack_writer_add(w, PACK_REC_JOURNAL, 0, id, rec.data, rec.len,
-	    (uint32_t)rec.len, NULL) || pack_writer_finish(w, info))
+	    (uint32_t)rec.len, NULL) ||
+	    view_note_forgotten(r, c, all, upto, &view) ||
+	    view_write(w, r, &view) || pack_writer_finish(w, info))
 		goto out;
 	rc = 0;
 out:
@@ -107,6 +111,7 @@ out:
 	buf_release(&img);
 	buf_release(&msg);
 	buf_release(&rec);
+	buf_release(&view);
 	return (rc);
 }
 

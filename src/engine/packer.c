@@ -89,6 +89,7 @@ packer_release(struct packer *p)
 	compressor_free(p->z);
 	hmap_release(&p->pend_ids);
 	buf_release(&p->zbuf);
+	buf_release(&p->view);
 	free(p->pend);
 	memset(p, 0, sizeof(*p));
 }
@@ -170,7 +171,8 @@ finish_start(struct packer *p)
 		p->pw = NULL;
 		return (0);
 	}
-	if (pack_writer_finish_start(p->pw))
+	if (view_write(p->pw, p->repo, &p->view) ||
+	    pack_writer_finish_start(p->pw))
 		return (-1);
 	p->finishing = p->pw;
 	p->nfinishing = p->npend;
@@ -423,6 +425,30 @@ store_record(struct packer *p, struct buf *rec,
 }
 
 /*
+ * The view of snapshot s, whose head just went into the open pack: what
+ * a write-only key may know of it (view.c).  A row made by a caller that
+ * did not fill in the names (consolidate) is read back for them.
+ */
+static int
+note_view(struct packer *p, const struct catalog_snapshot *s)
+{
+	struct catalog_snapshot t;
+	int rc;
+
+	if (s->dataset != NULL && (s->level == LEVEL_FULL ||
+	    s->parent_sid[0] != '\0'))
+		return (view_note_snapshot(&p->view, s, 0));
+	memset(&t, 0, sizeof(t));
+	if (catalog_snapshot_get(p->cat, s->id, &t))
+		return (-1);
+	t.state = s->state;
+	t.finished_ns = s->finished_ns;
+	rc = view_note_snapshot(&p->view, &t, 0);
+	catalog_snapshot_release(&t);
+	return (rc);
+}
+
+/*
  * A part other than the head, sealed, compressed and added to the open
  * pack by a thread of its own while the export builds the next part on
  * the caller's: the one connection and the catalog rows stay with the
@@ -541,7 +567,7 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 		return (0);
 	}
 	if (head) {
-		if (store_record(p, rec, where))
+		if (store_record(p, rec, where) || note_view(p, pe->s))
 			return (-1);
 		tuning_raise_at("backup-part");
 		pe->nparts++;
@@ -622,6 +648,8 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 		rc = catalog_snapshot_export_append(p->cat, s->id, &rec);
 		if (rc == 0)
 			rc = store_record(p, &rec, &where);
+		if (rc == 0)
+			rc = note_view(p, s);
 		buf_release(&rec);
 		if (rc == 0) {
 			memcpy(s->record_pack, where.pack, PACK_NAME_LEN + 1);
