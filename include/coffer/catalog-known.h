@@ -37,10 +37,26 @@ int catalog_known_add(struct catalog *c, const struct catalog_known *k,
     const char *pack);
 int catalog_forgotten_import(struct catalog *c, const char *sid,
     int64_t time_ns);
+/* 1 if snapshot sid was forgotten, 0 if not, -1 (reported). */
+int catalog_forgotten_has(struct catalog *c, const char *sid);
 int catalog_dataset_source(struct catalog *c, const char *dataset,
     char **source);
 int catalog_known_list(struct catalog *c,
     int (*fn)(void *, const char *sid, const char *dataset), void *arg);
+
+/*
+ * What catalog check says with a write-only key: snapshots known by their
+ * views only, complete snapshots whose rows the catalog holds, and of
+ * those the chunks needed that no pack holds (lost, or pruned while the
+ * snapshot was not forgotten) and the snapshots needing them.  0 or -1.
+ */
+struct catalog_known_counts {
+	int64_t known;
+	int64_t readable;
+	int64_t chunks_unlocated;
+	int64_t snapshots_broken;
+};
+int catalog_known_counts(struct catalog *c, struct catalog_known_counts *n);
 
 /*
  * The forgotten rows journal record would hold (catalog_journal_export's

@@ -41,6 +41,9 @@ enum engine_result {
  * write-only key.  Every pipeline that reads records asks first.
  */
 int engine_need_read(struct repo *r, const char *what);
+/* 0 with a full key; -1 (reported: "WHAT needs a full key") with a
+ * write-only one, for what only the authority decides (forget). */
+int engine_need_full(struct repo *r, const char *what);
 
 /*
  * The name of the key that unlocked r, as `key list` shows its use: the
@@ -95,10 +98,17 @@ struct sync_result {
 	size_t records;		/* snapshots added */
 	size_t records_bad;	/* records left out */
 	size_t journal;		/* drill results and failed runs added */
+	/* A write-only key (views only): */
+	size_t known;		/* snapshots known by their views */
+	size_t forgotten;	/* forgets of the authority learnt */
+	size_t packs_old;	/* version 3: no index this key opens */
 	uint64_t bytes_read;	/* of packs: headers, indexes, records */
 	double seconds;
 };
 int engine_sync(struct repo *r, struct catalog *c, struct sync_result *res);
+/* What catalog check says with a write-only key (catalog-known.h). */
+struct catalog_known_counts;
+int engine_known_counts(struct catalog *c, struct catalog_known_counts *n);
 
 /*
  * engine_sync before a command uses the catalog: with the catalog's

@@ -274,10 +274,12 @@ struct pack_reader *pack_reader_open(struct repo *r, const char *name);
  * write-only key does not unseal the pack key (none of the pack's other
  * records then reads) and the index's seal under the index key, which
  * every key derives, authenticates it.  A full key opens it whole, as
- * pack_reader_open does.  NULL (reported) as pack_reader_open; a pack of
- * version 3, whose index only the pack key opens, is a warning then.
+ * pack_reader_open does.  NULL (reported) as pack_reader_open, or with
+ * *old set and nothing reported for a pack of version 3, whose index
+ * only the pack key opens.
  */
-struct pack_reader *pack_reader_open_index(struct repo *r, const char *name);
+struct pack_reader *pack_reader_open_index(struct repo *r, const char *name,
+    int *old);
 
 /*
  * Read, authenticate, decompress the record described by e and check that

@@ -90,7 +90,7 @@ catalog_dataset_source(struct catalog *c, const char *dataset, char **source)
 	if ((st = cat_prepare(c, "SELECT source FROM ("
 	    " SELECT s.source, s.started_ns FROM snapshot s"
 	    " JOIN dataset d ON d.id = s.dataset_id"
-	    " WHERE d.name = ?1 AND s.state = 2"
+	    " WHERE d.name = ?1 AND s.state = 1"
 	    " UNION ALL SELECT source, started_ns FROM known_snapshot"
 	    " WHERE dataset = ?1)"
 	    " ORDER BY started_ns DESC LIMIT 1",
@@ -138,4 +138,62 @@ catalog_known_list(struct catalog *c,
 		return (-1);
 	}
 	return (0);
+}
+
+int
+catalog_known_counts(struct catalog *c, struct catalog_known_counts *n)
+{
+	static const char sql[] =
+	    "SELECT (SELECT count(*) FROM known_snapshot),"
+	    " (SELECT count(*) FROM snapshot WHERE state = 1),"
+	    " (SELECT count(DISTINCT cc.chunk_id) FROM entry e"
+	    "  JOIN snapshot s ON s.id = e.snapshot_id AND s.state = 1"
+	    "  JOIN content_chunk cc ON cc.content_id = e.content_id"
+	    "  JOIN chunk k ON k.id = cc.chunk_id"
+	    "  WHERE k.pack_id IS NULL OR k.damaged = 1),"
+	    " (SELECT count(DISTINCT e.snapshot_id) FROM entry e"
+	    "  JOIN snapshot s ON s.id = e.snapshot_id AND s.state = 1"
+	    "  JOIN content_chunk cc ON cc.content_id = e.content_id"
+	    "  JOIN chunk k ON k.id = cc.chunk_id"
+	    "  WHERE k.pack_id IS NULL OR k.damaged = 1)";
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(n, 0, sizeof(*n));
+	if ((st = cat_prepare(c, sql, "count what this key knows")) == NULL)
+		return (-1);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		n->known = sqlite3_column_int64(st, 0);
+		n->readable = sqlite3_column_int64(st, 1);
+		n->chunks_unlocated = sqlite3_column_int64(st, 2);
+		n->snapshots_broken = sqlite3_column_int64(st, 3);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW) {
+		log_error("cannot count what this key knows: %s",
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}
+
+int
+catalog_forgotten_has(struct catalog *c, const char *sid)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, "SELECT 1 FROM forgotten WHERE sid = ?1",
+	    "look up a forgotten snapshot")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, sid);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return (1);
+	if (rc == SQLITE_DONE)
+		return (0);
+	log_error("cannot look up a forgotten snapshot: %s",
+	    sqlite3_errmsg(c->db));
+	return (-1);
 }

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/catalog-known.h"
+#include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
@@ -47,6 +49,8 @@ sync_members(struct jw *j, const char *what, const struct sync_result *res)
 	jw_uint(jw_key(j, "packs_missing"), res->packs_missing);
 	jw_uint(jw_key(j, "records_bad"), res->records_bad);
 	jw_uint(jw_key(j, "bytes_read"), res->bytes_read);
+	jw_uint(jw_key(j, "packs_not_readable_by_key"), res->packs_old);
+	jw_uint(jw_key(j, "snapshots_known_by_view"), res->known);
 	jw_double(jw_key(j, "seconds"), res->seconds, 3);
 }
 
@@ -92,11 +96,6 @@ rebuild(const struct global_opts *g, int json)
 
 	if ((st = cmd_open(g, OPEN_KEYS, &r, NULL)) != STATUS_OK)
 		return (st);
-	/* A write-only key reads no pack: the new catalog would be empty. */
-	if (engine_need_read(r, "catalog rebuild")) {
-		repo_close(r);
-		return (STATUS_USAGE);
-	}
 	st = STATUS_REPO;
 	path = g->catalog ? strdup(g->catalog) :
 	    catalog_default_path(repo_id_hex(r));
@@ -127,6 +126,13 @@ rebuild(const struct global_opts *g, int json)
 	} else {
 		print_sync("rebuilt", &res, aside);
 	}
+	/* What the new catalog cannot know: said once, here. */
+	if (ccrypto_keys_write_only(repo_keys(r)) && !json && log_level >= 0)
+		printf("this key is write-only: the new catalog knows every "
+		    "pack's chunks and %zu snapshot%s by their views, not their "
+		    "files; the next backup of each dataset is a full (it "
+		    "stores only what is new)\n", res.known,
+		    res.known == 1 ? "" : "s");
 	st = res.packs_bad || res.records_bad ? STATUS_INTEGRITY : STATUS_OK;
 out:
 	catalog_close(n);
@@ -134,6 +140,55 @@ out:
 		(void)unlink(tmp);
 	free(path);
 	cmd_close(r, c);
+	return (st);
+}
+
+/*
+ * catalog check with a write-only key: what it can know (every pack's
+ * chunks, the snapshots this host holds the rows of, whether their
+ * chunks are all in packs) and what it cannot (the snapshots known only
+ * by their views: verify them with the key that reads).
+ */
+static int
+check_views(struct repo *r, struct catalog *c, const struct sync_result *res,
+    int json)
+{
+	struct catalog_known_counts n;
+	struct jw j;
+	int st;
+
+	if (engine_known_counts(c, &n))
+		return (STATUS_REPO);
+	if (json) {
+		jw_init(&j, stdout);
+		jw_begin_object(&j);
+		sync_members(&j, "checked", res);
+		jw_int(jw_key(&j, "snapshots_readable"), n.readable);
+		jw_int(jw_key(&j, "snapshots_known_total"), n.known);
+		jw_int(jw_key(&j, "chunks_missing"), n.chunks_unlocated);
+		jw_int(jw_key(&j, "snapshots_broken"), n.snapshots_broken);
+		jw_end_object(&j);
+	} else {
+		print_sync("checked", res, NULL);
+		printf("%lld snapshot%s with rows this key wrote: %s\n",
+		    (long long)n.readable, n.readable == 1 ? "" : "s",
+		    res->packs_missing > 0 ? "packs they need are missing "
+		    "from the repository" : n.snapshots_broken == 0 ?
+		    "every chunk is in a pack" : "some chunks are in no pack");
+		if (n.snapshots_broken > 0)
+			printf("%lld chunk%s in no pack, needed by %lld "
+			    "snapshot%s\n", (long long)n.chunks_unlocated,
+			    n.chunks_unlocated == 1 ? "" : "s",
+			    (long long)n.snapshots_broken,
+			    n.snapshots_broken == 1 ? "" : "s");
+		printf("%lld snapshot%s known by their views only: this key "
+		    "cannot read their files (verify them with the key that "
+		    "reads)\n", (long long)n.known, n.known == 1 ? "" : "s");
+	}
+	st = STATUS_OK;
+	if (res->packs_bad || res->records_bad || res->packs_missing ||
+	    n.snapshots_broken)
+		st = STATUS_INTEGRITY;
 	return (st);
 }
 
@@ -169,6 +224,11 @@ check(const struct global_opts *g, int json)
 	if (st) {
 		cmd_close(r, c);
 		return (STATUS_REPO);
+	}
+	if (ccrypto_keys_write_only(repo_keys(r))) {
+		st = check_views(r, c, &res, json);
+		cmd_close(r, c);
+		return (st);
 	}
 	memset(&vo, 0, sizeof(vo));
 	vo.read = VERIFY_STRUCTURE;

@@ -235,6 +235,12 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 		free(tags);
 		return (st);
 	}
+	/* Forgetting is not appending: the authority's decision. */
+	if (engine_need_full(r, "forget")) {
+		cmd_close(r, c);
+		free(tags);
+		return (STATUS_USAGE);
+	}
 	st = cmd_status(engine_forget(r, c, &o, &res));
 	/* With --prune, --json prints prune's object alone: one document. */
 	if (st == STATUS_OK && !(json && prune))

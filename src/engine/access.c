@@ -26,6 +26,17 @@ engine_need_read(struct repo *r, const char *what)
 	return (-1);
 }
 
+int
+engine_need_full(struct repo *r, const char *what)
+{
+	if (!ccrypto_keys_write_only(repo_keys(r)))
+		return (0);
+	log_error("%s needs a full key: only the key that reads decides what "
+	    "the repository keeps; this key is write-only: it can back up "
+	    "and export", what);
+	return (-1);
+}
+
 const char *
 engine_key_name(const struct repo *r)
 {

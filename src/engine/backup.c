@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "coffer/chunk.h"
+#include "coffer/catalog-known.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
@@ -1567,23 +1568,24 @@ walk_source(struct backup *b)
 static int
 check_source(struct backup *b, const char *source)
 {
-	struct catalog_snapshot prev;
+	char *prev;
 	int found, rc = 0;
 
-	memset(&prev, 0, sizeof(prev));
-	if ((found = catalog_snapshot_base(b->cat, b->dataset_id,
-	    LEVEL_INCREMENTAL, &prev)) < 0)
+	/* The newest snapshot's, read or known by its view: a host whose
+	 * catalog is new, with a write-only key, checks it too. */
+	if ((found = catalog_dataset_source(b->cat, b->opts->dataset,
+	    &prev)) < 0)
 		return (-1);
-	if (found && prev.source != NULL && strcmp(prev.source, source) != 0) {
+	if (found && strcmp(prev, source) != 0) {
 		if (!b->opts->new_source) {
 			log_error("dataset '%s' is backed up from '%s', not "
 			    "'%s' (--new-source if it moved)",
-			    b->opts->dataset, prev.source, source);
+			    b->opts->dataset, prev, source);
 			rc = 1;
 		} else if (b->opts->level == LEVEL_AUTO)
 			b->force_full = 1;
 	}
-	catalog_snapshot_release(&prev);
+	free(prev);
 	return (rc);
 }
 

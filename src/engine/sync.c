@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-known.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
@@ -40,6 +41,11 @@ struct rec_ref {
 	int last;		/* the last snapshot record of its pack */
 };
 
+struct view_pack {
+	struct sync *s;
+	const char *pack;
+};
+
 struct sync {
 	struct repo *repo;
 	struct catalog *cat;
@@ -50,6 +56,12 @@ struct sync {
 	/* The parts of records in parts, read for their heads. */
 	struct record_reader parts;
 	struct hmap parts_done;		/* record id -> 1 */
+	/* Records whose parent never came: judged after the journal. */
+	struct orphan {
+		char sid[SNAPSHOT_ID_HEX + 1];
+		char pack[PACK_NAME_LEN + 1];
+	} *orphans;
+	size_t norphans, caporphans;
 };
 
 /* The packs of a (repository, sorted) not in b (catalog, sorted), and
@@ -76,6 +88,8 @@ diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
 	}
 	*n_only_a = k;
 }
+
+static int note_orphan(struct sync *s, const char *sid, const char *pack);
 
 /* Read, authenticate and verify the signature of a snapshot record. */
 static int
@@ -236,6 +250,8 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 			    recs[i].pack, fetch_part, s, &m);
 			if (rc == 2) {
 				recs[k++] = recs[i];	/* next pass */
+				if (note_orphan(s, m.sid, recs[i].pack))
+					goto err;
 				continue;
 			}
 			progress++;
@@ -252,12 +268,57 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 		n = k;
 	} while (n > 0 && progress > 0);
 	pack_reader_close(pr);
-	for (i = 0; i < n; i++) {
-		log_error("pack '%s': a snapshot record builds on a snapshot "
-		    "that is not in the repository: left out", recs[i].pack);
-		s->res->records_bad++;
+	/* The last pass's are the orphans: those noted before them had
+	 * their parent come later. */
+	if (n < s->norphans) {
+		memmove(s->orphans, s->orphans + s->norphans - n,
+		    n * sizeof(*s->orphans));
+		s->norphans = n;
 	}
 	free(recs);
+	return (0);
+err:
+	pack_reader_close(pr);
+	free(recs);
+	return (-1);
+}
+
+static int
+note_orphan(struct sync *s, const char *sid, const char *pack)
+{
+	struct orphan *o;
+
+	if (array_grow(&s->orphans, &s->caporphans, s->norphans,
+	    sizeof(*s->orphans), 16))
+		return (-1);
+	o = &s->orphans[s->norphans++];
+	snprintf(o->sid, sizeof(o->sid), "%s", sid);
+	memcpy(o->pack, pack, PACK_NAME_LEN + 1);
+	return (0);
+}
+
+/*
+ * A record whose parent is not in the repository: damage, unless the
+ * snapshot was forgotten (its parent's record pruned, its own kept in a
+ * pack that still holds live data, or carried in a bundle of every
+ * pack).
+ */
+static int
+report_orphans(struct sync *s)
+{
+	size_t i;
+	int f;
+
+	for (i = 0; i < s->norphans; i++) {
+		if ((f = catalog_forgotten_has(s->cat, s->orphans[i].sid)) < 0)
+			return (-1);
+		if (f)
+			continue;
+		log_error("pack '%s': a snapshot record builds on a snapshot "
+		    "that is not in the repository: left out",
+		    s->orphans[i].pack);
+		s->res->records_bad++;
+	}
 	return (0);
 }
 
@@ -394,6 +455,122 @@ drop_gone(struct sync *s, size_t ngone)
 	return (0);
 }
 
+/* A view's items into the catalog (view_sink). */
+static int
+known_one(void *arg, const struct catalog_known *k)
+{
+	struct view_pack *vp = arg;
+
+	if (catalog_known_add(vp->s->cat, k, vp->pack))
+		return (-1);
+	vp->s->res->known++;
+	return (0);
+}
+
+static int
+forgotten_one(void *arg, const char *sid, int64_t time_ns)
+{
+	struct view_pack *vp = arg;
+
+	if (catalog_forgotten_import(vp->s->cat, sid, time_ns))
+		return (-1);
+	vp->s->res->forgotten++;
+	return (0);
+}
+
+/*
+ * One new pack as a write-only key sees it: its view (snapshots, forgets)
+ * and its chunks' places, in one transaction, so that a crash leaves the
+ * pack to be read again.  The places let this host deduplicate against
+ * every host's chunks and follow a prune's repacks; the forgets stop it
+ * counting on what prune removes.  0, 1 unreadable (reported), -1.
+ */
+static int
+view_pack(struct sync *s, const char *name)
+{
+	struct view_sink sink = { known_one, forgotten_one, NULL };
+	struct catalog_chunk_loc *locs = NULL;
+	struct pack_entry *ents = NULL;
+	struct pack_reader *pr;
+	struct view_pack vp;
+	size_t i, n, nlocs;
+	int old, rc = 1, st;
+
+	if ((pr = pack_reader_open_index(s->repo, name, &old)) == NULL) {
+		if (old)
+			s->res->packs_old++;
+		return (old ? 2 : 1);
+	}
+	vp.s = s;
+	vp.pack = name;
+	sink.arg = &vp;
+	if (pack_reader_index(pr, &ents, &n) ||
+	    index_locs(ents, n, &locs, &nlocs))
+		goto out;
+	s->res->bytes_read += PACK_HEADER_BYTES + n * 46;
+	rc = -1;
+	if (catalog_begin(s->cat))
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (ents[i].type != PACK_REC_VIEW)
+			continue;
+		if (pack_reader_get(pr, &ents[i], s->z, &s->data)) {
+			s->res->records_bad++;
+			continue;
+		}
+		s->res->bytes_read += ents[i].stored_len;
+		if ((st = view_parse(s->repo, s->data.data, s->data.len, name,
+		    &sink)) < 0)
+			goto rollback;
+		if (st > 0)
+			s->res->records_bad++;
+	}
+	if (catalog_pack_import(s->cat, name, pack_reader_size(pr),
+	    pack_reader_hash(pr), locs, nlocs) || catalog_commit(s->cat))
+		goto rollback;
+	s->res->packs_new++;
+	rc = 0;
+	goto out;
+rollback:
+	catalog_rollback(s->cat);
+out:
+	free(locs);
+	free(ents);
+	pack_reader_close(pr);
+	return (rc);
+}
+
+/* The new packs, for a write-only key: see view_pack.  0 or -1. */
+static int
+sync_views(struct sync *s, char **fresh, size_t nfresh)
+{
+	size_t i, dropped;
+	int st;
+
+	if ((s->z = compressor_new(1)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	progress_init(&s->progress, "catalog: reading pack indexes", 0);
+	s->progress.unit = "packs";
+	for (i = 0; i < nfresh; i++) {
+		if ((st = view_pack(s, fresh[i])) < 0)
+			return (-1);
+		if (st == 1)
+			s->res->packs_bad++;
+		progress_update(&s->progress, 1, 0);
+	}
+	progress_done(&s->progress);
+	if (s->res->packs_old > 0)
+		log_note("catalog: %zu pack%s written by an earlier coffer not "
+		    "read: their indexes open only with the key that reads",
+		    s->res->packs_old, s->res->packs_old == 1 ? "" : "s");
+	/* This host's own snapshots that the authority forgot go. */
+	if (catalog_forget_apply(s->cat, &dropped))
+		return (-1);
+	return (0);
+}
+
 int
 engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 {
@@ -435,15 +612,11 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	 */
 	if (catalog_packs_gone(c, (const char *const *)gone, ngone))
 		goto out;
-	/*
-	 * A write-only key cannot open another writer's packs: they are
-	 * left out, neither damage nor known, and this host does not
-	 * deduplicate against their chunks.
-	 */
+	/* A write-only key reads indexes and views, never records. */
 	if (nfresh > 0 && ccrypto_keys_write_only(repo_keys(r))) {
-		log_note("catalog: %zu pack%s written elsewhere not read: this "
-		    "key is write-only", nfresh, nfresh == 1 ? "" : "s");
-		nfresh = 0;
+		if (sync_views(&s, fresh, nfresh) == 0)
+			rc = drop_gone(&s, ngone);
+		goto out;
 	}
 	if (nfresh == 0) {
 		rc = drop_gone(&s, ngone);
@@ -471,6 +644,8 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	if (import_records(&s, recs, nrecs))
 		goto out;
 	import_journals(&s, recs, nrecs);
+	if (report_orphans(&s))
+		goto out;
 	/* A record imported again after its snapshot was forgotten (a
 	 * pack read anew, another host's forget) goes again. */
 	if (catalog_forget_apply(c, &dropped))
@@ -487,6 +662,7 @@ out:
 	buf_release(&s.data);
 	buf_release(&s.scratch);
 	free(recs);
+	free(s.orphans);
 	free(ok);
 	free(fresh);
 	free(gone);
@@ -536,4 +712,10 @@ engine_catalog_update(struct repo *r, struct catalog *c)
 	if (rc == 0 && (res.packs_bad > 0 || res.records_bad > 0))
 		rc = 1;
 	return (rc);
+}
+
+int
+engine_known_counts(struct catalog *c, struct catalog_known_counts *n)
+{
+	return (catalog_known_counts(c, n));
 }

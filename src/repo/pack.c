@@ -739,9 +739,10 @@ bad:
 	return (-1);
 }
 
-/* with_key: unseal the pack key (a full key); else the index only. */
+/* with_key: unseal the pack key (a full key); else the index only, and
+ * *old set for a version 3 pack, whose index needs the pack key. */
 static struct pack_reader *
-reader_open(struct repo *r, const char *name, int with_key)
+reader_open(struct repo *r, const char *name, int with_key, int *old)
 {
 	uint8_t hdr[PACK_HEADER_BYTES], id[16];
 	struct pack_reader *p;
@@ -785,9 +786,7 @@ reader_open(struct repo *r, const char *name, int with_key)
 		goto err;
 	if (!with_key) {
 		if (p->version == PACK_VERSION_KEYED_INDEX) {
-			log_warn("pack '%s' was written by an earlier coffer: "
-			    "its index opens only with the key that reads "
-			    "(not with a write-only key)", p->path);
+			*old = 1;
 			goto err;
 		}
 		if (trailer_check(p))
@@ -828,13 +827,15 @@ err:
 struct pack_reader *
 pack_reader_open(struct repo *r, const char *name)
 {
-	return (reader_open(r, name, 1));
+	return (reader_open(r, name, 1, NULL));
 }
 
 struct pack_reader *
-pack_reader_open_index(struct repo *r, const char *name)
+pack_reader_open_index(struct repo *r, const char *name, int *old)
 {
-	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r))));
+	*old = 0;
+	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r)),
+	    old));
 }
 
 /*
