@@ -37,6 +37,13 @@ int catalog_known_add(struct catalog *c, const struct catalog_known *k,
     const char *pack);
 int catalog_forgotten_import(struct catalog *c, const char *sid,
     int64_t time_ns);
+/* A forget the authority signed in a pack's view (for this connection):
+ * catalog_journal_import takes only those of a record's forgotten rows. */
+int catalog_forget_ok_add(struct catalog *c, const char *sid);
+/* Once per catalog, with a full key: every forget it knows is marked
+ * not in the repository, so that the next journal record carries them
+ * signed (forgets written before they were signed count no more). */
+int catalog_forgets_resign_once(struct catalog *c);
 /* 1 if snapshot sid was forgotten, 0 if not, -1 (reported). */
 int catalog_forgotten_has(struct catalog *c, const char *sid);
 int catalog_dataset_source(struct catalog *c, const char *dataset,

@@ -314,9 +314,13 @@ static const struct {
 	" AND NOT EXISTS (SELECT 1 FROM forgotten x WHERE x.sid = f.sid)" },
 	/* Forgotten snapshots: remembered, then gone (catalog_forget_apply
 	 * deletes them, children first, after the import). */
+	/* Only those the authority signed in the pack's view (the
+	 * engine notes them in temp.forget_ok): a write-only key signs
+	 * journal records too, and must not forget for the full key. */
 	{ 2, 1, "INSERT INTO forgotten(sid, time_ns, in_repo)"
 	" SELECT sid, time_ns, 1 FROM " JOURNAL_SCHEMA ".forgotten"
 	" WHERE length(sid) = 32 AND typeof(time_ns) = 'integer'"
+	" AND sid IN (SELECT sid FROM temp.forget_ok)"
 	" ON CONFLICT(sid) DO NOTHING" },
 	/* Bundles exported and imported, and what an export carried: a
 	 * bundle known already (same target and number) stays as it is. */
@@ -447,6 +451,55 @@ attach_image(struct catalog *c, const uint8_t *img, size_t len, int *format)
 	return (0);
 }
 
+static int
+forget_ok_create(struct catalog *c)
+{
+	return (cat_exec(c, "CREATE TEMP TABLE IF NOT EXISTS forget_ok"
+	    " (sid TEXT PRIMARY KEY) WITHOUT ROWID", "note signed forgets"));
+}
+
+int
+catalog_forget_ok_add(struct catalog *c, const char *sid)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (forget_ok_create(c) || (st = cat_prepare(c, "INSERT OR IGNORE"
+	    " INTO temp.forget_ok VALUES (?1)", "note signed forgets")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, sid);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+	if (rc)
+		log_error("cannot note signed forgets: %s",
+		    sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return (rc);
+}
+
+/* Forgets in the attached record that the authority did not sign: said,
+ * and left out by the import. */
+static int
+unsigned_forgets(struct catalog *c, int format, const char *pack)
+{
+	sqlite3_stmt *st;
+	int64_t n = 0;
+
+	if (format < 2)
+		return (0);
+	if ((st = cat_prepare(c, "SELECT count(*) FROM " JOURNAL_SCHEMA
+	    ".forgotten WHERE sid NOT IN (SELECT sid FROM temp.forget_ok)",
+	    "read a journal record")) == NULL)
+		return (-1);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (n > 0)
+		log_warn("pack '%s': %lld forgotten snapshot%s not signed by a "
+		    "full key (forged, or from before forgets were signed): "
+		    "left out", pack, (long long)n, n == 1 ? "" : "s");
+	return (0);
+}
+
 int
 catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
     const char *pack, size_t *added)
@@ -471,6 +524,8 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 		    "reads (format %d)", format);
 		goto out;
 	}
+	if (forget_ok_create(c) || unsigned_forgets(c, format, pack))
+		goto out;
 	/* Deferred: IMMEDIATE would lock the read-only image too. */
 	if (cat_exec(c, "BEGIN", "import a journal record"))
 		goto out;

@@ -91,6 +91,57 @@ diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
 
 static int note_orphan(struct sync *s, const char *sid, const char *pack);
 
+static int
+view_snapshot_skip(void *arg, const struct catalog_known *k)
+{
+	(void)arg;
+	(void)k;
+	return (0);	/* a full key reads the record itself */
+}
+
+static int
+view_forget_ok(void *arg, const char *sid, int64_t time_ns)
+{
+	(void)time_ns;
+	return (catalog_forget_ok_add(arg, sid));
+}
+
+/*
+ * The forgets the authority signed in the new packs' views: a journal
+ * record's forgotten rows count only if one of these lists them (a
+ * write-only key signs journal records too).  0, or -1 when a view could
+ * not be read (reported; its forgets wait for the next sync).
+ */
+static int
+signed_forgets(struct sync *s, const struct rec_ref *recs, size_t n)
+{
+	struct view_sink sink = { view_snapshot_skip, view_forget_ok, NULL };
+	struct pack_reader *pr = NULL;
+	size_t i;
+	int rc = 0;
+
+	sink.arg = s->cat;
+	for (i = 0; i < n; i++) {
+		if (recs[i].ent.type != PACK_REC_VIEW)
+			continue;
+		if (pr == NULL || strcmp(pack_reader_name(pr),
+		    recs[i].pack) != 0) {
+			pack_reader_close(pr);
+			if ((pr = pack_reader_open(s->repo, recs[i].pack)) ==
+			    NULL) {
+				rc = -1;
+				continue;
+			}
+		}
+		if (pack_reader_get(pr, &recs[i].ent, s->z, &s->data) ||
+		    view_parse(s->repo, s->data.data, s->data.len,
+		    recs[i].pack, &sink) != 0)
+			rc = -1;
+	}
+	pack_reader_close(pr);
+	return (rc);
+}
+
 /* Read, authenticate and verify the signature of a snapshot record. */
 static int
 read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
@@ -121,6 +172,8 @@ import_journals(struct sync *s, const struct rec_ref *recs, size_t n)
 	size_t i, len, added;
 	int rc;
 
+	if (signed_forgets(s, recs, n))
+		s->res->records_bad++;
 	for (i = 0; i < n; i++) {
 		if (recs[i].ent.type != PACK_REC_JOURNAL)
 			continue;
@@ -372,7 +425,8 @@ scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
 	s->res->bytes_read += PACK_HEADER_BYTES + n * 46;
 	for (i = 0; i < n; i++) {
 		if (ents[i].type != PACK_REC_SNAPSHOT &&
-		    ents[i].type != PACK_REC_JOURNAL)
+		    ents[i].type != PACK_REC_JOURNAL &&
+		    ents[i].type != PACK_REC_VIEW)
 			continue;
 		/* Only the pack's last snapshot record stays "last". */
 		if (ents[i].type == PACK_REC_SNAPSHOT) {

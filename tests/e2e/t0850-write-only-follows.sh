@@ -97,6 +97,27 @@ test_expect_success 'a forget needs the full key; a write-only key is refused an
 	bh snapshots --json >s.json && json_check s.json "@\$j == 6"
 '
 
+FORGE=$BUILD/tests/forge-record
+test -x "$FORGE" && test_set_prereq FORGE
+
+test_expect_success FORGE 'a journal record of forgets signed with the write-only key forgets nothing, on either host' '
+	victim=$(tail -1 sids) &&
+	p=$("$FORGE" forget repo wo.key scratch.db "$victim") && test -n "$p" &&
+	bh snapshots --json >s2.json 2>err && cat err &&
+	grep "not signed by a full key" err &&
+	grep "$victim" s2.json &&
+	ts snapshots --json >t2.json 2>err && cat err &&
+	grep "$victim" t2.json &&
+	(
+		host bh2 &&
+		coffer -r repo --key-file full.key snapshots --json >r.json &&
+		grep "$victim" r.json
+	) &&
+	bh prune &&
+	restores repo full.key "$victim" &&
+	rm -f "$(find repo/packs -name "$p")"
+'
+
 test_expect_success 'a new training server (new catalog, write-only key): the source check holds' '
 	(
 		host ts2 &&

@@ -24,6 +24,12 @@
  * forge-record index REPO KEYFILE PACK: print "OFFSET TYPE STORED_LEN ID"
  * of each record in PACK's index (to find a record to damage).
  *
+ * forge-record forget REPO KEYFILE CATALOG SID...: a journal record that
+ * forgets each SID, signed with KEYFILE's signing key and written to a
+ * new pack by coffer's own journal writer (CATALOG: a scratch catalog to
+ * hold the rows): what a write-only key holder can make.  The authority's
+ * signature it cannot make, so readers must not forget for it.
+ *
  * forge-record conf REPO KEYFILE: coffer.conf of REPO, from standard input
  * (without its mac line), authenticated with KEYFILE's meta key and
  * written in place: what a write-only key can make of coffer.conf.
@@ -38,6 +44,8 @@
 #include "coffer/crypto.h"
 #include "coffer/hex.h"
 #include "coffer/repo.h"
+#include "coffer/catalog.h"
+#include "../../src/engine/engine-int.h"
 
 #define REC_HEADER (4 + 1 + CCRYPTO_SIG_BYTES)
 static const char record_ctx[] = "coffer-snapshot";
@@ -325,6 +333,28 @@ list_index(int argc, char **argv)
 	return (rc);
 }
 
+static int
+forget(int argc, char **argv)
+{
+	struct catalog_journal_upto upto;
+	struct pack_info info;
+	struct catalog *c;
+	struct repo *r;
+	size_t gone, n;
+
+	if (argc < 6 || (r = open_repo(argv[2], argv[3])) == NULL ||
+	    (c = catalog_open(argv[4])) == NULL)
+		return (1);
+	if (catalog_forget(c, (const char *const *)argv + 5,
+	    (size_t)(argc - 5), 1, &gone) ||
+	    journal_write(r, c, 0, &info, &upto, &n) || n == 0)
+		return (1);
+	printf("%s\n", info.name);
+	catalog_close(c);
+	repo_close(r);
+	return (0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -338,6 +368,8 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "swap-part") == 0)
 		return (swap_part(argc, argv));
+	if (argc > 1 && strcmp(argv[1], "forget") == 0)
+		return (forget(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "conf") == 0)
 		return (forge_conf(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "parts") == 0)
