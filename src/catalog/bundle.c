@@ -287,3 +287,34 @@ err:
 	free(b);
 	return (-1);
 }
+
+/*
+ * A journal record is alone in its pack (doc/format.md), so a pack of
+ * journal records is one that locates no chunk of another record type
+ * than 3 (a journal record: none of them has a chunk row today, a host
+ * that reads only indexes may add them).
+ * Such a pack also holds the failed snapshots it journals (their
+ * record_pack), but no other snapshot's record: a pack of snapshot
+ * records alone (consolidate's, a record's parts) is not one.  A pack of
+ * a forgotten snapshot's records alone passes for one: it travels, and
+ * the journal's forgotten rows, which travel with it, keep its snapshot
+ * forgotten where it is imported.
+ */
+int
+catalog_journal_packs(struct catalog *c, char ***packs, size_t *n)
+{
+	sqlite3_stmt *st;
+
+	*packs = NULL;
+	*n = 0;
+	if ((st = cat_prepare(c, "SELECT p.name FROM pack p"
+	    " WHERE NOT EXISTS (SELECT 1 FROM chunk ch WHERE ch.pack_id = p.id"
+	    "  AND ch.type IS NOT 3)"
+	    " AND p.name NOT IN (SELECT record_pack FROM snapshot"
+	    "  WHERE state <> 2 AND record_pack IS NOT NULL)"
+	    " AND p.name NOT IN (SELECT sp.pack FROM snapshot_part sp"
+	    "  JOIN snapshot s ON s.id = sp.snapshot_id WHERE s.state <> 2)"
+	    " ORDER BY p.name", "find the packs of the journal")) == NULL)
+		return (-1);
+	return (names_of(c, st, packs, n, "find the packs of the journal"));
+}
