@@ -136,7 +136,9 @@ test_expect_success 'day 4: the newest snapshot, which bundle 3 carried, forgott
 	day p.policy repo data 4 && echo $sid >s4 &&
 	coffer -r repo export --json --target off --to off ds@latest >e4.json &&
 	json_check e4.json "\$j->{snapshots} == 3" &&
-	to_target off && same repo tgt &&
+	host tgt && coffer -r tgt import --json off >i4.json && home &&
+	json_check i4.json "\$j->{bundles} == 1 && \$j->{journal_rows} > 0" &&
+	same repo tgt &&
 	host tgt && ids tgt tgt-ids && home &&
 	! grep $(cat s3) tgt-ids
 '
@@ -145,6 +147,14 @@ test_expect_success 'an export with nothing new carries the journal of the expor
 	coffer -r repo export --json --target off --to off ds@latest >e5.json &&
 	json_check e5.json "\$j->{packs} == \$j->{journal_packs} &&
 		\$j->{journal_packs} > 0" &&
+	to_target off && same repo tgt
+'
+
+test_expect_success 'a differential carries the journal packs its full lacks' '
+	coffer -r repo export --json --level differential --target off \
+		--to off ds@latest >ed.json &&
+	json_check ed.json "\$j->{level} eq \"differential\" &&
+		\$j->{journal_packs} > 4" &&
 	to_target off && same repo tgt
 '
 
@@ -173,6 +183,12 @@ test_expect_success 'a bare machine imports every bundle in order: the same snap
 	test_line_count = 3 src-drills &&
 	! grep -e $(cat s3) -e $(cat old-sid) new-ids &&
 	host b1 && restores_all new $(cat new-ids) && home
+'
+
+test_expect_success 'the bare machine rebuilds its catalog from what it imported: nothing forgotten comes back' '
+	host b1 && coffer -r new catalog rebuild >/dev/null &&
+	ids new new-ids2 && drills new new-drills2 && home &&
+	test_cmp src-ids new-ids2 && test_cmp src-drills new-drills2
 '
 
 # The write-only host exports; the full-key host forgets and drills on the
