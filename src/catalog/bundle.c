@@ -289,15 +289,16 @@ err:
 }
 
 /*
- * A journal record is alone in its pack (doc/format.md), so a pack of
- * journal records is one that locates no chunk of another record type
- * than 3 (a journal record: none of them has a chunk row today, a host
- * that reads only indexes may add them).
- * Such a pack also holds the failed snapshots it journals (their
- * record_pack), but no other snapshot's record: a pack of snapshot
- * records alone (consolidate's, a record's parts) is not one.  A pack of
- * a forgotten snapshot's records alone passes for one: it travels, and
- * the journal's forgotten rows, which travel with it, keep its snapshot
+ * A journal record is alone in its pack (doc/format.md), so a pack of the
+ * journal locates no chunk of another record type than a journal record's
+ * (3).  Journal records have no chunk rows today; a host that learns
+ * packs from their indexes alone may add them as type 3 rows, and a pack
+ * with a row of another type is then none of the journal's.  A pack of
+ * the journal is the record_pack of the failed snapshots it journals, of
+ * no other snapshot: a pack of snapshot records alone (consolidate's, a
+ * record's parts) is not one.  A pack of records alone of a snapshot the
+ * catalog no longer holds (forgotten) passes for one: it travels, and the
+ * journal's forgotten rows, which travel with it, keep its snapshot
  * forgotten where it is imported.
  */
 int

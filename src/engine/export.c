@@ -51,7 +51,7 @@ struct export {
 	struct catalog *cat;
 	const struct export_opts *o;
 	struct export_result *res;
-	struct need *need;		/* packs the bundle's snapshots need */
+	struct need *need;		/* packs the bundle needs */
 	size_t nneed, capneed;
 	char **journal;			/* the packs of journal records */
 	size_t njournal;
