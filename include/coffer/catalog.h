@@ -923,6 +923,15 @@ int catalog_bundle_list(struct catalog *c, int exported, const char *target,
  */
 int catalog_chain_packs(struct catalog *c, int64_t snapshot_id,
     uint32_t overhead, char ***packs, uint64_t **need, size_t *n);
+/*
+ * The packs of journal records (drills, failed runs, forgets, bundles,
+ * runs, key uses) that the catalog lists, whoever wrote them, sorted,
+ * malloc'd (names_free, coffer/name.h): packs that hold no chunk of
+ * another record type than a journal record's and no record of a
+ * snapshot the catalog holds (but a failed one).  An export carries them
+ * all, unread.  0 or -1 (reported).
+ */
+int catalog_journal_packs(struct catalog *c, char ***packs, size_t *n);
 
 /*
  * The runs of `coffer run` (src/catalog/run.c, schema version 8): each

@@ -530,6 +530,7 @@ struct export_result {
 	int level;
 	size_t snapshots;		/* in the manifest */
 	size_t packs;			/* carried */
+	size_t journal_packs;		/* of those, packs of the journal */
 	uint64_t pack_bytes;		/* their size */
 	uint64_t needed_bytes;		/* of that, what the snapshots need:
 					 * the rest is other snapshots' data

@@ -49,6 +49,7 @@ print_result(const struct export_opts *o, const struct export_result *res,
 		    o->snapshot->sid : NULL);
 		jw_uint(jw_key(&j, "snapshots"), res->snapshots);
 		jw_uint(jw_key(&j, "packs"), res->packs);
+		jw_uint(jw_key(&j, "journal_packs"), res->journal_packs);
 		jw_uint(jw_key(&j, "pack_bytes"), res->pack_bytes);
 		jw_uint(jw_key(&j, "needed_bytes"), res->needed_bytes);
 		jw_uint(jw_key(&j, "bytes"), res->bytes);
@@ -63,10 +64,11 @@ print_result(const struct export_opts *o, const struct export_result *res,
 		return;
 	fmt_bytes(size, sizeof(size), (double)res->bytes);
 	fmt_bytes(need, sizeof(need), (double)res->needed_bytes);
-	fprintf(stderr, "bundle %s (%s, target '%s'): %zu packs, %s (%s of "
-	    "it needed by its snapshots), %.1f s (%.0f MB/s)\n",
+	fprintf(stderr, "bundle %s (%s, target '%s'): %zu packs (%zu of the "
+	    "journal), %s (%s of it needed by its snapshots and the "
+	    "journal), %.1f s (%.0f MB/s)\n",
 	    fmt_text(res->name), catalog_level_name(res->level),
-	    fmt_text(o->target), res->packs, size, need,
+	    fmt_text(o->target), res->packs, res->journal_packs, size, need,
 	    res->seconds, res->seconds > 0 ?
 	    (double)res->bytes / res->seconds / 1e6 : 0.0);
 }

@@ -44,6 +44,7 @@ print_result(const struct import_result *res, int json)
 		jw_uint(jw_key(&j, "packs"), res->packs);
 		jw_uint(jw_key(&j, "bytes"), res->bytes);
 		jw_uint(jw_key(&j, "snapshots_new"), res->sync.records);
+		jw_uint(jw_key(&j, "journal_rows"), res->sync.journal);
 		jw_double(jw_key(&j, "seconds"), res->seconds, 3);
 		jw_end_object(&j);
 		return;
@@ -52,9 +53,9 @@ print_result(const struct import_result *res, int json)
 		return;
 	fmt_bytes(size, sizeof(size), (double)res->bytes);
 	printf("imported %zu bundle%s (%zu skipped): %zu packs, %s, %zu new "
-	    "snapshots, %.1f s\n", res->bundles, res->bundles == 1 ? "" : "s",
-	    res->skipped, res->packs, size, res->sync.records,
-	    res->seconds);
+	    "snapshots, %zu journal rows, %.1f s\n", res->bundles,
+	    res->bundles == 1 ? "" : "s", res->skipped, res->packs, size,
+	    res->sync.records, res->sync.journal, res->seconds);
 }
 
 int

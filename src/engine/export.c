@@ -5,9 +5,14 @@
  * a chain needs comes from the catalog alone, the packs of its records'
  * parts included, so a host with a write-only key exports.
  *
+ * Every bundle carries the packs of the journal too (journal_needs), so
+ * that what the repository decided (forgets, drills, runs) goes offsite
+ * with the snapshots, whichever host exports.
+ *
  * Levels per target, as for snapshots: a full carries every pack the
  * chain needs; a differential those the target's last full bundle does
- * not hold; an incremental those no bundle since that full holds.  "What
+ * not hold; an incremental those no bundle since that full holds.  The
+ * journal's packs follow the same rules.  "What
  * the target holds" is by pack name, so a pack that prune replaced
  * locally (its live chunks repacked under a new name) is sent again when
  * a chain needs it, while packs the target already has are never resent.
@@ -46,8 +51,10 @@ struct export {
 	struct catalog *cat;
 	const struct export_opts *o;
 	struct export_result *res;
-	struct need *need;		/* packs the bundle's snapshots need */
+	struct need *need;		/* packs the bundle needs */
 	size_t nneed, capneed;
+	char **journal;			/* the packs of journal records */
+	size_t njournal;
 	char **send;			/* of those, what the target lacks */
 	uint64_t *send_bytes;		/* and how much of each they need */
 	size_t nsend;
@@ -258,6 +265,33 @@ all_needs(struct export *x)
 }
 
 /*
+ * The packs of the journal, whoever wrote them: what the repository knows
+ * besides snapshots (forgets, drills, failed runs, runs, bundles, key
+ * uses) goes to every target with its next bundle, whatever the bundle is
+ * for, so that an import lists the snapshots the repository lists, with
+ * their history, and none it forgot.  Copied unread, as every pack is;
+ * plan() leaves out those the target holds.  0 or -1.
+ */
+static int
+journal_needs(struct export *x)
+{
+	size_t i;
+
+	if (catalog_journal_packs(x->cat, &x->journal, &x->njournal))
+		return (-1);
+	for (i = 0; i < x->njournal; i++)
+		if (need_add(x, x->journal[i], UINT64_MAX))
+			return (-1);
+	return (0);
+}
+
+static int
+cmp_name(const void *a, const void *b)
+{
+	return (strcmp(*(char *const *)a, *(char *const *)b));
+}
+
+/*
  * The level, the base and what to send.  A target without a full gets a
  * full; a differential or incremental asked for without one too (as
  * backup does).  0 or -1.
@@ -359,6 +393,9 @@ write_bundle(struct export *x, struct bundle_writer *w, struct buf *text)
 		close(fd);
 		x->res->packs++;
 		x->res->pack_bytes += (uint64_t)st.st_size;
+		if (bsearch(&x->send[i], x->journal, x->njournal,
+		    sizeof(*x->journal), cmp_name) != NULL)
+			x->res->journal_packs++;
 		/* Record heads and parts, and --all: the whole pack. */
 		x->res->needed_bytes += x->send_bytes[i] == UINT64_MAX ||
 		    x->send_bytes[i] == 0 ? (uint64_t)st.st_size :
@@ -467,6 +504,8 @@ engine_export(struct repo *r, struct catalog *c, const struct export_opts *o,
 			st = ENGINE_REFUSED;
 		goto out;
 	}
+	if (journal_needs(&x))
+		goto out;
 	need_unique(&x);
 	if (plan(&x))
 		goto out;
@@ -523,6 +562,7 @@ out:
 	for (i = 0; i < x.nneed; i++)
 		free(x.need[i].pack);
 	free(x.need);
+	names_free(x.journal, x.njournal);
 	free(x.send);
 	free(x.send_bytes);
 	remote_release(&t);

@@ -13,6 +13,7 @@
 
 #include "coffer/catalog.h"
 #include "coffer/fsutil.h"
+#include "coffer/name.h"
 #include "tap.h"
 #include "testutil.h"
 
@@ -165,6 +166,99 @@ test_due(struct catalog *c)
 	    "one last use per key");
 }
 
+/* A snapshot of dataset ds in state st whose record is in pack rec. */
+static int64_t
+snapshot_in(struct catalog *c, int64_t ds, unsigned n, int st,
+    const char *rec)
+{
+	static char host[] = "h", source[] = "/src";
+	struct catalog_snapshot s;
+
+	memset(&s, 0, sizeof(s));
+	snprintf(s.sid, sizeof(s.sid), "%032x", 0xabc000u + n);
+	s.dataset_id = ds;
+	s.level = LEVEL_FULL;
+	s.state = SNAP_RUNNING;
+	s.started_ns = n;
+	s.host = host;
+	s.source = source;
+	if (catalog_snapshot_create(c, &s))
+		return (0);
+	s.state = st;
+	s.finished_ns = n + 1;
+	snprintf(s.record_pack, sizeof(s.record_pack), "%s", rec);
+	s.parts = 1;
+	if (catalog_snapshot_update(c, &s))
+		return (0);
+	return (s.id);
+}
+
+/* A pack named by digit d, with a chunk n of record type type (0: none). */
+static int
+pack_with(struct catalog *c, char d, int type, unsigned n, char *name)
+{
+	struct catalog_chunk_loc loc;
+	uint8_t hash[32], cid[32];
+	int64_t pk, ch;
+
+	memset(name, d, 32);
+	name[32] = '\0';
+	memset(hash, d, sizeof(hash));
+	if (catalog_pack_add(c, name, 4096, hash, &pk))
+		return (-1);
+	if (type == 0)
+		return (0);
+	memset(cid, 0, sizeof(cid));
+	memcpy(cid, &n, sizeof(n));
+	memset(&loc, 0, sizeof(loc));
+	loc.pack_offset = 64;
+	loc.plain_len = loc.stored_len = 100;
+	loc.type = (uint8_t)type;
+	return (catalog_chunk_add(c, cid, &ch) ||
+	    catalog_chunk_locate(c, ch, pk, &loc) ? -1 : 0);
+}
+
+/*
+ * The packs an export carries as the journal's: those of journal records
+ * alone, by the catalog's rows; never a data pack, nor a pack of records
+ * of a snapshot the catalog holds (but a failed one's, which is the
+ * journal's).
+ */
+static void
+test_packs(struct catalog *c)
+{
+	struct catalog_record_part part;
+	char jrn[33], data[33], typed[33], rec[33], partp[33], failed[33];
+	char gone[33], mixed[33];
+	char **v = NULL;
+	size_t n = 0;
+	int64_t ds, s;
+
+	ok(catalog_dataset_id(c, "ds", 1, &ds) == 1 &&
+	    pack_with(c, 'a', 0, 0, jrn) == 0 &&
+	    pack_with(c, 'b', 1, 1, data) == 0 &&
+	    pack_with(c, 'c', 3, 2, typed) == 0 &&
+	    pack_with(c, 'd', 0, 0, rec) == 0 &&
+	    pack_with(c, 'e', 0, 0, partp) == 0 &&
+	    pack_with(c, 'f', 0, 0, failed) == 0 &&
+	    pack_with(c, '9', 0, 0, gone) == 0 &&
+	    pack_with(c, '8', 1, 3, mixed) == 0 &&
+	    pack_with(c, '8', 3, 4, mixed) == 0, "packs of every kind");
+	memset(&part, 0, sizeof(part));
+	snprintf(part.pack, sizeof(part.pack), "%s", partp);
+	ok((s = snapshot_in(c, ds, 1, SNAP_COMPLETE, rec)) > 0 &&
+	    catalog_snapshot_parts_set(c, s, 2, &part) == 0 &&
+	    snapshot_in(c, ds, 2, SNAP_FAILED, failed) > 0,
+	    "a complete snapshot in two packs, a failed one in a third");
+	ok(catalog_journal_packs(c, &v, &n) == 0, "journal packs listed");
+	ok(n == 4 && strcmp(v[0], gone) == 0 && strcmp(v[1], jrn) == 0 &&
+	    strcmp(v[2], typed) == 0 && strcmp(v[3], failed) == 0,
+	    "packs without chunks (one of a snapshot gone), or with journal "
+	    "chunks alone; not a data pack, nor one with data too, nor a "
+	    "complete snapshot's head or part");
+	names_free(v, n);
+}
+
 int
 main(void)
 {
@@ -182,6 +276,7 @@ main(void)
 	if (c != NULL) {
 		test_import(c);
 		test_due(c);
+		test_packs(c);
 		catalog_close(c);
 	}
 	free(db);
