@@ -629,7 +629,8 @@ int catalog_drill_list(struct catalog *c, const char *dataset, int latest,
  * a malloc'd array of malloc'd strings.
  *
  * catalog_pack_import: add pack name (size, keyed hash of its header and
- * index) and the location of each chunk of its index.  A chunk known
+ * index; journal: it holds a journal record) and the location of each
+ * chunk of its index.  A chunk known
  * without a location gets this one; one located elsewhere keeps its
  * place.  All or nothing.
  *
@@ -658,7 +659,8 @@ struct catalog_record_meta {
 
 int catalog_pack_names(struct catalog *c, char ***names, size_t *n);
 int catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
-    const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n);
+    const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n,
+    int journal);
 int catalog_record_peek(struct catalog *c, const uint8_t *img, size_t len,
     struct catalog_record_meta *m);
 /*

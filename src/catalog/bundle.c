@@ -309,12 +309,13 @@ catalog_journal_packs(struct catalog *c, char ***packs, size_t *n)
 	*packs = NULL;
 	*n = 0;
 	if ((st = cat_prepare(c, "SELECT p.name FROM pack p"
-	    " WHERE NOT EXISTS (SELECT 1 FROM chunk ch WHERE ch.pack_id = p.id"
+	    " WHERE p.journal = 1 OR (p.journal IS NULL"
+	    " AND NOT EXISTS (SELECT 1 FROM chunk ch WHERE ch.pack_id = p.id"
 	    "  AND ch.type IS NOT 3)"
 	    " AND p.name NOT IN (SELECT record_pack FROM snapshot"
 	    "  WHERE state <> 2 AND record_pack IS NOT NULL)"
 	    " AND p.name NOT IN (SELECT sp.pack FROM snapshot_part sp"
-	    "  JOIN snapshot s ON s.id = sp.snapshot_id WHERE s.state <> 2)"
+	    "  JOIN snapshot s ON s.id = sp.snapshot_id WHERE s.state <> 2))"
 	    " ORDER BY p.name", "find the packs of the journal")) == NULL)
 		return (-1);
 	return (names_of(c, st, packs, n, "find the packs of the journal"));

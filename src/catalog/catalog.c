@@ -382,7 +382,11 @@ static const char schema_v11[] =
 	"	pack TEXT NOT NULL\n"
 	") WITHOUT ROWID;\n"
 	"CREATE INDEX known_snapshot_dataset ON known_snapshot(dataset,"
-	" started_ns);\n";
+	" started_ns);\n"
+	/* Whether a pack holds a journal record (1), or not (0), as its
+	 * index says: what every bundle carries.  NULL for the packs of an
+	 * older catalog (judged by their chunks, catalog_journal_packs). */
+	"ALTER TABLE pack ADD COLUMN journal INTEGER;\n";
 
 /*
  * Migration steps, applied in order in one transaction: step i takes the

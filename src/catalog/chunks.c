@@ -119,7 +119,7 @@ catalog_pack_add(struct catalog *c, const char *name, uint64_t size,
 	 * hash is not.
 	 */
 	if ((st = cat_prepare(c, "INSERT INTO pack(name, size, hash,"
-	    " created_ns) VALUES (?1, ?2, ?3, ?4)"
+	    " created_ns, journal) VALUES (?1, ?2, ?3, ?4, 0)"
 	    " ON CONFLICT(name) DO NOTHING", "add a pack")) == NULL)
 		return (-1);
 	cat_bind_text(st, 1, name);

@@ -63,7 +63,8 @@ err:
 
 int
 catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
-    const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n)
+    const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n,
+    int journal)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t pack;
@@ -74,6 +75,19 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 		return (-1);
 	if (catalog_pack_add(c, name, size, hash, &pack))
 		goto out;
+	if (journal) {
+		if ((st = cat_prepare(c, "UPDATE pack SET journal = 1"
+		    " WHERE id = ?1", "import a pack")) == NULL)
+			goto out;
+		sqlite3_bind_int64(st, 1, pack);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot import pack '%s': %s", name,
+			    sqlite3_errmsg(c->db));
+			goto out;
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+	}
 	/*
 	 * A chunk known without a place (an interrupted run reserved it),
 	 * marked damaged (another host healed it) or in a pack that is gone

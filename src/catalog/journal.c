@@ -227,7 +227,8 @@ int
 catalog_journal_mark(struct catalog *c, const char *pack,
     const struct catalog_journal_upto *upto)
 {
-	if (mark(c, "UPDATE drill SET in_repo = 1 WHERE in_repo = 0"
+	if (mark(c, "UPDATE pack SET journal = 1 WHERE name = ?2", 1, pack) ||
+	    mark(c, "UPDATE drill SET in_repo = 1 WHERE in_repo = 0"
 	    " AND id <= ?1", upto->drill, NULL) ||
 	    mark(c, "UPDATE snapshot SET record_pack = ?2 WHERE state = 2"
 	    " AND record_pack IS NULL AND id <= ?1", upto->snapshot, pack) ||

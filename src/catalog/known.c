@@ -235,3 +235,22 @@ catalog_forgets_resign_once(struct catalog *c)
 	}
 	return (cat_release(c));
 }
+
+int
+catalog_bundles_imported(struct catalog *c)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, "SELECT 1 FROM bundle"
+	    " WHERE direction = 'import' LIMIT 1", "look up imports")) == NULL)
+		return (-1);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return (1);
+	if (rc == SQLITE_DONE)
+		return (0);
+	log_error("cannot look up imports: %s", sqlite3_errmsg(c->db));
+	return (-1);
+}

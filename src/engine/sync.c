@@ -353,25 +353,52 @@ note_orphan(struct sync *s, const char *sid, const char *pack)
 /*
  * A record whose parent is not in the repository: damage, unless the
  * snapshot was forgotten (its parent's record pruned, its own kept in a
- * pack that still holds live data, or carried in a bundle of every
- * pack).
+ * pack that still holds live data, or carried in a bundle of every pack),
+ * or the repository is one that bundles fill (a bundle for one snapshot
+ * carries whole packs, which may hold other snapshots' records).
  */
 static int
 report_orphans(struct sync *s)
 {
-	size_t i;
-	int f;
+	size_t i, partial = 0;
+	int f, imported;
 
+	if (s->norphans == 0)
+		return (0);
+	if ((imported = catalog_bundles_imported(s->cat)) < 0)
+		return (-1);
 	for (i = 0; i < s->norphans; i++) {
 		if ((f = catalog_forgotten_has(s->cat, s->orphans[i].sid)) < 0)
 			return (-1);
 		if (f)
 			continue;
+		/* A bundle for one snapshot carries the packs it needs,
+		 * which may hold records of snapshots it is not for. */
+		if (imported) {
+			partial++;
+			continue;
+		}
 		log_error("pack '%s': a snapshot record builds on a snapshot "
 		    "that is not in the repository: left out",
 		    s->orphans[i].pack);
 		s->res->records_bad++;
 	}
+	if (partial > 0)
+		log_info("catalog: %zu snapshot record%s in imported packs "
+		    "build%s on snapshots no bundle brought: left out", partial,
+		    partial == 1 ? "" : "s", partial == 1 ? "s" : "");
+	return (0);
+}
+
+/* 1 if the index names a journal record (every bundle carries it). */
+static int
+index_journal(const struct pack_entry *ents, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ents[i].type == PACK_REC_JOURNAL)
+			return (1);
 	return (0);
 }
 
@@ -472,7 +499,7 @@ import_packs(struct sync *s, char **names, const char *ok, size_t n)
 		    index_locs(ents, nents, &locs, &nlocs) == 0) {
 			if (catalog_pack_import(s->cat, names[i],
 			    pack_reader_size(pr), pack_reader_hash(pr), locs,
-			    nlocs)) {
+			    nlocs, index_journal(ents, nents))) {
 				free(locs);
 				free(ents);
 				pack_reader_close(pr);
@@ -580,7 +607,8 @@ view_pack(struct sync *s, const char *name)
 			s->res->records_bad++;
 	}
 	if (catalog_pack_import(s->cat, name, pack_reader_size(pr),
-	    pack_reader_hash(pr), locs, nlocs) || catalog_commit(s->cat))
+	    pack_reader_hash(pr), locs, nlocs, index_journal(ents, n)) ||
+	    catalog_commit(s->cat))
 		goto rollback;
 	s->res->packs_new++;
 	rc = 0;

@@ -192,15 +192,8 @@ test_expect_success 'the bare machine rebuilds its catalog from what it imported
 '
 
 # The write-only host exports; the full-key host forgets and drills on the
-# same repository.  What the write-only host wrote travels now; the full-key
-# host's journal packs reach it only once a write-only host reads every
-# pack's index (issue 41, item 1): COFFER_TEST_WO_INDEXES=1 expects them.
-if [ -n "$COFFER_TEST_WO_INDEXES" ]; then
-	expect_wo=test_expect_success
-else
-	expect_wo=test_expect_failure
-fi
-
+# same repository.  The write-only host reads every pack's index, so the
+# full-key host's journal packs travel in its bundles too.
 test_expect_success 'two roles: a write-only training host runs and exports --all' '
 	bare bk && rm -rf expect &&
 	COFFER_KEY_FILE=$TMP/full2.key && export COFFER_KEY_FILE &&
@@ -254,7 +247,7 @@ test_expect_success 'a bare machine imports them: what the write-only host wrote
 	restores_all new2 $(cat w1 w2 w3)
 '
 
-$expect_wo 'needs write-only pack indexes: the full-key host'\''s forget and drill arrived' '
+test_expect_success 'the full-key host'\''s forget and drill arrived through the write-only host'\''s bundles' '
 	host b2 &&
 	coffer -r new2 snapshots --json >s.json &&
 	json_check s.json "!grep { \$_->{id} eq \"$(cat wold-sid)\" } @\$j" &&
