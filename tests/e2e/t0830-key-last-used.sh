@@ -116,4 +116,17 @@ test_expect_success 'another use within a day adds no journal pack of its own; a
 	used $B >b && test_cmp b4 b
 '
 
+test_expect_success 'a refused command is no use: prune and forget --prune with the write-only key, refused, leave its last use and the repository as they were' '
+	used write-only >w0 && test "$(cat w0)" != null && sleep 1 &&
+	repo_fingerprint repo | grep -v " ./locks/writer$" >before &&
+	test_expect_code 2 coffer -r repo --key-file wo.key prune 2>err &&
+	grep "write-only" err &&
+	test_expect_code 2 coffer -r repo --key-file wo.key forget \
+		--keep-last 1 --prune 2>err &&
+	grep "write-only" err &&
+	used write-only >w && test_cmp w0 w &&
+	repo_fingerprint repo | grep -v " ./locks/writer$" >after &&
+	test_cmp before after
+'
+
 test_done
