@@ -263,8 +263,7 @@ cmd_open_need_read(const void *arg, struct repo *r)
 int
 cmd_open_checked(const struct global_opts *g, int flags,
     int (*check)(const void *arg, struct repo *r), const void *arg,
-    struct repo **rp,
-    struct catalog **cp)
+    struct repo **rp, struct catalog **cp)
 {
 	struct repo *r;
 	struct catalog *c = NULL;
