@@ -157,6 +157,7 @@ int cmd_verify(int argc, char **argv, const struct global_opts *g);
 int cmd_audit(int argc, char **argv, const struct global_opts *g);
 int cmd_drill(int argc, char **argv, const struct global_opts *g);
 int cmd_drill_history(int argc, char **argv, const struct global_opts *g);
+int cmd_verify_history(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog_rebuild(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog_check(int argc, char **argv, const struct global_opts *g);
 int cmd_forget(int argc, char **argv, const struct global_opts *g);
