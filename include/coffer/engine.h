@@ -321,6 +321,8 @@ struct verify_opts {
 	unsigned slice_n, slice_m;	/* VERIFY_READ_SLICE: 1 <= n <= m */
 	double max_seconds;		/* stop after this long; 0: no limit */
 	int record;			/* journal the result (verify, run) */
+	int64_t now_ns;			/* the result's time (run --now);
+					 * 0: the clock */
 };
 
 /* A damaged or missing chunk, or a bad snapshot record. */

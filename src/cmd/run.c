@@ -677,6 +677,7 @@ do_verify(struct run *run, struct action *a)
 	memset(&o, 0, sizeof(o));
 	o.record = 1;
 	o.max_seconds = vf->max_seconds;
+	o.now_ns = run->fake_clock ? run->now : 0;
 	switch (vf->read) {
 	case POLICY_READ_ALL:
 		o.read = VERIFY_READ_ALL;

@@ -1058,7 +1058,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	v.cat = c;
 	v.o = o;
 	v.res = res;
-	v.started_ns = now_realtime_ns();
+	v.started_ns = o->now_ns ? o->now_ns : now_realtime_ns();
 	buf_init(&v.data);
 	buf_init(&v.scratch);
 	record_reader_init(&v.parts, r);
