@@ -1027,8 +1027,13 @@ record_run(struct verify *v, enum engine_result status, double t0)
 	free(host);
 	if (rc)
 		return (-1);
-	/* Evidence, as a drill's: into the repository too. */
-	if (engine_journal_flush_try(v->repo, v->cat))
+	/*
+	 * Evidence, as a drill's: into the repository too, once the pass is
+	 * complete.  The row of a pass stopped at its time limit waits for
+	 * the run that completes it (or the next writer): a pack written now
+	 * would be one more for the pass it stopped to meet when it resumes.
+	 */
+	if (res->complete && engine_journal_flush_try(v->repo, v->cat))
 		log_warn("the verify result could not be written to the "
 		    "repository; the next writer tries again");
 	return (0);

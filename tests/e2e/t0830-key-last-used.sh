@@ -57,12 +57,18 @@ test_expect_success 'a drill writes its result to the repository: its key is use
 test_expect_success 'a run that only reads records no use and writes nothing' '
 	A=$(cat A) && repo_fingerprint repo >before &&
 	coffer -r repo --passphrase-file p1 restore ds@latest out &&
-	coffer -r repo --passphrase-file p1 verify &&
 	coffer -r repo --passphrase-file p1 snapshots >/dev/null &&
 	repo_fingerprint repo | grep -v " ./locks/writer$" >after &&
 	grep -v " ./locks/writer$" before >before.nolock &&
 	test_cmp before.nolock after &&
 	used $A >a && test_cmp a1 a
+'
+
+test_expect_success 'a verify writes its result to the repository, as a drill: its key is used then' '
+	A=$(cat A) && sleep 1 && t3=$(now) &&
+	coffer -r repo --passphrase-file p1 verify &&
+	used $A >a && ! test "$(cat a)" \< "$t3" &&
+	cat a >a1
 '
 
 test_expect_success 'a lost catalog: rebuilt from the repository, the same last uses' '
