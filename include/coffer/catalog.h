@@ -584,6 +584,42 @@ int catalog_verify_state_put(struct catalog *c, const char *mode,
 int catalog_verify_state_clear(struct catalog *c, const char *mode);
 
 /*
+ * Verify results: one row per verify run (coffer verify, a policy's
+ * [verify]), journaled so that other hosts, rebuilt catalogs and imported
+ * bundles know what was checked, when, and what was found.  mode is
+ * verify_result's ("structure", "read-data", "read-data=P%",
+ * "read-data=N/M"); slice_n and slice_m the N/M of a slice (0 else);
+ * verdict "pass" (nothing wrong) or "fail".
+ */
+struct catalog_verify_run {
+	int64_t id;
+	int64_t time_ns;		/* when it started */
+	const char *host;
+	const char *mode;
+	unsigned slice_n, slice_m;
+	int complete;			/* 0: stopped, the next run resumes */
+	int64_t packs;			/* packs checked */
+	int64_t packs_read;		/* ... whose data was read */
+	int64_t bytes_read;
+	int64_t damage;			/* problems found */
+	double seconds;
+	const char *verdict;
+};
+/* Add v (all but id).  A row of the same time and mode stays. */
+int catalog_verify_run_add(struct catalog *c,
+    const struct catalog_verify_run *v);
+/* Call cb for each verify run, oldest first (the strings are valid during
+ * the call); stops and returns cb's value when it is non-zero. */
+int catalog_verify_run_list(struct catalog *c,
+    int (*cb)(void *arg, const struct catalog_verify_run *v), void *arg);
+/*
+ * The slice (1..m) that a rotating verify of m slices reads next: the
+ * one after the newest run of m slices, or that one again when it
+ * stopped before its end; 1 when none.  0, or -1 (reported).
+ */
+int catalog_verify_next_slice(struct catalog *c, unsigned m, unsigned *n);
+
+/*
  * Recovery drills: one row each.  Seconds are wall time; a negative
  * optional value means none (NULL in the table).
  */
@@ -747,6 +783,7 @@ struct catalog_journal_upto {
 	int64_t bundle;			/* bundles up to this id */
 	int64_t run;			/* runs up to this id */
 	int64_t key_use;		/* key uses up to this id */
+	int64_t verify;			/* verify runs up to this id */
 };
 int catalog_journal_export(struct catalog *c, int all, struct buf *out,
     size_t *n, struct catalog_journal_upto *upto);

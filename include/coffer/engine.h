@@ -321,7 +321,8 @@ enum verify_read {
 	VERIFY_STRUCTURE = 0,		/* indexes and records only */
 	VERIFY_READ_ALL = 1,		/* and every chunk's data */
 	VERIFY_READ_PERCENT = 2,	/* ... of a random share of the packs */
-	VERIFY_READ_SLICE = 3		/* ... of packs i with i % m == n-1 */
+	VERIFY_READ_SLICE = 3		/* ... of the packs whose name, as a
+					 * number, is n-1 modulo m */
 };
 
 struct verify_opts {
@@ -329,6 +330,9 @@ struct verify_opts {
 	double percent;			/* VERIFY_READ_PERCENT: (0, 100] */
 	unsigned slice_n, slice_m;	/* VERIFY_READ_SLICE: 1 <= n <= m */
 	double max_seconds;		/* stop after this long; 0: no limit */
+	int record;			/* journal the result (verify, run) */
+	int64_t now_ns;			/* the result's time (run --now);
+					 * 0: the clock */
 };
 
 /* A damaged or missing chunk, or a bad snapshot record. */
@@ -409,7 +413,10 @@ struct verify_result {
  * and the others, each pack in offset order.
  * With o->max_seconds, stop after the pack during which the limit passes
  * and save where the pass got to; the next run of the same mode resumes
- * there, and a pass that completes forgets it.  Damaged and missing
+ * there, and a pass that completes forgets it.  With o->record, the
+ * run's result (what was read, what was found) is a catalog row and a
+ * journal record (written now when no writer holds the repository, else
+ * by the next writer), so that every host and bundle knows it.  Damaged and missing
  * chunks are mapped to the snapshots and files they break.
  * ENGINE_OK, ENGINE_DAMAGED (anything wrong), ENGINE_ERROR, or
  * ENGINE_INTERRUPTED (the next run resumes where this one stopped).

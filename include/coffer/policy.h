@@ -130,6 +130,7 @@ struct policy_dataset {
 	char **checkpoints;		/* globs of checkpoint directories */
 	size_t ncheckpoints;
 	int line, require_line;		/* of its section, of require */
+	int keep_line;			/* of its first keep- rule, or 0 */
 };
 
 struct policy_export {
@@ -143,7 +144,10 @@ struct policy_export {
 
 struct policy_drill {
 	char *name;
-	char **datasets;		/* none: every dataset of the policy */
+	char **datasets;		/* of the repository; none: every
+					 * dataset of the policy, or of the
+					 * repository when the policy has
+					 * none */
 	size_t ndatasets;
 	struct schedule sched;
 	double sample;			/* percent; 0: every file */
@@ -154,11 +158,38 @@ struct policy_drill {
 	int line, datasets_line, from_line;
 };
 
+/*
+ * [verify NAME]: a scheduled verify of the whole repository.  read:
+ * POLICY_READ_NONE checks indexes and records only; ALL reads every
+ * pack's data; PERCENT a random share; SLICE a different 1/slices of the
+ * packs each run, in turn, so that `slices` runs read them all.
+ */
+enum policy_read {
+	POLICY_READ_NONE = 0,
+	POLICY_READ_ALL,
+	POLICY_READ_PERCENT,
+	POLICY_READ_SLICE
+};
+struct policy_verify {
+	char *name;
+	struct schedule sched;
+	int read;			/* enum policy_read */
+	double percent;			/* POLICY_READ_PERCENT */
+	unsigned slices;		/* POLICY_READ_SLICE: M */
+	double max_seconds;		/* 0: no limit */
+	int line;
+};
+
 struct policy {
 	char *file;
 	char *repo, *key_file, *passphrase_file, *catalog;
 	char *metrics_file;
 	struct retention keep;		/* [retention]: every dataset's */
+	char **keep_datasets;		/* [retention] datasets: the
+					 * repository's datasets it judges
+					 * besides the policy's own */
+	size_t nkeep_datasets;
+	int retention_line, keep_datasets_line;
 	struct schedule prune_sched;	/* forget, then prune */
 	int prune;			/* prune after forgetting (yes) */
 	double max_unused;		/* 0..1 */
@@ -168,6 +199,8 @@ struct policy {
 	size_t nexports;
 	struct policy_drill *drills;
 	size_t ndrills;
+	struct policy_verify *verifies;
+	size_t nverifies;
 };
 
 /*
@@ -176,13 +209,24 @@ struct policy {
  * unknown section or key, a bad value, a duration or schedule that does
  * not parse, a dataset path that is not a directory, a dataset without a
  * schedule, a name used twice, a reference to what the file does not
- * define.  policy_free accepts NULL.
+ * define, a file with nothing to do.  Any subset of the sections is a
+ * policy: a backup host's may back up nothing and keep, drill and verify
+ * the datasets that other hosts back up.  policy_free accepts NULL.
  */
 struct policy *policy_load(const char *path);
 void policy_free(struct policy *p);
 /* A dataset's retention rules: its own, else the policy's. */
 const struct retention *policy_retention(const struct policy *p,
     const struct policy_dataset *d);
+/*
+ * What the policy asks for that needs the key that reads (decrypts) the
+ * repository: fn is called with the line of each section or key that asks
+ * (forget and prune in [retention], a dataset's keep- rules, each [drill]
+ * and [verify]) and what it is, in file order by kind.  A write-only key
+ * can back up and export only.
+ */
+void policy_needs_read(const struct policy *p,
+    void (*fn)(void *arg, int line, const char *what), void *arg);
 /* The export target named, or NULL. */
 const struct policy_export *policy_export_find(const struct policy *p,
     const char *target);

@@ -362,11 +362,23 @@ static const char schema_v10[] =
 	") WITHOUT ROWID;\n";
 
 /*
- * Snapshots a write-only key knows only from the packs' view records
- * (sid, dataset, level, parent, times, host, source; doc/format.md,
- * "View record"): another host's, or its own from before this catalog.
- * Their rows cannot be read, so they are never a base; they say where a
- * dataset is backed up from, and what an export of everything lists.
+ * Schema version 11: the two-role deployment (issue 41).
+ *
+ * - known_snapshot: the snapshots a write-only key knows only from the
+ *   packs' view records (sid, dataset, level, parent, times, host,
+ *   source; doc/format.md, "View record"): another host's, or its own
+ *   from before this catalog.
+ *   Their rows cannot be read, so they are never a base; they say where a
+ *   dataset is backed up from, and what an export of everything lists.
+ * - pack.journal: whether a pack holds a journal record (1) or not (0),
+ *   as its index says: what every bundle carries.  NULL for the packs of
+ *   an older catalog (judged by their chunks, catalog_journal_packs).
+ * - verify: verify results.  A row per verify run, carried by the
+ *   journal (in_repo once it is) as drills are: what was
+ *   read (mode; slice_n/slice_m for a slice), how far (complete), what it
+ *   found (damage, verdict).  A rotating [verify] of a policy takes the
+ *   next slice from them.  run_action takes kind 'verify': the table is
+ *   made again, as SQLite alters no CHECK.
  */
 static const char schema_v11[] =
 	"CREATE TABLE known_snapshot (\n"
@@ -383,10 +395,44 @@ static const char schema_v11[] =
 	") WITHOUT ROWID;\n"
 	"CREATE INDEX known_snapshot_dataset ON known_snapshot(dataset,"
 	" started_ns);\n"
-	/* Whether a pack holds a journal record (1), or not (0), as its
-	 * index says: what every bundle carries.  NULL for the packs of an
-	 * older catalog (judged by their chunks, catalog_journal_packs). */
-	"ALTER TABLE pack ADD COLUMN journal INTEGER;\n";
+	"ALTER TABLE pack ADD COLUMN journal INTEGER;\n"
+	"CREATE TABLE verify (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	time_ns INTEGER NOT NULL,\n"
+	"	host TEXT,\n"
+	"	mode TEXT NOT NULL,\n"
+	"	slice_n INTEGER NOT NULL DEFAULT 0,\n"
+	"	slice_m INTEGER NOT NULL DEFAULT 0,\n"
+	"	complete INTEGER NOT NULL,\n"
+	"	packs INTEGER NOT NULL,\n"
+	"	packs_read INTEGER NOT NULL,\n"
+	"	bytes_read INTEGER NOT NULL,\n"
+	"	damage INTEGER NOT NULL,\n"
+	"	seconds REAL NOT NULL,\n"
+	"	verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail')),\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0,\n"
+	"	UNIQUE (time_ns, mode)\n"
+	");\n"
+	"CREATE INDEX verify_slice ON verify(slice_m, time_ns);\n"
+	"CREATE TABLE run_action_new (\n"
+	"	run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,\n"
+	"	seq INTEGER NOT NULL,\n"
+	"	kind TEXT NOT NULL CHECK (kind IN ('backup', 'export', 'forget',"
+	" 'prune', 'drill', 'verify')),\n"
+	"	subject TEXT NOT NULL,\n"
+	"	level TEXT,\n"
+	"	slot_ns INTEGER,\n"
+	"	status INTEGER NOT NULL,\n"
+	"	done INTEGER NOT NULL,\n"
+	"	seconds REAL NOT NULL,\n"
+	"	detail TEXT,\n"
+	"	PRIMARY KEY (run_id, seq)\n"
+	") WITHOUT ROWID;\n"
+	"INSERT INTO run_action_new SELECT * FROM run_action;\n"
+	"DROP TABLE run_action;\n"
+	"ALTER TABLE run_action_new RENAME TO run_action;\n"
+	"CREATE INDEX run_action_done ON run_action(kind, subject)\n"
+	"	WHERE done = 1;\n";
 
 /*
  * Migration steps, applied in order in one transaction: step i takes the

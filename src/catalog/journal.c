@@ -14,8 +14,9 @@
 #include "coffer/catalog-known.h"
 #include "coffer/log.h"
 
-#define JOURNAL_FORMAT 5	/* 1 had no forgotten table, 2 no bundles,
-				 * 3 no runs, 4 no key uses */
+#define JOURNAL_FORMAT 6	/* 1 had no forgotten table, 2 no bundles,
+				 * 3 no runs, 4 no key uses, 5 no verify
+				 * runs */
 #define JOURNAL_SCHEMA "jnl"
 
 static const char journal_schema[] =
@@ -40,7 +41,11 @@ static const char journal_schema[] =
 	"CREATE TABLE run_action (rid TEXT, seq INTEGER, kind TEXT,"
 	" subject TEXT, level TEXT, slot_ns INTEGER, status INTEGER,"
 	" done INTEGER, seconds REAL, detail TEXT);\n"
-	"CREATE TABLE key_use (key TEXT, time_ns INTEGER, host TEXT);\n";
+	"CREATE TABLE key_use (key TEXT, time_ns INTEGER, host TEXT);\n"
+	"CREATE TABLE verify (time_ns INTEGER, host TEXT, mode TEXT,"
+	" slice_n INTEGER, slice_m INTEGER, complete INTEGER, packs INTEGER,"
+	" packs_read INTEGER, bytes_read INTEGER, damage INTEGER,"
+	" seconds REAL, verdict TEXT);\n";
 
 /* ?1 is the upper bound of the row ids taken; negated, every row up to
  * it is, also those the repository holds already (a merge). */
@@ -78,6 +83,10 @@ static const char run_actions_sql[] =
 	" JOIN run_action a ON a.run_id = r.id"
 	" WHERE (r.in_repo = 0 OR ?1 < 0) AND r.id <= abs(?1)";
 
+static const char verifies_sql[] =
+	"SELECT time_ns, host, mode, slice_n, slice_m, complete, packs,"
+	" packs_read, bytes_read, damage, seconds, verdict FROM verify"
+	" WHERE (in_repo = 0 OR ?1 < 0) AND id <= abs(?1)";
 static const char key_uses_sql[] =
 	"SELECT key, time_ns, host FROM key_use"
 	" WHERE (in_repo = 0 OR ?1 < 0) AND id <= abs(?1)";
@@ -119,7 +128,7 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 	int64_t sign = all ? -1 : 1;
 	sqlite3 *mem;
 	sqlite3_stmt *st;
-	int64_t nd, nf, ng, nb, nbp, nr, nra, nk, due = 0;
+	int64_t nd, nf, ng, nb, nbp, nr, nra, nk, nv, due = 0;
 	uint64_t gen;
 	char fmt[64], gensql[80];
 	int ret = -1, rc;
@@ -134,7 +143,9 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 	    &upto->bundle) ||
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM run", &upto->run) ||
 	    max_id(c, "SELECT coalesce(max(id), 0) FROM key_use",
-	    &upto->key_use))
+	    &upto->key_use) ||
+	    max_id(c, "SELECT coalesce(max(id), 0) FROM verify",
+	    &upto->verify))
 		return (-1);
 	if ((st = cat_prepare(c, key_uses_due_sql, "read the journal")) ==
 	    NULL)
@@ -182,19 +193,22 @@ catalog_journal_export(struct catalog *c, int all, struct buf *out,
 	    " ?9, ?10)", 0, &nra) ||
 	    cat_copy_rows(c, mem, sign * upto->key_use, "key uses", key_uses_sql,
 	    "INSERT INTO key_use VALUES (?1, ?2, ?3)", 0, &nk) ||
+	    cat_copy_rows(c, mem, sign * upto->verify, "verify runs",
+	    verifies_sql, "INSERT INTO verify VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+	    " ?7, ?8, ?9, ?10, ?11, ?12)", 0, &nv) ||
 	    cat_mem_exec(mem, "COMMIT", 0))
 		goto out;
 	/* Key uses that are not due wait, unmarked, for another record
 	 * (a merge takes every row). */
 	if (all)
 		due = nk;
-	if (nd + nf + ng + nb + nr + due == 0) {
+	if (nd + nf + ng + nb + nr + nv + due == 0) {
 		ret = 0;
 		goto out;
 	}
 	if (cat_mem_serialize(mem, out, 0))
 		goto out;
-	*n = (size_t)(nd + nf + ng + nb + nr + nk);
+	*n = (size_t)(nd + nf + ng + nb + nr + nk + nv);
 	ret = 0;
 out:
 	sqlite3_close(mem);
@@ -239,7 +253,9 @@ catalog_journal_mark(struct catalog *c, const char *pack,
 	    mark(c, "UPDATE run SET in_repo = 1 WHERE in_repo = 0"
 	    " AND id <= ?1", upto->run, NULL) ||
 	    mark(c, "UPDATE key_use SET in_repo = 1 WHERE in_repo = 0"
-	    " AND id <= ?1", upto->key_use, NULL))
+	    " AND id <= ?1", upto->key_use, NULL) ||
+	    mark(c, "UPDATE verify SET in_repo = 1 WHERE in_repo = 0"
+	    " AND id <= ?1", upto->verify, NULL))
 		return (-1);
 	return (0);
 }
@@ -365,7 +381,8 @@ static const struct {
 	" CASE WHEN typeof(j.detail) = 'text' THEN j.detail END"
 	" FROM " JOURNAL_SCHEMA ".run_action j JOIN run r ON r.rid = j.rid"
 	" WHERE typeof(j.seq) = 'integer'"
-	" AND j.kind IN ('backup', 'export', 'forget', 'prune', 'drill')"
+	" AND j.kind IN ('backup', 'export', 'forget', 'prune', 'drill',"
+	" 'verify')"
 	" AND typeof(j.subject) = 'text' AND typeof(j.status) = 'integer'"
 	" AND j.done IN (0, 1) AND typeof(j.seconds) IN ('real', 'integer')" },
 	/* Which key unlocked a run that wrote, and when: a use known
@@ -377,6 +394,24 @@ static const struct {
 	" OR key IN ('key-file:full', 'key-file:write-only'))"
 	" AND typeof(time_ns) = 'integer'"
 	" ON CONFLICT(key, time_ns) DO UPDATE SET in_repo = 1"
+	" WHERE in_repo = 0" },
+	/* Verify runs: a run known already (same time and mode) is
+	 * marked as in the repository, not added twice. */
+	{ 6, 1, "INSERT INTO verify(time_ns, host, mode, slice_n, slice_m,"
+	" complete, packs, packs_read, bytes_read, damage, seconds, verdict,"
+	" in_repo)"
+	" SELECT time_ns, CASE WHEN typeof(host) = 'text' THEN host END,"
+	" mode, slice_n, slice_m, complete, packs, packs_read, bytes_read,"
+	" damage, seconds, verdict, 1 FROM " JOURNAL_SCHEMA ".verify"
+	" WHERE typeof(time_ns) = 'integer' AND typeof(mode) = 'text'"
+	" AND length(mode) BETWEEN 1 AND 31"
+	" AND typeof(slice_n) = 'integer' AND typeof(slice_m) = 'integer'"
+	" AND slice_n BETWEEN 0 AND slice_m AND complete IN (0, 1)"
+	" AND typeof(packs) = 'integer' AND typeof(packs_read) = 'integer'"
+	" AND typeof(bytes_read) = 'integer' AND typeof(damage) = 'integer'"
+	" AND typeof(seconds) IN ('real', 'integer')"
+	" AND verdict IN ('pass', 'fail')"
+	" ON CONFLICT(time_ns, mode) DO UPDATE SET in_repo = 1"
 	" WHERE in_repo = 0" },
 };
 
@@ -573,7 +608,8 @@ static const char cover_schema[] =
 	"CREATE TEMP TABLE IF NOT EXISTS jc_forgotten (sid);\n"
 	"CREATE TEMP TABLE IF NOT EXISTS jc_bundle (direction, target, seq);\n"
 	"CREATE TEMP TABLE IF NOT EXISTS jc_run (rid);\n"
-	"CREATE TEMP TABLE IF NOT EXISTS jc_key_use (key, time_ns);\n";
+	"CREATE TEMP TABLE IF NOT EXISTS jc_key_use (key, time_ns);\n"
+	"CREATE TEMP TABLE IF NOT EXISTS jc_verify (time_ns, mode);\n";
 
 static const struct {
 	int format;			/* from this journal format on */
@@ -590,6 +626,8 @@ static const struct {
 	{ 4, "INSERT INTO temp.jc_run SELECT rid FROM " JOURNAL_SCHEMA ".run" },
 	{ 5, "INSERT INTO temp.jc_key_use SELECT key, time_ns FROM "
 	    JOURNAL_SCHEMA ".key_use" },
+	{ 6, "INSERT INTO temp.jc_verify SELECT time_ns, mode FROM "
+	    JOURNAL_SCHEMA ".verify" },
 };
 
 int
@@ -653,6 +691,11 @@ static const struct {
 	    " FROM key_use k WHERE in_repo AND"
 	    " NOT EXISTS (SELECT 1 FROM temp.jc_key_use j WHERE j.key = k.key"
 	    " AND j.time_ns = k.time_ns) ORDER BY time_ns" },
+	{ "verify run", "SELECT time_ns, mode || ' at ' || " AT("time_ns")
+	    " FROM verify v WHERE in_repo AND"
+	    " NOT EXISTS (SELECT 1 FROM temp.jc_verify j"
+	    " WHERE j.time_ns = v.time_ns AND j.mode = v.mode)"
+	    " ORDER BY time_ns" },
 };
 
 int
@@ -685,7 +728,8 @@ catalog_journal_lost(struct catalog *c, catalog_lost_fn *fn, void *arg)
 	    "DROP TABLE IF EXISTS temp.jc_forgotten;"
 	    "DROP TABLE IF EXISTS temp.jc_bundle;"
 	    "DROP TABLE IF EXISTS temp.jc_run;"
-	    "DROP TABLE IF EXISTS temp.jc_key_use;", "forget the cover");
+	    "DROP TABLE IF EXISTS temp.jc_key_use;"
+	    "DROP TABLE IF EXISTS temp.jc_verify;", "forget the cover");
 	return (ret);
 }
 

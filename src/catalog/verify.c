@@ -594,3 +594,106 @@ catalog_snapshot_of_part(struct catalog *c, const uint8_t *rid, char *sid)
 	sqlite3_finalize(st);
 	return (ret);
 }
+
+int
+catalog_verify_run_add(struct catalog *c, const struct catalog_verify_run *v)
+{
+	sqlite3_stmt *st;
+	int ret = -1;
+
+	if ((st = cat_prepare(c, "INSERT INTO verify(time_ns, host, mode,"
+	    " slice_n, slice_m, complete, packs, packs_read, bytes_read,"
+	    " damage, seconds, verdict) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+	    " ?8, ?9, ?10, ?11, ?12) ON CONFLICT(time_ns, mode) DO NOTHING",
+	    "record the verify run")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, v->time_ns);
+	cat_bind_text(st, 2, v->host);
+	cat_bind_text(st, 3, v->mode);
+	sqlite3_bind_int64(st, 4, v->slice_n);
+	sqlite3_bind_int64(st, 5, v->slice_m);
+	sqlite3_bind_int(st, 6, v->complete != 0);
+	sqlite3_bind_int64(st, 7, v->packs);
+	sqlite3_bind_int64(st, 8, v->packs_read);
+	sqlite3_bind_int64(st, 9, v->bytes_read);
+	sqlite3_bind_int64(st, 10, v->damage);
+	sqlite3_bind_double(st, 11, v->seconds);
+	cat_bind_text(st, 12, v->verdict);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_error("cannot record the verify run: %s",
+		    sqlite3_errmsg(c->db));
+		goto out;
+	}
+	ret = 0;
+out:
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_verify_run_list(struct catalog *c,
+    int (*cb)(void *arg, const struct catalog_verify_run *v), void *arg)
+{
+	struct catalog_verify_run v;
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	if ((st = cat_prepare(c, "SELECT id, time_ns, host, mode, slice_n,"
+	    " slice_m, complete, packs, packs_read, bytes_read, damage,"
+	    " seconds, verdict FROM verify ORDER BY time_ns, id",
+	    "list verify runs")) == NULL)
+		return (-1);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&v, 0, sizeof(v));
+		v.id = sqlite3_column_int64(st, 0);
+		v.time_ns = sqlite3_column_int64(st, 1);
+		v.host = (const char *)sqlite3_column_text(st, 2);
+		v.mode = (const char *)sqlite3_column_text(st, 3);
+		v.slice_n = (unsigned)sqlite3_column_int64(st, 4);
+		v.slice_m = (unsigned)sqlite3_column_int64(st, 5);
+		v.complete = sqlite3_column_int(st, 6);
+		v.packs = sqlite3_column_int64(st, 7);
+		v.packs_read = sqlite3_column_int64(st, 8);
+		v.bytes_read = sqlite3_column_int64(st, 9);
+		v.damage = sqlite3_column_int64(st, 10);
+		v.seconds = sqlite3_column_double(st, 11);
+		v.verdict = (const char *)sqlite3_column_text(st, 12);
+		if ((ret = cb(arg, &v)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_error("cannot list verify runs: %s", sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+catalog_verify_next_slice(struct catalog *c, unsigned m, unsigned *n)
+{
+	sqlite3_stmt *st;
+	unsigned last;
+	int rc;
+
+	*n = 1;
+	if ((st = cat_prepare(c, "SELECT slice_n, complete FROM verify"
+	    " WHERE slice_m = ?1 AND slice_n BETWEEN 1 AND ?1"
+	    " ORDER BY time_ns DESC, id DESC LIMIT 1",
+	    "find the next verify slice")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, m);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		last = (unsigned)sqlite3_column_int64(st, 0);
+		/* A slice stopped at its time limit is resumed first. */
+		*n = sqlite3_column_int(st, 1) ? last % m + 1 : last;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		log_error("cannot find the next verify slice: %s",
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (0);
+}

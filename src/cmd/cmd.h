@@ -157,6 +157,7 @@ int cmd_verify(int argc, char **argv, const struct global_opts *g);
 int cmd_audit(int argc, char **argv, const struct global_opts *g);
 int cmd_drill(int argc, char **argv, const struct global_opts *g);
 int cmd_drill_history(int argc, char **argv, const struct global_opts *g);
+int cmd_verify_history(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog_rebuild(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog_check(int argc, char **argv, const struct global_opts *g);
 int cmd_forget(int argc, char **argv, const struct global_opts *g);
@@ -213,6 +214,18 @@ enum {
  */
 int cmd_open(const struct global_opts *g, int flags, struct repo **r,
     struct catalog **c);
+/*
+ * cmd_open, with check called once the key is unlocked and before
+ * anything is written or locked (a writer's lock, the key's use, the
+ * catalog): a command whose key cannot do its work is refused before it
+ * counts as the key's use.  check returns STATUS_OK, or the status to
+ * exit with (reported).  cmd_open_need_read is such a check: arg names
+ * the work ("prune") that needs the full key.
+ */
+int cmd_open_checked(const struct global_opts *g, int flags,
+    int (*check)(const void *arg, struct repo *r), const void *arg,
+    struct repo **r, struct catalog **c);
+int cmd_open_need_read(const void *arg, struct repo *r);
 void cmd_close(struct repo *r, struct catalog *c);
 /* 1 when a cmd_open's catalog update left out what it could not read
  * (reported): cmd_run then ends a command that succeeded with

@@ -86,6 +86,8 @@ static const struct command {
 	{ "verify", cmd_verify, cmd_verify_options, NULL,
 	  "check that the repository holds what snapshots need", ENV_OPEN,
 	  1 },
+	{ "verify history", cmd_verify_history, cmd_listing_options, NULL,
+	  "list the verify runs recorded, from every host", ENV_OPEN, 1 },
 	{ "audit", cmd_audit, cmd_audit_options, "DATASET [SNAPSHOT]",
 	  "rehash the live data and compare it with a snapshot", ENV_OPEN,
 	  1 },

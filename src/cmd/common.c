@@ -251,6 +251,20 @@ int
 cmd_open(const struct global_opts *g, int flags, struct repo **rp,
     struct catalog **cp)
 {
+	return (cmd_open_checked(g, flags, NULL, NULL, rp, cp));
+}
+
+int
+cmd_open_need_read(const void *arg, struct repo *r)
+{
+	return (engine_need_read(r, arg) ? STATUS_USAGE : STATUS_OK);
+}
+
+int
+cmd_open_checked(const struct global_opts *g, int flags,
+    int (*check)(const void *arg, struct repo *r), const void *arg,
+    struct repo **rp, struct catalog **cp)
+{
 	struct repo *r;
 	struct catalog *c = NULL;
 	char *pass = NULL, *catpath = NULL, aside[PATH_MAX + 64];
@@ -300,6 +314,9 @@ cmd_open(const struct global_opts *g, int flags, struct repo **rp,
 		}
 		cmd_passphrase_free(pass, passlen);
 		pass = NULL;
+		/* What the key cannot do is refused before it is used. */
+		if (check != NULL && (st = check(arg, r)) != STATUS_OK)
+			goto err;
 	}
 	if (cp) {
 		if ((c = catalog_open_or_reset(catpath, aside,

@@ -47,6 +47,8 @@ policy_minutes(const struct policy *p, char *out, size_t size)
 			mark(m, &p->exports[i].sched[l]);
 	for (i = 0; i < p->ndrills; i++)
 		mark(m, &p->drills[i].sched);
+	for (i = 0; i < p->nverifies; i++)
+		mark(m, &p->verifies[i].sched);
 	mark(m, &p->prune_sched);
 	out[0] = '\0';
 	for (l = 0; l < 60; l++) {

@@ -231,7 +231,10 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 		return (STATUS_USAGE);
 	}
 	signals_install();
-	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK) {
+	/* A key that cannot prune is refused before anything is forgotten. */
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
+	    prune ? cmd_open_need_read : NULL, "prune", &r, &c)) !=
+	    STATUS_OK) {
 		free(tags);
 		return (st);
 	}
@@ -289,7 +292,8 @@ cmd_prune(int argc, char **argv, const struct global_opts *g)
 	if (optind != argc)
 		return (cmd_usage_error("prune"));
 	signals_install();
-	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
+	    cmd_open_need_read, "prune", &r, &c)) != STATUS_OK)
 		return (st);
 	st = run_prune(r, c, pct / 100, dry_run, json);
 	cmd_close(r, c);

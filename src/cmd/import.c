@@ -99,8 +99,8 @@ cmd_import(int argc, char **argv, const struct global_opts *g)
 		o.init_path = g->repo;
 		o.open_new = open_new;
 		o.arg = (void *)(uintptr_t)g;
-	} else if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) !=
-	    STATUS_OK)
+	} else if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
+	    cmd_open_need_read, "import", &r, &c)) != STATUS_OK)
 		return (st);
 	if ((st = cmd_status(engine_import(&r, &c, &o, &res))) == STATUS_OK)
 		print_result(&res, json);

@@ -4,13 +4,19 @@
  *
  * What a policy says is due, decided from the catalog's history and the
  * clock, done in a fixed order (backups, exports, forget and prune,
- * drills) by the engines in this process, under the repository's writer
+ * drills, verifies) by the engines in this process, under the repository's writer
  * lock for the whole run, so that two runs never overlap and the second
  * decides only after the first is done.  What is due: a job's newest
  * slot at or before now is later than the last time it was done
  * (schedule_due): a snapshot's start for a backup, a bundle's creation
  * for an export, the run's clock for forget, prune and drills (the runs
  * table).  A missed slot is therefore done once, at the next run.
+ *
+ * A policy holds any subset of sections: [retention], [drill] and
+ * [verify] act on the datasets of the repository, which a backup host
+ * does not back up itself.  What the unlocked key cannot do is refused
+ * before anything runs, at the line that asks for it: a write-only key
+ * backs up and exports, and nothing else.
  */
 #include <limits.h>
 #include <pwd.h>
@@ -28,15 +34,17 @@
 #include "coffer/hex.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 #include "coffer/policy.h"
+#include "coffer/repo.h"
 #include "coffer/progress.h"
 #include "coffer/prom.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
 
-enum kind { A_BACKUP, A_EXPORT, A_FORGET, A_PRUNE, A_DRILL };
+enum kind { A_BACKUP, A_EXPORT, A_FORGET, A_PRUNE, A_DRILL, A_VERIFY };
 static const char *const kind_names[] = {
-	"backup", "export", "forget", "prune", "drill"
+	"backup", "export", "forget", "prune", "drill", "verify"
 };
 
 struct action {
@@ -44,7 +52,9 @@ struct action {
 	const struct policy_dataset *ds;	/* backup, forget */
 	const struct policy_export *ex;		/* export */
 	const struct policy_drill *dr;		/* drill */
-	const char *dataset;			/* drill, export: one dataset */
+	const struct policy_verify *vf;		/* verify */
+	const char *dataset;			/* drill, export, forget: one
+						 * dataset */
 	int level;				/* backup, export; else -1 */
 	int64_t slot, last;			/* why it is due */
 	char subject[160];
@@ -62,6 +72,9 @@ struct run {
 	int fake_clock;			/* --now */
 	struct action *v;
 	size_t n;
+	char **repo_datasets;		/* with a complete snapshot, sorted */
+	size_t nrepo_datasets;
+	int warned;			/* a name the repository lacks */
 };
 
 const struct cmd_option cmd_run_options[] = {
@@ -149,6 +162,92 @@ count_snapshot(void *arg, const struct catalog_snapshot *s)
 	return (0);
 }
 
+/* The datasets of the repository: those with a complete snapshot. */
+static int
+repo_dataset(void *arg, const struct catalog_snapshot *s)
+{
+	struct run *run = arg;
+	char **v, *d;
+
+	if (s->state != SNAP_COMPLETE || s->dataset == NULL)
+		return (0);
+	if (run->nrepo_datasets > 0 && strcmp(run->repo_datasets[
+	    run->nrepo_datasets - 1], s->dataset) == 0)
+		return (0);
+	if ((d = strdup(s->dataset)) == NULL || (v = reallocarray(
+	    run->repo_datasets, run->nrepo_datasets + 1, sizeof(*v))) ==
+	    NULL) {
+		free(d);
+		log_error("out of memory");
+		return (-1);
+	}
+	v[run->nrepo_datasets++] = d;
+	run->repo_datasets = v;
+	return (0);
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+	return (strcmp(*(char *const *)a, *(char *const *)b));
+}
+
+static int
+load_repo_datasets(struct run *run)
+{
+	size_t i, j;
+
+	if (catalog_snapshot_list(run->c, NULL, repo_dataset, run) < 0)
+		return (-1);
+	if (run->nrepo_datasets > 1)
+		qsort(run->repo_datasets, run->nrepo_datasets,
+		    sizeof(*run->repo_datasets), by_name);
+	for (i = j = 0; i < run->nrepo_datasets; i++) {
+		if (j > 0 && strcmp(run->repo_datasets[j - 1],
+		    run->repo_datasets[i]) == 0) {
+			free(run->repo_datasets[i]);
+			continue;
+		}
+		run->repo_datasets[j++] = run->repo_datasets[i];
+	}
+	run->nrepo_datasets = j;
+	return (0);
+}
+
+static int
+in_repo(const struct run *run, const char *name)
+{
+	return (bsearch(&name, run->repo_datasets, run->nrepo_datasets,
+	    sizeof(*run->repo_datasets), by_name) != NULL);
+}
+
+static const struct policy_dataset *
+own_dataset(const struct policy *p, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->ndatasets; i++)
+		if (strcmp(p->datasets[i].name, name) == 0)
+			return (&p->datasets[i]);
+	return (NULL);
+}
+
+/*
+ * A dataset a section names that is neither the policy's nor the
+ * repository's (yet: another host may not have backed it up): said, and
+ * left out; the run ends with a warning.
+ */
+static int
+known(struct run *run, const char *name, int line, const char *what)
+{
+	if (own_dataset(run->p, name) != NULL || in_repo(run, name))
+		return (1);
+	log_warn("%s:%d: no dataset '%s' in the repository (yet): no %s "
+	    "for it", run->p->file, line, name, what);
+	run->warned = 1;
+	return (0);
+}
+
 /* The jobs of kind k of subject with one schedule: due since slot? */
 static int
 plan_simple(struct run *run, enum kind k, const char *subject,
@@ -178,7 +277,7 @@ plan(struct run *run)
 	const struct policy *p = run->p;
 	struct action *a;
 	int64_t done[3], slot;
-	size_t i, j;
+	size_t i, j, nd;
 	int lvl, nsnaps = 0;
 
 	for (i = 0; i < p->ndatasets; i++) {
@@ -237,8 +336,31 @@ plan(struct run *run)
 			if (plan_simple(run, A_FORGET, d->name,
 			    &p->prune_sched, &a) < 0)
 				return (-1);
-			if (a != NULL)
+			if (a != NULL) {
 				a->ds = d;
+				a->dataset = d->name;
+			}
+		}
+		/*
+		 * [retention]'s rules over the repository's datasets: those
+		 * it names, or, in a policy that backs up nothing, every
+		 * one.  The policy's own were planned above.
+		 */
+		nd = p->nkeep_datasets ? p->nkeep_datasets :
+		    p->ndatasets == 0 && retention_any(&p->keep) ?
+		    run->nrepo_datasets : 0;
+		for (j = 0; j < nd; j++) {
+			const char *ds = p->nkeep_datasets ?
+			    p->keep_datasets[j] : run->repo_datasets[j];
+
+			if (own_dataset(p, ds) != NULL || !known(run, ds,
+			    p->keep_datasets_line, "retention"))
+				continue;
+			if (plan_simple(run, A_FORGET, ds, &p->prune_sched,
+			    &a) < 0)
+				return (-1);
+			if (a != NULL)
+				a->dataset = ds;
 		}
 		if (p->prune && plan_simple(run, A_PRUNE, "", &p->prune_sched,
 		    &a) < 0)
@@ -246,13 +368,20 @@ plan(struct run *run)
 	}
 	for (i = 0; i < p->ndrills; i++) {
 		const struct policy_drill *dr = &p->drills[i];
-		size_t nd = dr->ndatasets ? dr->ndatasets : p->ndatasets;
 		char subject[160];
 
+		/* Those it names, else the policy's, else the
+		 * repository's. */
+		nd = dr->ndatasets ? dr->ndatasets : p->ndatasets ?
+		    p->ndatasets : run->nrepo_datasets;
 		for (j = 0; j < nd; j++) {
 			const char *ds = dr->ndatasets ? dr->datasets[j] :
-			    p->datasets[j].name;
+			    p->ndatasets ? p->datasets[j].name :
+			    run->repo_datasets[j];
 
+			if (dr->ndatasets && !known(run, ds,
+			    dr->datasets_line, "drill"))
+				continue;
 			snprintf(subject, sizeof(subject), "%s/%s", dr->name,
 			    ds);
 			if (plan_simple(run, A_DRILL, subject, &dr->sched,
@@ -263,6 +392,13 @@ plan(struct run *run)
 				a->dataset = ds;
 			}
 		}
+	}
+	for (i = 0; i < p->nverifies; i++) {
+		if (plan_simple(run, A_VERIFY, p->verifies[i].name,
+		    &p->verifies[i].sched, &a) < 0)
+			return (-1);
+		if (a != NULL)
+			a->vf = &p->verifies[i];
 	}
 	return (0);
 }
@@ -432,8 +568,9 @@ do_forget(struct run *run, struct action *a)
 	int st;
 
 	memset(&o, 0, sizeof(o));
-	o.rules = *policy_retention(run->p, a->ds);
-	o.dataset = a->ds->name;
+	o.rules = a->ds != NULL ? *policy_retention(run->p, a->ds) :
+	    run->p->keep;
+	o.dataset = a->dataset;
 	st = cmd_status(engine_forget(run->r, run->c, &o, &res));
 	a->done = st == STATUS_OK;
 	if (a->done)
@@ -526,6 +663,102 @@ do_drill(struct run *run, struct action *a)
 	catalog_snapshot_release(&s);
 	free(source);
 	return (st);
+}
+
+static int
+do_verify(struct run *run, struct action *a)
+{
+	const struct policy_verify *vf = a->vf;
+	struct verify_opts o;
+	struct verify_result res;
+	char sz[32], what[64];
+	int st;
+
+	memset(&o, 0, sizeof(o));
+	o.record = 1;
+	o.max_seconds = vf->max_seconds;
+	o.now_ns = run->fake_clock ? run->now : 0;
+	switch (vf->read) {
+	case POLICY_READ_ALL:
+		o.read = VERIFY_READ_ALL;
+		break;
+	case POLICY_READ_PERCENT:
+		o.read = VERIFY_READ_PERCENT;
+		o.percent = vf->percent;
+		break;
+	case POLICY_READ_SLICE:
+		/* The next of the M slices, from the journaled results of
+		 * every host: M runs read every pack. */
+		o.read = VERIFY_READ_SLICE;
+		o.slice_m = vf->slices;
+		if (catalog_verify_next_slice(run->c, vf->slices,
+		    &o.slice_n)) {
+			snprintf(a->detail, sizeof(a->detail), "no verify");
+			return (STATUS_REPO);
+		}
+		break;
+	default:
+		o.read = VERIFY_STRUCTURE;
+	}
+	st = cmd_status(engine_verify(run->r, run->c, &o, &res));
+	/* A verify that ran is done, whatever it found. */
+	a->done = st == STATUS_OK || st == STATUS_INTEGRITY;
+	if (!a->done) {
+		snprintf(a->detail, sizeof(a->detail), "no verify");
+		engine_verify_result_release(&res);
+		return (st);
+	}
+	fmt_bytes(sz, sizeof(sz), (double)res.bytes_read);
+	snprintf(what, sizeof(what), "%zu problem%s", res.ndamage +
+	    res.nbad_records + res.nbad_packs + res.meta_errors,
+	    res.ndamage + res.nbad_records + res.nbad_packs +
+	    res.meta_errors == 1 ? "" : "s");
+	snprintf(a->detail, sizeof(a->detail), "%s: %lld packs checked, "
+	    "%lld read (%s)%s: %s", res.mode, (long long)res.packs,
+	    (long long)res.packs_read, sz, res.complete ? "" :
+	    ", stopped at its time limit", st == STATUS_OK ? "no errors" :
+	    what);
+	engine_verify_result_release(&res);
+	return (st);
+}
+
+/*
+ * What the key cannot do, refused once it is unlocked and before any
+ * lock, use or action: each section that asks, at its line.
+ */
+struct refusal {
+	const char *file;
+	int n;
+};
+
+static void
+refuse(void *arg, int line, const char *what)
+{
+	struct refusal *rf = arg;
+
+	log_error("%s:%d: %s needs the key that reads (decrypts) the "
+	    "repository; this key is write-only: it can back up and export "
+	    "only (move this to the policy of a host with the full key)",
+	    rf->file, line, what);
+	rf->n++;
+}
+
+static int
+check_key(const void *arg, struct repo *r)
+{
+	const struct policy *p = arg;
+	struct refusal rf;
+
+	if (!ccrypto_keys_write_only(repo_keys(r)))
+		return (STATUS_OK);
+	rf.file = p->file;
+	rf.n = 0;
+	policy_needs_read(p, refuse, &rf);
+	if (rf.n == 0)
+		return (STATUS_OK);
+	log_error("%s: %d section%s this key cannot run; nothing was run",
+	    p->file, rf.n, rf.n == 1 ? "" : "s");
+	return (STATUS_USAGE);
 }
 
 /* The run's host and user, for the runs table. */
@@ -652,10 +885,11 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 	 * first did, or fails at once with --no-wait.  A dry run writes
 	 * nothing and takes no lock.
 	 */
-	if ((st = cmd_open(&pg, dry_run ? OPEN_KEYS : OPEN_KEYS | OPEN_WRITE,
-	    &run.r, &run.c)) != STATUS_OK)
+	if ((st = cmd_open_checked(&pg, dry_run ? OPEN_KEYS :
+	    OPEN_KEYS | OPEN_WRITE, check_key, p, &run.r, &run.c)) !=
+	    STATUS_OK)
 		goto out;
-	if (plan(&run)) {
+	if (load_repo_datasets(&run) || plan(&run)) {
 		st = STATUS_ERROR;
 		goto close;
 	}
@@ -694,6 +928,9 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 		case A_DRILL:
 			a->status = do_drill(&run, a);
 			break;
+		case A_VERIFY:
+			a->status = do_verify(&run, a);
+			break;
 		}
 		a->ran = 1;
 		a->seconds = now_monotonic() - t0;
@@ -702,6 +939,8 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 		if (shown || (!json && a->status != STATUS_OK))
 			print_line(a, 0);
 	}
+	if (run.warned)
+		worst = cmd_run_worst(worst, STATUS_WARN);
 	if (signals_caught())
 		worst = cmd_run_worst(worst, 128 + signals_caught());
 	secs = (double)(now_realtime_ns() - wall) / 1e9;
@@ -719,6 +958,7 @@ close:
 	cmd_close(run.r, run.c);
 out:
 	free(run.v);
+	names_free(run.repo_datasets, run.nrepo_datasets);
 	policy_free(p);
 	return (st);
 }

@@ -276,6 +276,7 @@ cmd_verify(int argc, char **argv, const struct global_opts *g)
 	int ch, st, json = 0;
 
 	memset(&o, 0, sizeof(o));
+	o.record = 1;
 	while ((ch = cmd_getopt(argc, argv, cmd_verify_options)) != -1) {
 		switch (ch) {
 		case 'R':
@@ -312,4 +313,65 @@ cmd_verify(int argc, char **argv, const struct global_opts *g)
 	engine_verify_result_release(&res);
 	cmd_close(r, c);
 	return (st);
+}
+
+static int
+print_history(void *arg, const struct catalog_verify_run *v)
+{
+	struct cmd_listing *h = arg;
+	char when[32], sz[32], t[32];
+
+	fmt_time(when, sizeof(when), v->time_ns);
+	if (h->json) {
+		jw_begin_object(&h->j);
+		jw_str(jw_key(&h->j, "time"), when);
+		jw_str(jw_key(&h->j, "host"), v->host);
+		jw_str(jw_key(&h->j, "mode"), v->mode);
+		if (v->slice_m > 0) {
+			jw_int(jw_key(&h->j, "slice"), v->slice_n);
+			jw_int(jw_key(&h->j, "slices"), v->slice_m);
+		} else {
+			jw_null(jw_key(&h->j, "slice"));
+			jw_null(jw_key(&h->j, "slices"));
+		}
+		jw_bool(jw_key(&h->j, "complete"), v->complete);
+		jw_int(jw_key(&h->j, "packs"), v->packs);
+		jw_int(jw_key(&h->j, "packs_read"), v->packs_read);
+		jw_int(jw_key(&h->j, "bytes_read"), v->bytes_read);
+		jw_int(jw_key(&h->j, "errors"), v->damage);
+		jw_double(jw_key(&h->j, "seconds"), v->seconds, 3);
+		jw_str(jw_key(&h->j, "verdict"), v->verdict);
+		jw_end_object(&h->j);
+	} else {
+		if (h->n == 0)
+			printf("%-20s  %-20s  %-8s  %6s  %6s  %10s  %6s  %9s  "
+			    "%s\n", "TIME", "MODE", "VERDICT", "PACKS", "READ",
+			    "BYTES", "ERRORS", "DURATION", "HOST");
+		fmt_bytes(sz, sizeof(sz), (double)v->bytes_read);
+		cmd_fmt_seconds(t, sizeof(t), v->seconds);
+		printf("%-20s  %-20s  %-8s  %6lld  %6lld  %10s  %6lld  %9s  "
+		    "%s%s\n", when, fmt_text(v->mode), fmt_text(v->verdict),
+		    (long long)v->packs, (long long)v->packs_read, sz,
+		    (long long)v->damage, t, v->host ? fmt_text(v->host) : "-",
+		    v->complete ? "" : " (stopped; resumed next)");
+	}
+	h->n++;
+	return (0);
+}
+
+static int
+list_verifies(struct catalog *c, const char *dataset, struct cmd_listing *ls)
+{
+	/* A verify is of the whole repository. */
+	if (dataset != NULL) {
+		log_error("verify history takes no dataset");
+		return (-1);
+	}
+	return (catalog_verify_run_list(c, print_history, ls));
+}
+
+int
+cmd_verify_history(int argc, char **argv, const struct global_opts *g)
+{
+	return (cmd_listing(argc, argv, g, "verify history", list_verifies));
 }

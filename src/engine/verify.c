@@ -44,6 +44,7 @@ struct verify {
 	struct compressor *z;
 	struct buf data, scratch;
 	struct hmap index;		/* chunk id -> position in the index */
+	int64_t started_ns;		/* this run's start (realtime) */
 	int journals_bad;		/* damaged journal records met */
 	struct rec_at *journals;	/* the journal records that read */
 	size_t njournals, capjournals;
@@ -839,6 +840,21 @@ cmp_u64(const void *a, const void *b)
 	return (x < y ? -1 : x > y);
 }
 
+/* A pack's name (hex, random) as a number: its first 48 bits. */
+static uint64_t
+name_number(const char *name)
+{
+	uint64_t v = 0;
+	int i, d;
+
+	for (i = 0; i < 12 && name[i] != '\0'; i++) {
+		d = name[i] >= '0' && name[i] <= '9' ? name[i] - '0' :
+		    name[i] >= 'a' && name[i] <= 'f' ? name[i] - 'a' + 10 : 0;
+		v = v << 4 | (uint64_t)d;
+	}
+	return (v);
+}
+
 /* Which packs get their data read: sel[i] for the i-th pack by name. */
 static int
 select_packs(const struct verify_opts *o, uint64_t seed,
@@ -854,7 +870,14 @@ select_packs(const struct verify_opts *o, uint64_t seed,
 			sel[i] = 0;
 			break;
 		case VERIFY_READ_SLICE:
-			sel[i] = i % o->slice_m == o->slice_n - 1;
+			/*
+			 * By name, not by place in the list: the packs
+			 * written between the runs of a rotation (their
+			 * journal records among them) move no other pack
+			 * to another slice, so M runs read every pack.
+			 */
+			sel[i] = name_number(packs[i].name) % o->slice_m ==
+			    o->slice_n - 1;
 			break;
 		default:
 			sel[i] = 1;
@@ -967,6 +990,55 @@ check_unrecorded(struct verify *v)
 	return (0);
 }
 
+/*
+ * The run's result into the catalog's verify table, then the repository
+ * (a journal record, now if no writer holds it).  The row is this run's,
+ * also when it resumed a pass.
+ */
+static int
+record_run(struct verify *v, enum engine_result status, double t0)
+{
+	const struct verify_result *res = v->res;
+	struct catalog_verify_run row;
+	char *host;
+	int rc;
+
+	if ((host = engine_host_name()) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	memset(&row, 0, sizeof(row));
+	row.time_ns = v->started_ns;
+	row.host = host;
+	row.mode = res->mode;
+	if (v->o->read == VERIFY_READ_SLICE) {
+		row.slice_n = v->o->slice_n;
+		row.slice_m = v->o->slice_m;
+	}
+	row.complete = res->complete;
+	row.packs = res->packs;
+	row.packs_read = res->packs_read;
+	row.bytes_read = res->bytes_read;
+	row.damage = (int64_t)(res->ndamage + res->nbad_records +
+	    res->nbad_packs + res->meta_errors);
+	row.seconds = now_monotonic() - t0;
+	row.verdict = status == ENGINE_OK ? "pass" : "fail";
+	rc = catalog_verify_run_add(v->cat, &row);
+	free(host);
+	if (rc)
+		return (-1);
+	/*
+	 * Evidence, as a drill's: into the repository too, once the pass is
+	 * complete.  The row of a pass stopped at its time limit waits for
+	 * the run that completes it (or the next writer): a pack written now
+	 * would be one more for the pass it stopped to meet when it resumes.
+	 */
+	if (res->complete && engine_journal_flush_try(v->repo, v->cat))
+		log_warn("the verify result could not be written to the "
+		    "repository; the next writer tries again");
+	return (0);
+}
+
 enum engine_result
 engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
     struct verify_result *res)
@@ -991,6 +1063,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	v.cat = c;
 	v.o = o;
 	v.res = res;
+	v.started_ns = o->now_ns ? o->now_ns : now_realtime_ns();
 	buf_init(&v.data);
 	buf_init(&v.scratch);
 	record_reader_init(&v.parts, r);
@@ -1121,6 +1194,8 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 		goto out;
 	status = res->ndamage || res->nbad_records || res->nbad_packs ||
 	    res->meta_errors ? ENGINE_DAMAGED : ENGINE_OK;
+	if (o->record && record_run(&v, status, t0))
+		status = ENGINE_ERROR;
 	if (!res->complete && signals_caught()) {
 		log_error("verify interrupted by %s after pack %.12s: the next "
 		    "run resumes there", signals_name(signals_caught()),

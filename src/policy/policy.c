@@ -39,7 +39,8 @@ enum section {
 	SEC_MONITORING,
 	SEC_DATASET,
 	SEC_EXPORT,
-	SEC_DRILL
+	SEC_DRILL,
+	SEC_VERIFY
 };
 
 static const struct {
@@ -53,6 +54,7 @@ static const struct {
 	{ "dataset", SEC_DATASET, 1 },
 	{ "export", SEC_EXPORT, 1 },
 	{ "drill", SEC_DRILL, 1 },
+	{ "verify", SEC_VERIFY, 1 },
 };
 #define NSECTIONS (sizeof(sections) / sizeof(sections[0]))
 
@@ -67,6 +69,7 @@ enum key {
 	K_SETTLE, K_REQUIRE, K_CHECKPOINTS,
 	K_TO, K_DATASETS,
 	K_SAMPLE, K_RTO, K_RPO, K_NO_WRITE, K_FROM,
+	K_READ_DATA, K_MAX_DURATION,
 	K__COUNT
 };
 
@@ -91,7 +94,8 @@ static const struct {
 	[K_KEEP_MONTHLY] = { "keep-monthly", KEEP_SECS, 0 },
 	[K_KEEP_YEARLY] = { "keep-yearly", KEEP_SECS, 0 },
 	[K_KEEP_WITHIN] = { "keep-within", KEEP_SECS, 0 },
-	[K_SCHEDULE] = { "schedule", IN(SEC_RETENTION) | IN(SEC_DRILL), 0 },
+	[K_SCHEDULE] = { "schedule", IN(SEC_RETENTION) | IN(SEC_DRILL) |
+	    IN(SEC_VERIFY), 0 },
 	[K_PRUNE] = { "prune", IN(SEC_RETENTION), 0 },
 	[K_MAX_UNUSED] = { "max-unused", IN(SEC_RETENTION), 0 },
 	[K_EXCLUDE] = { "exclude", IN(SEC_DATASET), 1 },
@@ -103,12 +107,15 @@ static const struct {
 	[K_REQUIRE] = { "require", IN(SEC_DATASET), 0 },
 	[K_CHECKPOINTS] = { "checkpoints", IN(SEC_DATASET), 1 },
 	[K_TO] = { "to", IN(SEC_EXPORT), 0 },
-	[K_DATASETS] = { "datasets", IN(SEC_EXPORT) | IN(SEC_DRILL), 1 },
+	[K_DATASETS] = { "datasets", IN(SEC_RETENTION) | IN(SEC_EXPORT) |
+	    IN(SEC_DRILL), 1 },
 	[K_SAMPLE] = { "sample", IN(SEC_DRILL), 0 },
 	[K_RTO] = { "rto", IN(SEC_DRILL), 0 },
 	[K_RPO] = { "rpo", IN(SEC_DRILL), 0 },
 	[K_NO_WRITE] = { "no-write", IN(SEC_DRILL), 0 },
 	[K_FROM] = { "from", IN(SEC_DRILL), 0 },
+	[K_READ_DATA] = { "read-data", IN(SEC_VERIFY), 0 },
+	[K_MAX_DURATION] = { "max-duration", IN(SEC_VERIFY), 0 },
 };
 
 /* Where a name list was given, to report names it does not define. */
@@ -274,7 +281,7 @@ begin_section(struct loader *l, char *text)
 	if (i == NSECTIONS) {
 		error_at(l, l->line, "unknown section '[%s%s%s]' (repository, "
 		    "retention, monitoring, dataset NAME, export TARGET, "
-		    "drill NAME)", kind, *name ? " " : "", name);
+		    "drill NAME, verify NAME)", kind, *name ? " " : "", name);
 		return;
 	}
 	if (sections[i].named && *name == '\0') {
@@ -305,6 +312,8 @@ begin_section(struct loader *l, char *text)
 			return;
 		}
 		*seen = l->line;
+		if (sections[i].sec == SEC_RETENTION)
+			l->p->retention_line = l->line;
 		break;
 	}
 	case SEC_DATASET:
@@ -363,6 +372,25 @@ begin_section(struct loader *l, char *text)
 			return;
 		l->p->drills[l->p->ndrills].line = l->line;
 		l->p->ndrills++;
+		break;
+	case SEC_VERIFY:
+		for (n = 0; n < l->p->nverifies; n++)
+			if (strcmp(l->p->verifies[n].name, name) == 0) {
+				error_at(l, l->line, "verify '%s' defined twice "
+				    "(first at line %d)", name,
+				    l->p->verifies[n].line);
+				return;
+			}
+		v = grow(l, l->p->verifies, l->p->nverifies,
+		    sizeof(*l->p->verifies));
+		if (v == NULL)
+			return;
+		l->p->verifies = v;
+		if ((l->p->verifies[l->p->nverifies].name = dup_str(l,
+		    name)) == NULL)
+			return;
+		l->p->verifies[l->p->nverifies].line = l->line;
+		l->p->nverifies++;
 		break;
 	default:
 		break;
@@ -560,6 +588,9 @@ set_keep(struct loader *l, struct retention *r, enum key k, const char *v)
 	}
 	if (l->keep_line == 0)
 		l->keep_line = l->line;
+	if (l->sec == SEC_DATASET &&
+	    l->p->datasets[l->p->ndatasets - 1].keep_line == 0)
+		l->p->datasets[l->p->ndatasets - 1].keep_line = l->line;
 	if (count != NULL) {
 		if (parse_count(v, count))
 			error_at(l, l->line, "%s needs a count from 1 to "
@@ -613,6 +644,45 @@ set_dataset_path(struct loader *l, struct policy_dataset *d, const char *v)
 	d->path = dup_str(l, v);
 }
 
+/*
+ * [verify]'s read-data: no (indexes and records only), all, P% (a random
+ * share), or 1/M: a different M-th of the packs each run, in turn, so
+ * that M runs read them all.
+ */
+static void
+set_read_data(struct loader *l, struct policy_verify *vf, const char *v)
+{
+	char *end;
+	long m;
+	int b;
+
+	if (parse_bool(v, &b) == 0 && b == 0) {
+		vf->read = POLICY_READ_NONE;
+		return;
+	}
+	if (strcasecmp(v, "all") == 0 || (parse_bool(v, &b) == 0 && b)) {
+		vf->read = POLICY_READ_ALL;
+		return;
+	}
+	if (strncmp(v, "1/", 2) == 0) {
+		errno = 0;
+		m = strtol(v + 2, &end, 10);
+		if (errno == 0 && end != v + 2 && *end == '\0' && m >= 1 &&
+		    m <= 1000000 && v[2] >= '0' && v[2] <= '9') {
+			vf->read = POLICY_READ_SLICE;
+			vf->slices = (unsigned)m;
+			return;
+		}
+	} else if (strchr(v, '%') != NULL &&
+	    parse_percent(v, 0, &vf->percent) == 0) {
+		vf->read = vf->percent >= 100 ? POLICY_READ_ALL :
+		    POLICY_READ_PERCENT;
+		return;
+	}
+	error_at(l, l->line, "read-data is no, all, P%% or 1/M (a different "
+	    "M-th of the packs each run, in turn), not '%s'", v);
+}
+
 /* libinih's handler: one key = value of the current section. */
 static int
 handle(void *user, const char *section, const char *name, const char *v)
@@ -622,6 +692,7 @@ handle(void *user, const char *section, const char *name, const char *v)
 	struct policy_dataset *d = NULL;
 	struct policy_export *e = NULL;
 	struct policy_drill *dr = NULL;
+	struct policy_verify *vf = NULL;
 	size_t k;
 	int b;
 
@@ -654,6 +725,8 @@ handle(void *user, const char *section, const char *name, const char *v)
 		e = &p->exports[p->nexports - 1];
 	else if (l->sec == SEC_DRILL)
 		dr = &p->drills[p->ndrills - 1];
+	else if (l->sec == SEC_VERIFY)
+		vf = &p->verifies[p->nverifies - 1];
 
 	switch ((enum key)k) {
 	case K_PATH:
@@ -680,8 +753,8 @@ handle(void *user, const char *section, const char *name, const char *v)
 		set_keep(l, d != NULL ? &d->keep : &p->keep, (enum key)k, v);
 		break;
 	case K_SCHEDULE:
-		set_schedule(l, dr != NULL ? &dr->sched : &p->prune_sched,
-		    name, v);
+		set_schedule(l, dr != NULL ? &dr->sched : vf != NULL ?
+		    &vf->sched : &p->prune_sched, name, v);
 		break;
 	case K_PRUNE:
 		if (parse_bool(v, &p->prune))
@@ -735,6 +808,10 @@ handle(void *user, const char *section, const char *name, const char *v)
 			e->datasets_line = l->line;
 			push_names(l, "dataset", &e->datasets, &e->ndatasets,
 			    v);
+		} else if (dr == NULL) {
+			p->keep_datasets_line = l->line;
+			push_names(l, "dataset", &p->keep_datasets,
+			    &p->nkeep_datasets, v);
 		} else {
 			dr->datasets_line = l->line;
 			push_names(l, "dataset", &dr->datasets,
@@ -763,6 +840,12 @@ handle(void *user, const char *section, const char *name, const char *v)
 		dr->from_line = l->line;
 		if (strcmp(v, "repository") != 0)
 			dr->from = dup_str(l, v);
+		break;
+	case K_READ_DATA:
+		set_read_data(l, vf, v);
+		break;
+	case K_MAX_DURATION:
+		set_duration(l, &vf->max_seconds, name, v);
 		break;
 	case K__COUNT:
 		break;
@@ -806,9 +889,14 @@ check_policy(struct loader *l)
 	int rules = retention_any(&p->keep);
 	size_t i;
 
-	if (p->ndatasets == 0)
-		error_at(l, 0, "no dataset: add a [dataset NAME] section with "
-		    "a path and a schedule");
+	/* Any subset of sections: a backup host's policy may back up
+	 * nothing and keep, drill and verify what others back up. */
+	if (p->ndatasets == 0 && p->nexports == 0 && p->ndrills == 0 &&
+	    p->nverifies == 0 && p->prune_sched.kind == SCHED_NONE &&
+	    !retention_any(&p->keep))
+		error_at(l, 0, "nothing to do: add a [dataset NAME], "
+		    "[retention], [export TARGET], [drill NAME] or "
+		    "[verify NAME] section");
 	for (i = 0; i < p->ndatasets; i++) {
 		const struct policy_dataset *d = &p->datasets[i];
 
@@ -842,7 +930,7 @@ check_policy(struct loader *l)
 		if (d->sched.kind == SCHED_NONE)
 			error_at(l, d->line, "drill '%s' has no schedule",
 			    d->name);
-		check_names(l, d->datasets, d->ndatasets, d->datasets_line);
+		/* Its datasets are the repository's: known at run time. */
 		if (d->from != NULL && policy_export_find(p, d->from) == NULL)
 			error_at(l, d->from_line, "from: no export target "
 			    "'%s' in this policy (or 'repository')", d->from);
@@ -850,9 +938,16 @@ check_policy(struct loader *l)
 			error_at(l, d->line, "drill '%s': no-write drills the "
 			    "repository only, not bundles", d->name);
 	}
+	for (i = 0; i < p->nverifies; i++)
+		if (p->verifies[i].sched.kind == SCHED_NONE)
+			error_at(l, p->verifies[i].line, "verify '%s' has no "
+			    "schedule", p->verifies[i].name);
 	if (rules && p->prune_sched.kind == SCHED_NONE)
 		error_at(l, l->keep_line, "retention rules need a schedule: "
 		    "add 'schedule = ...' to [retention]");
+	if (p->nkeep_datasets > 0 && !retention_any(&p->keep))
+		error_at(l, p->keep_datasets_line, "datasets: [retention] "
+		    "has no keep- rule for them");
 }
 
 /*
@@ -987,9 +1082,13 @@ policy_free(struct policy *p)
 		free(p->drills[i].from);
 		names_free(p->drills[i].datasets, p->drills[i].ndatasets);
 	}
+	for (i = 0; i < p->nverifies; i++)
+		free(p->verifies[i].name);
+	names_free(p->keep_datasets, p->nkeep_datasets);
 	free(p->datasets);
 	free(p->exports);
 	free(p->drills);
+	free(p->verifies);
 	free(p->file);
 	free(p->repo);
 	free(p->key_file);
@@ -1014,4 +1113,36 @@ policy_export_find(const struct policy *p, const char *target)
 		if (strcmp(p->exports[i].target, target) == 0)
 			return (&p->exports[i]);
 	return (NULL);
+}
+
+void
+policy_needs_read(const struct policy *p,
+    void (*fn)(void *arg, int line, const char *what), void *arg)
+{
+	char what[160];
+	size_t i;
+
+	if (p->prune_sched.kind != SCHED_NONE && (retention_any(&p->keep) ||
+	    p->prune))
+		fn(arg, p->retention_line, "[retention] (forget and prune)");
+	for (i = 0; i < p->ndatasets; i++) {
+		const struct policy_dataset *d = &p->datasets[i];
+
+		/* Its rules run on [retention]'s schedule, reported above
+		 * when there is one; else the file was refused already. */
+		if (d->keep_line > 0 && p->prune_sched.kind != SCHED_NONE) {
+			snprintf(what, sizeof(what), "dataset '%s': its keep- "
+			    "rules (forget)", d->name);
+			fn(arg, d->keep_line, what);
+		}
+	}
+	for (i = 0; i < p->ndrills; i++) {
+		snprintf(what, sizeof(what), "[drill %s]", p->drills[i].name);
+		fn(arg, p->drills[i].line, what);
+	}
+	for (i = 0; i < p->nverifies; i++) {
+		snprintf(what, sizeof(what), "[verify %s]",
+		    p->verifies[i].name);
+		fn(arg, p->verifies[i].line, what);
+	}
 }

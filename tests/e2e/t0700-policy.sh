@@ -75,12 +75,12 @@ test_expect_success 'errors come in line order, each once' '
 	sort -n order >sorted && test_cmp sorted order
 '
 
-test_expect_success 'a missing policy, an empty one, a policy without datasets' '
+test_expect_success 'a missing policy, an empty one (nothing to do), no policy' '
 	test_expect_code 2 coffer -r repo run --policy nosuch.policy 2>err &&
 	grep "cannot open policy .nosuch.policy." err &&
 	: >empty.policy &&
 	test_expect_code 2 coffer -r repo run --policy empty.policy 2>err &&
-	grep "empty.policy: no dataset" err &&
+	grep "empty.policy: nothing to do" err &&
 	test_expect_code 2 coffer -r repo run 2>err &&
 	grep "usage: coffer run" err
 '

@@ -57,12 +57,18 @@ test_expect_success 'a drill writes its result to the repository: its key is use
 test_expect_success 'a run that only reads records no use and writes nothing' '
 	A=$(cat A) && repo_fingerprint repo >before &&
 	coffer -r repo --passphrase-file p1 restore ds@latest out &&
-	coffer -r repo --passphrase-file p1 verify &&
 	coffer -r repo --passphrase-file p1 snapshots >/dev/null &&
 	repo_fingerprint repo | grep -v " ./locks/writer$" >after &&
 	grep -v " ./locks/writer$" before >before.nolock &&
 	test_cmp before.nolock after &&
 	used $A >a && test_cmp a1 a
+'
+
+test_expect_success 'a verify writes its result to the repository, as a drill: its key is used then' '
+	A=$(cat A) && sleep 1 && t3=$(now) &&
+	coffer -r repo --passphrase-file p1 verify &&
+	used $A >a && ! test "$(cat a)" \< "$t3" &&
+	cat a >a1
 '
 
 test_expect_success 'a lost catalog: rebuilt from the repository, the same last uses' '
@@ -114,6 +120,19 @@ test_expect_success 'another use within a day adds no journal pack of its own; a
 	rm -rf "$XDG_STATE_HOME/coffer" &&
 	coffer -r repo --passphrase-file p1 catalog rebuild &&
 	used $B >b && test_cmp b4 b
+'
+
+test_expect_success 'a refused command is no use: prune and forget --prune with the write-only key, refused, leave its last use and the repository as they were' '
+	used write-only >w0 && test "$(cat w0)" != null && sleep 1 &&
+	repo_fingerprint repo | grep -v " ./locks/writer$" >before &&
+	test_expect_code 2 coffer -r repo --key-file wo.key prune 2>err &&
+	grep "write-only" err &&
+	test_expect_code 2 coffer -r repo --key-file wo.key forget \
+		--keep-last 1 --prune 2>err &&
+	grep "write-only" err &&
+	used write-only >w && test_cmp w0 w &&
+	repo_fingerprint repo | grep -v " ./locks/writer$" >after &&
+	test_cmp before after
 '
 
 test_done

@@ -63,6 +63,11 @@ image(int fmt, const char *sql, struct buf *out)
 	if (sqlite3_exec(db, v4, NULL, NULL, NULL) != SQLITE_OK ||
 	    (fmt >= 5 && sqlite3_exec(db, "CREATE TABLE key_use (key TEXT,"
 	    " time_ns INTEGER, host TEXT)", NULL, NULL, NULL) != SQLITE_OK) ||
+	    (fmt >= 6 && sqlite3_exec(db, "CREATE TABLE verify (time_ns"
+	    " INTEGER, host TEXT, mode TEXT, slice_n INTEGER, slice_m INTEGER,"
+	    " complete INTEGER, packs INTEGER, packs_read INTEGER,"
+	    " bytes_read INTEGER, damage INTEGER, seconds REAL,"
+	    " verdict TEXT)", NULL, NULL, NULL) != SQLITE_OK) ||
 	    sqlite3_exec(db, meta, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto out;
@@ -121,9 +126,29 @@ test_import(struct catalog *c)
 	    strcmp(l.key, "aaaabbbbccccdddd") == 0 && l.ns == 1000,
 	    "key list sees it");
 
-	ok(image(6, "SELECT 1", &img) == 0 &&
+	ok(image(6, "INSERT INTO verify VALUES (2000, 'h', 'read-data=2/3',"
+	    " 2, 3, 1, 7, 3, 4096, 0, 1.5, 'pass');"
+	    " INSERT INTO verify VALUES (2001, 'h', 'structure', 0, 0, 1, 7,"
+	    " 0, 0, 0, 0.5, 'maybe');"
+	    " INSERT INTO verify VALUES (2002, 'h', 'read-data=4/3', 4, 3, 1,"
+	    " 7, 3, 0, 0, 0.5, 'pass')", &img) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    added == 1, "format 6: a verify run imports, bad rows are left "
+	    "out");
+	ok(catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    added == 0, "the same verify run twice is one");
+	{
+		unsigned n = 0;
+
+		ok(catalog_verify_next_slice(c, 3, &n) == 0 && n == 3,
+		    "after slice 2 of 3, a rotating verify reads slice 3");
+		ok(catalog_verify_next_slice(c, 5, &n) == 0 && n == 1,
+		    "of 5 slices, never read: slice 1");
+	}
+
+	ok(image(7, "SELECT 1", &img) == 0 &&
 	    catalog_journal_import(c, img.data, img.len, PACK, &added) == -1,
-	    "a format 6 record is refused, not misread");
+	    "a format 7 record is refused, not misread");
 	buf_release(&img);
 }
 
