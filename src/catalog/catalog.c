@@ -362,6 +362,17 @@ static const char schema_v10[] =
 	") WITHOUT ROWID;\n";
 
 /*
+ * Schema version 11: rebased snapshots.  snapshot.revision is how many
+ * times forget rewrote the snapshot's rows so that it stands on a link
+ * that stays (0 as backed up): a record of the same snapshot with a
+ * higher revision, signed by the authority, replaces the rows in place
+ * (the row id, and so every child's parent_id, stays).
+ */
+static const char schema_v11[] =
+	"ALTER TABLE snapshot ADD COLUMN revision INTEGER NOT NULL DEFAULT 0\n"
+	"	CHECK (revision >= 0);\n";
+
+/*
  * Migration steps, applied in order in one transaction: step i takes the
  * schema from version migrations[i].to - 1 to migrations[i].to.  A new
  * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
@@ -380,6 +391,7 @@ static const struct migration {
 	{ 8, schema_v8 },
 	{ 9, schema_v9 },
 	{ 10, schema_v10 },
+	{ 11, schema_v11 },
 };
 
 #define ENTRY_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"

@@ -38,6 +38,7 @@ struct rec_ref {
 	char pack[PACK_NAME_LEN + 1];
 	struct pack_entry ent;
 	int last;		/* the last snapshot record of its pack */
+	char sid[SNAPSHOT_ID_HEX + 1];	/* waiting for its parent */
 };
 
 struct sync {
@@ -77,10 +78,11 @@ diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
 	*n_only_a = k;
 }
 
-/* Read, authenticate and verify the signature of a snapshot record. */
+/* Read, authenticate and verify the signature of a snapshot record;
+ * *authority: it also carries the authority's (a rebase). */
 static int
 read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
-    const uint8_t **img, size_t *len)
+    const uint8_t **img, size_t *len, int *authority)
 {
 	const char *why;
 	int rc;
@@ -88,8 +90,8 @@ read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
 	if (pack_reader_get(pr, &rf->ent, s->z, &s->data))
 		return (-1);
 	s->res->bytes_read += rf->ent.stored_len;
-	rc = snapshot_record_open(s->repo, s->data.data, s->data.len,
-	    img, len, &why);
+	rc = snapshot_record_open_auth(s->repo, s->data.data, s->data.len,
+	    img, len, authority, &why);
 	if (rc == 0)
 		log_error("pack '%s': a snapshot record %s: left out", rf->pack,
 		    why);
@@ -189,7 +191,8 @@ heads_first(const void *a, const void *b)
  * imports nothing have lost their parent.
  */
 static int
-import_records(struct sync *s, const struct rec_ref *all, size_t nall)
+import_records(struct sync *s, const struct rec_ref *all, size_t nall,
+    struct rec_ref **waiting, size_t *nwaiting)
 {
 	struct catalog_record_meta m;
 	struct pack_reader *pr = NULL;
@@ -197,10 +200,12 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 	const uint8_t *img;
 	size_t i, k, n = 0, len, progress;
 	uint64_t read0;
-	int rc;
+	int rc, authority;
 
 	/* The snapshot records, in a list of their own that shrinks as
-	 * they are imported. */
+	 * they are imported; those left waiting go to *waiting. */
+	*waiting = NULL;
+	*nwaiting = 0;
 	if (nall == 0)
 		return (0);
 	if ((recs = calloc(nall, sizeof(*recs))) == NULL) {
@@ -228,13 +233,15 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 					continue;
 				}
 			}
-			if (read_record(s, pr, &recs[i], &img, &len) != 0) {
+			if (read_record(s, pr, &recs[i], &img, &len,
+			    &authority) != 0) {
 				s->res->records_bad++;
 				continue;
 			}
 			rc = catalog_record_import(s->cat, img, len,
-			    recs[i].pack, fetch_part, s, &m);
+			    recs[i].pack, authority, fetch_part, s, &m);
 			if (rc == 2) {
+				memcpy(recs[i].sid, m.sid, sizeof(m.sid));
 				recs[k++] = recs[i];	/* next pass */
 				continue;
 			}
@@ -252,13 +259,29 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 		n = k;
 	} while (n > 0 && progress > 0);
 	pack_reader_close(pr);
+	*waiting = recs;
+	*nwaiting = n;
+	return (0);
+}
+
+/*
+ * Records still waiting for their parent once the journal is in: those
+ * of forgotten snapshots are nothing (their parent was forgotten and
+ * pruned, the record left in a pack kept for its data); the others lost
+ * their parent.
+ */
+static void
+report_waiting(struct sync *s, const struct rec_ref *recs, size_t n)
+{
+	size_t i;
+
 	for (i = 0; i < n; i++) {
+		if (catalog_forgotten_has(s->cat, recs[i].sid) == 1)
+			continue;
 		log_error("pack '%s': a snapshot record builds on a snapshot "
 		    "that is not in the repository: left out", recs[i].pack);
 		s->res->records_bad++;
 	}
-	free(recs);
-	return (0);
 }
 
 /* The data chunks of an index, as catalog locations. */
@@ -398,11 +421,11 @@ int
 engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 {
 	struct sync s;
-	struct rec_ref *recs = NULL;
+	struct rec_ref *recs = NULL, *waiting = NULL;
 	char **in_repo = NULL, **in_cat = NULL, **fresh = NULL, *ok = NULL;
 	char **gone = NULL;
 	size_t nrepo = 0, ncat = 0, nfresh = 0, nrecs = 0, cap = 0, i;
-	size_t ngone = 0, dropped;
+	size_t ngone = 0, dropped, nwaiting = 0;
 	uint64_t read0;
 	double t0 = now_monotonic();
 	int rc = -1, st;
@@ -468,9 +491,10 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	progress_done(&s.progress);
 	progress_init(&s.progress, "catalog: importing", 0);
 	s.progress.unit = "snapshots";
-	if (import_records(&s, recs, nrecs))
+	if (import_records(&s, recs, nrecs, &waiting, &nwaiting))
 		goto out;
 	import_journals(&s, recs, nrecs);
+	report_waiting(&s, waiting, nwaiting);
 	/* A record imported again after its snapshot was forgotten (a
 	 * pack read anew, another host's forget) goes again. */
 	if (catalog_forget_apply(c, &dropped))
@@ -487,6 +511,7 @@ out:
 	buf_release(&s.data);
 	buf_release(&s.scratch);
 	free(recs);
+	free(waiting);
 	free(ok);
 	free(fresh);
 	free(gone);
