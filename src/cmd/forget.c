@@ -56,6 +56,8 @@ print_plan(const struct forget_result *res, int json, int dry_run)
 			jw_str(jw_key(&j, "dataset"), it->dataset);
 			jw_str(jw_key(&j, "level"),
 			    catalog_level_name(it->level));
+			jw_str(jw_key(&j, "parent"),
+			    it->parent_sid[0] ? it->parent_sid : NULL);
 			jw_str(jw_key(&j, "time"), when);
 			jw_bool(jw_key(&j, "keep"), it->keep);
 			jw_str(jw_key(&j, "reasons"), why);
