@@ -90,7 +90,11 @@ find(struct forget_item *v, size_t n, const char *sid)
 /*
  * Each kept snapshot whose parent goes is rebased onto its nearest kept
  * ancestor, or made a full when none is kept.  An ancestor not judged
- * (not in v) stays, so it is the one.
+ * (not in v) stays, so it is the one.  Oldest first (v is newest first
+ * within a dataset), as they are rebased, so that an ancestor's own
+ * rebase is known: on one made a full, a differential.  Every catalog
+ * that rebases for itself (catalog_forget_apply) goes oldest first too,
+ * and so comes to the same levels.
  */
 static int
 plan_rebases(struct catalog *c, struct forget_item *v, size_t n,
@@ -103,7 +107,7 @@ plan_rebases(struct catalog *c, struct forget_item *v, size_t n,
 	int level, rc;
 
 	*nrebase = 0;
-	for (i = 0; i < n; i++) {
+	for (i = n; i-- > 0; ) {
 		if (!v[i].keep || v[i].parent_sid[0] == '\0')
 			continue;
 		if ((p = find(v, n, v[i].parent_sid)) == NULL || p->keep)
@@ -118,7 +122,7 @@ plan_rebases(struct catalog *c, struct forget_item *v, size_t n,
 		level = LEVEL_FULL;
 		if (a != NULL && a->keep) {
 			onto = a->sid;
-			level = a->level;
+			level = a->rebase ? a->rebase_level : a->level;
 		} else if (a != NULL && a->parent_sid[0] != '\0') {
 			memset(&s, 0, sizeof(s));
 			if ((rc = catalog_snapshot_find_sid(c, a->parent_sid,
@@ -202,7 +206,7 @@ rebase_kept(struct repo *r, struct catalog *c, struct forget_result *res)
 	if (catalog_begin(c))
 		goto out;
 	in_txn = 1;
-	for (i = 0; i < res->n; i++) {
+	for (i = res->n; i-- > 0; ) {
 		if (!res->items[i].rebase)
 			continue;
 		if (rebase_one(c, &p, &res->items[i]))
