@@ -83,7 +83,7 @@ test_expect_success FORGE 'the plan names each rebase and what it is onto' '
 		\$r->{keep} && \$r->{rebase} eq q(full) && !defined \$r->{onto}" &&
 	coffer -r repo forget --keep-last 3 --keep-daily 2 --dry-run >plan.txt &&
 	cat plan.txt &&
-	grep -E "^keep .* rebase incremental on [0-9a-f]{12}$" plan.txt &&
+	grep -E "^keep .* rebase (incremental|differential) on [0-9a-f]{12}$" plan.txt &&
 	grep -E "^would rebase [0-9]+ snapshots? onto the links that stay$" plan.txt &&
 	! grep -F "(for " plan.txt
 '
