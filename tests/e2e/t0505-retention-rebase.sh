@@ -99,15 +99,18 @@ test_expect_success FORGE 'every kept snapshot restores identical to what it cap
 # A host that did not run the forgets, whose catalog is made from the
 # repository without the rebased records (as a host that cannot read
 # them): it learns the forgets from the journal and rebases the
-# snapshots that stay itself (catalog_forget_apply).
+# snapshots that stay itself (catalog_forget_apply).  The same snapshots
+# on the same parents, with the same trees; a level may differ (an
+# incremental on an ancestor that a later forget made a full, where this
+# host, rebasing once, makes a differential on it: the same rows).
 test_expect_success FORGE 'a second catalog without the new records ends with the same trees' '
 	cp -a repo repoB &&
 	while read -r p; do
 		rm -f repoB/packs/*/$p || return 1
 	done <rebase-packs &&
 	COFFER_CATALOG=$PWD/hostB.db coffer -r repoB snapshots --json >b.json &&
-	json_get b.json "join(qq(\n), sort map { \"\$_->{id} \$_->{level} \" . (\$_->{parent} // q(-)) } @\$j)" >b-levels &&
-	json_get kept.json "join(qq(\n), sort map { \"\$_->{id} \$_->{level} \" . (\$_->{parent} // q(-)) } @\$j)" >a-levels &&
+	json_get b.json "join(qq(\n), sort map { \"\$_->{id} \" . (\$_->{parent} // q(-)) } @\$j)" >b-levels &&
+	json_get kept.json "join(qq(\n), sort map { \"\$_->{id} \" . (\$_->{parent} // q(-)) } @\$j)" >a-levels &&
 	test_cmp a-levels b-levels &&
 	json_check b.json "!grep { \$_->{revision} > 0 } @\$j" &&
 	while read -r sid; do
