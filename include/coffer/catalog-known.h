@@ -47,8 +47,6 @@ int catalog_forgets_resign_once(struct catalog *c);
 /* 1 if the catalog imported bundles (its repository may hold packs whose
  * other snapshots never came), 0 if not, -1 (reported). */
 int catalog_bundles_imported(struct catalog *c);
-/* 1 if snapshot sid was forgotten, 0 if not, -1 (reported). */
-int catalog_forgotten_has(struct catalog *c, const char *sid);
 int catalog_dataset_source(struct catalog *c, const char *dataset,
     char **source);
 int catalog_known_list(struct catalog *c,

@@ -144,6 +144,7 @@ struct catalog_snapshot {
 	int parts;			/* records it is in (its head and the
 					 * parts); 0: not known */
 	char *tags;			/* malloc'd: "keep,release", or NULL */
+	int64_t revision;		/* times rebased (0: as backed up) */
 };
 
 /* Free the malloc'd strings; the struct may be reused. */
@@ -358,6 +359,28 @@ enum catalog_diff_kind {
 int catalog_diff(struct catalog *c, int64_t a, int64_t b,
     int (*cb)(void *arg, int change, const struct entry *ea,
     const struct entry *eb), void *arg);
+
+/*
+ * Rebase snapshot k onto a, a link of its chain (its nearest ancestor
+ * that stays), or onto nothing (a == 0): k's own rows are rewritten in
+ * place, from catalog rows alone, so that k resolves to exactly the tree
+ * it resolved to before.  On nothing k becomes a full (its rows: its
+ * view); on a full, a differential; else an incremental on a (its rows:
+ * what differs between the views of k and a, every column compared, with
+ * a tombstone for each path of a's view that k's lacks).  k keeps its
+ * row and sid, so its children's parent stays; the full and depth of k
+ * and of its descendants follow, and k's counts of rows (files, dirs,
+ * others, deleted) are counted again.  The revision is the caller's.
+ * Rebasing a full on nothing does nothing.  All or nothing; 0 or -1.
+ */
+int catalog_snapshot_rebase(struct catalog *c, int64_t k, int64_t a);
+/*
+ * The next revision of snapshot id (after a rebase, before its new
+ * record is written): revision + 1, and the places of its old record's
+ * parts forgotten (the new record's are added as it is written).  0 or
+ * -1.
+ */
+int catalog_snapshot_revise(struct catalog *c, int64_t id);
 
 /*
  * Synthetic full: copy the view of snapshot src (its resolved chain) into
@@ -680,6 +703,13 @@ int catalog_drill_list(struct catalog *c, const char *dataset, int latest,
  * (reported); nothing changed unless 0.  A snapshot of that id that is not complete (a run
  * interrupted after its last pack was durable) is replaced.  Must be
  * called outside any transaction.
+ *
+ * Revisions (a snapshot rebased by forget): a record whose revision is
+ * above 0 is refused (-1, reported) unless authority says the record
+ * carries the authority's signature, checked; a complete snapshot of the
+ * same id is replaced in place (its row, and so its children, stay) only
+ * by a record of a higher revision, so that whatever order the records
+ * come in, the highest wins.
  */
 struct catalog_record_meta {
 	int format;			/* 1 (one image) or 2 (in parts) */
@@ -691,6 +721,7 @@ struct catalog_record_meta {
 	int level;
 	int depth;
 	int64_t started_ns;
+	int64_t revision;		/* meta "revision": 0 when absent */
 };
 
 int catalog_pack_names(struct catalog *c, char ***names, size_t *n);
@@ -711,6 +742,7 @@ struct catalog_record_info {
 	int format;
 	int part;
 	int parts;
+	int64_t revision;		/* 0 when absent */
 	char sid[SNAPSHOT_ID_HEX + 1];
 	struct catalog_record_part *partv;
 };
@@ -739,8 +771,8 @@ typedef int (*catalog_part_fetch_fn)(void *arg,
  * again.
  */
 int catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
-    const char *record_pack, catalog_part_fetch_fn fetch, void *arg,
-    struct catalog_record_meta *m);
+    const char *record_pack, int authority, catalog_part_fetch_fn fetch,
+    void *arg, struct catalog_record_meta *m);
 /*
  * Mark n chunks (by row) damaged or missing, as verify, restore or drill
  * found them: the next backup that meets their content stores them again
@@ -863,14 +895,19 @@ int catalog_key_use_last(struct catalog *c,
  * catalog with their rows, children first, and their ids are kept in
  * forgotten (for the journal, and so that their records, still in the
  * packs until prune, never bring them back); one that a remaining
- * snapshot builds on stays (the caller's plan keeps chains whole).
- * *gone how many went.  catalog_forget_apply: the same for the ids
- * forgotten already (a sync that imported a record again, or a forget
- * from another host).  All or nothing; 0 or -1 (reported).
+ * snapshot builds on is first rebased (catalog_snapshot_rebase: its
+ * rows rewritten, its tree the same) onto its nearest ancestor that
+ * stays, or made a full, so that every host that learns the forget, in
+ * whatever order, ends with the same trees; only a failed snapshot's
+ * parent stays.  *gone how many went.  catalog_forget_apply: the same
+ * for the ids forgotten already (a sync that imported a record again, or
+ * a forget from another host).  All or nothing; 0 or -1 (reported).
+ * catalog_forgotten_has: 1 if sid is forgotten, 0 if not, -1.
  */
 int catalog_forget(struct catalog *c, const char *const *sids, size_t n,
     int64_t now_ns, size_t *gone);
 int catalog_forget_apply(struct catalog *c, size_t *gone);
+int catalog_forgotten_has(struct catalog *c, const char *sid);
 
 /*
  * Prune (prune.c).  catalog_prune_begin marks the live chunks (those an

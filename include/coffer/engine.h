@@ -132,12 +132,15 @@ int engine_journal_flush_try(struct repo *r, struct catalog *c);
 
 /*
  * Retention (forget.c): which complete snapshots the rules (or names) keep
- * and which go, chain-aware: a kept snapshot keeps every snapshot it
- * restores from, and a named one that a kept one builds on is refused
- * (ENGINE_REFUSED, naming them).  Unless dry_run, the rest are forgotten:
- * their rows leave the catalog and their ids go to the repository's
- * journal (the writer locks are held).  Data goes with engine_prune.
- * ENGINE_OK, ENGINE_REFUSED or ENGINE_ERROR.
+ * and which go.  With rules, a kept snapshot whose parent goes is first
+ * rebased (catalog_snapshot_rebase, records only) onto its nearest kept
+ * ancestor, or made a full, and written again as a record of the next
+ * revision signed by the authority (a full key only: ENGINE_REFUSED
+ * otherwise), so that only what the rules keep stays.  A named one that a
+ * kept one builds on is refused (ENGINE_REFUSED, naming them).  Unless
+ * dry_run, the rest are forgotten: their rows leave the catalog and their
+ * ids go to the repository's journal (the writer locks are held).  Data
+ * goes with engine_prune.  ENGINE_OK, ENGINE_REFUSED or ENGINE_ERROR.
  */
 struct forget_opts {
 	struct retention rules;
@@ -157,12 +160,19 @@ struct forget_item {
 	int keep;
 	unsigned reasons;		/* RETAIN_* */
 	char needed_by[SNAPSHOT_ID_HEX + 1];	/* RETAIN_CHAIN: for whom */
+	/* Kept, its parent not: rebased to rebase_level on onto ("" for a
+	 * full). */
+	int rebase;
+	int rebase_level;
+	char onto[SNAPSHOT_ID_HEX + 1];
 };
 struct forget_result {
 	struct forget_item *items;	/* by dataset, newest first */
 	size_t n;
 	size_t forget;			/* items not kept */
 	size_t forgotten;		/* of those, removed (not dry_run) */
+	size_t rebase;			/* items kept to be rebased */
+	size_t rebased;			/* of those, rebased (not dry_run) */
 };
 enum engine_result engine_forget(struct repo *r, struct catalog *c,
     const struct forget_opts *o, struct forget_result *res);

@@ -138,6 +138,10 @@ int cat_is_hex(const char *s, size_t n);
  * so that catalog_resolver_free later frees only the resolver. */
 void cat_resolver_detach(struct catalog_resolver *r);
 
+/* The full and depth of snapshot id's descendants set from its own, after
+ * a rebase moved it (levels.c).  0 or -1 (reported). */
+int cat_snapshot_descendants_fix(struct catalog *c, int64_t id);
+
 /* 0 if snapshot id exists, else -1 (reported). */
 int cat_snapshot_exists(struct catalog *c, int64_t id);
 

@@ -379,6 +379,11 @@ static const char schema_v10[] =
  *   found (damage, verdict).  A rotating [verify] of a policy takes the
  *   next slice from them.  run_action takes kind 'verify': the table is
  *   made again, as SQLite alters no CHECK.
+ * - snapshot.revision: how many times forget rewrote the snapshot's rows
+ *   so that it stands on a link that stays (0 as backed up): a record of
+ *   the same snapshot with a higher revision, signed by the authority,
+ *   replaces the rows in place (the row id, and so every child's
+ *   parent_id, stays).
  */
 static const char schema_v11[] =
 	"CREATE TABLE known_snapshot (\n"
@@ -432,7 +437,9 @@ static const char schema_v11[] =
 	"DROP TABLE run_action;\n"
 	"ALTER TABLE run_action_new RENAME TO run_action;\n"
 	"CREATE INDEX run_action_done ON run_action(kind, subject)\n"
-	"	WHERE done = 1;\n";
+	"	WHERE done = 1;\n"
+	"ALTER TABLE snapshot ADD COLUMN revision INTEGER NOT NULL DEFAULT 0\n"
+	"	CHECK (revision >= 0);\n";
 
 /*
  * Migration steps, applied in order in one transaction: step i takes the

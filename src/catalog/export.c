@@ -58,7 +58,7 @@ static const char meta_sql[] =
 	" s.files AS files, s.dirs AS dirs, s.others AS others,"
 	" s.deleted AS deleted, s.bytes_read AS bytes_read,"
 	" s.bytes_new AS bytes_new, s.bytes_stored AS bytes_stored,"
-	" s.warnings AS warnings, s.tags AS tags"
+	" s.warnings AS warnings, s.tags AS tags, s.revision AS revision"
 	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"
 	" LEFT JOIN snapshot p ON p.id = s.parent_id"
 	" LEFT JOIN snapshot f ON f.id = s.full_id"

@@ -215,6 +215,7 @@ static int
 read_meta(struct catalog *c, struct catalog_record_meta *m)
 {
 	int64_t format, level, depth, state;
+	char rev[32], *end;
 
 	memset(m, 0, sizeof(*m));
 	if (meta_int(c, "format", &format) || meta_text(c, "sid", m->sid,
@@ -246,6 +247,17 @@ read_meta(struct catalog *c, struct catalog_record_meta *m)
 	}
 	m->level = (int)level;
 	m->depth = (int)depth;
+	/* Records before rebases have none: revision 0. */
+	if (meta_text(c, "revision", rev, sizeof(rev)))
+		return (-1);
+	if (rev[0] != '\0') {
+		m->revision = strtoll(rev, &end, 10);
+		if (*end != '\0' || m->revision < 0) {
+			log_error("snapshot record %s: bad revision '%s'",
+			    m->sid, rev);
+			return (-1);
+		}
+	}
 	return (0);
 }
 
@@ -307,12 +319,79 @@ static int complete_snapshot(struct catalog *c,
     const char *record_pack);
 
 /*
+ * A snapshot's row taken over by a record of it (a later revision, or the
+ * record of a run that was interrupted), in place: the row and its id
+ * stay, so that children keep their parent.  The record's parent must
+ * continue a chain of the same dataset that does not pass through the
+ * snapshot itself.  Running until complete_snapshot.
+ */
+static int
+reuse_snapshot(struct catalog *c, const struct catalog_snapshot *s)
+{
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	if (s->level != LEVEL_FULL) {
+		if ((st = cat_prepare(c, "WITH RECURSIVE " CAT_CHAIN("chain",
+		    "?1") " SELECT (SELECT dataset_id FROM snapshot"
+		    " WHERE id = ?1), (SELECT level FROM snapshot WHERE id = ?1),"
+		    " EXISTS (SELECT 1 FROM chain WHERE id = ?2)",
+		    "replace a snapshot")) == NULL)
+			return (-1);
+		sqlite3_bind_int64(st, 1, s->parent_id);
+		sqlite3_bind_int64(st, 2, s->id);
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_ROW || sqlite3_column_int64(st, 0) !=
+		    s->dataset_id || sqlite3_column_int(st, 2) != 0 ||
+		    (s->level == LEVEL_DIFFERENTIAL &&
+		    sqlite3_column_int(st, 1) != LEVEL_FULL)) {
+			log_error("cannot replace snapshot %s: %s", s->sid,
+			    rc == SQLITE_ROW ? "its record does not continue "
+			    "the chain of its parent" : sqlite3_errmsg(c->db));
+			sqlite3_finalize(st);
+			return (-1);
+		}
+		sqlite3_finalize(st);
+	}
+	if ((st = cat_prepare(c, "UPDATE snapshot SET level = ?2,"
+	    " parent_id = ?3, full_id = coalesce(?4, id),"
+	    " depth = coalesce((SELECT depth + 1 FROM snapshot"
+	    " WHERE id = ?3), 0),"
+	    " state = 0, started_ns = ?6, finished_ns = NULL, host = ?7,"
+	    " source = ?8, tags = ?9, record_pack = NULL, parts = NULL"
+	    " WHERE id = ?1 AND dataset_id = ?10", "replace a snapshot")) ==
+	    NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, s->id);
+	sqlite3_bind_int(st, 2, s->level);
+	if (s->level != LEVEL_FULL) {
+		sqlite3_bind_int64(st, 3, s->parent_id);
+		sqlite3_bind_int64(st, 4, s->full_id);
+	}
+	sqlite3_bind_int64(st, 6, s->started_ns);
+	cat_bind_text(st, 7, s->host);
+	cat_bind_text(st, 8, s->source);
+	cat_bind_text(st, 9, s->tags && *s->tags ? s->tags : NULL);
+	sqlite3_bind_int64(st, 10, s->dataset_id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		log_error("cannot replace snapshot %s: %s", s->sid,
+		    sqlite3_errmsg(c->db));
+	else if (sqlite3_changes(c->db) != 1)
+		log_error("cannot replace snapshot %s: its record is of "
+		    "another dataset", s->sid);
+	else
+		ret = 0;
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+/*
  * Insert the attached record's snapshot, running; complete too unless
  * its parts are still to come.  0, 2 if its parent is not there, -1.
  */
 static int
 insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
-    const char *record_pack, int complete, int64_t *rowid)
+    const char *record_pack, int complete, int64_t reuse, int64_t *rowid)
 {
 	struct catalog_snapshot s;
 	int64_t dataset;
@@ -325,7 +404,10 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 	memcpy(s.sid, m->sid, sizeof(s.sid));
 	s.dataset_id = dataset;
 	s.level = m->level;
-	s.depth = m->depth;
+	/* A non-full's depth and full come from its parent, as the catalog
+	 * holds it: a rebase of an ancestor (a later revision) moves them,
+	 * and leaves the records of its descendants as they were. */
+	s.depth = 0;
 	s.state = SNAP_RUNNING;
 	s.started_ns = m->started_ns;
 	if (meta_text(c, "host", host, sizeof(host)) ||
@@ -355,7 +437,11 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 		s.full_id = p.full_id;
 		catalog_snapshot_release(&p);
 	}
-	if (catalog_snapshot_create(c, &s))
+	if (reuse != 0) {
+		s.id = reuse;
+		if (reuse_snapshot(c, &s))
+			goto out;
+	} else if (catalog_snapshot_create(c, &s))
 		goto out;
 	*rowid = s.id;
 	rc = complete ? complete_snapshot(c, m, s.id, record_pack) : 0;
@@ -370,6 +456,7 @@ complete_snapshot(struct catalog *c, const struct catalog_record_meta *m,
     int64_t rowid, const char *record_pack)
 {
 	struct catalog_snapshot s;
+	sqlite3_stmt *st;
 	int64_t v;
 	int rc = -1;
 
@@ -390,6 +477,21 @@ complete_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 		goto out;
 	s.warnings = v;
 	if (catalog_snapshot_update(c, &s))
+		goto out;
+	if ((st = cat_prepare(c, "UPDATE snapshot SET revision = ?2"
+	    " WHERE id = ?1", "complete a snapshot")) == NULL)
+		goto out;
+	sqlite3_bind_int64(st, 1, rowid);
+	sqlite3_bind_int64(st, 2, m->revision);
+	v = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (v != SQLITE_DONE) {
+		log_error("cannot complete snapshot %s: %s", m->sid,
+		    sqlite3_errmsg(c->db));
+		goto out;
+	}
+	/* A revision moves the snapshot: its descendants follow. */
+	if (m->revision > 0 && cat_snapshot_descendants_fix(c, rowid))
 		goto out;
 	rc = 0;
 out:
@@ -438,55 +540,79 @@ out:
 }
 
 /*
- * In the open savepoint: 1 if snapshot sid is known complete; else any
- * row of it (a run interrupted after its last pack was durable, or an
- * import of parts cut short) is deleted and 0 returned.  -1 on error.
+ * In the open savepoint: 1 if snapshot m->sid is known complete at
+ * m->revision or higher.  Else 0, and a row of it (complete at a lower
+ * revision, or a run interrupted after its last pack was durable, or an
+ * import of parts cut short) is emptied of its rows, to be taken over in
+ * place (*reuse its id; 0 when there is none).  -1 on error.
  */
 static int
-known_or_replace(struct catalog *c, const char *sid)
+known_or_replace(struct catalog *c, const struct catalog_record_meta *m,
+    int64_t *reuse)
 {
+	static const char *const empty_sql[] = {
+		"DELETE FROM entry WHERE snapshot_id = ?1",
+		"DELETE FROM snapshot_part WHERE snapshot_id = ?1",
+	};
 	struct catalog_snapshot old;
 	sqlite3_stmt *st;
-	int found, complete;
+	size_t i;
+	int found, keep;
 
-	if ((found = catalog_snapshot_find_sid(c, sid, &old)) <= 0)
+	*reuse = 0;
+	if ((found = catalog_snapshot_find_sid(c, m->sid, &old)) <= 0)
 		return (found);
-	complete = old.state == SNAP_COMPLETE;
+	keep = old.state == SNAP_COMPLETE && old.revision >= m->revision;
+	*reuse = old.id;
 	catalog_snapshot_release(&old);
-	if (complete)
+	if (keep)
 		return (1);
-	if ((st = cat_prepare(c, "DELETE FROM snapshot WHERE sid = ?1",
-	    "replace an interrupted snapshot")) == NULL)
-		return (-1);
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		log_error("cannot replace snapshot %s: %s", sid,
-		    sqlite3_errmsg(c->db));
+	for (i = 0; i < sizeof(empty_sql) / sizeof(empty_sql[0]); i++) {
+		if ((st = cat_prepare(c, empty_sql[i], "replace a snapshot")) ==
+		    NULL)
+			return (-1);
+		sqlite3_bind_int64(st, 1, *reuse);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_error("cannot replace snapshot %s: %s", m->sid,
+			    sqlite3_errmsg(c->db));
+			sqlite3_finalize(st);
+			return (-1);
+		}
 		sqlite3_finalize(st);
-		return (-1);
 	}
-	sqlite3_finalize(st);
+	return (0);
+}
+
+/* A revision above 0 only with the authority's signature. */
+static int
+revision_ok(const struct catalog_record_meta *m, int authority)
+{
+	if (m->revision == 0 || authority)
+		return (1);
+	log_error("snapshot record %s: revision %lld without the authority's "
+	    "signature: left out", m->sid, (long long)m->revision);
 	return (0);
 }
 
 /* Format 1: the whole snapshot in one image, in one transaction. */
 static int
 import_whole(struct catalog *c, const uint8_t *img, size_t len,
-    const char *record_pack, struct catalog_record_meta *m)
+    const char *record_pack, int authority, struct catalog_record_meta *m)
 {
-	int64_t rowid;
+	int64_t rowid, reuse;
 	int rc, parent_missing = 0, ret = -1;
 
 	/* ATTACH is refused inside a transaction: before the savepoint. */
 	if (attach(c, img, len))
 		return (-1);
-	if (read_meta(c, m) || cat_savepoint(c))
+	if (read_meta(c, m) || !revision_ok(m, authority) || cat_savepoint(c))
 		goto out0;
-	if ((rc = known_or_replace(c, m->sid)) != 0) {
+	if ((rc = known_or_replace(c, m, &reuse)) != 0) {
 		ret = rc > 0 ? 1 : -1;
 		goto out;
 	}
-	if ((rc = insert_snapshot(c, m, record_pack, 1, &rowid)) != 0) {
+	if ((rc = insert_snapshot(c, m, record_pack, 1, reuse, &rowid)) !=
+	    0) {
 		if (rc == 2)
 			parent_missing = 1;
 		goto out;
@@ -576,17 +702,19 @@ out0:
  */
 static int
 import_parts(struct catalog *c, const uint8_t *img, size_t len,
-    const char *record_pack, const struct catalog_record_info *ri,
-    catalog_part_fetch_fn fetch, void *arg, struct catalog_record_meta *m)
+    const char *record_pack, int authority,
+    const struct catalog_record_info *ri, catalog_part_fetch_fn fetch,
+    void *arg, struct catalog_record_meta *m)
 {
+	struct catalog_snapshot old;
 	const uint8_t *pimg;
 	size_t plen;
-	int64_t rowid = 0;
-	int i, rc, ret = -1;
+	int64_t rowid = 0, reuse;
+	int i, rc, found, ret = -1;
 
 	if (attach(c, img, len))
 		return (-1);
-	if (read_meta(c, m))
+	if (read_meta(c, m) || !revision_ok(m, authority))
 		goto out0;
 	m->parts = ri->parts;
 	if (m->format != 2 || strcmp(m->sid, ri->sid) != 0) {
@@ -594,10 +722,33 @@ import_parts(struct catalog *c, const uint8_t *img, size_t len,
 		    ri->sid);
 		goto out0;
 	}
+	/*
+	 * A complete snapshot that a later revision replaces loses its rows
+	 * in the first transaction: its parts are all fetched and checked
+	 * first, so that a missing one leaves it as it was.
+	 */
+	if ((found = catalog_snapshot_find_sid(c, m->sid, &old)) < 0)
+		goto out0;
+	if (found) {
+		rc = old.state == SNAP_COMPLETE;
+		if (rc && old.revision >= m->revision) {
+			catalog_snapshot_release(&old);
+			detach(c);
+			return (1);
+		}
+		catalog_snapshot_release(&old);
+		for (i = 0; rc && i + 1 < ri->parts; i++)
+			if (fetch(arg, &ri->partv[i], i, &pimg, &plen)) {
+				log_error("snapshot %s: its part %d of %d is "
+				    "missing or damaged", m->sid, i + 1,
+				    ri->parts);
+				goto out0;
+			}
+	}
 	if (cat_savepoint(c))
 		goto out0;
-	if ((rc = known_or_replace(c, m->sid)) == 0)
-		rc = insert_snapshot(c, m, record_pack, 0, &rowid);
+	if ((rc = known_or_replace(c, m, &reuse)) == 0)
+		rc = insert_snapshot(c, m, record_pack, 0, reuse, &rowid);
 	if (rc == 1 || rc == 2) {
 		/* Known already; or its parent is not here yet, retried. */
 		cat_rollback_to(c);
@@ -651,8 +802,8 @@ out0:
 
 int
 catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
-    const char *record_pack, catalog_part_fetch_fn fetch, void *arg,
-    struct catalog_record_meta *m)
+    const char *record_pack, int authority, catalog_part_fetch_fn fetch,
+    void *arg, struct catalog_record_meta *m)
 {
 	struct catalog_record_info ri;
 	int rc;
@@ -661,12 +812,12 @@ catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
 	if (catalog_record_info(img, len, &ri))
 		return (-1);
 	if (ri.format == 1)
-		rc = import_whole(c, img, len, record_pack, m);
+		rc = import_whole(c, img, len, record_pack, authority, m);
 	else if (ri.parts == 0)
 		rc = 3;
 	else
-		rc = import_parts(c, img, len, record_pack, &ri, fetch, arg,
-		    m);
+		rc = import_parts(c, img, len, record_pack, authority, &ri,
+		    fetch, arg, m);
 	catalog_record_info_release(&ri);
 	return (rc);
 }
@@ -752,7 +903,7 @@ catalog_record_info(const uint8_t *img, size_t len,
 	sqlite3 *mem = NULL;
 	sqlite3_stmt *st = NULL;
 	const unsigned char *t;
-	int64_t format, part, parts;
+	int64_t format, part, parts, revision;
 	int ret = -1;
 
 	memset(ri, 0, sizeof(*ri));
@@ -783,8 +934,10 @@ catalog_record_info(const uint8_t *img, size_t len,
 	memcpy(ri->sid, t, SNAPSHOT_ID_HEX + 1);
 	if (info_int(mem, st, "format", 0, &format) ||
 	    info_int(mem, st, "part", 0, &part) ||
-	    info_int(mem, st, "parts", format == 1 ? 1 : 0, &parts))
+	    info_int(mem, st, "parts", format == 1 ? 1 : 0, &parts) ||
+	    info_int(mem, st, "revision", 0, &revision))
 		goto out;
+	ri->revision = revision < 0 ? 0 : revision;
 	if ((format != 1 && format != 2) || part < 0 || parts < 0 ||
 	    parts > INT32_MAX || (format == 1 && (part != 0 || parts != 1)) ||
 	    (parts != 0 && part != parts - 1)) {

@@ -177,27 +177,6 @@ catalog_known_counts(struct catalog *c, struct catalog_known_counts *n)
 	return (0);
 }
 
-int
-catalog_forgotten_has(struct catalog *c, const char *sid)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((st = cat_prepare(c, "SELECT 1 FROM forgotten WHERE sid = ?1",
-	    "look up a forgotten snapshot")) == NULL)
-		return (-1);
-	cat_bind_text(st, 1, sid);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return (1);
-	if (rc == SQLITE_DONE)
-		return (0);
-	log_error("cannot look up a forgotten snapshot: %s",
-	    sqlite3_errmsg(c->db));
-	return (-1);
-}
-
 /*
  * Forgets journaled before the authority signed them count for no other
  * catalog now (catalog_journal_import): once, a full-key writer's catalog

@@ -624,3 +624,246 @@ out:
 	sqlite3_finalize(st);
 	return (ret);
 }
+
+/*
+ * Rebase: a snapshot's own rows rewritten in place so that it resolves to
+ * the same tree on a link that stays (catalog.h says why in place).  The
+ * chains are TEMP tables of their own (not the resolver's, which a
+ * backup may hold open) and follow the caller's transaction.
+ */
+static const char rebase_setup[] =
+	"CREATE TEMP TABLE IF NOT EXISTS coffer_rebase_k ("
+	" id INTEGER PRIMARY KEY, depth INTEGER NOT NULL);"
+	"CREATE TEMP TABLE IF NOT EXISTS coffer_rebase_a ("
+	" id INTEGER PRIMARY KEY, depth INTEGER NOT NULL);"
+	"CREATE TEMP TABLE IF NOT EXISTS coffer_rebase_rk ("
+	" path_id INTEGER PRIMARY KEY, kind, mode, uid, gid, uname, gname,"
+	" size, mtime_ns, ctime_ns, ino, dev, nlink, rdev, target, xattrs,"
+	" acl, content_id, depth);"
+	"CREATE TEMP TABLE IF NOT EXISTS coffer_rebase_ra ("
+	" path_id INTEGER PRIMARY KEY, kind, mode, uid, gid, uname, gname,"
+	" size, mtime_ns, ctime_ns, ino, dev, nlink, rdev, target, xattrs,"
+	" acl, content_id, depth);"
+	"DELETE FROM temp.coffer_rebase_k; DELETE FROM temp.coffer_rebase_a;"
+	"DELETE FROM temp.coffer_rebase_rk; DELETE FROM temp.coffer_rebase_ra;";
+
+static const char rebase_clear[] =
+	"DELETE FROM temp.coffer_rebase_k; DELETE FROM temp.coffer_rebase_a;"
+	"DELETE FROM temp.coffer_rebase_rk; DELETE FROM temp.coffer_rebase_ra;";
+
+static const char rebase_chain_k[] =
+	"WITH RECURSIVE " CAT_CHAIN("chain", "?1")
+	" INSERT INTO temp.coffer_rebase_k(id, depth)"
+	" SELECT id, depth FROM chain";
+
+static const char rebase_chain_a[] =
+	"WITH RECURSIVE " CAT_CHAIN("chain", "?1")
+	" INSERT INTO temp.coffer_rebase_a(id, depth)"
+	" SELECT id, depth FROM chain";
+
+/*
+ * To a full: the view's rows that come from older links become k's own
+ * (k's newest rows are its own already: no conflict), then k's
+ * tombstones go, as a full has none.  SQLite reads the view into a
+ * temporary table before inserting into the table it reads.
+ */
+static const char rebase_full_sql[] =
+	"INSERT INTO entry(snapshot_id, path_id, " CAT_ENTRY_COLS("") ")"
+	" SELECT ?1, v.path_id, " CAT_ENTRY_COLS("v.") " FROM ("
+	CAT_NEWEST("coffer_rebase_k", "e.path_id AS path_id", "", "e.path_id")
+	") v WHERE v.depth > 0";
+
+/*
+ * To a link a of k's chain: only the paths that the links above a
+ * (depth < ?1) have rows for can differ between the views of k and a.
+ * rk: k's newest row for each, tombstones included; ra: a's view of the
+ * same paths, probed by path (entry_path), so that a's whole view is
+ * never built.
+ */
+static const char rebase_rk_sql[] =
+	"INSERT INTO temp.coffer_rebase_rk"
+	" SELECT e.path_id, " CAT_ENTRY_COLS("e.") ", min(ck.depth)"
+	" FROM coffer_rebase_k ck CROSS JOIN entry e ON e.snapshot_id = ck.id"
+	" WHERE ck.depth < ?1 GROUP BY e.path_id";
+
+static const char rebase_ra_sql[] =
+	"INSERT INTO temp.coffer_rebase_ra"
+	" SELECT x.path_id, " CAT_ENTRY_COLS("x.") ", min(ca.depth)"
+	" FROM temp.coffer_rebase_rk r"
+	" CROSS JOIN entry x INDEXED BY entry_path ON x.path_id = r.path_id"
+	" CROSS JOIN coffer_rebase_a ca ON ca.id = x.snapshot_id"
+	" GROUP BY x.path_id HAVING x.kind <> 0";
+
+/* Every column, so that the tree is the same to the byte of metadata. */
+#define REBASE_SAME                                                        \
+	" a.kind = k.kind AND a.mode = k.mode AND a.uid = k.uid"            \
+	" AND a.gid = k.gid AND a.uname IS k.uname AND a.gname IS k.gname"  \
+	" AND a.size = k.size AND a.mtime_ns = k.mtime_ns"                  \
+	" AND a.ctime_ns = k.ctime_ns AND a.ino = k.ino AND a.dev = k.dev"  \
+	" AND a.nlink = k.nlink AND a.rdev = k.rdev AND a.target IS k.target" \
+	" AND a.xattrs IS k.xattrs AND a.acl IS k.acl"                      \
+	" AND a.content_id IS k.content_id"
+
+static const char *const rebase_diff_sql[] = {
+	"DELETE FROM entry WHERE snapshot_id = ?1",
+	/* What k has that a has not, or not so. */
+	"INSERT INTO entry(snapshot_id, path_id, " CAT_ENTRY_COLS("") ")"
+	" SELECT ?1, k.path_id, " CAT_ENTRY_COLS("k.")
+	" FROM temp.coffer_rebase_rk k"
+	" LEFT JOIN temp.coffer_rebase_ra a ON a.path_id = k.path_id"
+	" WHERE k.kind <> 0 AND (a.path_id IS NULL OR NOT (" REBASE_SAME "))",
+	/* What a has that k deleted. */
+	"INSERT INTO entry(snapshot_id, path_id, kind)"
+	" SELECT ?1, k.path_id, 0 FROM temp.coffer_rebase_rk k"
+	" JOIN temp.coffer_rebase_ra a ON a.path_id = k.path_id"
+	" WHERE k.kind = 0",
+};
+
+/* k's chain into coffer_rebase_k; a's depth in it in *da (-1: a is not
+ * in it). */
+static int
+rebase_chain(struct catalog *c, int64_t k, int64_t a, int64_t *da)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*da = -1;
+	if (cat_exec(c, rebase_setup, "prepare a rebase"))
+		return (-1);
+	if ((st = cat_prepare(c, rebase_chain_k, "rebase a snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, k);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto err;
+	if ((st = cat_prepare(c, "SELECT depth FROM temp.coffer_rebase_k"
+	    " WHERE id = ?1", "rebase a snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, a);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*da = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		goto err;
+	return (0);
+err:
+	log_error("cannot rebase snapshot %lld: %s", (long long)k,
+	    sqlite3_errmsg(c->db));
+	return (-1);
+}
+
+/* Run sql with ?1 bound to v. */
+static int
+rebase_step(struct catalog *c, const char *sql, int64_t v, int64_t k)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = cat_prepare(c, sql, "rebase a snapshot")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, v);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		log_error("cannot rebase snapshot %lld: %s", (long long)k,
+		    sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return (rc == SQLITE_DONE ? 0 : -1);
+}
+
+/*
+ * k's row: its new place, and the counts of its own rows.  Then its
+ * descendants: the same parents, but their full and depth follow k's.
+ */
+static const char rebase_row_sql[] =
+	"UPDATE snapshot SET"
+	" level = CASE WHEN ?2 IS NULL THEN 0"
+	"  WHEN (SELECT level FROM snapshot WHERE id = ?2) = 0 THEN 1"
+	"  ELSE 2 END,"
+	" parent_id = ?2,"
+	" full_id = coalesce((SELECT full_id FROM snapshot WHERE id = ?2), id),"
+	" depth = coalesce((SELECT depth + 1 FROM snapshot WHERE id = ?2), 0),"
+	" files = (SELECT count(*) FROM entry WHERE snapshot_id = ?1"
+	"  AND kind = 1),"
+	" dirs = (SELECT count(*) FROM entry WHERE snapshot_id = ?1"
+	"  AND kind = 2),"
+	" others = (SELECT count(*) FROM entry WHERE snapshot_id = ?1"
+	"  AND kind > 2),"
+	" deleted = (SELECT count(*) FROM entry WHERE snapshot_id = ?1"
+	"  AND kind = 0)"
+	" WHERE id = ?1";
+
+static const char rebase_descendants_sql[] =
+	"WITH RECURSIVE d(id, full, depth) AS ("
+	" SELECT id, full_id, depth FROM snapshot WHERE id = ?1"
+	" UNION ALL"
+	" SELECT s.id, d.full, d.depth + 1 FROM d"
+	" JOIN snapshot s ON s.parent_id = d.id WHERE d.depth < 100000)"
+	" UPDATE snapshot SET full_id = d.full, depth = d.depth"
+	" FROM d WHERE snapshot.id = d.id AND d.id <> ?1";
+
+int
+cat_snapshot_descendants_fix(struct catalog *c, int64_t id)
+{
+	return (rebase_step(c, rebase_descendants_sql, id, id));
+}
+
+int
+catalog_snapshot_rebase(struct catalog *c, int64_t k, int64_t a)
+{
+	struct catalog_snapshot s;
+	sqlite3_stmt *st;
+	int64_t da;
+	size_t i;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	if (catalog_snapshot_get(c, k, &s))
+		return (-1);
+	rc = s.level == LEVEL_FULL;
+	catalog_snapshot_release(&s);
+	if (rc && a == 0)
+		return (0);	/* a full stands on its own already */
+	if (cat_savepoint(c))
+		return (-1);
+	if (rebase_chain(c, k, a, &da))
+		goto err;
+	if (a != 0 && da <= 0) {
+		log_error("cannot rebase snapshot %lld on %lld: not a link "
+		    "of its chain", (long long)k, (long long)a);
+		goto err;
+	}
+	if (a == 0) {
+		if (rebase_step(c, rebase_full_sql, k, k) ||
+		    rebase_step(c, "DELETE FROM entry WHERE snapshot_id = ?1"
+		    " AND kind = 0", k, k))
+			goto err;
+	} else {
+		if (rebase_step(c, rebase_chain_a, a, k) ||
+		    rebase_step(c, rebase_rk_sql, da, k) ||
+		    rebase_step(c, rebase_ra_sql, 0, k))
+			goto err;
+		for (i = 0; i < sizeof(rebase_diff_sql) /
+		    sizeof(rebase_diff_sql[0]); i++)
+			if (rebase_step(c, rebase_diff_sql[i], k, k))
+				goto err;
+	}
+	if ((st = cat_prepare(c, rebase_row_sql, "rebase a snapshot")) == NULL)
+		goto err;
+	sqlite3_bind_int64(st, 1, k);
+	if (a != 0)
+		sqlite3_bind_int64(st, 2, a);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		log_error("cannot rebase snapshot %lld: %s", (long long)k,
+		    sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE || cat_snapshot_descendants_fix(c, k) ||
+	    cat_exec(c, rebase_clear, "finish a rebase"))
+		goto err;
+	return (cat_release(c));
+err:
+	cat_rollback_to(c);
+	return (-1);
+}

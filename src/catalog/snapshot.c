@@ -13,7 +13,7 @@
 	" s.full_id, p.sid, s.depth, s.state, s.started_ns, s.finished_ns," \
 	" s.host, s.source, s.files, s.dirs, s.others, s.deleted,"          \
 	" s.bytes_read, s.bytes_new, s.bytes_stored, s.warnings,"           \
-	" s.record_pack, s.tags, s.parts"                                   \
+	" s.record_pack, s.tags, s.parts, s.revision"                       \
 	" FROM snapshot s JOIN dataset d ON d.id = s.dataset_id"            \
 	" LEFT JOIN snapshot p ON p.id = s.parent_id "
 
@@ -56,6 +56,7 @@ fill(sqlite3_stmt *st, struct catalog_snapshot *s)
 	s->warnings = sqlite3_column_int64(st, 21);
 	copy_col(s->record_pack, sizeof(s->record_pack), st, 22);
 	s->parts = sqlite3_column_int(st, 24);
+	s->revision = sqlite3_column_int64(st, 25);
 	if (cat_col_strdup(st, 3, &s->dataset) ||
 	    cat_col_strdup(st, 12, &s->host) ||
 	    cat_col_strdup(st, 13, &s->source) ||
@@ -651,5 +652,37 @@ catalog_snapshot_part_packs(struct catalog *c, int64_t snapshot_id,
 err:
 	sqlite3_finalize(st);
 	names_free(v, k);
+	return (-1);
+}
+
+int
+catalog_snapshot_revise(struct catalog *c, int64_t id)
+{
+	static const char *const sql[] = {
+		"UPDATE snapshot SET revision = revision + 1, parts = NULL,"
+		" record_pack = NULL WHERE id = ?1",
+		"DELETE FROM snapshot_part WHERE snapshot_id = ?1",
+	};
+	sqlite3_stmt *st;
+	size_t i;
+	int rc;
+
+	if (cat_savepoint(c))
+		return (-1);
+	for (i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+		if ((st = cat_prepare(c, sql[i], "revise a snapshot")) == NULL)
+			goto err;
+		sqlite3_bind_int64(st, 1, id);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE) {
+			log_error("cannot revise snapshot %lld: %s",
+			    (long long)id, sqlite3_errmsg(c->db));
+			goto err;
+		}
+	}
+	return (cat_release(c));
+err:
+	cat_rollback_to(c);
 	return (-1);
 }

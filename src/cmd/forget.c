@@ -56,14 +56,22 @@ print_plan(const struct forget_result *res, int json, int dry_run)
 			jw_str(jw_key(&j, "dataset"), it->dataset);
 			jw_str(jw_key(&j, "level"),
 			    catalog_level_name(it->level));
+			jw_str(jw_key(&j, "parent"),
+			    it->parent_sid[0] ? it->parent_sid : NULL);
 			jw_str(jw_key(&j, "time"), when);
 			jw_bool(jw_key(&j, "keep"), it->keep);
 			jw_str(jw_key(&j, "reasons"), why);
 			jw_str(jw_key(&j, "needed_by"),
 			    it->needed_by[0] ? it->needed_by : NULL);
+			jw_str(jw_key(&j, "rebase"), it->rebase ?
+			    catalog_level_name(it->rebase_level) : NULL);
+			jw_str(jw_key(&j, "onto"), it->rebase &&
+			    it->onto[0] ? it->onto : NULL);
 			jw_end_object(&j);
 		}
 		jw_end_array(&j);
+		jw_uint(jw_key(&j, "rebase"), res->rebase);
+		jw_uint(jw_key(&j, "rebased"), res->rebased);
 		jw_end_object(&j);
 		return;
 	}
@@ -75,13 +83,25 @@ print_plan(const struct forget_result *res, int json, int dry_run)
 		it = &res->items[i];
 		fmt_time(when, sizeof(when), it->time_ns);
 		retention_reasons(it->reasons, why, sizeof(why));
-		printf("%-6s  %.12s  %-16s  %-12s  %-20s  %s%s%.12s%s\n",
+		/* A rebased one says what it becomes: "rebase full", or
+		 * "rebase incremental on 0123abcd4567". */
+		printf("%-6s  %.12s  %-16s  %-12s  %-20s  %s%s%.12s%s"
+		    "%s%s%s%.12s\n",
 		    it->keep ? "keep" : "forget", fmt_text(it->sid),
 		    fmt_text(it->dataset), catalog_level_name(it->level), when,
 		    it->keep ? why : "", it->needed_by[0] ? " (for " : "",
 		    fmt_text(it->needed_by),
-		    it->needed_by[0] ? ")" : "");
+		    it->needed_by[0] ? ")" : "",
+		    it->rebase ? "  rebase " : "",
+		    it->rebase ? catalog_level_name(it->rebase_level) : "",
+		    it->rebase && it->onto[0] ? " on " : "",
+		    it->rebase ? fmt_text(it->onto) : "");
 	}
+	if (res->rebase > 0)
+		printf("%s%zu snapshot%s onto the links that stay\n",
+		    dry_run ? "would rebase " : "rebased ",
+		    dry_run ? res->rebase : res->rebased,
+		    (dry_run ? res->rebase : res->rebased) == 1 ? "" : "s");
 	printf("%s%zu of %zu snapshot%s\n", dry_run ? "would forget " :
 	    "forgot ", dry_run ? res->forget : res->forgotten, res->n,
 	    res->n == 1 ? "" : "s");

@@ -23,6 +23,7 @@ print_one(void *arg, const struct catalog_snapshot *s)
 		jw_str(jw_key(j, "parent"),
 		    s->parent_sid[0] ? s->parent_sid : NULL);
 		jw_int(jw_key(j, "depth"), s->depth);
+		jw_int(jw_key(j, "revision"), s->revision);
 		jw_str(jw_key(j, "time"), when);
 		jw_str(jw_key(j, "state"), catalog_state_name(s->state));
 		jw_str(jw_key(j, "host"), s->host);

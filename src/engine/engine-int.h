@@ -57,6 +57,9 @@ struct packer {
 	int64_t bytes_new;		/* plaintext of new chunks */
 	int64_t bytes_stored;		/* their records in packs */
 	int64_t packs;
+	/* Snapshot records are also signed by the authority (a full key):
+	 * they rewrite snapshots (forget's rebase; packer.c). */
+	int authority;
 };
 
 /* 0, or -1 (reported).  zstd_level 0 means the default. */
@@ -215,6 +218,17 @@ int record_reader_get(struct record_reader *rr, const char *pack,
  */
 int snapshot_record_open(const struct repo *r, uint8_t *rec, size_t len,
     const uint8_t **img, size_t *imglen, const char **why);
+/*
+ * The same, and *authority 1 when the record also carries the
+ * authority's signature (version 2: "CFSN" | 2 | signature | authority
+ * signature | image, the latter over SNAPSHOT_REBASE_CTX "\0" |
+ * repository id | image) and this key could check it; 0 otherwise.  A
+ * version 2 record whose authority signature is bad is refused (0).
+ */
+#define SNAPSHOT_REBASE_CTX "coffer-rebase"
+int snapshot_record_open_auth(const struct repo *r, uint8_t *rec,
+    size_t len, const uint8_t **img, size_t *imglen, int *authority,
+    const char **why);
 
 /* The same for a journal record (journal.c). */
 int journal_record_open(const struct repo *r, const uint8_t *rec,

@@ -1,13 +1,22 @@
 /*
  * forget: which snapshots retention keeps, and the rest go.
  *
- * Chain-aware: a kept differential or incremental keeps every snapshot it
- * restores from (its parent, up to its full), so that whatever the rules
- * or the order of forgets, no kept snapshot is ever left without its
- * chain.  A snapshot named to be forgotten that a kept one builds on is
- * refused, naming the dependants (consolidate them first, or forget them
- * too).  Only complete snapshots are judged; failed and running ones hold
- * no data and are left as history.
+ * Only what the rules keep stays.  A kept differential or incremental
+ * whose parent goes is first rebased: its own catalog rows are rewritten
+ * (records only, no data read or copied) so that it stands on its
+ * nearest kept ancestor, as a differential on a full or an incremental
+ * on anything else, or on nothing, as a full; its tree is the same, its
+ * id too (its children name it), and a record of the next revision,
+ * signed by the authority as well (a full key), carries the new rows to
+ * every other catalog (doc/design.md, "Rebased snapshots").  The rebases
+ * commit, with their records durable, before anything is forgotten: a
+ * crash between leaves every snapshot whole.
+ *
+ * A snapshot named to be forgotten that a kept one builds on is refused,
+ * naming the dependants (consolidate them first, or forget them too):
+ * naming one link of a chain is more often a mistake than a wish to
+ * rewrite the snapshots after it.  Only complete snapshots are judged;
+ * failed and running ones hold no data and are left as history.
  *
  * Forgetting removes catalog rows and writes the snapshots' ids to the
  * repository's journal, so that no other catalog, and no rebuild, brings
@@ -19,6 +28,7 @@
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
+#include "engine-int.h"
 
 struct collect {
 	struct forget_item *v;
@@ -77,27 +87,143 @@ find(struct forget_item *v, size_t n, const char *sid)
 	return (NULL);
 }
 
-/* Each kept snapshot keeps its chain. */
-static void
-close_chains(struct forget_item *v, size_t n)
+/*
+ * Each kept snapshot whose parent goes is rebased onto its nearest kept
+ * ancestor, or made a full when none is kept.  An ancestor not judged
+ * (not in v) stays, so it is the one.  Oldest first (v is newest first
+ * within a dataset), as they are rebased, so that an ancestor's own
+ * rebase is known: on one made a full, a differential.  Every catalog
+ * that rebases for itself (catalog_forget_apply) goes oldest first too,
+ * and so comes to the same levels.
+ */
+static int
+plan_rebases(struct catalog *c, struct forget_item *v, size_t n,
+    size_t *nrebase)
 {
-	struct forget_item *p;
+	struct catalog_snapshot s;
+	struct forget_item *a, *p;
+	const char *onto;
 	size_t i;
+	int level, rc;
 
-	for (i = 0; i < n; i++) {
-		if (!v[i].keep)
+	*nrebase = 0;
+	for (i = n; i-- > 0; ) {
+		if (!v[i].keep || v[i].parent_sid[0] == '\0')
 			continue;
-		for (p = &v[i]; p->parent_sid[0] != '\0'; ) {
-			if ((p = find(v, n, p->parent_sid)) == NULL)
+		if ((p = find(v, n, v[i].parent_sid)) == NULL || p->keep)
+			continue;
+		for (a = p; a != NULL && !a->keep; a = p) {
+			if (a->parent_sid[0] == '\0')
 				break;
-			if (!p->keep) {
-				p->keep = 1;
-				memcpy(p->needed_by, v[i].sid,
-				    sizeof(p->needed_by));
-			}
-			p->reasons |= RETAIN_CHAIN;
+			if ((p = find(v, n, a->parent_sid)) == NULL)
+				break;
 		}
+		onto = "";
+		level = LEVEL_FULL;
+		if (a != NULL && a->keep) {
+			onto = a->sid;
+			level = a->rebase ? a->rebase_level : a->level;
+		} else if (a != NULL && a->parent_sid[0] != '\0') {
+			memset(&s, 0, sizeof(s));
+			if ((rc = catalog_snapshot_find_sid(c, a->parent_sid,
+			    &s)) < 0)
+				return (-1);
+			if (rc > 0) {
+				onto = a->parent_sid;
+				level = s.level;
+				catalog_snapshot_release(&s);
+			}
+		}
+		v[i].rebase = 1;
+		memcpy(v[i].onto, onto, strlen(onto) + 1);
+		v[i].rebase_level = onto[0] == '\0' ? LEVEL_FULL :
+		    level == LEVEL_FULL ? LEVEL_DIFFERENTIAL : LEVEL_INCREMENTAL;
+		(*nrebase)++;
 	}
+	return (0);
+}
+
+/*
+ * Rebase one planned snapshot in the open transaction, and store its
+ * record of the next revision (authority-signed: p->authority).
+ */
+static int
+rebase_one(struct catalog *c, struct packer *p, const struct forget_item *it)
+{
+	struct catalog_snapshot k, a;
+	int64_t id;
+	int rc = -1;
+
+	memset(&k, 0, sizeof(k));
+	memset(&a, 0, sizeof(a));
+	if (catalog_snapshot_find_sid(c, it->sid, &k) != 1 ||
+	    (it->onto[0] != '\0' &&
+	    catalog_snapshot_find_sid(c, it->onto, &a) != 1)) {
+		log_error("cannot rebase snapshot %.12s: it or %.12s is not in "
+		    "the catalog", it->sid, it->onto);
+		goto out;
+	}
+	id = k.id;
+	if (catalog_snapshot_rebase(c, id, a.id) ||
+	    catalog_snapshot_revise(c, id))
+		goto out;
+	catalog_snapshot_release(&k);
+	if (catalog_snapshot_get(c, id, &k))
+		goto out;
+	if (packer_snapshot_record(p, &k, NULL) ||
+	    catalog_snapshot_update(c, &k))
+		goto out;
+	log_info("snapshot %.12s of '%s' rebased: %s%s%.12s (revision %lld)",
+	    k.sid, k.dataset, catalog_level_name(k.level),
+	    k.parent_sid[0] ? " on " : "", k.parent_sid,
+	    (long long)k.revision);
+	rc = 0;
+out:
+	catalog_snapshot_release(&k);
+	catalog_snapshot_release(&a);
+	return (rc);
+}
+
+/* The planned rebases, in one transaction committed once their records
+ * are durable. */
+static enum engine_result
+rebase_kept(struct repo *r, struct catalog *c, struct forget_result *res)
+{
+	struct packer p;
+	size_t i;
+	int st = ENGINE_ERROR, in_txn = 0;
+
+	if (ccrypto_keys_write_only(repo_keys(r)) ||
+	    !ccrypto_keys_auth_known(repo_keys(r))) {
+		log_error("forget would rebase %zu snapshot%s (their parents "
+		    "go), which only a full key may sign: run it with the "
+		    "full key", res->rebase, res->rebase == 1 ? "" : "s");
+		return (ENGINE_REFUSED);
+	}
+	if (packer_init(&p, r, c, 0))
+		return (ENGINE_ERROR);
+	p.authority = 1;
+	if (catalog_begin(c))
+		goto out;
+	in_txn = 1;
+	for (i = res->n; i-- > 0; ) {
+		if (!res->items[i].rebase)
+			continue;
+		if (rebase_one(c, &p, &res->items[i]))
+			goto out;
+		res->rebased++;
+	}
+	if (packer_flush(&p) || catalog_commit(c))
+		goto out;
+	in_txn = 0;
+	st = ENGINE_OK;
+out:
+	if (in_txn) {
+		catalog_rollback(c);
+		res->rebased = 0;
+	}
+	packer_release(&p);
+	return (st);
 }
 
 /* By rules, one dataset at a time (v sorted). */
@@ -203,13 +329,16 @@ engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
 			return (st);
 	} else {
 		apply_rules(&o->rules, cl.v, n);
-		close_chains(cl.v, n);
+		if (plan_rebases(c, cl.v, n, &res->rebase))
+			return (ENGINE_ERROR);
 	}
 	for (i = 0; i < n; i++)
 		if (!cl.v[i].keep)
 			res->forget++;
 	if (o->dry_run || res->forget == 0)
 		return (ENGINE_OK);
+	if (res->rebase > 0 && (st = rebase_kept(r, c, res)) != ENGINE_OK)
+		return (st);
 
 	if ((gone = calloc(res->forget, sizeof(*gone))) == NULL) {
 		log_error("out of memory");

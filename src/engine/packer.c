@@ -33,33 +33,78 @@
  * off as another kind of signed thing. */
 static const char record_ctx[] = "coffer-snapshot";
 
+/*
+ * Version 2, a record that rewrites a snapshot (a rebase): the header
+ * also holds the authority's signature over the image, with its own
+ * context, after the ordinary one.  A write-only key signs ordinary
+ * records with the signing key every key shares, so only the authority's
+ * signature may let a record replace a snapshot a catalog has.
+ */
+#define SNAPSHOT_RECORD_VERSION_AUTH 2
+#define SNAPSHOT_RECORD_HEADER_AUTH (SNAPSHOT_RECORD_HEADER + CCRYPTO_SIG_BYTES)
+
 int
-snapshot_record_open(const struct repo *r, uint8_t *rec, size_t len,
-    const uint8_t **img, size_t *imglen, const char **why)
+snapshot_record_open_auth(const struct repo *r, uint8_t *rec, size_t len,
+    const uint8_t **img, size_t *imglen, int *authority, const char **why)
 {
 	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
-	uint8_t sig[CCRYPTO_SIG_BYTES];
-	uint8_t *msg = rec + SNAPSHOT_RECORD_HEADER - pre;
+	uint8_t sig[CCRYPTO_SIG_BYTES], asig[CCRYPTO_SIG_BYTES];
+	size_t hdr;
+	uint8_t *msg;
+	int v2;
 
-	if (len <= SNAPSHOT_RECORD_HEADER ||
-	    memcmp(rec, SNAPSHOT_RECORD_MAGIC, 4) != 0 ||
-	    rec[4] != SNAPSHOT_RECORD_VERSION) {
+	if (authority != NULL)
+		*authority = 0;
+	if (len < 5 || memcmp(rec, SNAPSHOT_RECORD_MAGIC, 4) != 0 ||
+	    (rec[4] != SNAPSHOT_RECORD_VERSION &&
+	    rec[4] != SNAPSHOT_RECORD_VERSION_AUTH)) {
+		*why = "is malformed";
+		return (0);
+	}
+	v2 = rec[4] == SNAPSHOT_RECORD_VERSION_AUTH;
+	hdr = v2 ? SNAPSHOT_RECORD_HEADER_AUTH : SNAPSHOT_RECORD_HEADER;
+	if (len <= hdr) {
 		*why = "is malformed";
 		return (0);
 	}
 	/* The signed message is built where the header was, as
 	 * store_record built it: a part is not copied to be checked. */
+	msg = rec + hdr - pre;
 	memcpy(sig, rec + 5, sizeof(sig));
+	if (v2)
+		memcpy(asig, rec + SNAPSHOT_RECORD_HEADER, sizeof(asig));
 	memcpy(msg, record_ctx, sizeof(record_ctx));
 	memcpy(msg + sizeof(record_ctx), repo_id(r), CCRYPTO_REPO_ID_BYTES);
-	if (ccrypto_verify(repo_keys(r), msg, len - SNAPSHOT_RECORD_HEADER +
-	    pre, sig)) {
+	if (ccrypto_verify(repo_keys(r), msg, len - hdr + pre, sig)) {
 		*why = "has a bad signature";
 		return (0);
 	}
-	*img = rec + SNAPSHOT_RECORD_HEADER;
-	*imglen = len - SNAPSHOT_RECORD_HEADER;
+	*img = rec + hdr;
+	*imglen = len - hdr;
+	if (v2) {
+		switch (ccrypto_auth_verify(repo_keys(r), SNAPSHOT_REBASE_CTX,
+		    repo_id(r), *img, *imglen, asig)) {
+		case 0:
+			if (authority != NULL)
+				*authority = 1;
+			break;
+		case CCRYPTO_AUTH_UNKNOWN:
+			/* Not checked: it replaces nothing here. */
+			break;
+		default:
+			*why = "has a bad authority signature";
+			return (0);
+		}
+	}
 	return (1);
+}
+
+int
+snapshot_record_open(const struct repo *r, uint8_t *rec, size_t len,
+    const uint8_t **img, size_t *imglen, const char **why)
+{
+	return (snapshot_record_open_auth(r, rec, len, img, imglen, NULL,
+	    why));
 }
 
 int
@@ -413,11 +458,51 @@ packer_record_sign(struct repo *r, struct buf *rec,
 
 /* Sign rec as a snapshot record and add it to the open pack; its id and
  * pack in *where.  rec is released once compressed (write_record). */
+/*
+ * Sign rec as packer_record_sign does, then as the authority (version 2,
+ * above): the image moves 64 bytes down, so it is copied once; records
+ * signed so are rebases, few.
+ */
+static int
+record_sign_authority(struct repo *r, struct buf *rec,
+    uint8_t rid[CCRYPTO_ID_BYTES])
+{
+	struct buf out = BUF_INIT;
+	size_t imglen;
+
+	if (packer_record_sign(r, rec, rid))
+		return (-1);
+	imglen = rec->len - SNAPSHOT_RECORD_HEADER;
+	if (buf_reserve(&out, SNAPSHOT_RECORD_HEADER_AUTH + imglen))
+		return (-1);
+	memcpy(out.data, rec->data, SNAPSHOT_RECORD_HEADER);
+	out.data[4] = SNAPSHOT_RECORD_VERSION_AUTH;
+	if (ccrypto_auth_sign(repo_keys(r), SNAPSHOT_REBASE_CTX, repo_id(r),
+	    rec->data + SNAPSHOT_RECORD_HEADER, imglen,
+	    out.data + SNAPSHOT_RECORD_HEADER)) {
+		buf_release(&out);
+		return (-1);
+	}
+	memcpy(out.data + SNAPSHOT_RECORD_HEADER_AUTH,
+	    rec->data + SNAPSHOT_RECORD_HEADER, imglen);
+	out.len = SNAPSHOT_RECORD_HEADER_AUTH + imglen;
+	if (out.len > PACK_RECORD_MAX) {
+		log_error("snapshot record is too large (%zu bytes)", out.len);
+		buf_release(&out);
+		return (-1);
+	}
+	buf_release(rec);
+	*rec = out;
+	ccrypto_chunk_id(repo_keys(r), rec->data, rec->len, rid);
+	return (0);
+}
+
 static int
 store_record(struct packer *p, struct buf *rec,
     struct catalog_record_part *where)
 {
-	if (packer_record_sign(p->repo, rec, where->rid) ||
+	if ((p->authority ? record_sign_authority(p->repo, rec, where->rid) :
+	    packer_record_sign(p->repo, rec, where->rid)) ||
 	    write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
 		return (-1);
 	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
@@ -437,13 +522,14 @@ note_view(struct packer *p, const struct catalog_snapshot *s)
 
 	if (s->dataset != NULL && (s->level == LEVEL_FULL ||
 	    s->parent_sid[0] != '\0'))
-		return (view_note_snapshot(&p->view, s, 0));
+		return (view_note_snapshot(&p->view, s,
+		    (uint32_t)s->revision));
 	memset(&t, 0, sizeof(t));
 	if (catalog_snapshot_get(p->cat, s->id, &t))
 		return (-1);
 	t.state = s->state;
 	t.finished_ns = s->finished_ns;
-	rc = view_note_snapshot(&p->view, &t, 0);
+	rc = view_note_snapshot(&p->view, &t, (uint32_t)s->revision);
 	catalog_snapshot_release(&t);
 	return (rc);
 }

@@ -81,7 +81,8 @@ crash_point(struct prune *p, const char *step)
 
 /*
  * Does pack pk hold a record that must stay (a journal record, or a
- * snapshot record of a snapshot the catalog holds)?  1, 0, or -1.
+ * snapshot record of a snapshot the catalog holds, at the revision it
+ * holds)?  1, 0, or -1.
  */
 static int
 live_records(struct prune *p, struct pack_reader *pr,
@@ -110,10 +111,15 @@ live_records(struct prune *p, struct pack_reader *pr,
 		memset(&s, 0, sizeof(s));
 		found = catalog_snapshot_find_sid(p->cat, ri.sid, &s);
 		catalog_record_info_release(&ri);
-		if (found != 0) {
-			if (found > 0)
-				catalog_snapshot_release(&s);
+		if (found < 0)
 			return (1);
+		if (found > 0) {
+			/* A revision a rebase replaced is not the
+			 * snapshot's record any more. */
+			found = s.revision == ri.revision;
+			catalog_snapshot_release(&s);
+			if (found)
+				return (1);
 		}
 	}
 	return (0);

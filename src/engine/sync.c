@@ -39,6 +39,7 @@ struct rec_ref {
 	char pack[PACK_NAME_LEN + 1];
 	struct pack_entry ent;
 	int last;		/* the last snapshot record of its pack */
+	char sid[SNAPSHOT_ID_HEX + 1];	/* waiting for its parent */
 };
 
 struct view_pack {
@@ -56,12 +57,6 @@ struct sync {
 	/* The parts of records in parts, read for their heads. */
 	struct record_reader parts;
 	struct hmap parts_done;		/* record id -> 1 */
-	/* Records whose parent never came: judged after the journal. */
-	struct orphan {
-		char sid[SNAPSHOT_ID_HEX + 1];
-		char pack[PACK_NAME_LEN + 1];
-	} *orphans;
-	size_t norphans, caporphans;
 };
 
 /* The packs of a (repository, sorted) not in b (catalog, sorted), and
@@ -88,8 +83,6 @@ diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
 	}
 	*n_only_a = k;
 }
-
-static int note_orphan(struct sync *s, const char *sid, const char *pack);
 
 static int
 view_snapshot_skip(void *arg, const struct catalog_known *k)
@@ -142,10 +135,11 @@ signed_forgets(struct sync *s, const struct rec_ref *recs, size_t n)
 	return (rc);
 }
 
-/* Read, authenticate and verify the signature of a snapshot record. */
+/* Read, authenticate and verify the signature of a snapshot record;
+ * *authority: it also carries the authority's (a rebase). */
 static int
 read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
-    const uint8_t **img, size_t *len)
+    const uint8_t **img, size_t *len, int *authority)
 {
 	const char *why;
 	int rc;
@@ -153,8 +147,8 @@ read_record(struct sync *s, struct pack_reader *pr, const struct rec_ref *rf,
 	if (pack_reader_get(pr, &rf->ent, s->z, &s->data))
 		return (-1);
 	s->res->bytes_read += rf->ent.stored_len;
-	rc = snapshot_record_open(s->repo, s->data.data, s->data.len,
-	    img, len, &why);
+	rc = snapshot_record_open_auth(s->repo, s->data.data, s->data.len,
+	    img, len, authority, &why);
 	if (rc == 0)
 		log_error("pack '%s': a snapshot record %s: left out", rf->pack,
 		    why);
@@ -256,7 +250,8 @@ heads_first(const void *a, const void *b)
  * imports nothing have lost their parent.
  */
 static int
-import_records(struct sync *s, const struct rec_ref *all, size_t nall)
+import_records(struct sync *s, const struct rec_ref *all, size_t nall,
+    struct rec_ref **waiting, size_t *nwaiting)
 {
 	struct catalog_record_meta m;
 	struct pack_reader *pr = NULL;
@@ -264,10 +259,12 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 	const uint8_t *img;
 	size_t i, k, n = 0, len, progress;
 	uint64_t read0;
-	int rc;
+	int rc, authority;
 
 	/* The snapshot records, in a list of their own that shrinks as
-	 * they are imported. */
+	 * they are imported; those left waiting go to *waiting. */
+	*waiting = NULL;
+	*nwaiting = 0;
 	if (nall == 0)
 		return (0);
 	if ((recs = calloc(nall, sizeof(*recs))) == NULL) {
@@ -295,16 +292,16 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 					continue;
 				}
 			}
-			if (read_record(s, pr, &recs[i], &img, &len) != 0) {
+			if (read_record(s, pr, &recs[i], &img, &len,
+			    &authority) != 0) {
 				s->res->records_bad++;
 				continue;
 			}
 			rc = catalog_record_import(s->cat, img, len,
-			    recs[i].pack, fetch_part, s, &m);
+			    recs[i].pack, authority, fetch_part, s, &m);
 			if (rc == 2) {
+				memcpy(recs[i].sid, m.sid, sizeof(m.sid));
 				recs[k++] = recs[i];	/* next pass */
-				if (note_orphan(s, m.sid, recs[i].pack))
-					goto err;
 				continue;
 			}
 			progress++;
@@ -321,73 +318,42 @@ import_records(struct sync *s, const struct rec_ref *all, size_t nall)
 		n = k;
 	} while (n > 0 && progress > 0);
 	pack_reader_close(pr);
-	/* The last pass's are the orphans: those noted before them had
-	 * their parent come later. */
-	if (n < s->norphans) {
-		memmove(s->orphans, s->orphans + s->norphans - n,
-		    n * sizeof(*s->orphans));
-		s->norphans = n;
-	}
-	free(recs);
-	return (0);
-err:
-	pack_reader_close(pr);
-	free(recs);
-	return (-1);
-}
-
-static int
-note_orphan(struct sync *s, const char *sid, const char *pack)
-{
-	struct orphan *o;
-
-	if (array_grow(&s->orphans, &s->caporphans, s->norphans,
-	    sizeof(*s->orphans), 16))
-		return (-1);
-	o = &s->orphans[s->norphans++];
-	snprintf(o->sid, sizeof(o->sid), "%s", sid);
-	memcpy(o->pack, pack, PACK_NAME_LEN + 1);
+	*waiting = recs;
+	*nwaiting = n;
 	return (0);
 }
 
 /*
- * A record whose parent is not in the repository: damage, unless the
- * snapshot was forgotten (its parent's record pruned, its own kept in a
- * pack that still holds live data, or carried in a bundle of every pack),
- * or the repository is one that bundles fill (a bundle for one snapshot
- * carries whole packs, which may hold other snapshots' records).
+ * Records still waiting for their parent once the journal is in: those
+ * of forgotten snapshots are nothing (their parent was forgotten and
+ * pruned, the record left in a pack kept for its data, or carried in a
+ * bundle of every pack); in a repository that bundles fill, neither are
+ * those of snapshots no bundle was for (a bundle for one snapshot carries
+ * whole packs, which may hold other snapshots' records); the others lost
+ * their parent.
  */
-static int
-report_orphans(struct sync *s)
+static void
+report_waiting(struct sync *s, const struct rec_ref *recs, size_t n)
 {
 	size_t i, partial = 0;
-	int f, imported;
+	int imported;
 
-	if (s->norphans == 0)
-		return (0);
-	if ((imported = catalog_bundles_imported(s->cat)) < 0)
-		return (-1);
-	for (i = 0; i < s->norphans; i++) {
-		if ((f = catalog_forgotten_has(s->cat, s->orphans[i].sid)) < 0)
-			return (-1);
-		if (f)
+	imported = n > 0 ? catalog_bundles_imported(s->cat) : 0;
+	for (i = 0; i < n; i++) {
+		if (catalog_forgotten_has(s->cat, recs[i].sid) == 1)
 			continue;
-		/* A bundle for one snapshot carries the packs it needs,
-		 * which may hold records of snapshots it is not for. */
-		if (imported) {
+		if (imported == 1) {
 			partial++;
 			continue;
 		}
 		log_error("pack '%s': a snapshot record builds on a snapshot "
-		    "that is not in the repository: left out",
-		    s->orphans[i].pack);
+		    "that is not in the repository: left out", recs[i].pack);
 		s->res->records_bad++;
 	}
 	if (partial > 0)
 		log_info("catalog: %zu snapshot record%s in imported packs "
 		    "build%s on snapshots no bundle brought: left out", partial,
 		    partial == 1 ? "" : "s", partial == 1 ? "s" : "");
-	return (0);
 }
 
 /* 1 if the index names a journal record (every bundle carries it). */
@@ -657,11 +623,11 @@ int
 engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 {
 	struct sync s;
-	struct rec_ref *recs = NULL;
+	struct rec_ref *recs = NULL, *waiting = NULL;
 	char **in_repo = NULL, **in_cat = NULL, **fresh = NULL, *ok = NULL;
 	char **gone = NULL;
 	size_t nrepo = 0, ncat = 0, nfresh = 0, nrecs = 0, cap = 0, i;
-	size_t ngone = 0, dropped;
+	size_t ngone = 0, dropped, nwaiting = 0;
 	uint64_t read0;
 	double t0 = now_monotonic();
 	int rc = -1, st;
@@ -723,11 +689,10 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	progress_done(&s.progress);
 	progress_init(&s.progress, "catalog: importing", 0);
 	s.progress.unit = "snapshots";
-	if (import_records(&s, recs, nrecs))
+	if (import_records(&s, recs, nrecs, &waiting, &nwaiting))
 		goto out;
 	import_journals(&s, recs, nrecs);
-	if (report_orphans(&s))
-		goto out;
+	report_waiting(&s, waiting, nwaiting);
 	/* A record imported again after its snapshot was forgotten (a
 	 * pack read anew, another host's forget) goes again. */
 	if (catalog_forget_apply(c, &dropped))
@@ -744,7 +709,7 @@ out:
 	buf_release(&s.data);
 	buf_release(&s.scratch);
 	free(recs);
-	free(s.orphans);
+	free(waiting);
 	free(ok);
 	free(fresh);
 	free(gone);

@@ -1,5 +1,5 @@
 #!/bin/bash
-test_description='forget by retention rules over a simulated year, chain-aware, then prune: what is kept restores'
+test_description='forget by retention rules over a simulated year, kept snapshots rebased, then prune: what is kept restores'
 . "$(dirname "$0")/../lib.sh"
 
 # A year of daily snapshots (--time): a full on the 1st of each month, a
@@ -30,7 +30,8 @@ test_expect_success "setup: $DAYS daily snapshots of a changing tree" '
 	test_line_count = $DAYS list
 '
 
-# model RULES... < snapshots.json: the ids the rules keep, chain-aware.
+# model RULES... < snapshots.json: the ids the rules keep (a kept snapshot
+# whose parent goes is rebased: only what the rules keep stays).
 model() {
 	perl -MJSON::PP -MPOSIX=strftime -e '
 		my %r = @ARGV;
@@ -57,14 +58,6 @@ model() {
 				$keep{$x->{id}} = 1; $last = $k; $n--;
 			}
 		}
-		my %by = map { $_->{id} => $_ } @s;
-		for my $id (keys %keep) {
-			my $x = $by{$id};
-			while (defined $x->{parent}) {
-				$keep{$x->{parent}} = 1;
-				$x = $by{$x->{parent}};
-			}
-		}
 		print "$_\n" for sort keys %keep;
 	' "$@"
 }
@@ -82,9 +75,12 @@ test_expect_success 'forget --dry-run: the model'"'"'s plan, nothing removed' '
 	json_check still.json "@\$j == $DAYS"
 '
 
-test_expect_success 'every kept snapshot names the rule that keeps it' '
+test_expect_success 'every kept snapshot names the rule that keeps it; those whose parent goes, their rebase' '
 	json_check plan.json "!grep { \$_->{keep} && \$_->{reasons} eq q() } @{\$j->{snapshots}}" &&
-	json_check plan.json "grep { \$_->{reasons} =~ /chain/ && defined \$_->{needed_by} } @{\$j->{snapshots}}"
+	json_check plan.json "!grep { \$_->{reasons} =~ /chain/ } @{\$j->{snapshots}}" &&
+	json_check plan.json "my %k = map { \$_->{id} => 1 } grep { \$_->{keep} } @{\$j->{snapshots}};
+		my @r = grep { \$_->{keep} && \$_->{level} ne q(full) && !\$k{\$_->{parent}} } @{\$j->{snapshots}};
+		@r > 0 && !grep { !defined \$_->{rebase} } @r"
 '
 
 test_expect_success 'forget --prune: exactly the model'"'"'s snapshots remain, the repository shrinks' '

@@ -130,7 +130,7 @@ sub due {	# the level due for schedules [f, d, i] and what was done
 	return -1;
 }
 my @lv = ("full", "differential", "incremental");
-sub keep {	# retention: keep-daily 4, keep-weekly 2, chain-aware
+sub keep {	# retention: keep-daily 4, keep-weekly 2; kept ones rebased
 	my @s = sort { $b->[0] <=> $a->[0] } @snaps;
 	my %k;
 	for my $rule (["%Y-%m-%d", 4], ["%G-%V", 2]) {
@@ -142,10 +142,16 @@ sub keep {	# retention: keep-daily 4, keep-weekly 2, chain-aware
 			$k{$x->[0]} = 1; $last = $b; $n--;
 		}
 	}
+	# A kept one whose parent goes stands on its nearest kept ancestor
+	# (oldest first, so that an ancestor's new level is known): a
+	# differential on a full, an incremental on another, or a full.
 	my %by = map { $_->[0] => $_ } @snaps;
-	for my $t (keys %k) {
-		my $p = $by{$t}[2];
-		while ($p) { $k{$p} = 1; $p = $by{$p}[2] }
+	for my $x (sort { $a->[0] <=> $b->[0] } grep { $k{$_->[0]} } @snaps) {
+		my $p = $x->[2];
+		next if !$p || $k{$p};
+		$p = $by{$p}[2] while $p && !$k{$p};
+		$x->[2] = $p;
+		$x->[1] = !$p ? 0 : $by{$p}[1] == 0 ? 1 : 2;
 	}
 	@snaps = grep { $k{$_->[0]} } @snaps;
 }

@@ -29,6 +29,13 @@
  * new pack by coffer's own journal writer (CATALOG: a scratch catalog to
  * hold the rows): what a write-only key holder can make.  The authority's
  * signature it cannot make, so readers must not forget for it.
+ * forge-record revise REPO KEYFILE PACK REV [bad-authority]: the last
+ * snapshot record in PACK (a head of one part) as a record of revision
+ * REV, one of its files left out (another tree), signed with the
+ * repository's key alone, or, with bad-authority, as a version 2 record
+ * whose authority signature is the ordinary one (what a write-only key
+ * can make); written to a new pack, whose name is printed.  A reader
+ * must never let it replace the snapshot.
  *
  * forge-record conf REPO KEYFILE: coffer.conf of REPO, from standard input
  * (without its mac line), authenticated with KEYFILE's meta key and
@@ -177,6 +184,72 @@ swap_part(int argc, char **argv)
 	sqlite3_close(y);
 	free(ix);
 	free(iy);
+	buf_release(&rec);
+	repo_close(r);
+	return (0);
+}
+
+static int
+revise(int argc, char **argv)
+{
+	struct pack_writer *w;
+	struct pack_entry e;
+	struct pack_info info;
+	struct repo *r;
+	struct buf rec = BUF_INIT;
+	sqlite3 *x;
+	sqlite3_stmt *st;
+	uint8_t *ih, *img, sig[CCRYPTO_SIG_BYTES], id[CCRYPTO_ID_BYTES];
+	sqlite3_int64 size;
+	size_t lh;
+	int bad_auth;
+
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: forge-record revise REPO KEYFILE PACK "
+		    "REV [bad-authority]\n");
+		return (2);
+	}
+	bad_auth = argc == 7 && strcmp(argv[6], "bad-authority") == 0;
+	if ((r = open_repo(argv[2], argv[3])) == NULL)
+		return (1);
+	if ((ih = read_head(r, argv[4], &lh)) == NULL ||
+	    (x = open_image(ih, lh)) == NULL)
+		return (1);
+	if (sqlite3_prepare_v2(x, "INSERT OR REPLACE INTO meta VALUES"
+	    " ('revision', ?1)", -1, &st, NULL) != SQLITE_OK)
+		return (1);
+	sqlite3_bind_int64(st, 1, atoll(argv[5]));
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return (1);
+	sqlite3_finalize(st);
+	if (sqlite3_exec(x, "DELETE FROM entry WHERE path = (SELECT max(path)"
+	    " FROM entry WHERE kind = 1)", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_changes(x) != 1)
+		return (1);
+	if ((img = sqlite3_serialize(x, "main", &size, 0)) == NULL)
+		return (1);
+	/* As packer.c signs: context, repository id, image. */
+	if (buf_append(&rec, record_ctx, sizeof(record_ctx)) ||
+	    buf_append(&rec, repo_id(r), CCRYPTO_REPO_ID_BYTES) ||
+	    buf_append(&rec, img, (size_t)size))
+		return (1);
+	ccrypto_sign(repo_keys(r), rec.data, rec.len, sig);
+	buf_reset(&rec);
+	if (buf_append(&rec, bad_auth ? "CFSN\2" : "CFSN\1", 5) ||
+	    buf_append(&rec, sig, sizeof(sig)) ||
+	    (bad_auth && buf_append(&rec, sig, sizeof(sig))) ||
+	    buf_append(&rec, img, (size_t)size))
+		return (1);
+	ccrypto_chunk_id(repo_keys(r), rec.data, rec.len, id);
+	if ((w = pack_writer_new(r)) == NULL ||
+	    pack_writer_add(w, PACK_REC_SNAPSHOT, 0, id, rec.data, rec.len,
+	    (uint32_t)rec.len, &e) || pack_writer_finish(w, &info))
+		return (1);
+	printf("%s\n", info.name);
+	pack_writer_free(w);
+	sqlite3_free(img);
+	sqlite3_close(x);
+	free(ih);
 	buf_release(&rec);
 	repo_close(r);
 	return (0);
@@ -370,6 +443,8 @@ main(int argc, char **argv)
 		return (swap_part(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "forget") == 0)
 		return (forget(argc, argv));
+	if (argc > 1 && strcmp(argv[1], "revise") == 0)
+		return (revise(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "conf") == 0)
 		return (forge_conf(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "parts") == 0)
