@@ -226,6 +226,8 @@ int cmd_open_checked(const struct global_opts *g, int flags,
     int (*check)(const void *arg, struct repo *r), const void *arg,
     struct repo **r, struct catalog **c);
 int cmd_open_need_read(const void *arg, struct repo *r);
+/* The same for what only a full key decides (forget). */
+int cmd_open_need_full(const void *arg, struct repo *r);
 void cmd_close(struct repo *r, struct catalog *c);
 /* 1 when a cmd_open's catalog update left out what it could not read
  * (reported): cmd_run then ends a command that succeeded with

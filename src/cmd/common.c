@@ -261,6 +261,12 @@ cmd_open_need_read(const void *arg, struct repo *r)
 }
 
 int
+cmd_open_need_full(const void *arg, struct repo *r)
+{
+	return (engine_need_full(r, arg) ? STATUS_USAGE : STATUS_OK);
+}
+
+int
 cmd_open_checked(const struct global_opts *g, int flags,
     int (*check)(const void *arg, struct repo *r), const void *arg,
     struct repo **rp, struct catalog **cp)

@@ -251,18 +251,12 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 		return (STATUS_USAGE);
 	}
 	signals_install();
-	/* A key that cannot prune is refused before anything is forgotten. */
+	/* Forgetting is not appending: the authority's decision.  A key
+	 * that cannot is refused before anything is forgotten. */
 	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
-	    prune ? cmd_open_need_read : NULL, "prune", &r, &c)) !=
-	    STATUS_OK) {
+	    cmd_open_need_full, "forget", &r, &c)) != STATUS_OK) {
 		free(tags);
 		return (st);
-	}
-	/* Forgetting is not appending: the authority's decision. */
-	if (engine_need_full(r, "forget")) {
-		cmd_close(r, c);
-		free(tags);
-		return (STATUS_USAGE);
 	}
 	st = cmd_status(engine_forget(r, c, &o, &res));
 	/* With --prune, --json prints prune's object alone: one document. */
