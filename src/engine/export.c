@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "coffer/bundle.h"
+#include "coffer/catalog-known.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
@@ -246,6 +247,15 @@ add_complete(void *arg, const struct catalog_snapshot *s)
 	return (bundle_manifest_add_snapshot(&x->m, s->sid));
 }
 
+static int
+add_known(void *arg, const char *sid, const char *dataset)
+{
+	struct export *x = arg;
+
+	(void)dataset;
+	return (bundle_manifest_add_snapshot(&x->m, sid));
+}
+
 /* Every pack the repository holds, and every complete snapshot. */
 static int
 all_needs(struct export *x)
@@ -259,7 +269,9 @@ all_needs(struct export *x)
 	for (i = 0; i < n && rc == 0; i++)
 		rc = need_add(x, v[i].name, UINT64_MAX);
 	free(v);
-	if (rc || catalog_snapshot_list(x->cat, NULL, add_complete, x))
+	/* And those a write-only key knows by their views alone. */
+	if (rc || catalog_snapshot_list(x->cat, NULL, add_complete, x) ||
+	    catalog_known_list(x->cat, add_known, x))
 		return (-1);
 	return (0);
 }

@@ -243,16 +243,33 @@ pack_with(struct catalog *c, char d, int type, unsigned n, char *name)
 	    catalog_chunk_locate(c, ch, pk, &loc) ? -1 : 0);
 }
 
+/* Run sql on the catalog's file through a connection of its own. */
+static int
+sql_on(const char *db, const char *sql)
+{
+	sqlite3 *h;
+	int rc;
+
+	if (sqlite3_open(db, &h) != SQLITE_OK)
+		return (-1);
+	rc = sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+	sqlite3_close(h);
+	return (rc);
+}
+
 /*
- * The packs an export carries as the journal's: those of journal records
- * alone, by the catalog's rows; never a data pack, nor a pack of records
- * of a snapshot the catalog holds (but a failed one's, which is the
+ * The packs an export carries as the journal's: those whose index names a
+ * journal record (pack.journal, set as the pack is imported or written);
+ * in a catalog from before that column, those of journal records alone,
+ * by the catalog's rows: never a data pack, nor a pack of records of a
+ * snapshot the catalog holds (but a failed one's, which is the
  * journal's).
  */
 static void
-test_packs(struct catalog *c)
+test_packs(struct catalog *c, const char *db)
 {
 	struct catalog_record_part part;
+	struct catalog_journal_upto upto;
 	char jrn[33], data[33], typed[33], rec[33], partp[33], failed[33];
 	char gone[33], mixed[33];
 	char **v = NULL;
@@ -275,6 +292,16 @@ test_packs(struct catalog *c)
 	    catalog_snapshot_parts_set(c, s, 2, &part) == 0 &&
 	    snapshot_in(c, ds, 2, SNAP_FAILED, failed) > 0,
 	    "a complete snapshot in two packs, a failed one in a third");
+	ok(catalog_journal_packs(c, &v, &n) == 0 && n == 0,
+	    "packs added as not the journal's are not listed");
+	names_free(v, n);
+	memset(&upto, 0, sizeof(upto));
+	ok(catalog_journal_mark(c, jrn, &upto) == 0 &&
+	    catalog_journal_packs(c, &v, &n) == 0 && n == 1 &&
+	    strcmp(v[0], jrn) == 0, "a pack the journal marked is listed");
+	names_free(v, n);
+	ok(sql_on(db, "UPDATE pack SET journal = NULL") == 0,
+	    "the packs as an older catalog holds them");
 	ok(catalog_journal_packs(c, &v, &n) == 0, "journal packs listed");
 	ok(n == 4 && strcmp(v[0], gone) == 0 && strcmp(v[1], jrn) == 0 &&
 	    strcmp(v[2], typed) == 0 && strcmp(v[3], failed) == 0,
@@ -301,7 +328,7 @@ main(void)
 	if (c != NULL) {
 		test_import(c);
 		test_due(c);
-		test_packs(c);
+		test_packs(c, db);
 		catalog_close(c);
 	}
 	free(db);
