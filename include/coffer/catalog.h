@@ -824,8 +824,10 @@ int catalog_journal_mark(struct catalog *c, const char *pack,
 /* 1 if this coffer imports every row of journal image img (a format it
  * knows), 0 if not (a later format, or not an image), -1 on error. */
 int catalog_journal_known(const uint8_t *img, size_t len);
+/* authority: the record is the authority's (view.c), so its drills and
+ * verifies count; otherwise they are left out, with a warning. */
 int catalog_journal_import(struct catalog *c, const uint8_t *img,
-    size_t len, const char *pack, size_t *added);
+    size_t len, const char *pack, int authority, size_t *added);
 
 /*
  * What a catalog rebuild would lose to damaged journal records (verify):

@@ -296,6 +296,7 @@ static const struct {
 				 * or -N: formats up to N only */
 	int counts;		/* its changes are rows added */
 	const char *sql;
+	int authority;		/* only from a record the authority signed */
 } import_sql[] = {
 	/* The newest coffer.conf generation its writer had seen: a floor
 	 * for this host's (a catalog rebuilt, or new, learns that a
@@ -303,19 +304,22 @@ static const struct {
 	{ 1, 0, "INSERT INTO state(name, value) SELECT 'conf_generation',"
 	" value FROM " JOURNAL_SCHEMA ".meta WHERE key = 'conf_generation'"
 	" AND typeof(value) = 'integer' AND value > 0"
-	" ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)" },
+	" ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
+	0 },
 	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".drill WHERE typeof(dataset) = 'text'"
-	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING" },
+	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING", 0 },
 	/* Formats 1 and 2 have no drill.source. */
-	{ -2, 1, DRILL_IMPORT("", "") },
+	/* Drills and verifies are the full key's: a write-only key signs
+	 * journal records too, and must not report a recovery tested. */
+	{ -2, 1, DRILL_IMPORT("", ""), 1 },
 	{ 3, 1, DRILL_IMPORT(", source",
-	    ", CASE WHEN typeof(j.source) = 'text' THEN j.source END") },
+	    ", CASE WHEN typeof(j.source) = 'text' THEN j.source END"), 1 },
 	/* A failed run is listed with its place in its chain: its parent
 	 * must be known (a failed full needs none). */
 	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".failed WHERE typeof(dataset) = 'text'"
-	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING" },
+	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING", 0 },
 	{ 1, 1, "INSERT INTO snapshot(sid, dataset_id, level, parent_id,"
 	" full_id, depth, state, started_ns, finished_ns, host, source,"
 	" record_pack)"
@@ -328,7 +332,7 @@ static const struct {
 	" AND (f.level = 0) = (p.id IS NULL)"
 	" AND typeof(f.started_ns) = 'integer'"
 	" AND NOT EXISTS (SELECT 1 FROM snapshot x WHERE x.sid = f.sid)"
-	" AND NOT EXISTS (SELECT 1 FROM forgotten x WHERE x.sid = f.sid)" },
+	" AND NOT EXISTS (SELECT 1 FROM forgotten x WHERE x.sid = f.sid)", 0 },
 	/* Forgotten snapshots: remembered, then gone (catalog_forget_apply
 	 * deletes them, children first, after the import). */
 	/* Only those the authority signed in the pack's view (the
@@ -338,7 +342,7 @@ static const struct {
 	" SELECT sid, time_ns, 1 FROM " JOURNAL_SCHEMA ".forgotten"
 	" WHERE length(sid) = 32 AND typeof(time_ns) = 'integer'"
 	" AND sid IN (SELECT sid FROM temp.forget_ok)"
-	" ON CONFLICT(sid) DO NOTHING" },
+	" ON CONFLICT(sid) DO NOTHING", 0 },
 	/* Bundles exported and imported, and what an export carried: a
 	 * bundle known already (same target and number) stays as it is. */
 	{ 3, 1, "INSERT INTO bundle(direction, target, seq, level, base_seq,"
@@ -353,12 +357,12 @@ static const struct {
 	" AND typeof(name) = 'text' AND typeof(size) = 'integer'"
 	" AND typeof(packs) = 'integer' AND typeof(snapshots) = 'text'"
 	" AND typeof(created_ns) = 'integer'"
-	" ON CONFLICT(direction, target, seq) DO NOTHING" },
+	" ON CONFLICT(direction, target, seq) DO NOTHING", 0 },
 	{ 3, 0, "INSERT OR IGNORE INTO bundle_pack(bundle_id, pack)"
 	" SELECT b.id, j.pack FROM " JOURNAL_SCHEMA ".bundle_pack j"
 	" JOIN bundle b ON b.direction = j.direction AND b.target = j.target"
 	" AND b.seq = j.seq WHERE typeof(j.pack) = 'text'"
-	" AND length(j.pack) = 32" },
+	" AND length(j.pack) = 32", 0 },
 	/* Runs of coffer run, named by rid; a run known already keeps its
 	 * actions, so they are added only with their run. */
 	{ 4, 1, "INSERT INTO run(rid, time_ns, wall_ns, seconds, host, user,"
@@ -371,7 +375,7 @@ static const struct {
 	" AND typeof(time_ns) = 'integer' AND typeof(wall_ns) = 'integer'"
 	" AND typeof(seconds) IN ('real', 'integer')"
 	" AND typeof(status) = 'integer'"
-	" ON CONFLICT(rid) DO NOTHING" },
+	" ON CONFLICT(rid) DO NOTHING", 0 },
 	{ 4, 0, "INSERT OR IGNORE INTO run_action(run_id, seq, kind, subject,"
 	" level, slot_ns, status, done, seconds, detail)"
 	" SELECT r.id, j.seq, j.kind, j.subject,"
@@ -384,7 +388,8 @@ static const struct {
 	" AND j.kind IN ('backup', 'export', 'forget', 'prune', 'drill',"
 	" 'verify')"
 	" AND typeof(j.subject) = 'text' AND typeof(j.status) = 'integer'"
-	" AND j.done IN (0, 1) AND typeof(j.seconds) IN ('real', 'integer')" },
+	" AND j.done IN (0, 1) AND typeof(j.seconds) IN ('real', 'integer')",
+	0 },
 	/* Which key unlocked a run that wrote, and when: a use known
 	 * already (same key and time) is not added twice. */
 	{ 5, 1, "INSERT INTO key_use(key, time_ns, host, in_repo)"
@@ -394,7 +399,7 @@ static const struct {
 	" OR key IN ('key-file:full', 'key-file:write-only'))"
 	" AND typeof(time_ns) = 'integer'"
 	" ON CONFLICT(key, time_ns) DO UPDATE SET in_repo = 1"
-	" WHERE in_repo = 0" },
+	" WHERE in_repo = 0", 0 },
 	/* Verify runs: a run known already (same time and mode) is
 	 * marked as in the repository, not added twice. */
 	{ 6, 1, "INSERT INTO verify(time_ns, host, mode, slice_n, slice_m,"
@@ -412,7 +417,7 @@ static const struct {
 	" AND typeof(seconds) IN ('real', 'integer')"
 	" AND verdict IN ('pass', 'fail')"
 	" ON CONFLICT(time_ns, mode) DO UPDATE SET in_repo = 1"
-	" WHERE in_repo = 0" },
+	" WHERE in_repo = 0", 1 },
 };
 
 int
@@ -536,9 +541,39 @@ unsigned_forgets(struct catalog *c, int format, const char *pack)
 	return (0);
 }
 
+/* Drills and verifies in a record the authority did not sign: said,
+ * and left out by the import. */
+static int
+unsigned_tests(struct catalog *c, int format, const char *pack)
+{
+	sqlite3_stmt *st;
+	int64_t n = 0;
+	int rc;
+
+	if ((st = cat_prepare(c, format >= 6 ?
+	    "SELECT (SELECT count(*) FROM " JOURNAL_SCHEMA ".drill) +"
+	    " (SELECT count(*) FROM " JOURNAL_SCHEMA ".verify)" :
+	    "SELECT count(*) FROM " JOURNAL_SCHEMA ".drill",
+	    "read a journal record")) == NULL)
+		return (-1);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW) {
+		log_error("cannot read a journal record: %s",
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	if (n > 0)
+		log_warn("pack '%s': %lld drill or verify result%s not signed "
+		    "by a full key (forged, or from before results were "
+		    "signed): left out", pack, (long long)n, n == 1 ? "" : "s");
+	return (0);
+}
+
 int
 catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
-    const char *pack, size_t *added)
+    const char *pack, int authority, size_t *added)
 {
 	sqlite3_stmt *st = NULL;
 	size_t i, nsql = sizeof(import_sql) / sizeof(import_sql[0]);
@@ -560,7 +595,8 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 		    "reads (format %d)", format);
 		goto out;
 	}
-	if (forget_ok_create(c) || unsigned_forgets(c, format, pack))
+	if (forget_ok_create(c) || unsigned_forgets(c, format, pack) ||
+	    (!authority && unsigned_tests(c, format, pack)))
 		goto out;
 	/* Deferred: IMMEDIATE would lock the read-only image too. */
 	if (cat_exec(c, "BEGIN", "import a journal record"))
@@ -568,7 +604,7 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 	for (i = 0; i < nsql; i++) {
 		if (import_sql[i].format > format ||
 		    (import_sql[i].format < 0 && -import_sql[i].format <
-		    format))
+		    format) || (import_sql[i].authority && !authority))
 			continue;
 		if ((st = cat_prepare(c, import_sql[i].sql,
 		    "import a journal record")) == NULL)

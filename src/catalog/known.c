@@ -178,18 +178,19 @@ catalog_known_counts(struct catalog *c, struct catalog_known_counts *n)
 }
 
 /*
- * Forgets journaled before the authority signed them count for no other
- * catalog now (catalog_journal_import): once, a full-key writer's catalog
- * sends every forget it knows to the repository again, signed.
+ * Forgets, drills and verifies journaled before the authority signed them
+ * count for no other catalog now (catalog_journal_import): once, a
+ * full-key writer's catalog sends every one it knows to the repository
+ * again, signed.
  */
 int
-catalog_forgets_resign_once(struct catalog *c)
+catalog_journal_resign_once(struct catalog *c)
 {
 	sqlite3_stmt *st;
 	int rc, done = 0;
 
 	if ((st = cat_prepare(c, "SELECT value FROM state"
-	    " WHERE name = 'forgets_signed'", "read the catalog state")) ==
+	    " WHERE name = 'journal_signed'", "read the catalog state")) ==
 	    NULL)
 		return (-1);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -204,11 +205,12 @@ catalog_forgets_resign_once(struct catalog *c)
 		return (0);
 	if (cat_savepoint(c))
 		return (-1);
-	if (cat_exec(c, "UPDATE forgotten SET in_repo = 0",
-	    "sign the forgets") ||
+	if (cat_exec(c, "UPDATE forgotten SET in_repo = 0;"
+	    " UPDATE drill SET in_repo = 0; UPDATE verify SET in_repo = 0",
+	    "sign the journal") ||
 	    cat_exec(c, "INSERT INTO state(name, value)"
-	    " VALUES ('forgets_signed', 1) ON CONFLICT(name) DO UPDATE"
-	    " SET value = 1", "sign the forgets")) {
+	    " VALUES ('journal_signed', 1) ON CONFLICT(name) DO UPDATE"
+	    " SET value = 1", "sign the journal")) {
 		cat_rollback_to(c);
 		return (-1);
 	}

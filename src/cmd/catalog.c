@@ -129,8 +129,8 @@ rebuild(const struct global_opts *g, int json)
 	/* What the new catalog cannot know: said once, here. */
 	if (ccrypto_keys_write_only(repo_keys(r)) && !json && log_level >= 0)
 		printf("this key is write-only: the new catalog knows every "
-		    "pack's chunks and %zu snapshot%s by their views, not their "
-		    "files; the next backup of each dataset is a full (it "
+		    "pack's chunks and %zu snapshot%s by their views, not "
+		    "their files; the next backup of each dataset is a full (it "
 		    "stores only what is new)\n", res.known,
 		    res.known == 1 ? "" : "s");
 	st = res.packs_bad || res.records_bad ? STATUS_INTEGRITY : STATUS_OK;

@@ -293,6 +293,8 @@ struct catalog_journal_upto;
 struct view_sink {
 	int (*snapshot)(void *arg, const struct catalog_known *k);
 	int (*forgotten)(void *arg, const char *sid, int64_t time_ns);
+	/* May be NULL: the authority's signature of journal record id. */
+	int (*journal)(void *arg, const uint8_t *id, const uint8_t *sig);
 	void *arg;
 };
 int view_note_snapshot(struct buf *v, const struct catalog_snapshot *s,
@@ -300,6 +302,16 @@ int view_note_snapshot(struct buf *v, const struct catalog_snapshot *s,
 int view_note_forgotten(struct repo *r, struct catalog *c, int all,
     const struct catalog_journal_upto *upto, struct buf *v);
 int view_write(struct pack_writer *w, struct repo *r, struct buf *v);
+/*
+ * note_journal: the authority's signature of journal record id (image
+ * img), so that readers take its drills and verifies; nothing with a
+ * write-only key.  0 or -1.  journal_signed: 1 if sig (from a view) is
+ * the authority's over img, else 0.
+ */
+int view_note_journal(struct repo *r, const uint8_t id[CCRYPTO_ID_BYTES],
+    const uint8_t *img, size_t len, struct buf *v);
+int view_journal_signed(struct repo *r, const uint8_t *sig,
+    const uint8_t *img, size_t len);
 int view_parse(struct repo *r, const uint8_t *p, size_t len,
     const char *pack, const struct view_sink *sink);
 

@@ -103,6 +103,7 @@ journal_write(struct repo *r, struct catalog *c, int all,
 	    pack_writer_add(w, PACK_REC_JOURNAL, 0, id, rec.data, rec.len,
 	    (uint32_t)rec.len, NULL) ||
 	    view_note_forgotten(r, c, all, upto, &view) ||
+	    view_note_journal(r, id, img.data, img.len, &view) ||
 	    view_write(w, r, &view) || pack_writer_finish(w, info))
 		goto out;
 	rc = 0;

@@ -57,6 +57,10 @@ struct sync {
 	/* The parts of records in parts, read for their heads. */
 	struct record_reader parts;
 	struct hmap parts_done;		/* record id -> 1 */
+	/* The authority's signatures of journal records, from the views. */
+	uint8_t (*jsigs)[CCRYPTO_SIG_BYTES];
+	size_t njsigs, capjsigs;
+	struct hmap jsig_ids;		/* record id -> index in jsigs */
 };
 
 /* The packs of a (repository, sorted) not in b (catalog, sorted), and
@@ -95,8 +99,36 @@ view_snapshot_skip(void *arg, const struct catalog_known *k)
 static int
 view_forget_ok(void *arg, const char *sid, int64_t time_ns)
 {
+	struct sync *s = arg;
+
 	(void)time_ns;
-	return (catalog_forget_ok_add(arg, sid));
+	return (catalog_forget_ok_add(s->cat, sid));
+}
+
+static int
+view_journal_sig(void *arg, const uint8_t *id, const uint8_t *sig)
+{
+	struct sync *s = arg;
+
+	if (array_grow(&s->jsigs, &s->capjsigs, s->njsigs, sizeof(*s->jsigs),
+	    16))
+		return (-1);
+	memcpy(s->jsigs[s->njsigs], sig, CCRYPTO_SIG_BYTES);
+	if (hmap_put(&s->jsig_ids, id, (int64_t)s->njsigs))
+		return (-1);
+	s->njsigs++;
+	return (0);
+}
+
+/* 1 if the journal record (image img) of ref is the authority's. */
+static int
+journal_signed(struct sync *s, const struct rec_ref *ref, const uint8_t *img,
+    size_t len)
+{
+	int64_t k;
+
+	return (hmap_get(&s->jsig_ids, ref->ent.id, &k) &&
+	    view_journal_signed(s->repo, s->jsigs[k], img, len));
 }
 
 /*
@@ -108,12 +140,13 @@ view_forget_ok(void *arg, const char *sid, int64_t time_ns)
 static int
 signed_forgets(struct sync *s, const struct rec_ref *recs, size_t n)
 {
-	struct view_sink sink = { view_snapshot_skip, view_forget_ok, NULL };
+	struct view_sink sink = { view_snapshot_skip, view_forget_ok,
+	    view_journal_sig, NULL };
 	struct pack_reader *pr = NULL;
 	size_t i;
 	int rc = 0;
 
-	sink.arg = s->cat;
+	sink.arg = s;
 	for (i = 0; i < n; i++) {
 		if (recs[i].ent.type != PACK_REC_VIEW)
 			continue;
@@ -195,7 +228,7 @@ import_journals(struct sync *s, const struct rec_ref *recs, size_t n)
 			continue;
 		}
 		if (catalog_journal_import(s->cat, img, len, recs[i].pack,
-		    &added))
+		    journal_signed(s, &recs[i], img, len), &added))
 			s->res->records_bad++;
 		else
 			s->res->journal += added;
@@ -535,7 +568,7 @@ forgotten_one(void *arg, const char *sid, int64_t time_ns)
 static int
 view_pack(struct sync *s, const char *name)
 {
-	struct view_sink sink = { known_one, forgotten_one, NULL };
+	struct view_sink sink = { known_one, forgotten_one, NULL, NULL };
 	struct catalog_chunk_loc *locs = NULL;
 	struct pack_entry *ents = NULL;
 	struct pack_reader *pr;
@@ -639,6 +672,7 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	s.res = res;
 	record_reader_init(&s.parts, r);
 	hmap_init(&s.parts_done, CCRYPTO_ID_BYTES);
+	hmap_init(&s.jsig_ids, CCRYPTO_ID_BYTES);
 	if (repo_list_packs(r, &in_repo, &nrepo) ||
 	    catalog_pack_names(c, &in_cat, &ncat))
 		goto out;
@@ -706,6 +740,8 @@ out:
 	compressor_free(s.z);
 	record_reader_release(&s.parts);
 	hmap_release(&s.parts_done);
+	hmap_release(&s.jsig_ids);
+	free(s.jsigs);
 	buf_release(&s.data);
 	buf_release(&s.scratch);
 	free(recs);

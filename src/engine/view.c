@@ -17,6 +17,9 @@
  *   only: forgetting is not appending):
  *     u32 n | n x (sid[16] | u64 time_ns) | signature[64] over the rest
  *     ("coffer-forgotten" context)
+ *   kind 3, a journal record of this pack signed by the authority:
+ *     record id[32] | signature[64] over its image ("coffer-journal-auth"
+ *     context); its drills and verifies count (full keys read them)
  *
  * An item of a kind this coffer does not know is skipped.
  */
@@ -33,8 +36,9 @@
 #define VIEW_VERSION 1
 #define VIEW_STR_MAX 4096
 #define VIEW_FORGOTTEN_CTX "coffer-forgotten"
+#define VIEW_JOURNAL_CTX "coffer-journal-auth"
 
-enum { ITEM_SNAPSHOT = 1, ITEM_FORGOTTEN = 2 };
+enum { ITEM_SNAPSHOT = 1, ITEM_FORGOTTEN = 2, ITEM_JOURNAL = 3 };
 
 static int
 put_str(struct buf *b, const char *s)
@@ -139,6 +143,32 @@ view_note_forgotten(struct repo *r, struct catalog *c, int all,
 		return (-1);
 	item_end(v, at);
 	return (0);
+}
+
+int
+view_note_journal(struct repo *r, const uint8_t id[CCRYPTO_ID_BYTES],
+    const uint8_t *img, size_t len, struct buf *v)
+{
+	uint8_t sig[CCRYPTO_SIG_BYTES];
+	size_t at;
+
+	if (ccrypto_keys_write_only(repo_keys(r)))
+		return (0);
+	if (ccrypto_auth_sign(repo_keys(r), VIEW_JOURNAL_CTX, repo_id(r), img,
+	    len, sig) || item_start(v, ITEM_JOURNAL, &at) ||
+	    buf_append(v, id, CCRYPTO_ID_BYTES) ||
+	    buf_append(v, sig, sizeof(sig)))
+		return (-1);
+	item_end(v, at);
+	return (0);
+}
+
+int
+view_journal_signed(struct repo *r, const uint8_t *sig, const uint8_t *img,
+    size_t len)
+{
+	return (ccrypto_auth_verify(repo_keys(r), VIEW_JOURNAL_CTX, repo_id(r),
+	    img, len, sig) == 0);
 }
 
 int
@@ -283,7 +313,16 @@ view_parse(struct repo *r, const uint8_t *p, size_t len, const char *pack,
 			rc = parse_snapshot(&item, sink);
 		else if (kind == ITEM_FORGOTTEN)
 			rc = parse_forgotten(r, &item, sink);
-		else
+		else if (kind == ITEM_JOURNAL) {
+			/* Checked against the record's image by the reader
+			 * of the record (view_journal_signed). */
+			if (item.len != CCRYPTO_ID_BYTES + CCRYPTO_SIG_BYTES)
+				goto bad;
+			rc = sink->journal == NULL ? 0 : sink->journal(
+			    sink->arg, item.p, item.p + CCRYPTO_ID_BYTES);
+			if (rc)
+				return (-1);
+		} else
 			continue;
 		if (rc < 0)
 			return (-1);

@@ -166,8 +166,8 @@ header_check(const struct repo *r, const uint8_t *hdr, const char *name,
 		return (-1);
 	}
 	if (hdr[4] != PACK_VERSION && hdr[4] != PACK_VERSION_KEYED_INDEX) {
-		log_error("pack '%s' has version %u; this coffer reads versions "
-		    "%d and %d (upgrade coffer)", path, hdr[4],
+		log_error("pack '%s' has version %u; this coffer reads "
+		    "versions %d and %d (upgrade coffer)", path, hdr[4],
 		    PACK_VERSION_KEYED_INDEX, PACK_VERSION);
 		return (-1);
 	}

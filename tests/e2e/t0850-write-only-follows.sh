@@ -118,6 +118,20 @@ test_expect_success FORGE 'a journal record of forgets signed with the write-onl
 	rm -f "$(find repo/packs -name "$p")"
 '
 
+test_expect_success FORGE 'a drill that passed, journaled with the write-only key, is no drill on any host' '
+	sid=$(tail -1 sids) &&
+	p=$("$FORGE" drill repo wo.key scratch2.db ckpt "$sid") && test -n "$p" &&
+	bh drill history --json >d.json 2>err && cat err d.json &&
+	grep "not signed by a full key" err &&
+	json_check d.json "@\$j == 0" &&
+	(
+		host bh3 &&
+		coffer -r repo --key-file full.key drill history --json >d3.json &&
+		json_check d3.json "@\$j == 0"
+	) &&
+	rm -f "$(find repo/packs -name "$p")"
+'
+
 test_expect_success 'a new training server (new catalog, write-only key): the source check holds' '
 	(
 		host ts2 &&

@@ -29,6 +29,10 @@
  * new pack by coffer's own journal writer (CATALOG: a scratch catalog to
  * hold the rows): what a write-only key holder can make.  The authority's
  * signature it cannot make, so readers must not forget for it.
+ *
+ * forge-record drill REPO KEYFILE CATALOG DATASET SID: the same for a
+ * drill of snapshot SID of DATASET that passed: a recovery test that
+ * never ran, reported by a write-only key holder.
  * forge-record revise REPO KEYFILE PACK REV [bad-authority]: the last
  * snapshot record in PACK (a head of one part) as a record of revision
  * REV, one of its files left out (another tree), signed with the
@@ -407,6 +411,36 @@ list_index(int argc, char **argv)
 }
 
 static int
+drill(int argc, char **argv)
+{
+	struct catalog_journal_upto upto;
+	struct catalog_drill d;
+	struct pack_info info;
+	struct catalog *c;
+	struct repo *r;
+	size_t n;
+
+	if (argc != 7 || (r = open_repo(argv[2], argv[3])) == NULL ||
+	    (c = catalog_open(argv[4])) == NULL)
+		return (1);
+	memset(&d, 0, sizeof(d));
+	d.time_ns = 1;
+	if (catalog_dataset_id(c, argv[5], 1, &d.dataset_id) < 0)
+		return (1);
+	snprintf(d.sid, sizeof(d.sid), "%s", argv[6]);
+	d.sample = 100;
+	d.files = 1;
+	d.verdict = "pass";
+	if (catalog_drill_add(c, &d) ||
+	    journal_write(r, c, 0, &info, &upto, &n) || n == 0)
+		return (1);
+	printf("%s\n", info.name);
+	catalog_close(c);
+	repo_close(r);
+	return (0);
+}
+
+static int
 forget(int argc, char **argv)
 {
 	struct catalog_journal_upto upto;
@@ -443,6 +477,8 @@ main(int argc, char **argv)
 		return (swap_part(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "forget") == 0)
 		return (forget(argc, argv));
+	if (argc > 1 && strcmp(argv[1], "drill") == 0)
+		return (drill(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "revise") == 0)
 		return (revise(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "conf") == 0)

@@ -108,7 +108,7 @@ test_import(struct catalog *c)
 
 	ok(image(4, "INSERT INTO run VALUES ('0123456789abcdef0123456789abcdef',"
 	    " 1, 2, 0.5, 'h', 'u', 'p', 0)", &img) == 0 &&
-	    catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
 	    added == 1, "a format 4 record still imports (its run)");
 
 	ok(image(5, "INSERT INTO key_use VALUES ('aaaabbbbccccdddd', 1000,"
@@ -116,10 +116,10 @@ test_import(struct catalog *c)
 	    " INSERT INTO key_use VALUES ('../../etc', 5, 'x');"
 	    " INSERT INTO key_use VALUES ('key-file:full', 'soon', 'x')",
 	    &img) == 0 &&
-	    catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
 	    added == 1, "format 5: a key use imports, rows of a wrong type "
 	    "are left out");
-	ok(catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	ok(catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
 	    added == 0, "the same key use twice is one");
 	memset(&l, 0, sizeof(l));
 	ok(catalog_key_use_last(c, last_cb, &l) == 0 && l.n == 1 &&
@@ -132,10 +132,10 @@ test_import(struct catalog *c)
 	    " 0, 0, 0, 0.5, 'maybe');"
 	    " INSERT INTO verify VALUES (2002, 'h', 'read-data=4/3', 4, 3, 1,"
 	    " 7, 3, 0, 0, 0.5, 'pass')", &img) == 0 &&
-	    catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
 	    added == 1, "format 6: a verify run imports, bad rows are left "
 	    "out");
-	ok(catalog_journal_import(c, img.data, img.len, PACK, &added) == 0 &&
+	ok(catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
 	    added == 0, "the same verify run twice is one");
 	{
 		unsigned n = 0;
@@ -147,7 +147,7 @@ test_import(struct catalog *c)
 	}
 
 	ok(image(7, "SELECT 1", &img) == 0 &&
-	    catalog_journal_import(c, img.data, img.len, PACK, &added) == -1,
+	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == -1,
 	    "a format 7 record is refused, not misread");
 	buf_release(&img);
 }
