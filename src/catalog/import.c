@@ -428,7 +428,11 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 		if ((found = catalog_snapshot_find_sid(c, m->parent_sid, &p)) <
 		    0)
 			return (-1);
-		if (!found || p.state != SNAP_COMPLETE) {
+		/* A differential on a parent not yet a full: the record of
+		 * the parent's rebase (a later revision) may still come. */
+		if (!found || p.state != SNAP_COMPLETE ||
+		    (m->level == LEVEL_DIFFERENTIAL &&
+		    p.level != LEVEL_FULL)) {
 			if (found)
 				catalog_snapshot_release(&p);
 			return (2);	/* not yet: the caller may retry */
