@@ -140,6 +140,8 @@ mergeable(struct prune *p, struct pack_reader *pr,
 	int rc;
 
 	for (i = 0; i < n; i++) {
+		if (ents[i].type != PACK_REC_JOURNAL)
+			continue;	/* its view: the merged one has its own */
 		if (pack_reader_get(pr, &ents[i], p->z, &p->data))
 			return (0);
 		p->res->bytes_read += ents[i].stored_len;
@@ -177,8 +179,10 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 			p->res->bytes_read += PACK_HEADER_BYTES +
 			    (uint64_t)nents * (CCRYPTO_ID_BYTES + 18);
 			lr = live_records(p, pr, ents, nents);
+			/* Journal records alone (and their view). */
 			for (j = 0; j < nents &&
-			    ents[j].type == PACK_REC_JOURNAL; j++)
+			    (ents[j].type == PACK_REC_JOURNAL ||
+			    ents[j].type == PACK_REC_VIEW); j++)
 				;
 			if (nents > 0 && j == nents && pk[i].chunks == 0 &&
 			    (mr = mergeable(p, pr, ents, nents)) != 0) {
