@@ -113,12 +113,15 @@ test_expect_success '--max-duration stops after a pack and saves where it got to
 	tail -n 1 m1.out | grep "^stopped at the time limit: .*the next run resumes"
 '
 
+# The structure pass journals its result: a pack of its own, which the
+# resumed pass reads only if its random name sorts after where it stopped.
 test_expect_success 'another mode does not disturb it; the next run resumes and completes' '
 	coffer -r repo verify >/dev/null &&
 	coffer -r repo verify --read-data --json >m2.json &&
 	json_check m2.json "
 		\$j->{complete} && \$j->{resumed} && \$j->{earlier_packs} == 2 &&
-		\$j->{packs} == \$j->{packs_total} - 2 &&
+		\$j->{packs} >= \$j->{packs_total} - 3 &&
+		\$j->{packs} <= \$j->{packs_total} - 2 &&
 		\$j->{errors} == 0" &&
 	coffer -r repo verify --read-data --json >m3.json &&
 	json_check m3.json "
