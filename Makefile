@@ -165,7 +165,7 @@ UBSAN_CHECK_OPTIONS := abort_on_error=1:halt_on_error=1:print_stacktrace=1
 # the same paths, a third of the time.
 asan:
 	ASAN_OPTIONS=$(ASAN_CHECK_OPTIONS) UBSAN_OPTIONS=$(UBSAN_CHECK_OPTIONS) \
-	  COFFER_TEST_DAYS=7 \
+	  COFFER_TEST_SIM_DAYS=7 \
 	  $(MAKE) BUILD=build-asan BIN=build-asan/coffer \
 	  SANITIZE=address,undefined check
 

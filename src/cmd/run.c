@@ -217,8 +217,10 @@ load_repo_datasets(struct run *run)
 static int
 in_repo(const struct run *run, const char *name)
 {
-	return (bsearch(&name, run->repo_datasets, run->nrepo_datasets,
-	    sizeof(*run->repo_datasets), by_name) != NULL);
+	/* bsearch wants a base even for no element. */
+	return (run->nrepo_datasets > 0 && bsearch(&name, run->repo_datasets,
+	    run->nrepo_datasets, sizeof(*run->repo_datasets), by_name) !=
+	    NULL);
 }
 
 static const struct policy_dataset *

@@ -10,7 +10,7 @@ test_description='hourly incrementals thinned by retention: kept snapshots rebas
 # ancestor): at most about 25 snapshots stay, and each restores to the
 # tree it captured (kept in expect/SID).  The forget's record packs are
 # noted (rebase-packs) for a second host that never reads them.
-DAYS=${COFFER_TEST_DAYS:-21}
+DAYS=${COFFER_TEST_SIM_DAYS:-21}
 RULES="--keep-last 12 --keep-daily 7 --keep-weekly 4"
 FORGE=$BUILD/tests/forge-record
 test -x "$FORGE" && test_set_prereq FORGE

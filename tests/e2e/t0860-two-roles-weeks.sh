@@ -4,8 +4,8 @@ test_description='the recommended deployment through three simulated weeks: a wr
 require_coffer
 require_treecmp
 
-# COFFER_TEST_DAYS shortens the simulation (the sanitizer run does).
-DAYS=${COFFER_TEST_DAYS:-21}
+# COFFER_TEST_SIM_DAYS shortens the simulation (the sanitizer run does).
+DAYS=${COFFER_TEST_SIM_DAYS:-21}
 # Saturday 2026-11-07 00:00 UTC: the first weekly full comes that night.
 T0=1794441600
 
