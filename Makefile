@@ -32,6 +32,11 @@ LIB_SRC   := $(sort $(wildcard src/util/*.c src/crypto/*.c src/chunk/*.c \
 CMD_SRC   := src/main.c $(sort $(wildcard src/cmd/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
+# The binary the tests run: the same objects, with the test hooks of
+# coffer(1) compiled in (src/util/tuning.c again, with COFFER_TEST_HOOKS).
+# $(BIN), which make install installs, has none.
+TEST_BIN  := $(BUILD)/test/coffer
+TEST_HOOKS_OBJ := $(BUILD)/test/tuning-hooks.o
 UNIT_SRC  := $(sort $(wildcard tests/unit/t-*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
@@ -46,10 +51,18 @@ MAN5      := $(filter %.5,$(MAN_PAGES))
 .PHONY: all deps check unit e2e asan hdr-check install uninstall clean lint \
         fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files \
         demo format man-lint
-all: $(BIN)
+all: $(BIN) $(TEST_BIN)
 
 $(BIN): $(CMD_OBJ) $(BUILD)/libcoffer.a
 	$(CC) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libcoffer.a $(ALL_LIBS)
+
+$(TEST_BIN): $(CMD_OBJ) $(TEST_HOOKS_OBJ) $(BUILD)/libcoffer.a
+	$(CC) $(LDFLAGS) -o $@ $(CMD_OBJ) $(TEST_HOOKS_OBJ) $(BUILD)/libcoffer.a \
+	  $(ALL_LIBS)
+
+$(TEST_HOOKS_OBJ): src/util/tuning.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DCOFFER_TEST_HOOKS -MMD -MP -c -o $@ $<
 
 $(BUILD)/libcoffer.a: $(LIB_OBJ)
 	@rm -f $@
@@ -97,7 +110,7 @@ $(BUILD)/tests/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
 
--include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(TEST_HOOKS_OBJ:.o=.d)
 
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
@@ -114,12 +127,14 @@ deps:
 
 unit: $(UNIT_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 check: deps
-	@$(MAKE) --no-print-directory $(BIN) unit man-lint
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) unit man-lint
 	@command -v prove >/dev/null || { echo "check: prove not found (make deps)"; exit 2; }
-	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
+	COFFER=$(CURDIR)/$(TEST_BIN) COFFER_RELEASE=$(CURDIR)/$(BIN) \
+	  BUILD=$(CURDIR)/$(BUILD) prove -j2 -f $(UNIT_BIN) tests/e2e/t*.sh
 
-e2e: $(BIN) $(TOOL_BIN) $(REPLAY_BIN)
-	COFFER=$(CURDIR)/$(BIN) BUILD=$(CURDIR)/$(BUILD) prove -v tests/e2e/t*.sh
+e2e: $(BIN) $(TEST_BIN) $(TOOL_BIN) $(REPLAY_BIN)
+	COFFER=$(CURDIR)/$(TEST_BIN) COFFER_RELEASE=$(CURDIR)/$(BIN) \
+	  BUILD=$(CURDIR)/$(BUILD) prove -v tests/e2e/t*.sh
 
 # Timed comparison with restic and borg on a generated training tree
 # (bench/README.md; BENCH_SCALE, BENCH_DIR, BENCH_KEEP).  Not part of check.

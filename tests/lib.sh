@@ -17,16 +17,19 @@
 # keep it.  Options: -v / --verbose shows every test's output, -i /
 # --immediate stops at the first failure, -x traces the test code.
 #
-# Environment: COFFER (the binary; default <top>/coffer), BUILD (the build
+# Environment: COFFER (the binary, built with the test hooks; default
+# <top>/build/test/coffer), COFFER_RELEASE (the binary make install
+# installs, without them; default <top>/coffer), BUILD (the build
 # directory holding tests/treecmp; default <top>/build), TMPDIR.
 
 TEST_DIRECTORY=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$TEST_DIRECTORY/../.." && pwd)
-: "${COFFER:=$TOP/coffer}"
 : "${BUILD:=$TOP/build}"
+: "${COFFER:=$BUILD/test/coffer}"
+: "${COFFER_RELEASE:=$TOP/coffer}"
 : "${MKTREE:=$TOP/tests/tools/mktree.sh}"
 : "${TREECMP:=$BUILD/tests/treecmp}"
-export COFFER BUILD MKTREE TREECMP TOP
+export COFFER COFFER_RELEASE BUILD MKTREE TREECMP TOP
 
 test_count=0
 test_failed=0
@@ -304,6 +307,15 @@ require_coffer() {
 		echo "Bail out! coffer binary '$COFFER' not built (run make)"
 		exit 1
 	fi
+	# Without its hooks every script would pass blind to a command that
+	# printed an error and exited 0 (test_done): refuse the release build.
+	COFFER_TEST_EXITS=$TEST_LOG/probe "$COFFER" version >/dev/null 2>&1
+	if ! [ -s "$TEST_LOG/probe" ]; then
+		echo "Bail out! '$COFFER' has no test hooks: the tests run" \
+			"the test build (make builds build/test/coffer)"
+		exit 1
+	fi
+	rm -f "$TEST_LOG/probe"
 }
 
 # treecmp A B: compare two trees (tests/tools/treecmp.c).  Built by make;

@@ -52,7 +52,8 @@ struct tuning {
 	 * slot code, which knows the bounds. */
 	const char *kdf_max_memory;	/* COFFER_KDF_MAX_MEMORY, MiB */
 
-	/* Test hooks: shell commands run at one point each, or NULL. */
+	/* Test hooks, only in the test build (src/util/tuning.c): shell
+	 * commands run at one point each, or NULL. */
 	const char *test_before_change_check;	/* backup, a file read */
 	const char *test_before_dir_metadata;	/* restore, before dirs */
 	const char *test_before_hardlink;	/* restore, a second name */
@@ -91,8 +92,9 @@ void tuning_run_hook(const char *name, const char *cmd, const char *var,
  * restored), "restore-write" (a file's data written, before it takes its
  * path), "rewrap-intent" (a rewrap's intent written, no header yet),
  * "rewrap-header" (one more header rewritten, the intent still there),
- * "backup-early-part" (a record part built during a backup's walk added
- * to its pack).
+ * "backup-part" (a part of a snapshot record stored), "backup-early-part"
+ * (a record part built during a backup's walk added to its pack).  Only
+ * the test build acts on it (src/util/tuning.c, COFFER_TEST_HOOKS).
  */
 void tuning_raise_at(const char *point);
 

@@ -37,6 +37,30 @@ env_count(const char *name)
 	return (n > 0 ? n : 0);
 }
 
+/*
+ * The test hooks exist only in the binary the tests run (the Makefile
+ * compiles this file a second time with COFFER_TEST_HOOKS for
+ * $(BUILD)/test/coffer): some run a shell command or damage what a
+ * restore reads back, which an installed coffer must never do whatever
+ * its environment says.  Without it, their fields stay 0 and NULL.
+ */
+static void
+load_test_hooks(void)
+{
+#ifdef COFFER_TEST_HOOKS
+	t.test_before_change_check = env("COFFER_TEST_BEFORE_CHANGE_CHECK");
+	t.test_before_dir_metadata = env("COFFER_TEST_BEFORE_DIR_METADATA");
+	t.test_before_hardlink = env("COFFER_TEST_BEFORE_HARDLINK");
+	t.test_before_drill_check = env("COFFER_TEST_BEFORE_DRILL_CHECK");
+	t.test_prune_crash = env("COFFER_TEST_PRUNE_CRASH");
+	t.test_change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;
+	t.test_legacy_keys = getenv("COFFER_TEST_LEGACY_KEYS") != NULL;
+	t.test_raise = env("COFFER_TEST_RAISE");
+	t.test_error = getenv("COFFER_TEST_ERROR") != NULL;
+	t.test_exits = env("COFFER_TEST_EXITS");
+#endif
+}
+
 static void
 load(void)
 {
@@ -58,16 +82,7 @@ load(void)
 	    TUNING_PARTS_EARLY_OFF : env_is("COFFER_RECORD_PARTS_EARLY",
 	    "wait") ? TUNING_PARTS_EARLY_WAIT : TUNING_PARTS_EARLY_ON;
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
-	t.test_before_change_check = env("COFFER_TEST_BEFORE_CHANGE_CHECK");
-	t.test_before_dir_metadata = env("COFFER_TEST_BEFORE_DIR_METADATA");
-	t.test_before_hardlink = env("COFFER_TEST_BEFORE_HARDLINK");
-	t.test_before_drill_check = env("COFFER_TEST_BEFORE_DRILL_CHECK");
-	t.test_prune_crash = env("COFFER_TEST_PRUNE_CRASH");
-	t.test_change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;
-	t.test_legacy_keys = getenv("COFFER_TEST_LEGACY_KEYS") != NULL;
-	t.test_raise = env("COFFER_TEST_RAISE");
-	t.test_error = getenv("COFFER_TEST_ERROR") != NULL;
-	t.test_exits = env("COFFER_TEST_EXITS");
+	load_test_hooks();
 }
 
 const struct tuning *
@@ -87,6 +102,7 @@ tuning_reload(void)
 void
 tuning_raise_at(const char *point)
 {
+#ifdef COFFER_TEST_HOOKS
 	static atomic_long passed;
 	const char *spec = tuning_get()->test_raise, *n, *sig;
 	size_t len = strlen(point);
@@ -104,14 +120,21 @@ tuning_raise_at(const char *point)
 	    0 ? SIGKILL : 0;
 	if (signo != 0 && atomic_fetch_add(&passed, 1) + 1 == want)
 		raise(signo);
+#else
+	(void)point;
+#endif
 }
 
 void
 tuning_run_hook(const char *name, const char *cmd, const char *var,
     const char *value)
 {
+#ifdef COFFER_TEST_HOOKS
 	if (cmd == NULL)
 		return;
 	if ((var != NULL && setenv(var, value, 1)) || system(cmd) != 0)
 		log_warn("%s failed", name);
+#else
+	(void)name, (void)cmd, (void)var, (void)value;
+#endif
 }
