@@ -1398,9 +1398,9 @@ out:
  * deleted moments ago (rm -rf of the last restore) has just freed, where
  * without a journal each inode allocation steps over every inode of the
  * group freed in the last 60 seconds (300 while its inode table is not
- * written back: recently_deleted): 100,000 files of 4 KiB took 54-65 s
- * after such a deletion, 17-18 s with the directories made first, as
- * restic makes them (bench/README.md).  Their metadata is still set
+ * written back: recently_deleted), which makes a restore of many small
+ * files after an rm -rf several times slower; restic makes directories
+ * first too (measured in bench/README.md).  Their metadata is still set
  * last, at close.  0, or -1 (reported).
  */
 static int

@@ -11,8 +11,8 @@
  * Restore writes gigabytes that nobody reads back soon.  Through the page
  * cache every one of its pages is newly allocated, which evicts what the
  * machine was using it for, and costs a fault in the host where the guest's
- * free memory is handed back to it (virtio-balloon free page reporting):
- * the same restore spent from 2 to 14 seconds in the kernel.  So the data
+ * free memory is handed back to it (virtio-balloon free page reporting;
+ * bench/README.md has what that cost a restore).  So the data
  * of a large file goes to the disk O_DIRECT, queued to a thread of the
  * writer's own: from the caller's memory where it is aligned as the file
  * is (direct_lend), else copied into two staging buffers of the writer's.
