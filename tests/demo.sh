@@ -105,8 +105,8 @@ while [ $h -lt $((7 * 24)) ]; do
 	h=$((h + 3))
 done
 
-say "coffer log on the backup host: what each run of both hosts did (from the repository)"
-"$COFFER" log | tail -n 16
+say "coffer log on the backup host: the last simulated day's runs of both hosts (from the repository)"
+"$COFFER" log --since "$(date -u -d @$((START + 6 * 86400)) +%Y-%m-%dT%H:%M:%SZ)"
 
 say "coffer snapshots: fulls on Sunday, a differential on Wednesday, incrementals; retention applied"
 "$COFFER" snapshots

@@ -122,9 +122,11 @@ void cmd_options_help(FILE *f, const struct cmd_option *const *tables,
     size_t n);
 /*
  * The options of opts for a usage line, "[--json] [-n|--dry-run]", in
- * buf (len bytes): 0, or -1 when they do not fit.
+ * buf (len bytes), leaving out those the command's arguments (args, or
+ * NULL) already require ("--policy FILE"): 0, or -1 when they do not fit.
  */
-int cmd_options_usage(char *buf, size_t len, const struct cmd_option *opts);
+int cmd_options_usage(char *buf, size_t len, const struct cmd_option *opts,
+    const char *args);
 /*
  * 1 when argv[1..argc) asks for help (-h or --help before any "--",
  * not as the value of an option of opts), else 0.

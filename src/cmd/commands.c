@@ -277,7 +277,7 @@ print_usage(FILE *f, const char *name)
 		opts[0] = '\0';
 		/* Options spelled out when the line fits, else [OPTIONS]. */
 		if (c->opts != NULL && (cmd_options_usage(opts, sizeof(opts),
-		    c->opts) || strlen(lead) + strlen(c->name) + strlen(opts) +
+		    c->opts, c->args) || strlen(lead) + strlen(c->name) + strlen(opts) +
 		    (c->args ? strlen(c->args) : 0) + 10 > 80))
 			snprintf(opts, sizeof(opts), "[OPTIONS]");
 		snprintf(line, sizeof(line), "coffer %s%s%s%s%s", c->name,

@@ -152,8 +152,24 @@ cmd_options_help(FILE *f, const struct cmd_option *const *tables, size_t n)
 	}
 }
 
+/* Whether args names the option "--name" as a word of its own. */
+static int
+in_args(const char *args, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p;
+
+	for (p = args; p != NULL && (p = strstr(p, "--")) != NULL; p += 2)
+		if (strncmp(p + 2, name, n) == 0 && (p[2 + n] == '\0' ||
+		    p[2 + n] == ' ' || p[2 + n] == '=' || p[2 + n] == ')' ||
+		    p[2 + n] == ']'))
+			return (1);
+	return (0);
+}
+
 int
-cmd_options_usage(char *buf, size_t len, const struct cmd_option *opts)
+cmd_options_usage(char *buf, size_t len, const struct cmd_option *opts,
+    const char *args)
 {
 	const struct cmd_option *o;
 	char lng[64];
@@ -164,6 +180,8 @@ cmd_options_usage(char *buf, size_t len, const struct cmd_option *opts)
 		return (-1);
 	buf[0] = '\0';
 	for (o = opts; o->name != NULL; o++) {
+		if (in_args(args, o->name))
+			continue;
 		fmt_long(lng, sizeof(lng), o);
 		if (o->letter)
 			n = snprintf(buf + off, len - off, "%s[-%c|%s]",

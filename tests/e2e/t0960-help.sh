@@ -168,4 +168,16 @@ test_expect_success 'global options after the command still work with --help' '
 	coffer backup -q --help -r nowhere >h && test_cmp help-backup h
 '
 
+test_expect_success 'a usage line names an option its arguments require once' '
+	for c in cron run export; do
+		coffer "$c" --help | head -1 >u &&
+		for o in policy target to; do
+			n=$(grep -o -e "--$o\b" u | wc -l) &&
+			test "$n" -le 1 || { cat u; return 1; }
+		done || return 1
+	done &&
+	coffer cron --help | head -1 >u &&
+	grep "^usage: coffer cron \[--unit=WHAT\] --policy FILE\$" u
+'
+
 test_done
