@@ -67,6 +67,13 @@ void retention_reasons(unsigned mask, char *out, size_t size);
 int policy_parse_duration(const char *s, double *secs);
 
 /*
+ * Percentages in policy files and options: a number from 0 (only when
+ * zero_ok) or above 0, to 100, with or without "%".  0, or -1 (nothing
+ * reported).
+ */
+int policy_parse_percent(const char *s, int zero_ok, double *pct);
+
+/*
  * Schedules (coffer-policy(5)), evaluated in UTC:
  *   hourly [:MM]                      every hour at minute MM (00)
  *   daily [HH:MM]                     every day (00:00)

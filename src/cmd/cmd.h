@@ -296,10 +296,12 @@ int cmd_listing(int argc, char **argv, const struct global_opts *g,
 /*
  * Durations: a number and a unit (ms, s, m, h, d, w), repeated ("1h30m"),
  * or a bare number of seconds; must be above 0.  Percentages: a number in
- * (0, 100], "%" optional.  0, or -1 (reported).  (src/cmd/duration.c)
+ * (0, 100], or [0, 100] when zero_ok, "%" optional.  0, or -1 (reported).
+ * (src/cmd/duration.c)
  */
 int cmd_parse_duration(const char *opt, const char *s, double *secs);
-int cmd_parse_percent(const char *opt, const char *s, double *pct);
+int cmd_parse_percent(const char *opt, const char *s, int zero_ok,
+    double *pct);
 /* A time in UTC (--time): 2026-11-01T02:15:00Z, as ns since the epoch. */
 int cmd_parse_time(const char *opt, const char *s, int64_t *ns);
 /* Seconds for people: "4.2 s", "12m05s", "3h20m", "2d04h"; "-" if < 0. */

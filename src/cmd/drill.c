@@ -353,7 +353,7 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 			from = optarg;
 			break;
 		case 's':
-			if (cmd_parse_percent("--sample", optarg, &o.sample))
+			if (cmd_parse_percent("--sample", optarg, 0, &o.sample))
 				return (STATUS_USAGE);
 			break;
 		case 'S':

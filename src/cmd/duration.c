@@ -24,21 +24,13 @@ cmd_parse_duration(const char *opt, const char *s, double *secs)
 }
 
 int
-cmd_parse_percent(const char *opt, const char *s, double *pct)
+cmd_parse_percent(const char *opt, const char *s, int zero_ok, double *pct)
 {
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || (*end != '\0' && strcmp(end, "%") != 0) ||
-	    !(v > 0) || v > 100) {
-		log_error("option '%s' needs a percentage above 0 and at most "
-		    "100, such as 10%%, not '%s'", opt, s);
-		return (-1);
-	}
-	*pct = v;
-	return (0);
+	if (policy_parse_percent(s, zero_ok, pct) == 0)
+		return (0);
+	log_error("option '%s' needs a percentage %s, such as 10%%, not '%s'",
+	    opt, zero_ok ? "from 0 to 100" : "above 0 and at most 100", s);
+	return (-1);
 }
 
 void

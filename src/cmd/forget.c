@@ -228,7 +228,7 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 		case 'D': o.dataset = optarg; st = 0; break;
 		case 'n': o.dry_run = 1; st = 0; break;
 		case 'p': prune = 1; st = 0; break;
-		case 'u': st = cmd_parse_percent("--max-unused", optarg, &pct);
+		case 'u': st = cmd_parse_percent("--max-unused", optarg, 1, &pct);
 		    break;
 		case 'j': json = 1; st = 0; break;
 		default:
@@ -290,7 +290,7 @@ cmd_prune(int argc, char **argv, const struct global_opts *g)
 	while ((ch = cmd_getopt(argc, argv, cmd_prune_options)) != -1) {
 		switch (ch) {
 		case 'u':
-			if (cmd_parse_percent("--max-unused", optarg, &pct))
+			if (cmd_parse_percent("--max-unused", optarg, 1, &pct))
 				return (STATUS_USAGE);
 			break;
 		case 'n':

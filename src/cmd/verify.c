@@ -39,7 +39,7 @@ parse_read(const char *s, struct verify_opts *o)
 	}
 	if (strchr(s, '%') == NULL)
 		goto bad;
-	if (cmd_parse_percent("--read-data", s, &o->percent))
+	if (cmd_parse_percent("--read-data", s, 0, &o->percent))
 		return (-1);
 	o->read = o->percent >= 100 ? VERIFY_READ_ALL : VERIFY_READ_PERCENT;
 	return (0);

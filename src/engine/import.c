@@ -55,6 +55,8 @@ struct import {
 	const struct import_opts *o;
 	struct import_result *res;
 	int created;			/* this run made the repository */
+	enum engine_result init_st;	/* why it could not, when it
+					 * was not the bundle (else OK) */
 	/* The bundle being read. */
 	const char *what;
 	struct member *mem;
@@ -151,12 +153,19 @@ make_repo(struct import *x)
 		    "a repository of it", x->what);
 		return (-1);
 	}
-	if (repo_init_from(x->o->init_path, x->meta, x->nmeta))
+	if (repo_init_from(x->o->init_path, x->meta, x->nmeta)) {
+		x->init_st = ENGINE_ERROR;
 		return (-1);
+	}
 	x->created = 1;
-	if (x->o->open_new(x->o->arg, x->o->init_path, x->r, x->c) ||
-	    engine_need_read(*x->r, "import"))
+	if (x->o->open_new(x->o->arg, x->o->init_path, x->r, x->c)) {
+		x->init_st = ENGINE_ERROR;
 		return (-1);
+	}
+	if (engine_need_read(*x->r, "import")) {
+		x->init_st = ENGINE_REFUSED;
+		return (-1);
+	}
 	return (0);
 }
 
@@ -398,6 +407,8 @@ import_one(struct import *x, struct remote_stream *s, const char *name)
 	if (read_bundle(x, br) || make_repo(x)) {
 		if (signals_caught())
 			st = ENGINE_INTERRUPTED;
+		else if (x->init_st != ENGINE_OK)
+			st = x->init_st;
 		goto out;
 	}
 	if (bundle_manifest_verify(repo_keys(*x->r), x->manifest.data,

@@ -529,8 +529,8 @@ parse_count(const char *v, int *out)
 }
 
 /* A percentage: (0, 100], or [0, 100] with zero. */
-static int
-parse_percent(const char *v, int zero, double *out)
+int
+policy_parse_percent(const char *v, int zero, double *out)
 {
 	char *end;
 	double d;
@@ -674,7 +674,7 @@ set_read_data(struct loader *l, struct policy_verify *vf, const char *v)
 			return;
 		}
 	} else if (strchr(v, '%') != NULL &&
-	    parse_percent(v, 0, &vf->percent) == 0) {
+	    policy_parse_percent(v, 0, &vf->percent) == 0) {
 		vf->read = vf->percent >= 100 ? POLICY_READ_ALL :
 		    POLICY_READ_PERCENT;
 		return;
@@ -761,7 +761,7 @@ handle(void *user, const char *section, const char *name, const char *v)
 			error_at(l, l->line, "prune is yes or no, not '%s'", v);
 		break;
 	case K_MAX_UNUSED:
-		if (parse_percent(v, 1, &p->max_unused))
+		if (policy_parse_percent(v, 1, &p->max_unused))
 			error_at(l, l->line, "max-unused needs a percentage "
 			    "from 0 to 100, not '%s'", v);
 		else
@@ -819,7 +819,7 @@ handle(void *user, const char *section, const char *name, const char *v)
 		}
 		break;
 	case K_SAMPLE:
-		if (parse_percent(v, 0, &dr->sample))
+		if (policy_parse_percent(v, 0, &dr->sample))
 			error_at(l, l->line, "sample needs a percentage above "
 			    "0 and at most 100, not '%s'", v);
 		break;

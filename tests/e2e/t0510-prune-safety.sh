@@ -121,4 +121,21 @@ test_expect_success TMPFS 'a full disk during a repack: clear error, nothing los
 	coffer -r small/repo verify --read-data
 '
 
+test_expect_success '--max-unused 0%: every pack with any unused space is repacked, as restic does' '
+	rm -rf z && mkdir z && random_file z/big 1 && head -c 20000 /dev/urandom >z/small &&
+	coffer init --key-file zkey zrepo &&
+	coffer -r zrepo --key-file zkey backup --json zs "$TMP/z" >z1.json &&
+	Z1=$(json_get z1.json "\$j->{snapshot}") &&
+	rm z/small && coffer -r zrepo --key-file zkey backup --level full zs "$TMP/z" &&
+	coffer -r zrepo --key-file zkey forget "$Z1" &&
+	coffer -r zrepo --key-file zkey prune --max-unused 10% --json >z10.json &&
+	json_check z10.json "\$j->{packs_repacked} == 0" &&
+	coffer -r zrepo --key-file zkey prune --max-unused 0% --json >z0.json &&
+	cat z0.json &&
+	json_check z0.json "\$j->{packs_repacked} == 1" &&
+	test_expect_code 2 coffer -r zrepo --key-file zkey prune --max-unused -1% 2>err &&
+	grep "from 0 to 100" err &&
+	coffer -r zrepo --key-file zkey verify --read-data
+'
+
 test_done

@@ -136,6 +136,14 @@ test_expect_success 'import --init refuses a directory that is not empty, and th
 	test_path_is_missing new2
 '
 
+test_expect_success 'import --init where the parent is missing: an I/O error, 5 as init, not damage' '
+	bare b2b &&
+	test_expect_code 5 coffer -r nowhere/repo import --init off 2>err &&
+	test_line_count = 1 err && grep "cannot create directory" err &&
+	test_expect_code 5 coffer init --key-file k9 nowhere/repo2 2>err &&
+	test_path_is_missing nowhere
+'
+
 test_expect_success 'through a pipe: export --to -, import -' '
 	home && mkdir -p pipe &&
 	coffer -r repo export --target p --to - --all >pipe/p-0001.cfb &&
