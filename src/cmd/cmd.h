@@ -304,6 +304,9 @@ int cmd_parse_percent(const char *opt, const char *s, int zero_ok,
     double *pct);
 /* A time in UTC (--time): 2026-11-01T02:15:00Z, as ns since the epoch. */
 int cmd_parse_time(const char *opt, const char *s, int64_t *ns);
+/* --since: a duration ago from now_ns, or a time in UTC (reported). */
+int cmd_parse_since(const char *opt, const char *s, int64_t now_ns,
+    int64_t *ns);
 /* Seconds for people: "4.2 s", "12m05s", "3h20m", "2d04h"; "-" if < 0. */
 void cmd_fmt_seconds(char *out, size_t len, double s);
 

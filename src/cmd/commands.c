@@ -261,6 +261,28 @@ unknown(const char *name)
 	return (STATUS_USAGE);
 }
 
+/*
+ * "drill histroy": a command that takes a snapshot and has subcommands
+ * would look the typo up as a snapshot name.  A word that cannot name a
+ * snapshot (no hex id, no '@') and is one or two edits from a subcommand
+ * is a usage error that names it.  The subcommand's full name, or NULL.
+ */
+static const char *
+near_subcommand(const char *group, const char *arg)
+{
+	size_t i, n = strlen(group), len = strlen(arg);
+
+	if (len < 3 || strchr(arg, '@') != NULL ||
+	    strspn(arg, "0123456789abcdefABCDEF") == len)
+		return (NULL);
+	for (i = 0; i < NCOMMANDS; i++)
+		if (strncmp(commands[i].name, group, n) == 0 &&
+		    commands[i].name[n] == ' ' &&
+		    distance(arg, commands[i].name + n + 1) <= 2)
+			return (commands[i].name);
+	return (NULL);
+}
+
 /* "usage: coffer NAME ..." and "   or: ..." for the commands of a group. */
 static void
 print_usage(FILE *f, const char *name)
@@ -386,6 +408,7 @@ int
 cmd_run(int argc, char **argv, const struct global_opts *g)
 {
 	const struct command *c;
+	const char *near;
 	int words, st;
 
 	if ((c = find(argc, argv, &words)) == NULL) {
@@ -398,6 +421,12 @@ cmd_run(int argc, char **argv, const struct global_opts *g)
 			log_error("'%s' is not a '%s' command", argv[1],
 			    argv[0]);
 		return (cmd_usage_error(argv[0]));
+	}
+	if (words == 1 && argc > 1 && (near = near_subcommand(argv[0],
+	    argv[1])) != NULL) {
+		log_error("'%s' is not a '%s' command; did you mean "
+		    "'coffer %s'?", argv[1], argv[0], near);
+		return (STATUS_USAGE);
 	}
 	if (cmd_options_want_help(argc - (words - 1), argv + (words - 1),
 	    c->opts))

@@ -55,8 +55,9 @@ cmd_fmt_seconds(char *out, size_t len, double s)
 		snprintf(out, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
 }
 
-int
-cmd_parse_time(const char *opt, const char *s, int64_t *ns)
+/* A time in UTC, as ns since the epoch: 0, or -1 (nothing said). */
+static int
+parse_time(const char *s, int64_t *ns)
 {
 	struct tm tm;
 	const char *end;
@@ -68,17 +69,38 @@ cmd_parse_time(const char *opt, const char *s, int64_t *ns)
 	if ((end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL &&
 	    (end = strptime(s, "%Y-%m-%d %H:%M:%S", &tm)) == NULL &&
 	    (end = strptime(s, "%Y-%m-%d", &tm)) == NULL)
-		goto bad;
+		return (-1);
 	if (*end == 'Z')
 		end++;
-	if (*end != '\0')
-		goto bad;
-	if ((t = timegm(&tm)) == (time_t)-1)
-		goto bad;
+	if (*end != '\0' || (t = timegm(&tm)) == (time_t)-1)
+		return (-1);
 	*ns = (int64_t)t * 1000000000;
 	return (0);
-bad:
+}
+
+int
+cmd_parse_time(const char *opt, const char *s, int64_t *ns)
+{
+	if (parse_time(s, ns) == 0)
+		return (0);
 	log_error("%s: '%s' is not a time (YYYY-MM-DDTHH:MM:SSZ, UTC)", opt,
 	    s);
+	return (-1);
+}
+
+int
+cmd_parse_since(const char *opt, const char *s, int64_t now_ns,
+    int64_t *ns)
+{
+	double ago;
+
+	if (policy_parse_duration(s, &ago) == 0) {
+		*ns = now_ns - (int64_t)(ago * 1e9);
+		return (0);
+	}
+	if (parse_time(s, ns) == 0)
+		return (0);
+	log_error("%s: '%s' is neither a duration ago (7d, 12h, 1h30m) nor a "
+	    "time in UTC (2026-12-01T00:00:00Z)", opt, s);
 	return (-1);
 }

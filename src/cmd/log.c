@@ -96,15 +96,13 @@ cmd_log(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct catalog *c;
 	int64_t since = 0;
-	double ago;
 	int ch, st;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_log_options)) != -1) {
 		switch (ch) {
 		case 's':
-			if (policy_parse_duration(optarg, &ago) == 0)
-				since = now_realtime_ns() - (int64_t)(ago * 1e9);
-			else if (cmd_parse_time("--since", optarg, &since))
+			if (cmd_parse_since("--since", optarg,
+			    now_realtime_ns(), &since))
 				return (STATUS_USAGE);
 			break;
 		case 'j':

@@ -168,6 +168,22 @@ test_expect_success 'global options after the command still work with --help' '
 	coffer backup -q --help -r nowhere >h && test_cmp help-backup h
 '
 
+test_expect_success 'a subcommand typo is a usage error that names the subcommand, not a missing snapshot' '
+	test_expect_code 2 coffer -r nowhere drill histroy 2>err &&
+	test_line_count = 1 err &&
+	grep "did you mean .coffer drill history.?" err &&
+	test_expect_code 2 coffer -r nowhere verify histry 2>err &&
+	grep "did you mean .coffer verify history.?" err &&
+	test_expect_code 3 coffer -r nowhere drill abcd 2>err &&
+	! grep "did you mean" err
+'
+
+test_expect_success 'log --since names the forms it takes' '
+	test_expect_code 2 coffer -r nowhere log --since 7days 2>err &&
+	test_line_count = 1 err &&
+	grep "7d, 12h" err && grep "2026-12-01T00:00:00Z" err
+'
+
 test_expect_success 'a usage line names an option its arguments require once' '
 	for c in cron run export; do
 		coffer "$c" --help | head -1 >u &&
