@@ -25,6 +25,9 @@
  * chunks are hashed, compressed and encrypted in parallel like anyone
  * else's.
  */
+#include <sys/stat.h>
+
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1568,9 +1571,18 @@ walk_source(struct backup *b)
 static int
 check_source(struct backup *b, const char *source)
 {
+	struct stat st;
 	char *prev;
 	int found, rc = 0;
 
+	/* Before any snapshot row, as the walk would refuse them: a file
+	 * is no dataset, and the root's symlink is not followed (a failed
+	 * snapshot for a mistyped argument would stay as history). */
+	if (lstat(b->opts->source, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		log_error("'%s' is not a directory%s", b->opts->source,
+		    S_ISLNK(st.st_mode) ? " (it is a symbolic link)" : "");
+		return (1);
+	}
 	/* The newest snapshot's, read or known by its view: a host whose
 	 * catalog is new, with a write-only key, checks it too. */
 	if ((found = catalog_dataset_source(b->cat, b->opts->dataset,
@@ -1689,6 +1701,10 @@ engine_backup(struct repo *r, struct catalog *c,
 		goto out;
 	s.dataset_id = b.dataset_id;
 	if ((s.source = realpath(o->source, NULL)) == NULL) {
+		/* Nothing there is a mistake in the arguments, 2 as a file
+		 * is; an unreadable disk stays an error. */
+		if (errno == ENOENT || errno == ENOTDIR)
+			status = ENGINE_REFUSED;
 		log_errno("cannot open '%s'", o->source);
 		goto out;
 	}

@@ -18,6 +18,18 @@ test_expect_success 'a backup of the dataset from another path is refused, namin
 	json_check s.json "@\$j == 1"
 '
 
+test_expect_success 'a file, a symlink or nothing as the source: status 2, no snapshot left' '
+	ln -s data dlink &&
+	test_expect_code 2 coffer -r repo backup ds2 data/a 2>err &&
+	test_line_count = 1 err && grep "is not a directory" err &&
+	test_expect_code 2 coffer -r repo backup ds2 dlink 2>err &&
+	test_line_count = 1 err && grep "symbolic link" err &&
+	test_expect_code 2 coffer -r repo backup ds2 nothere 2>err &&
+	test_line_count = 1 err && grep "No such file" err &&
+	coffer -r repo snapshots --json >s.json &&
+	json_check s.json "@\$j == 1"
+'
+
 test_expect_success '--new-source takes it, as a new full' '
 	coffer -r repo backup --json --new-source ds ckpt >b.json &&
 	json_check b.json "\$j->{level} eq q(full)" &&
