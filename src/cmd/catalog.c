@@ -181,9 +181,11 @@ check_views(struct repo *r, struct catalog *c, const struct sync_result *res,
 			    n.chunks_unlocated == 1 ? "" : "s",
 			    (long long)n.snapshots_broken,
 			    n.snapshots_broken == 1 ? "" : "s");
-		printf("%lld snapshot%s known by their views only: this key "
-		    "cannot read their files (verify them with the key that "
-		    "reads)\n", (long long)n.known, n.known == 1 ? "" : "s");
+		printf("%lld snapshot%s known by %s only: this key cannot "
+		    "read %s files (verify %s with the key that reads)\n",
+		    (long long)n.known, n.known == 1 ? "" : "s", n.known == 1 ?
+		    "its view" : "their views", n.known == 1 ? "its" : "their",
+		    n.known == 1 ? "it" : "them");
 	}
 	st = STATUS_OK;
 	if (res->packs_bad || res->records_bad || res->packs_missing ||
