@@ -146,7 +146,7 @@ struct policy_export {
 	struct schedule sched[3];
 	char **datasets;		/* none: every dataset, one bundle */
 	size_t ndatasets;
-	int line, datasets_line;
+	int line, datasets_line, to_line;
 };
 
 struct policy_drill {

@@ -795,6 +795,8 @@ handle(void *user, const char *section, const char *name, const char *v)
 		(void)push_str(l, &d->checkpoints, &d->ncheckpoints, v);
 		break;
 	case K_TO:
+		/* Given, even if refused below: one error, not two. */
+		e->to_line = l->line;
 		if (strcmp(v, "-") == 0)
 			error_at(l, l->line, "to: a policy cannot export to "
 			    "standard output");
@@ -915,7 +917,7 @@ check_policy(struct loader *l)
 	for (i = 0; i < p->nexports; i++) {
 		const struct policy_export *e = &p->exports[i];
 
-		if (e->to == NULL)
+		if (e->to == NULL && e->to_line == 0)
 			error_at(l, e->line, "export '%s' has no 'to'",
 			    e->target);
 		if (!has_schedule(e->sched))
@@ -942,9 +944,15 @@ check_policy(struct loader *l)
 		if (p->verifies[i].sched.kind == SCHED_NONE)
 			error_at(l, p->verifies[i].line, "verify '%s' has no "
 			    "schedule", p->verifies[i].name);
-	if (rules && p->prune_sched.kind == SCHED_NONE)
-		error_at(l, l->keep_line, "retention rules need a schedule: "
-		    "add 'schedule = ...' to [retention]");
+	/* Where the schedule belongs: [retention], or nowhere yet. */
+	if (rules && p->prune_sched.kind == SCHED_NONE && p->retention_line)
+		error_at(l, p->retention_line, "[retention] has no schedule, "
+		    "which the keep- rules need (line %d): add 'schedule = "
+		    "...'", l->keep_line);
+	else if (rules && p->prune_sched.kind == SCHED_NONE)
+		error_at(l, 0, "the keep- rules (line %d) need a [retention] "
+		    "section with 'schedule = ...' (when forget and prune "
+		    "run)", l->keep_line);
 	if (p->nkeep_datasets > 0 && !retention_any(&p->keep))
 		error_at(l, p->keep_datasets_line, "datasets: [retention] "
 		    "has no keep- rule for them");

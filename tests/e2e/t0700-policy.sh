@@ -50,7 +50,7 @@ datasets = data nosuch                        ERR unknown dataset
 from = nowhere                                ERR unknown target
 sample = 0                                    ERR bad percentage
 [retention                                    ERR no ]
-[retention]
+[retention]                                   ERR no schedule
 keep-weekly = 4
 max-unused = 200%                             ERR bad percentage
 EOF
@@ -63,7 +63,7 @@ test_expect_success 'a policy with every kind of error: each reported with its l
 	cat err &&
 	sed -n "s/^error: bad\.policy:\([0-9]*\): .*/\1/p" err | sort -n -u >actual &&
 	test_cmp expect actual &&
-	grep "^error: bad\.policy:[0-9]*: retention rules need a schedule" err &&
+	grep "^error: bad\.policy:[0-9]*: \[retention\] has no schedule, which the keep- rules need (line [0-9]*)" err &&
 	grep "^error: bad\.policy: [0-9]* errors; nothing was run" err &&
 	repo_fingerprint repo >fp.after &&
 	test_cmp fp.before fp.after &&
@@ -73,6 +73,25 @@ test_expect_success 'a policy with every kind of error: each reported with its l
 test_expect_success 'errors come in line order, each once' '
 	sed -n "s/^error: bad\.policy:\([0-9]*\): .*/\1/p" err >order &&
 	sort -n order >sorted && test_cmp sorted order
+'
+
+test_expect_success 'a relative to: one error at its line; keep- rules and no [retention]: said without a wrong line' '
+	cat >rel.policy <<-EOF &&
+	[dataset data]
+	path = $TMP/data
+	full = daily 02:00
+	keep-daily = 7
+
+	[export off]
+	to = relative/dir
+	full = daily 03:00
+	EOF
+	test_expect_code 2 coffer -r repo run --policy rel.policy 2>err &&
+	cat err &&
+	test_line_count = 3 err &&
+	grep "^error: rel\.policy:7: to .relative/dir. is not an absolute path" err &&
+	grep "^error: rel\.policy: the keep- rules (line 4) need a \[retention\] section" err &&
+	! grep "has no .to." err
 '
 
 test_expect_success 'a missing policy, an empty one (nothing to do), no policy' '
