@@ -2,6 +2,7 @@
 #define COFFER_FMT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Text output for people: names in listings, sizes, times. */
@@ -28,5 +29,13 @@ const char *fmt_text(const char *s);
 void fmt_bytes(char *out, size_t outlen, double bytes);
 /* ISO-8601 UTC time from ns since the epoch into out (at least 32 bytes). */
 void fmt_time(char *out, size_t outlen, long long ns);
+/*
+ * A time as people write it, into ns since the epoch: RFC 3339
+ * ("2026-11-01T02:15:00Z", "2026-11-01T03:15:00+01:00"; the seconds, the
+ * Z and the T may be left out, a space for the T) or a date alone
+ * ("2026-11-01", its 00:00 UTC; *date_only then 1 when not NULL).
+ * 0, or -1 (nothing said).
+ */
+int fmt_parse_time(const char *s, int64_t *ns, int *date_only);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
 
@@ -361,25 +362,37 @@ catalog_snapshot_find(struct catalog *c, const char *name,
 	int hex, ret, ambiguous = 0;
 
 	if (at != NULL) {
-		/* DATASET@latest, DATASET@full: the newest complete one. */
-		int full = strcmp(at + 1, "full") == 0;
+		/*
+		 * DATASET@latest, DATASET@full: the newest complete one (a
+		 * full); DATASET@TIME: the newest complete one taken at or
+		 * before TIME, a date alone meaning by the end of that day.
+		 */
+		int full = strcmp(at + 1, "full") == 0, date_only = 0;
+		int64_t until = INT64_MAX;
 
-		if ((!full && strcmp(at + 1, "latest") != 0) || at == name) {
+		if (at == name || (!full && strcmp(at + 1, "latest") != 0 &&
+		    fmt_parse_time(at + 1, &until, &date_only))) {
 			log_error("no snapshot '%s' (names are a snapshot id "
-			    "prefix, DATASET@latest or DATASET@full)", name);
+			    "prefix, DATASET@latest, DATASET@full or "
+			    "DATASET@TIME, as 2026-11-01T02:15:00Z)", name);
 			return (0);
 		}
+		if (date_only)
+			until += 86400LL * 1000000000 - 1;
 		st = cat_prepare(c, full ?
 		    SNAPSHOT_SELECT "WHERE d.name = ?1 AND s.state = 1"
 		    " AND s.level = 0 ORDER BY s.started_ns DESC, s.id DESC"
 		    " LIMIT 1" :
 		    SNAPSHOT_SELECT "WHERE d.name = ?1 AND s.state = 1"
+		    " AND s.started_ns <= ?2"
 		    " ORDER BY s.started_ns DESC, s.id DESC LIMIT 1",
 		    "look up a snapshot");
 		if (st == NULL)
 			return (-1);
 		sqlite3_bind_text(st, 1, name, (int)(at - name),
 		    SQLITE_STATIC);
+		if (!full)
+			sqlite3_bind_int64(st, 2, until);
 		ret = fetch_one(c, st, s, name, NULL);
 		goto out;
 	}

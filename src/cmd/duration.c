@@ -1,15 +1,11 @@
 /*
- * Option values shared by verify and drill: durations ("90s", "30m",
- * "1h30m") and percentages ("10%").
+ * Option values the commands share: durations ("90s", "30m", "1h30m"),
+ * percentages ("10%"), times ("2026-11-01T02:15:00Z"), --since.
  */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <time.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cmd.h"
+#include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/policy.h"
 
@@ -55,36 +51,13 @@ cmd_fmt_seconds(char *out, size_t len, double s)
 		snprintf(out, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
 }
 
-/* A time in UTC, as ns since the epoch: 0, or -1 (nothing said). */
-static int
-parse_time(const char *s, int64_t *ns)
-{
-	struct tm tm;
-	const char *end;
-	time_t t;
-
-	memset(&tm, 0, sizeof(tm));
-	/* ISO 8601 in UTC: 2026-11-01T02:15:00Z (the Z, or a space for the
-	 * T, may be left out), or a date alone. */
-	if ((end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL &&
-	    (end = strptime(s, "%Y-%m-%d %H:%M:%S", &tm)) == NULL &&
-	    (end = strptime(s, "%Y-%m-%d", &tm)) == NULL)
-		return (-1);
-	if (*end == 'Z')
-		end++;
-	if (*end != '\0' || (t = timegm(&tm)) == (time_t)-1)
-		return (-1);
-	*ns = (int64_t)t * 1000000000;
-	return (0);
-}
-
 int
 cmd_parse_time(const char *opt, const char *s, int64_t *ns)
 {
-	if (parse_time(s, ns) == 0)
+	if (fmt_parse_time(s, ns, NULL) == 0)
 		return (0);
-	log_error("%s: '%s' is not a time (YYYY-MM-DDTHH:MM:SSZ, UTC)", opt,
-	    s);
+	log_error("%s: '%s' is not a time (2026-11-01T02:15:00Z, or with an "
+	    "offset: +01:00)", opt, s);
 	return (-1);
 }
 
@@ -98,7 +71,7 @@ cmd_parse_since(const char *opt, const char *s, int64_t now_ns,
 		*ns = now_ns - (int64_t)(ago * 1e9);
 		return (0);
 	}
-	if (parse_time(s, ns) == 0)
+	if (fmt_parse_time(s, ns, NULL) == 0)
 		return (0);
 	log_error("%s: '%s' is neither a duration ago (7d, 12h, 1h30m) nor a "
 	    "time in UTC (2026-12-01T00:00:00Z)", opt, s);

@@ -1,5 +1,7 @@
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "coffer/fmt.h"
@@ -147,4 +149,67 @@ fmt_text(const char *s)
 	free(slot_buf[i]);
 	slot_buf[i] = buf;
 	return (buf);
+}
+
+/* "+HH:MM", "+HHMM", "+HH" or "Z" into seconds east of UTC; -1 if not. */
+static int
+parse_offset(const char *p, long *secs)
+{
+	int sign, hh, mm = 0;
+
+	if (strcmp(p, "Z") == 0 || strcmp(p, "z") == 0 || *p == '\0') {
+		*secs = 0;
+		return (0);
+	}
+	if (*p != '+' && *p != '-')
+		return (-1);
+	sign = *p++ == '-' ? -1 : 1;
+	if (!isdigit((unsigned char)p[0]) || !isdigit((unsigned char)p[1]))
+		return (-1);
+	hh = (p[0] - '0') * 10 + (p[1] - '0');
+	p += 2;
+	if (*p == ':')
+		p++;
+	if (*p != '\0') {
+		if (!isdigit((unsigned char)p[0]) ||
+		    !isdigit((unsigned char)p[1]) || p[2] != '\0')
+			return (-1);
+		mm = (p[0] - '0') * 10 + (p[1] - '0');
+	}
+	if (hh > 23 || mm > 59)
+		return (-1);
+	*secs = sign * (hh * 3600L + mm * 60L);
+	return (0);
+}
+
+int
+fmt_parse_time(const char *s, int64_t *ns, int *date_only)
+{
+	static const char *const forms[] = {
+		"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S",
+		"%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"
+	};
+	struct tm tm;
+	const char *end = NULL;
+	size_t i;
+	long off;
+	time_t t;
+
+	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		memset(&tm, 0, sizeof(tm));
+		if ((end = strptime(s, forms[i], &tm)) != NULL &&
+		    parse_offset(end, &off) == 0)
+			break;
+	}
+	if (i == sizeof(forms) / sizeof(forms[0]))
+		return (-1);
+	/* A date alone takes no offset: "2026-11-01+01" is not a time. */
+	if (i == 4 && *end != '\0')
+		return (-1);
+	if ((t = timegm(&tm)) == (time_t)-1)
+		return (-1);
+	*ns = ((int64_t)t - off) * 1000000000;
+	if (date_only != NULL)
+		*date_only = i == 4;
+	return (0);
 }
