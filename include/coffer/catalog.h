@@ -49,9 +49,15 @@ void catalog_close(struct catalog *c);
 #define CATALOG_CACHE_KIB 8192
 int catalog_set_cache(struct catalog *c, int kib);
 
-/* Default path: $XDG_STATE_HOME/coffer/<repo id hex>/catalog.db with
- * XDG_STATE_HOME defaulting to $HOME/.local/state.  malloc'd. */
-char *catalog_default_path(const char *repo_id_hex);
+/*
+ * Default path: $XDG_STATE_HOME/coffer/<repo id hex>-<place>/catalog.db
+ * with XDG_STATE_HOME defaulting to $HOME/.local/state, and <place> 16
+ * hex digits that name the repository's location (its real path): a
+ * catalog belongs to one repository at one place, so two copies of one
+ * repository (imported from two offsite targets) do not share one.
+ * malloc'd.
+ */
+char *catalog_default_path(const char *repo_id_hex, const char *location);
 
 /*
  * The writer lock: flock on "lock" beside the database, waiting at most

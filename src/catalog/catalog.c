@@ -1052,8 +1052,19 @@ catalog_close(struct catalog *c)
 	free(c);
 }
 
+/* FNV-1a: a name for a place, not a secret nor a check. */
+static uint64_t
+place_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return (h);
+}
+
 char *
-catalog_default_path(const char *repo_id_hex)
+catalog_default_path(const char *repo_id_hex, const char *location)
 {
 	const char *base = getenv("XDG_STATE_HOME"), *suffix = "";
 	struct passwd *pw;
@@ -1083,8 +1094,9 @@ catalog_default_path(const char *repo_id_hex)
 	n = strlen(base);
 	while (n > 0 && base[n - 1] == '/')
 		n--;
-	if (n > INT_MAX || buf_printf(&b, "%.*s%s/coffer/%s/catalog.db",
-	    (int)n, base, suffix, repo_id_hex)) {
+	if (n > INT_MAX || buf_printf(&b, "%.*s%s/coffer/%s-%016llx/catalog.db",
+	    (int)n, base, suffix, repo_id_hex,
+	    (unsigned long long)place_hash(location))) {
 		buf_release(&b);
 		return (NULL);
 	}

@@ -98,7 +98,7 @@ rebuild(const struct global_opts *g, int json)
 		return (st);
 	st = STATUS_REPO;
 	path = g->catalog ? strdup(g->catalog) :
-	    catalog_default_path(repo_id_hex(r));
+	    catalog_default_path(repo_id_hex(r), repo_path(r));
 	if (path == NULL || (size_t)snprintf(tmp, sizeof(tmp), "%s.rebuild",
 	    path) >= sizeof(tmp)) {
 		log_error("cannot find a place for the catalog");

@@ -293,11 +293,13 @@ cmd_open_checked(const struct global_opts *g, int flags,
 	 */
 	if ((flags & OPEN_KEYS) || cp) {
 		/* Where the catalog is, by the id coffer.conf claims (only a
-		 * hint is read from there before the key checks it). */
+		 * hint is read from there before the key checks it) and the
+		 * repository's place. */
 		if (g->catalog)
 			catpath = strdup(g->catalog);
 		else
-			catpath = catalog_default_path(repo_id_hex(r));
+			catpath = catalog_default_path(repo_id_hex(r),
+			    repo_path(r));
 		if (catpath == NULL && cp) {
 			log_error("cannot find a place for the catalog (set "
 			    "--catalog or XDG_STATE_HOME)");

@@ -191,7 +191,8 @@ key_uses_read(const struct global_opts *g, struct repo *r,
 			return (-1);
 	} else {
 		if ((path = g->catalog ? strdup(g->catalog) :
-		    catalog_default_path(repo_id_hex(r))) == NULL)
+		    catalog_default_path(repo_id_hex(r),
+		    repo_path(r))) == NULL)
 			return (-1);
 		rc = stat(path, &sb);
 		if (rc == 0)

@@ -144,6 +144,22 @@ test_expect_success 'import --init where the parent is missing: an I/O error, 5 
 	test_path_is_missing nowhere
 '
 
+test_expect_success 'two copies of one repository on one host, from two targets: a catalog each' '
+	home && mkdir -p twoA twoB &&
+	coffer -r repo snapshots --json >all.json &&
+	n=$(json_get all.json "scalar @\$j") &&
+	coffer -r repo export --target twoA --to twoA --all &&
+	coffer -r repo export --target twoB --to twoB --all &&
+	bare b5 &&
+	coffer -r copyA import --init --json twoA >a.json 2>errA &&
+	coffer -r copyB import --init --json twoB >b.json 2>errB &&
+	test_must_be_empty errA && test_must_be_empty errB &&
+	json_check a.json "\$j->{snapshots_new} == $n" &&
+	json_check b.json "\$j->{snapshots_new} == $n" &&
+	test "$(ls "$XDG_STATE_HOME/coffer" | wc -l)" = 2 &&
+	restores_all copyA && restores_all copyB
+'
+
 test_expect_success 'through a pipe: export --to -, import -' '
 	home && mkdir -p pipe &&
 	coffer -r repo export --target p --to - --all >pipe/p-0001.cfb &&
