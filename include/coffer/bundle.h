@@ -98,6 +98,12 @@ enum bundle_member bundle_member_kind(const char *name);
  */
 struct bundle_writer;
 struct bundle_writer *bundle_writer_new(int out, const char *what);
+/*
+ * out is a pipe to a program (rclone) that reports its own failures: a
+ * write that finds the pipe broken fails without a message of its own,
+ * which would only say "Broken pipe" before the program's reason.
+ */
+void bundle_writer_quiet_pipe(struct bundle_writer *w);
 /* Copy size bytes from fd as member name; hash gets their BLAKE2b-256. */
 int bundle_writer_add_fd(struct bundle_writer *w, const char *name, int fd,
     uint64_t size, uint8_t hash[BUNDLE_HASH_BYTES]);

@@ -34,6 +34,7 @@ int remote_list(const struct remote *t, char ***names, size_t *n);
 struct remote_stream {
 	int fd;
 	pid_t pid;			/* rclone's, or 0 */
+	int errfd;			/* rclone's standard error, or -1 */
 	int dfd;			/* the directory's, or -1 */
 	char *name;			/* final name in the directory */
 	char *tmp;			/* temporary name in the directory */

@@ -532,8 +532,11 @@ engine_export(struct repo *r, struct catalog *c, const struct export_opts *o,
 		goto out;
 	put = 1;
 	if ((w = bundle_writer_new(s.fd, t.kind == REMOTE_PIPE ?
-	    "standard output" : res->name)) == NULL ||
-	    write_bundle(&x, w, &text) ||
+	    "standard output" : res->name)) == NULL)
+		goto out;
+	if (t.kind == REMOTE_RCLONE)
+		bundle_writer_quiet_pipe(w);
+	if (write_bundle(&x, w, &text) ||
 	    bundle_writer_finish(w, sum, &res->bytes))
 		goto out;
 	ok = 1;

@@ -370,6 +370,7 @@ struct bundle_writer {
 	struct ccrypto_plain_state sum;
 	uint8_t *io;
 	int failed;
+	int quiet_pipe;			/* EPIPE: the reader says why */
 	/*
 	 * Every byte is hashed twice, for its member's hash and for the
 	 * bundle's (the sidecar): the member's is taken on a thread of its
@@ -441,16 +442,34 @@ write_cb(struct archive *a, void *arg, const void *p, size_t n)
 {
 	struct bundle_writer *w = arg;
 
+	const char *c = p;
+	size_t left = n;
+	ssize_t k;
+
 	/* Said once: libarchive writes again as it closes. */
 	if (w->failed)
 		return (-1);
-	if (fsutil_write_all(w->out, p, n, w->what)) {
-		w->failed = 1;
-		return (-1);
+	while (left > 0) {
+		if ((k = write(w->out, c, left)) < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EPIPE || !w->quiet_pipe)
+				log_errno("write to '%s' failed", w->what);
+			w->failed = 1;
+			return (-1);
+		}
+		c += k;
+		left -= (size_t)k;
 	}
 	ccrypto_plain_hash_update(&w->sum, p, n);
 	w->size += n;
 	return ((la_ssize_t)n);
+}
+
+void
+bundle_writer_quiet_pipe(struct bundle_writer *w)
+{
+	w->quiet_pipe = 1;
 }
 
 struct bundle_writer *

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -116,11 +117,15 @@ rclone_join(const struct remote *t, const char *name)
 
 /*
  * Run rclone with argv; its standard input (dir 0) or output (dir 1) is a
- * pipe whose other end goes to *fd.  The pid, or -1.  A signal that stops
- * coffer stops it too (signals_child), until rclone_wait reaps it.
+ * pipe whose other end goes to *fd.  Its standard error goes to a memory
+ * file, *errfd (or -1, then to coffer's): rclone_wait says its last line
+ * when it fails, in one error, and nothing of it when it succeeds (its
+ * notices would break the silence of a good run under cron).  The pid,
+ * or -1.  A signal that stops coffer stops it too (signals_child), until
+ * rclone_wait reaps it.
  */
 static pid_t
-rclone_spawn(const char *const argv[], int dir, int *fd)
+rclone_spawn(const char *const argv[], int dir, int *fd, int *errfd)
 {
 	sigset_t none;
 	int p[2];
@@ -130,10 +135,14 @@ rclone_spawn(const char *const argv[], int dir, int *fd)
 		log_errno("cannot run rclone");
 		return (-1);
 	}
+	*errfd = memfd_create("rclone-stderr", MFD_CLOEXEC);
 	if ((pid = fork()) == -1) {
 		log_errno("cannot run rclone");
 		close(p[0]);
 		close(p[1]);
+		if (*errfd != -1)
+			close(*errfd);
+		*errfd = -1;
 		return (-1);
 	}
 	if (pid == 0) {
@@ -142,7 +151,8 @@ rclone_spawn(const char *const argv[], int dir, int *fd)
 		sigemptyset(&none);
 		(void)sigprocmask(SIG_SETMASK, &none, NULL);
 		(void)signal(SIGPIPE, SIG_DFL);
-		if (dup2(p[dir == 0 ? 0 : 1], dir) == -1)
+		if (dup2(p[dir == 0 ? 0 : 1], dir) == -1 || (*errfd != -1 &&
+		    dup2(*errfd, STDERR_FILENO) == -1))
 			_exit(127);
 		execvp("rclone", (char *const *)argv);
 		/* Only async-signal-safe calls in a child of a threaded
@@ -202,15 +212,52 @@ rclone_await(pid_t pid, int stop)
 }
 
 /*
+ * The last line rclone wrote to errfd, without its "2026/12/06 08:17:17
+ * ERROR : " prefix, into out (size bytes); "" if none.
+ */
+static void
+rclone_last_line(int errfd, char *out, size_t size)
+{
+	char tail[4096], *end, *line, *p;
+	off_t len;
+	ssize_t got;
+	size_t n;
+
+	out[0] = '\0';
+	if (errfd == -1 || (len = lseek(errfd, 0, SEEK_END)) <= 0)
+		return;
+	if ((got = pread(errfd, tail, sizeof(tail) - 1, len > (off_t)
+	    sizeof(tail) - 1 ? len - (off_t)(sizeof(tail) - 1) : 0)) <= 0)
+		return;
+	tail[got] = '\0';
+	for (end = tail + got; end > tail && (end[-1] == '\n' ||
+	    end[-1] == '\r' || end[-1] == ' '); end--)
+		*(end - 1) = '\0';
+	line = (p = strrchr(tail, '\n')) != NULL ? p + 1 : tail;
+	/* "YYYY/MM/DD HH:MM:SS " then a level and " : ", when there. */
+	if (strlen(line) > 20 && line[4] == '/' && line[7] == '/' &&
+	    line[13] == ':' && line[19] == ' ')
+		line += 20;
+	if ((p = strstr(line, " : ")) != NULL && p - line <= 10)
+		line = p + 3;
+	n = strlen(line);
+	if (n >= size)
+		n = size - 1;
+	memcpy(out, line, n);
+	out[n] = '\0';
+}
+
+/*
  * Reap rclone (stopping it first when stop is set or a signal was
  * caught, as rclone_await): 0 if it succeeded.  One that a signal to
  * coffer stopped is not reported (the signal is what stopped the run),
- * nor one killed after stop; one that failed of itself is, as it may be
- * why the run failed (a write to its pipe said only "Broken pipe").
+ * nor one killed after stop; one that failed of itself is, with the last
+ * line it wrote, as it is why the run failed.  Closes errfd.
  */
 static int
-rclone_wait(pid_t pid, const char *what, int stop)
+rclone_wait(pid_t pid, int errfd, const char *what, int stop)
 {
+	char why[512];
 	int st;
 
 	rclone_await(pid, stop);
@@ -219,19 +266,30 @@ rclone_wait(pid_t pid, const char *what, int stop)
 	while (waitpid(pid, &st, 0) == -1)
 		if (errno != EINTR) {
 			log_errno("rclone (%s)", what);
-			return (-1);
+			goto fail;
 		}
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		if (errfd != -1)
+			close(errfd);
 		return (0);
+	}
 	if (signals_caught() || (stop && !WIFEXITED(st)))
-		return (-1);
-	if (WIFEXITED(st))
-		log_error("rclone failed (%s): exit status %d%s", what,
-		    WEXITSTATUS(st), WEXITSTATUS(st) == 127 ?
-		    " (is rclone installed?)" : "");
+		goto fail;
+	rclone_last_line(errfd, why, sizeof(why));
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		log_error("rclone %s failed: cannot run rclone (is it "
+		    "installed?)", what);
+	else if (why[0] != '\0')
+		log_error("rclone %s failed: %s", what, why);
+	else if (WIFEXITED(st))
+		log_error("rclone %s failed: exit status %d", what,
+		    WEXITSTATUS(st));
 	else
-		log_error("rclone failed (%s): killed by signal %d", what,
+		log_error("rclone %s failed: killed by signal %d", what,
 		    WTERMSIG(st));
+fail:
+	if (errfd != -1)
+		close(errfd);
 	return (-1);
 }
 
@@ -244,9 +302,9 @@ list_rclone(const struct remote *t, char ***v, size_t *n, size_t *cap)
 	char chunk[4096], *line, *save = NULL;
 	ssize_t got;
 	pid_t pid;
-	int fd, rc = -1;
+	int fd, errfd, rc = -1;
 
-	if ((pid = rclone_spawn(argv, 1, &fd)) == -1)
+	if ((pid = rclone_spawn(argv, 1, &fd, &errfd)) == -1)
 		return (-1);
 	while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
 		if (got < 0) {
@@ -264,7 +322,7 @@ list_rclone(const struct remote *t, char ***v, size_t *n, size_t *cap)
 		}
 	}
 	close(fd);
-	if (rclone_wait(pid, "lsf", got != 0) == 0 && got == 0 &&
+	if (rclone_wait(pid, errfd, "lsf", got != 0) == 0 && got == 0 &&
 	    buf_put_u8(&out,
 	    0) == 0) {
 		rc = 0;
@@ -328,7 +386,7 @@ rclone_stream(const struct remote *t, const char *verb, const char *name,
 	if ((arg = rclone_join(t, name)) == NULL)
 		return (-1);
 	argv[3] = arg;
-	s->pid = rclone_spawn(argv, dir, &s->fd);
+	s->pid = rclone_spawn(argv, dir, &s->fd, &s->errfd);
 	free(arg);
 	return (s->pid == -1 ? -1 : 0);
 }
@@ -339,6 +397,7 @@ stream_init(struct remote_stream *s, const struct remote *t)
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
 	s->dfd = -1;
+	s->errfd = -1;
 	s->t = t;
 }
 
@@ -372,9 +431,14 @@ remote_put_begin(const struct remote *t, const char *name,
 		s->tmp = NULL;
 		goto err;
 	}
-	/* A leftover of a run that died is replaced, never followed. */
+	/* A leftover of a run that died is replaced, never followed.  A
+	 * read-only file system refuses the unlink before it looks: that is
+	 * a file that cannot be created. */
 	if (unlinkat(s->dfd, s->tmp, 0) && errno != ENOENT) {
-		log_errno("cannot remove '%s/%s'", t->path, s->tmp);
+		if (errno == EROFS)
+			log_errno("cannot create '%s/%s'", t->path, s->tmp);
+		else
+			log_errno("cannot remove '%s/%s'", t->path, s->tmp);
 		goto err;
 	}
 	if ((s->fd = openat(s->dfd, s->tmp, O_WRONLY | O_CREAT | O_EXCL |
@@ -405,7 +469,7 @@ remote_put_end(struct remote_stream *s, int ok)
 		if (!ok)
 			kill(s->pid, SIGTERM);
 		close(s->fd);
-		if (rclone_wait(s->pid, "rcat", !ok))
+		if (rclone_wait(s->pid, s->errfd, "rcat", !ok))
 			rc = -1;
 		return (rc);
 	case REMOTE_DIR:
@@ -478,6 +542,6 @@ remote_get_end(struct remote_stream *s)
 		return (0);
 	close(s->fd);
 	if (s->t->kind == REMOTE_RCLONE)
-		return (rclone_wait(s->pid, "cat", 0));
+		return (rclone_wait(s->pid, s->errfd, "cat", 0));
 	return (0);
 }

@@ -114,4 +114,17 @@ test_expect_success TMPFS 'with room, the same snapshot restores whole; the repo
 	coffer -r repo verify --read-data
 '
 
+test_expect_success TMPFS 'an export to a full or a read-only file system: one line, the cause' '
+	small_fs "$TMP/xfull" 1m &&
+	mkdir -p "$TMP/xro" && mount -t tmpfs -o ro,size=1m coffer-test "$TMP/xro" &&
+	mounts="$mounts $TMP/xro" &&
+	test_expect_code 5 coffer -r repo export --target f --to "$TMP/xfull" --all 2>err &&
+	cat err && test_line_count = 1 err &&
+	grep "No space left on device" err &&
+	test_expect_code 5 coffer -r repo export --target r --to "$TMP/xro" --all 2>err &&
+	cat err && test_line_count = 1 err &&
+	grep "cannot create .*Read-only file system" err &&
+	coffer -r repo bundles --json >b.json && json_check b.json "@\$j == 0"
+'
+
 test_done

@@ -186,7 +186,8 @@ test_expect_success 'a failed upload is not recorded' '
 	json_check n0.json "@\$j == 0" &&
 	test_must_fail coffer -r repo export --target nowhere \
 		--to "rclone:nosuchremote:x" --all 2>err &&
-	grep rclone err &&
+	cat err && test_line_count = 1 err &&
+	grep "^error: rclone rcat failed: .*nosuchremote" err &&
 	coffer -r repo bundles --json --target nowhere >n1.json &&
 	json_check n1.json "@\$j == 0"
 '
