@@ -211,25 +211,35 @@ test_open(void)
 static void
 test_default_path(void)
 {
-	char *p;
+	char *p, *q;
 
 	setenv("XDG_STATE_HOME", "/x/state/", 1);
-	p = catalog_default_path("00ff");
-	ok(p && strcmp(p, "/x/state/coffer/00ff/catalog.db") == 0,
+	p = catalog_default_path("00ff", "/srv/repo");
+	ok(p && strncmp(p, "/x/state/coffer/00ff-", 21) == 0 &&
+	    strlen(p) == 21 + 16 + strlen("/catalog.db") &&
+	    strcmp(p + 37, "/catalog.db") == 0,
 	    "default path under XDG_STATE_HOME (%s)", p ? p : "NULL");
+	q = catalog_default_path("00ff", "/srv/repo");
+	ok(p && q && strcmp(p, q) == 0, "one place, one path");
+	free(q);
+	q = catalog_default_path("00ff", "/mnt/copy/repo");
+	ok(p && q && strcmp(p, q) != 0,
+	    "the same repository at another place: another catalog");
+	free(q);
 	free(p);
 	setenv("XDG_STATE_HOME", "relative", 1);
 	setenv("HOME", "/home/u", 1);
-	p = catalog_default_path("00ff");
-	ok(p && strcmp(p, "/home/u/.local/state/coffer/00ff/catalog.db") == 0,
+	p = catalog_default_path("00ff", "/srv/repo");
+	ok(p && strncmp(p, "/home/u/.local/state/coffer/00ff-", 33) == 0,
 	    "relative XDG_STATE_HOME ignored (%s)", p ? p : "NULL");
 	free(p);
 	unsetenv("XDG_STATE_HOME");
-	p = catalog_default_path("abc");
-	ok(p && strcmp(p, "/home/u/.local/state/coffer/abc/catalog.db") == 0,
+	p = catalog_default_path("abc", "/srv/repo");
+	ok(p && strncmp(p, "/home/u/.local/state/coffer/abc-", 32) == 0,
 	    "default path under HOME");
 	free(p);
-	ok(catalog_default_path("../x") == NULL, "bad repo id refused");
+	ok(catalog_default_path("../x", "/srv/repo") == NULL,
+	    "bad repo id refused");
 }
 
 static int
