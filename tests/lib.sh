@@ -442,7 +442,20 @@ largest_pack() {
 
 # The catalog of repository $1 (default repo), for locating records.
 catalog_db() {
-	echo "$XDG_STATE_HOME/coffer/$(sed -n 's/^id //p' "${1:-repo}/coffer.conf")/catalog.db"
+	"$COFFER" -r "${1:-repo}" catalog path
+}
+
+# cp_repo SRC DST: repository SRC copied to DST with a copy of its
+# catalog, as if the repository this host knows were at DST (a catalog
+# belongs to one repository at one place): for tests that damage a copy.
+cp_repo() {
+	cp -a "$1" "$2" &&
+	cp_repo_from_=$(catalog_db "$1") && cp_repo_to_=$(catalog_db "$2") &&
+	if [ -d "${cp_repo_from_%/*}" ] &&
+		[ "$cp_repo_from_" != "$cp_repo_to_" ]; then
+		rm -rf "${cp_repo_to_%/*}" &&
+		cp -a "${cp_repo_from_%/*}" "${cp_repo_to_%/*}"
+	fi
 }
 
 # chunk_loc PATH SEQ: "pack offset stored_len" of the SEQ-th chunk of the

@@ -265,6 +265,34 @@ cmd_catalog_rebuild(int argc, char **argv, const struct global_opts *g)
 	return (rebuild(g, json));
 }
 
+/*
+ * Where the repository's catalog is (--catalog, COFFER_CATALOG, or its
+ * place under XDG_STATE_HOME): no key, since the path is named by the id
+ * coffer.conf claims and by where the repository is; nothing is opened
+ * but coffer.conf.
+ */
+int
+cmd_catalog_path(int argc, char **argv, const struct global_opts *g)
+{
+	static const struct cmd_option none[] = { CMD_OPT_END };
+	struct repo *r;
+	char *path;
+	int st;
+
+	if (cmd_getopt(argc, argv, none) != -1 || optind != argc)
+		return (cmd_usage_error("catalog path"));
+	if ((st = cmd_open(g, 0, &r, NULL)) != STATUS_OK)
+		return (st);
+	path = g->catalog ? strdup(g->catalog) :
+	    catalog_default_path(repo_id_hex(r), repo_path(r));
+	repo_close(r);
+	if (path == NULL)
+		return (STATUS_ERROR);
+	printf("%s\n", path);
+	free(path);
+	return (STATUS_OK);
+}
+
 int
 cmd_catalog_check(int argc, char **argv, const struct global_opts *g)
 {

@@ -162,6 +162,7 @@ int cmd_drill_history(int argc, char **argv, const struct global_opts *g);
 int cmd_verify_history(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog_rebuild(int argc, char **argv, const struct global_opts *g);
 int cmd_catalog_check(int argc, char **argv, const struct global_opts *g);
+int cmd_catalog_path(int argc, char **argv, const struct global_opts *g);
 int cmd_forget(int argc, char **argv, const struct global_opts *g);
 int cmd_prune(int argc, char **argv, const struct global_opts *g);
 int cmd_export(int argc, char **argv, const struct global_opts *g);

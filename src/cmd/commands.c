@@ -103,6 +103,8 @@ static const struct command {
 	  "rebuild the catalog from the repository", ENV_OPEN, 1 },
 	{ "catalog check", cmd_catalog_check, cmd_catalog_options, NULL,
 	  "compare the catalog with the repository", ENV_OPEN, 1 },
+	{ "catalog path", cmd_catalog_path, NULL, NULL,
+	  "print where the repository's catalog is", ENV_REPO, 1 },
 	{ "export", cmd_export, cmd_export_options,
 	  "--target NAME --to DEST (SNAPSHOT | --all)",
 	  "write an encrypted bundle for offsite storage", ENV_OPEN, 1 },

@@ -229,7 +229,7 @@ test_expect_success 'a reader never sees a partial metrics file' '
 '
 
 test_expect_success 'drill of a snapshot that is not complete is refused' '
-	sqlite3 "$XDG_STATE_HOME/coffer/$(sed -n "s/^id //p" repo/coffer.conf)"-*/catalog.db \
+	sqlite3 "$(catalog_db repo)" \
 		"UPDATE snapshot SET state = 2 WHERE sid = '\''$id'\''" &&
 	test_expect_code 2 coffer -r repo drill "$id" 2>err &&
 	grep "not complete" err

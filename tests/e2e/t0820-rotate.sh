@@ -231,21 +231,21 @@ test_expect_success 'bundles from before the rotation import on a bare machine w
 '
 
 test_expect_success 'what this coffer cannot read it refuses: a newer coffer.conf format, a newer pack header' '
-	cp -a repo newer &&
+	cp_repo repo newer &&
 	sed -i "s/^format 4\$/format 5/" newer/coffer.conf &&
 	test_must_fail coffer -r newer snapshots 2>err &&
 	grep "has format 5.*upgrade coffer" err &&
 	sed -i "s/^format 5\$/format 5\nsomething new/" newer/coffer.conf &&
 	test_must_fail coffer -r newer snapshots 2>err &&
 	grep "has format 5.*upgrade coffer" err &&
-	cp -a repo newer2 && p=$(find newer2/packs -type f | head -1) &&
+	cp_repo repo newer2 && p=$(find newer2/packs -type f | head -1) &&
 	printf "\005" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
 	test_must_fail coffer -r newer2 verify --read-data 2>err &&
 	grep "has version 5.*upgrade coffer" err
 '
 
 test_expect_success 'hostile repository: a damaged or linked keyring, a malformed intent, a pack with two names' '
-	cp -a repo h1 && flip_byte h1/keyring 40 &&
+	cp_repo repo h1 && flip_byte h1/keyring 40 &&
 	test_must_fail coffer -r h1 verify --read-data 2>err && cat err &&
 	grep "keyring failed authentication" err &&
 	grep "sealed to key epoch 5, which this key does not hold" err &&
@@ -253,10 +253,10 @@ test_expect_success 'hostile repository: a damaged or linked keyring, a malforme
 	test_must_fail coffer -r h1 key rotate 2>err &&
 	grep "keyring did not open" err &&
 	cmp h1/keyring damaged.keyring &&
-	cp -a repo h2 && mv h2/keyring kr.outside && ln -s ../kr.outside h2/keyring &&
+	cp_repo repo h2 && mv h2/keyring kr.outside && ln -s ../kr.outside h2/keyring &&
 	test_must_fail coffer -r h2 verify --read-data 2>err &&
 	grep "symbolic link" err &&
-	cp -a repo h3 && coffer -r h3 key rotate &&
+	cp_repo repo h3 && coffer -r h3 key rotate &&
 	printf "CFRW\001\000\000\000\001\000\000\000junk" >h3/rewrap &&
 	repo_fingerprint h3/packs >before &&
 	test_must_fail coffer -r h3 key rotate --rewrap 2>err &&
