@@ -157,7 +157,11 @@ test_expect_success 'two copies of one repository on one host, from two targets:
 	json_check a.json "\$j->{snapshots_new} == $n" &&
 	json_check b.json "\$j->{snapshots_new} == $n" &&
 	test "$(ls "$XDG_STATE_HOME/coffer" | wc -l)" = 2 &&
-	restores_all copyA && restores_all copyB
+	restores_all copyA && restores_all copyB &&
+	a=$(coffer -r copyA catalog path) && b=$(coffer -r copyB catalog path) &&
+	test -f "$a" && test -f "$b" && test "$a" != "$b" &&
+	test "$(env -u COFFER_KEY_FILE "$COFFER" -r copyA catalog path)" = "$a" &&
+	test "$(coffer -r copyA --catalog "$TMP/elsewhere.db" catalog path)" = "$TMP/elsewhere.db"
 '
 
 test_expect_success 'through a pipe: export --to -, import -' '
