@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
 

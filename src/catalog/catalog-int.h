@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "coffer/buf.h"
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 
 /*

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-prune.h"
 #include "coffer/log.h"
 
 /* The complete snapshots that stay and build on a forgotten one. */

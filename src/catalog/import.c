@@ -14,6 +14,9 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-prune.h"
+#include "coffer/catalog-record.h"
 #include "coffer/log.h"
 
 #define RECORD_SCHEMA "rec"

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
 #include "coffer/catalog-known.h"
 #include "coffer/log.h"
 

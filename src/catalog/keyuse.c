@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 

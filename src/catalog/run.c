@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
 #include "coffer/log.h"
 
 int

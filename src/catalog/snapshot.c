@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-record.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
 

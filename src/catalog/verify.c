@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-record.h"
 #include "coffer/log.h"
 
 /*

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/catalog-history.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"

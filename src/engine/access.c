@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 
+#include "coffer/catalog-history.h"
 #include "coffer/catalog.h"
 #include "coffer/catalog-known.h"
 #include "coffer/crypto.h"

@@ -29,7 +29,10 @@
 #include <unistd.h>
 
 #include "coffer/bundle.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
 #include "coffer/catalog-known.h"
+#include "coffer/catalog-record.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
+#include "coffer/catalog-record.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
 #include "coffer/hmap.h"

@@ -52,6 +52,9 @@
 #include <sqlite3.h>
 
 #include "coffer/buf.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
+#include "coffer/catalog-prune.h"
 #include "coffer/crypto.h"
 #include "coffer/hex.h"
 #include "coffer/repo.h"

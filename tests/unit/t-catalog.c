@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 #include "coffer/entry.h"
 #include "coffer/fsutil.h"

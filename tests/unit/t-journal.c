@@ -11,6 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 #include "coffer/fsutil.h"
 #include "coffer/name.h"
