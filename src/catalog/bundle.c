@@ -146,56 +146,16 @@ err:
 	return (-1);
 }
 
-/* Every row's first column as a malloc'd string, in order. */
-static int
-names_of(struct catalog *c, sqlite3_stmt *st, char ***names, size_t *n,
-    const char *what)
-{
-	char **v = NULL;
-	size_t k = 0, cap = 0;
-	int rc;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (array_grow(&v, &cap, k, sizeof(*v), 256) ||
-		    (v[k] = strdup((const char *)sqlite3_column_text(st,
-		    0))) == NULL) {
-			log_errno("%s", what);
-			goto err;
-		}
-		k++;
-	}
-	if (rc != SQLITE_DONE) {
-		log_error("cannot %s: %s", what, sqlite3_errmsg(c->db));
-		goto err;
-	}
-	sqlite3_finalize(st);
-	*names = v;
-	*n = k;
-	return (0);
-err:
-	sqlite3_finalize(st);
-	names_free(v, k);
-	return (-1);
-}
-
 int
 catalog_bundle_held(struct catalog *c, const char *target, uint32_t from_seq,
     uint32_t to_seq, char ***packs, size_t *n)
 {
-	sqlite3_stmt *st;
-
-	*packs = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT DISTINCT bp.pack FROM bundle b"
+	return (cat_strings(c, "SELECT DISTINCT bp.pack FROM bundle b"
 	    " JOIN bundle_pack bp ON bp.bundle_id = b.id"
 	    " WHERE b.direction = 'export' AND b.target = ?1"
 	    " AND b.seq BETWEEN ?2 AND ?3 ORDER BY bp.pack",
-	    "list what a target holds")) == NULL)
-		return (-1);
-	cat_bind_text(st, 1, target);
-	sqlite3_bind_int64(st, 2, from_seq);
-	sqlite3_bind_int64(st, 3, to_seq);
-	return (names_of(c, st, packs, n, "list what a target holds"));
+	    "list what a target holds", CAT_VALS(CAT_TEXT(target),
+	    CAT_INT(from_seq), CAT_INT(to_seq)), packs, n));
 }
 
 int
@@ -306,11 +266,7 @@ err:
 int
 catalog_journal_packs(struct catalog *c, char ***packs, size_t *n)
 {
-	sqlite3_stmt *st;
-
-	*packs = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT p.name FROM pack p"
+	return (cat_strings(c, "SELECT p.name FROM pack p"
 	    " WHERE p.journal = 1 OR (p.journal IS NULL"
 	    " AND NOT EXISTS (SELECT 1 FROM chunk ch WHERE ch.pack_id = p.id"
 	    "  AND ch.type IS NOT 3)"
@@ -318,7 +274,6 @@ catalog_journal_packs(struct catalog *c, char ***packs, size_t *n)
 	    "  WHERE state <> 2 AND record_pack IS NOT NULL)"
 	    " AND p.name NOT IN (SELECT sp.pack FROM snapshot_part sp"
 	    "  JOIN snapshot s ON s.id = sp.snapshot_id WHERE s.state <> 2))"
-	    " ORDER BY p.name", "find the packs of the journal")) == NULL)
-		return (-1);
-	return (names_of(c, st, packs, n, "find the packs of the journal"));
+	    " ORDER BY p.name", "find the packs of the journal", NULL, 0,
+	    packs, n));
 }

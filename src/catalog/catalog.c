@@ -14,6 +14,7 @@
 #include "catalog-int.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 
 /* "CFCT" in PRAGMA application_id: tells a coffer catalog from any other
  * SQLite file that a mistyped --catalog might point at. */
@@ -559,6 +560,81 @@ cat_exec(struct catalog *c, const char *sql, const char *what)
 		sqlite3_free(msg);
 		return (-1);
 	}
+	return (0);
+}
+
+int
+cat_run(struct catalog *c, const char *sql, const char *what,
+    const struct cat_val *v, size_t n, cat_row_fn *row, void *arg)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int rc, ret = 0;
+
+	if ((st = cat_prepare(c, sql, what)) == NULL)
+		return (-1);
+	for (i = 0; i < n; i++) {
+		if (v[i].type == CAT_V_INT)
+			sqlite3_bind_int64(st, (int)i + 1, v[i].i);
+		else if (v[i].type == CAT_V_TEXT)
+			cat_bind_text(st, (int)i + 1, v[i].p);
+		else
+			sqlite3_bind_blob(st, (int)i + 1, v[i].p, v[i].n,
+			    SQLITE_STATIC);
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if (row != NULL && (ret = row(arg, st)) != 0)
+			break;
+	if (ret == 0 && rc != SQLITE_DONE) {
+		log_error("cannot %s: %s", what, sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+cat_row_int64(void *arg, sqlite3_stmt *st)
+{
+	*(int64_t *)arg = sqlite3_column_int64(st, 0);
+	return (1);
+}
+
+struct strings {
+	char **v;
+	size_t n, cap;
+	const char *what;
+};
+
+static int
+strings_row(void *arg, sqlite3_stmt *st)
+{
+	struct strings *a = arg;
+
+	if (array_grow(&a->v, &a->cap, a->n, sizeof(*a->v), 64) ||
+	    (a->v[a->n] = strdup((const char *)sqlite3_column_text(st,
+	    0))) == NULL) {
+		log_errno("%s", a->what);
+		return (-1);
+	}
+	a->n++;
+	return (0);
+}
+
+int
+cat_strings(struct catalog *c, const char *sql, const char *what,
+    const struct cat_val *v, size_t n, char ***out, size_t *nout)
+{
+	struct strings a = { NULL, 0, 0, what };
+
+	*out = NULL;
+	*nout = 0;
+	if (cat_run(c, sql, what, v, n, strings_row, &a)) {
+		names_free(a.v, a.n);
+		return (-1);
+	}
+	*out = a.v;
+	*nout = a.n;
 	return (0);
 }
 

@@ -24,44 +24,8 @@
 int
 catalog_pack_names(struct catalog *c, char ***names, size_t *n)
 {
-	sqlite3_stmt *st;
-	char **v = NULL, **nv;
-	size_t k = 0, cap = 0;
-	int rc;
-
-	*names = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT name FROM pack ORDER BY name",
-	    "list packs")) == NULL)
-		return (-1);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (k == cap) {
-			cap = cap ? 2 * cap : 256;
-			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL)
-				goto nomem;
-			v = nv;
-		}
-		if ((v[k] = strdup((const char *)sqlite3_column_text(st, 0))) ==
-		    NULL)
-			goto nomem;
-		k++;
-	}
-	if (rc != SQLITE_DONE) {
-		log_error("cannot list packs: %s", sqlite3_errmsg(c->db));
-		goto err;
-	}
-	sqlite3_finalize(st);
-	*names = v;
-	*n = k;
-	return (0);
-nomem:
-	log_error("out of memory");
-err:
-	sqlite3_finalize(st);
-	while (k > 0)
-		free(v[--k]);
-	free(v);
-	return (-1);
+	return (cat_strings(c, "SELECT name FROM pack ORDER BY name",
+	    "list packs", NULL, 0, names, n));
 }
 
 int

@@ -108,19 +108,9 @@ static const char key_uses_due_sql[] =
 static int
 max_id(struct catalog *c, const char *sql, int64_t *v)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((st = cat_prepare(c, sql, "read the journal")) == NULL)
-		return (-1);
-	rc = sqlite3_step(st);
-	*v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW) {
-		log_error("cannot read the journal: %s", sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	return (0);
+	*v = 0;
+	return (cat_run(c, sql, "read the journal", NULL, 0, cat_row_int64,
+	    v) < 0 ? -1 : 0);
 }
 
 int
@@ -221,22 +211,10 @@ out:
 static int
 mark(struct catalog *c, const char *sql, int64_t upto, const char *pack)
 {
-	sqlite3_stmt *st;
-	int rc;
+	const struct cat_val v[] = { CAT_INT(upto), CAT_TEXT(pack) };
 
-	if ((st = cat_prepare(c, sql, "mark the journal")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, upto);
-	if (pack != NULL)
-		cat_bind_text(st, 2, pack);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		log_error("cannot mark the journal: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	return (0);
+	return (cat_run(c, sql, "mark the journal", v, pack != NULL ? 2 : 1,
+	    NULL, NULL));
 }
 
 int

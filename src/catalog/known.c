@@ -55,28 +55,13 @@ catalog_known_add(struct catalog *c, const struct catalog_known *k,
 int
 catalog_forgotten_import(struct catalog *c, const char *sid, int64_t time_ns)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((st = cat_prepare(c, "INSERT INTO forgotten(sid, time_ns, in_repo)"
+	if (cat_run(c, "INSERT INTO forgotten(sid, time_ns, in_repo)"
 	    " VALUES (?1, ?2, 1) ON CONFLICT(sid) DO NOTHING",
-	    "note a forgotten snapshot")) == NULL)
+	    "note a forgotten snapshot", CAT_VALS(CAT_TEXT(sid),
+	    CAT_INT(time_ns)), NULL, NULL))
 		return (-1);
-	cat_bind_text(st, 1, sid);
-	sqlite3_bind_int64(st, 2, time_ns);
-	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-	sqlite3_finalize(st);
-	if (rc == 0 && (st = cat_prepare(c, "DELETE FROM known_snapshot"
-	    " WHERE sid = ?1", "note a forgotten snapshot")) != NULL) {
-		cat_bind_text(st, 1, sid);
-		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-		sqlite3_finalize(st);
-	} else if (rc == 0)
-		return (-1);
-	if (rc)
-		log_error("cannot note forgotten snapshot %s: %s", sid,
-		    sqlite3_errmsg(c->db));
-	return (rc);
+	return (cat_run(c, "DELETE FROM known_snapshot WHERE sid = ?1",
+	    "note a forgotten snapshot", CAT_VALS(CAT_TEXT(sid)), NULL, NULL));
 }
 
 int
