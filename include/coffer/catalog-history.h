@@ -109,7 +109,7 @@ int catalog_drill_list(struct catalog *c, const char *dataset, int latest,
 int catalog_copy_history(struct catalog *c, const char *from);
 
 /*
- * The runs of `coffer run` (src/catalog/run.c, schema version 8): each
+ * The runs of `coffer run` (src/catalog/run.c): each
  * run with its actions, journaled to the repository like drill results.
  */
 struct catalog_run {

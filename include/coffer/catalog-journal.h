@@ -71,10 +71,10 @@ int catalog_journal_lost(struct catalog *c, catalog_lost_fn *fn, void *arg);
 /*
  * The packs of journal records (drills, failed runs, forgets, bundles,
  * runs, key uses) that the catalog lists, whoever wrote them, sorted,
- * malloc'd (names_free, coffer/name.h): packs that hold no chunk of
- * another record type than a journal record's and no record of a
- * snapshot the catalog holds (but a failed one).  An export carries them
- * all, unread.  0 or -1 (reported).
+ * malloc'd (names_free, coffer/name.h): the packs whose journal record
+ * was written here (catalog_journal_mark) or whose index says they hold
+ * one (catalog_pack_import).  An export carries them all, unread.  0 or
+ * -1 (reported).
  */
 int catalog_journal_packs(struct catalog *c, char ***packs, size_t *n);
 

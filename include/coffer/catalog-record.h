@@ -16,8 +16,10 @@
 /*
  * The snapshot's own rows (the snapshot, its dataset's name, its entries
  * with their paths, their contents as chunk-id lists) as an SQLite database
- * image (sqlite3_serialize), replacing out's content.  This is what the
- * signed snapshot record carries, so the catalog can be rebuilt from packs.
+ * image (sqlite3_serialize), replacing out's content: the head of a record
+ * of one part, whatever the snapshot's size (catalog_snapshot_export_parts
+ * cuts it in parts).  The signed snapshot record carries it, so the
+ * catalog can be rebuilt from packs.
  */
 int catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
     struct buf *out);
@@ -26,8 +28,8 @@ int catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
     struct buf *out);
 
 /*
- * A snapshot record in parts (format 2; export.c describes it): where a
- * part was stored, as the head names it.
+ * A snapshot record in parts (export.c describes it): where a part was
+ * stored, as the head names it.
  */
 struct catalog_record_part {
 	char pack[33];			/* the pack holding it */
@@ -147,7 +149,7 @@ int catalog_part_maker_cancelled(const struct catalog_part_maker *m);
 void catalog_part_maker_free(struct catalog_part_maker *m);
 
 /*
- * Where the parts of a snapshot's record are (schema 9), so that an
+ * Where the parts of a snapshot's record are, so that an
  * export finds them without reading the head, which a write-only key
  * cannot open.  catalog_snapshot_part_add: part idx (not the head) of
  * snapshot_id is where says, in the caller's transaction (the count goes
@@ -203,8 +205,7 @@ int catalog_record_sid(const void *img, size_t len,
  * come in, the highest wins.
  */
 struct catalog_record_meta {
-	int format;			/* 1 (one image) or 2 (in parts) */
-	int parts;			/* of a head (1 for format 1) */
+	int parts;			/* of a head; 0 for another part */
 	char sid[SNAPSHOT_ID_HEX + 1];
 	char parent_sid[SNAPSHOT_ID_HEX + 1];
 	char full_sid[SNAPSHOT_ID_HEX + 1];
@@ -223,14 +224,13 @@ int catalog_record_peek(struct catalog *c, const uint8_t *img, size_t len,
     struct catalog_record_meta *m);
 /*
  * What a record image is, read from its meta and part tables alone, with
- * no catalog (verify, sync): format, snapshot id, its index among the
- * snapshot's parts, and, of a head, the count of parts and where the
- * others are (partv[i] is part i, i < parts - 1; malloc'd).  A format 1
- * record is a head of one part; a part that is not a head has parts 0.
- * 0, or -1 (reported: "snapshot record: ...") if the image is malformed.
+ * no catalog (verify, sync): snapshot id, its index among the snapshot's
+ * parts, and, of a head, the count of parts and where the others are
+ * (partv[i] is part i, i < parts - 1; malloc'd).  A part that is not a
+ * head has parts 0.  0, or -1 (reported: "snapshot record: ...") if the
+ * image is malformed or of another format.
  */
 struct catalog_record_info {
-	int format;
 	int part;
 	int parts;
 	int64_t revision;		/* 0 when absent */

@@ -21,20 +21,24 @@
  * drills, runs, key uses, bundles), catalog-prune.h (forget, prune) and
  * catalog-known.h (what a write-only key knows).
  */
-#define CATALOG_SCHEMA_VERSION 11
+#define CATALOG_SCHEMA_VERSION 1	/* the catalog's format (its user_version) */
 
 struct catalog;
 
 /*
- * Open (creating the file and its directory if needed) and migrate to the
- * current schema.  WAL, synchronous=FULL, foreign_keys=ON.  A handle is
- * used by one thread at a time (SQLite's own locking of it is off).
+ * Open (creating the file, its directory and its schema if needed).  A
+ * catalog of another format is refused ("has format N; this coffer reads
+ * format 1").  WAL, synchronous=FULL, foreign_keys=ON.  A handle is used
+ * by one thread at a time (SQLite's own locking of it is off).
  */
 struct catalog *catalog_open(const char *path);
 /*
  * The same, but a file that is not a coffer catalog or is corrupt is moved
- * aside to PATH.damaged-TIME (kept, never deleted; its name in aside, else
- * "") and a new, empty catalog opened in its place.
+ * aside to PATH.damaged-TIME, and a coffer catalog of another format (the
+ * catalog is a cache, never migrated) to PATH.vN-TIME (kept, never
+ * deleted; its name in aside, else ""), with a warning that it is rebuilt
+ * from the repository, and a new, empty catalog opened in its place for
+ * the caller to fill.
  */
 struct catalog *catalog_open_or_reset(const char *path, char *aside,
     size_t size);
@@ -313,8 +317,8 @@ int catalog_snapshot_base(struct catalog *c, int64_t dataset_id, int level,
  * tombstone to a new snapshot for every path of the view that the walk did
  * not see.  One resolver per catalog handle at a time; create it outside a
  * transaction or in one that commits, and look up inside a transaction
- * (a lookup in autocommit mode opens a read transaction of its own and
- * costs about three times as much).
+ * (a lookup in autocommit mode opens a read transaction of its own, which
+ * costs more than the lookup: bench/README.md).
  */
 struct catalog_resolver;
 struct catalog_resolver *catalog_resolver_new(struct catalog *c,

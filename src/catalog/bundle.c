@@ -1,5 +1,5 @@
 /*
- * Offsite bundles in the catalog (schema version 6, catalog.c): what each
+ * Offsite bundles in the catalog (catalog.c's bundle tables): what each
  * target holds, and what a snapshot's chain needs from the repository.
  */
 #include <stdio.h>
@@ -250,30 +250,12 @@ err:
 	return (-1);
 }
 
-/*
- * A journal record is alone in its pack (doc/format.md), so a pack of the
- * journal locates no chunk of another record type than a journal record's
- * (3).  Journal records have no chunk rows today; a host that learns
- * packs from their indexes alone may add them as type 3 rows, and a pack
- * with a row of another type is then none of the journal's.  A pack of
- * the journal is the record_pack of the failed snapshots it journals, of
- * no other snapshot: a pack of snapshot records alone (consolidate's, a
- * record's parts) is not one.  A pack of records alone of a snapshot the
- * catalog no longer holds (forgotten) passes for one: it travels, and the
- * journal's forgotten rows, which travel with it, keep its snapshot
- * forgotten where it is imported.
- */
+/* A journal record is alone in its pack (doc/format.md): the packs that
+ * catalog_journal_mark or catalog_pack_import noted as the journal's. */
 int
 catalog_journal_packs(struct catalog *c, char ***packs, size_t *n)
 {
-	return (cat_strings(c, "SELECT p.name FROM pack p"
-	    " WHERE p.journal = 1 OR (p.journal IS NULL"
-	    " AND NOT EXISTS (SELECT 1 FROM chunk ch WHERE ch.pack_id = p.id"
-	    "  AND ch.type IS NOT 3)"
-	    " AND p.name NOT IN (SELECT record_pack FROM snapshot"
-	    "  WHERE state <> 2 AND record_pack IS NOT NULL)"
-	    " AND p.name NOT IN (SELECT sp.pack FROM snapshot_part sp"
-	    "  JOIN snapshot s ON s.id = sp.snapshot_id WHERE s.state <> 2))"
-	    " ORDER BY p.name", "find the packs of the journal", NULL, 0,
-	    packs, n));
+	return (cat_strings(c, "SELECT name FROM pack WHERE journal = 1"
+	    " ORDER BY name", "find the packs of the journal", NULL, 0, packs,
+	    n));
 }

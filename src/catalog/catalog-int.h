@@ -45,6 +45,7 @@ struct catalog {
 	struct catalog_resolver *resolver;	/* the open one (levels.c) */
 	int seen_fn;		/* coffer_seen() registered */
 	int damaged;		/* open failed: not a catalog, or corrupt */
+	int64_t other;		/* open failed: a catalog of this format */
 	/*
 	 * Recent chunks, paths and contents claimed: > 0 mostly known ones
 	 * (a backup of what was stored before), < 0 mostly new ones (a

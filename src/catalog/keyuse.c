@@ -1,10 +1,10 @@
 /*
  * Which key unlocked each run that wrote the repository, and when
- * (schema 9's key_use): what `key list` shows as a slot's last use.  The
+ * (the key_use table): what `key list` shows as a slot's last use.  The
  * rows go to the repository in journal records (journal.c), so that a
  * rebuilt catalog, or another host's, shows them too.  And what this host
  * remembers of the keys' shared state: the newest coffer.conf generation
- * seen (schema 10's state), the slot that last opened.
+ * seen (the state table), the slot that last opened.
  */
 #include <fcntl.h>
 #include <limits.h>

@@ -162,46 +162,6 @@ catalog_known_counts(struct catalog *c, struct catalog_known_counts *n)
 	return (0);
 }
 
-/*
- * Forgets, drills and verifies journaled before the authority signed them
- * count for no other catalog now (catalog_journal_import): once, a
- * full-key writer's catalog sends every one it knows to the repository
- * again, signed.
- */
-int
-catalog_journal_resign_once(struct catalog *c)
-{
-	sqlite3_stmt *st;
-	int rc, done = 0;
-
-	if ((st = cat_prepare(c, "SELECT value FROM state"
-	    " WHERE name = 'journal_signed'", "read the catalog state")) ==
-	    NULL)
-		return (-1);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		done = sqlite3_column_int(st, 0) != 0;
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		log_error("cannot read the catalog state: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	if (done)
-		return (0);
-	if (cat_savepoint(c))
-		return (-1);
-	if (cat_exec(c, "UPDATE forgotten SET in_repo = 0;"
-	    " UPDATE drill SET in_repo = 0; UPDATE verify SET in_repo = 0",
-	    "sign the journal") ||
-	    cat_exec(c, "INSERT INTO state(name, value)"
-	    " VALUES ('journal_signed', 1) ON CONFLICT(name) DO UPDATE"
-	    " SET value = 1", "sign the journal")) {
-		cat_rollback_to(c);
-		return (-1);
-	}
-	return (cat_release(c));
-}
-
 int
 catalog_bundles_imported(struct catalog *c)
 {

@@ -331,9 +331,6 @@ cmd_open_checked(const struct global_opts *g, int flags,
 			st = STATUS_REPO;
 			goto err;
 		}
-		if (aside[0] != '\0')
-			log_warn("catalog '%s' was damaged: moved aside to '%s' "
-			    "and rebuilt from the repository", catpath, aside);
 		catalog_slot_hint_set(catpath, repo_unlocked_slot(r));
 	}
 	free(catpath);
