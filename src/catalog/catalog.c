@@ -106,15 +106,17 @@
  *   when: a slot by its name, a key file by its kind ("key-file:full",
  *   "key-file:write-only").
  *
- * Local only (a rebuild starts them afresh):
+ * Local only:
  *
  * - verify_state: where a verify stopped by --max-duration got to, per
  *   mode; a run that completes deletes its row.  seed fixes the random
  *   choice of packs of a percentage, so that a resumed run continues it.
+ *   A rebuilt catalog starts the pass again.
  * - state: conf_generation, the highest keyring generation that
- *   coffer.conf named, authenticated, here or in a journal record: one
- *   lower later is a coffer.conf put back from an older copy
- *   (doc/design.md, "Threat model").
+ *   coffer.conf named, authenticated, here or in a journal record (which
+ *   is how a rebuilt catalog learns it again): one lower later is a
+ *   coffer.conf put back from an older copy (doc/design.md, "Threat
+ *   model").
  */
 static const char schema[] =
 	"CREATE TABLE dataset (\n"

@@ -9,7 +9,6 @@
 
 #include "coffer/catalog-history.h"
 #include "coffer/catalog.h"
-#include "coffer/catalog-known.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
