@@ -40,11 +40,6 @@ int catalog_forgotten_import(struct catalog *c, const char *sid,
 /* A forget the authority signed in a pack's view (for this connection):
  * catalog_journal_import takes only those of a record's forgotten rows. */
 int catalog_forget_ok_add(struct catalog *c, const char *sid);
-/* Once per catalog, with a full key: every forget, drill and verify it
- * knows is marked not in the repository, so that the next journal record
- * carries them signed (those written before they were signed count no
- * more). */
-int catalog_journal_resign_once(struct catalog *c);
 /* 1 if the catalog imported bundles (its repository may hold packs whose
  * other snapshots never came), 0 if not, -1 (reported). */
 int catalog_bundles_imported(struct catalog *c);

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coffer/catalog-history.h"
 #include "coffer/catalog.h"
 #include "coffer/fs.h"
 #include "coffer/policy.h"

@@ -1,5 +1,5 @@
 /*
- * Offsite bundles in the catalog (schema version 6, catalog.c): what each
+ * Offsite bundles in the catalog (catalog.c's bundle tables): what each
  * target holds, and what a snapshot's chain needs from the repository.
  */
 #include <stdio.h>
@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
 
@@ -144,56 +146,16 @@ err:
 	return (-1);
 }
 
-/* Every row's first column as a malloc'd string, in order. */
-static int
-names_of(struct catalog *c, sqlite3_stmt *st, char ***names, size_t *n,
-    const char *what)
-{
-	char **v = NULL;
-	size_t k = 0, cap = 0;
-	int rc;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (array_grow(&v, &cap, k, sizeof(*v), 256) ||
-		    (v[k] = strdup((const char *)sqlite3_column_text(st,
-		    0))) == NULL) {
-			log_errno("%s", what);
-			goto err;
-		}
-		k++;
-	}
-	if (rc != SQLITE_DONE) {
-		log_error("cannot %s: %s", what, sqlite3_errmsg(c->db));
-		goto err;
-	}
-	sqlite3_finalize(st);
-	*names = v;
-	*n = k;
-	return (0);
-err:
-	sqlite3_finalize(st);
-	names_free(v, k);
-	return (-1);
-}
-
 int
 catalog_bundle_held(struct catalog *c, const char *target, uint32_t from_seq,
     uint32_t to_seq, char ***packs, size_t *n)
 {
-	sqlite3_stmt *st;
-
-	*packs = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT DISTINCT bp.pack FROM bundle b"
+	return (cat_strings(c, "SELECT DISTINCT bp.pack FROM bundle b"
 	    " JOIN bundle_pack bp ON bp.bundle_id = b.id"
 	    " WHERE b.direction = 'export' AND b.target = ?1"
 	    " AND b.seq BETWEEN ?2 AND ?3 ORDER BY bp.pack",
-	    "list what a target holds")) == NULL)
-		return (-1);
-	cat_bind_text(st, 1, target);
-	sqlite3_bind_int64(st, 2, from_seq);
-	sqlite3_bind_int64(st, 3, to_seq);
-	return (names_of(c, st, packs, n, "list what a target holds"));
+	    "list what a target holds", CAT_VALS(CAT_TEXT(target),
+	    CAT_INT(from_seq), CAT_INT(to_seq)), packs, n));
 }
 
 int
@@ -288,35 +250,12 @@ err:
 	return (-1);
 }
 
-/*
- * A journal record is alone in its pack (doc/format.md), so a pack of the
- * journal locates no chunk of another record type than a journal record's
- * (3).  Journal records have no chunk rows today; a host that learns
- * packs from their indexes alone may add them as type 3 rows, and a pack
- * with a row of another type is then none of the journal's.  A pack of
- * the journal is the record_pack of the failed snapshots it journals, of
- * no other snapshot: a pack of snapshot records alone (consolidate's, a
- * record's parts) is not one.  A pack of records alone of a snapshot the
- * catalog no longer holds (forgotten) passes for one: it travels, and the
- * journal's forgotten rows, which travel with it, keep its snapshot
- * forgotten where it is imported.
- */
+/* A journal record is alone in its pack (doc/format.md): the packs that
+ * catalog_journal_mark or catalog_pack_import noted as the journal's. */
 int
 catalog_journal_packs(struct catalog *c, char ***packs, size_t *n)
 {
-	sqlite3_stmt *st;
-
-	*packs = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT p.name FROM pack p"
-	    " WHERE p.journal = 1 OR (p.journal IS NULL"
-	    " AND NOT EXISTS (SELECT 1 FROM chunk ch WHERE ch.pack_id = p.id"
-	    "  AND ch.type IS NOT 3)"
-	    " AND p.name NOT IN (SELECT record_pack FROM snapshot"
-	    "  WHERE state <> 2 AND record_pack IS NOT NULL)"
-	    " AND p.name NOT IN (SELECT sp.pack FROM snapshot_part sp"
-	    "  JOIN snapshot s ON s.id = sp.snapshot_id WHERE s.state <> 2))"
-	    " ORDER BY p.name", "find the packs of the journal")) == NULL)
-		return (-1);
-	return (names_of(c, st, packs, n, "find the packs of the journal"));
+	return (cat_strings(c, "SELECT name FROM pack WHERE journal = 1"
+	    " ORDER BY name", "find the packs of the journal", NULL, 0, packs,
+	    n));
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "coffer/buf.h"
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 
 /*
@@ -44,6 +45,7 @@ struct catalog {
 	struct catalog_resolver *resolver;	/* the open one (levels.c) */
 	int seen_fn;		/* coffer_seen() registered */
 	int damaged;		/* open failed: not a catalog, or corrupt */
+	int64_t other;		/* open failed: a catalog of this format */
 	/*
 	 * Recent chunks, paths and contents claimed: > 0 mostly known ones
 	 * (a backup of what was stored before), < 0 mostly new ones (a
@@ -73,6 +75,41 @@ sqlite3_stmt *cat_prepare(struct catalog *c, const char *sql,
 
 /* Run SQL without results; what names the action in the error. */
 int cat_exec(struct catalog *c, const char *sql, const char *what);
+
+/*
+ * A parameter of cat_run: CAT_INT(v) (any integer, as int64), CAT_TEXT(s)
+ * (NULL binds NULL), CAT_BLOB(p, n) (bytes that stay put while it runs).
+ * CAT_VALS(...) passes a list of them as cat_run's v and n.
+ */
+struct cat_val {
+	enum { CAT_V_INT, CAT_V_TEXT, CAT_V_BLOB } type;
+	int64_t i;
+	const void *p;
+	int n;
+};
+#define CAT_INT(v)	{ CAT_V_INT, (int64_t)(v), NULL, 0 }
+#define CAT_TEXT(s)	{ CAT_V_TEXT, 0, (s), -1 }
+#define CAT_BLOB(b, len)	{ CAT_V_BLOB, 0, (b), (int)(len) }
+#define CAT_VALS(...)							\
+	(const struct cat_val[]){ __VA_ARGS__ },			\
+	sizeof((const struct cat_val[]){ __VA_ARGS__ }) / sizeof(struct cat_val)
+
+/*
+ * Run sql once, its ?1..?n bound to v[0..n), on a statement of its own
+ * (so that row may use the catalog), calling row(arg, st) for each row it
+ * gives (row NULL: the rows are not wanted).  A non-zero value of row
+ * stops it and is returned; else 0, or -1 (reported: "cannot what: ...").
+ */
+typedef int cat_row_fn(void *arg, sqlite3_stmt *st);
+int cat_run(struct catalog *c, const char *sql, const char *what,
+    const struct cat_val *v, size_t n, cat_row_fn *row, void *arg);
+/* cat_run collecting each row's first column (TEXT, not NULL) as a
+ * malloc'd array of malloc'd strings (names_free). */
+int cat_strings(struct catalog *c, const char *sql, const char *what,
+    const struct cat_val *v, size_t n, char ***out, size_t *nout);
+/* A cat_row_fn for a query of one value: column 0 of the first row into
+ * *(int64_t *)arg, and stop (cat_run returns 1; 0 when there is none). */
+cat_row_fn cat_row_int64;
 
 /* A SAVEPOINT around a multi-statement change, so it is all or nothing
  * with or without a transaction opened by the caller. */

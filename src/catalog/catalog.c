@@ -14,13 +14,18 @@
 #include "catalog-int.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
+#include "coffer/name.h"
 
 /* "CFCT" in PRAGMA application_id: tells a coffer catalog from any other
  * SQLite file that a mistyped --catalog might point at. */
 #define CATALOG_APPLICATION_ID 0x43464354
 
 /*
- * Schema version 1.
+ * The schema, format 1: created in one step in a new catalog.  The
+ * catalog is a cache of the repository, so it is never migrated: a
+ * catalog of any other version is moved aside and rebuilt from the
+ * repository (catalog_open_or_reset).  A change to this schema bumps
+ * CATALOG_SCHEMA_VERSION (doc/format.md, "The version rule").
  *
  * Sizing: a catalog holds millions of entries (every file of every full,
  * plus the changes of every differential and incremental), so the hot
@@ -42,10 +47,78 @@
  *   content, chunk or pack (prune) does not scan the child table per row.
  * - A full's full_id is its own id: "the snapshots of the chain of F" is
  *   then simply full_id = F.
- * - Drills and exports get their tables in later migrations, with the
- *   features that define them.
+ *
+ * The snapshots:
+ *
+ * - snapshot.tags: sorted, comma-separated ("keep,release"), or NULL; the
+ *   tag "keep" marks one that retention never forgets.  Carried by the
+ *   snapshot record (its meta "tags").
+ * - snapshot.revision: how many times forget rewrote the snapshot's rows
+ *   so that it stands on a link that stays (0 as backed up): a record of
+ *   the same snapshot with a higher revision, signed by the authority,
+ *   replaces the rows in place (the row id, and so every child's
+ *   parent_id, stays).
+ * - snapshot.parts is how many records a complete snapshot's record is
+ *   in, and snapshot_part names the packs of every part but the head
+ *   (whose pack is record_pack), as the head's part table does, so that
+ *   an export finds them without decrypting the head (a write-only key
+ *   cannot).  NULL while not known: a running snapshot, or one rebased
+ *   whose new record is not written yet.
+ * - chunk.damaged: found damaged or missing (verify, restore, drill); it
+ *   counts as not stored, so the next backup that meets its content
+ *   stores it again, and the new copy's location clears the mark.
+ * - pack.journal: whether a pack holds a journal record (1), as its
+ *   index says: what every bundle carries.
+ * - known_snapshot: the snapshots a write-only key knows only from the
+ *   packs' view records (doc/format.md, "View record"): another host's,
+ *   or its own from before this catalog.  Their rows cannot be read, so
+ *   they are never a base; they say where a dataset is backed up from,
+ *   and what an export of everything lists.
+ * - forgotten: a forgotten snapshot's id stays, so that its record, still
+ *   in a pack until prune removes it, never brings it back (a rebuild,
+ *   another host's sync).
+ *
+ * What must outlive the host besides snapshots goes to the repository in
+ * journal records (journal.c), and a row is in the repository once its
+ * in_repo is set (a failed snapshot once its record_pack names its journal
+ * record's pack):
+ *
+ * - drill: one row per recovery drill.  It names its snapshot by row
+ *   (NULL once the snapshot is pruned) and by sid, so the history
+ *   outlives the snapshots it exercised.  Times are seconds (REAL): they
+ *   are measurements, not instants.  Objectives are NULL when none was
+ *   given.  source: NULL for the repository, "bundles:SOURCE" for a drill
+ *   from offsite bundles alone.
+ * - verify: a row per verify run: what was read (mode; slice_n/slice_m
+ *   for a slice), how far (complete), what it found (damage, verdict).
+ *   A rotating [verify] of a policy takes the next slice from them.
+ * - bundle: what this host exported to each target (direction 'export')
+ *   and imported from each ('import'): its place in the target's chain
+ *   (seq, level, the bundle it builds on) and its manifest's hash, which
+ *   the next bundle names.  bundle_pack lists the packs an exported
+ *   bundle carried, so that the next export sends only what the target
+ *   lacks.
+ * - run, run_action: the runs of `coffer run` (run.c), named by rid
+ *   (random, as a snapshot's sid) so that every catalog takes a run once.
+ *   time_ns is the run's clock (its --now), wall_ns when it started by the
+ *   host's clock; done says an action counts for its schedule.
+ * - key_use: which key unlocked each run that wrote the repository, and
+ *   when: a slot by its name, a key file by its kind ("key-file:full",
+ *   "key-file:write-only").
+ *
+ * Local only:
+ *
+ * - verify_state: where a verify stopped by --max-duration got to, per
+ *   mode; a run that completes deletes its row.  seed fixes the random
+ *   choice of packs of a percentage, so that a resumed run continues it.
+ *   A rebuilt catalog starts the pass again.
+ * - state: conf_generation, the highest keyring generation that
+ *   coffer.conf named, authenticated, here or in a journal record (which
+ *   is how a rebuilt catalog learns it again): one lower later is a
+ *   coffer.conf put back from an older copy (doc/design.md, "Threat
+ *   model").
  */
-static const char schema_v1[] =
+static const char schema[] =
 	"CREATE TABLE dataset (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	name TEXT NOT NULL UNIQUE\n"
@@ -72,11 +145,22 @@ static const char schema_v1[] =
 	"	bytes_stored INTEGER NOT NULL DEFAULT 0,\n"
 	"	warnings INTEGER NOT NULL DEFAULT 0,\n"
 	"	record_pack TEXT,\n"
+	"	tags TEXT,\n"
+	"	parts INTEGER,\n"
+	"	revision INTEGER NOT NULL DEFAULT 0 CHECK (revision >= 0),\n"
 	"	CHECK ((level = 0) = (parent_id IS NULL))\n"
 	");\n"
 	"CREATE INDEX snapshot_dataset ON snapshot(dataset_id, started_ns);\n"
 	"CREATE INDEX snapshot_parent ON snapshot(parent_id);\n"
 	"CREATE INDEX snapshot_full ON snapshot(full_id);\n"
+	"CREATE TABLE snapshot_part (\n"
+	"	snapshot_id INTEGER NOT NULL\n"
+	"		REFERENCES snapshot(id) ON DELETE CASCADE,\n"
+	"	idx INTEGER NOT NULL,\n"
+	"	pack TEXT NOT NULL,\n"
+	"	rid BLOB NOT NULL,\n"
+	"	PRIMARY KEY (snapshot_id, idx)\n"
+	") WITHOUT ROWID;\n"
 	"CREATE TABLE path (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	name BLOB NOT NULL UNIQUE\n"
@@ -86,7 +170,8 @@ static const char schema_v1[] =
 	"	name TEXT NOT NULL UNIQUE,\n"
 	"	size INTEGER NOT NULL,\n"
 	"	hash BLOB NOT NULL,\n"
-	"	created_ns INTEGER NOT NULL\n"
+	"	created_ns INTEGER NOT NULL,\n"
+	"	journal INTEGER NOT NULL DEFAULT 0 CHECK (journal IN (0, 1))\n"
 	");\n"
 	"CREATE TABLE chunk (\n"
 	"	id INTEGER PRIMARY KEY,\n"
@@ -96,7 +181,8 @@ static const char schema_v1[] =
 	"	plain_len INTEGER,\n"
 	"	stored_len INTEGER,\n"
 	"	type INTEGER,\n"
-	"	flags INTEGER\n"
+	"	flags INTEGER,\n"
+	"	damaged INTEGER NOT NULL DEFAULT 0\n"
 	");\n"
 	"CREATE INDEX chunk_pack ON chunk(pack_id) WHERE pack_id IS NOT NULL;\n"
 	"CREATE TABLE content (\n"
@@ -140,22 +226,26 @@ static const char schema_v1[] =
 	") WITHOUT ROWID;\n"
 	"CREATE INDEX entry_path ON entry(path_id, snapshot_id);\n"
 	"CREATE INDEX entry_content ON entry(content_id)\n"
-	"	WHERE content_id IS NOT NULL;\n";
-
-/*
- * Schema version 2: integrity (verify, drill).
- *
- * - drill: one row per recovery drill, kept as history.  A drill names
- *   its snapshot by row (NULL once the snapshot is pruned) and by sid, so
- *   the history outlives the snapshots it exercised.  Times are seconds
- *   (REAL): they are measurements, not instants.  Objectives are NULL when
- *   none was given.  drill_dataset serves history per dataset, newest last.
- * - verify_state: where a verify stopped by --max-duration got to, per
- *   mode ("structure", "read-data", "read-data=5%", "read-data=3/7"); a
- *   run that completes deletes its row.  seed fixes the random choice of
- *   packs of a percentage, so that a resumed run continues the same one.
- */
-static const char schema_v2[] =
+	"	WHERE content_id IS NOT NULL;\n"
+	"CREATE TABLE known_snapshot (\n"
+	"	sid TEXT PRIMARY KEY,\n"
+	"	dataset TEXT NOT NULL,\n"
+	"	level INTEGER NOT NULL,\n"
+	"	parent_sid TEXT,\n"
+	"	revision INTEGER NOT NULL DEFAULT 0,\n"
+	"	started_ns INTEGER NOT NULL,\n"
+	"	finished_ns INTEGER,\n"
+	"	host TEXT,\n"
+	"	source TEXT,\n"
+	"	pack TEXT NOT NULL\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX known_snapshot_dataset ON known_snapshot(dataset, started_ns);\n"
+	"CREATE TABLE forgotten (\n"
+	"	id INTEGER PRIMARY KEY,\n"
+	"	sid TEXT NOT NULL UNIQUE,\n"
+	"	time_ns INTEGER NOT NULL,\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0\n"
+	");\n"
 	"CREATE TABLE drill (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	time_ns INTEGER NOT NULL,\n"
@@ -175,7 +265,9 @@ static const char schema_v2[] =
 	"	rpo_seconds REAL,\n"
 	"	rpo_age_seconds REAL,\n"
 	"	verdict TEXT NOT NULL\n"
-	"		CHECK (verdict IN ('pass', 'fail', 'missed-objective'))\n"
+	"		CHECK (verdict IN ('pass', 'fail', 'missed-objective')),\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0,\n"
+	"	source TEXT\n"
 	");\n"
 	"CREATE INDEX drill_dataset ON drill(dataset_id, time_ns);\n"
 	"CREATE INDEX drill_snapshot ON drill(snapshot_id)\n"
@@ -189,56 +281,25 @@ static const char schema_v2[] =
 	"	chunks INTEGER NOT NULL DEFAULT 0,\n"
 	"	bytes INTEGER NOT NULL DEFAULT 0,\n"
 	"	errors INTEGER NOT NULL DEFAULT 0\n"
-	") WITHOUT ROWID;\n";
-
-/*
- * Schema version 3: the journal.  What must outlive the host besides
- * snapshots (drill results, failed and interrupted runs) is also written
- * to the repository, as signed journal records (journal.c).  A drill row
- * is in the repository once in_repo is set; a failed snapshot once its
- * record_pack names the pack holding its journal record.
- */
-static const char schema_v3[] =
-	"ALTER TABLE drill ADD COLUMN in_repo INTEGER NOT NULL DEFAULT 0;\n";
-
-/*
- * Schema version 4: healing.  A chunk found damaged or missing (verify,
- * restore, drill) is marked; a marked chunk counts as not stored, so the
- * next backup that meets its content stores it again, and the new copy's
- * location (which clears the mark) serves every snapshot that needs it.
- */
-static const char schema_v4[] =
-	"ALTER TABLE chunk ADD COLUMN damaged INTEGER NOT NULL DEFAULT 0;\n";
-
-/*
- * Schema version 5: retention.  A forgotten snapshot's id stays in
- * forgotten, so that its record, still in a pack until prune removes it,
- * never brings it back (a rebuild, another host's sync); in_repo says
- * whether the journal carried the forget to the repository yet.
- */
-static const char schema_v5[] =
-	"CREATE TABLE forgotten (\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TABLE verify (\n"
 	"	id INTEGER PRIMARY KEY,\n"
-	"	sid TEXT NOT NULL UNIQUE,\n"
 	"	time_ns INTEGER NOT NULL,\n"
-	"	in_repo INTEGER NOT NULL DEFAULT 0\n"
-	");\n";
-
-/*
- * Schema version 6: offsite bundles.  bundle is what this host exported
- * to each target (direction 'export') and imported from each
- * (direction 'import'): its place in the target's chain (seq, level, the
- * bundle it builds on) and its manifest's hash, which the next bundle
- * names.  bundle_pack lists the packs an exported bundle carried, so
- * that the next export to the target sends only what it does not hold.
- * Both go to the repository in journal records (in_repo once they are),
- * so that a rebuilt catalog knows what each target holds and which
- * bundles were imported.  drill.source says where a drill recovered from:
- * NULL for the repository, "bundles:SOURCE" for a drill from offsite
- * bundles alone.
- */
-static const char schema_v6[] =
-	"ALTER TABLE drill ADD COLUMN source TEXT;\n"
+	"	host TEXT,\n"
+	"	mode TEXT NOT NULL,\n"
+	"	slice_n INTEGER NOT NULL DEFAULT 0,\n"
+	"	slice_m INTEGER NOT NULL DEFAULT 0,\n"
+	"	complete INTEGER NOT NULL,\n"
+	"	packs INTEGER NOT NULL,\n"
+	"	packs_read INTEGER NOT NULL,\n"
+	"	bytes_read INTEGER NOT NULL,\n"
+	"	damage INTEGER NOT NULL,\n"
+	"	seconds REAL NOT NULL,\n"
+	"	verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail')),\n"
+	"	in_repo INTEGER NOT NULL DEFAULT 0,\n"
+	"	UNIQUE (time_ns, mode)\n"
+	");\n"
+	"CREATE INDEX verify_slice ON verify(slice_m, time_ns);\n"
 	"CREATE TABLE bundle (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	direction TEXT NOT NULL CHECK (direction IN ('export', 'import')),\n"
@@ -260,28 +321,7 @@ static const char schema_v6[] =
 	"		REFERENCES bundle(id) ON DELETE CASCADE,\n"
 	"	pack TEXT NOT NULL,\n"
 	"	PRIMARY KEY (bundle_id, pack)\n"
-	") WITHOUT ROWID;\n";
-/*
- * Schema version 7: tags.  snapshot.tags is a snapshot's tags, sorted,
- * comma-separated ("keep,release"), or NULL; the tag "keep" marks one that
- * retention never forgets.  Set at backup, carried by the snapshot record
- * (its meta "tags"), so a rebuilt catalog has them.
- */
-static const char schema_v7[] =
-	"ALTER TABLE snapshot ADD COLUMN tags TEXT;\n";
-
-/*
- * Schema version 8: the runs of `coffer run` (run.c).  A run is named by
- * rid (random, as a snapshot's sid) so that the journal can carry it to
- * the repository and a rebuilt catalog, or another host's, takes it once.
- * time_ns is the run's clock (its --now), which its schedules were
- * evaluated at; wall_ns when it started by the host's clock.  Each action
- * (backup, export, forget, prune, drill) is a row of run_action; done
- * says it counts for its schedule (a drill that ran and failed is done,
- * one that could not start is not), and run_action_done finds the newest
- * done one of a kind and subject.
- */
-static const char schema_v8[] =
+	") WITHOUT ROWID;\n"
 	"CREATE TABLE run (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	rid TEXT NOT NULL UNIQUE,\n"
@@ -298,8 +338,8 @@ static const char schema_v8[] =
 	"CREATE TABLE run_action (\n"
 	"	run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,\n"
 	"	seq INTEGER NOT NULL,\n"
-	"	kind TEXT NOT NULL CHECK (kind IN ('backup', 'export', 'forget',"
-	" 'prune', 'drill')),\n"
+	"	kind TEXT NOT NULL CHECK (kind IN ('backup', 'export', 'forget',\n"
+	"		'prune', 'drill', 'verify')),\n"
 	"	subject TEXT NOT NULL,\n"
 	"	level TEXT,\n"
 	"	slot_ns INTEGER,\n"
@@ -310,35 +350,7 @@ static const char schema_v8[] =
 	"	PRIMARY KEY (run_id, seq)\n"
 	") WITHOUT ROWID;\n"
 	"CREATE INDEX run_action_done ON run_action(kind, subject)\n"
-	"	WHERE done = 1;\n";
-
-/*
- * Schema version 9: keys (issue 22).
- *
- * - snapshot.parts is how many records a complete snapshot's record is
- *   in (1 for a record in one piece), and snapshot_part names the packs
- *   of every part but the head (whose pack is record_pack), as the head's
- *   part table does.  An export needs them to carry the parts with their
- *   head; kept here, it decrypts no record, so a host with a write-only
- *   key exports.  Written with the record (backup, consolidate), and by
- *   a sync or rebuild from the head.  NULL parts: not known (a snapshot
- *   in the catalog before this version); an export then reads its head.
- * - key_use: which key unlocked each run that wrote the repository, and
- *   when: a slot by its name, a key file by its kind ("key-file:full",
- *   "key-file:write-only"; every key file of a kind is the same bytes).
- *   Carried by the journal (in_repo once it is), so that `key list`
- *   shows it from a rebuilt catalog too.
- */
-static const char schema_v9[] =
-	"ALTER TABLE snapshot ADD COLUMN parts INTEGER;\n"
-	"CREATE TABLE snapshot_part (\n"
-	"	snapshot_id INTEGER NOT NULL\n"
-	"		REFERENCES snapshot(id) ON DELETE CASCADE,\n"
-	"	idx INTEGER NOT NULL,\n"
-	"	pack TEXT NOT NULL,\n"
-	"	rid BLOB NOT NULL,\n"
-	"	PRIMARY KEY (snapshot_id, idx)\n"
-	") WITHOUT ROWID;\n"
+	"	WHERE done = 1;\n"
 	"CREATE TABLE key_use (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	key TEXT NOT NULL,\n"
@@ -346,122 +358,11 @@ static const char schema_v9[] =
 	"	host TEXT,\n"
 	"	in_repo INTEGER NOT NULL DEFAULT 0,\n"
 	"	UNIQUE (key, time_ns)\n"
-	");\n";
-
-/*
- * Schema version 10: what this host has seen of the repository's shared
- * state.  conf_generation: the highest keyring generation that coffer.conf
- * named, authenticated, here or in a record: one lower later is a
- * coffer.conf put back from an older copy (doc/design.md, "Threat
- * model").
- */
-static const char schema_v10[] =
+	");\n"
 	"CREATE TABLE state (\n"
 	"	name TEXT PRIMARY KEY,\n"
 	"	value INTEGER NOT NULL\n"
 	") WITHOUT ROWID;\n";
-
-/*
- * Schema version 11: the two-role deployment (issue 41).
- *
- * - known_snapshot: the snapshots a write-only key knows only from the
- *   packs' view records (sid, dataset, level, parent, times, host,
- *   source; doc/format.md, "View record"): another host's, or its own
- *   from before this catalog.
- *   Their rows cannot be read, so they are never a base; they say where a
- *   dataset is backed up from, and what an export of everything lists.
- * - pack.journal: whether a pack holds a journal record (1) or not (0),
- *   as its index says: what every bundle carries.  NULL for the packs of
- *   an older catalog (judged by their chunks, catalog_journal_packs).
- * - verify: verify results.  A row per verify run, carried by the
- *   journal (in_repo once it is) as drills are: what was
- *   read (mode; slice_n/slice_m for a slice), how far (complete), what it
- *   found (damage, verdict).  A rotating [verify] of a policy takes the
- *   next slice from them.  run_action takes kind 'verify': the table is
- *   made again, as SQLite alters no CHECK.
- * - snapshot.revision: how many times forget rewrote the snapshot's rows
- *   so that it stands on a link that stays (0 as backed up): a record of
- *   the same snapshot with a higher revision, signed by the authority,
- *   replaces the rows in place (the row id, and so every child's
- *   parent_id, stays).
- */
-static const char schema_v11[] =
-	"CREATE TABLE known_snapshot (\n"
-	"	sid TEXT PRIMARY KEY,\n"
-	"	dataset TEXT NOT NULL,\n"
-	"	level INTEGER NOT NULL,\n"
-	"	parent_sid TEXT,\n"
-	"	revision INTEGER NOT NULL DEFAULT 0,\n"
-	"	started_ns INTEGER NOT NULL,\n"
-	"	finished_ns INTEGER,\n"
-	"	host TEXT,\n"
-	"	source TEXT,\n"
-	"	pack TEXT NOT NULL\n"
-	") WITHOUT ROWID;\n"
-	"CREATE INDEX known_snapshot_dataset ON known_snapshot(dataset,"
-	" started_ns);\n"
-	"ALTER TABLE pack ADD COLUMN journal INTEGER;\n"
-	"CREATE TABLE verify (\n"
-	"	id INTEGER PRIMARY KEY,\n"
-	"	time_ns INTEGER NOT NULL,\n"
-	"	host TEXT,\n"
-	"	mode TEXT NOT NULL,\n"
-	"	slice_n INTEGER NOT NULL DEFAULT 0,\n"
-	"	slice_m INTEGER NOT NULL DEFAULT 0,\n"
-	"	complete INTEGER NOT NULL,\n"
-	"	packs INTEGER NOT NULL,\n"
-	"	packs_read INTEGER NOT NULL,\n"
-	"	bytes_read INTEGER NOT NULL,\n"
-	"	damage INTEGER NOT NULL,\n"
-	"	seconds REAL NOT NULL,\n"
-	"	verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail')),\n"
-	"	in_repo INTEGER NOT NULL DEFAULT 0,\n"
-	"	UNIQUE (time_ns, mode)\n"
-	");\n"
-	"CREATE INDEX verify_slice ON verify(slice_m, time_ns);\n"
-	"CREATE TABLE run_action_new (\n"
-	"	run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,\n"
-	"	seq INTEGER NOT NULL,\n"
-	"	kind TEXT NOT NULL CHECK (kind IN ('backup', 'export', 'forget',"
-	" 'prune', 'drill', 'verify')),\n"
-	"	subject TEXT NOT NULL,\n"
-	"	level TEXT,\n"
-	"	slot_ns INTEGER,\n"
-	"	status INTEGER NOT NULL,\n"
-	"	done INTEGER NOT NULL,\n"
-	"	seconds REAL NOT NULL,\n"
-	"	detail TEXT,\n"
-	"	PRIMARY KEY (run_id, seq)\n"
-	") WITHOUT ROWID;\n"
-	"INSERT INTO run_action_new SELECT * FROM run_action;\n"
-	"DROP TABLE run_action;\n"
-	"ALTER TABLE run_action_new RENAME TO run_action;\n"
-	"CREATE INDEX run_action_done ON run_action(kind, subject)\n"
-	"	WHERE done = 1;\n"
-	"ALTER TABLE snapshot ADD COLUMN revision INTEGER NOT NULL DEFAULT 0\n"
-	"	CHECK (revision >= 0);\n";
-
-/*
- * Migration steps, applied in order in one transaction: step i takes the
- * schema from version migrations[i].to - 1 to migrations[i].to.  A new
- * schema version appends a step here and bumps CATALOG_SCHEMA_VERSION.
- */
-static const struct migration {
-	int to;
-	const char *sql;
-} migrations[] = {
-	{ 1, schema_v1 },
-	{ 2, schema_v2 },
-	{ 3, schema_v3 },
-	{ 4, schema_v4 },
-	{ 5, schema_v5 },
-	{ 6, schema_v6 },
-	{ 7, schema_v7 },
-	{ 8, schema_v8 },
-	{ 9, schema_v9 },
-	{ 10, schema_v10 },
-	{ 11, schema_v11 },
-};
 
 #define ENTRY_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 #define ENTRY_ROWS_4 ENTRY_ROW "," ENTRY_ROW "," ENTRY_ROW "," ENTRY_ROW
@@ -559,6 +460,81 @@ cat_exec(struct catalog *c, const char *sql, const char *what)
 		sqlite3_free(msg);
 		return (-1);
 	}
+	return (0);
+}
+
+int
+cat_run(struct catalog *c, const char *sql, const char *what,
+    const struct cat_val *v, size_t n, cat_row_fn *row, void *arg)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int rc, ret = 0;
+
+	if ((st = cat_prepare(c, sql, what)) == NULL)
+		return (-1);
+	for (i = 0; i < n; i++) {
+		if (v[i].type == CAT_V_INT)
+			sqlite3_bind_int64(st, (int)i + 1, v[i].i);
+		else if (v[i].type == CAT_V_TEXT)
+			cat_bind_text(st, (int)i + 1, v[i].p);
+		else
+			sqlite3_bind_blob(st, (int)i + 1, v[i].p, v[i].n,
+			    SQLITE_STATIC);
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if (row != NULL && (ret = row(arg, st)) != 0)
+			break;
+	if (ret == 0 && rc != SQLITE_DONE) {
+		log_error("cannot %s: %s", what, sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}
+
+int
+cat_row_int64(void *arg, sqlite3_stmt *st)
+{
+	*(int64_t *)arg = sqlite3_column_int64(st, 0);
+	return (1);
+}
+
+struct strings {
+	char **v;
+	size_t n, cap;
+	const char *what;
+};
+
+static int
+strings_row(void *arg, sqlite3_stmt *st)
+{
+	struct strings *a = arg;
+
+	if (array_grow(&a->v, &a->cap, a->n, sizeof(*a->v), 64) ||
+	    (a->v[a->n] = strdup((const char *)sqlite3_column_text(st,
+	    0))) == NULL) {
+		log_errno("%s", a->what);
+		return (-1);
+	}
+	a->n++;
+	return (0);
+}
+
+int
+cat_strings(struct catalog *c, const char *sql, const char *what,
+    const struct cat_val *v, size_t n, char ***out, size_t *nout)
+{
+	struct strings a = { NULL, 0, 0, what };
+
+	*out = NULL;
+	*nout = 0;
+	if (cat_run(c, sql, what, v, n, strings_row, &a)) {
+		names_free(a.v, a.n);
+		return (-1);
+	}
+	*out = a.v;
+	*nout = a.n;
 	return (0);
 }
 
@@ -676,64 +652,49 @@ query_int(struct catalog *c, const char *sql, int64_t *v)
 }
 
 /*
- * Bring the schema to CATALOG_SCHEMA_VERSION.  The version is read again
- * inside the write transaction: two coffer processes opening a new
- * catalog at once must not both create the schema.
+ * Create the schema in a new catalog, or check that the catalog is of
+ * this format.  The version is read again inside the write transaction:
+ * two coffer processes opening a new catalog at once must not both
+ * create the schema.  A coffer catalog of another format is not
+ * reported: c->other is set to its version, for the caller to rebuild.
  */
 static int
-migrate(struct catalog *c)
+schema_check(struct catalog *c)
 {
 	char sql[96];
 	int64_t version, app, ntables;
-	size_t i;
 
 	if (query_int(c, "PRAGMA user_version", &version))
 		return (-1);
 	if (version == CATALOG_SCHEMA_VERSION)
 		return (0);
-	if (version > CATALOG_SCHEMA_VERSION) {
-		log_error("catalog '%s' has schema version %lld, newer than "
-		    "this coffer supports (%d): upgrade coffer", c->path,
-		    (long long)version, CATALOG_SCHEMA_VERSION);
-		return (-1);
-	}
-	if (cat_exec(c, "BEGIN IMMEDIATE", "lock the catalog for migration"))
+	if (cat_exec(c, "BEGIN IMMEDIATE", "lock the catalog"))
 		return (-1);
 	if (query_int(c, "PRAGMA user_version", &version) ||
 	    query_int(c, "PRAGMA application_id", &app) ||
 	    query_int(c, "SELECT count(*) FROM sqlite_schema", &ntables))
 		goto err;
-	if (version > CATALOG_SCHEMA_VERSION) {
-		log_error("catalog '%s' has schema version %lld, newer than "
-		    "this coffer supports (%d): upgrade coffer", c->path,
-		    (long long)version, CATALOG_SCHEMA_VERSION);
-		goto err;
-	}
 	if ((app != 0 && app != CATALOG_APPLICATION_ID) ||
 	    (version == 0 && ntables != 0)) {
 		log_error("'%s' is not a coffer catalog", c->path);
 		c->damaged = 1;
 		goto err;
 	}
-	for (i = 0; i < sizeof(migrations) / sizeof(migrations[0]); i++) {
-		if (migrations[i].to <= version)
-			continue;
-		if (cat_exec(c, migrations[i].sql,
-		    "migrate the catalog schema"))
-			goto err;
-		/* PRAGMA takes no parameters; the value is our integer. */
-		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
-		    migrations[i].to);
-		if (cat_exec(c, sql, "set the catalog schema version"))
-			goto err;
-		log_info("catalog '%s': schema migrated to version %d",
-		    c->path, migrations[i].to);
+	if (version == CATALOG_SCHEMA_VERSION) {
+		catalog_rollback(c);
+		return (0);
 	}
-	snprintf(sql, sizeof(sql), "PRAGMA application_id = %d",
-	    CATALOG_APPLICATION_ID);
-	if (cat_exec(c, sql, "set the catalog application id"))
+	if (version != 0) {
+		c->other = version;
 		goto err;
-	if (cat_exec(c, "COMMIT", "commit the catalog migration"))
+	}
+	/* PRAGMA takes no parameters; the values are our integers. */
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d; "
+	    "PRAGMA application_id = %d", CATALOG_SCHEMA_VERSION,
+	    CATALOG_APPLICATION_ID);
+	if (cat_exec(c, schema, "create the catalog") ||
+	    cat_exec(c, sql, "create the catalog") ||
+	    cat_exec(c, "COMMIT", "create the catalog"))
 		goto err;
 	return (0);
 err:
@@ -784,10 +745,11 @@ sqlite_setup(void)
 /*
  * Open the catalog at path; *damaged is set when it fails because the
  * file is not a coffer catalog or is corrupt (rather than, say, not
- * readable).
+ * readable).  With other, a coffer catalog of another format is not an
+ * error but its version in *other (else reported).
  */
 static struct catalog *
-open_catalog(const char *path, int *damaged)
+open_catalog(const char *path, int *damaged, int64_t *other)
 {
 	struct catalog *c;
 	struct stat sb;
@@ -879,8 +841,13 @@ open_catalog(const char *path, int *damaged)
 	if (cat_exec(c, "PRAGMA synchronous = FULL", "configure the catalog") ||
 	    catalog_set_cache(c, CATALOG_CACHE_KIB))
 		goto err;
-	if (migrate(c)) {
-		c->damaged |= damaged_code(sqlite3_errcode(c->db));
+	if (schema_check(c)) {
+		if (c->other != 0 && other == NULL)
+			log_error("catalog '%s' has format %lld; this coffer "
+			    "reads format %d", path, (long long)c->other,
+			    CATALOG_SCHEMA_VERSION);
+		else if (c->other == 0)
+			c->damaged |= damaged_code(sqlite3_errcode(c->db));
 		goto err;
 	}
 	if (cat_ckpt_attach(c))
@@ -889,8 +856,11 @@ open_catalog(const char *path, int *damaged)
 nomem:
 	log_error("out of memory");
 err:
-	if (c != NULL)
+	if (c != NULL) {
 		*damaged = c->damaged;
+		if (other != NULL)
+			*other = c->other;
+	}
 	catalog_close(c);
 	return (NULL);
 }
@@ -900,7 +870,7 @@ catalog_open(const char *path)
 {
 	int damaged = 0;
 
-	return (open_catalog(path, &damaged));
+	return (open_catalog(path, &damaged, NULL));
 }
 
 /* Move path (and its -wal and -shm files) to path.WHY-TIME. */
@@ -972,7 +942,7 @@ catalog_replace(struct catalog *c, const char *with, char *aside,
 		snprintf(from, sizeof(from), "%s%s", with, sfx[i]);
 		(void)unlink(from);
 	}
-	if ((n = open_catalog(c->path, &damaged)) == NULL)
+	if ((n = open_catalog(c->path, &damaged, NULL)) == NULL)
 		return (-1);
 	/* Its WAL hook points at n: c's own instead. */
 	cat_ckpt_detach(n);
@@ -990,21 +960,34 @@ struct catalog *
 catalog_open_or_reset(const char *path, char *aside, size_t size)
 {
 	struct catalog *c;
+	char why[32];
+	int64_t other = 0;
 	int damaged = 0;
 
 	aside[0] = '\0';
 	/* What a damaged catalog makes SQLite say is a warning once it is
 	 * moved aside: the run goes on with a rebuilt one. */
 	log_hold();
-	c = open_catalog(path, &damaged);
-	if (c != NULL || !damaged) {
+	c = open_catalog(path, &damaged, &other);
+	if (c != NULL || (!damaged && other == 0)) {
 		log_release(0);
 		return (c);
 	}
 	log_release(1);
-	if (move_aside(path, aside, size, "damaged"))
+	if (damaged)
+		snprintf(why, sizeof(why), "damaged");
+	else
+		snprintf(why, sizeof(why), "v%lld", (long long)other);
+	if (move_aside(path, aside, size, why))
 		return (NULL);
-	return (open_catalog(path, &damaged));
+	if (damaged)
+		log_warn("catalog '%s' was damaged: moved aside to '%s' and "
+		    "rebuilt from the repository", path, aside);
+	else
+		log_warn("catalog '%s' has format %lld, not this coffer's %d: "
+		    "moved aside to '%s' and rebuilt from the repository", path,
+		    (long long)other, CATALOG_SCHEMA_VERSION, aside);
+	return (open_catalog(path, &damaged, NULL));
 }
 
 void

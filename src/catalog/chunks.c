@@ -470,19 +470,7 @@ int
 catalog_pack_rehash(struct catalog *c, const char *name,
     const uint8_t hash[32])
 {
-	sqlite3_stmt *st;
-	int ret = 0;
-
-	if ((st = cat_prepare(c, "UPDATE pack SET hash = ?2 WHERE name = ?1",
-	    "note a pack's new header")) == NULL)
-		return (-1);
-	cat_bind_text(st, 1, name);
-	sqlite3_bind_blob(st, 2, hash, 32, SQLITE_STATIC);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		log_error("cannot note the new header of pack '%s': %s", name,
-		    sqlite3_errmsg(c->db));
-		ret = -1;
-	}
-	sqlite3_finalize(st);
-	return (ret);
+	return (cat_run(c, "UPDATE pack SET hash = ?2 WHERE name = ?1",
+	    "note a pack's new header", CAT_VALS(CAT_TEXT(name),
+	    CAT_BLOB(hash, 32)), NULL, NULL));
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-record.h"
 #include "coffer/log.h"
 #include "coffer/pool.h"
 #include "coffer/tuning.h"
@@ -15,7 +16,8 @@
  * SQLite database.  It names everything by content (path names, content
  * hashes, chunk ids), never by catalog row ids, so a rebuild or an import
  * into another catalog can insert it as it is.  It leaves out record_pack:
- * the record is what will be stored in that pack.  Format 1.
+ * the record is what will be stored in that pack.  Format 1, in parts
+ * (below); doc/format.md, "Snapshot record".
  */
 #define EXPORT_FORMAT 1
 
@@ -48,6 +50,14 @@ static const char export_schema[] =
 	"	len INTEGER NOT NULL,\n"
 	"	PRIMARY KEY (content, seq)\n"
 	") WITHOUT ROWID;\n";
+
+/* A head's list of the other parts. */
+static const char part_schema[] =
+	"CREATE TABLE part (\n"
+	"	idx INTEGER PRIMARY KEY,\n"
+	"	pack TEXT NOT NULL,\n"
+	"	rid BLOB NOT NULL\n"
+	");\n";
 
 /* Every column is named with AS: meta's keys are the column names. */
 static const char meta_sql[] =
@@ -243,7 +253,7 @@ catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
     struct buf *out)
 {
 	sqlite3 *mem;
-	char fmt[64];
+	char fmt[96];
 	int64_t n;
 	size_t i;
 	int ret = -1;
@@ -253,9 +263,11 @@ catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
 	if (cat_mem_exec(mem, export_schema, snapshot_id) ||
 	    cat_mem_exec(mem, "BEGIN", snapshot_id))
 		goto out;
-	snprintf(fmt, sizeof(fmt), "INSERT INTO meta VALUES ('format', %d)",
-	    EXPORT_FORMAT);
-	if (cat_mem_exec(mem, fmt, snapshot_id))
+	/* The head of a record of one part. */
+	snprintf(fmt, sizeof(fmt), "INSERT INTO meta VALUES ('format', %d),"
+	    " ('part', 0), ('parts', 1)", EXPORT_FORMAT);
+	if (cat_mem_exec(mem, fmt, snapshot_id) ||
+	    cat_mem_exec(mem, part_schema, snapshot_id))
 		goto out;
 	if (copy_meta(c, mem, snapshot_id))
 		goto out;
@@ -272,9 +284,9 @@ out:
 }
 
 /*
- * Format 2: the snapshot record in parts, so that neither the writer nor
- * a reader ever holds more than one bounded slice of a snapshot, whatever
- * its number of files.
+ * The snapshot record in parts, so that neither the writer nor a reader
+ * ever holds more than one bounded slice of a snapshot, whatever its
+ * number of files.
  *
  * Part i (0-based) is a database of the export schema holding a slice of
  * the snapshot's entries, in the catalog's entry order (path id: the
@@ -284,8 +296,8 @@ out:
  * max_entries entries or at about max_bytes of rows, whichever comes
  * first; one entry is never split, so a file of very many chunks makes a
  * part larger than max_bytes.  Every part's meta holds the snapshot's
- * metadata (as format 1) plus format = 2 and part = i, and every part is
- * signed on its own: the signature covers the snapshot id and the index.
+ * metadata plus format = 1 and part = i, and every part is signed on its
+ * own: the signature covers the snapshot id and the index.
  *
  * The last part is the head, written after all the others: its meta also
  * holds parts = N (the count, head included), and its table
@@ -301,14 +313,6 @@ out:
  * nothing.  A snapshot small enough for one part is one record, the head,
  * with no part rows.
  */
-#define EXPORT_FORMAT_PARTS 2
-
-static const char part_schema[] =
-	"CREATE TABLE part (\n"
-	"	idx INTEGER PRIMARY KEY,\n"
-	"	pack TEXT NOT NULL,\n"
-	"	rid BLOB NOT NULL\n"
-	");\n";
 
 /*
  * A slice's entries, in path id order after ?2; ?1 = snapshot id.  The
@@ -845,7 +849,7 @@ part_image_new(struct catalog *c, int64_t snapshot_id, size_t part)
 	if ((mem = cat_mem_new(snapshot_id)) == NULL)
 		return (NULL);
 	snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES ('format', %d), "
-	    "('part', %zu)", EXPORT_FORMAT_PARTS, part);
+	    "('part', %zu)", EXPORT_FORMAT, part);
 	if (cat_mem_exec(mem, export_schema, snapshot_id) ||
 	    cat_mem_exec(mem, "BEGIN", snapshot_id) ||
 	    cat_mem_exec(mem, sql, snapshot_id) ||

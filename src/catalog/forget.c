@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-prune.h"
 #include "coffer/log.h"
 
 /* The complete snapshots that stay and build on a forgotten one. */
@@ -171,17 +172,9 @@ catalog_forget_apply(struct catalog *c, size_t *gone)
 int
 catalog_forgotten_has(struct catalog *c, const char *sid)
 {
-	sqlite3_stmt *st;
-	int rc;
+	int64_t one;
 
-	if ((st = cat_prepare(c, "SELECT 1 FROM forgotten WHERE sid = ?1",
-	    "look up a forgotten snapshot")) == NULL)
-		return (-1);
-	cat_bind_text(st, 1, sid);
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		log_error("cannot look up forgotten snapshot %s: %s", sid,
-		    sqlite3_errmsg(c->db));
-	sqlite3_finalize(st);
-	return (rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1);
+	return (cat_run(c, "SELECT 1 FROM forgotten WHERE sid = ?1",
+	    "look up a forgotten snapshot", CAT_VALS(CAT_TEXT(sid)),
+	    cat_row_int64, &one));
 }

@@ -14,51 +14,19 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-prune.h"
+#include "coffer/catalog-record.h"
 #include "coffer/log.h"
 
 #define RECORD_SCHEMA "rec"
+#define RECORD_FORMAT 1		/* export.c's */
 
 int
 catalog_pack_names(struct catalog *c, char ***names, size_t *n)
 {
-	sqlite3_stmt *st;
-	char **v = NULL, **nv;
-	size_t k = 0, cap = 0;
-	int rc;
-
-	*names = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT name FROM pack ORDER BY name",
-	    "list packs")) == NULL)
-		return (-1);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (k == cap) {
-			cap = cap ? 2 * cap : 256;
-			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL)
-				goto nomem;
-			v = nv;
-		}
-		if ((v[k] = strdup((const char *)sqlite3_column_text(st, 0))) ==
-		    NULL)
-			goto nomem;
-		k++;
-	}
-	if (rc != SQLITE_DONE) {
-		log_error("cannot list packs: %s", sqlite3_errmsg(c->db));
-		goto err;
-	}
-	sqlite3_finalize(st);
-	*names = v;
-	*n = k;
-	return (0);
-nomem:
-	log_error("out of memory");
-err:
-	sqlite3_finalize(st);
-	while (k > 0)
-		free(v[--k]);
-	free(v);
-	return (-1);
+	return (cat_strings(c, "SELECT name FROM pack ORDER BY name",
+	    "list packs", NULL, 0, names, n));
 }
 
 int
@@ -75,19 +43,9 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 		return (-1);
 	if (catalog_pack_add(c, name, size, hash, &pack))
 		goto out;
-	if (journal) {
-		if ((st = cat_prepare(c, "UPDATE pack SET journal = 1"
-		    " WHERE id = ?1", "import a pack")) == NULL)
-			goto out;
-		sqlite3_bind_int64(st, 1, pack);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			log_error("cannot import pack '%s': %s", name,
-			    sqlite3_errmsg(c->db));
-			goto out;
-		}
-		sqlite3_finalize(st);
-		st = NULL;
-	}
+	if (journal && cat_run(c, "UPDATE pack SET journal = 1 WHERE id = ?1",
+	    "import a pack", CAT_VALS(CAT_INT(pack)), NULL, NULL))
+		goto out;
 	/*
 	 * A chunk known without a place (an interrupted run reserved it),
 	 * marked damaged (another host healed it) or in a pack that is gone
@@ -226,13 +184,11 @@ read_meta(struct catalog *c, struct catalog_record_meta *m)
 	    meta_int(c, "depth", &depth) || meta_int(c, "state", &state) ||
 	    meta_int(c, "started_ns", &m->started_ns))
 		return (-1);
-	if (format != 1 && format != 2) {
-		log_error("snapshot record: format %lld is not one this coffer "
-		    "reads (upgrade coffer)", (long long)format);
+	if (format != RECORD_FORMAT) {
+		log_error("snapshot record: has format %lld; this coffer reads "
+		    "format %d", (long long)format, RECORD_FORMAT);
 		return (-1);
 	}
-	m->format = (int)format;
-	m->parts = 1;
 	if (!cat_is_hex(m->sid, SNAPSHOT_ID_HEX) || m->dataset[0] == '\0' ||
 	    level < LEVEL_FULL || level > LEVEL_INCREMENTAL || depth < 0 ||
 	    depth > 1000000 || state != SNAP_COMPLETE ||
@@ -314,10 +270,6 @@ static const char check_sql[] =
 	" WHERE e.content IS NOT NULL AND NOT EXISTS (SELECT 1 FROM content"
 	" x WHERE x.hash = e.content)) != 0";
 
-static int complete_snapshot(struct catalog *c,
-    const struct catalog_record_meta *m, int64_t rowid,
-    const char *record_pack);
-
 /*
  * A snapshot's row taken over by a record of it (a later revision, or the
  * record of a run that was interrupted), in place: the row and its id
@@ -386,12 +338,12 @@ reuse_snapshot(struct catalog *c, const struct catalog_snapshot *s)
 }
 
 /*
- * Insert the attached record's snapshot, running; complete too unless
- * its parts are still to come.  0, 2 if its parent is not there, -1.
+ * Insert the attached record's snapshot, running: its parts are still to
+ * come.  0, 2 if its parent is not there, -1.
  */
 static int
 insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
-    const char *record_pack, int complete, int64_t reuse, int64_t *rowid)
+    int64_t reuse, int64_t *rowid)
 {
 	struct catalog_snapshot s;
 	int64_t dataset;
@@ -416,7 +368,7 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 		return (-1);
 	s.host = host;
 	s.source = source;
-	/* Records before tags have none; bad ones are not trusted as marks. */
+	/* Malformed tags are not trusted as marks. */
 	if (catalog_tags_ok(tags))
 		s.tags = tags;
 	else
@@ -448,7 +400,7 @@ insert_snapshot(struct catalog *c, const struct catalog_record_meta *m,
 	} else if (catalog_snapshot_create(c, &s))
 		goto out;
 	*rowid = s.id;
-	rc = complete ? complete_snapshot(c, m, s.id, record_pack) : 0;
+	rc = 0;
 out:
 	s.host = s.source = s.tags = NULL;
 	return (rc);
@@ -598,43 +550,6 @@ revision_ok(const struct catalog_record_meta *m, int authority)
 	return (0);
 }
 
-/* Format 1: the whole snapshot in one image, in one transaction. */
-static int
-import_whole(struct catalog *c, const uint8_t *img, size_t len,
-    const char *record_pack, int authority, struct catalog_record_meta *m)
-{
-	int64_t rowid, reuse;
-	int rc, parent_missing = 0, ret = -1;
-
-	/* ATTACH is refused inside a transaction: before the savepoint. */
-	if (attach(c, img, len))
-		return (-1);
-	if (read_meta(c, m) || !revision_ok(m, authority) || cat_savepoint(c))
-		goto out0;
-	if ((rc = known_or_replace(c, m, &reuse)) != 0) {
-		ret = rc > 0 ? 1 : -1;
-		goto out;
-	}
-	if ((rc = insert_snapshot(c, m, record_pack, 1, reuse, &rowid)) !=
-	    0) {
-		if (rc == 2)
-			parent_missing = 1;
-		goto out;
-	}
-	if (import_rows(c, m->sid, rowid))
-		goto out;
-	ret = 0;
-out:
-	if (ret >= 0) {
-		if (cat_release(c))
-			ret = -1;
-	} else
-		cat_rollback_to(c);
-out0:
-	detach(c);
-	return (parent_missing ? 2 : ret);
-}
-
 /* Delete what an import of parts did so far. */
 static void
 drop_snapshot(struct catalog *c, int64_t rowid)
@@ -670,7 +585,7 @@ import_part(struct catalog *c, const struct catalog_record_meta *m,
 
 	if (catalog_record_info(img, len, &ri))
 		return (-1);
-	if (ri.format != 2 || ri.part != idx || ri.parts != 0 ||
+	if (ri.part != idx || ri.parts != 0 ||
 	    strcmp(ri.sid, m->sid) != 0) {
 		log_error("snapshot %s: its part %d is another record (of "
 		    "snapshot %s, part %d)", m->sid, idx, ri.sid, ri.part);
@@ -697,7 +612,7 @@ out0:
 }
 
 /*
- * Format 2, from its head: the snapshot row (running) in a first
+ * From its head: the snapshot row (running) in a first
  * transaction, each part in one of its own, the head's rows and the
  * change to complete in the last.  ATTACH is refused inside a
  * transaction, so one transaction for all the parts is not to be had;
@@ -721,7 +636,7 @@ import_parts(struct catalog *c, const uint8_t *img, size_t len,
 	if (read_meta(c, m) || !revision_ok(m, authority))
 		goto out0;
 	m->parts = ri->parts;
-	if (m->format != 2 || strcmp(m->sid, ri->sid) != 0) {
+	if (strcmp(m->sid, ri->sid) != 0) {
 		log_error("snapshot record %s: its metadata is inconsistent",
 		    ri->sid);
 		goto out0;
@@ -752,7 +667,7 @@ import_parts(struct catalog *c, const uint8_t *img, size_t len,
 	if (cat_savepoint(c))
 		goto out0;
 	if ((rc = known_or_replace(c, m, &reuse)) == 0)
-		rc = insert_snapshot(c, m, record_pack, 0, reuse, &rowid);
+		rc = insert_snapshot(c, m, reuse, &rowid);
 	if (rc == 1 || rc == 2) {
 		/* Known already; or its parent is not here yet, retried. */
 		cat_rollback_to(c);
@@ -815,9 +730,7 @@ catalog_record_import(struct catalog *c, const uint8_t *img, size_t len,
 	memset(m, 0, sizeof(*m));
 	if (catalog_record_info(img, len, &ri))
 		return (-1);
-	if (ri.format == 1)
-		rc = import_whole(c, img, len, record_pack, authority, m);
-	else if (ri.parts == 0)
+	if (ri.parts == 0)
 		rc = 3;
 	else
 		rc = import_parts(c, img, len, record_pack, authority, &ri,
@@ -938,19 +851,22 @@ catalog_record_info(const uint8_t *img, size_t len,
 	memcpy(ri->sid, t, SNAPSHOT_ID_HEX + 1);
 	if (info_int(mem, st, "format", 0, &format) ||
 	    info_int(mem, st, "part", 0, &part) ||
-	    info_int(mem, st, "parts", format == 1 ? 1 : 0, &parts) ||
+	    info_int(mem, st, "parts", 0, &parts) ||
 	    info_int(mem, st, "revision", 0, &revision))
 		goto out;
 	ri->revision = revision < 0 ? 0 : revision;
-	if ((format != 1 && format != 2) || part < 0 || parts < 0 ||
-	    parts > INT32_MAX || (format == 1 && (part != 0 || parts != 1)) ||
-	    (parts != 0 && part != parts - 1)) {
-		log_error("snapshot record %s: format %lld, part %lld of %lld "
-		    "is not one this coffer reads", ri->sid, (long long)format,
-		    (long long)part, (long long)parts);
+	if (format != RECORD_FORMAT) {
+		log_error("snapshot record %s: has format %lld; this coffer "
+		    "reads format %d", ri->sid, (long long)format,
+		    RECORD_FORMAT);
 		goto out;
 	}
-	ri->format = (int)format;
+	if (part < 0 || parts < 0 || parts > INT32_MAX ||
+	    (parts != 0 && part != parts - 1)) {
+		log_error("snapshot record %s: part %lld of %lld is malformed",
+		    ri->sid, (long long)part, (long long)parts);
+		goto out;
+	}
 	ri->part = (int)part;
 	ri->parts = (int)parts;
 	if (info_parts(mem, ri))

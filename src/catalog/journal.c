@@ -4,19 +4,19 @@
  * snapshot records are, export.c) that the engine signs and stores in a
  * pack.  Import is the reverse, for a catalog rebuilt on another host.
  * Names, never catalog row ids: datasets by name, snapshots by id,
- * bundles by target and number.  Format 5 (doc/format.md).
+ * bundles by target and number.  Format 1 (doc/format.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
 #include "coffer/catalog-known.h"
 #include "coffer/log.h"
 
-#define JOURNAL_FORMAT 6	/* 1 had no forgotten table, 2 no bundles,
-				 * 3 no runs, 4 no key uses, 5 no verify
-				 * runs */
+#define JOURNAL_FORMAT 1
 #define JOURNAL_SCHEMA "jnl"
 
 static const char journal_schema[] =
@@ -106,19 +106,9 @@ static const char key_uses_due_sql[] =
 static int
 max_id(struct catalog *c, const char *sql, int64_t *v)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((st = cat_prepare(c, sql, "read the journal")) == NULL)
-		return (-1);
-	rc = sqlite3_step(st);
-	*v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW) {
-		log_error("cannot read the journal: %s", sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	return (0);
+	*v = 0;
+	return (cat_run(c, sql, "read the journal", NULL, 0, cat_row_int64,
+	    v) < 0 ? -1 : 0);
 }
 
 int
@@ -219,22 +209,10 @@ out:
 static int
 mark(struct catalog *c, const char *sql, int64_t upto, const char *pack)
 {
-	sqlite3_stmt *st;
-	int rc;
+	const struct cat_val v[] = { CAT_INT(upto), CAT_TEXT(pack) };
 
-	if ((st = cat_prepare(c, sql, "mark the journal")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, upto);
-	if (pack != NULL)
-		cat_bind_text(st, 2, pack);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		log_error("cannot mark the journal: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	return (0);
+	return (cat_run(c, sql, "mark the journal", v, pack != NULL ? 2 : 1,
+	    NULL, NULL));
 }
 
 int
@@ -260,19 +238,18 @@ catalog_journal_mark(struct catalog *c, const char *pack,
 	return (0);
 }
 
-/*
- * A journal's drills into the catalog; cols and vals add columns (a later
- * format's).  A drill known already (same time and snapshot) stays.
- */
-#define DRILL_IMPORT(cols, vals)					\
+/* A journal's drills into the catalog.  A drill known already (same
+ * time and snapshot) stays. */
+#define DRILL_IMPORT							\
 	"INSERT INTO drill(time_ns, dataset_id, snapshot_id, sid, mode,"	\
 	" sample, files, bytes, failures, seconds, check_seconds,"	\
 	" estimate_seconds, rto_seconds, rpo_seconds, rpo_age_seconds,"	\
-	" verdict" cols ", in_repo)"					\
+	" verdict, source, in_repo)"					\
 	" SELECT j.time_ns, d.id, s.id, j.sid, j.mode, j.sample, j.files," \
 	" j.bytes, j.failures, j.seconds, j.check_seconds,"		\
 	" j.estimate_seconds, j.rto_seconds, j.rpo_seconds,"		\
-	" j.rpo_age_seconds, j.verdict" vals ", 1"			\
+	" j.rpo_age_seconds, j.verdict,"				\
+	" CASE WHEN typeof(j.source) = 'text' THEN j.source END, 1"	\
 	" FROM " JOURNAL_SCHEMA ".drill j JOIN dataset d ON d.name = j.dataset" \
 	" LEFT JOIN snapshot s ON s.sid = j.sid"			\
 	" WHERE typeof(j.time_ns) = 'integer' AND length(j.sid) = 32"	\
@@ -292,8 +269,6 @@ catalog_journal_mark(struct catalog *c, const char *pack,
  * refuse are left out rather than fail the whole record.
  */
 static const struct {
-	int format;		/* the first journal format with the table,
-				 * or -N: formats up to N only */
 	int counts;		/* its changes are rows added */
 	const char *sql;
 	int authority;		/* only from a record the authority signed */
@@ -301,26 +276,23 @@ static const struct {
 	/* The newest coffer.conf generation its writer had seen: a floor
 	 * for this host's (a catalog rebuilt, or new, learns that a
 	 * coffer.conf put back is older than the repository's). */
-	{ 1, 0, "INSERT INTO state(name, value) SELECT 'conf_generation',"
+	{ 0, "INSERT INTO state(name, value) SELECT 'conf_generation',"
 	" value FROM " JOURNAL_SCHEMA ".meta WHERE key = 'conf_generation'"
 	" AND typeof(value) = 'integer' AND value > 0"
 	" ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
 	0 },
-	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
+	{ 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".drill WHERE typeof(dataset) = 'text'"
 	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING", 0 },
-	/* Formats 1 and 2 have no drill.source. */
 	/* Drills and verifies are the full key's: a write-only key signs
 	 * journal records too, and must not report a recovery tested. */
-	{ -2, 1, DRILL_IMPORT("", ""), 1 },
-	{ 3, 1, DRILL_IMPORT(", source",
-	    ", CASE WHEN typeof(j.source) = 'text' THEN j.source END"), 1 },
+	{ 1, DRILL_IMPORT, 1 },
 	/* A failed run is listed with its place in its chain: its parent
 	 * must be known (a failed full needs none). */
-	{ 1, 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
+	{ 0, "INSERT INTO dataset(name) SELECT DISTINCT dataset FROM "
 	JOURNAL_SCHEMA ".failed WHERE typeof(dataset) = 'text'"
 	" AND length(dataset) > 0 ON CONFLICT(name) DO NOTHING", 0 },
-	{ 1, 1, "INSERT INTO snapshot(sid, dataset_id, level, parent_id,"
+	{ 1, "INSERT INTO snapshot(sid, dataset_id, level, parent_id,"
 	" full_id, depth, state, started_ns, finished_ns, host, source,"
 	" record_pack)"
 	" SELECT f.sid, d.id, f.level, p.id, p.full_id,"
@@ -338,14 +310,14 @@ static const struct {
 	/* Only those the authority signed in the pack's view (the
 	 * engine notes them in temp.forget_ok): a write-only key signs
 	 * journal records too, and must not forget for the full key. */
-	{ 2, 1, "INSERT INTO forgotten(sid, time_ns, in_repo)"
+	{ 1, "INSERT INTO forgotten(sid, time_ns, in_repo)"
 	" SELECT sid, time_ns, 1 FROM " JOURNAL_SCHEMA ".forgotten"
 	" WHERE length(sid) = 32 AND typeof(time_ns) = 'integer'"
 	" AND sid IN (SELECT sid FROM temp.forget_ok)"
 	" ON CONFLICT(sid) DO NOTHING", 0 },
 	/* Bundles exported and imported, and what an export carried: a
 	 * bundle known already (same target and number) stays as it is. */
-	{ 3, 1, "INSERT INTO bundle(direction, target, seq, level, base_seq,"
+	{ 1, "INSERT INTO bundle(direction, target, seq, level, base_seq,"
 	" manifest, name, size, packs, snapshots, created_ns, in_repo)"
 	" SELECT direction, target, seq, level, base_seq, manifest, name,"
 	" size, packs, snapshots, created_ns, 1 FROM " JOURNAL_SCHEMA ".bundle"
@@ -358,14 +330,14 @@ static const struct {
 	" AND typeof(packs) = 'integer' AND typeof(snapshots) = 'text'"
 	" AND typeof(created_ns) = 'integer'"
 	" ON CONFLICT(direction, target, seq) DO NOTHING", 0 },
-	{ 3, 0, "INSERT OR IGNORE INTO bundle_pack(bundle_id, pack)"
+	{ 0, "INSERT OR IGNORE INTO bundle_pack(bundle_id, pack)"
 	" SELECT b.id, j.pack FROM " JOURNAL_SCHEMA ".bundle_pack j"
 	" JOIN bundle b ON b.direction = j.direction AND b.target = j.target"
 	" AND b.seq = j.seq WHERE typeof(j.pack) = 'text'"
 	" AND length(j.pack) = 32", 0 },
 	/* Runs of coffer run, named by rid; a run known already keeps its
 	 * actions, so they are added only with their run. */
-	{ 4, 1, "INSERT INTO run(rid, time_ns, wall_ns, seconds, host, user,"
+	{ 1, "INSERT INTO run(rid, time_ns, wall_ns, seconds, host, user,"
 	" policy, status, in_repo)"
 	" SELECT rid, time_ns, wall_ns, seconds,"
 	" CASE WHEN typeof(host) = 'text' THEN host END,"
@@ -376,7 +348,7 @@ static const struct {
 	" AND typeof(seconds) IN ('real', 'integer')"
 	" AND typeof(status) = 'integer'"
 	" ON CONFLICT(rid) DO NOTHING", 0 },
-	{ 4, 0, "INSERT OR IGNORE INTO run_action(run_id, seq, kind, subject,"
+	{ 0, "INSERT OR IGNORE INTO run_action(run_id, seq, kind, subject,"
 	" level, slot_ns, status, done, seconds, detail)"
 	" SELECT r.id, j.seq, j.kind, j.subject,"
 	" CASE WHEN typeof(j.level) = 'text' THEN j.level END,"
@@ -392,7 +364,7 @@ static const struct {
 	0 },
 	/* Which key unlocked a run that wrote, and when: a use known
 	 * already (same key and time) is not added twice. */
-	{ 5, 1, "INSERT INTO key_use(key, time_ns, host, in_repo)"
+	{ 1, "INSERT INTO key_use(key, time_ns, host, in_repo)"
 	" SELECT key, time_ns, CASE WHEN typeof(host) = 'text' THEN host END,"
 	" 1 FROM " JOURNAL_SCHEMA ".key_use WHERE typeof(key) = 'text'"
 	" AND ((length(key) = 16 AND key NOT GLOB '*[^0-9a-f]*')"
@@ -402,7 +374,7 @@ static const struct {
 	" WHERE in_repo = 0", 0 },
 	/* Verify runs: a run known already (same time and mode) is
 	 * marked as in the repository, not added twice. */
-	{ 6, 1, "INSERT INTO verify(time_ns, host, mode, slice_n, slice_m,"
+	{ 1, "INSERT INTO verify(time_ns, host, mode, slice_n, slice_m,"
 	" complete, packs, packs_read, bytes_read, damage, seconds, verdict,"
 	" in_repo)"
 	" SELECT time_ns, CASE WHEN typeof(host) = 'text' THEN host END,"
@@ -449,7 +421,7 @@ catalog_journal_known(const uint8_t *img, size_t len)
 	    (fmt = (const char *)sqlite3_column_text(st, 0)) != NULL &&
 	    strspn(fmt, "0123456789") == strlen(fmt))
 		format = atoi(fmt);
-	rc = format >= 1 && format <= JOURNAL_FORMAT;
+	rc = format == JOURNAL_FORMAT;
 out:
 	sqlite3_finalize(st);
 	sqlite3_close(db);
@@ -502,72 +474,29 @@ forget_ok_create(struct catalog *c)
 int
 catalog_forget_ok_add(struct catalog *c, const char *sid)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (forget_ok_create(c) || (st = cat_prepare(c, "INSERT OR IGNORE"
-	    " INTO temp.forget_ok VALUES (?1)", "note signed forgets")) == NULL)
+	if (forget_ok_create(c))
 		return (-1);
-	cat_bind_text(st, 1, sid);
-	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-	if (rc)
-		log_error("cannot note signed forgets: %s",
-		    sqlite3_errmsg(c->db));
-	sqlite3_finalize(st);
-	return (rc);
+	return (cat_run(c, "INSERT OR IGNORE INTO temp.forget_ok VALUES (?1)",
+	    "note signed forgets", CAT_VALS(CAT_TEXT(sid)), NULL, NULL));
 }
 
-/* Forgets in the attached record that the authority did not sign: said,
- * and left out by the import. */
+/*
+ * Rows of the attached record that count only with the authority's
+ * signature and lack it (a write-only key signs journal records too, and
+ * a forged one may hold anything): said, and left out by the import.
+ */
 static int
-unsigned_forgets(struct catalog *c, int format, const char *pack)
+unsigned_rows(struct catalog *c, const char *sql, const char *what,
+    const char *pack)
 {
-	sqlite3_stmt *st;
 	int64_t n = 0;
 
-	if (format < 2)
-		return (0);
-	if ((st = cat_prepare(c, "SELECT count(*) FROM " JOURNAL_SCHEMA
-	    ".forgotten WHERE sid NOT IN (SELECT sid FROM temp.forget_ok)",
-	    "read a journal record")) == NULL)
+	if (cat_run(c, sql, "read a journal record", NULL, 0, cat_row_int64,
+	    &n) < 0)
 		return (-1);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
 	if (n > 0)
-		log_warn("pack '%s': %lld forgotten snapshot%s not signed by a "
-		    "full key (forged, or from before forgets were signed): "
-		    "left out", pack, (long long)n, n == 1 ? "" : "s");
-	return (0);
-}
-
-/* Drills and verifies in a record the authority did not sign: said,
- * and left out by the import. */
-static int
-unsigned_tests(struct catalog *c, int format, const char *pack)
-{
-	sqlite3_stmt *st;
-	int64_t n = 0;
-	int rc;
-
-	if ((st = cat_prepare(c, format >= 6 ?
-	    "SELECT (SELECT count(*) FROM " JOURNAL_SCHEMA ".drill) +"
-	    " (SELECT count(*) FROM " JOURNAL_SCHEMA ".verify)" :
-	    "SELECT count(*) FROM " JOURNAL_SCHEMA ".drill",
-	    "read a journal record")) == NULL)
-		return (-1);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW) {
-		log_error("cannot read a journal record: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	if (n > 0)
-		log_warn("pack '%s': %lld drill or verify result%s not signed "
-		    "by a full key (forged, or from before results were "
-		    "signed): left out", pack, (long long)n, n == 1 ? "" : "s");
+		log_warn("pack '%s': %lld %s%s not signed by a full key: left "
+		    "out", pack, (long long)n, what, n == 1 ? "" : "s");
 	return (0);
 }
 
@@ -589,22 +518,23 @@ catalog_journal_import(struct catalog *c, const uint8_t *img, size_t len,
 		return (-1);
 	if (attach_image(c, img, len, &format))
 		goto out;
-	/* An older format lacks the later tables: their statements go. */
-	if (format < 1 || format > JOURNAL_FORMAT) {
-		log_error("journal record: not an image of a format this coffer "
-		    "reads (format %d)", format);
+	if (format != JOURNAL_FORMAT) {
+		log_error("pack '%s': journal record has format %d; this "
+		    "coffer reads format %d", pack, format, JOURNAL_FORMAT);
 		goto out;
 	}
-	if (forget_ok_create(c) || unsigned_forgets(c, format, pack) ||
-	    (!authority && unsigned_tests(c, format, pack)))
+	if (forget_ok_create(c) || unsigned_rows(c, "SELECT count(*) FROM "
+	    JOURNAL_SCHEMA ".forgotten WHERE sid NOT IN"
+	    " (SELECT sid FROM temp.forget_ok)", "forgotten snapshot", pack) ||
+	    (!authority && unsigned_rows(c, "SELECT (SELECT count(*) FROM "
+	    JOURNAL_SCHEMA ".drill) + (SELECT count(*) FROM " JOURNAL_SCHEMA
+	    ".verify)", "drill or verify result", pack)))
 		goto out;
 	/* Deferred: IMMEDIATE would lock the read-only image too. */
 	if (cat_exec(c, "BEGIN", "import a journal record"))
 		goto out;
 	for (i = 0; i < nsql; i++) {
-		if (import_sql[i].format > format ||
-		    (import_sql[i].format < 0 && -import_sql[i].format <
-		    format) || (import_sql[i].authority && !authority))
+		if (import_sql[i].authority && !authority)
 			continue;
 		if ((st = cat_prepare(c, import_sql[i].sql,
 		    "import a journal record")) == NULL)
@@ -635,8 +565,7 @@ out:
 /*
  * The cover: what the readable journal records hold, by the keys that
  * import uses to tell a row known (doc/format.md, "Journal record"), in
- * temporary tables of this connection.  A table a record's format lacks
- * adds nothing.
+ * temporary tables of this connection.
  */
 static const char cover_schema[] =
 	"CREATE TEMP TABLE IF NOT EXISTS jc_drill (time_ns, sid);\n"
@@ -647,23 +576,20 @@ static const char cover_schema[] =
 	"CREATE TEMP TABLE IF NOT EXISTS jc_key_use (key, time_ns);\n"
 	"CREATE TEMP TABLE IF NOT EXISTS jc_verify (time_ns, mode);\n";
 
-static const struct {
-	int format;			/* from this journal format on */
-	const char *sql;
-} cover_sql[] = {
-	{ 1, "INSERT INTO temp.jc_drill SELECT time_ns, sid FROM "
-	    JOURNAL_SCHEMA ".drill" },
-	{ 1, "INSERT INTO temp.jc_failed SELECT sid FROM "
-	    JOURNAL_SCHEMA ".failed" },
-	{ 2, "INSERT INTO temp.jc_forgotten SELECT sid FROM "
-	    JOURNAL_SCHEMA ".forgotten" },
-	{ 3, "INSERT INTO temp.jc_bundle SELECT direction, target, seq FROM "
-	    JOURNAL_SCHEMA ".bundle" },
-	{ 4, "INSERT INTO temp.jc_run SELECT rid FROM " JOURNAL_SCHEMA ".run" },
-	{ 5, "INSERT INTO temp.jc_key_use SELECT key, time_ns FROM "
-	    JOURNAL_SCHEMA ".key_use" },
-	{ 6, "INSERT INTO temp.jc_verify SELECT time_ns, mode FROM "
-	    JOURNAL_SCHEMA ".verify" },
+static const char *const cover_sql[] = {
+	"INSERT INTO temp.jc_drill SELECT time_ns, sid FROM "
+	    JOURNAL_SCHEMA ".drill",
+	"INSERT INTO temp.jc_failed SELECT sid FROM "
+	    JOURNAL_SCHEMA ".failed",
+	"INSERT INTO temp.jc_forgotten SELECT sid FROM "
+	    JOURNAL_SCHEMA ".forgotten",
+	"INSERT INTO temp.jc_bundle SELECT direction, target, seq FROM "
+	    JOURNAL_SCHEMA ".bundle",
+	"INSERT INTO temp.jc_run SELECT rid FROM " JOURNAL_SCHEMA ".run",
+	"INSERT INTO temp.jc_key_use SELECT key, time_ns FROM "
+	    JOURNAL_SCHEMA ".key_use",
+	"INSERT INTO temp.jc_verify SELECT time_ns, mode FROM "
+	    JOURNAL_SCHEMA ".verify",
 };
 
 int
@@ -682,8 +608,7 @@ catalog_journal_cover(struct catalog *c, const uint8_t *img, size_t len)
 	if (attach_image(c, img, len, &format))
 		goto out;
 	for (i = 0; i < sizeof(cover_sql) / sizeof(cover_sql[0]); i++)
-		if (cover_sql[i].format <= format &&
-		    cat_exec(c, cover_sql[i].sql, "read a journal record"))
+		if (cat_exec(c, cover_sql[i], "read a journal record"))
 			goto out;
 	ret = 0;
 out:

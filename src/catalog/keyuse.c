@@ -1,10 +1,10 @@
 /*
  * Which key unlocked each run that wrote the repository, and when
- * (schema 9's key_use): what `key list` shows as a slot's last use.  The
+ * (the key_use table): what `key list` shows as a slot's last use.  The
  * rows go to the repository in journal records (journal.c), so that a
  * rebuilt catalog, or another host's, shows them too.  And what this host
  * remembers of the keys' shared state: the newest coffer.conf generation
- * seen (schema 10's state), the slot that last opened.
+ * seen (the state table), the slot that last opened.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 
@@ -21,28 +22,14 @@ int
 catalog_key_use_add(struct catalog *c, const char *key, int64_t time_ns,
     const char *host)
 {
-	sqlite3_stmt *st;
-	int rc;
-
 	if (key == NULL || *key == '\0' || strlen(key) > CATALOG_KEY_NAME_MAX) {
 		log_error("internal error: bad key name");
 		return (-1);
 	}
-	if ((st = cat_prepare(c, "INSERT INTO key_use(key, time_ns, host)"
+	return (cat_run(c, "INSERT INTO key_use(key, time_ns, host)"
 	    " VALUES (?1, ?2, ?3) ON CONFLICT(key, time_ns) DO NOTHING",
-	    "record the key's use")) == NULL)
-		return (-1);
-	cat_bind_text(st, 1, key);
-	sqlite3_bind_int64(st, 2, time_ns);
-	cat_bind_text(st, 3, host);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		log_error("cannot record the key's use: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	return (0);
+	    "record the key's use", CAT_VALS(CAT_TEXT(key), CAT_INT(time_ns),
+	    CAT_TEXT(host)), NULL, NULL));
 }
 
 int
@@ -74,46 +61,25 @@ catalog_key_use_last(struct catalog *c,
 int
 catalog_generation_get(struct catalog *c, uint64_t *gen)
 {
-	sqlite3_stmt *st;
-	int rc;
+	int64_t v = 0;
 
-	*gen = 0;
-	if ((st = cat_prepare(c, "SELECT value FROM state WHERE name ="
-	    " 'conf_generation'", "read the catalog's state")) == NULL)
+	if (cat_run(c, "SELECT value FROM state WHERE name ="
+	    " 'conf_generation'", "read the catalog's state", NULL, 0,
+	    cat_row_int64, &v) < 0)
 		return (-1);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		*gen = (uint64_t)sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		log_error("cannot read the catalog's state: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
+	*gen = (uint64_t)v;
 	return (0);
 }
 
 int
 catalog_generation_raise(struct catalog *c, uint64_t gen)
 {
-	sqlite3_stmt *st;
-	int rc;
-
 	if (gen == 0 || gen > INT64_MAX)
 		return (0);
-	if ((st = cat_prepare(c, "INSERT INTO state(name, value)"
+	return (cat_run(c, "INSERT INTO state(name, value)"
 	    " VALUES ('conf_generation', ?1) ON CONFLICT(name) DO UPDATE"
 	    " SET value = max(value, excluded.value)",
-	    "write the catalog's state")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, (int64_t)gen);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		log_error("cannot write the catalog's state: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	return (0);
+	    "write the catalog's state", CAT_VALS(CAT_INT(gen)), NULL, NULL));
 }
 
 /* The hint's file: the catalog's path and ".slot". */

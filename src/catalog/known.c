@@ -55,28 +55,13 @@ catalog_known_add(struct catalog *c, const struct catalog_known *k,
 int
 catalog_forgotten_import(struct catalog *c, const char *sid, int64_t time_ns)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((st = cat_prepare(c, "INSERT INTO forgotten(sid, time_ns, in_repo)"
+	if (cat_run(c, "INSERT INTO forgotten(sid, time_ns, in_repo)"
 	    " VALUES (?1, ?2, 1) ON CONFLICT(sid) DO NOTHING",
-	    "note a forgotten snapshot")) == NULL)
+	    "note a forgotten snapshot", CAT_VALS(CAT_TEXT(sid),
+	    CAT_INT(time_ns)), NULL, NULL))
 		return (-1);
-	cat_bind_text(st, 1, sid);
-	sqlite3_bind_int64(st, 2, time_ns);
-	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-	sqlite3_finalize(st);
-	if (rc == 0 && (st = cat_prepare(c, "DELETE FROM known_snapshot"
-	    " WHERE sid = ?1", "note a forgotten snapshot")) != NULL) {
-		cat_bind_text(st, 1, sid);
-		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-		sqlite3_finalize(st);
-	} else if (rc == 0)
-		return (-1);
-	if (rc)
-		log_error("cannot note forgotten snapshot %s: %s", sid,
-		    sqlite3_errmsg(c->db));
-	return (rc);
+	return (cat_run(c, "DELETE FROM known_snapshot WHERE sid = ?1",
+	    "note a forgotten snapshot", CAT_VALS(CAT_TEXT(sid)), NULL, NULL));
 }
 
 int
@@ -175,46 +160,6 @@ catalog_known_counts(struct catalog *c, struct catalog_known_counts *n)
 		return (-1);
 	}
 	return (0);
-}
-
-/*
- * Forgets, drills and verifies journaled before the authority signed them
- * count for no other catalog now (catalog_journal_import): once, a
- * full-key writer's catalog sends every one it knows to the repository
- * again, signed.
- */
-int
-catalog_journal_resign_once(struct catalog *c)
-{
-	sqlite3_stmt *st;
-	int rc, done = 0;
-
-	if ((st = cat_prepare(c, "SELECT value FROM state"
-	    " WHERE name = 'journal_signed'", "read the catalog state")) ==
-	    NULL)
-		return (-1);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		done = sqlite3_column_int(st, 0) != 0;
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		log_error("cannot read the catalog state: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	if (done)
-		return (0);
-	if (cat_savepoint(c))
-		return (-1);
-	if (cat_exec(c, "UPDATE forgotten SET in_repo = 0;"
-	    " UPDATE drill SET in_repo = 0; UPDATE verify SET in_repo = 0",
-	    "sign the journal") ||
-	    cat_exec(c, "INSERT INTO state(name, value)"
-	    " VALUES ('journal_signed', 1) ON CONFLICT(name) DO UPDATE"
-	    " SET value = 1", "sign the journal")) {
-		cat_rollback_to(c);
-		return (-1);
-	}
-	return (cat_release(c));
 }
 
 int

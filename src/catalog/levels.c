@@ -719,57 +719,28 @@ static const char *const rebase_diff_sql[] = {
 	" WHERE k.kind = 0",
 };
 
+/* Run sql with ?1 bound to v, for the rebase of snapshot k. */
+static int
+rebase_step(struct catalog *c, const char *sql, int64_t v, int64_t k)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "rebase snapshot %lld", (long long)k);
+	return (cat_run(c, sql, what, CAT_VALS(CAT_INT(v)), NULL, NULL));
+}
+
 /* k's chain into coffer_rebase_k; a's depth in it in *da (-1: a is not
  * in it). */
 static int
 rebase_chain(struct catalog *c, int64_t k, int64_t a, int64_t *da)
 {
-	sqlite3_stmt *st;
-	int rc;
-
 	*da = -1;
-	if (cat_exec(c, rebase_setup, "prepare a rebase"))
+	if (cat_exec(c, rebase_setup, "prepare a rebase") ||
+	    rebase_step(c, rebase_chain_k, k, k))
 		return (-1);
-	if ((st = cat_prepare(c, rebase_chain_k, "rebase a snapshot")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, k);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto err;
-	if ((st = cat_prepare(c, "SELECT depth FROM temp.coffer_rebase_k"
-	    " WHERE id = ?1", "rebase a snapshot")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, a);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*da = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		goto err;
-	return (0);
-err:
-	log_error("cannot rebase snapshot %lld: %s", (long long)k,
-	    sqlite3_errmsg(c->db));
-	return (-1);
-}
-
-/* Run sql with ?1 bound to v. */
-static int
-rebase_step(struct catalog *c, const char *sql, int64_t v, int64_t k)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((st = cat_prepare(c, sql, "rebase a snapshot")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, v);
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_DONE)
-		log_error("cannot rebase snapshot %lld: %s", (long long)k,
-		    sqlite3_errmsg(c->db));
-	sqlite3_finalize(st);
-	return (rc == SQLITE_DONE ? 0 : -1);
+	return (cat_run(c, "SELECT depth FROM temp.coffer_rebase_k"
+	    " WHERE id = ?1", "rebase a snapshot", CAT_VALS(CAT_INT(a)),
+	    cat_row_int64, da) < 0 ? -1 : 0);
 }
 
 /*

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-prune.h"
 #include "coffer/log.h"
 
 int

@@ -1,5 +1,5 @@
 /*
- * The runs of `coffer run` in the catalog (schema version 7, catalog.c):
+ * The runs of `coffer run` in the catalog (catalog.c's run tables):
  * what each run did, for `coffer log`, for the metrics file and for the
  * schedules of jobs that leave no other trace (a prune, a drill).
  */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
 #include "coffer/log.h"
 
 int

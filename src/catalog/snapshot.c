@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-record.h"
 #include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
@@ -217,17 +218,9 @@ catalog_snapshot_create(struct catalog *c, struct catalog_snapshot *s)
 	st = NULL;
 	s->id = sqlite3_last_insert_rowid(c->db);
 	if (s->level == LEVEL_FULL) {
-		if ((st = cat_prepare(c, "UPDATE snapshot SET full_id = id"
-		    " WHERE id = ?1", "add a snapshot")) == NULL)
+		if (cat_run(c, "UPDATE snapshot SET full_id = id WHERE id = ?1",
+		    "add a snapshot", CAT_VALS(CAT_INT(s->id)), NULL, NULL))
 			goto err;
-		sqlite3_bind_int64(st, 1, s->id);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			log_error("cannot add snapshot '%s': %s", s->sid,
-			    sqlite3_errmsg(c->db));
-			goto err;
-		}
-		sqlite3_finalize(st);
-		st = NULL;
 		s->full_id = s->id;
 		s->depth = 0;
 	}
@@ -302,22 +295,10 @@ catalog_snapshot_fail_running(struct catalog *c, int *n)
 int
 catalog_snapshot_fail(struct catalog *c, int64_t id, int64_t finished_ns)
 {
-	sqlite3_stmt *st;
-	int ret = 0;
-
-	if ((st = cat_prepare(c, "UPDATE snapshot SET state = 2,"
+	return (cat_run(c, "UPDATE snapshot SET state = 2,"
 	    " finished_ns = ?2 WHERE id = ?1 AND state = 0",
-	    "mark a snapshot failed")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, finished_ns);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		log_error("cannot mark snapshot %lld failed: %s",
-		    (long long)id, sqlite3_errmsg(c->db));
-		ret = -1;
-	}
-	sqlite3_finalize(st);
-	return (ret);
+	    "mark a snapshot failed", CAT_VALS(CAT_INT(id),
+	    CAT_INT(finished_ns)), NULL, NULL));
 }
 
 /* Step st for one snapshot: 1 found, 0 none, -1 error.  With ambiguous
@@ -559,38 +540,23 @@ int
 catalog_snapshot_part_add(struct catalog *c, int64_t snapshot_id, int idx,
     const struct catalog_record_part *where)
 {
-	sqlite3_stmt *st;
-	int rc;
-
 	if (!cat_is_hex(where->pack, 32)) {
 		log_error("bad pack name '%s'", where->pack);
 		return (-1);
 	}
-	if ((st = cat_prepare(c, "INSERT OR REPLACE INTO snapshot_part"
+	return (cat_run(c, "INSERT OR REPLACE INTO snapshot_part"
 	    "(snapshot_id, idx, pack, rid) VALUES (?1, ?2, ?3, ?4)",
-	    "record where a snapshot record's part is")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, snapshot_id);
-	sqlite3_bind_int(st, 2, idx);
-	cat_bind_text(st, 3, where->pack);
-	sqlite3_bind_blob(st, 4, where->rid, sizeof(where->rid),
-	    SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		log_error("cannot record where a snapshot record's part is: %s",
-		    sqlite3_errmsg(c->db));
-		return (-1);
-	}
-	return (0);
+	    "record where a snapshot record's part is",
+	    CAT_VALS(CAT_INT(snapshot_id), CAT_INT(idx), CAT_TEXT(where->pack),
+	    CAT_BLOB(where->rid, sizeof(where->rid))), NULL, NULL));
 }
 
 int
 catalog_snapshot_parts_set(struct catalog *c, int64_t snapshot_id,
     int parts, const struct catalog_record_part *partv)
 {
-	sqlite3_stmt *st;
-	int i, rc;
+	static const char what[] = "record a snapshot's parts";
+	int i;
 
 	if (parts < 1) {
 		log_error("internal error: a snapshot record of %d parts",
@@ -599,30 +565,16 @@ catalog_snapshot_parts_set(struct catalog *c, int64_t snapshot_id,
 	}
 	if (cat_savepoint(c))
 		return (-1);
-	if ((st = cat_prepare(c, "DELETE FROM snapshot_part"
-	    " WHERE snapshot_id = ?1", "record a snapshot's parts")) == NULL)
+	if (cat_run(c, "DELETE FROM snapshot_part WHERE snapshot_id = ?1",
+	    what, CAT_VALS(CAT_INT(snapshot_id)), NULL, NULL))
 		goto err;
-	sqlite3_bind_int64(st, 1, snapshot_id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto sqlerr;
 	for (i = 0; i + 1 < parts; i++)
 		if (catalog_snapshot_part_add(c, snapshot_id, i, &partv[i]))
 			goto err;
-	if ((st = cat_prepare(c, "UPDATE snapshot SET parts = ?2"
-	    " WHERE id = ?1", "record a snapshot's parts")) == NULL)
+	if (cat_run(c, "UPDATE snapshot SET parts = ?2 WHERE id = ?1", what,
+	    CAT_VALS(CAT_INT(snapshot_id), CAT_INT(parts)), NULL, NULL))
 		goto err;
-	sqlite3_bind_int64(st, 1, snapshot_id);
-	sqlite3_bind_int(st, 2, parts);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto sqlerr;
 	return (cat_release(c));
-sqlerr:
-	log_error("cannot record a snapshot's parts: %s",
-	    sqlite3_errmsg(c->db));
 err:
 	cat_rollback_to(c);
 	return (-1);
@@ -632,40 +584,10 @@ int
 catalog_snapshot_part_packs(struct catalog *c, int64_t snapshot_id,
     char ***packs, size_t *n)
 {
-	sqlite3_stmt *st;
-	char **v = NULL;
-	size_t k = 0, cap = 0;
-	int rc;
-
-	*packs = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT DISTINCT pack FROM snapshot_part"
+	return (cat_strings(c, "SELECT DISTINCT pack FROM snapshot_part"
 	    " WHERE snapshot_id = ?1 ORDER BY pack",
-	    "find the packs of a snapshot's parts")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, snapshot_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (array_grow(&v, &cap, k, sizeof(*v), 8) ||
-		    (v[k] = strdup((const char *)sqlite3_column_text(st,
-		    0))) == NULL) {
-			log_errno("find the packs of a snapshot's parts");
-			goto err;
-		}
-		k++;
-	}
-	if (rc != SQLITE_DONE) {
-		log_error("cannot find the packs of a snapshot's parts: %s",
-		    sqlite3_errmsg(c->db));
-		goto err;
-	}
-	sqlite3_finalize(st);
-	*packs = v;
-	*n = k;
-	return (0);
-err:
-	sqlite3_finalize(st);
-	names_free(v, k);
-	return (-1);
+	    "find the packs of a snapshot's parts",
+	    CAT_VALS(CAT_INT(snapshot_id)), packs, n));
 }
 
 int
@@ -676,24 +598,14 @@ catalog_snapshot_revise(struct catalog *c, int64_t id)
 		" record_pack = NULL WHERE id = ?1",
 		"DELETE FROM snapshot_part WHERE snapshot_id = ?1",
 	};
-	sqlite3_stmt *st;
 	size_t i;
-	int rc;
 
 	if (cat_savepoint(c))
 		return (-1);
-	for (i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
-		if ((st = cat_prepare(c, sql[i], "revise a snapshot")) == NULL)
+	for (i = 0; i < sizeof(sql) / sizeof(sql[0]); i++)
+		if (cat_run(c, sql[i], "revise a snapshot",
+		    CAT_VALS(CAT_INT(id)), NULL, NULL))
 			goto err;
-		sqlite3_bind_int64(st, 1, id);
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE) {
-			log_error("cannot revise snapshot %lld: %s",
-			    (long long)id, sqlite3_errmsg(c->db));
-			goto err;
-		}
-	}
 	return (cat_release(c));
 err:
 	cat_rollback_to(c);

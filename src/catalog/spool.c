@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-record.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 

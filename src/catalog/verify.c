@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "catalog-int.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-record.h"
 #include "coffer/log.h"
 
 /*
@@ -389,20 +391,8 @@ catalog_verify_state_put(struct catalog *c, const char *mode,
 int
 catalog_verify_state_clear(struct catalog *c, const char *mode)
 {
-	sqlite3_stmt *st;
-	int ret = -1;
-
-	if ((st = cat_prepare(c, "DELETE FROM verify_state WHERE mode = ?1",
-	    "clear the verify state")) == NULL)
-		return (-1);
-	cat_bind_text(st, 1, mode);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		log_error("cannot clear the verify state: %s",
-		    sqlite3_errmsg(c->db));
-	else
-		ret = 0;
-	sqlite3_finalize(st);
-	return (ret);
+	return (cat_run(c, "DELETE FROM verify_state WHERE mode = ?1",
+	    "clear the verify state", CAT_VALS(CAT_TEXT(mode)), NULL, NULL));
 }
 
 /* A REAL that may be NULL: NULL for a negative value ("none"). */

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "coffer/catalog-history.h"
 #include "coffer/hex.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"

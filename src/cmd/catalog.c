@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/catalog-history.h"
 #include "coffer/catalog-known.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"

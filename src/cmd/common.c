@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/catalog-history.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
@@ -332,9 +333,6 @@ cmd_open_checked(const struct global_opts *g, int flags,
 			st = STATUS_REPO;
 			goto err;
 		}
-		if (aside[0] != '\0')
-			log_warn("catalog '%s' was damaged: moved aside to '%s' "
-			    "and rebuilt from the repository", catpath, aside);
 		catalog_slot_hint_set(catpath, repo_unlocked_slot(r));
 	}
 	free(catpath);

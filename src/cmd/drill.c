@@ -5,6 +5,7 @@
 
 #include "cmd.h"
 #include "coffer/buf.h"
+#include "coffer/catalog-history.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
 #include "coffer/fmt.h"

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/catalog-history.h"
 #include "coffer/catalog.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "coffer/catalog-history.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"

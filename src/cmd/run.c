@@ -27,6 +27,7 @@
 
 #include "cmd.h"
 #include "coffer/buf.h"
+#include "coffer/catalog-history.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"

@@ -11,6 +11,7 @@
 
 #include "cmd.h"
 #include "coffer/buf.h"
+#include "coffer/catalog-history.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/policy.h"

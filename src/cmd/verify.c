@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "coffer/catalog-history.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
 #include "coffer/fmt.h"

@@ -7,8 +7,8 @@
  */
 #include <stdlib.h>
 
+#include "coffer/catalog-history.h"
 #include "coffer/catalog.h"
-#include "coffer/catalog-known.h"
 #include "coffer/crypto.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
@@ -107,7 +107,7 @@ engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 		return (-1);
 	/* A rewrap cut short: every header whole before anything reads. */
 	if (!ccrypto_keys_write_only(repo_keys(r)) &&
-	    (engine_key_recover(r, c) || catalog_journal_resign_once(c)))
+	    engine_key_recover(r, c))
 		return (-1);
 	if (catalog_snapshot_fail_running(c, &n))
 		return (-1);

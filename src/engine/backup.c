@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-record.h"
 #include "coffer/chunk.h"
 #include "coffer/catalog-known.h"
 #include "coffer/engine.h"

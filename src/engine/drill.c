@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coffer/catalog-history.h"
 #include "coffer/chunk.h"
 #include "coffer/engine.h"
 #include "coffer/fs.h"

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 #include "coffer/chunk.h"
 #include "coffer/hmap.h"

@@ -29,7 +29,10 @@
 #include <unistd.h>
 
 #include "coffer/bundle.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
 #include "coffer/catalog-known.h"
+#include "coffer/catalog-record.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
@@ -106,8 +109,8 @@ need_unique(struct export *x)
 
 /*
  * The packs of the parts of snapshot s's record, read from its head (in
- * s->record_pack), for a snapshot the catalog had before it kept them
- * (schema 9); the catalog keeps them from now on.  0 or -1.
+ * s->record_pack), for a snapshot whose parts the catalog does not know
+ * (snapshot.parts NULL); the catalog keeps them from now on.  0 or -1.
  */
 static int
 head_part_packs(struct export *x, const struct catalog_snapshot *s)
@@ -137,8 +140,7 @@ head_part_packs(struct export *x, const struct catalog_snapshot *s)
 		    &img, &imglen, &why) != 1 ||
 		    catalog_record_info(img, imglen, &ri))
 			continue;
-		if (strcmp(ri.sid, s->sid) == 0 && (ri.format == 1 ||
-		    ri.parts > 0)) {
+		if (strcmp(ri.sid, s->sid) == 0 && ri.parts > 0) {
 			found = 1;
 			for (j = 0; ri.parts > 1 && j + 1 < (size_t)ri.parts;
 			    j++)
@@ -147,7 +149,7 @@ head_part_packs(struct export *x, const struct catalog_snapshot *s)
 					goto out;
 				}
 			if (catalog_snapshot_parts_set(x->cat, s->id,
-			    ri.parts > 0 ? ri.parts : 1, ri.partv)) {
+			    ri.parts, ri.partv)) {
 				catalog_record_info_release(&ri);
 				goto out;
 			}
@@ -185,10 +187,10 @@ part_packs(struct export *x, const struct catalog_snapshot *s)
 		if (!ccrypto_keys_write_only(repo_keys(x->repo)))
 			return (head_part_packs(x, s) ? -1 : 0);
 		log_error("snapshot %s: the catalog does not know which packs "
-		    "hold its record (it was made before coffer kept them) "
-		    "and this key is write-only: it cannot read the record "
-		    "to find out; run `coffer catalog rebuild` or an export "
-		    "with a key that reads, once", s->sid);
+		    "hold its record and this key is write-only: it cannot "
+		    "read the record to find out; run `coffer catalog "
+		    "rebuild` or an export with a key that reads, once",
+		    s->sid);
 		return (1);
 	}
 	if (catalog_snapshot_part_packs(x->cat, s->id, &packs, &n))

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/catalog-prune.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"

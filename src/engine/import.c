@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "coffer/bundle.h"
+#include "coffer/catalog-history.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
 #include "coffer/hmap.h"

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/catalog-journal.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "engine-int.h"

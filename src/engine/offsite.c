@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-history.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-record.h"
 #include "coffer/log.h"
 #include "coffer/pool.h"
 #include "coffer/tuning.h"

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/catalog-record.h"
 #include "coffer/chunk.h"
 #include "coffer/log.h"
 #include "coffer/pool.h"

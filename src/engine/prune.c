@@ -29,6 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/catalog-journal.h"
+#include "coffer/catalog-prune.h"
+#include "coffer/catalog-record.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"

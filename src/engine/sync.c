@@ -28,7 +28,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-journal.h"
 #include "coffer/catalog-known.h"
+#include "coffer/catalog-prune.h"
+#include "coffer/catalog-record.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/name.h"

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
+#include "coffer/catalog-record.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
@@ -506,7 +509,7 @@ check_parts(struct verify *v, struct snaprec *sr,
 			return (-1);
 		good = rc == 1 && catalog_record_info(img, len, &ri) == 0;
 		if (good) {
-			good = ri.format == 2 && ri.part == i &&
+			good = ri.part == i &&
 			    ri.parts == 0 && strcmp(ri.sid, head->sid) == 0;
 			catalog_record_info_release(&ri);
 		}

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/catalog-journal.h"
 #include "coffer/catalog-known.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"

@@ -127,4 +127,20 @@ test_expect_success 'a write-only host with its own catalog backs up beside the 
 	treecmp src r8
 '
 
+test_expect_success 'a write-only host whose catalog is of another format rebuilds it with a warning and backs up' '
+	(
+		export COFFER_CATALOG=$TMP/wo-host.db &&
+		sqlite3 "$COFFER_CATALOG" "PRAGMA user_version = 11" &&
+		printf "six\n" >src/six &&
+		coffer -r repo --key-file wo.key backup --json ds src \
+			>b5.json 2>err &&
+		cat err &&
+		test_line_count = 1 err &&
+		grep "^warning: catalog .* has format 11, not this coffer.s 1: moved aside" err &&
+		ls "$COFFER_CATALOG".v11-* &&
+		json_check b5.json "\$j->{level} eq \"full\" &&
+			\$j->{bytes_new} < 100"
+	)
+'
+
 test_done

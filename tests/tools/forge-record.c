@@ -36,10 +36,17 @@
  * forge-record revise REPO KEYFILE PACK REV [bad-authority]: the last
  * snapshot record in PACK (a head of one part) as a record of revision
  * REV, one of its files left out (another tree), signed with the
- * repository's key alone, or, with bad-authority, as a version 2 record
- * whose authority signature is the ordinary one (what a write-only key
- * can make); written to a new pack, whose name is printed.  A reader
- * must never let it replace the snapshot.
+ * repository's key alone, or, with bad-authority, as a record that claims
+ * the authority's signature (its byte after the magic 2) but carries the
+ * ordinary one there (what a write-only key can make); written to a new
+ * pack, whose name is printed.  A reader must never let it replace the
+ * snapshot.
+ *
+ * forge-record format REPO KEYFILE PACK N: the last snapshot record in
+ * PACK (a head of one part) with its image's format row set to N, signed
+ * with the repository's key, written to a new pack, whose name is
+ * printed: a record of another format, which a reader must refuse,
+ * named, not misread.
  *
  * forge-record conf REPO KEYFILE: coffer.conf of REPO, from standard input
  * (without its mac line), authenticated with KEYFILE's meta key and
@@ -52,6 +59,9 @@
 #include <sqlite3.h>
 
 #include "coffer/buf.h"
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
+#include "coffer/catalog-prune.h"
 #include "coffer/crypto.h"
 #include "coffer/hex.h"
 #include "coffer/repo.h"
@@ -193,43 +203,19 @@ swap_part(int argc, char **argv)
 	return (0);
 }
 
+/* Sign image x as packer.c does (with bad_auth, as a record that claims
+ * the authority's signature and carries the ordinary one twice), write
+ * it to a new pack and print the pack's name. */
 static int
-revise(int argc, char **argv)
+write_image(struct repo *r, sqlite3 *x, int bad_auth)
 {
 	struct pack_writer *w;
 	struct pack_entry e;
 	struct pack_info info;
-	struct repo *r;
 	struct buf rec = BUF_INIT;
-	sqlite3 *x;
-	sqlite3_stmt *st;
-	uint8_t *ih, *img, sig[CCRYPTO_SIG_BYTES], id[CCRYPTO_ID_BYTES];
+	uint8_t *img, sig[CCRYPTO_SIG_BYTES], id[CCRYPTO_ID_BYTES];
 	sqlite3_int64 size;
-	size_t lh;
-	int bad_auth;
 
-	if (argc != 6 && argc != 7) {
-		fprintf(stderr, "usage: forge-record revise REPO KEYFILE PACK "
-		    "REV [bad-authority]\n");
-		return (2);
-	}
-	bad_auth = argc == 7 && strcmp(argv[6], "bad-authority") == 0;
-	if ((r = open_repo(argv[2], argv[3])) == NULL)
-		return (1);
-	if ((ih = read_head(r, argv[4], &lh)) == NULL ||
-	    (x = open_image(ih, lh)) == NULL)
-		return (1);
-	if (sqlite3_prepare_v2(x, "INSERT OR REPLACE INTO meta VALUES"
-	    " ('revision', ?1)", -1, &st, NULL) != SQLITE_OK)
-		return (1);
-	sqlite3_bind_int64(st, 1, atoll(argv[5]));
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return (1);
-	sqlite3_finalize(st);
-	if (sqlite3_exec(x, "DELETE FROM entry WHERE path = (SELECT max(path)"
-	    " FROM entry WHERE kind = 1)", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_changes(x) != 1)
-		return (1);
 	if ((img = sqlite3_serialize(x, "main", &size, 0)) == NULL)
 		return (1);
 	/* As packer.c signs: context, repository id, image. */
@@ -252,11 +238,85 @@ revise(int argc, char **argv)
 	printf("%s\n", info.name);
 	pack_writer_free(w);
 	sqlite3_free(img);
+	buf_release(&rec);
+	return (0);
+}
+
+/* Set meta key of image x to v. */
+static int
+set_meta(sqlite3 *x, const char *key, int64_t v)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(x, "INSERT OR REPLACE INTO meta VALUES"
+	    " (?1, ?2)", -1, &st, NULL) != SQLITE_OK)
+		return (1);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, v);
+	rc = sqlite3_step(st) != SQLITE_DONE;
+	sqlite3_finalize(st);
+	return (rc);
+}
+
+static int
+revise(int argc, char **argv)
+{
+	struct repo *r;
+	sqlite3 *x;
+	uint8_t *ih;
+	size_t lh;
+	int bad_auth, rc;
+
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: forge-record revise REPO KEYFILE PACK "
+		    "REV [bad-authority]\n");
+		return (2);
+	}
+	bad_auth = argc == 7 && strcmp(argv[6], "bad-authority") == 0;
+	if ((r = open_repo(argv[2], argv[3])) == NULL)
+		return (1);
+	if ((ih = read_head(r, argv[4], &lh)) == NULL ||
+	    (x = open_image(ih, lh)) == NULL)
+		return (1);
+	if (set_meta(x, "revision", atoll(argv[5])))
+		return (1);
+	if (sqlite3_exec(x, "DELETE FROM entry WHERE path = (SELECT max(path)"
+	    " FROM entry WHERE kind = 1)", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_changes(x) != 1)
+		return (1);
+	rc = write_image(r, x, bad_auth);
 	sqlite3_close(x);
 	free(ih);
-	buf_release(&rec);
 	repo_close(r);
-	return (0);
+	return (rc);
+}
+
+static int
+reformat(int argc, char **argv)
+{
+	struct repo *r;
+	sqlite3 *x;
+	uint8_t *ih;
+	size_t lh;
+	int rc;
+
+	if (argc != 6) {
+		fprintf(stderr, "usage: forge-record format REPO KEYFILE PACK "
+		    "N\n");
+		return (2);
+	}
+	if ((r = open_repo(argv[2], argv[3])) == NULL)
+		return (1);
+	if ((ih = read_head(r, argv[4], &lh)) == NULL ||
+	    (x = open_image(ih, lh)) == NULL ||
+	    set_meta(x, "format", atoll(argv[5])))
+		return (1);
+	rc = write_image(r, x, 0);
+	sqlite3_close(x);
+	free(ih);
+	repo_close(r);
+	return (rc);
 }
 
 static int
@@ -485,6 +545,8 @@ main(int argc, char **argv)
 		return (forge_conf(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "parts") == 0)
 		return (dump_parts(argc, argv));
+	if (argc > 1 && strcmp(argv[1], "format") == 0)
+		return (reformat(argc, argv));
 	if (argc > 1 && strcmp(argv[1], "index") == 0)
 		return (list_index(argc, argv));
 	if (argc != 5 || strlen(argv[3]) != 2 * CCRYPTO_ID_BYTES ||

@@ -1,8 +1,9 @@
 /*
- * Unit tests for the catalog: schema and migration, locking, datasets,
+ * Unit tests for the catalog: schema and other formats, locking, datasets,
  * snapshots and their names, chunks, packs, contents, chain resolution
  * (checked against a model kept in C) and the snapshot export.
  */
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 #include "coffer/entry.h"
 #include "coffer/fsutil.h"
@@ -125,6 +127,7 @@ test_open(void)
 	char *foreign = tmp_path("foreign.db");
 	struct catalog *c, *c2;
 	struct stat sb;
+	char aside[PATH_MAX + 64];
 	sqlite3 *h;
 	int64_t id;
 
@@ -188,11 +191,20 @@ test_open(void)
 	    "reopen keeps data");
 	catalog_close(c);
 
-	/* A newer schema is refused. */
+	/* Another format is refused, or moved aside for a rebuild. */
 	c = catalog_open(other);
 	catalog_close(c);
 	ok(raw_exec(other, "PRAGMA user_version = 99") == 0, "bump version");
-	ok(catalog_open(other) == NULL, "newer schema version refused");
+	ok(catalog_open(other) == NULL, "a newer format is refused");
+	ok(raw_exec(other, "PRAGMA user_version = 11") == 0,
+	    "a development build's format 11");
+	ok(catalog_open(other) == NULL, "an older format is refused");
+	c = catalog_open_or_reset(other, aside, sizeof(aside));
+	ok(c != NULL && strstr(aside, "newer.db.v11-") != NULL &&
+	    stat(aside, &sb) == 0, "or moved aside, kept (%s)", aside);
+	ok(c != NULL && catalog_dataset_id(c, "/new", 1, &id) == 1,
+	    "and a new catalog made in its place");
+	catalog_close(c);
 
 	/* Not a catalog. */
 	ok(fsutil_write_file(junk, "not a database, not at all, no sir.....",
@@ -894,6 +906,10 @@ test_export(struct catalog *c)
 	    SQLITE_DESERIALIZE_READONLY) == SQLITE_OK, "deserialize");
 	ok(raw_int(h, "SELECT value FROM meta WHERE key = 'format'") == 1,
 	    "format 1");
+	ok(raw_int(h, "SELECT value FROM meta WHERE key = 'part'") == 0 &&
+	    raw_int(h, "SELECT value FROM meta WHERE key = 'parts'") == 1 &&
+	    raw_int(h, "SELECT count(*) FROM part") == 0,
+	    "the head of a record of one part");
 	ok(raw_int(h, "SELECT count(*) FROM entry") == 13, "13 entries");
 	ok(raw_int(h, "SELECT count(*) FROM content") == 1, "one content");
 	ok(raw_int(h, "SELECT count(*) FROM content_chunk") == 2,

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 #include "coffer/entry.h"
 #include "coffer/fsutil.h"

@@ -1,6 +1,6 @@
 /*
- * Unit tests for journal images (src/catalog/journal.c): a record of an
- * older format still imports, a newer one is refused, rows of the wrong
+ * Unit tests for journal images (src/catalog/journal.c): a record of
+ * format 1 imports, one of another format is refused, rows of the wrong
  * type are left out, and key uses make a record of their own only when
  * new to the repository or a day old.
  */
@@ -11,6 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coffer/catalog-history.h"
+#include "coffer/catalog-journal.h"
+#include "coffer/catalog-prune.h"
+#include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 #include "coffer/fsutil.h"
 #include "coffer/name.h"
@@ -22,11 +26,12 @@ static char tmpdir[] = "/tmp/t-journal-XXXXXX";
 #define PACK "00112233445566778899aabbccddeeff"
 #define HOUR_NS 3600000000000LL
 
-/* A journal image of format fmt: the tables of that format, then sql. */
+/* A journal image with the tables of format 1, its format row fmt, then
+ * sql. */
 static int
 image(int fmt, const char *sql, struct buf *out)
 {
-	static const char v4[] =
+	static const char tables[] =
 		"CREATE TABLE meta (key TEXT PRIMARY KEY, value)"
 		" WITHOUT ROWID;"
 		"CREATE TABLE drill (time_ns INTEGER, dataset TEXT, sid TEXT,"
@@ -49,7 +54,12 @@ image(int fmt, const char *sql, struct buf *out)
 		" status INTEGER);"
 		"CREATE TABLE run_action (rid TEXT, seq INTEGER, kind TEXT,"
 		" subject TEXT, level TEXT, slot_ns INTEGER, status INTEGER,"
-		" done INTEGER, seconds REAL, detail TEXT);";
+		" done INTEGER, seconds REAL, detail TEXT);"
+		"CREATE TABLE key_use (key TEXT, time_ns INTEGER, host TEXT);"
+		"CREATE TABLE verify (time_ns INTEGER, host TEXT, mode TEXT,"
+		" slice_n INTEGER, slice_m INTEGER, complete INTEGER,"
+		" packs INTEGER, packs_read INTEGER, bytes_read INTEGER,"
+		" damage INTEGER, seconds REAL, verdict TEXT);";
 	sqlite3 *db;
 	unsigned char *p;
 	sqlite3_int64 n;
@@ -60,14 +70,7 @@ image(int fmt, const char *sql, struct buf *out)
 		return (-1);
 	snprintf(meta, sizeof(meta), "INSERT INTO meta VALUES ('format', %d)",
 	    fmt);
-	if (sqlite3_exec(db, v4, NULL, NULL, NULL) != SQLITE_OK ||
-	    (fmt >= 5 && sqlite3_exec(db, "CREATE TABLE key_use (key TEXT,"
-	    " time_ns INTEGER, host TEXT)", NULL, NULL, NULL) != SQLITE_OK) ||
-	    (fmt >= 6 && sqlite3_exec(db, "CREATE TABLE verify (time_ns"
-	    " INTEGER, host TEXT, mode TEXT, slice_n INTEGER, slice_m INTEGER,"
-	    " complete INTEGER, packs INTEGER, packs_read INTEGER,"
-	    " bytes_read INTEGER, damage INTEGER, seconds REAL,"
-	    " verdict TEXT)", NULL, NULL, NULL) != SQLITE_OK) ||
+	if (sqlite3_exec(db, tables, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db, meta, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto out;
@@ -106,19 +109,19 @@ test_import(struct catalog *c)
 	struct last l;
 	size_t added;
 
-	ok(image(4, "INSERT INTO run VALUES ('0123456789abcdef0123456789abcdef',"
+	ok(image(1, "INSERT INTO run VALUES ('0123456789abcdef0123456789abcdef',"
 	    " 1, 2, 0.5, 'h', 'u', 'p', 0)", &img) == 0 &&
 	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
-	    added == 1, "a format 4 record still imports (its run)");
+	    added == 1, "a format 1 record imports (its run)");
 
-	ok(image(5, "INSERT INTO key_use VALUES ('aaaabbbbccccdddd', 1000,"
+	ok(image(1, "INSERT INTO key_use VALUES ('aaaabbbbccccdddd', 1000,"
 	    " 'host1'); INSERT INTO key_use VALUES (42, 5, 'x');"
 	    " INSERT INTO key_use VALUES ('../../etc', 5, 'x');"
 	    " INSERT INTO key_use VALUES ('key-file:full', 'soon', 'x')",
 	    &img) == 0 &&
 	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
-	    added == 1, "format 5: a key use imports, rows of a wrong type "
-	    "are left out");
+	    added == 1, "a key use imports, rows of a wrong type are left "
+	    "out");
 	ok(catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
 	    added == 0, "the same key use twice is one");
 	memset(&l, 0, sizeof(l));
@@ -126,15 +129,14 @@ test_import(struct catalog *c)
 	    strcmp(l.key, "aaaabbbbccccdddd") == 0 && l.ns == 1000,
 	    "key list sees it");
 
-	ok(image(6, "INSERT INTO verify VALUES (2000, 'h', 'read-data=2/3',"
+	ok(image(1, "INSERT INTO verify VALUES (2000, 'h', 'read-data=2/3',"
 	    " 2, 3, 1, 7, 3, 4096, 0, 1.5, 'pass');"
 	    " INSERT INTO verify VALUES (2001, 'h', 'structure', 0, 0, 1, 7,"
 	    " 0, 0, 0, 0.5, 'maybe');"
 	    " INSERT INTO verify VALUES (2002, 'h', 'read-data=4/3', 4, 3, 1,"
 	    " 7, 3, 0, 0, 0.5, 'pass')", &img) == 0 &&
 	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
-	    added == 1, "format 6: a verify run imports, bad rows are left "
-	    "out");
+	    added == 1, "a verify run imports, bad rows are left out");
 	ok(catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == 0 &&
 	    added == 0, "the same verify run twice is one");
 	{
@@ -146,9 +148,14 @@ test_import(struct catalog *c)
 		    "of 5 slices, never read: slice 1");
 	}
 
-	ok(image(7, "SELECT 1", &img) == 0 &&
+	ok(image(2, "INSERT INTO run VALUES ('1123456789abcdef0123456789abcdef',"
+	    " 1, 2, 0.5, 'h', 'u', 'p', 0)", &img) == 0 &&
+	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == -1 &&
+	    catalog_journal_known(img.data, img.len) == 0,
+	    "a format 2 record is refused, not misread");
+	ok(image(6, "SELECT 1", &img) == 0 &&
 	    catalog_journal_import(c, img.data, img.len, PACK, 1, &added) == -1,
-	    "a format 7 record is refused, not misread");
+	    "so is one of a development build's format 6");
 	buf_release(&img);
 }
 
@@ -243,35 +250,19 @@ pack_with(struct catalog *c, char d, int type, unsigned n, char *name)
 	    catalog_chunk_locate(c, ch, pk, &loc) ? -1 : 0);
 }
 
-/* Run sql on the catalog's file through a connection of its own. */
-static int
-sql_on(const char *db, const char *sql)
-{
-	sqlite3 *h;
-	int rc;
-
-	if (sqlite3_open(db, &h) != SQLITE_OK)
-		return (-1);
-	rc = sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
-	sqlite3_close(h);
-	return (rc);
-}
-
 /*
  * The packs an export carries as the journal's: those whose index names a
- * journal record (pack.journal, set as the pack is imported or written);
- * in a catalog from before that column, those of journal records alone,
- * by the catalog's rows: never a data pack, nor a pack of records of a
- * snapshot the catalog holds (but a failed one's, which is the
- * journal's).
+ * journal record (pack.journal, set as the pack is imported or written),
+ * never one for what its chunks or records look like.
  */
 static void
-test_packs(struct catalog *c, const char *db)
+test_packs(struct catalog *c)
 {
 	struct catalog_record_part part;
 	struct catalog_journal_upto upto;
 	char jrn[33], data[33], typed[33], rec[33], partp[33], failed[33];
-	char gone[33], mixed[33];
+	char gone[33], mixed[33], imp[33];
+	uint8_t hash[32];
 	char **v = NULL;
 	size_t n = 0;
 	int64_t ds, s;
@@ -300,14 +291,14 @@ test_packs(struct catalog *c, const char *db)
 	    catalog_journal_packs(c, &v, &n) == 0 && n == 1 &&
 	    strcmp(v[0], jrn) == 0, "a pack the journal marked is listed");
 	names_free(v, n);
-	ok(sql_on(db, "UPDATE pack SET journal = NULL") == 0,
-	    "the packs as an older catalog holds them");
-	ok(catalog_journal_packs(c, &v, &n) == 0, "journal packs listed");
-	ok(n == 4 && strcmp(v[0], gone) == 0 && strcmp(v[1], jrn) == 0 &&
-	    strcmp(v[2], typed) == 0 && strcmp(v[3], failed) == 0,
-	    "packs without chunks (one of a snapshot gone), or with journal "
-	    "chunks alone; not a data pack, nor one with data too, nor a "
-	    "complete snapshot's head or part");
+	memset(imp, '7', 32);
+	imp[32] = '\0';
+	memset(hash, 7, sizeof(hash));
+	ok(catalog_packs_gone(c, NULL, 0) == 0 &&
+	    catalog_pack_import(c, imp, 1000, hash, NULL, 0, 1) == 0 &&
+	    catalog_journal_packs(c, &v, &n) == 0 && n == 2 &&
+	    strcmp(v[0], imp) == 0 && strcmp(v[1], jrn) == 0,
+	    "a pack imported as the journal's is listed; no other is");
 	names_free(v, n);
 }
 
@@ -328,7 +319,7 @@ main(void)
 	if (c != NULL) {
 		test_import(c);
 		test_due(c);
-		test_packs(c, db);
+		test_packs(c);
 		catalog_close(c);
 	}
 	free(db);

@@ -1,0 +1,71 @@
+/*
+ * Taking from the repository: forgetting snapshots (forget.c), pruning
+ * packs (prune.c), and dropping the packs another host removed (a sync).
+ */
+#ifndef COFFER_CATALOG_PRUNE_H
+#define COFFER_CATALOG_PRUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coffer/catalog.h"
+
+/*
+ * Forgetting (forget.c).  catalog_forget: the snapshots sids go from the
+ * catalog with their rows, children first, and their ids are kept in
+ * forgotten (for the journal, and so that their records, still in the
+ * packs until prune, never bring them back); one that a remaining
+ * snapshot builds on is first rebased (catalog_snapshot_rebase: its
+ * rows rewritten, its tree the same) onto its nearest ancestor that
+ * stays, or made a full, so that every host that learns the forget, in
+ * whatever order, ends with the same trees; only a failed snapshot's
+ * parent stays.  *gone how many went.  catalog_forget_apply: the same
+ * for the ids forgotten already (a sync that imported a record again, or
+ * a forget from another host).  All or nothing; 0 or -1 (reported).
+ * catalog_forgotten_has: 1 if sid is forgotten, 0 if not, -1.
+ */
+int catalog_forget(struct catalog *c, const char *const *sids, size_t n,
+    int64_t now_ns, size_t *gone);
+int catalog_forget_apply(struct catalog *c, size_t *gone);
+int catalog_forgotten_has(struct catalog *c, const char *sid);
+
+/*
+ * Prune (prune.c).  catalog_prune_begin marks the live chunks (those an
+ * entry of a snapshot the catalog holds uses), for the calls below.
+ * catalog_prune_packs: every pack with its located and live chunks and
+ * their stored bytes, by name.  catalog_prune_chunks: the chunks located
+ * in one pack, by offset, with whether they are live.  catalog_prune_drop
+ * (in the caller's transaction, after the live chunks of the packs going
+ * were located elsewhere with catalog_chunk_locate): the contents nothing
+ * uses, the chunk rows left in those packs, and the packs.  0 or -1.
+ */
+struct catalog_prune_pack {
+	int64_t id;
+	char name[33];
+	uint64_t size;
+	int64_t chunks, live_chunks;
+	uint64_t live_bytes;		/* stored bytes of the live chunks */
+};
+struct catalog_prune_chunk {
+	int64_t rowid;
+	uint64_t offset;
+	int live;
+};
+int catalog_prune_begin(struct catalog *c);
+int catalog_prune_packs(struct catalog *c, struct catalog_prune_pack **packs,
+    size_t *n);
+int catalog_prune_chunks(struct catalog *c, int64_t pack_id,
+    struct catalog_prune_chunk **chunks, size_t *n);
+int catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n);
+/*
+ * Packs the catalog lists that the repository no longer holds (a sync):
+ * catalog_packs_gone notes them, so that catalog_pack_import relocates
+ * their chunks to a new pack that holds them too (another host's repack);
+ * catalog_packs_gone_drop then removes the gone packs nothing needs, with
+ * their chunk rows and the contents no entry uses.  *dropped how many.
+ */
+int catalog_packs_gone(struct catalog *c, const char *const *names,
+    size_t n);
+int catalog_packs_gone_drop(struct catalog *c, size_t *dropped);
+
+#endif
