@@ -8,8 +8,8 @@
 
 /*
  * The key slots of a repository (coffer key): the part of the repo
- * module (src/repo/repo.c) that lists and changes what keys/ holds.  See
- * doc/format.md ("Key slots") and coffer-key(1).
+ * module (src/repo/slots.c, keyring.c) that lists and changes what keys/
+ * and the keyring hold.  See doc/format.md ("Key slots") and coffer-key(1).
  */
 struct repo;
 

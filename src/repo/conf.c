@@ -63,7 +63,7 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
  * the mac line.  0 or -1 (reported).
  */
 int
-conf_text(struct buf *b, const struct ccrypto_keys *k, const uint8_t *id,
+rp_conf_text(struct buf *b, const struct ccrypto_keys *k, const uint8_t *id,
     const struct chunker_params *c, const struct repo_epoch *ep,
     size_t nepochs, int64_t retired1, uint64_t keyring_gen,
     const uint8_t *keyring_mac)
@@ -143,7 +143,7 @@ keyring_line(const char *p, uint64_t *gen, uint8_t mac[CCRYPTO_MAC_BYTES])
 
 /* Parse coffer.conf (untrusted until the MAC is checked by repo_unlock). */
 int
-conf_parse(struct repo *r, unsigned char *text, size_t len)
+rp_conf_parse(struct repo *r, unsigned char *text, size_t len)
 {
 	char *line, *next, *end = (char *)text + len;
 	char idhex[64], machex[130], sighex[2 * CCRYPTO_SIG_BYTES + 2];
@@ -278,7 +278,7 @@ bad:
  * it; it can never make the signature.
  */
 int
-verify_conf(struct repo *r)
+rp_verify_conf(struct repo *r)
 {
 	int rc;
 
@@ -314,7 +314,7 @@ verify_conf(struct repo *r)
 		    "(any backup with a full key signs it)", r->path);
 		return (-1);
 	}
-	return (load_epochs(r));
+	return (rp_load_epochs(r));
 }
 
 /*
@@ -324,19 +324,19 @@ verify_conf(struct repo *r)
  * change rewrites the keyring).  0 or -1 (reported).
  */
 int
-reload_conf(struct repo *r)
+rp_reload_conf(struct repo *r)
 {
 	unsigned char *text = NULL, *copy;
 	size_t len;
 	int rc;
 
-	if (read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX, &text,
+	if (rp_read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX, &text,
 	    &len))
 		return (-1);
 	if (r->conf != NULL && r->conf_len == len &&
 	    memcmp(text, r->conf, len) == 0) {
 		free(text);
-		return (r->keys != NULL ? load_epochs(r) : 0);
+		return (r->keys != NULL ? rp_load_epochs(r) : 0);
 	}
 	if ((copy = malloc(len + 1)) == NULL) {
 		free(text);
@@ -347,16 +347,16 @@ reload_conf(struct repo *r)
 	free(r->conf);
 	r->conf = text;
 	r->conf_len = len;
-	rc = conf_parse(r, copy, len);
+	rc = rp_conf_parse(r, copy, len);
 	free(copy);
 	if (rc == 0 && r->keys != NULL)
-		rc = verify_conf(r);
+		rc = rp_verify_conf(r);
 	return (rc);
 }
 
 /* coffer.conf again, with r->epochs; then r holds what it wrote. */
 int
-write_conf(struct repo *r)
+rp_write_conf(struct repo *r)
 {
 	struct buf b = BUF_INIT;
 	unsigned char *copy;
@@ -382,7 +382,7 @@ write_conf(struct repo *r)
 	if (r->keyring_gen > 0 && ccrypto_keyring_line_mac(r->keys, r->id,
 	    r->keyring_gen, r->keyring_mac))
 		goto out;
-	if (conf_text(&b, r->keys, r->id, &r->chunker, r->epochs, r->nepochs,
+	if (rp_conf_text(&b, r->keys, r->id, &r->chunker, r->epochs, r->nepochs,
 	    r->retired1_ns, r->keyring_gen, r->keyring_mac))
 		goto out;
 	if (b.len > CONF_MAX) {
@@ -408,7 +408,7 @@ write_conf(struct repo *r)
 		goto out;
 	}
 	memcpy(copy, r->conf, b.len + 1);
-	rc = conf_parse(r, copy, b.len);
+	rc = rp_conf_parse(r, copy, b.len);
 	free(copy);
 out:
 	buf_release(&b);

@@ -36,7 +36,7 @@ conf_epochs(struct repo *r)
 }
 
 int
-load_epochs(struct repo *r)
+rp_load_epochs(struct repo *r)
 {
 	unsigned char *kr = NULL;
 	uint64_t gen;
@@ -75,7 +75,7 @@ load_epochs(struct repo *r)
 		}
 		return (0);
 	}
-	if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
+	if (rp_read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
 	    &len) == 0) {
 		rc = ccrypto_keyring_open(r->keys, r->id, kr, len, 0);
 		explicit_bzero(kr, len);
@@ -135,7 +135,7 @@ bad:
  * an older coffer) before anything else is written.  0 or -1 (reported).
  */
 int
-writer_ready(struct repo *r)
+rp_writer_ready(struct repo *r)
 {
 	uint32_t newest;
 
@@ -148,7 +148,7 @@ writer_ready(struct repo *r)
 		    "a bundle)", r->path);
 		return (-1);
 	}
-	/* load_epochs sealed to the newest held; the newest listed is
+	/* rp_load_epochs sealed to the newest held; the newest listed is
 	 * the one to seal to. */
 	newest = r->nepochs > 0 ? r->epochs[r->nepochs - 1].epoch : 1;
 	if (ccrypto_keys_seal_epoch(r->keys) != newest ||
@@ -175,7 +175,7 @@ writer_ready(struct repo *r)
 		return (-1);
 	}
 	if (!r->conf_signed) {
-		if (write_keyring(r) || load_epochs(r))
+		if (rp_write_keyring(r) || rp_load_epochs(r))
 			return (-1);
 		log_info("repository '%s': coffer.conf signed by this full "
 		    "key (keyring generation %llu)", r->path,
@@ -217,7 +217,7 @@ repo_epochs(const struct repo *r, const struct repo_epoch **v, size_t *n)
  * coffer.conf says, which reads).
  */
 int
-write_keyring(struct repo *r)
+rp_write_keyring(struct repo *r)
 {
 	struct buf b = BUF_INIT;
 	uint64_t gen;
@@ -241,11 +241,11 @@ write_keyring(struct repo *r)
 	rc = ccrypto_keyring_seal(r->keys, r->id, gen, &b) == 0 &&
 	    fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING, b.data,
 	    b.len, 0600, 1) == 0 ? 0 : -1;
-	wipe_release(&b);
+	rp_wipe_release(&b);
 	if (rc)
 		return (-1);
 	r->keyring_gen = gen;
-	return (write_conf(r));
+	return (rp_write_conf(r));
 }
 
 /* Changing the key epochs needs the writer lock and a key that reads. */
@@ -282,9 +282,9 @@ repo_epoch_rotate(struct repo *r, uint32_t *epoch)
 	e->created_ns = now_realtime_ns();
 	if (ccrypto_epoch_generate(r->keys, n, e->pk))
 		return (-1);
-	/* write_keyring writes the keyring, then coffer.conf listing it. */
+	/* rp_write_keyring writes the keyring, then coffer.conf listing it. */
 	r->nepochs++;
-	if (write_keyring(r)) {
+	if (rp_write_keyring(r)) {
 		r->nepochs--;
 		return (-1);
 	}
@@ -324,7 +324,7 @@ retire_first(struct repo *r)
 		r->retired1_ns = now_realtime_ns();
 	ccrypto_epoch_forget(r->keys, 1);
 	(void)ccrypto_recipient_remove(r->keys, CCRYPTO_RECIPIENT_MASTER);
-	return (write_keyring(r));
+	return (rp_write_keyring(r));
 }
 
 int
@@ -362,7 +362,7 @@ repo_epoch_retire(struct repo *r, uint32_t epoch)
 	/* A new generation either way: the change is one a rollback of
 	 * coffer.conf must not undo unnoticed. */
 	ccrypto_epoch_forget(r->keys, epoch);
-	return (write_keyring(r));
+	return (rp_write_keyring(r));
 }
 
 int
@@ -379,7 +379,7 @@ repo_keyring_names(struct repo *r,
 	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
 	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
 		return (0);
-	if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
+	if (rp_read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
 	    &len))
 		return (-1);
 	rc = ccrypto_keyring_names(kr, len, names, max, n);
@@ -421,7 +421,7 @@ repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
 	t->path = r->path;
 	memcpy(copy, conf->data, conf->len);
 	copy[conf->len] = '\0';
-	if (conf_parse(t, copy, conf->len))
+	if (rp_conf_parse(t, copy, conf->len))
 		goto out;
 	theirs = t->nepochs > 0 ? t->epochs[t->nepochs - 1].epoch : 1;
 	if (theirs <= ours) {
@@ -487,7 +487,7 @@ repo_adopt_epochs(struct repo *r, const struct repo_file *files, size_t n)
 	}
 	memcpy(r->epochs, t->epochs, t->nepochs * sizeof(*r->epochs));
 	r->nepochs = t->nepochs;
-	if (write_keyring(r) || load_epochs(r))
+	if (rp_write_keyring(r) || rp_load_epochs(r))
 		goto out;
 	log_info("key epochs up to %u from a bundle", (unsigned)theirs);
 	rc = 0;

@@ -53,7 +53,7 @@ lock_writer(struct repo *r, int how, double timeout)
 
 	if (r->lock_fd != -1)
 		return (1);
-	if ((fd = open_in(r, r->dirs[DIR_LOCKS], "writer", "locks/writer",
+	if ((fd = rp_open_in(r, r->dirs[DIR_LOCKS], "writer", "locks/writer",
 	    O_RDWR | O_CREAT, S_IFREG, 0)) == -1)
 		return (-1);
 	/* The lock is written to: a second name for another file (a hard
@@ -111,7 +111,7 @@ lock_writer(struct repo *r, int how, double timeout)
 	 * changes the keyring starts from it as it is now: another writer
 	 * may have changed either since repo_open.
 	 */
-	if (reload_conf(r) || writer_ready(r)) {
+	if (rp_reload_conf(r) || rp_writer_ready(r)) {
 		r->lock_fd = -1;
 		goto err;
 	}

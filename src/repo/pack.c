@@ -114,7 +114,7 @@ index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 /* The epoch bytes of a header sealed to epoch (a rewrap keeps the
  * version: it says which key the index is sealed under). */
 void
-header_set_epoch(uint8_t *hdr, uint32_t epoch)
+rp_header_set_epoch(uint8_t *hdr, uint32_t epoch)
 {
 	hdr[5] = (uint8_t)epoch;
 	hdr[6] = (uint8_t)(epoch >> 8);
@@ -149,7 +149,7 @@ mac_start(const struct repo *r, const uint8_t *pack_id, const uint8_t *key,
  * name; its epoch to *epoch.  0 or -1 (reported).
  */
 int
-header_check(const struct repo *r, const uint8_t *hdr, const char *name,
+rp_header_check(const struct repo *r, const uint8_t *hdr, const char *name,
     const char *path, uint32_t *epoch)
 {
 	uint8_t id[16];
@@ -191,7 +191,7 @@ header_check(const struct repo *r, const uint8_t *hdr, const char *name,
 
 /* The error for a pack key that does not open (rc from unseal_epoch). */
 void
-unseal_error(const char *path, uint32_t epoch, int rc)
+rp_unseal_error(const char *path, uint32_t epoch, int rc)
 {
 	if (rc == CCRYPTO_NO_EPOCH)
 		log_error("pack '%s' is sealed to key epoch %u, which this key "
@@ -366,7 +366,7 @@ pack_writer_new(struct repo *r)
 	hdr[4] = PACK_VERSION;
 	memcpy(hdr + 8, repo_id(r), CCRYPTO_REPO_ID_BYTES);
 	memcpy(hdr + 8 + CCRYPTO_REPO_ID_BYTES, w->pack_id, 16);
-	header_set_epoch(hdr, ccrypto_pack_key_seal(repo_keys(r), w->key,
+	rp_header_set_epoch(hdr, ccrypto_pack_key_seal(repo_keys(r), w->key,
 	    hdr + SEALED_OFF));
 	ccrypto_hash_update(&w->hash, hdr, sizeof(hdr));
 	if (wappend(w, hdr, sizeof(hdr)))
@@ -773,7 +773,7 @@ reader_open(struct repo *r, const char *name, int with_key, int *old)
 	if (fsutil_pread_all(p->fd, hdr, sizeof(hdr), 0, p->path))
 		goto err;
 	memcpy(p->hdr, hdr, sizeof(hdr));
-	if (header_check(r, hdr, name, p->path, &epoch))
+	if (rp_header_check(r, hdr, name, p->path, &epoch))
 		goto err;
 	memcpy(p->pack_id, hdr + 8 + CCRYPTO_REPO_ID_BYTES, 16);
 	p->version = hdr[4];
@@ -803,13 +803,13 @@ reader_open(struct repo *r, const char *name, int with_key, int *old)
 	if ((rc = ccrypto_pack_key_unseal_epoch(repo_keys(r), epoch,
 	    hdr + SEALED_OFF, p->key)) != 0) {
 		/* A header torn by a rewrap cut short: its intent has both. */
-		if (rc == -1 && intent_header(r, name, p->hdr, &epoch,
+		if (rc == -1 && rp_intent_header(r, name, p->hdr, &epoch,
 		    p->key) == 0)
 			log_warn("pack '%s': its header was torn by a key "
 			    "rewrap cut short; read through the rewrap intent "
 			    "(the next writer mends it)", p->path);
 		else {
-			unseal_error(p->path, epoch, rc);
+			rp_unseal_error(p->path, epoch, rc);
 			goto err;
 		}
 	}
@@ -1226,7 +1226,7 @@ pack_reader_close(struct pack_reader *p)
  * gone: pruned since), -1 no or unreadable (reported).
  */
 int
-pack_key_is_own(struct repo *r, const char *name, const char *path,
+rp_pack_key_is_own(struct repo *r, const char *name, const char *path,
     const uint8_t *hdr, uint8_t *key)
 {
 	struct pack_reader p;

@@ -102,11 +102,11 @@ pack_open_flags(const struct repo *r, const char *name, int flags, int quiet,
 	memcpy(fan, name, 2);
 	fan[2] = '\0';
 	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s", fan);
-	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
+	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
 	    S_IFDIR, quiet)) == -1)
 		return (-1);
 	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s/%s", fan, name);
-	fd = open_in(r, dfd, name, rel, flags, S_IFREG, quiet);
+	fd = rp_open_in(r, dfd, name, rel, flags, S_IFREG, quiet);
 	e = errno;
 	close(dfd);
 	errno = e;
@@ -168,8 +168,8 @@ repo_pack_publish(const struct repo *r, const char *name)
 		log_errno("repository '%s': cannot create '%s'", r->path, rel);
 		return (-1);
 	}
-	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY, S_IFDIR,
-	    0)) == -1)
+	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
+	    S_IFDIR, 0)) == -1)
 		return (-1);
 	if (renameat(r->dirs[DIR_TMP], name, dfd, name)) {
 		log_errno("repository '%s': cannot move 'tmp/%s' to '%s/%s'",
@@ -259,14 +259,14 @@ repo_list_packs(const struct repo *r, char ***names, size_t *n)
 			continue;
 		}
 		snprintf(rel, sizeof(rel), "packs/%.2s", de->d_name);
-		if ((dfd = open_in(r, r->dirs[DIR_PACKS], de->d_name, rel,
+		if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], de->d_name, rel,
 		    O_RDONLY, S_IFDIR, 0)) == -1 ||
 		    list_fan(r, dfd, de->d_name, &v, &k, &cap))
 			goto err;
 	}
 	closedir(d);
 	if (k > 0)
-		qsort(v, k, sizeof(*v), cmp_names);
+		qsort(v, k, sizeof(*v), rp_cmp_names);
 	*names = v;
 	*n = k;
 	return (0);
@@ -291,8 +291,8 @@ repo_pack_remove(const struct repo *r, const char *name)
 	memcpy(fan, name, 2);
 	fan[2] = '\0';
 	snprintf(rel, sizeof(rel), "packs/%s", fan);
-	if ((dfd = open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY, S_IFDIR,
-	    1)) == -1) {
+	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
+	    S_IFDIR, 1)) == -1) {
 		if (errno == ENOENT)
 			return (0);
 		log_errno("repository '%s': cannot open '%s'", r->path, rel);

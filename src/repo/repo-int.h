@@ -64,49 +64,79 @@ struct repo {
 	int lock_fd;
 };
 
-/* store.c: the repository directory, reached without following links. */
-int open_in(const struct repo *r, int dirfd, const char *name,
+/*
+ * store.c: the repository directory, reached without following links;
+ * the seam a storage interface replaces.
+ * rp_store_open: r->path and r->dfd for the repository at path (its
+ * coffer.conf must be there); rp_store_dirs: r->dirs, once coffer.conf
+ * has been read; rp_store_close closes what they opened.  0 or -1
+ * (reported).  rp_open_in: name in dirfd as a regular file (want S_IFREG)
+ * or directory (S_IFDIR), never through a link, never blocking on a FIFO,
+ * refused naming rel otherwise; an fd or -1 (errno ENOENT when missing,
+ * reported unless quiet).  rp_read_in: a small regular file, at most max
+ * bytes, malloc'd into *data.  rp_make_layout: a new repository's
+ * directories at path (new or empty; *created when the directory was
+ * made), its fd or -1; rp_unmake_layout undoes it (closes dfd);
+ * rp_remove_made removes what init makes in dfd, and nothing else.
+ */
+int rp_store_open(struct repo *r, const char *path);
+int rp_store_dirs(struct repo *r);
+void rp_store_close(struct repo *r);
+int rp_open_in(const struct repo *r, int dirfd, const char *name,
     const char *rel, int flags, mode_t want, int quiet);
-int read_in(const struct repo *r, int dirfd, const char *name,
+int rp_read_in(const struct repo *r, int dirfd, const char *name,
     const char *rel, size_t max, unsigned char **data, size_t *len);
-int make_layout(const char *path, int *created);
-void unmake_layout(int dfd, const char *path, int created);
-void remove_made(int dfd, const char *path);
+int rp_make_layout(const char *path, int *created);
+void rp_unmake_layout(int dfd, const char *path, int created);
+void rp_remove_made(int dfd, const char *path);
 
-/* repo.c */
-void wipe_release(struct buf *b);
-void key_name_new(char name[17]);
-int cmp_names(const void *a, const void *b);
+/* repo.c: a buffer of key material wiped and released; a new key's
+ * name (16 hex digits, random); strcmp for qsort of char *. */
+void rp_wipe_release(struct buf *b);
+void rp_key_name_new(char name[17]);
+int rp_cmp_names(const void *a, const void *b);
 
-/* conf.c: coffer.conf. */
-int conf_text(struct buf *b, const struct ccrypto_keys *k, const uint8_t *id,
-    const struct chunker_params *c, const struct repo_epoch *ep,
-    size_t nepochs, int64_t retired1, uint64_t keyring_gen,
+/*
+ * conf.c: coffer.conf.  rp_conf_text: the whole file, signed and MAC'd
+ * with k.  rp_conf_parse: text (NUL-terminated, written into) into r's
+ * fields, untrusted until rp_verify_conf checks the MAC and signature
+ * with r->keys and loads the epochs.  rp_reload_conf reads it again
+ * (under the lock); rp_write_conf writes it from r's fields.  0 or -1
+ * (reported).
+ */
+int rp_conf_text(struct buf *b, const struct ccrypto_keys *k,
+    const uint8_t *id, const struct chunker_params *c,
+    const struct repo_epoch *ep, size_t nepochs, int64_t retired1, uint64_t keyring_gen,
     const uint8_t *keyring_mac);
-int conf_parse(struct repo *r, unsigned char *text, size_t len);
-int verify_conf(struct repo *r);
-int reload_conf(struct repo *r);
-int write_conf(struct repo *r);
+int rp_conf_parse(struct repo *r, unsigned char *text, size_t len);
+int rp_verify_conf(struct repo *r);
+int rp_reload_conf(struct repo *r);
+int rp_write_conf(struct repo *r);
 
-/* keyring.c: the keyring and the key epochs. */
-int load_epochs(struct repo *r);
-int writer_ready(struct repo *r);
-int write_keyring(struct repo *r);
+/*
+ * keyring.c: the keyring and the key epochs.  rp_load_epochs: r->keys'
+ * epochs from coffer.conf and the keyring; rp_writer_ready: what a
+ * writer checks under the lock; rp_write_keyring: the keyring one
+ * generation on, then coffer.conf naming it.  0 or -1 (reported).
+ */
+int rp_load_epochs(struct repo *r);
+int rp_writer_ready(struct repo *r);
+int rp_write_keyring(struct repo *r);
 
-/* slots.c */
-int slot_names(struct repo *r, char ***names, size_t *n);
+/* slots.c: the names in keys/, sorted, at most SLOT_FILES_MAX. */
+int rp_slot_names(struct repo *r, char ***names, size_t *n);
 
 /* pack.c, for rewrap.c: pack headers. */
 #define SEALED_OFF (8 + CCRYPTO_REPO_ID_BYTES + 16)
-int header_check(const struct repo *r, const uint8_t *hdr, const char *name,
-    const char *path, uint32_t *epoch);
-void unseal_error(const char *path, uint32_t epoch, int rc);
-void header_set_epoch(uint8_t *hdr, uint32_t epoch);
-int pack_key_is_own(struct repo *r, const char *name, const char *path,
+int rp_header_check(const struct repo *r, const uint8_t *hdr,
+    const char *name, const char *path, uint32_t *epoch);
+void rp_unseal_error(const char *path, uint32_t epoch, int rc);
+void rp_header_set_epoch(uint8_t *hdr, uint32_t epoch);
+int rp_pack_key_is_own(struct repo *r, const char *name, const char *path,
     const uint8_t *hdr, uint8_t *key);
 
 /* rewrap.c, for pack.c: a header torn by a rewrap cut short. */
-int intent_header(struct repo *r, const char *name, uint8_t *hdr,
+int rp_intent_header(struct repo *r, const char *name, uint8_t *hdr,
     uint32_t *epoch, uint8_t *key);
 
 #endif

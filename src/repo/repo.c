@@ -20,7 +20,7 @@
 
 /* Key material passes through plain buffers briefly: wipe them. */
 void
-wipe_release(struct buf *b)
+rp_wipe_release(struct buf *b)
 {
 	if (b->data)
 		explicit_bzero(b->data, b->cap);
@@ -29,7 +29,7 @@ wipe_release(struct buf *b)
 
 /* A new key's name, slot's or key file's: 16 hex digits, at random. */
 void
-key_name_new(char name[17])
+rp_key_name_new(char name[17])
 {
 	uint8_t kid[8];
 
@@ -56,12 +56,12 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    cp.max);
 		return (-1);
 	}
-	if ((dfd = make_layout(path, &created)) == -1)
+	if ((dfd = rp_make_layout(path, &created)) == -1)
 		return (-1);
 	if (ccrypto_init() || (k = ccrypto_keys_generate()) == NULL)
 		goto err;
 	ccrypto_random(id, sizeof(id));
-	key_name_new(kidhex);
+	rp_key_name_new(kidhex);
 
 	/*
 	 * Key material first: a coffer.conf without a key is a lost repo.
@@ -103,7 +103,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	}
 	if (h != NULL && ccrypto_keyring_line_mac(k, id, 1, kmac))
 		goto err;
-	if (conf_text(&conf, k, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0, kmac))
+	if (rp_conf_text(&conf, k, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0,
+	    kmac))
 		goto err;
 	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf", conf.data,
 	    conf.len, 0644, 0))
@@ -112,8 +113,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		close(kfd);
 	close(dfd);
 	buf_release(&conf);
-	wipe_release(&slot);
-	wipe_release(&ring);
+	rp_wipe_release(&slot);
+	rp_wipe_release(&ring);
 	ccrypto_keys_free(h);
 	ccrypto_keys_free(k);
 	return (0);
@@ -121,13 +122,13 @@ err:
 	if (o->key_file && wrote_keyfile)
 		unlink(o->key_file);
 	buf_release(&conf);
-	wipe_release(&slot);
-	wipe_release(&ring);
+	rp_wipe_release(&slot);
+	rp_wipe_release(&ring);
 	ccrypto_keys_free(h);
 	ccrypto_keys_free(k);
 	if (kfd != -1)
 		close(kfd);
-	unmake_layout(dfd, path, created);
+	rp_unmake_layout(dfd, path, created);
 	return (-1);
 }
 
@@ -144,30 +145,9 @@ repo_open(const char *path)
 		return (NULL);
 	}
 	r->lock_fd = -1;
-	r->dfd = -1;
-	for (i = 0; i < NDIRS; i++)
-		r->dirs[i] = -1;
-	/* Absolute, for messages: the working directory may change. */
-	if ((r->path = realpath(path, NULL)) == NULL &&
-	    (r->path = strdup(path)) == NULL) {
-		log_error("out of memory");
+	if (rp_store_open(r, path))
 		goto err;
-	}
-	/* The repository's own path may be a link (a mount point's); nothing
-	 * below it is followed. */
-	if ((r->dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			log_error("'%s' is not a coffer repository", path);
-		else
-			log_errno("cannot open repository '%s'", path);
-		goto err;
-	}
-	if (fstatat(r->dfd, "coffer.conf", &(struct stat){ 0 },
-	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
-		log_error("'%s' is not a coffer repository", path);
-		goto err;
-	}
-	if (read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
+	if (rp_read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
 	    &r->conf, &len))
 		goto err;
 	r->conf_len = len;
@@ -177,15 +157,9 @@ repo_open(const char *path)
 		goto err;
 	}
 	memcpy(copy, r->conf, len + 1);
-	i = conf_parse(r, copy, len);
+	i = rp_conf_parse(r, copy, len);
 	free(copy);
-	if (i)
-		goto err;
-	for (i = 0; i < NDIRS; i++)
-		if ((r->dirs[i] = open_in(r, r->dfd, dir_names[i],
-		    dir_names[i], O_RDONLY, S_IFDIR, 0)) == -1)
-			goto err;
-	if (ccrypto_init())
+	if (i || rp_store_dirs(r) || ccrypto_init())
 		goto err;
 	return (r);
 err:
@@ -194,7 +168,7 @@ err:
 }
 
 int
-cmp_names(const void *a, const void *b)
+rp_cmp_names(const void *a, const void *b)
 {
 	return (strcmp(*(char *const *)a, *(char *const *)b));
 }
@@ -202,17 +176,11 @@ cmp_names(const void *a, const void *b)
 void
 repo_close(struct repo *r)
 {
-	int i;
-
 	if (r == NULL)
 		return;
 	if (r->lock_fd != -1)
 		close(r->lock_fd);
-	for (i = 0; i < NDIRS; i++)
-		if (r->dirs[i] != -1)
-			close(r->dirs[i]);
-	if (r->dfd != -1)
-		close(r->dfd);
+	rp_store_close(r);
 	ccrypto_keys_free(r->keys);
 	free(r->conf);
 	free(r->path);
@@ -271,14 +239,14 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 
 	*files = NULL;
 	*n = 0;
-	if (slot_names(r, &names, &nn))
+	if (rp_slot_names(r, &names, &nn))
 		return (-1);
 	if ((v = calloc(nn + 2, sizeof(*v))) == NULL) {
 		log_errno("out of memory");
 		goto err;
 	}
 	snprintf(v[0].name, sizeof(v[0].name), "coffer.conf");
-	if (read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
+	if (rp_read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
 	    &v[0].data, &v[0].len))
 		goto err;
 	for (k = 1; k <= nn; k++) {
@@ -289,7 +257,7 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 		}
 		snprintf(v[k].name, sizeof(v[k].name), "keys/%s",
 		    names[k - 1]);
-		if (read_in(r, r->dirs[DIR_KEYS], names[k - 1], v[k].name,
+		if (rp_read_in(r, r->dirs[DIR_KEYS], names[k - 1], v[k].name,
 		    SLOT_MAX, &v[k].data, &v[k].len))
 			goto err;
 	}
@@ -301,8 +269,8 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 	    AT_SYMLINK_NOFOLLOW) == 0) {
 		snprintf(v[nn + 1].name, sizeof(v[nn + 1].name), "%s",
 		    REPO_KEYRING);
-		if (read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX,
-		    &v[nn + 1].data, &v[nn + 1].len)) {
+		if (rp_read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING,
+		    KEYRING_MAX, &v[nn + 1].data, &v[nn + 1].len)) {
 			repo_files_free(v, nn + 2);
 			*files = NULL;
 			*n = 0;
@@ -342,7 +310,7 @@ repo_init_from(const char *path, const struct repo_file *files, size_t n)
 		    "repository of");
 		return (-1);
 	}
-	if ((dfd = make_layout(path, &created)) == -1)
+	if ((dfd = rp_make_layout(path, &created)) == -1)
 		return (-1);
 	if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) == -1) {
@@ -367,6 +335,6 @@ repo_init_from(const char *path, const struct repo_file *files, size_t n)
 err:
 	if (kfd != -1)
 		close(kfd);
-	unmake_layout(dfd, path, created);
+	rp_unmake_layout(dfd, path, created);
 	return (-1);
 }

@@ -29,8 +29,8 @@ repo_intent_read(struct repo *r, unsigned char **data, size_t *len)
 	if (fstatat(r->dfd, REPO_INTENT, &(struct stat){ 0 },
 	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
 		return (0);
-	return (read_in(r, r->dfd, REPO_INTENT, REPO_INTENT, INTENT_MAX, data,
-	    len) ? -1 : 1);
+	return (rp_read_in(r, r->dfd, REPO_INTENT, REPO_INTENT, INTENT_MAX,
+	    data, len) ? -1 : 1);
 }
 
 int
@@ -59,7 +59,7 @@ pack_epoch(struct repo *r, const char *name, uint32_t *epoch)
 		return (-1);
 	if ((fd = repo_pack_open(r, name, 0)) != -1 &&
 	    fsutil_pread_all(fd, hdr, sizeof(hdr), 0, path) == 0 &&
-	    header_check(r, hdr, name, path, epoch) == 0)
+	    rp_header_check(r, hdr, name, path, epoch) == 0)
 		rc = 0;
 	if (fd != -1)
 		close(fd);
@@ -134,7 +134,7 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 		    (fds[i] = repo_pack_open_rw(r, names[i])) == -1 ||
 		    fsutil_pread_all(fds[i], ent + 16, PACK_HEADER_BYTES, 0,
 		    paths[i]) ||
-		    header_check(r, ent + 16, names[i], paths[i], &epoch))
+		    rp_header_check(r, ent + 16, names[i], paths[i], &epoch))
 			goto out;
 		if (epoch == seal) {
 			close(fds[i]);
@@ -144,7 +144,7 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 		/* Left as it is, and named: the others go on. */
 		if ((urc = ccrypto_pack_key_unseal_epoch(k, epoch,
 		    ent + 16 + SEALED_OFF, key)) != 0) {
-			unseal_error(paths[i], epoch, urc);
+			rp_unseal_error(paths[i], epoch, urc);
 			changed[i] = -1;
 			close(fds[i]);
 			fds[i] = -1;
@@ -154,7 +154,7 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 		memcpy(ent, ent + 16 + 24, 16);
 		memcpy(ent + 16 + PACK_HEADER_BYTES, ent + 16,
 		    PACK_HEADER_BYTES);
-		header_set_epoch(ent + 16 + PACK_HEADER_BYTES,
+		rp_header_set_epoch(ent + 16 + PACK_HEADER_BYTES,
 		    ccrypto_pack_key_seal(k, key,
 		    ent + 16 + PACK_HEADER_BYTES + SEALED_OFF));
 		intent.len += INTENT_ENTRY;
@@ -246,8 +246,8 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 		free(path);
 		if ((path = repo_pack_path(r, name)) == NULL)
 			goto out;
-		if (header_check(r, old, name, path, &oepoch) ||
-		    header_check(r, new, name, path, &epoch) ||
+		if (rp_header_check(r, old, name, path, &oepoch) ||
+		    rp_header_check(r, new, name, path, &epoch) ||
 		    ccrypto_pack_key_unseal_epoch(k, epoch, new + SEALED_OFF,
 		    key) != 0 || ccrypto_pack_key_unseal_epoch(k, oepoch,
 		    old + SEALED_OFF, key + CCRYPTO_KEY_BYTES) != 0) {
@@ -257,7 +257,7 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 			goto out;
 		}
 		if (memcmp(key, key + CCRYPTO_KEY_BYTES, CCRYPTO_KEY_BYTES) ||
-		    pack_key_is_own(r, name, path, old, key)) {
+		    rp_pack_key_is_own(r, name, path, old, key)) {
 			log_error("repository '%s': '%s' would give pack '%s' "
 			    "another pack key than its own (forged?): left "
 			    "alone, no pack changed; remove '%s' once checked",
@@ -316,7 +316,7 @@ out:
  * none that opens; nothing reported).
  */
 int
-intent_header(struct repo *r, const char *name, uint8_t *hdr,
+rp_intent_header(struct repo *r, const char *name, uint8_t *hdr,
     uint32_t *epoch, uint8_t *key)
 {
 	const uint8_t *ent, *h;
@@ -340,7 +340,7 @@ intent_header(struct repo *r, const char *name, uint8_t *hdr,
 			continue;
 		for (which = 1; which >= 0 && rc != 0; which--) {
 			h = ent + 16 + (size_t)which * PACK_HEADER_BYTES;
-			if (header_check(r, h, name, name, &e) == 0 &&
+			if (rp_header_check(r, h, name, name, &e) == 0 &&
 			    ccrypto_pack_key_unseal_epoch(repo_keys(r), e,
 			    h + SEALED_OFF, key) == 0) {
 				memcpy(hdr, h, PACK_HEADER_BYTES);

@@ -105,7 +105,7 @@ unlock_keyfile(struct repo *r, const char *key_file)
  * on the file system's).  0, or -1 (reported): more than SLOT_FILES_MAX.
  */
 int
-slot_names(struct repo *r, char ***names, size_t *n)
+rp_slot_names(struct repo *r, char ***names, size_t *n)
 {
 	struct dirent *de;
 	char **v = NULL;
@@ -142,7 +142,7 @@ slot_names(struct repo *r, char ***names, size_t *n)
 	}
 	closedir(d);
 	if (k > 0)
-		qsort(v, k, sizeof(*v), cmp_names);
+		qsort(v, k, sizeof(*v), rp_cmp_names);
 	*names = v;
 	*n = k;
 	return (0);
@@ -164,7 +164,7 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 	size_t i, n, len;
 	int why, slots = 0, tried = 0;
 
-	if (slot_names(r, &names, &n))
+	if (rp_slot_names(r, &names, &n))
 		return (-1);
 	/* The preferred slot first (it is in the list: never a path). */
 	for (i = 1; i < n && r->prefer[0] != '\0'; i++)
@@ -179,7 +179,7 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 	log_hold();
 	for (i = 0; i < n && r->keys == NULL; i++) {
 		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
-		if (read_in(r, r->dirs[DIR_KEYS], names[i], rel, SLOT_MAX,
+		if (rp_read_in(r, r->dirs[DIR_KEYS], names[i], rel, SLOT_MAX,
 		    &slot, &len))
 			continue;	/* reported; another slot may open */
 		slots++;
@@ -226,7 +226,7 @@ repo_unlock(struct repo *r, const char *key_file, const char *pass,
 		rc = unlock_keyfile(r, key_file);
 	else
 		rc = unlock_passphrase(r, pass, passlen);
-	if (rc == 0 && verify_conf(r)) {
+	if (rc == 0 && rp_verify_conf(r)) {
 		ccrypto_keys_free(r->keys);
 		r->keys = NULL;
 		rc = -1;
@@ -253,7 +253,7 @@ repo_unlock_with(struct repo *r, struct ccrypto_keys *k,
 	ccrypto_keys_free(r->keys);
 	r->keys = k;
 	r->slot[0] = '\0';
-	if (verify_conf(r)) {
+	if (rp_verify_conf(r)) {
 		ccrypto_keys_free(r->keys);
 		r->keys = NULL;
 		return (-1);
@@ -300,7 +300,7 @@ repo_slots(struct repo *r, struct repo_slot **slots, size_t *n)
 
 	*slots = NULL;
 	*n = 0;
-	if (slot_names(r, &names, &nn))
+	if (rp_slot_names(r, &names, &nn))
 		return (-1);
 	if (nn > 0 && (v = calloc(nn, sizeof(*v))) == NULL) {
 		log_error("out of memory");
@@ -314,7 +314,7 @@ repo_slots(struct repo *r, struct repo_slot **slots, size_t *n)
 		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
 		/* A warning: it is listed as unreadable, the rest goes on. */
 		log_hold();
-		fd = open_in(r, r->dirs[DIR_KEYS], names[i], rel, O_RDONLY,
+		fd = rp_open_in(r, r->dirs[DIR_KEYS], names[i], rel, O_RDONLY,
 		    S_IFREG, 0);
 		log_release(1);
 		if (fd == -1)
@@ -356,7 +356,7 @@ holder_list(struct repo *r, const char *name, struct ccrypto_keys *h)
 		return (-1);
 	}
 	if (ccrypto_recipient_add(r->keys, name, ccrypto_keys_recipient_pk(h))
-	    == 0 && write_keyring(r) == 0)
+	    == 0 && rp_write_keyring(r) == 0)
 		return (0);
 	(void)ccrypto_recipient_forget(r->keys, name,
 	    ccrypto_keys_recipient_pk(h));
@@ -380,7 +380,7 @@ holder_listed(struct repo *r, const char *name)
 static void
 holder_unlist(struct repo *r, const char *name)
 {
-	if (ccrypto_recipient_remove(r->keys, name) == 0 && write_keyring(r))
+	if (ccrypto_recipient_remove(r->keys, name) == 0 && rp_write_keyring(r))
 		log_warn("repository '%s': the keyring still lists '%s', "
 		    "which holds nothing (coffer key remove %s)", r->path, name,
 		    name);
@@ -426,13 +426,13 @@ slot_write(struct repo *r, const char *name, int write_only,
 	 * takes it out again.
 	 */
 	if (full && rc == 0 && ccrypto_recipient_keep(r->keys, name,
-	    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
+	    ccrypto_keys_recipient_pk(w)) == 0 && rp_write_keyring(r))
 		log_warn("repository '%s': the keyring still lists the old key "
 		    "of slot '%s' too", r->path, name);
 	if (full && rc != 0 && !replace && fstatat(r->dirs[DIR_KEYS], name,
 	    &(struct stat){ 0 }, AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
 		if (ccrypto_recipient_forget(r->keys, name,
-		    ccrypto_keys_recipient_pk(w)) == 0 && write_keyring(r))
+		    ccrypto_keys_recipient_pk(w)) == 0 && rp_write_keyring(r))
 			log_warn("repository '%s': the keyring lists a key of "
 			    "slot '%s', which was not written (coffer key "
 			    "remove %s)", r->path, name, name);
@@ -441,7 +441,7 @@ slot_write(struct repo *r, const char *name, int write_only,
 		    "slot '%s', which may not be in place (coffer key list)",
 		    r->path, name);
 out:
-	wipe_release(&slot);
+	rp_wipe_release(&slot);
 	ccrypto_keys_free(w);
 	return (rc);
 }
@@ -450,7 +450,7 @@ int
 repo_key_file_new(struct repo *r, struct ccrypto_keys **k,
     char name[REPO_SLOT_NAME_MAX])
 {
-	key_name_new(name);
+	rp_key_name_new(name);
 	return ((*k = holder_listed(r, name)) != NULL ? 0 : -1);
 }
 
@@ -482,7 +482,7 @@ repo_slot_add(struct repo *r, const char *pass, size_t passlen,
 		    "hold: remove one first", r->path, SLOT_FILES_MAX);
 		return (-1);
 	}
-	key_name_new(name);
+	rp_key_name_new(name);
 	return (slot_write(r, name, write_only, pass, passlen, memlimit, 0));
 }
 
@@ -619,7 +619,7 @@ repo_slot_remove(struct repo *r, const char *name)
 	 * could read before, it could have copied; coffer key rotate then
 	 * shuts it out of new packs too).
 	 */
-	if (ccrypto_recipient_remove(r->keys, name) == 0 && write_keyring(r))
+	if (ccrypto_recipient_remove(r->keys, name) == 0 && rp_write_keyring(r))
 		goto out;
 	/* unlinkat removes a link, never what it points to. */
 	if (!file && unlinkat(r->dirs[DIR_KEYS], s->name, 0)) {

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,7 +45,7 @@ kind_at(int dirfd, const char *name)
  * ENOENT when it does not exist).
  */
 int
-open_in(const struct repo *r, int dirfd, const char *name, const char *rel,
+rp_open_in(const struct repo *r, int dirfd, const char *name, const char *rel,
     int flags, mode_t want, int quiet)
 {
 	struct stat st;
@@ -99,12 +101,12 @@ open_in(const struct repo *r, int dirfd, const char *name, const char *rel,
 
 /* Read a small regular file of the repository, at most max bytes. */
 int
-read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
+rp_read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
     size_t max, unsigned char **data, size_t *len)
 {
 	int fd, rc;
 
-	if ((fd = open_in(r, dirfd, name, rel, O_RDONLY, S_IFREG, 0)) == -1)
+	if ((fd = rp_open_in(r, dirfd, name, rel, O_RDONLY, S_IFREG, 0)) == -1)
 		return (-1);
 	rc = fsutil_read_fd(fd, max, data, len, rel);
 	close(fd);
@@ -114,7 +116,7 @@ read_in(const struct repo *r, int dirfd, const char *name, const char *rel,
 /* Undo a failed init: what init creates, and nothing else (failures
  * reported; path, the repository, names it). */
 void
-remove_made(int dfd, const char *path)
+rp_remove_made(int dfd, const char *path)
 {
 	const char *const *d;
 
@@ -130,7 +132,7 @@ remove_made(int dfd, const char *path)
  * descriptor, or -1 (reported; nothing made is left).
  */
 int
-make_layout(const char *path, int *created)
+rp_make_layout(const char *path, int *created)
 {
 	const char *const *d;
 	int dfd, e;
@@ -160,16 +162,16 @@ make_layout(const char *path, int *created)
 		}
 	return (dfd);
 err:
-	unmake_layout(dfd, path, *created);
+	rp_unmake_layout(dfd, path, *created);
 	return (-1);
 }
 
-/* Undo make_layout and what was written into it; closes dfd. */
+/* Undo rp_make_layout and what was written into it; closes dfd. */
 void
-unmake_layout(int dfd, const char *path, int created)
+rp_unmake_layout(int dfd, const char *path, int created)
 {
 	if (dfd != -1) {
-		remove_made(dfd, path);
+		rp_remove_made(dfd, path);
 		close(dfd);
 	}
 	if (created)
@@ -184,8 +186,63 @@ repo_remove_made(const char *path)
 	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) == -1)
 		return (-1);
-	remove_made(dfd, path);
+	rp_remove_made(dfd, path);
 	close(dfd);
 	/* Fails, leaving it, if anything else is there (not ours). */
 	return (rmdir(path) == 0 || errno == ENOENT ? 0 : -1);
+}
+
+int
+rp_store_open(struct repo *r, const char *path)
+{
+	int i;
+
+	r->dfd = -1;
+	for (i = 0; i < NDIRS; i++)
+		r->dirs[i] = -1;
+	/* Absolute, for messages: the working directory may change. */
+	if ((r->path = realpath(path, NULL)) == NULL &&
+	    (r->path = strdup(path)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	/* The repository's own path may be a link (a mount point's); nothing
+	 * below it is followed. */
+	if ((r->dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			log_error("'%s' is not a coffer repository", path);
+		else
+			log_errno("cannot open repository '%s'", path);
+		return (-1);
+	}
+	if (fstatat(r->dfd, "coffer.conf", &(struct stat){ 0 },
+	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
+		log_error("'%s' is not a coffer repository", path);
+		return (-1);
+	}
+	return (0);
+}
+
+int
+rp_store_dirs(struct repo *r)
+{
+	int i;
+
+	for (i = 0; i < NDIRS; i++)
+		if ((r->dirs[i] = rp_open_in(r, r->dfd, dir_names[i],
+		    dir_names[i], O_RDONLY, S_IFDIR, 0)) == -1)
+			return (-1);
+	return (0);
+}
+
+void
+rp_store_close(struct repo *r)
+{
+	int i;
+
+	for (i = 0; i < NDIRS; i++)
+		if (r->dirs[i] != -1)
+			close(r->dirs[i]);
+	if (r->dfd != -1)
+		close(r->dfd);
 }
