@@ -13,8 +13,8 @@
 #include "repo-int.h"
 
 /*
- * The text of coffer.conf without its mac line: format 1, or format 2
- * with the epoch lines of the nepochs epochs in ep (doc/format.md).
+ * The text of coffer.conf before its auth and mac lines, with the epoch
+ * lines of the nepochs epochs in ep (doc/format.md).
  */
 static int
 conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
@@ -32,16 +32,12 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
 	    "format %d\n"
 	    "id %s\n"
 	    "chunker fastcdc %u %u %u\n",
-	    keyring_gen > 0 ? REPO_FORMAT_SIGNED : nepochs > 0 ?
-	    REPO_FORMAT_EPOCHS : REPO_FORMAT_VERSION, idhex,
-	    c->min, c->avg, c->max))
+	    REPO_FORMAT_VERSION, idhex, c->min, c->avg, c->max))
 		return (-1);
-	if (keyring_gen > 0) {
-		hex_encode(khex, keyring_mac, CCRYPTO_MAC_BYTES);
-		if (buf_printf(b, "keyring %llu %s\n",
-		    (unsigned long long)keyring_gen, khex))
-			return (-1);
-	}
+	hex_encode(khex, keyring_mac, CCRYPTO_MAC_BYTES);
+	if (buf_printf(b, "keyring %llu %s\n", (unsigned long long)keyring_gen,
+	    khex))
+		return (-1);
 	if (retired1 != 0 && buf_printf(b, "epoch 1 retired %lld\n",
 	    (long long)retired1))
 		return (-1);
@@ -58,9 +54,9 @@ conf_body(struct buf *b, const uint8_t *id, const struct chunker_params *c,
 }
 
 /*
- * The whole of coffer.conf: conf_body, then (with a keyring: format 4)
- * the authority's signature of it, which only a full key can make, then
- * the mac line.  0 or -1 (reported).
+ * The whole of coffer.conf: conf_body, then the authority's signature of
+ * it, which only a full key can make, then the mac line.  0 or -1
+ * (reported).
  */
 int
 rp_conf_text(struct buf *b, const struct ccrypto_keys *k, const uint8_t *id,
@@ -75,13 +71,11 @@ rp_conf_text(struct buf *b, const struct ccrypto_keys *k, const uint8_t *id,
 	if (conf_body(b, id, c, ep, nepochs, retired1, keyring_gen,
 	    keyring_mac))
 		return (-1);
-	if (keyring_gen > 0) {
-		if (ccrypto_conf_sign(k, id, b->data, b->len, sig))
-			return (-1);
-		hex_encode(sighex, sig, sizeof(sig));
-		if (buf_printf(b, "auth %s\n", sighex))
-			return (-1);
-	}
+	if (ccrypto_conf_sign(k, id, b->data, b->len, sig))
+		return (-1);
+	hex_encode(sighex, sig, sizeof(sig));
+	if (buf_printf(b, "auth %s\n", sighex))
+		return (-1);
 	ccrypto_meta_mac(k, b->data, b->len, mac);
 	hex_encode(machex, mac, sizeof(mac));
 	return (buf_printf(b, "mac %s\n", machex));
@@ -154,7 +148,6 @@ rp_conf_parse(struct repo *r, unsigned char *text, size_t len)
 	r->nepochs = 0;
 	r->retired1_ns = 0;
 	r->keyring_gen = 0;
-	r->conf_signed = 0;
 	if (memchr(text, '\0', len) != NULL)
 		goto bad;
 	for (line = (char *)text; line < end; line = next) {
@@ -170,9 +163,9 @@ rp_conf_parse(struct repo *r, unsigned char *text, size_t len)
 		if (line[0] == '#' || line[0] == '\0')
 			continue;
 		if (sscanf(line, "format %d", &format) == 1) {
-			/* It comes first: a later format's other lines
+			/* It comes first: another format's other lines
 			 * are never met, and never called malformed. */
-			if (format > REPO_FORMAT_SIGNED)
+			if (format != REPO_FORMAT_VERSION)
 				break;
 			continue;
 		}
@@ -239,31 +232,24 @@ rp_conf_parse(struct repo *r, unsigned char *text, size_t len)
 		}
 		goto bad;
 	}
-	if (format < REPO_FORMAT_VERSION || format > REPO_FORMAT_SIGNED) {
-		if (format > REPO_FORMAT_SIGNED)
+	if (format != REPO_FORMAT_VERSION) {
+		if (format > 0)
 			log_error("repository '%s' has format %d; this coffer "
-			    "reads formats %d to %d (upgrade coffer)", r->path,
-			    format, REPO_FORMAT_VERSION, REPO_FORMAT_SIGNED);
+			    "reads format %d (upgrade coffer)", r->path,
+			    format, REPO_FORMAT_VERSION);
 		else
 			log_error("repository '%s': bad format in coffer.conf",
 			    r->path);
 		return (-1);
 	}
-	/* Formats 3 and 4 name their keyring's generation, and only they
-	 * do (and may say epoch 1 is retired, once a later one is listed);
-	 * format 4 is signed, and only it is; format 2 has epoch lines,
-	 * format 1 none. */
-	if ((format >= REPO_FORMAT_KEYRING) != (r->keyring_gen != 0) ||
-	    (format == REPO_FORMAT_SIGNED) != have_auth ||
-	    (format == REPO_FORMAT_EPOCHS && r->nepochs == 0) ||
-	    (format == REPO_FORMAT_VERSION && r->nepochs > 0) ||
+	/* Epoch 1 is said to be retired only once a later one is listed. */
+	if (r->keyring_gen == 0 || !have_auth ||
 	    (r->retired1_ns != 0 && r->nepochs == 0))
 		goto bad;
 	if (!have_id || !have_chunker || !have_mac ||
 	    chunker_params_check(&r->chunker))
 		goto bad;
 	hex_encode(r->id_hex, r->id, CCRYPTO_REPO_ID_BYTES);
-	r->conf_signed = have_auth;
 	return (0);
 bad:
 	log_error("repository '%s': coffer.conf is malformed", r->path);
@@ -280,8 +266,6 @@ bad:
 int
 rp_verify_conf(struct repo *r)
 {
-	int rc;
-
 	if (ccrypto_meta_mac_verify(r->keys, r->conf, r->conf_body_len,
 	    r->mac)) {
 		log_error("repository '%s': coffer.conf failed authentication "
@@ -289,29 +273,12 @@ rp_verify_conf(struct repo *r)
 		    r->path);
 		return (-1);
 	}
-	if (r->conf_signed) {
-		rc = ccrypto_conf_verify(r->keys, r->id, r->conf,
-		    r->auth_body_len, r->auth_sig);
-		if (rc == CCRYPTO_AUTH_UNKNOWN) {
-			log_error("repository '%s': this write-only key "
-			    "cannot check coffer.conf's signature (it was "
-			    "exported before coffer.conf was signed): export "
-			    "a new one with a full key (coffer key export "
-			    "--write-only)", r->path);
-			return (-1);
-		}
-		if (rc) {
-			log_error("repository '%s': coffer.conf's signature "
-			    "does not check: it was not written by a full key "
-			    "(altered by a write-only key, or by someone "
-			    "without a key): refused", r->path);
-			return (-1);
-		}
-	} else if (ccrypto_keys_write_only(r->keys)) {
-		log_error("repository '%s': coffer.conf is not signed (made "
-		    "by an older coffer), so this write-only key cannot tell "
-		    "whom to seal to: refused until a full key writes "
-		    "(any backup with a full key signs it)", r->path);
+	if (ccrypto_conf_verify(r->keys, r->id, r->conf, r->auth_body_len,
+	    r->auth_sig)) {
+		log_error("repository '%s': coffer.conf's signature does not "
+		    "check: it was not written by a full key (altered by a "
+		    "write-only key, or by someone without a key): refused",
+		    r->path);
 		return (-1);
 	}
 	return (rp_load_epochs(r));
@@ -379,8 +346,8 @@ rp_write_conf(struct repo *r)
 		}
 	/* The keyring line is a full key's to write (write-only keys can
 	 * make coffer.conf's own MAC). */
-	if (r->keyring_gen > 0 && ccrypto_keyring_line_mac(r->keys, r->id,
-	    r->keyring_gen, r->keyring_mac))
+	if (ccrypto_keyring_line_mac(r->keys, r->id, r->keyring_gen,
+	    r->keyring_mac))
 		goto out;
 	if (rp_conf_text(&b, r->keys, r->id, &r->chunker, r->epochs, r->nepochs,
 	    r->retired1_ns, r->keyring_gen, r->keyring_mac))

@@ -53,27 +53,20 @@ rp_load_epochs(struct repo *r)
 		return (0);
 	holder = ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_HOLDER;
 	/* The keyring line says which keyring is current: a full key's. */
-	if (r->keyring_gen > 0) {
-		if (ccrypto_keyring_line_verify(r->keys, r->id, r->keyring_gen,
-		    r->keyring_mac)) {
-			log_error("repository '%s': coffer.conf's keyring line "
-			    "failed authentication (written by a key that "
-			    "cannot read, or by someone without a key)",
-			    r->path);
-			r->keyring_bad = 1;
-			goto bad;
-		}
+	if (ccrypto_keyring_line_verify(r->keys, r->id, r->keyring_gen,
+	    r->keyring_mac)) {
+		log_error("repository '%s': coffer.conf's keyring line failed "
+		    "authentication (written by a key that cannot read, or by "
+		    "someone without a key)", r->path);
+		r->keyring_bad = 1;
+		goto bad;
 	}
+	/* coffer.conf says there is one: missing is not "none yet". */
 	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
 	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
-		/* coffer.conf says there is one (format 3), or the key
-		 * reads through it: missing is not "none yet". */
-		if (holder || r->keyring_gen > 0 || r->nepochs > 0) {
-			r->keyring_bad = 1;
-			log_warn("repository '%s': its keyring is missing", r->path);
-			goto bad;
-		}
-		return (0);
+		r->keyring_bad = 1;
+		log_warn("repository '%s': its keyring is missing", r->path);
+		goto bad;
 	}
 	if (rp_read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
 	    &len) == 0) {
@@ -130,9 +123,8 @@ bad:
 /*
  * What a writer checks under the lock, after reading coffer.conf anew: a
  * full key writes only with its keyring open (it decides whom to seal
- * to and what the next keyring holds), seals only to an epoch whose
- * secret the keyring holds, and signs an unsigned coffer.conf (one from
- * an older coffer) before anything else is written.  0 or -1 (reported).
+ * to and what the next keyring holds) and seals only to an epoch whose
+ * secret the keyring holds.  0 or -1 (reported).
  */
 int
 rp_writer_ready(struct repo *r)
@@ -173,13 +165,6 @@ rp_writer_ready(struct repo *r)
 		    "is put back or a full key rotates (coffer key rotate)",
 		    r->path, (unsigned)ccrypto_keys_max_epoch(r->keys));
 		return (-1);
-	}
-	if (!r->conf_signed) {
-		if (rp_write_keyring(r) || rp_load_epochs(r))
-			return (-1);
-		log_info("repository '%s': coffer.conf signed by this full "
-		    "key (keyring generation %llu)", r->path,
-		    (unsigned long long)r->keyring_gen);
 	}
 	return (0);
 }
@@ -303,7 +288,7 @@ repo_epoch1_retired(const struct repo *r)
 /*
  * Epoch 1: its secret, derived from the master secret, leaves the
  * keyring, and so does the master secret's recipient, then coffer.conf
- * says so (format 3).  The caller checked that no pack and no slot needs
+ * says so.  The caller checked that no pack and no slot needs
  * either, and that r's key is not the master secret.
  */
 static int

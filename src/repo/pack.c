@@ -24,9 +24,7 @@
 
 #define PACK_MAGIC "CFPK"
 #define INDEX_MAGIC "CFPI"
-#define PACK_VERSION 4		/* bytes 5..7: the key epoch, u24 */
-/* Version 3: the index sealed under the pack key, no view record. */
-#define PACK_VERSION_KEYED_INDEX 3
+#define PACK_VERSION 1		/* bytes 5..7: the key epoch, u24 */
 #define PACK_MAC_BYTES 32
 /* The end of a pack: mac[32] | u32 L | "CFPI". */
 #define TRAILER_END (PACK_MAC_BYTES + 4 + 4)
@@ -78,8 +76,7 @@ struct pack_reader {
 	uint64_t size;
 	uint8_t pack_id[16];
 	uint8_t *key;			/* NULL: opened for its index only */
-	uint8_t *ikey;			/* the index key (version 4) */
-	int version;
+	uint8_t *ikey;			/* the index key */
 	uint8_t hdr[PACK_HEADER_BYTES];
 	uint8_t hash[32];		/* of header and index trailer */
 	int have_hash;
@@ -111,8 +108,7 @@ index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 	memcpy(ad + 4 + CCRYPTO_REPO_ID_BYTES, pack_id, 16);
 }
 
-/* The epoch bytes of a header sealed to epoch (a rewrap keeps the
- * version: it says which key the index is sealed under). */
+/* The epoch bytes of a header sealed to epoch. */
 void
 rp_header_set_epoch(uint8_t *hdr, uint32_t epoch)
 {
@@ -158,17 +154,9 @@ rp_header_check(const struct repo *r, const uint8_t *hdr, const char *name,
 		log_error("'%s' is not a pack (bad magic)", path);
 		return (-1);
 	}
-	if (hdr[4] == 1 || hdr[4] == 2) {
-		/* Development-era packs had no MAC: refused, or a forger
-		 * would simply write that format. */
-		log_error("pack '%s' has version %u, which has no MAC; this "
-		    "coffer reads version %d", path, hdr[4], PACK_VERSION);
-		return (-1);
-	}
-	if (hdr[4] != PACK_VERSION && hdr[4] != PACK_VERSION_KEYED_INDEX) {
-		log_error("pack '%s' has version %u; this coffer reads "
-		    "versions %d and %d (upgrade coffer)", path, hdr[4],
-		    PACK_VERSION_KEYED_INDEX, PACK_VERSION);
+	if (hdr[4] != PACK_VERSION) {
+		log_error("pack '%s' has format %u; this coffer reads format "
+		    "%d (upgrade coffer)", path, hdr[4], PACK_VERSION);
 		return (-1);
 	}
 	*epoch = hdr[5] | (uint32_t)hdr[6] << 8 | (uint32_t)hdr[7] << 16;
@@ -204,9 +192,8 @@ rp_unseal_error(const char *path, uint32_t epoch, int rc)
 /*
  * Buffers outlive their pack.  A backup starts a pack every 64 MiB, and
  * restore and verify open each pack on every thread: fresh buffers each
- * time cost a page fault per 4 KiB put in them (30k for a 2 GB backup,
- * most of its page faults; 72k for a restore).  So a few finished ones
- * wait here for the next writer or read.
+ * time cost a page fault per 4 KiB put in them (bench/README.md).  So a
+ * few finished ones wait here for the next writer or read.
  */
 #define NSPARE 4
 #define SPARE_CAP_MAX (8u << 20)
@@ -737,9 +724,9 @@ bad:
 }
 
 /* with_key: unseal the pack key (a full key); else the index only, and
- * *old set for a version 3 pack, whose index needs the pack key. */
+ * the index and view records only (the index key). */
 static struct pack_reader *
-reader_open(struct repo *r, const char *name, int with_key, int *old)
+reader_open(struct repo *r, const char *name, int with_key)
 {
 	uint8_t hdr[PACK_HEADER_BYTES], id[16];
 	struct pack_reader *p;
@@ -776,16 +763,10 @@ reader_open(struct repo *r, const char *name, int with_key, int *old)
 	if (rp_header_check(r, hdr, name, p->path, &epoch))
 		goto err;
 	memcpy(p->pack_id, hdr + 8 + CCRYPTO_REPO_ID_BYTES, 16);
-	p->version = hdr[4];
-	if (p->version != PACK_VERSION_KEYED_INDEX &&
-	    ((p->ikey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
-	    ccrypto_index_key(repo_keys(r), repo_id(r), p->pack_id, p->ikey)))
+	if ((p->ikey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	    ccrypto_index_key(repo_keys(r), repo_id(r), p->pack_id, p->ikey))
 		goto err;
 	if (!with_key) {
-		if (p->version == PACK_VERSION_KEYED_INDEX) {
-			*old = 1;
-			goto err;
-		}
 		if (trailer_check(p))
 			goto err;
 		return (p);
@@ -824,15 +805,13 @@ err:
 struct pack_reader *
 pack_reader_open(struct repo *r, const char *name)
 {
-	return (reader_open(r, name, 1, NULL));
+	return (reader_open(r, name, 1));
 }
 
 struct pack_reader *
-pack_reader_open_index(struct repo *r, const char *name, int *old)
+pack_reader_open_index(struct repo *r, const char *name)
 {
-	*old = 0;
-	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r)),
-	    old));
+	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r))));
 }
 
 /*
@@ -899,9 +878,9 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	}
 	record_ad(ad, p->repo, e->id, e->type, e->flags, e->plain_len);
 	if ((key = e->type == PACK_REC_VIEW ? p->ikey : p->key) == NULL) {
-		rec_error(p, "pack '%s': record at offset %llu: not read: %s",
-		    p->path, (unsigned long long)e->offset, p->key == NULL ?
-		    "this key is write-only" : "a view in a version 3 pack");
+		rec_error(p, "pack '%s': record at offset %llu: not read: this "
+		    "key is write-only", p->path,
+		    (unsigned long long)e->offset);
 		goto out;
 	}
 	if (how == READ_STORED) {
@@ -1136,8 +1115,7 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 			goto changed;
 	}
 	index_ad(ad, p->repo, p->pack_id);
-	if (ccrypto_aead_decrypt(p->version == PACK_VERSION_KEYED_INDEX ?
-	    p->key : p->ikey, ct.data, ad, sizeof(ad),
+	if (ccrypto_aead_decrypt(p->ikey, ct.data, ad, sizeof(ad),
 	    ct.data + CCRYPTO_NONCE_BYTES, len - CCRYPTO_NONCE_BYTES,
 	    pt.data)) {
 		log_error("pack '%s': index failed authentication", p->path);

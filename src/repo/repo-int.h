@@ -46,17 +46,16 @@ struct repo {
 	size_t conf_len, conf_body_len;
 	uint8_t mac[CCRYPTO_MAC_BYTES];
 	struct ccrypto_keys *keys;
-	/* The key epochs from 2 on that coffer.conf lists (format 2). */
+	/* The key epochs from 2 on that coffer.conf lists. */
 	struct repo_epoch epochs[REPO_EPOCHS_MAX];
 	size_t nepochs;
-	int64_t retired1_ns;		/* epoch 1 retired (format 3); 0 */
-	uint64_t keyring_gen;		/* its keyring's (format 3); 0 */
+	int64_t retired1_ns;		/* epoch 1 retired; 0 */
+	uint64_t keyring_gen;		/* its keyring's */
 	uint8_t keyring_mac[CCRYPTO_MAC_BYTES];	/* of that line */
 	int keyring_bad;		/* there, and did not open */
-	/* Format 4: the authority's signature of the bytes before its line. */
+	/* The authority's signature of the bytes before its line. */
 	uint8_t auth_sig[CCRYPTO_SIG_BYTES];
 	size_t auth_body_len;
-	int conf_signed;
 	char slot[NAME_MAX + 1];	/* the slot that unlocked; "" else */
 	char prefer[NAME_MAX + 1];	/* the slot to try first; "" */
 	int allow_unlisted;		/* a rotation may mend the keyring's

@@ -15,7 +15,6 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
-#include "coffer/tuning.h"
 #include "repo-int.h"
 
 /* Key material passes through plain buffers briefly: wipe them. */
@@ -70,25 +69,22 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	 * epoch 1's secret, so that epoch can be retired and the key
 	 * removed (doc/format.md, "Key epochs").
 	 */
-	if (!tuning_get()->test_legacy_keys) {
-		if ((h = ccrypto_keys_holder_new(k)) == NULL ||
-		    ccrypto_recipient_add(k, kidhex,
-		    ccrypto_keys_recipient_pk(h)) ||
-		    ccrypto_recipient_remove(k, CCRYPTO_RECIPIENT_MASTER) < 0 ||
-		    ccrypto_keyring_seal(k, id, 1, &ring) ||
-		    fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING,
-		    ring.data, ring.len, 0600, 0))
-			goto err;
-	}
+	if ((h = ccrypto_keys_holder_new(k)) == NULL ||
+	    ccrypto_recipient_add(k, kidhex, ccrypto_keys_recipient_pk(h)) ||
+	    ccrypto_recipient_remove(k, CCRYPTO_RECIPIENT_MASTER) < 0 ||
+	    ccrypto_keyring_seal(k, id, 1, &ring) ||
+	    fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING, ring.data,
+	    ring.len, 0600, 0))
+		goto err;
 	if (o->key_file) {
-		if (ccrypto_keyfile_encode(h != NULL ? h : k, id, &slot))
+		if (ccrypto_keyfile_encode(h, id, &slot))
 			goto err;
 		if (fsutil_write_file(o->key_file, slot.data, slot.len, 0600,
 		    0))
 			goto err;
 		wrote_keyfile = 1;
 	} else {
-		if (ccrypto_slot_wrap(h != NULL ? h : k, id, o->passphrase,
+		if (ccrypto_slot_wrap(h, id, o->passphrase,
 		    o->passlen, o->kdf_memory, &slot))
 			goto err;
 		snprintf(rel, sizeof(rel), "keys/%s", kidhex);
@@ -101,10 +97,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    0600, 0))
 			goto err;
 	}
-	if (h != NULL && ccrypto_keyring_line_mac(k, id, 1, kmac))
-		goto err;
-	if (rp_conf_text(&conf, k, id, &cp, NULL, 0, 0, h != NULL ? 1 : 0,
-	    kmac))
+	if (ccrypto_keyring_line_mac(k, id, 1, kmac) ||
+	    rp_conf_text(&conf, k, id, &cp, NULL, 0, 0, 1, kmac))
 		goto err;
 	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf", conf.data,
 	    conf.len, 0644, 0))

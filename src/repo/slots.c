@@ -15,7 +15,6 @@
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
-#include "coffer/tuning.h"
 #include "repo-int.h"
 
 /* read(2) up to size bytes into buf (no stdio copy); *len what came. */
@@ -402,9 +401,8 @@ slot_write(struct repo *r, const char *name, int write_only,
 
 	snprintf(rel, sizeof(rel), "keys/%s", name);
 	/* A full key of its own, or the write-only part of r's (a
-	 * write-only key and the legacy test hook wrap r's as it is). */
-	full = !write_only && !(tuning_get()->test_legacy_keys &&
-	    ccrypto_keys_kind(r->keys) == CCRYPTO_KEY_MASTER);
+	 * write-only key wraps r's as it is). */
+	full = !write_only;
 	writer = write_only && !ccrypto_keys_write_only(r->keys);
 	if (full)
 		w = ccrypto_keys_holder_new(r->keys);
