@@ -20,17 +20,11 @@ repo_clean_tmp(struct repo *r)
 {
 	struct dirent *de;
 	struct stat st;
-	int rc = 0, fd;
+	int rc = 0;
 	DIR *d;
 
-	if ((fd = dup(r->dirs[DIR_TMP])) == -1 || (d = fdopendir(fd)) ==
-	    NULL) {
-		log_errno("repository '%s': cannot read 'tmp'", r->path);
-		if (fd != -1)
-			close(fd);
+	if ((d = rp_store_dir(r, DIR_TMP)) == NULL)
 		return (-1);
-	}
-	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -83,6 +77,44 @@ pack_name_ok(const char *name)
 }
 
 /*
+ * The fan-out directory of pack name ("ab") and its path for messages
+ * ("packs/ab"); a name that is not a pack's is refused (reported unless
+ * quiet, errno EINVAL).  0 or -1.
+ */
+static int
+fan_of(const char *name, char fan[3], char rel[PACK_NAME_LEN + 16],
+    int quiet)
+{
+	if (!pack_name_ok(name)) {
+		if (!quiet)
+			log_error("bad pack name '%s'", name);
+		errno = EINVAL;
+		return (-1);
+	}
+	memcpy(fan, name, 2);
+	fan[2] = '\0';
+	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s", fan);
+	return (0);
+}
+
+/*
+ * After a change in fan-out directory dfd (rel for messages): fsync it
+ * when ok, and close it.  0, or -1 when not ok or the fsync failed
+ * (reported).
+ */
+static int
+fan_done(const struct repo *r, int dfd, const char *rel, int ok)
+{
+	if (ok && fsync(dfd)) {
+		log_errno("repository '%s': fsync of '%s' failed", r->path,
+		    rel);
+		ok = 0;
+	}
+	close(dfd);
+	return (ok ? 0 : -1);
+}
+
+/*
  * packs/ab/NAME opened with flags (O_RDONLY or O_RDWR), through no link;
  * its path for messages into rel.  -1 with errno (reported unless quiet).
  */
@@ -93,15 +125,8 @@ pack_open_flags(const struct repo *r, const char *name, int flags, int quiet,
 	char fan[3];
 	int dfd, fd, e;
 
-	if (!pack_name_ok(name)) {
-		if (!quiet)
-			log_error("bad pack name '%s'", name);
-		errno = EINVAL;
+	if (fan_of(name, fan, rel, quiet))
 		return (-1);
-	}
-	memcpy(fan, name, 2);
-	fan[2] = '\0';
-	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s", fan);
 	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
 	    S_IFDIR, quiet)) == -1)
 		return (-1);
@@ -148,16 +173,11 @@ repo_tmp_remove(const struct repo *r, const char *name)
 int
 repo_pack_publish(const struct repo *r, const char *name)
 {
-	char fan[3], rel[16];
-	int dfd, rc = -1;
+	char fan[3], rel[PACK_NAME_LEN + 16];
+	int dfd;
 
-	if (!pack_name_ok(name)) {
-		log_error("bad pack name '%s'", name);
+	if (fan_of(name, fan, rel, 0))
 		return (-1);
-	}
-	memcpy(fan, name, 2);
-	fan[2] = '\0';
-	snprintf(rel, sizeof(rel), "packs/%s", fan);
 	if (mkdirat(r->dirs[DIR_PACKS], fan, 0700) == 0) {
 		if (fsync(r->dirs[DIR_PACKS])) {
 			log_errno("repository '%s': fsync of 'packs' failed",
@@ -174,17 +194,9 @@ repo_pack_publish(const struct repo *r, const char *name)
 	if (renameat(r->dirs[DIR_TMP], name, dfd, name)) {
 		log_errno("repository '%s': cannot move 'tmp/%s' to '%s/%s'",
 		    r->path, name, rel, name);
-		goto out;
+		return (fan_done(r, dfd, rel, 0));
 	}
-	if (fsync(dfd)) {
-		log_errno("repository '%s': fsync of '%s' failed", r->path,
-		    rel);
-		goto out;
-	}
-	rc = 0;
-out:
-	close(dfd);
-	return (rc);
+	return (fan_done(r, dfd, rel, 1));
 }
 
 /* Append the packs of fan-out directory fan (open as dfd) to *v. */
@@ -234,19 +246,13 @@ repo_list_packs(const struct repo *r, char ***names, size_t *n)
 	struct dirent *de;
 	char **v = NULL, rel[16];
 	size_t k = 0, cap = 0;
-	int fd, dfd;
+	int dfd;
 	DIR *d;
 
 	*names = NULL;
 	*n = 0;
-	if ((fd = dup(r->dirs[DIR_PACKS])) == -1 || (d = fdopendir(fd)) ==
-	    NULL) {
-		log_errno("repository '%s': cannot read 'packs'", r->path);
-		if (fd != -1)
-			close(fd);
+	if ((d = rp_store_dir(r, DIR_PACKS)) == NULL)
 		return (-1);
-	}
-	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
@@ -281,16 +287,11 @@ err:
 int
 repo_pack_remove(const struct repo *r, const char *name)
 {
-	char fan[3], rel[16];
-	int dfd, rc = -1;
+	char fan[3], rel[PACK_NAME_LEN + 16];
+	int dfd;
 
-	if (!pack_name_ok(name)) {
-		log_error("bad pack name '%s'", name);
+	if (fan_of(name, fan, rel, 0))
 		return (-1);
-	}
-	memcpy(fan, name, 2);
-	fan[2] = '\0';
-	snprintf(rel, sizeof(rel), "packs/%s", fan);
 	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
 	    S_IFDIR, 1)) == -1) {
 		if (errno == ENOENT)
@@ -301,17 +302,9 @@ repo_pack_remove(const struct repo *r, const char *name)
 	if (unlinkat(dfd, name, 0) && errno != ENOENT) {
 		log_errno("repository '%s': cannot remove '%s/%s'", r->path,
 		    rel, name);
-		goto out;
+		return (fan_done(r, dfd, rel, 0));
 	}
-	if (fsync(dfd)) {
-		log_errno("repository '%s': fsync of '%s' failed", r->path,
-		    rel);
-		goto out;
-	}
-	rc = 0;
-out:
-	close(dfd);
-	return (rc);
+	return (fan_done(r, dfd, rel, 1));
 }
 
 int

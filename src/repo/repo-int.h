@@ -5,6 +5,7 @@
  * Private to src/repo: the repository handle and what its files share.
  * Nothing outside this directory includes it.
  */
+#include <dirent.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,8 @@ struct repo {
  * rp_remove_made removes what init makes in dfd, and nothing else.
  */
 int rp_store_open(struct repo *r, const char *path);
+/* One of r->dirs to read with readdir (closedir it): NULL (reported). */
+DIR *rp_store_dir(const struct repo *r, enum repo_dir which);
 int rp_store_dirs(struct repo *r);
 void rp_store_close(struct repo *r);
 int rp_open_in(const struct repo *r, int dirfd, const char *name,

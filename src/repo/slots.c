@@ -110,18 +110,11 @@ rp_slot_names(struct repo *r, char ***names, size_t *n)
 	char **v = NULL;
 	size_t k = 0;
 	DIR *d;
-	int fd;
 
 	*names = NULL;
 	*n = 0;
-	if ((fd = dup(r->dirs[DIR_KEYS])) == -1 || (d = fdopendir(fd)) ==
-	    NULL) {
-		log_errno("repository '%s': cannot read 'keys'", r->path);
-		if (fd != -1)
-			close(fd);
+	if ((d = rp_store_dir(r, DIR_KEYS)) == NULL)
 		return (-1);
-	}
-	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;

@@ -4,6 +4,7 @@
  * never through a link (doc/design.md, "Threat model").  The storage
  * interface of the object-storage work replaces this file.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -245,4 +246,22 @@ rp_store_close(struct repo *r)
 			close(r->dirs[i]);
 	if (r->dfd != -1)
 		close(r->dfd);
+}
+
+DIR *
+rp_store_dir(const struct repo *r, enum repo_dir which)
+{
+	DIR *d;
+	int fd;
+
+	if ((fd = dup(r->dirs[which])) == -1 || (d = fdopendir(fd)) == NULL) {
+		log_errno("repository '%s': cannot read '%s'", r->path,
+		    dir_names[which]);
+		if (fd != -1)
+			close(fd);
+		return (NULL);
+	}
+	/* A dup shares its offset with r->dirs: read from the start. */
+	rewinddir(d);
+	return (d);
 }
