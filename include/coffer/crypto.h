@@ -58,8 +58,8 @@ struct ccrypto_keys *ccrypto_keys_from_writer(
  * whom pack keys are sealed to (the key epochs) and which keyring is
  * current.  Full keys derive it from the keyring MAC key; a write-only
  * key holds only its public half, so it can check coffer.conf but never
- * make one.  wo_parts: a write-only key as slots of kind 2 and key files
- * of version 2 store it, the write-only material | the authority's public
+ * make one.  wo_parts: a write-only key as slots of kind 2 and
+ * write-only key files store it, the write-only material | the authority's public
  * key (CCRYPTO_WO_BYTES); keys_from_wo: back (NULL on error).
  * keys_auth_known: whether k can check coffer.conf's signature (0 for a
  * write-only key made from the material alone).
@@ -97,14 +97,13 @@ int ccrypto_auth_verify(const struct ccrypto_keys *k, const char *ctx,
     size_t len, const uint8_t sig[CCRYPTO_SIG_BYTES]);
 
 /*
- * Full keys of a repository made or changed since key revocation (kind 3,
- * "holder" keys: slots of kind 3, key files of version 3, paper keys of
- * version 2) hold the write-only material and a recipient secret of their
- * own (an X25519 secret), not the master secret: what opens packs is in
- * the keyring, whose key is sealed to every recipient's public key
+ * Full keys ("holder" keys: slots of kind 3, full key files, paper keys)
+ * hold the write-only material and a recipient secret of their own (an
+ * X25519 secret), not the master secret: what opens packs is in the
+ * keyring, whose key is sealed to every recipient's public key
  * (doc/format.md, "Key epochs").  Removing a recipient from the keyring
- * shuts that key out; a key holding the master secret (kind 1) reads
- * through the keyring's "master" recipient while one is listed.
+ * shuts that key out.  The master secret itself exists only while init
+ * makes the first holder key; no file holds it.
  * keys_kind: CCRYPTO_KEY_MASTER, _WRITE_ONLY or _HOLDER.
  * keys_holder_new: a holder key over k's material with a new random
  * recipient (NULL on error).  holder_parts: its material, the write-only
@@ -290,8 +289,7 @@ int ccrypto_keyring_open(struct ccrypto_keys *k,
 /*
  * keys_ring_reset: forget what a keyring gave k (epochs, their secrets, a
  * holder's epoch 1, the recipients), before reading it again.
- * keys_ring_gen: the generation of the keyring k opened (0: none, or
- * version 1).
+ * keys_ring_gen: the generation of the keyring k opened (0: none).
  */
 void ccrypto_keys_ring_reset(struct ccrypto_keys *k);
 uint64_t ccrypto_keys_ring_gen(const struct ccrypto_keys *k);
@@ -339,9 +337,9 @@ int ccrypto_verify(const struct ccrypto_keys *k, const void *msg, size_t len,
     const uint8_t sig[CCRYPTO_SIG_BYTES]);
 
 /*
- * Key slots (files in REPO/keys/).  A passphrase slot is the master secret
- * (kind 1), or a write-only key's material when k is write-only (kind 2),
- * encrypted under an Argon2id key (crypto_pwhash), with its parameters,
+ * Key slots (files in REPO/keys/), format 1.  A passphrase slot is a
+ * holder key (kind 3), or a write-only key's material when k is
+ * write-only (kind 2; the master secret is refused), encrypted under an Argon2id key (crypto_pwhash), with its parameters,
  * salt and the repository id bound in:
  *   "CFKS" | version | kind | opslimit u64 | memlimit u64 | salt[16] |
  *   nonce[24] | ciphertext(payload) + tag
@@ -386,7 +384,8 @@ struct ccrypto_keys *ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
 
 /* What a slot's header says, readable without its passphrase. */
 enum {
-	CCRYPTO_SLOT_FULL = 1,		/* wraps the master secret */
+	CCRYPTO_SLOT_FULL = 1,		/* none: no slot holds the master
+					 * secret (refused, kind unknown) */
 	CCRYPTO_SLOT_WRITE_ONLY = 2,	/* wraps a write-only key */
 	CCRYPTO_SLOT_HOLDER = 3		/* wraps a holder key (full) */
 };
@@ -402,9 +401,10 @@ int ccrypto_slot_info(const char *name, const uint8_t *slot, size_t len,
     struct ccrypto_slot_info *info);
 
 /*
- * A raw key file for unattended runs: a text line
- *   "coffer-key 3 <repo id hex> <holder material hex>\n"
- * (version 1: the master secret; version 2: a write-only key)
+ * A raw key file for unattended runs, format 1: a text line
+ *   "coffer-key 1 <repo id hex> <holder material hex>\n", or for a
+ *   write-only key "coffer-key 1 write-only <repo id hex> <material hex>\n"
+ * (never the master secret: refused)
  * keyfile_encode appends it to out.  keyfile_decode parses untrusted text;
  * returns the keys and the repo id, or NULL (reported).
  */
@@ -414,10 +414,10 @@ struct ccrypto_keys *ccrypto_keyfile_decode(const uint8_t *data, size_t len,
     uint8_t repo_id[CCRYPTO_REPO_ID_BYTES]);
 
 /*
- * The paper key (doc/format.md): the repository id and the master secret
- * as numbered lines of hex in groups of four, each ending in a checksum of
+ * The paper key (doc/format.md), format 1: the repository id and a holder
+ * key as numbered lines of hex in groups of four, each ending in a checksum of
  * its own, then a check of the whole.  paper_encode appends the text to out
- * (-1, reported, for a write-only key).  paper_is: whether text looks like
+ * (-1, reported, for a write-only key or the master secret).  paper_is: whether text looks like
  * one (its "coffer paper key" line).  paper_decode parses untrusted text,
  * blanks, dashes and either case allowed; the keys and the repository id,
  * or NULL with the line at fault named ("paper key, line 03: its checksum

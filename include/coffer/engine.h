@@ -102,7 +102,6 @@ struct sync_result {
 	/* A write-only key (views only): */
 	size_t known;		/* snapshots known by their views */
 	size_t forgotten;	/* forgets of the authority learnt */
-	size_t packs_old;	/* version 3: no index this key opens */
 	uint64_t bytes_read;	/* of packs: headers, indexes, records */
 	double seconds;
 };

@@ -8,8 +8,8 @@
 
 /*
  * The key slots of a repository (coffer key): the part of the repo
- * module (src/repo/repo.c) that lists and changes what keys/ holds.  See
- * doc/format.md ("Key slots") and coffer-key(1).
+ * module (src/repo/slots.c, keyring.c) that lists and changes what keys/
+ * and the keyring hold.  See doc/format.md ("Key slots") and coffer-key(1).
  */
 struct repo;
 
@@ -31,8 +31,7 @@ const char *repo_unlocked_slot(const struct repo *r);
 void repo_slot_prefer(struct repo *r, const char *name);
 /*
  * coffer.conf's generation (its keyring line's: it grows with every key
- * change), authenticated by repo_unlock; 0 for a coffer.conf of an older
- * format that names none.
+ * change), authenticated by repo_unlock.
  */
 uint64_t repo_generation(const struct repo *r);
 /*
@@ -81,7 +80,7 @@ int repo_slot_remove(struct repo *r, const char *name);
 /*
  * Key epochs (coffer key rotate; doc/format.md, "Key epochs").  Epoch 1
  * is the X25519 pair derived from the master secret; coffer.conf lists
- * the later ones (format 2) and the keyring holds the secrets of all.
+ * the later ones and the keyring holds the secrets of all.
  * repo_epochs: coffer.conf's list (epochs from 2, increasing), valid
  * until r changes; needs no key.
  * Under the writer lock, with a full key: repo_epoch_rotate makes epoch
@@ -89,8 +88,7 @@ int repo_slot_remove(struct repo *r, const char *name);
  * coffer.conf), the one every writer seals to from then on;
  * repo_epoch_retire removes epoch's secret from the keyring and marks it
  * retired in coffer.conf (the caller checked no pack needs it; the newest
- * is refused); for epoch 1, with a holder key, the master secret's
- * recipient leaves the keyring too (format 3).  0 or -1 (reported).
+ * is refused).  0 or -1 (reported).
  */
 #define REPO_EPOCHS_MAX 63
 struct repo_epoch {
@@ -101,7 +99,7 @@ struct repo_epoch {
 };
 int repo_epochs(const struct repo *r, const struct repo_epoch **v,
     size_t *n);
-/* When epoch 1 was retired (coffer.conf format 3), or 0. */
+/* When epoch 1 was retired (coffer.conf's "epoch 1 retired"), or 0. */
 int64_t repo_epoch1_retired(const struct repo *r);
 /*
  * A new full key file's key (coffer key export): a holder key over r's

@@ -14,13 +14,6 @@
  * keys/ (key slots), packs/ab/ab... (immutable packs), tmp/, locks/.
  */
 #define REPO_FORMAT_VERSION 1
-/* coffer.conf lists key epochs (coffer key rotate): doc/format.md. */
-#define REPO_FORMAT_EPOCHS 2
-/* coffer.conf names its keyring's generation (keys with recipients). */
-#define REPO_FORMAT_KEYRING 3
-/* Format 3 signed by the authority key (full keys only): what coffer
- * writes. */
-#define REPO_FORMAT_SIGNED 4
 /* Files at the top of a repository, beside coffer.conf. */
 #define REPO_KEYRING "keyring"
 #define REPO_INTENT "rewrap"
@@ -147,7 +140,7 @@ int repo_pack_exists(const struct repo *r, const char *name);
 
 /*
  * Packs.  A pack is: header, records, encrypted index trailer (doc/format.md).
- *   header  = "CFPK" | u8 version (3) | u24 key epoch | repo id[16] |
+ *   header  = "CFPK" | u8 version (1) | u24 key epoch | repo id[16] |
  *             pack id[16] | sealed pack key[80]
  *   record  = u8 type | u8 flags | u32 plain len | u32 stored len |
  *             nonce[24] | ciphertext(stored len) + tag[16]
@@ -274,12 +267,9 @@ struct pack_reader *pack_reader_open(struct repo *r, const char *name);
  * write-only key does not unseal the pack key (none of the pack's other
  * records then reads) and the index's seal under the index key, which
  * every key derives, authenticates it.  A full key opens it whole, as
- * pack_reader_open does.  NULL (reported) as pack_reader_open, or with
- * *old set and nothing reported for a pack of version 3, whose index
- * only the pack key opens.
+ * pack_reader_open does.  NULL (reported) as pack_reader_open.
  */
-struct pack_reader *pack_reader_open_index(struct repo *r, const char *name,
-    int *old);
+struct pack_reader *pack_reader_open_index(struct repo *r, const char *name);
 
 /*
  * Read, authenticate, decompress the record described by e and check that

@@ -60,7 +60,6 @@ struct tuning {
 	const char *test_before_drill_check;	/* drill, before checks */
 	const char *test_prune_crash;	/* prune: the step to die at */
 	int test_change_restored;	/* restore: alter what it reads back */
-	int test_legacy_keys;		/* init: keys as before revocation */
 	const char *test_raise;		/* POINT:N:SIG: raise SIG at POINT's
 					 * Nth passage (tuning_raise_at) */
 	int test_error;			/* main: an error before the command */

@@ -50,7 +50,6 @@ sync_members(struct jw *j, const char *what, const struct sync_result *res)
 	jw_uint(jw_key(j, "packs_missing"), res->packs_missing);
 	jw_uint(jw_key(j, "records_bad"), res->records_bad);
 	jw_uint(jw_key(j, "bytes_read"), res->bytes_read);
-	jw_uint(jw_key(j, "packs_not_readable_by_key"), res->packs_old);
 	jw_uint(jw_key(j, "snapshots_known_by_view"), res->known);
 	jw_double(jw_key(j, "seconds"), res->seconds, 3);
 }

@@ -21,7 +21,7 @@ enum {
 	SUBKEY_META = 3,
 	SUBKEY_BOX_SEED = 4,
 	SUBKEY_SIGN_SEED = 5,
-	SUBKEY_KEYRING = 6,
+	/* 6 keyed a keyring of development days: never reused. */
 	SUBKEY_RECIPIENT_SEED = 7,
 	SUBKEY_RING_MAC = 8,
 };
@@ -92,7 +92,7 @@ struct ccrypto_keys {
 	struct recipient recips[CCRYPTO_RECIPIENTS_MAX];
 	size_t nrecips;
 	int legacy;
-	uint64_t ring_gen;	/* the keyring's generation (version 2) */
+	uint64_t ring_gen;	/* the keyring's generation */
 };
 
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES,
@@ -779,8 +779,8 @@ ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n)
 }
 
 /*
- * Keyring (doc/format.md, "Key epochs").  Version 2:
- *   "CFKR" | u8 2 | u8[3] zero | u64 generation | u32 nrecip |
+ * Keyring (doc/format.md, "Key epochs").  Version 1:
+ *   "CFKR" | u8 1 | u8[3] zero | u64 generation | u32 nrecip |
  *   nrecip x (name[16] | X25519 public key[32] | crypto_box_seal(K)[80]) |
  *   nonce[24] | AEAD_K(u32 count | count x (u32 epoch | secret[32])) + tag |
  *   mac[32]
@@ -789,19 +789,15 @@ ccrypto_epoch_forget(struct ccrypto_keys *k, uint32_t n)
  * without K.  mac = keyed BLAKE2b-256 (subkey 8, which every full key
  * holds and no write-only key does) of every byte before it | repository
  * id: whoever can only write the repository cannot forge a keyring that
- * lists a key of theirs, which the next rotation would seal to.  Version 1 (before recipients, read only): "CFKR" | u8 1 |
- * u8[3] zero | nonce[24] | the same AEAD under subkey 6 of the master
- * secret, epochs from 2 only.
+ * lists a key of theirs, which the next rotation would seal to.
  */
 #define KR_MAGIC "CFKR"
-#define KR_V1 1
-#define KR_V2 2
+#define KR_VERSION 1
 enum {
-	KR_HEADER_V1 = 8 + CCRYPTO_NONCE_BYTES,
 	KR_ENTRY = 4 + CCRYPTO_KEY_BYTES,
 	KR_RECIP = CCRYPTO_RECIPIENT_NAME_MAX + CCRYPTO_KEY_BYTES +
 	    CCRYPTO_SEALED_KEY_BYTES,
-	KR_FIXED_V2 = 8 + 8 + 4,
+	KR_FIXED = 8 + 8 + 4,
 	KR_MAC = CCRYPTO_MAC_BYTES,
 };
 
@@ -934,19 +930,6 @@ ccrypto_recipients_master(const struct ccrypto_keys *k)
 	    recipient_find(k, CCRYPTO_RECIPIENT_MASTER) != NULL);
 }
 
-static int
-keyring_v1_key(const struct ccrypto_keys *k, uint8_t *key)
-{
-	if (k->kind != CCRYPTO_KEY_MASTER ||
-	    crypto_kdf_derive_from_key(key, CCRYPTO_KEY_BYTES, SUBKEY_KEYRING,
-	    KDF_CONTEXT, k->master)) {
-		log_error("the keyring has version 1, which only the master "
-		    "secret opens");
-		return (-1);
-	}
-	return (0);
-}
-
 int
 ccrypto_keyring_seal(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
@@ -985,7 +968,7 @@ ccrypto_keyring_seal(const struct ccrypto_keys *k,
 		if (k->epochs[i].flags & EPOCH_SK)
 			count++;
 	plen = 4 + count * KR_ENTRY;
-	head = KR_FIXED_V2 + nall * KR_RECIP + CCRYPTO_NONCE_BYTES;
+	head = KR_FIXED + nall * KR_RECIP + CCRYPTO_NONCE_BYTES;
 	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
 	    (plain = ccrypto_secret_new(plen)) == NULL ||
 	    buf_reserve(out, head + plen + CCRYPTO_TAG_BYTES + KR_MAC))
@@ -1008,11 +991,11 @@ ccrypto_keyring_seal(const struct ccrypto_keys *k,
 	start = out->len;
 	p = out->data + start;
 	memcpy(p, KR_MAGIC, 4);
-	p[4] = KR_V2;
+	p[4] = KR_VERSION;
 	p[5] = p[6] = p[7] = 0;
 	put_u64(p + 8, gen);
 	put_u32(p + 16, (uint32_t)nall);
-	p += KR_FIXED_V2;
+	p += KR_FIXED;
 	for (i = 0; i < nall; i++, p += KR_RECIP) {
 		memset(p, 0, CCRYPTO_RECIPIENT_NAME_MAX);
 		memcpy(p, all[i]->name, strlen(all[i]->name));
@@ -1052,8 +1035,7 @@ out:
 
 /* The epoch secrets of a keyring's plaintext into k; 0 or -1 (reported). */
 static int
-keyring_load(struct ccrypto_keys *k, const uint8_t *plain, size_t plen,
-    int version)
+keyring_load(struct ccrypto_keys *k, const uint8_t *plain, size_t plen)
 {
 	uint8_t pk[crypto_box_PUBLICKEYBYTES];
 	struct epoch *e;
@@ -1069,8 +1051,7 @@ keyring_load(struct ccrypto_keys *k, const uint8_t *plain, size_t plen,
 		const uint8_t *ent = plain + 4 + i * KR_ENTRY;
 
 		n = get_u32(ent);
-		if (n <= prev || n > CCRYPTO_EPOCH_MAX ||
-		    (n == 1 && version == KR_V1)) {
+		if (n <= prev || n > CCRYPTO_EPOCH_MAX) {
 			log_error("the keyring is malformed (epoch %u)",
 			    (unsigned)n);
 			return (-1);
@@ -1103,7 +1084,7 @@ keyring_load(struct ccrypto_keys *k, const uint8_t *plain, size_t plen,
 }
 
 /*
- * The recipient table of a version 2 keyring (len bytes) into recips;
+ * The recipient table of a keyring (len bytes) into recips;
  * *head: where its nonce ends.  0, or -1 when malformed.
  */
 static int
@@ -1113,13 +1094,13 @@ keyring_recipients(const uint8_t *data, size_t len, struct recipient *recips,
 	const uint8_t *p;
 	size_t i, j, n, nl;
 
-	if (len < KR_FIXED_V2 || data[5] || data[6] || data[7])
+	if (len < KR_FIXED || data[5] || data[6] || data[7])
 		return (-1);
 	n = get_u32(data + 16);
-	if (n == 0 || n > CCRYPTO_RECIPIENTS_MAX || len < KR_FIXED_V2 +
+	if (n == 0 || n > CCRYPTO_RECIPIENTS_MAX || len < KR_FIXED +
 	    n * KR_RECIP + CCRYPTO_NONCE_BYTES + 4 + CCRYPTO_TAG_BYTES + KR_MAC)
 		return (-1);
-	for (i = 0, p = data + KR_FIXED_V2; i < n; i++, p += KR_RECIP) {
+	for (i = 0, p = data + KR_FIXED; i < n; i++, p += KR_RECIP) {
 		nl = strnlen((const char *)p, CCRYPTO_RECIPIENT_NAME_MAX);
 		if (!recipient_name_ok((const char *)p, nl))
 			return (-1);
@@ -1135,7 +1116,7 @@ keyring_recipients(const uint8_t *data, size_t len, struct recipient *recips,
 			return (-1);
 	}
 	*nrecips = n;
-	*head = KR_FIXED_V2 + n * KR_RECIP + CCRYPTO_NONCE_BYTES;
+	*head = KR_FIXED + n * KR_RECIP + CCRYPTO_NONCE_BYTES;
 	return (0);
 }
 
@@ -1149,9 +1130,7 @@ ccrypto_keyring_names(const uint8_t *data, size_t len,
 	*n = 0;
 	if (len < 5 || memcmp(data, KR_MAGIC, 4) != 0)
 		return (-1);
-	if (data[4] == KR_V1)
-		return (1);
-	if (data[4] != KR_V2 || (v = calloc(CCRYPTO_RECIPIENTS_MAX,
+	if (data[4] != KR_VERSION || (v = calloc(CCRYPTO_RECIPIENTS_MAX,
 	    sizeof(*v))) == NULL)
 		return (-1);
 	if (keyring_recipients(data, len, v, &nr, &head)) {
@@ -1252,6 +1231,7 @@ ccrypto_keyring_open(struct ccrypto_keys *k,
 {
 	struct recipient *v = NULL;
 	uint8_t *key = NULL, *plain = NULL, *ad = NULL;
+	uint8_t mac[KR_MAC];
 	const uint8_t *ent;
 	size_t plen, i, nr = 0, head;
 	int rc = -1;
@@ -1262,40 +1242,26 @@ ccrypto_keyring_open(struct ccrypto_keys *k,
 		log_error("the keyring is malformed");
 		return (-1);
 	}
-	if (data[4] != KR_V1 && data[4] != KR_V2) {
-		log_error("the keyring has version %u; this coffer reads "
-		    "versions %d and %d (upgrade coffer)", data[4], KR_V1,
-		    KR_V2);
+	if (data[4] != KR_VERSION) {
+		log_error("the keyring has format %u; this coffer reads "
+		    "format %d (upgrade coffer)", data[4], KR_VERSION);
 		return (-1);
 	}
-	if (data[4] == KR_V1) {
-		if (len < KR_HEADER_V1 + 4 + CCRYPTO_TAG_BYTES ||
-		    data[5] || data[6] || data[7]) {
-			log_error("the keyring is malformed");
-			return (-1);
-		}
-		head = KR_HEADER_V1;
-	} else {
-		if ((v = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*v))) == NULL) {
-			log_error("out of memory");
-			return (-1);
-		}
-		if (keyring_recipients(data, len, v, &nr, &head)) {
-			log_error("the keyring is malformed");
-			goto out;
-		}
+	if ((v = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*v))) == NULL) {
+		log_error("out of memory");
+		return (-1);
 	}
-	if (data[4] == KR_V2) {
-		uint8_t mac[KR_MAC];
-
-		keyring_mac(k, data, len - KR_MAC, repo_id, mac);
-		if (sodium_memcmp(mac, data + len - KR_MAC, KR_MAC) != 0) {
-			log_error("the keyring failed authentication (altered, "
-			    "or another repository's)");
-			goto out;
-		}
-		len -= KR_MAC;
+	if (keyring_recipients(data, len, v, &nr, &head)) {
+		log_error("the keyring is malformed");
+		goto out;
 	}
+	keyring_mac(k, data, len - KR_MAC, repo_id, mac);
+	if (sodium_memcmp(mac, data + len - KR_MAC, KR_MAC) != 0) {
+		log_error("the keyring failed authentication (altered, or "
+		    "another repository's)");
+		goto out;
+	}
+	len -= KR_MAC;
 	plen = len - head - CCRYPTO_TAG_BYTES;
 	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
 	    (plain = ccrypto_secret_new(plen)) == NULL ||
@@ -1303,26 +1269,19 @@ ccrypto_keyring_open(struct ccrypto_keys *k,
 		goto out;
 	memcpy(ad, data, head);
 	memcpy(ad + head, repo_id, CCRYPTO_REPO_ID_BYTES);
-	if (data[4] == KR_V1) {
-		if (keyring_v1_key(k, key))
-			goto out;
-	} else {
-		for (i = 0; i < nr; i++)
-			if (sodium_memcmp(v[i].pk, k->recip_pk,
-			    CCRYPTO_KEY_BYTES) == 0)
-				break;
-		if (i == nr) {
-			rc = CCRYPTO_NOT_LISTED;
-			goto out;
-		}
-		ent = data + KR_FIXED_V2 + i * KR_RECIP +
-		    CCRYPTO_RECIPIENT_NAME_MAX + CCRYPTO_KEY_BYTES;
-		if (crypto_box_seal_open(key, ent, CCRYPTO_SEALED_KEY_BYTES,
-		    k->recip_pk, k->recip_sk) != 0) {
-			log_error("the keyring does not open with this key "
-			    "(damaged)");
-			goto out;
-		}
+	for (i = 0; i < nr; i++)
+		if (sodium_memcmp(v[i].pk, k->recip_pk, CCRYPTO_KEY_BYTES) == 0)
+			break;
+	if (i == nr) {
+		rc = CCRYPTO_NOT_LISTED;
+		goto out;
+	}
+	ent = data + KR_FIXED + i * KR_RECIP + CCRYPTO_RECIPIENT_NAME_MAX +
+	    CCRYPTO_KEY_BYTES;
+	if (crypto_box_seal_open(key, ent, CCRYPTO_SEALED_KEY_BYTES,
+	    k->recip_pk, k->recip_sk) != 0) {
+		log_error("the keyring does not open with this key (damaged)");
+		goto out;
 	}
 	if (crypto_aead_xchacha20poly1305_ietf_decrypt(plain, NULL, NULL,
 	    data + head, len - head, ad, head + CCRYPTO_REPO_ID_BYTES,
@@ -1331,11 +1290,11 @@ ccrypto_keyring_open(struct ccrypto_keys *k,
 		    "or another repository's)");
 		goto out;
 	}
-	if (keyring_load(k, plain, plen, data[4]))
+	if (keyring_load(k, plain, plen))
 		goto out;
 	/* Its recipients become k's (a bundle's keyring gives its secrets
 	 * only: which keys open a repository is the repository's own). */
-	if (data[4] == KR_V2 && !secrets_only) {
+	if (!secrets_only) {
 		k->legacy = 0;
 		k->nrecips = 0;
 		for (i = 0; i < nr; i++)

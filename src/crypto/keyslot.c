@@ -14,7 +14,7 @@
 #include "crypto-int.h"
 
 /*
- * Passphrase slot, version 1:
+ * Passphrase slot, format 1:
  *   "CFKS" | u8 version | u8 kind | u64 opslimit | u64 memlimit |
  *   salt[16] | nonce[24] | XChaCha20-Poly1305(payload) + tag
  * The AEAD's associated data is the header (magic..nonce) followed by the
@@ -24,14 +24,12 @@
 #define SLOT_MAGIC "CFKS"
 #define SLOT_VERSION 1
 /*
- * Kind 1: the payload is u8 1 | master secret.  Kind 2 (write-only): u8 2 |
- * id | chunker | meta | box public key | Ed25519 seed.  Kind 3 (a full key
- * that reads through the keyring): u8 3 | kind 2's material | recipient
- * secret.  A coffer that knows fewer kinds refuses a later one
- * ("unsupported kind 3") and goes on to the next slot: it never misreads
- * one.
+ * Kind 2 (write-only): the payload is u8 2 | id | chunker | meta | box
+ * public key | Ed25519 seed | authority public key.  Kind 3 (a full key
+ * that reads through the keyring): u8 3 | kind 2's first 160 bytes | ring
+ * key | recipient secret.  Another kind is refused ("unsupported kind 1")
+ * and the next slot tried: it is never misread.
  */
-#define SLOT_KIND_PASSPHRASE CCRYPTO_SLOT_FULL
 #define SLOT_KIND_WRITE_ONLY CCRYPTO_SLOT_WRITE_ONLY
 #define SLOT_KIND_HOLDER CCRYPTO_SLOT_HOLDER
 
@@ -45,12 +43,7 @@ enum {
 	OFF_NONCE = OFF_SALT + crypto_pwhash_SALTBYTES,
 	SLOT_HEADER_BYTES = OFF_NONCE + CCRYPTO_NONCE_BYTES,
 	SLOT_AD_BYTES = SLOT_HEADER_BYTES + CCRYPTO_REPO_ID_BYTES,
-	PAYLOAD_BYTES = 1 + CCRYPTO_KEY_BYTES,
-	SLOT_BYTES = SLOT_HEADER_BYTES + PAYLOAD_BYTES + CCRYPTO_TAG_BYTES,
 	WO_PAYLOAD_BYTES = 1 + CCRYPTO_WO_BYTES,
-	/* A write-only slot made before coffer.conf was signed. */
-	WO_OLD_SLOT_BYTES = SLOT_HEADER_BYTES + 1 + CCRYPTO_WRITER_BYTES +
-	    CCRYPTO_TAG_BYTES,
 	HOLDER_PAYLOAD_BYTES = 1 + CCRYPTO_HOLDER_BYTES,
 };
 
@@ -58,18 +51,14 @@ enum {
 static size_t
 payload_bytes(int kind)
 {
-	switch (kind) {
-	case SLOT_KIND_WRITE_ONLY: return (WO_PAYLOAD_BYTES);
-	case SLOT_KIND_HOLDER: return (HOLDER_PAYLOAD_BYTES);
-	default: return (PAYLOAD_BYTES);
-	}
+	return (kind == SLOT_KIND_HOLDER ? HOLDER_PAYLOAD_BYTES :
+	    WO_PAYLOAD_BYTES);
 }
 
 static int
 kind_known(int kind)
 {
-	return (kind == SLOT_KIND_PASSPHRASE || kind == SLOT_KIND_WRITE_ONLY ||
-	    kind == SLOT_KIND_HOLDER);
+	return (kind == SLOT_KIND_WRITE_ONLY || kind == SLOT_KIND_HOLDER);
 }
 
 static size_t
@@ -118,19 +107,18 @@ _Static_assert(SLOT_LOCAL_OPSLIMIT_MAX >= SLOT_OPSLIMIT_DEFAULT &&
     "the local limits refuse the slots coffer writes by default");
 
 /*
- * Key files: "coffer-key 1 <repo id hex> <master hex>\n", for a
- * write-only key "coffer-key 2 write-only <repo id hex> <material hex>\n",
- * for a holder key "coffer-key 3 <repo id hex> <material hex>\n".
+ * Key files, format 1: a full (holder) key "coffer-key 1 <repo id hex>
+ * <material hex>\n", a write-only key "coffer-key 1 write-only <repo id
+ * hex> <material hex>\n".
  */
 #define KF_PREFIX "coffer-key "
-#define KF_V1 "1 "
-#define KF_V2 "2 write-only "
-#define KF_V3 "3 "
+#define KF_FULL "1 "
+#define KF_WO "1 write-only "
 enum {
 	KF_OFF_VERSION = sizeof(KF_PREFIX) - 1,
 	KF_REPO_HEX = 2 * CCRYPTO_REPO_ID_BYTES,
-	/* The longest line: version 3 (without its newline). */
-	KF_MAX = KF_OFF_VERSION + sizeof(KF_V3) - 1 + KF_REPO_HEX + 1 +
+	/* The longest line: a full key's (without its newline). */
+	KF_MAX = KF_OFF_VERSION + sizeof(KF_FULL) - 1 + KF_REPO_HEX + 1 +
 	    2 * CCRYPTO_HOLDER_BYTES,
 };
 
@@ -193,12 +181,15 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 	uint64_t local;
 	uint8_t ad[SLOT_AD_BYTES];
 	uint8_t *wkey, *payload;
-	const uint8_t *master = ccrypto_keys_master(k);
-	const int kind = ccrypto_keys_kind(k) == CCRYPTO_KEY_MASTER ?
-	    SLOT_KIND_PASSPHRASE : ccrypto_keys_kind(k) == CCRYPTO_KEY_HOLDER ?
+	const int kind = ccrypto_keys_kind(k) == CCRYPTO_KEY_HOLDER ?
 	    SLOT_KIND_HOLDER : SLOT_KIND_WRITE_ONLY;
 	const size_t plen = payload_bytes(kind), slen = slot_bytes(kind);
 
+	/* The master secret is kept nowhere (doc/format.md). */
+	if (ccrypto_keys_kind(k) == CCRYPTO_KEY_MASTER) {
+		log_error("internal error: a slot for the master secret");
+		goto err0;
+	}
 	if (memlimit == 0)
 		memlimit = SLOT_MEMLIMIT_DEFAULT;
 	if (memlimit < SLOT_MEMLIMIT_MIN || memlimit > memlimit_max()) {
@@ -234,9 +225,7 @@ ccrypto_slot_wrap(const struct ccrypto_keys *k,
 	if (slot_kdf(wkey, pass, passlen, ad + OFF_SALT, opslimit, memlimit))
 		goto err2;
 	payload[0] = (uint8_t)kind;
-	if (kind == SLOT_KIND_PASSPHRASE)
-		memcpy(payload + 1, master, CCRYPTO_KEY_BYTES);
-	else if (kind == SLOT_KIND_HOLDER)
+	if (kind == SLOT_KIND_HOLDER)
 		ccrypto_keys_holder_parts(k, payload + 1);
 	else
 		ccrypto_keys_wo_parts(k, payload + 1);
@@ -293,20 +282,13 @@ slot_check(const char *name, const uint8_t *slot, size_t len, int *why)
 		goto damaged;
 	}
 	if (slot[OFF_VERSION] != SLOT_VERSION) {
-		log_error("%s: unsupported version %u", what,
-		    slot[OFF_VERSION]);
+		log_error("%s has format %u; this coffer reads format %d "
+		    "(upgrade coffer)", what, slot[OFF_VERSION], SLOT_VERSION);
 		goto damaged;
 	}
 	if (!kind_known(slot[OFF_KIND])) {
 		log_error("%s: unsupported kind %u", what,
 		    slot[OFF_KIND]);
-		goto damaged;
-	}
-	if (slot[OFF_KIND] == SLOT_KIND_WRITE_ONLY && len == WO_OLD_SLOT_BYTES) {
-		log_error("%s: a write-only slot from before coffer.conf was "
-		    "signed, which cannot check whom to seal to: refused "
-		    "(make a new one with 'coffer key add --write-only' and "
-		    "remove this one)", what);
 		goto damaged;
 	}
 	if (len != slot_bytes(slot[OFF_KIND])) {
@@ -397,9 +379,7 @@ ccrypto_slot_unwrap_named(const char *name, const uint8_t *slot, size_t len,
 		    payload[0]);
 		goto err2;
 	}
-	k = payload[0] == SLOT_KIND_PASSPHRASE ?
-	    ccrypto_keys_from_master(payload + 1) :
-	    payload[0] == SLOT_KIND_HOLDER ?
+	k = payload[0] == SLOT_KIND_HOLDER ?
 	    ccrypto_keys_from_holder(payload + 1) :
 	    ccrypto_keys_from_wo(payload + 1);
 	if (k == NULL)
@@ -452,16 +432,18 @@ int
 ccrypto_keyfile_encode(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
 {
-	const uint8_t *master = ccrypto_keys_master(k);
 	const int holder = ccrypto_keys_kind(k) == CCRYPTO_KEY_HOLDER;
-	const char *head = master != NULL ? KF_PREFIX KF_V1 : holder ?
-	    KF_PREFIX KF_V3 : KF_PREFIX KF_V2;
+	const char *head = holder ? KF_PREFIX KF_FULL : KF_PREFIX KF_WO;
 	const size_t plen = holder ? CCRYPTO_HOLDER_BYTES :
 	    CCRYPTO_WO_BYTES;
 	uint8_t *parts = NULL;
 	char *line;
 	size_t n = strlen(head);
 
+	if (ccrypto_keys_kind(k) == CCRYPTO_KEY_MASTER) {
+		log_error("internal error: a key file for the master secret");
+		goto err0;
+	}
 	/* Room for the longest line, its newline and hex_encode's NUL. */
 	if ((line = (char *)ccrypto_secret_new(KF_MAX + 2)) == NULL)
 		goto err0;
@@ -469,20 +451,15 @@ ccrypto_keyfile_encode(const struct ccrypto_keys *k,
 	hex_encode(line + n, repo_id, CCRYPTO_REPO_ID_BYTES);
 	n += KF_REPO_HEX;
 	line[n++] = ' ';
-	if (master != NULL) {
-		hex_encode(line + n, master, CCRYPTO_KEY_BYTES);
-		n += 2 * CCRYPTO_KEY_BYTES;
-	} else {
-		if ((parts = ccrypto_secret_new(plen)) == NULL)
-			goto err1;
-		if (holder)
-			ccrypto_keys_holder_parts(k, parts);
-		else
-			ccrypto_keys_wo_parts(k, parts);
-		hex_encode(line + n, parts, plen);
-		n += 2 * plen;
-		ccrypto_secret_free(parts);
-	}
+	if ((parts = ccrypto_secret_new(plen)) == NULL)
+		goto err1;
+	if (holder)
+		ccrypto_keys_holder_parts(k, parts);
+	else
+		ccrypto_keys_wo_parts(k, parts);
+	hex_encode(line + n, parts, plen);
+	n += 2 * plen;
+	ccrypto_secret_free(parts);
 	line[n++] = '\n';
 	if (buf_append(out, line, n))
 		goto err1;
@@ -519,45 +496,35 @@ ccrypto_keyfile_decode(const uint8_t *data, size_t len,
 	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
 	struct ccrypto_keys *k;
 	uint8_t *secret;
-	size_t off, slen;
-	int wo, v3;
+	size_t off, slen, vlen;
+	int wo;
 
-	if (len >= KF_OFF_VERSION + 2 &&
+	/* "coffer-key N ": another format than 1 is named as such. */
+	vlen = strspn(text + (len > KF_OFF_VERSION ? KF_OFF_VERSION : len),
+	    "0123456789");
+	if (len > KF_OFF_VERSION + vlen && vlen > 0 &&
 	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) == 0 &&
-	    data[KF_OFF_VERSION] >= '0' && data[KF_OFF_VERSION] <= '9' &&
-	    (data[KF_OFF_VERSION] < '1' || data[KF_OFF_VERSION] > '3' ||
-	    data[KF_OFF_VERSION + 1] != ' ')) {
-		/* A key file from a newer coffer deserves a clearer word. */
-		log_error("unsupported key file version %c (this coffer reads "
-		    "1 to 3)", data[KF_OFF_VERSION]);
+	    data[KF_OFF_VERSION + vlen] == ' ' &&
+	    (vlen != 1 || data[KF_OFF_VERSION] != '1')) {
+		log_error("key file has format %.*s; this coffer reads format "
+		    "1 (upgrade coffer)", (int)(vlen > 9 ? 9 : vlen),
+		    text + KF_OFF_VERSION);
 		goto err0;
 	}
 	if (len > 0 && data[len - 1] == '\n')
 		len--;
-	wo = len >= KF_OFF_VERSION + sizeof(KF_V2) - 1 &&
-	    memcmp(data + KF_OFF_VERSION, KF_V2, sizeof(KF_V2) - 1) == 0;
-	v3 = len >= KF_OFF_VERSION + 2 &&
-	    memcmp(data + KF_OFF_VERSION, KF_V3, 2) == 0;
-	off = KF_OFF_VERSION + (wo ? sizeof(KF_V2) : sizeof(KF_V1)) - 1;
-	slen = wo ? CCRYPTO_WO_BYTES : v3 ? CCRYPTO_HOLDER_BYTES :
-	    CCRYPTO_KEY_BYTES;
-	if (wo && len == off + KF_REPO_HEX + 1 + 2 * CCRYPTO_WRITER_BYTES) {
-		log_error("a write-only key file from before coffer.conf was "
-		    "signed, which cannot check whom to seal to: refused "
-		    "(export a new one with 'coffer key export --write-only' "
-		    "and a full key)");
-		goto err0;
-	}
+	wo = len >= KF_OFF_VERSION + sizeof(KF_WO) - 1 &&
+	    memcmp(data + KF_OFF_VERSION, KF_WO, sizeof(KF_WO) - 1) == 0;
+	off = KF_OFF_VERSION + (wo ? sizeof(KF_WO) : sizeof(KF_FULL)) - 1;
+	slen = wo ? CCRYPTO_WO_BYTES : CCRYPTO_HOLDER_BYTES;
 	if (len != off + KF_REPO_HEX + 1 + 2 * slen ||
-	    memcmp(data, KF_PREFIX, KF_OFF_VERSION) != 0 ||
-	    (!wo && !v3 && memcmp(data + KF_OFF_VERSION, KF_V1, 2) != 0) ||
+	    memcmp(data, KF_PREFIX KF_FULL, sizeof(KF_PREFIX KF_FULL) - 1) ||
 	    !is_lower_hex(data + off, KF_REPO_HEX) ||
 	    data[off + KF_REPO_HEX] != ' ' ||
 	    !is_lower_hex(data + off + KF_REPO_HEX + 1, 2 * slen)) {
 		log_error("malformed key file (expected "
-		    "'" KF_PREFIX KF_V3 "<repo id> <key>', "
-		    "'" KF_PREFIX KF_V2 "<repo id> <key>' or "
-		    "'" KF_PREFIX KF_V1 "<repo id> <key>')");
+		    "'" KF_PREFIX KF_FULL "<repo id> <key>' or "
+		    "'" KF_PREFIX KF_WO "<repo id> <key>')");
 		goto err0;
 	}
 	if ((secret = ccrypto_secret_new(slen)) == NULL)
@@ -567,8 +534,8 @@ ccrypto_keyfile_decode(const uint8_t *data, size_t len,
 		log_error("malformed key file");
 		goto err1;
 	}
-	k = wo ? ccrypto_keys_from_wo(secret) : v3 ?
-	    ccrypto_keys_from_holder(secret) : ccrypto_keys_from_master(secret);
+	k = wo ? ccrypto_keys_from_wo(secret) :
+	    ccrypto_keys_from_holder(secret);
 	if (k == NULL)
 		goto err1;
 	ccrypto_secret_free(secret);

@@ -2,8 +2,7 @@
  * The paper key: the repository id and a full key's material as text a
  * person can copy by hand and type back, with a checksum on every line
  * that catches a typo and names the line (doc/format.md, "Paper keys").
- * Version 1 holds the master secret (six lines of 8 bytes), version 2 a
- * holder key (fifteen lines of 16 bytes).
+ * Format 1: the repository id and a holder key, fifteen lines of 16 bytes.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,19 +26,16 @@ enum {
 	PAPER_CHECK = 4,		/* bytes of the whole key's check */
 };
 
-/* A version's shape: its data, and the bytes of data per line. */
+/* The format's shape: its data, and the bytes of data per line. */
 struct paper_fmt {
 	int version;
 	size_t data, line;
 };
 static const struct paper_fmt paper_v1 = {
-	1, CCRYPTO_REPO_ID_BYTES + CCRYPTO_KEY_BYTES, 8
+	1, CCRYPTO_REPO_ID_BYTES + CCRYPTO_HOLDER_BYTES, 16
 };
-static const struct paper_fmt paper_v2 = {
-	2, CCRYPTO_REPO_ID_BYTES + CCRYPTO_HOLDER_BYTES, 16
-};
-_Static_assert((CCRYPTO_REPO_ID_BYTES + CCRYPTO_KEY_BYTES) % 8 == 0 &&
-    (CCRYPTO_REPO_ID_BYTES + CCRYPTO_HOLDER_BYTES) % 16 == 0, "whole lines");
+_Static_assert((CCRYPTO_REPO_ID_BYTES + CCRYPTO_HOLDER_BYTES) % 16 == 0,
+    "whole lines");
 #define PAPER_LINES_MAX 15
 
 /*
@@ -76,8 +72,7 @@ int
 ccrypto_paper_encode(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], struct buf *out)
 {
-	const uint8_t *master = ccrypto_keys_master(k);
-	const struct paper_fmt *f = master != NULL ? &paper_v1 : &paper_v2;
+	const struct paper_fmt *f = &paper_v1;
 	char idhex[2 * CCRYPTO_REPO_ID_BYTES + 1], *line = NULL;
 	uint8_t *data = NULL, sum[PAPER_SUM], check[PAPER_CHECK];
 	unsigned i, j;
@@ -87,14 +82,15 @@ ccrypto_paper_encode(const struct ccrypto_keys *k,
 		log_error("a write-only key has no paper form (use a key file)");
 		return (-1);
 	}
+	if (ccrypto_keys_kind(k) != CCRYPTO_KEY_HOLDER) {
+		log_error("internal error: a paper key for the master secret");
+		return (-1);
+	}
 	if ((data = ccrypto_secret_new(PAPER_DATA_MAX)) == NULL ||
 	    (line = (char *)ccrypto_secret_new(128)) == NULL)
 		goto out;
 	memcpy(data, repo_id, CCRYPTO_REPO_ID_BYTES);
-	if (master != NULL)
-		memcpy(data + CCRYPTO_REPO_ID_BYTES, master, CCRYPTO_KEY_BYTES);
-	else
-		ccrypto_keys_holder_parts(k, data + CCRYPTO_REPO_ID_BYTES);
+	ccrypto_keys_holder_parts(k, data + CCRYPTO_REPO_ID_BYTES);
 	hex_encode(idhex, repo_id, CCRYPTO_REPO_ID_BYTES);
 	if (buf_printf(out,
 	    "# coffer paper key of repository %s\n"
@@ -182,6 +178,7 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
     uint8_t repo_id[CCRYPTO_REPO_ID_BYTES])
 {
 	const char *p = (const char *)text, *end = p + len, *eol, *colon, *c;
+	const char *v;
 	uint8_t *data, lb[PAPER_LINE_MAX + PAPER_SUM + 1], sum[PAPER_SUM];
 	uint8_t check[PAPER_CHECK], want[PAPER_CHECK];
 	const struct paper_fmt *f = NULL;
@@ -205,25 +202,28 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
 			if ((size_t)(eol - p) < sizeof(PAPER_HEAD) ||
 			    memcmp(p, PAPER_HEAD, sizeof(PAPER_HEAD) - 1)) {
 				log_error("paper key, line %u: expected "
-				    "'" PAPER_HEAD "2'", fline);
+				    "'" PAPER_HEAD "1'", fline);
 				goto err;
 			}
-			c = p + sizeof(PAPER_HEAD);	/* after the digit */
+			v = p + sizeof(PAPER_HEAD) - 1;
+			for (c = v; c < eol && *c >= '0' && *c <= '9'; c++)
+				;
+			n = (int)(c - v);
 			while (c < eol && (*c == ' ' || *c == '\t' ||
 			    *c == '\r'))
 				c++;
-			if (c != eol)
-				f = NULL;
-			else if (p[sizeof(PAPER_HEAD) - 1] == '1')
-				f = &paper_v1;
-			else if (p[sizeof(PAPER_HEAD) - 1] == '2')
-				f = &paper_v2;
-			if (f == NULL) {
-				log_error("paper key, line %u: a version this "
-				    "coffer does not read (1 and 2: upgrade "
-				    "coffer)", fline);
+			if (c != eol || n == 0) {
+				log_error("paper key, line %u: expected "
+				    "'" PAPER_HEAD "1'", fline);
 				goto err;
 			}
+			if (n != 1 || *v != '1') {
+				log_error("paper key has format %.*s; this "
+				    "coffer reads format 1 (upgrade coffer)",
+				    n > 9 ? 9 : n, v);
+				goto err;
+			}
+			f = &paper_v1;
 			lines = (unsigned)(f->data / f->line);
 			continue;
 		}
@@ -275,7 +275,7 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
 		memcpy(data + (num - 1) * f->line, lb, f->line);
 	}
 	if (f == NULL) {
-		log_error("not a paper key (no '" PAPER_HEAD "2' line)");
+		log_error("not a paper key (no '" PAPER_HEAD "1' line)");
 		goto err;
 	}
 	for (i = 1; i <= lines; i++)
@@ -289,9 +289,7 @@ ccrypto_paper_decode(const uint8_t *text, size_t len,
 		    "(lines from two keys?)");
 		goto err;
 	}
-	k = f->version == 1 ?
-	    ccrypto_keys_from_master(data + CCRYPTO_REPO_ID_BYTES) :
-	    ccrypto_keys_from_holder(data + CCRYPTO_REPO_ID_BYTES);
+	k = ccrypto_keys_from_holder(data + CCRYPTO_REPO_ID_BYTES);
 	if (k == NULL)
 		goto err;
 	memcpy(repo_id, data, CCRYPTO_REPO_ID_BYTES);

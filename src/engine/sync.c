@@ -577,13 +577,10 @@ view_pack(struct sync *s, const char *name)
 	struct pack_reader *pr;
 	struct view_pack vp;
 	size_t i, n, nlocs;
-	int old, rc = 1, st;
+	int rc = 1, st;
 
-	if ((pr = pack_reader_open_index(s->repo, name, &old)) == NULL) {
-		if (old)
-			s->res->packs_old++;
-		return (old ? 2 : 1);
-	}
+	if ((pr = pack_reader_open_index(s->repo, name)) == NULL)
+		return (1);
 	vp.s = s;
 	vp.pack = name;
 	sink.arg = &vp;
@@ -645,10 +642,6 @@ sync_views(struct sync *s, char **fresh, size_t nfresh)
 		progress_update(&s->progress, 1, 0);
 	}
 	progress_done(&s->progress);
-	if (s->res->packs_old > 0)
-		log_note("catalog: %zu pack%s written by an earlier coffer not "
-		    "read: their indexes open only with the key that reads",
-		    s->res->packs_old, s->res->packs_old == 1 ? "" : "s");
 	/* This host's own snapshots that the authority forgot go. */
 	if (catalog_forget_apply(s->cat, &dropped))
 		return (-1);

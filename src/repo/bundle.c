@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -235,7 +236,11 @@ bundle_manifest_decode(const void *text, size_t len,
 		goto bad;
 	m->format = (int)v;
 	if (m->format != BUNDLE_FORMAT) {
-		*why = "is of an unknown format";
+		static _Thread_local char msg[80];
+
+		snprintf(msg, sizeof(msg), "has format %d; this coffer reads "
+		    "format %d (upgrade coffer)", m->format, BUNDLE_FORMAT);
+		*why = msg;
 		goto bad;
 	}
 	if (get_hex(root, "repository", m->repo_id, sizeof(m->repo_id)) ||

@@ -20,17 +20,15 @@
 #include "coffer/repo.h"
 #include "coffer/repo-keys.h"
 #include "coffer/tuning.h"
+#include "repo-int.h"
 
 #define PACK_MAGIC "CFPK"
 #define INDEX_MAGIC "CFPI"
-#define PACK_VERSION 4		/* bytes 5..7: the key epoch, u24 */
-/* Version 3: the index sealed under the pack key, no view record. */
-#define PACK_VERSION_KEYED_INDEX 3
+#define PACK_VERSION 1		/* bytes 5..7: the key epoch, u24 */
 #define PACK_MAC_BYTES 32
 /* The end of a pack: mac[32] | u32 L | "CFPI". */
 #define TRAILER_END (PACK_MAC_BYTES + 4 + 4)
 #define MAC_PIECE (64u << 10)
-#define SEALED_OFF (8 + CCRYPTO_REPO_ID_BYTES + 16)
 #define INDEX_ENTRY_BYTES (CCRYPTO_ID_BYTES + 1 + 1 + 8 + 4 + 4)
 #define RECORD_AD_BYTES (CCRYPTO_ID_BYTES + 1 + CCRYPTO_REPO_ID_BYTES + 1 + 4)
 #define WBUF_SIZE (2u << 20)
@@ -78,8 +76,7 @@ struct pack_reader {
 	uint64_t size;
 	uint8_t pack_id[16];
 	uint8_t *key;			/* NULL: opened for its index only */
-	uint8_t *ikey;			/* the index key (version 4) */
-	int version;
+	uint8_t *ikey;			/* the index key */
 	uint8_t hdr[PACK_HEADER_BYTES];
 	uint8_t hash[32];		/* of header and index trailer */
 	int have_hash;
@@ -111,10 +108,9 @@ index_ad(uint8_t *ad, const struct repo *r, const uint8_t *pack_id)
 	memcpy(ad + 4 + CCRYPTO_REPO_ID_BYTES, pack_id, 16);
 }
 
-/* The epoch bytes of a header sealed to epoch (a rewrap keeps the
- * version: it says which key the index is sealed under). */
-static void
-header_set_epoch(uint8_t *hdr, uint32_t epoch)
+/* The epoch bytes of a header sealed to epoch. */
+void
+rp_header_set_epoch(uint8_t *hdr, uint32_t epoch)
 {
 	hdr[5] = (uint8_t)epoch;
 	hdr[6] = (uint8_t)(epoch >> 8);
@@ -148,8 +144,8 @@ mac_start(const struct repo *r, const uint8_t *pack_id, const uint8_t *key,
  * Check a header read from pack name (path for messages) against r and
  * name; its epoch to *epoch.  0 or -1 (reported).
  */
-static int
-header_check(const struct repo *r, const uint8_t *hdr, const char *name,
+int
+rp_header_check(const struct repo *r, const uint8_t *hdr, const char *name,
     const char *path, uint32_t *epoch)
 {
 	uint8_t id[16];
@@ -158,17 +154,9 @@ header_check(const struct repo *r, const uint8_t *hdr, const char *name,
 		log_error("'%s' is not a pack (bad magic)", path);
 		return (-1);
 	}
-	if (hdr[4] == 1 || hdr[4] == 2) {
-		/* Development-era packs had no MAC: refused, or a forger
-		 * would simply write that format. */
-		log_error("pack '%s' has version %u, which has no MAC; this "
-		    "coffer reads version %d", path, hdr[4], PACK_VERSION);
-		return (-1);
-	}
-	if (hdr[4] != PACK_VERSION && hdr[4] != PACK_VERSION_KEYED_INDEX) {
-		log_error("pack '%s' has version %u; this coffer reads "
-		    "versions %d and %d (upgrade coffer)", path, hdr[4],
-		    PACK_VERSION_KEYED_INDEX, PACK_VERSION);
+	if (hdr[4] != PACK_VERSION) {
+		log_error("pack '%s' has format %u; this coffer reads format "
+		    "%d (upgrade coffer)", path, hdr[4], PACK_VERSION);
 		return (-1);
 	}
 	*epoch = hdr[5] | (uint32_t)hdr[6] << 8 | (uint32_t)hdr[7] << 16;
@@ -190,8 +178,8 @@ header_check(const struct repo *r, const uint8_t *hdr, const char *name,
 }
 
 /* The error for a pack key that does not open (rc from unseal_epoch). */
-static void
-unseal_error(const char *path, uint32_t epoch, int rc)
+void
+rp_unseal_error(const char *path, uint32_t epoch, int rc)
 {
 	if (rc == CCRYPTO_NO_EPOCH)
 		log_error("pack '%s' is sealed to key epoch %u, which this key "
@@ -204,9 +192,8 @@ unseal_error(const char *path, uint32_t epoch, int rc)
 /*
  * Buffers outlive their pack.  A backup starts a pack every 64 MiB, and
  * restore and verify open each pack on every thread: fresh buffers each
- * time cost a page fault per 4 KiB put in them (30k for a 2 GB backup,
- * most of its page faults; 72k for a restore).  So a few finished ones
- * wait here for the next writer or read.
+ * time cost a page fault per 4 KiB put in them (bench/README.md).  So a
+ * few finished ones wait here for the next writer or read.
  */
 #define NSPARE 4
 #define SPARE_CAP_MAX (8u << 20)
@@ -366,7 +353,7 @@ pack_writer_new(struct repo *r)
 	hdr[4] = PACK_VERSION;
 	memcpy(hdr + 8, repo_id(r), CCRYPTO_REPO_ID_BYTES);
 	memcpy(hdr + 8 + CCRYPTO_REPO_ID_BYTES, w->pack_id, 16);
-	header_set_epoch(hdr, ccrypto_pack_key_seal(repo_keys(r), w->key,
+	rp_header_set_epoch(hdr, ccrypto_pack_key_seal(repo_keys(r), w->key,
 	    hdr + SEALED_OFF));
 	ccrypto_hash_update(&w->hash, hdr, sizeof(hdr));
 	if (wappend(w, hdr, sizeof(hdr)))
@@ -667,9 +654,6 @@ pack_cached(const struct repo *r, const char *name, uint64_t off,
 	return (cached);
 }
 
-static int intent_header(struct repo *r, const char *name, uint8_t *hdr,
-    uint32_t *epoch, uint8_t *key);
-
 /*
  * Check the pack's MAC (mac_start) once its key is known, before anything
  * else in it is read: the index trailer is hashed in pieces, so a forged
@@ -740,9 +724,9 @@ bad:
 }
 
 /* with_key: unseal the pack key (a full key); else the index only, and
- * *old set for a version 3 pack, whose index needs the pack key. */
+ * the index and view records only (the index key). */
 static struct pack_reader *
-reader_open(struct repo *r, const char *name, int with_key, int *old)
+reader_open(struct repo *r, const char *name, int with_key)
 {
 	uint8_t hdr[PACK_HEADER_BYTES], id[16];
 	struct pack_reader *p;
@@ -776,19 +760,13 @@ reader_open(struct repo *r, const char *name, int with_key, int *old)
 	if (fsutil_pread_all(p->fd, hdr, sizeof(hdr), 0, p->path))
 		goto err;
 	memcpy(p->hdr, hdr, sizeof(hdr));
-	if (header_check(r, hdr, name, p->path, &epoch))
+	if (rp_header_check(r, hdr, name, p->path, &epoch))
 		goto err;
 	memcpy(p->pack_id, hdr + 8 + CCRYPTO_REPO_ID_BYTES, 16);
-	p->version = hdr[4];
-	if (p->version != PACK_VERSION_KEYED_INDEX &&
-	    ((p->ikey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
-	    ccrypto_index_key(repo_keys(r), repo_id(r), p->pack_id, p->ikey)))
+	if ((p->ikey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	    ccrypto_index_key(repo_keys(r), repo_id(r), p->pack_id, p->ikey))
 		goto err;
 	if (!with_key) {
-		if (p->version == PACK_VERSION_KEYED_INDEX) {
-			*old = 1;
-			goto err;
-		}
 		if (trailer_check(p))
 			goto err;
 		return (p);
@@ -806,13 +784,13 @@ reader_open(struct repo *r, const char *name, int with_key, int *old)
 	if ((rc = ccrypto_pack_key_unseal_epoch(repo_keys(r), epoch,
 	    hdr + SEALED_OFF, p->key)) != 0) {
 		/* A header torn by a rewrap cut short: its intent has both. */
-		if (rc == -1 && intent_header(r, name, p->hdr, &epoch,
+		if (rc == -1 && rp_intent_header(r, name, p->hdr, &epoch,
 		    p->key) == 0)
 			log_warn("pack '%s': its header was torn by a key "
 			    "rewrap cut short; read through the rewrap intent "
 			    "(the next writer mends it)", p->path);
 		else {
-			unseal_error(p->path, epoch, rc);
+			rp_unseal_error(p->path, epoch, rc);
 			goto err;
 		}
 	}
@@ -827,15 +805,13 @@ err:
 struct pack_reader *
 pack_reader_open(struct repo *r, const char *name)
 {
-	return (reader_open(r, name, 1, NULL));
+	return (reader_open(r, name, 1));
 }
 
 struct pack_reader *
-pack_reader_open_index(struct repo *r, const char *name, int *old)
+pack_reader_open_index(struct repo *r, const char *name)
 {
-	*old = 0;
-	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r)),
-	    old));
+	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r))));
 }
 
 /*
@@ -902,9 +878,9 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	}
 	record_ad(ad, p->repo, e->id, e->type, e->flags, e->plain_len);
 	if ((key = e->type == PACK_REC_VIEW ? p->ikey : p->key) == NULL) {
-		rec_error(p, "pack '%s': record at offset %llu: not read: %s",
-		    p->path, (unsigned long long)e->offset, p->key == NULL ?
-		    "this key is write-only" : "a view in a version 3 pack");
+		rec_error(p, "pack '%s': record at offset %llu: not read: this "
+		    "key is write-only", p->path,
+		    (unsigned long long)e->offset);
 		goto out;
 	}
 	if (how == READ_STORED) {
@@ -1139,8 +1115,7 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 			goto changed;
 	}
 	index_ad(ad, p->repo, p->pack_id);
-	if (ccrypto_aead_decrypt(p->version == PACK_VERSION_KEYED_INDEX ?
-	    p->key : p->ikey, ct.data, ad, sizeof(ad),
+	if (ccrypto_aead_decrypt(p->ikey, ct.data, ad, sizeof(ad),
 	    ct.data + CCRYPTO_NONCE_BYTES, len - CCRYPTO_NONCE_BYTES,
 	    pt.data)) {
 		log_error("pack '%s': index failed authentication", p->path);
@@ -1222,167 +1197,14 @@ pack_reader_close(struct pack_reader *p)
 	free(p);
 }
 
-int
-pack_epoch(struct repo *r, const char *name, uint32_t *epoch)
-{
-	uint8_t hdr[PACK_HEADER_BYTES];
-	char *path;
-	int fd, rc = -1;
-
-	if ((path = repo_pack_path(r, name)) == NULL)
-		return (-1);
-	if ((fd = repo_pack_open(r, name, 0)) != -1 &&
-	    fsutil_pread_all(fd, hdr, sizeof(hdr), 0, path) == 0 &&
-	    header_check(r, hdr, name, path, epoch) == 0)
-		rc = 0;
-	if (fd != -1)
-		close(fd);
-	free(path);
-	return (rc);
-}
-
-/*
- * The rewrap intent (doc/format.md, "Rewrap intent"):
- *   "CFRW" | u8 version 1 | u8[3] zero | u32 count |
- *   count x (pack id[16] | old header[120] | new header[120])
- */
-#define INTENT_MAGIC "CFRW"
-#define INTENT_VERSION 1
-enum {
-	INTENT_HEAD = 12,
-	INTENT_ENTRY = 16 + 2 * PACK_HEADER_BYTES,
-};
-
-/* Write hdr over the header of the pack open at fd, durably. */
-static int
-header_write(int fd, const uint8_t *hdr, const char *path)
-{
-	ssize_t n;
-
-	do
-		n = pwrite(fd, hdr, PACK_HEADER_BYTES, 0);
-	while (n < 0 && errno == EINTR);
-	if (n != PACK_HEADER_BYTES) {
-		log_errno("cannot write the header of pack '%s'", path);
-		return (-1);
-	}
-	if (fdatasync(fd)) {
-		log_errno("fdatasync of pack '%s' failed", path);
-		return (-1);
-	}
-	return (0);
-}
-
-int
-pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
-{
-	const struct ccrypto_keys *k = repo_keys(r);
-	uint8_t *key = NULL, *ent;
-	struct buf intent = BUF_INIT;
-	uint32_t epoch, seal = ccrypto_keys_seal_epoch(k);
-	char **paths = NULL;
-	int *fds = NULL, rc = -1, urc;
-	size_t i, count = 0;
-
-	if (n > PACK_REWRAP_BATCH || ccrypto_keys_write_only(k)) {
-		log_error("internal error: bad rewrap");
-		return (-1);
-	}
-	if ((fds = malloc(n * sizeof(*fds))) == NULL ||
-	    (paths = calloc(n, sizeof(*paths))) == NULL ||
-	    (key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
-	    buf_reserve(&intent, INTENT_HEAD + n * INTENT_ENTRY)) {
-		log_error("out of memory");
-		goto out;
-	}
-	for (i = 0; i < n; i++)
-		fds[i] = -1;
-	memcpy(intent.data, INTENT_MAGIC, 4);
-	intent.data[4] = INTENT_VERSION;
-	intent.data[5] = intent.data[6] = intent.data[7] = 0;
-	intent.len = INTENT_HEAD;
-	for (i = 0; i < n; i++) {
-		changed[i] = 0;
-		ent = intent.data + intent.len;
-		if ((paths[i] = repo_pack_path(r, names[i])) == NULL ||
-		    (fds[i] = repo_pack_open_rw(r, names[i])) == -1 ||
-		    fsutil_pread_all(fds[i], ent + 16, PACK_HEADER_BYTES, 0,
-		    paths[i]) ||
-		    header_check(r, ent + 16, names[i], paths[i], &epoch))
-			goto out;
-		if (epoch == seal) {
-			close(fds[i]);
-			fds[i] = -1;
-			continue;
-		}
-		/* Left as it is, and named: the others go on. */
-		if ((urc = ccrypto_pack_key_unseal_epoch(k, epoch,
-		    ent + 16 + SEALED_OFF, key)) != 0) {
-			unseal_error(paths[i], epoch, urc);
-			changed[i] = -1;
-			close(fds[i]);
-			fds[i] = -1;
-			continue;
-		}
-		/* The same pack key, sealed anew: records and index stay. */
-		memcpy(ent, ent + 16 + 24, 16);
-		memcpy(ent + 16 + PACK_HEADER_BYTES, ent + 16,
-		    PACK_HEADER_BYTES);
-		header_set_epoch(ent + 16 + PACK_HEADER_BYTES,
-		    ccrypto_pack_key_seal(k, key,
-		    ent + 16 + PACK_HEADER_BYTES + SEALED_OFF));
-		intent.len += INTENT_ENTRY;
-		changed[i] = 1;
-		count++;
-	}
-	if (count == 0) {
-		rc = 0;
-		goto out;
-	}
-	put_u32(intent.data + 8, (uint32_t)count);
-	/*
-	 * The intent is durable before any header changes, and goes only
-	 * after every new header is: a crash at any point leaves each pack
-	 * with its old header or its new one, both of which open (the old
-	 * epoch is not retired while an intent names it), and the next
-	 * rewrap or retire finishes what the intent lists.
-	 */
-	if (repo_intent_write(r, intent.data, intent.len))
-		goto out;
-	tuning_raise_at("rewrap-intent");
-	for (i = 0, ent = intent.data + INTENT_HEAD; i < n; i++) {
-		if (changed[i] != 1)
-			continue;
-		if (header_write(fds[i], ent + 16 + PACK_HEADER_BYTES,
-		    paths[i]))
-			goto out;
-		ent += INTENT_ENTRY;
-		tuning_raise_at("rewrap-header");
-	}
-	if (repo_intent_remove(r))
-		goto out;
-	rc = 0;
-out:
-	for (i = 0; fds != NULL && i < n; i++)
-		if (fds[i] != -1)
-			close(fds[i]);
-	for (i = 0; paths != NULL && i < n; i++)
-		free(paths[i]);
-	free(paths);
-	free(fds);
-	ccrypto_secret_free(key);
-	buf_release(&intent);
-	return (rc);
-}
-
 /*
  * Whether key is pack name's own: the pack's MAC, which covers its key,
  * checks under it (a header from a rewrap intent could seal any key).
  * hdr is a header of the pack that seals key.  0 yes (or the pack is
  * gone: pruned since), -1 no or unreadable (reported).
  */
-static int
-pack_key_is_own(struct repo *r, const char *name, const char *path,
+int
+rp_pack_key_is_own(struct repo *r, const char *name, const char *path,
     const uint8_t *hdr, uint8_t *key)
 {
 	struct pack_reader p;
@@ -1404,158 +1226,5 @@ pack_key_is_own(struct repo *r, const char *name, const char *path,
 	} else
 		log_errno("cannot stat pack '%s'", path);
 	close(p.fd);
-	return (rc);
-}
-
-int
-pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
-{
-	const struct ccrypto_keys *k = repo_keys(r);
-	uint8_t cur[PACK_HEADER_BYTES], *key = NULL;
-	const uint8_t *ent, *old, *new;
-	unsigned char *data = NULL;
-	char name[PACK_NAME_LEN + 1], *path = NULL, **v = NULL;
-	uint32_t count, epoch, oepoch;
-	size_t len, i, nv = 0;
-	int fd = -1, rc = -1, found;
-
-	*names = NULL;
-	*nnames = 0;
-	if ((found = repo_intent_read(r, &data, &len)) <= 0)
-		return (found);
-	if (len < INTENT_HEAD || memcmp(data, INTENT_MAGIC, 4) != 0 ||
-	    data[4] != INTENT_VERSION || (count = get_u32(data + 8)) == 0 ||
-	    count > PACK_REWRAP_BATCH ||
-	    len != INTENT_HEAD + (size_t)count * INTENT_ENTRY) {
-		log_error("repository '%s': '%s' is malformed: left alone",
-		    repo_path(r), REPO_INTENT);
-		goto out;
-	}
-	if ((v = calloc(count, sizeof(*v))) == NULL ||
-	    (key = ccrypto_secret_new(2 * CCRYPTO_KEY_BYTES)) == NULL) {
-		log_error("out of memory");
-		goto out;
-	}
-	/*
-	 * Every entry is checked before any header is written: whoever can
-	 * write the repository can write an intent, and a new header that
-	 * seals another key (one of theirs) to the published epoch key would
-	 * make the pack unreadable.  A header is finished only when both the
-	 * old and the new one open, to the same pack key, and that key is the
-	 * pack's own (its MAC checks under it).
-	 */
-	for (i = 0; i < count; i++) {
-		ent = data + INTENT_HEAD + i * INTENT_ENTRY;
-		old = ent + 16;
-		new = old + PACK_HEADER_BYTES;
-		hex_encode(name, ent, 16);
-		free(path);
-		if ((path = repo_pack_path(r, name)) == NULL)
-			goto out;
-		if (header_check(r, old, name, path, &oepoch) ||
-		    header_check(r, new, name, path, &epoch) ||
-		    ccrypto_pack_key_unseal_epoch(k, epoch, new + SEALED_OFF,
-		    key) != 0 || ccrypto_pack_key_unseal_epoch(k, oepoch,
-		    old + SEALED_OFF, key + CCRYPTO_KEY_BYTES) != 0) {
-			log_error("repository '%s': '%s' names a header of "
-			    "pack '%s' that does not open: left alone",
-			    repo_path(r), REPO_INTENT, name);
-			goto out;
-		}
-		if (memcmp(key, key + CCRYPTO_KEY_BYTES, CCRYPTO_KEY_BYTES) ||
-		    pack_key_is_own(r, name, path, old, key)) {
-			log_error("repository '%s': '%s' would give pack '%s' "
-			    "another pack key than its own (forged?): left "
-			    "alone, no pack changed; remove '%s' once checked",
-			    repo_path(r), REPO_INTENT, name, REPO_INTENT);
-			goto out;
-		}
-	}
-	for (i = 0; i < count; i++) {
-		ent = data + INTENT_HEAD + i * INTENT_ENTRY;
-		new = ent + 16 + PACK_HEADER_BYTES;
-		hex_encode(name, ent, 16);
-		free(path);
-		if ((path = repo_pack_path(r, name)) == NULL)
-			goto out;
-		if ((fd = repo_pack_open_rw(r, name)) == -1) {
-			if (errno == ENOENT)
-				continue;	/* pruned since */
-			goto out;
-		}
-		if (fsutil_pread_all(fd, cur, sizeof(cur), 0, path))
-			goto out;
-		/* Old, new or torn between them: the new one, whole. */
-		if (memcmp(cur, new, sizeof(cur)) != 0 &&
-		    header_write(fd, new, path))
-			goto out;
-		close(fd);
-		fd = -1;
-		if ((v[nv] = strdup(name)) == NULL) {
-			log_error("out of memory");
-			goto out;
-		}
-		nv++;
-	}
-	if (repo_intent_remove(r))
-		goto out;
-	log_warn("a key rewrap was cut short: finished it (%zu packs)", nv);
-	*names = v;
-	*nnames = nv;
-	v = NULL;
-	rc = 1;
-out:
-	if (fd != -1)
-		close(fd);
-	for (i = 0; v != NULL && i < nv; i++)
-		free(v[i]);
-	free(v);
-	free(path);
-	free(data);
-	ccrypto_secret_free(key);
-	return (rc);
-}
-
-/*
- * The header of pack name from a rewrap intent left behind, new or old,
- * whichever opens: into hdr, its epoch and pack key.  0, or -1 (there is
- * none that opens; nothing reported).
- */
-static int
-intent_header(struct repo *r, const char *name, uint8_t *hdr,
-    uint32_t *epoch, uint8_t *key)
-{
-	const uint8_t *ent, *h;
-	unsigned char *data = NULL;
-	char ename[PACK_NAME_LEN + 1];
-	uint32_t count, i, e;
-	size_t len;
-	int which, rc = -1;
-
-	if (repo_intent_read(r, &data, &len) <= 0)
-		return (-1);
-	if (len < INTENT_HEAD || memcmp(data, INTENT_MAGIC, 4) != 0 ||
-	    data[4] != INTENT_VERSION || (count = get_u32(data + 8)) >
-	    PACK_REWRAP_BATCH || len != INTENT_HEAD + (size_t)count *
-	    INTENT_ENTRY)
-		goto out;
-	for (i = 0; i < count && rc != 0; i++) {
-		ent = data + INTENT_HEAD + (size_t)i * INTENT_ENTRY;
-		hex_encode(ename, ent, 16);
-		if (strcmp(ename, name) != 0)
-			continue;
-		for (which = 1; which >= 0 && rc != 0; which--) {
-			h = ent + 16 + (size_t)which * PACK_HEADER_BYTES;
-			if (header_check(r, h, name, name, &e) == 0 &&
-			    ccrypto_pack_key_unseal_epoch(repo_keys(r), e,
-			    h + SEALED_OFF, key) == 0) {
-				memcpy(hdr, h, PACK_HEADER_BYTES);
-				*epoch = e;
-				rc = 0;
-			}
-		}
-	}
-out:
-	free(data);
 	return (rc);
 }

@@ -54,7 +54,6 @@ load_test_hooks(void)
 	t.test_before_drill_check = env("COFFER_TEST_BEFORE_DRILL_CHECK");
 	t.test_prune_crash = env("COFFER_TEST_PRUNE_CRASH");
 	t.test_change_restored = getenv("COFFER_TEST_CHANGE_RESTORED") != NULL;
-	t.test_legacy_keys = getenv("COFFER_TEST_LEGACY_KEYS") != NULL;
 	t.test_raise = env("COFFER_TEST_RAISE");
 	t.test_error = getenv("COFFER_TEST_ERROR") != NULL;
 	t.test_exits = env("COFFER_TEST_EXITS");

@@ -110,7 +110,7 @@ test_expect_success 'a link in keys/ is neither followed nor changed' '
 test_expect_success 'key export --paper: numbered lines with a checksum each' '
 	coffer -r repo --passphrase-file p3 key export --paper >paper &&
 	chmod 600 paper && cat paper &&
-	grep -x "coffer paper key 2" paper &&
+	grep -x "coffer paper key 1" paper &&
 	test "$(grep -c "^[01][0-9]: \([0-9a-f]\{4\} \)\{8\} [0-9a-f]\{4\}\$" paper)" = 15 &&
 	grep "^check: [0-9a-f]\{4\} [0-9a-f]\{4\}\$" paper
 '
@@ -148,7 +148,7 @@ test_expect_success 'a bare machine: the paper key alone restores a copy of the 
 		export XDG_STATE_HOME=$TMP/bare-state &&
 		coffer key import --to bare.key paper 2>err &&
 		test "$(stat -c %a bare.key)" = 600 &&
-		grep "^coffer-key 3 " bare.key &&
+		grep "^coffer-key 1 " bare.key &&
 		test_expect_code 3 coffer -r bare --passphrase-file p3 snapshots &&
 		coffer -r bare --key-file bare.key restore "$(cat sid1)" rb &&
 		treecmp src rb &&
@@ -171,7 +171,7 @@ test_expect_success 'a paper key of another repository is refused by this one' '
 test_expect_success 'key export --to FILE: a key file, mode 0600, never over an existing file' '
 	coffer -r repo --passphrase-file p3 key export --to full.key &&
 	test "$(stat -c %a full.key)" = 600 &&
-	grep "^coffer-key 3 " full.key &&
+	grep "^coffer-key 1 " full.key &&
 	test_must_fail coffer -r repo --passphrase-file p3 key export \
 		--to full.key 2>err && grep "already exists" err &&
 	coffer -r repo --key-file full.key snapshots

@@ -31,7 +31,7 @@ test_expect_success 'write-only key file: the probe opens no pack with it, every
 	coffer -r repo --passphrase-file p3 key export --write-only \
 		--to wo.key &&
 	test "$(stat -c %a wo.key)" = 600 &&
-	grep "^coffer-key 2 write-only " wo.key &&
+	grep "^coffer-key 1 write-only " wo.key &&
 	! grep -F "$(cut -d" " -f4 full.key)" wo.key &&
 	"$PROBE" repo full.key >probe.full && cat probe.full &&
 	n=$(sed -n "s/^packs \([0-9]*\) .*/\1/p" probe.full) &&

@@ -34,7 +34,7 @@ header_epochs() { header_epochs_of repo; }
 header_epochs_of() {
 	find "$1/packs" -type f | while read -r p; do
 		od -An -tu1 -j4 -N4 "$p" |
-			awk "{ print \$1, (\$1 == 1 ? 1 : \$2 + 256 * \$3 + 65536 * \$4) }"
+			awk "{ print \$1, \$2 + 256 * \$3 + 65536 * \$4 }"
 	done | sort | uniq -c | awk "{ print \$2, \$3, \$1 }"
 }
 
@@ -50,25 +50,25 @@ test_expect_success 'setup: snapshots in several packs, a bundle and keys from b
 	mkdir src && more 20 && snap ds src &&
 	coffer -r repo key export --write-only --to wo.key &&
 	mkdir old && coffer -r repo export --target old --to old --all &&
-	grep -x "format 4" repo/coffer.conf &&
+	grep -x "format 1" repo/coffer.conf &&
 	grep "^keyring 1 [0-9a-f]\{64\}$" repo/coffer.conf &&
 	test_path_is_file repo/keyring &&
 	coffer -r repo key list --json >l.json &&
 	json_check l.json "@{\$j->{epochs}} == 1 &&
 		\$j->{epochs}[0]{epoch} == 1 && !\$j->{epochs}[0]{retired} &&
 		\$j->{epochs}[0]{packs} >= 3" &&
-	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "4 1"
+	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "1 1"
 '
 
 test_expect_success 'rotate: a new epoch in coffer.conf; new packs are sealed to it' '
 	packs1=$(epoch_packs 1) &&
 	coffer -r repo key rotate >msg && grep "key epoch 2" msg &&
-	grep -x "format 4" repo/coffer.conf && grep "^keyring 2 [0-9a-f]\{64\}$" repo/coffer.conf &&
+	grep -x "format 1" repo/coffer.conf && grep "^keyring 2 [0-9a-f]\{64\}$" repo/coffer.conf &&
 	grep "^epoch 2 [0-9a-f]\{64\} created [0-9]*\$" repo/coffer.conf &&
 	test_path_is_file repo/keyring &&
 	more 6 && snap ds src &&
 	test "$(epoch_packs 1)" = "$packs1" && test "$(epoch_packs 2)" -ge 2 &&
-	header_epochs >h && cat h && grep "^4 2 " h &&
+	header_epochs >h && cat h && grep "^1 2 " h &&
 	for p in $(find repo/packs -type f); do
 		test "$(od -An -tu1 -j5 -N1 "$p")" -eq 2 && echo "$p"
 	done >ep2.list; test -s ep2.list &&
@@ -124,7 +124,7 @@ test_expect_success 'kill -9 after the rewrap intent is written: every pack read
 	grep "all are sealed to key epoch 3" msg &&
 	test_path_is_missing repo/rewrap &&
 	coffer -r repo verify --read-data && restores_all repo &&
-	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "4 3"
+	header_epochs >h && cat h && test "$(cut -d" " -f1-2 h)" = "1 3"
 '
 
 test_expect_success 'kill -9 between header writes: old and new headers both read, the rerun finishes' '
@@ -132,13 +132,13 @@ test_expect_success 'kill -9 between header writes: old and new headers both rea
 	test_expect_code 137 env COFFER_TEST_RAISE=rewrap-header:3:KILL \
 		"$COFFER" -r repo key rotate --rewrap &&
 	test_path_is_file repo/rewrap &&
-	header_epochs >h && cat h && grep "^4 4 3\$" h && grep "^4 3 " h &&
+	header_epochs >h && cat h && grep "^1 4 3\$" h && grep "^1 3 " h &&
 	coffer -r repo verify --read-data && restores_all repo &&
 	more 2 && snap ds src 2>err && cat err &&
 	grep "key rewrap was cut short: finished it" err &&
 	test_path_is_missing repo/rewrap &&
 	coffer -r repo key rotate --rewrap >msg && cat msg &&
-	header_epochs >h && test "$(cut -d" " -f1-2 h)" = "4 4" &&
+	header_epochs >h && test "$(cut -d" " -f1-2 h)" = "1 4" &&
 	coffer -r repo verify --read-data && restores_all repo
 '
 
@@ -177,7 +177,7 @@ test_expect_success 'the old epochs retire; their secrets leave the keyring; eve
 	coffer -r repo key list --json >l.json &&
 	json_check l.json "join(q( ), map { \$_->{retired} ? 1 : 0 }
 		@{\$j->{epochs}}) eq q(1 1 1 1 0)" &&
-	grep -x "format 4" repo/coffer.conf &&
+	grep -x "format 1" repo/coffer.conf &&
 	grep -c " retired [0-9]*\$" repo/coffer.conf >n && test "$(cat n)" = 4 &&
 	coffer -r repo verify --read-data && restores_all repo &&
 	coffer -r repo key retire 2 >msg && grep retired msg
@@ -191,7 +191,7 @@ test_expect_success 'a pack sealed to a retired epoch (from an old bundle) is re
 		test_expect_code 4 coffer -r repo import mid2 2>err && cat err &&
 		grep "sealed to key epoch 2, which this key does not hold" err
 	) &&
-	od -An -tu1 -j4 -N2 "$p" >v && test "$(echo $(cat v))" = "4 2"
+	od -An -tu1 -j4 -N2 "$p" >v && test "$(echo $(cat v))" = "1 2"
 '
 
 # The snapshots in expect/ that REPO has restore as they were.
@@ -209,14 +209,14 @@ test_expect_success 'bundles from before the rotation import on a bare machine w
 	(
 		export XDG_STATE_HOME=$TMP/bare0-state &&
 		coffer -r bare0 import --init - <old/old-0001.cfb &&
-		grep -x "format 4" bare0/coffer.conf &&
+		grep -x "format 1" bare0/coffer.conf &&
 		test_path_is_file bare0/keyring &&
 		coffer -r bare0 verify --read-data && restores_known bare0
 	) &&
 	(
 		export XDG_STATE_HOME=$TMP/bare1-state &&
 		coffer -r bare1 import --init old &&
-		grep -x "format 4" bare1/coffer.conf &&
+		grep -x "format 1" bare1/coffer.conf &&
 		test_path_is_file bare1/keyring &&
 		coffer -r bare1 snapshots >snaps && test_line_count = 3 snaps &&
 		coffer -r bare1 verify --read-data && restores_known bare1
@@ -230,18 +230,22 @@ test_expect_success 'bundles from before the rotation import on a bare machine w
 	)
 '
 
-test_expect_success 'what this coffer cannot read it refuses: a newer coffer.conf format, a newer pack header' '
+test_expect_success 'what this coffer cannot read it refuses, naming the format: coffer.conf, a pack, the keyring' '
 	cp_repo repo newer &&
-	sed -i "s/^format 4\$/format 5/" newer/coffer.conf &&
+	sed -i "s/^format 1\$/format 2/" newer/coffer.conf &&
+	test_must_fail coffer -r newer snapshots 2>err && cat err &&
+	grep "has format 2; this coffer reads format 1 (upgrade coffer)" err &&
+	sed -i "s/^format 2\$/format 2\nsomething new/" newer/coffer.conf &&
 	test_must_fail coffer -r newer snapshots 2>err &&
-	grep "has format 5.*upgrade coffer" err &&
-	sed -i "s/^format 5\$/format 5\nsomething new/" newer/coffer.conf &&
-	test_must_fail coffer -r newer snapshots 2>err &&
-	grep "has format 5.*upgrade coffer" err &&
+	grep "has format 2; this coffer reads format 1 (upgrade coffer)" err &&
 	cp_repo repo newer2 && p=$(find newer2/packs -type f | head -1) &&
-	printf "\005" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
-	test_must_fail coffer -r newer2 verify --read-data 2>err &&
-	grep "has version 5.*upgrade coffer" err
+	printf "\002" | dd of="$p" bs=1 seek=4 conv=notrunc 2>/dev/null &&
+	test_must_fail coffer -r newer2 verify --read-data 2>err && cat err &&
+	grep "has format 2; this coffer reads format 1 (upgrade coffer)" err &&
+	cp_repo repo newer3 &&
+	printf "\002" | dd of=newer3/keyring bs=1 seek=4 conv=notrunc 2>/dev/null &&
+	test_must_fail coffer -r newer3 verify --read-data 2>err && cat err &&
+	grep "keyring has format 2; this coffer reads format 1 (upgrade coffer)" err
 '
 
 test_expect_success 'hostile repository: a damaged or linked keyring, a malformed intent, a pack with two names' '
@@ -270,8 +274,8 @@ test_expect_success 'hostile repository: a damaged or linked keyring, a malforme
 	test_expect_code 4 coffer -r h3 key rotate --rewrap >msg 2>err &&
 	cat msg err && grep "1 could not be opened" msg &&
 	grep "sealed to key epoch 2, which this key does not hold" err &&
-	header_epochs_of h3 >h && cat h && grep "^4 2 1\$" h &&
-	grep "^4 6 " h && ! grep "^4 5 " h
+	header_epochs_of h3 >h && cat h && grep "^1 2 1\$" h &&
+	grep "^1 6 " h && ! grep "^1 5 " h
 '
 
 test_done

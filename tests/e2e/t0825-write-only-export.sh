@@ -39,7 +39,7 @@ test_expect_success 'setup: a full-key host backs up; a write-only key file' '
 	random_file src/big 2 && echo one >src/sub/one &&
 	snap full.key ds src full && echo $sid >sid-fullhost &&
 	coffer -r repo --key-file full.key key export --write-only --to wo.key &&
-	grep "^coffer-key 2 write-only " wo.key
+	grep "^coffer-key 1 write-only " wo.key
 '
 
 test_expect_success 'the write-only host backs up, full and incremental, deduplicated against the full-key host' '

@@ -16,11 +16,11 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-/* Offsets in a version 1 slot (see crypto.h). */
+/* Offsets in a format 1 slot of a full key (doc/format.md). */
 #define OFF_VERSION 4
 #define OFF_OPSLIMIT 6
 #define OFF_MEMLIMIT 14
-#define SLOT_BYTES 111
+#define SLOT_BYTES 303
 
 /* The passphrase and repository id every input is tried with. */
 static const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES];
@@ -119,13 +119,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 int
 fuzz_seeds(const char *dir)
 {
-	static const uint8_t master[CCRYPTO_KEY_BYTES] = { 0x11, 0x22, 0x33 };
 	struct buf s = BUF_INIT, w = BUF_INIT, kf = BUF_INIT;
 	struct ccrypto_keys *k, *wo = NULL;
 	uint8_t t[SLOT_BYTES + 1], *p;
 	int rc = -1;
 
-	if (ccrypto_init() || (k = ccrypto_keys_from_master(master)) == NULL)
+	if (ccrypto_init() || (k = fuzz_holder()) == NULL)
 		return (-1);
 	if (ccrypto_slot_wrap(k, repo_id, PASS, strlen(PASS), 8 << 10, &s) ||
 	    ccrypto_slot_wrap(k, repo_id, "other", 5, 8 << 10, &w) ||
@@ -176,7 +175,9 @@ fuzz_seeds(const char *dir)
 		    fuzz_write_seed(dir, "keyring-opens", ring.data,
 		    ring.len) ||
 		    fuzz_write_seed(dir, "keyring-truncated", ring.data,
-		    ring.len - 20)) {
+		    ring.len - 20) || (ring.data[4] = 2, 0) ||
+		    fuzz_write_seed(dir, "keyring-version-2", ring.data,
+		    ring.len)) {
 			ccrypto_keys_free(e);
 			buf_release(&ring);
 			goto out;
@@ -201,28 +202,20 @@ fuzz_seeds(const char *dir)
 	p[5] = p[5] == '0' ? '1' : '0';
 	if (fuzz_write_seed(dir, "paper-typo", kf.data, kf.len))
 		goto out;
-	/* A holder key: its slot, key file, paper key, and a keyring of two
-	 * epochs that lists it and the master secret. */
+	p[5] = p[5] == '0' ? '1' : '0';
+	if ((p = memmem(kf.data, kf.len, "paper key 1\n", 12)) == NULL)
+		goto out;
+	p[10] = '2';
+	if (fuzz_write_seed(dir, "paper-format-2", kf.data, kf.len))
+		goto out;
+	/* A keyring of two epochs that lists the holder key. */
 	{
 		uint8_t pk[CCRYPTO_KEY_BYTES];
 		struct ccrypto_keys *h = fuzz_holder(), *e;
 		struct buf ring = BUF_INIT;
 
 		e = ccrypto_keys_from_master(fuzz_master);
-		buf_release(&w);
-		buf_release(&kf);
 		if (h == NULL || e == NULL ||
-		    ccrypto_slot_wrap(h, repo_id, PASS, strlen(PASS), 8 << 10,
-		    &w) || fuzz_write_seed(dir, "slot-holder", w.data, w.len) ||
-		    ccrypto_keyfile_encode(h, repo_id, &kf) ||
-		    fuzz_write_seed(dir, "keyfile-holder", kf.data, kf.len)) {
-			ccrypto_keys_free(h);
-			ccrypto_keys_free(e);
-			goto out;
-		}
-		buf_release(&kf);
-		if (ccrypto_paper_encode(h, repo_id, &kf) ||
-		    fuzz_write_seed(dir, "paper-holder", kf.data, kf.len) ||
 		    ccrypto_epoch_generate(e, 2, pk) ||
 		    ccrypto_recipient_add(e, "0123456789abcdef",
 		    ccrypto_keys_recipient_pk(h)) ||

@@ -237,9 +237,10 @@ seed_file(const char *dir_out, const char *sname, uint8_t mode,
  * for the e2e test t0345): a pack key of the forger's sealed to the
  * repository's public key, records and index encrypted under it, as
  * whoever can write the storage can make them once coffer.conf lists an
- * epoch key.  mac: 0 none (a header of version 1, from before packs had
- * a MAC), 1 random bytes (the forger lacks the id key), 2 the right MAC
- * (what only a writer with the keys, a write-only one say, can make).
+ * epoch key.  mac: 1 random bytes (the forger lacks the id key, and the
+ * index key: the index is under the pack key), 2 the right MAC and the
+ * index under the index key (what only a writer with the keys, a
+ * write-only one say, can make).
  * shape: 0 a snapshot and a data record, zstd bombs declaring 1 GiB; 1
  * many small entries; 2 many entries naming one bomb.
  */
@@ -315,6 +316,7 @@ forge_seed(const char *dir_out, const char *sname, int shape, int mac)
 {
 	uint8_t key[CCRYPTO_KEY_BYTES], pack_id[16], id[32], small[16];
 	uint8_t ad[4 + 16 + 16], nonce_tag[24], m[32], *z = NULL;
+	uint8_t ikey[CCRYPTO_KEY_BYTES];
 	struct buf pack = BUF_INIT, idx = BUF_INIT, ct = BUF_INIT;
 	struct ccrypto_hash_state h;
 	uint32_t epoch, count = 0;
@@ -330,12 +332,10 @@ forge_seed(const char *dir_out, const char *sname, int shape, int mac)
 	memset(pack.data + 1, 0, PACK_HEADER_BYTES);
 	memcpy(pack.data + 1, "CFPK", 4);
 	epoch = ccrypto_pack_key_seal(repo_keys(repo), key, pack.data + 41);
-	pack.data[5] = mac ? 3 : 1;
-	if (mac) {
-		pack.data[6] = (uint8_t)epoch;
-		pack.data[7] = (uint8_t)(epoch >> 8);
-		pack.data[8] = (uint8_t)(epoch >> 16);
-	}
+	pack.data[5] = 1;
+	pack.data[6] = (uint8_t)epoch;
+	pack.data[7] = (uint8_t)(epoch >> 8);
+	pack.data[8] = (uint8_t)(epoch >> 16);
 	memcpy(pack.data + 9, repo_id(repo), 16);
 	memcpy(pack.data + 25, pack_id, 16);
 	pack.len = 1 + PACK_HEADER_BYTES;
@@ -373,8 +373,11 @@ forge_seed(const char *dir_out, const char *sname, int shape, int mac)
 	memcpy(ad + 20, pack_id, 16);
 	if (buf_reserve(&ct, idx.len + 16))
 		abort();
-	ccrypto_aead_encrypt(key, nonce_tag, ad, sizeof(ad), idx.data,
-	    idx.len, ct.data);
+	if (mac == 2 && ccrypto_index_key(repo_keys(repo), repo_id(repo),
+	    pack_id, ikey))
+		abort();
+	ccrypto_aead_encrypt(mac == 2 ? ikey : key, nonce_tag, ad, sizeof(ad),
+	    idx.data, idx.len, ct.data);
 	ct.len = idx.len + 16;
 	if (buf_append(&pack, nonce_tag, 24) ||
 	    buf_append(&pack, ct.data, ct.len))
@@ -395,7 +398,7 @@ forge_seed(const char *dir_out, const char *sname, int shape, int mac)
 		ccrypto_hash_update(&h, small, 4);
 		ccrypto_hash_final(&h, m);
 	}
-	if ((mac && buf_append(&pack, m, sizeof(m))) ||
+	if (buf_append(&pack, m, sizeof(m)) ||
 	    buf_append(&pack, small, 8))
 		abort();
 	rc = fuzz_write_seed(dir_out, sname, pack.data, pack.len);
@@ -451,12 +454,10 @@ fuzz_seeds(const char *dir_out)
 	    seed_file(dir_out, "pack-truncated", 0, path, info.size - 10, 0) ||
 	    seed_file(dir_out, "pack-damaged-record", 0, path, 0,
 	    PACK_HEADER_BYTES + PACK_RECORD_HEADER_BYTES + 2) ||
+	    seed_file(dir_out, "pack-other-version", 0, path, 0, 4) ||
 	    forge_seed(dir_out, "forged-bomb", 0, 1) ||
-	    forge_seed(dir_out, "forged-bomb-old", 0, 0) ||
 	    forge_seed(dir_out, "forged-many", 1, 1) ||
-	    forge_seed(dir_out, "forged-many-old", 1, 0) ||
 	    forge_seed(dir_out, "forged-overlap", 2, 1) ||
-	    forge_seed(dir_out, "forged-overlap-old", 2, 0) ||
 	    forge_seed(dir_out, "writer-bomb", 0, 2) ||
 	    forge_seed(dir_out, "writer-many", 1, 2) ||
 	    forge_seed(dir_out, "writer-overlap", 2, 2) ||

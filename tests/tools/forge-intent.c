@@ -83,10 +83,6 @@ main(int argc, char **argv)
 			return (1);
 		fclose(f);
 		memcpy(p + 16 + HEADER, p + 16, HEADER);
-		/* The header's own version: one with the epoch in bytes
-		 * 5..7 (version 1 implied epoch 1). */
-		if (p[16 + HEADER + 4] == 1)
-			p[16 + HEADER + 4] = 2;
 		p[16 + HEADER + 5] = (uint8_t)epoch;
 		p[16 + HEADER + 6] = (uint8_t)(epoch >> 8);
 		p[16 + HEADER + 7] = (uint8_t)(epoch >> 16);

@@ -19,9 +19,10 @@
  *             all naming one bomb of 1 GiB
  *   bigindex  an index of COUNT entries (default 2000000: about 100 MB)
  *             naming one small record
- * Each shape in the pack format of today (header version 3 and a
- * trailer MAC: random bytes here, the forger lacks its key) or, with
- * SHAPE-old, in the format without a MAC (header version 1 or 2).
+ * Each shape in the pack format of today (header version 1, a trailer
+ * MAC: random bytes here, the forger lacks its key, and an index under a
+ * key of the forger's, who lacks the index key) or, with SHAPE-old, under
+ * a header of another version (2), without a MAC.
  *
  * Standalone on purpose (libsodium and libzstd, no libcoffer): it holds
  * no key of the repository because it has none to hold.
@@ -239,7 +240,7 @@ main(int argc, char **argv)
 
 	randombytes_buf(key, sizeof(key));
 	memcpy(hdr, "CFPK", 4);
-	hdr[4] = old ? 2 : 3;
+	hdr[4] = old ? 2 : 1;
 	hdr[5] = (uint8_t)epoch;
 	hdr[6] = (uint8_t)(epoch >> 8);
 	hdr[7] = (uint8_t)(epoch >> 16);
@@ -275,7 +276,8 @@ main(int argc, char **argv)
 	} else
 		die("unknown shape");
 
-	/* The index, encrypted under the pack key as coffer's is. */
+	/* The index, under the forger's pack key (coffer's is under the
+	 * index key, which the forger lacks). */
 	idxlen = 4 + nents * ENTRY;
 	if ((idx = malloc(idxlen)) == NULL ||
 	    (ct = malloc(idxlen + TAG)) == NULL)

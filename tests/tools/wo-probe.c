@@ -6,7 +6,7 @@
  * secret key (libsodium's crypto_box_seal_open, directly) and as a pack
  * key (the index trailer's AEAD, directly); a pack counts as opened when
  * any of them opens its sealed key or its index.  Each window is also
- * tried as a keyring recipient's secret (REPO/keyring, version 2, read
+ * tried as a keyring recipient's secret (REPO/keyring, version 1, read
  * here byte by byte): the secrets a keyring it opens holds are tried as
  * well.  With a full key file every pack opens (the control); with a
  * write-only one none may: the secret that reads is not in the file, nor
@@ -127,7 +127,7 @@ opens(const uint8_t *p, size_t len, const uint8_t *w)
 }
 
 /*
- * The epoch secrets of REPO/keyring (version 2) for a window w taken as a
+ * The epoch secrets of REPO/keyring (version 1) for a window w taken as a
  * recipient's secret, appended to out (up to max bytes); the new length.
  * The repository id for the associated data is read from pack p.
  */
@@ -139,7 +139,7 @@ keyring_secrets(const uint8_t *kr, size_t krlen, const uint8_t *w,
 	size_t nr, i, head, plen, j, count;
 
 	if (kr == NULL || krlen < 12 || memcmp(kr, "CFKR", 4) != 0 ||
-	    kr[4] != 2)
+	    kr[4] != 1)
 		return (n);
 	nr = (size_t)kr[16] | (size_t)kr[17] << 8 | (size_t)kr[18] << 16 |
 	    (size_t)kr[19] << 24;

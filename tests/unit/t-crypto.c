@@ -565,6 +565,8 @@ try_unwrap(const uint8_t *slot, size_t len, const uint8_t *repo_id,
 	return (rc);
 }
 
+static int says(const char *msg, ...);
+
 static void
 test_slot(struct ccrypto_keys *a)
 {
@@ -576,11 +578,11 @@ test_slot(struct ccrypto_keys *a)
 
 	ok(ccrypto_slot_wrap(a, repo_a, pass, strlen(pass), TEST_MEMLIMIT,
 	    &s) == 0, "slot wrap");
-	ok(s.len == 111 && memcmp(s.data, "CFKS", 4) == 0 && s.data[4] == 1 &&
-	    s.data[5] == 1 && get_u64(s.data + 6) == 3 &&
+	ok(s.len == 303 && memcmp(s.data, "CFKS", 4) == 0 && s.data[4] == 1 &&
+	    s.data[5] == CCRYPTO_SLOT_HOLDER && get_u64(s.data + 6) == 3 &&
 	    get_u64(s.data + 14) == TEST_MEMLIMIT,
 	    "slot layout: magic, version, kind, opslimit, memlimit");
-	if (s.len != 111)
+	if (s.len != 303)
 		goto out;
 
 	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 0,
@@ -606,13 +608,15 @@ test_slot(struct ccrypto_keys *a)
 	    "flipped magic is malformed");
 	s.data[1] ^= 1;
 	s.data[4] = 2;
-	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 2,
-	    "unknown version is malformed");
+	ok(try_unwrap(s.data, s.len, repo_a, pass, a, &msg) == 2 &&
+	    says(msg, "key slot has format 2; this coffer reads format 1 "
+	    "(upgrade coffer)", NULL), "a slot of format 2 is refused, naming "
+	    "its format");
 	s.data[4] = 1;
-	s.data[5] = 2;
+	s.data[5] = 1;
 	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 2,
 	    "unknown kind is malformed");
-	s.data[5] = 1;
+	s.data[5] = CCRYPTO_SLOT_HOLDER;
 	s.data[30] ^= 0x80;
 	ok(try_unwrap(s.data, s.len, repo_a, pass, a, NULL) == 1,
 	    "flipped salt byte does not open");
@@ -681,11 +685,11 @@ test_slot(struct ccrypto_keys *a)
 	/* Default parameters, and appending after existing content. */
 	buf_puts(&h, "xy");
 	ok(ccrypto_slot_wrap(a, repo_a, "", 0, 0, &h) == 0 &&
-	    h.len == 2 + 111 && get_u64(h.data + 2 + 6) == 3 &&
+	    h.len == 2 + 303 && get_u64(h.data + 2 + 6) == 3 &&
 	    get_u64(h.data + 2 + 14) == 64ULL << 20,
 	    "memlimit 0 means 64 MiB and 3 passes; the slot is appended");
-	ok(h.len == 2 + 111 &&
-	    try_unwrap(h.data + 2, 111, repo_a, "", a, NULL) == 0,
+	ok(h.len == 2 + 303 &&
+	    try_unwrap(h.data + 2, 303, repo_a, "", a, NULL) == 0,
 	    "empty passphrase round trip at 64 MiB");
 out:
 	buf_release(&s);
@@ -726,7 +730,7 @@ test_slot_limits(struct ccrypto_keys *a)
 	unsetenv("COFFER_KDF_MAX_MEMORY");
 	tuning_reload();
 	if (ccrypto_slot_wrap(a, repo_a, pass, strlen(pass), 16ULL << 20, &s) ||
-	    s.len != 111) {
+	    s.len != 303) {
 		ok(0, "a slot at 16 MiB");
 		goto out;
 	}
@@ -800,35 +804,38 @@ out:
 	buf_release(&h);
 }
 
-/* The parts of a valid key file for repo_a, and one hex digit short. */
+/* The parts of a valid key file for repo_a, and one hex digit short:
+ * a holder key of 224 bytes. */
 #define KF_RID "a0010203000000000000000000000000"
 #define KF_M16 "1111111111111111"
-#define KF_M63 KF_M16 KF_M16 KF_M16 "111111111111111"
-#define KF_M64 KF_M63 "1"
+#define KF_Q64 KF_M16 KF_M16 KF_M16 KF_M16
+#define KF_SHORT KF_Q64 KF_Q64 KF_Q64 KF_Q64 KF_Q64 KF_Q64 KF_M16 KF_M16 \
+	KF_M16 "111111111111111"
+#define KF_KEY KF_SHORT "1"
 
 static void
 test_keyfile(struct ccrypto_keys *a)
 {
-	/* Those of length 110 or 111 test the checks beyond the length. */
+	/* Those of length 494 or 495 test the checks beyond the length. */
 	static const char *bad[] = {
 		"",
 		"coffer-key 1",
 		"coffer-key 1 \n",
-		"coffer-key 1 " KF_RID " " KF_M63,
-		"coffer-key 1 " KF_RID " " KF_M64 "\n\n",
-		"coffer-key 1 " KF_RID " " KF_M64 "\r\n",
-		"coffer-key 1 " KF_RID " " KF_M64 " ",
-		"coffer-key 1 " KF_RID "  " KF_M63 "\n",
-		"coffer-key 1 A0010203000000000000000000000000 " KF_M64 "\n",
-		"coffer-key 1 a001020300000000000000000000000g " KF_M64 "\n",
-		"coffer-key 1 " KF_RID " " KF_M63 "x\n",
-		"coffer-key 1 " KF_RID "\t" KF_M64 "\n",
-		"coffer-key 2 " KF_RID " " KF_M64 "\n",
-		"coffer-key 2 write-only " KF_RID " " KF_M64 "\n",
-		"coffer-key 1  " KF_RID " " KF_M63 "\n",
-		" coffer-key 1 " KF_RID " " KF_M63 "\n",
-		"coffer-kez 1 " KF_RID " " KF_M64 "\n",
-		"coffer-key 1 " KF_RID " " KF_M64 "\nx",
+		"coffer-key 1 " KF_RID " " KF_SHORT,
+		"coffer-key 1 " KF_RID " " KF_KEY "\n\n",
+		"coffer-key 1 " KF_RID " " KF_KEY "\r\n",
+		"coffer-key 1 " KF_RID " " KF_KEY " ",
+		"coffer-key 1 " KF_RID "  " KF_SHORT "\n",
+		"coffer-key 1 A0010203000000000000000000000000 " KF_KEY "\n",
+		"coffer-key 1 a001020300000000000000000000000g " KF_KEY "\n",
+		"coffer-key 1 " KF_RID " " KF_SHORT "x\n",
+		"coffer-key 1 " KF_RID "\t" KF_KEY "\n",
+		"coffer-key 2 " KF_RID " " KF_KEY "\n",
+		"coffer-key 2 write-only " KF_RID " " KF_KEY "\n",
+		"coffer-key 1  " KF_RID " " KF_SHORT "\n",
+		" coffer-key 1 " KF_RID " " KF_SHORT "\n",
+		"coffer-kez 1 " KF_RID " " KF_KEY "\n",
+		"coffer-key 1 " KF_RID " " KF_KEY "\nx",
 	};
 	uint8_t rid[CCRYPTO_REPO_ID_BYTES], sentinel[CCRYPTO_REPO_ID_BYTES];
 	struct buf t = BUF_INIT;
@@ -838,9 +845,9 @@ test_keyfile(struct ccrypto_keys *a)
 	int shape;
 
 	ok(ccrypto_keyfile_encode(a, repo_a, &t) == 0, "keyfile encode");
-	shape = t.len == 111 && memcmp(t.data, "coffer-key 1 ", 13) == 0 &&
-	    t.data[45] == ' ' && t.data[110] == '\n';
-	for (i = 13; shape && i < 110; i++)
+	shape = t.len == 495 && memcmp(t.data, "coffer-key 1 ", 13) == 0 &&
+	    t.data[45] == ' ' && t.data[494] == '\n';
+	for (i = 13; shape && i < 494; i++)
 		if (i != 45 && !strchr("0123456789abcdef", t.data[i]))
 			shape = 0;
 	ok(shape, "keyfile text has the documented shape");
@@ -860,7 +867,7 @@ test_keyfile(struct ccrypto_keys *a)
 	ccrypto_keys_free(k);
 
 	memset(rid, 0, sizeof(rid));
-	good = "coffer-key 1 " KF_RID " " KF_M64 "\n";
+	good = "coffer-key 1 " KF_RID " " KF_KEY "\n";
 	k = ccrypto_keyfile_decode((const uint8_t *)good, strlen(good), rid);
 	ok(k != NULL && memcmp(rid, repo_a, sizeof(rid)) == 0,
 	    "hand-written key file decodes");
@@ -882,6 +889,15 @@ test_keyfile(struct ccrypto_keys *a)
 	ok(nbad == 0, "malformed key files are rejected (%zu cases)",
 	    sizeof(bad) / sizeof(bad[0]));
 
+	/* Another format is named. */
+	capture_begin();
+	k = ccrypto_keyfile_decode((const uint8_t *)"coffer-key 3 " KF_RID " "
+	    KF_KEY "\n", strlen("coffer-key 3 " KF_RID " " KF_KEY "\n"), rid);
+	ok(k == NULL && says(capture_end(), "key file has format 3; this "
+	    "coffer reads format 1 (upgrade coffer)", NULL),
+	    "a key file of format 3 is refused, naming its format");
+	ccrypto_keys_free(k);
+
 	/* A NUL in the middle must not end the parse early. */
 	t.data[50] = '\0';
 	capture_begin();
@@ -890,7 +906,7 @@ test_keyfile(struct ccrypto_keys *a)
 	    "keyfile with an embedded NUL is rejected");
 	ccrypto_keys_free(k);
 
-	for (nbad = 0, n = 0; n < 110; n++) {
+	for (nbad = 0, n = 0; n < 494; n++) {
 		capture_begin();
 		k = ccrypto_keyfile_decode(t.data, n, rid);
 		if (k != NULL || !reported(capture_end()))
@@ -904,7 +920,7 @@ test_keyfile(struct ccrypto_keys *a)
 /*
  * Write-only keys: the same chunk ids, chunker key, coffer.conf MAC and
  * signatures as the full key; no pack key opens; through a kind 2 slot
- * and a version 2 key file and back, still write-only.
+ * and a write-only key file and back, still write-only.
  */
 static void
 test_write_only(struct ccrypto_keys *a)
@@ -947,14 +963,14 @@ test_write_only(struct ccrypto_keys *a)
 	ok(k != NULL && ccrypto_keys_write_only(k) && same_keys(k, a),
 	    "write-only slot round trip");
 	ccrypto_keys_free(k);
-	s.data[5] = 1;		/* the kind is authenticated */
+	s.data[5] = CCRYPTO_SLOT_HOLDER;	/* the kind is authenticated */
 	k = ccrypto_slot_unwrap(s.data, s.len, repo_a, "wo", 2, &why);
 	ok(k == NULL, "a write-only slot relabelled full does not open");
 	ccrypto_keys_free(k);
 
 	ok(ccrypto_keyfile_encode(w, repo_a, &t) == 0 &&
-	    memcmp(t.data, "coffer-key 2 write-only ", 24) == 0,
-	    "write-only key file: version 2");
+	    memcmp(t.data, "coffer-key 1 write-only ", 24) == 0,
+	    "write-only key file: format 1, write-only");
 	k = ccrypto_keyfile_decode(t.data, t.len, rid);
 	ok(k != NULL && ccrypto_keys_write_only(k) && same_keys(k, a) &&
 	    memcmp(rid, repo_a, sizeof(rid)) == 0,
@@ -1011,7 +1027,21 @@ test_paper(struct ccrypto_keys *a)
 	ok(same_keys(k, a) && memcmp(rid, repo_a, sizeof(rid)) == 0,
 	    "paper round trip");
 	ccrypto_keys_free(k);
-	ok(paper_typos_caught(&t, 6, 5) == 6, "a typo in any line is caught");
+	ok(paper_typos_caught(&t, 15, 5) == 15,
+	    "a typo in any line is caught");
+	{
+		char *v = strstr((char *)t.data, "paper key 1\n");
+
+		if (v != NULL)
+			v[10] = '2';
+		capture_begin();
+		k = v != NULL ? ccrypto_paper_decode(t.data, t.len, rid) : NULL;
+		ok(v != NULL && k == NULL && says(capture_end(), "paper key "
+		    "has format 2; this coffer reads format 1 (upgrade "
+		    "coffer)", NULL), "a paper key of format 2 is refused, "
+		    "naming its format");
+		ccrypto_keys_free(k);
+	}
 	buf_release(&t);
 }
 
@@ -1041,8 +1071,8 @@ test_epochs(const uint8_t *master)
 	    "a generated epoch is not sealed to until coffer.conf lists it");
 	ok(ccrypto_keys_set_epoch(k, 2, pk2) == 0 &&
 	    ccrypto_keys_seal_epoch(k) == 2, "sealed to epoch 2 once listed");
-	/* Version 2: one recipient (the master secret's), three secrets
-	 * (epoch 1's too). */
+	/* One recipient (the master secret's), three secrets (epoch 1's
+	 * too). */
 	ok(ccrypto_keyring_seal(k, repo_a, 1, &ring) == 0 &&
 	    ring.len == 20 + 128 + 24 + 4 + 3 * 36 + 16 + 32,
 	    "keyring: three secrets, one recipient");
@@ -1061,10 +1091,13 @@ test_epochs(const uint8_t *master)
 	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a keyring whose recipients changed fails authentication");
 	ring.data[40] ^= 1;
-	ring.data[4] = 3;
-	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
-	    "a keyring of version 3 is refused");
 	ring.data[4] = 2;
+	capture_begin();
+	ok(ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1 &&
+	    says(capture_end(), "the keyring has format 2; this coffer reads "
+	    "format 1 (upgrade coffer)", NULL),
+	    "a keyring of format 2 is refused, naming its format");
+	ring.data[4] = 1;
 	ok(ccrypto_keys_set_epoch(r, 2, pk3) == 0 &&
 	    ccrypto_keyring_open(r, repo_a, ring.data, ring.len, 0) == -1,
 	    "a keyring whose secret is not coffer.conf's key is refused");
@@ -1108,8 +1141,8 @@ out:
 
 /*
  * Holder keys: a full key with a recipient of its own reads through the
- * keyring alone (epoch 1 too), travels as a key file of version 3 and a
- * paper key of version 2, and is shut out once removed from the keyring.
+ * keyring alone (epoch 1 too), travels as a key file and a paper key,
+ * and is shut out once removed from the keyring.
  */
 static void
 test_holder(const uint8_t *master)
@@ -1147,22 +1180,22 @@ test_holder(const uint8_t *master)
 	ok(ccrypto_keyring_open(a, repo_a, ring.data, ring.len, 0) ==
 	    CCRYPTO_NOT_LISTED, "the master secret is not listed: shut out");
 	ok(ccrypto_keyfile_encode(h, repo_a, &t) == 0 &&
-	    memcmp(t.data, "coffer-key 3 ", 13) == 0 &&
+	    memcmp(t.data, "coffer-key 1 ", 13) == 0 &&
 	    (d = ccrypto_keyfile_decode(t.data, t.len, rid)) != NULL &&
 	    ccrypto_keys_kind(d) == CCRYPTO_KEY_HOLDER &&
 	    memcmp(ccrypto_keys_recipient_pk(d), ccrypto_keys_recipient_pk(h),
-	    CCRYPTO_KEY_BYTES) == 0, "key file version 3 round trip");
+	    CCRYPTO_KEY_BYTES) == 0, "full key file round trip");
 	ccrypto_keys_free(d);
 	buf_reset(&t);
 	ok(ccrypto_paper_encode(h, repo_a, &t) == 0 &&
 	    buf_printf(&t, "%s", "") == 0 && strstr((char *)t.data,
-	    "coffer paper key 2\n") != NULL && strstr((char *)t.data,
+	    "coffer paper key 1\n") != NULL && strstr((char *)t.data,
 	    "\n15: ") != NULL && ccrypto_paper_is(t.data, t.len),
-	    "paper key version 2: fifteen lines");
+	    "paper key: fifteen lines");
 	d = ccrypto_paper_decode(t.data, t.len, rid);
 	ok(d != NULL && memcmp(ccrypto_keys_recipient_pk(d),
 	    ccrypto_keys_recipient_pk(h), CCRYPTO_KEY_BYTES) == 0 &&
-	    same_keys(d, a), "paper key version 2 round trip");
+	    same_keys(d, a), "paper key round trip");
 	ccrypto_keys_free(d);
 	ok(paper_typos_caught(&t, 15, 40) == 15,
 	    "a typo in any of the 15 lines is caught");
@@ -1197,7 +1230,7 @@ int
 main(void)
 {
 	uint8_t ma[CCRYPTO_KEY_BYTES], mb[CCRYPTO_KEY_BYTES];
-	struct ccrypto_keys *a, *b;
+	struct ccrypto_keys *a, *b, *ha;
 
 	ok(ccrypto_init() == 0 && ccrypto_init() == 0, "ccrypto_init twice");
 	test_derivation();
@@ -1217,13 +1250,20 @@ main(void)
 	test_aead_format();
 	test_seal(a, b);
 	test_sign(a, b);
-	test_slot(a);
-	test_slot_limits(a);
-	test_keyfile(a);
+	/* Slots, key files and paper keys hold holder keys (a full key
+	 * of its own), never the master secret. */
+	if ((ha = ccrypto_keys_holder_new(a)) == NULL) {
+		ok(0, "a holder key for repository a");
+		return (tap_done());
+	}
+	test_slot(ha);
+	test_slot_limits(ha);
+	test_keyfile(ha);
 	test_write_only(a);
-	test_paper(a);
+	test_paper(ha);
 	test_epochs(ma);
 	test_holder(ma);
+	ccrypto_keys_free(ha);
 	ccrypto_keys_free(a);
 	ccrypto_keys_free(b);
 	return (tap_done());
