@@ -515,8 +515,6 @@ recorder_main(void *arg)
 			failed = 1;
 		if (!failed && pfiles_finish(b, batch))
 			failed = 1;
-		if (!failed)
-			packer_parts_poll(&b->packer);
 		pthread_mutex_lock(&r->mu);
 		for (f = batch; f != NULL; f = f->qnext)
 			f->state = FINISHED;
@@ -1733,7 +1731,6 @@ engine_backup(struct repo *r, struct catalog *c,
 	b.snapshot_id = s.id;
 	if (b.level == LEVEL_FULL) {
 		b.spool = packer_record_spool(&b.packer);
-		packer_parts_start(&b.packer, s.id, b.spool);
 	}
 	if (walk_source(&b))
 		goto out;
