@@ -80,7 +80,7 @@ esac
 
 # run BIN ENV: one timed backup into a fresh repository; prints seconds.
 run() {
-	rm -rf "$BD/repo" "$BD/state" "$BD/cache"
+	rm -rf "$BD/repo" "$BD/repo.key" "$BD/state" "$BD/cache"
 	"$1" -q init --key-file "$BD/repo.key" "$BD/repo" >/dev/null
 	find "$TREE" -type f -print0 | xargs -0 cat > /dev/null
 	sync
@@ -89,7 +89,6 @@ run() {
 	env $2 "$1" -q -r "$BD/repo" --key-file "$BD/repo.key" \
 		backup tree "$TREE" >/dev/null
 	_t1=$(date +%s.%N)
-	rm -f "$BD/repo.key"
 	echo "$_t0 $_t1" | awk '{ printf "%.3f\n", $2 - $1 }'
 }
 
@@ -126,4 +125,4 @@ END {
 	    bfaster, NR, bwin, awin
 }' "$OUT"
 rm -f "$OUT"
-rm -rf "$BD/repo" "$BD/state" "$BD/cache"
+rm -rf "$BD/repo" "$BD/repo.key" "$BD/state" "$BD/cache"
