@@ -17,9 +17,10 @@
  * catalog, in order; then its new chunks are compressed and sealed on the
  * pool; then they are appended to the pack in order, on the calling
  * thread (advance).  The catalog's work is done by a thread of its own
- * (the recorder) while the walk reads on: the lookups of a batch (with
- * the locating of a pack made durable, and the commits), then the
- * content and entry rows of each file whose chunks are all in the pack.
+ * (the recorder, recorder.c) while the walk reads on: the lookups of a
+ * batch (with the locating of a pack made durable, and the commits), then
+ * the content and entry rows of each file whose chunks are all in the
+ * pack.
  * The catalog's connection goes from one thread to the other, never used
  * by both at once.  A huge checkpoint is cut sequentially, but its
  * chunks are hashed, compressed and encrypted in parallel like anyone
