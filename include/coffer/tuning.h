@@ -11,13 +11,6 @@
  * switch left unset, empty or not above 0 is 0: the default of the module
  * that uses it.
  */
-enum tuning_parts_early {
-	TUNING_PARTS_EARLY_ON = 0,	/* on a thread, as the walk goes */
-	TUNING_PARTS_EARLY_OFF = 1,	/* 0: all at the end */
-	TUNING_PARTS_EARLY_WAIT = 2	/* wait: each as soon as closed, the
-					 * run waiting for it (tests) */
-};
-
 enum tuning_read_back {
 	TUNING_READ_BACK_AUTO = 0,	/* when the pack record is not in
 					 * memory */
@@ -42,11 +35,6 @@ struct tuning {
 	size_t record_image_bytes;	/* COFFER_RECORD_IMAGE_BYTES: room
 					 * a spooled part's image is first
 					 * given, beyond its template */
-	int record_whole;		/* COFFER_RECORD_FORMAT=1: snapshot
-					 * records whole, as before parts */
-	int record_from_catalog;	/* COFFER_RECORD_SPOOL=0: a full's
-					 * record read from the catalog */
-	int record_parts_early;		/* COFFER_RECORD_PARTS_EARLY */
 
 	/* This host's limit, as given (NULL: unset); checked by the key
 	 * slot code, which knows the bounds. */
@@ -91,9 +79,8 @@ void tuning_run_hook(const char *name, const char *cmd, const char *var,
  * restored), "restore-write" (a file's data written, before it takes its
  * path), "rewrap-intent" (a rewrap's intent written, no header yet),
  * "rewrap-header" (one more header rewritten, the intent still there),
- * "backup-part" (a part of a snapshot record stored), "backup-early-part"
- * (a record part built during a backup's walk added to its pack).  Only
- * the test build acts on it (src/util/tuning.c, COFFER_TEST_HOOKS).
+ * "backup-part" (a part of a snapshot record stored).  Only the test
+ * build acts on it (src/util/tuning.c, COFFER_TEST_HOOKS).
  */
 void tuning_raise_at(const char *point);
 

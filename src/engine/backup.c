@@ -17,9 +17,10 @@
  * catalog, in order; then its new chunks are compressed and sealed on the
  * pool; then they are appended to the pack in order, on the calling
  * thread (advance).  The catalog's work is done by a thread of its own
- * (the recorder) while the walk reads on: the lookups of a batch (with
- * the locating of a pack made durable, and the commits), then the
- * content and entry rows of each file whose chunks are all in the pack.
+ * (the recorder, recorder.c) while the walk reads on: the lookups of a
+ * batch (with the locating of a pack made durable, and the commits), then
+ * the content and entry rows of each file whose chunks are all in the
+ * pack.
  * The catalog's connection goes from one thread to the other, never used
  * by both at once.  A huge checkpoint is cut sequentially, but its
  * chunks are hashed, compressed and encrypted in parallel like anyone
@@ -28,209 +29,16 @@
 #include <sys/stat.h>
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "coffer/catalog-record.h"
-#include "coffer/chunk.h"
-#include "coffer/catalog-known.h"
-#include "coffer/engine.h"
 #include "coffer/hex.h"
-#include "coffer/hmap.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
-#include "coffer/pool.h"
-#include "coffer/progress.h"
-#include "engine-int.h"
-
-#define BATCH_BYTES (6u << 20)
-/*
- * A batch also moves on at this many chunks: its files wait in memory (a
- * few hundred bytes each, with their jobs) until their chunks are in the
- * pack, and 6 MiB of 16-byte files would be 393,216 of them.  A batch of
- * the bench's text files holds about 600.
- */
-#define BATCH_JOBS 4096
-#define READ_BYTES (1u << 20)	/* read straight into the filling batch */
-/*
- * Chunks below HASH_SMALL bytes are hashed HASH_GROUP at a time, one job
- * of the pool (ccrypto_chunk_ids: eight side by side where the processor
- * can); a larger one is a job of its own, so that the pool's threads
- * share a batch of checkpoint chunks rather than one of them taking it.
- */
-#define HASH_SMALL (64u << 10)
-#define HASH_GROUP 16
-#define NBATCH 3	/* filling, hashed, sealing */
-
-enum { READING, CLOSED, DEAD, RECORDING, FINISHED };
-
-/* A regular file being stored; its entry is recorded when complete. */
-struct pfile {
-	struct pfile *next;
-	struct pfile *qnext;		/* in the recorder's queue */
-	struct entry e;			/* a copy: its strings live in mem */
-	void *mem;
-	struct catalog_chunk_ref *refs;
-	uint8_t (*ids)[CCRYPTO_ID_BYTES];
-	size_t nrefs, caprefs;
-	size_t outstanding;		/* chunks queued, not yet resolved */
-	size_t inflight;		/* chunks in batches, of any attempt */
-	uint32_t gen;			/* read attempt (a reread restarts) */
-	int state;
-	int link;			/* a further name of a file recorded:
-					 * its entry only (content_id set) */
-};
-
-/* One chunk in the batch. */
-struct job {
-	struct pfile *f;
-	uint32_t gen;
-	size_t ref;			/* index in f->refs */
-	size_t off;			/* its bytes in the batch's data */
-	uint32_t len;
-	uint8_t id[CCRYPTO_ID_BYTES];
-	int64_t rowid;
-	int isnew;
-	size_t rec_off, rec_len;	/* sealed record in recs */
-	int failed;
-};
-
-/*
- * The recorder: a thread that does the catalog's work of the pipeline
- * while the walk reads the next files: a step's task (the packer's
- * flush, then the lookups of the batch to seal, whose sealing it then
- * starts on the pool), and the entries of stored files (their content
- * rows and entry rows, and those of further names of files recorded).
- * The catalog is one SQLite connection, used by one thread at a time:
- * owner says which, and with it go the catalog, the packer, changes to
- * the links map and the result's counts of entries.  The walk's thread
- * takes it only around its own catalog work and has it before the
- * recorder whenever it asks; the recorder takes it when it is free, for
- * its task and a few files at a time, so that a commit never falls
- * between a content row and its chunk rows.
- */
-enum { OWN_NONE, OWN_WALK, OWN_RECORDER };
-#define RECORD_AT_ONCE 32
-/* Files waiting for the recorder, at most: the walk waits beyond (each
- * holds its entry and chunk list). */
-#define RECORD_QUEUE_MAX BATCH_JOBS
-/* Further names of recorded files handed on at once (walk_file). */
-#define LINKS_AT_ONCE 1024
-
-struct recorder {
-	pthread_t th;
-	int started;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int owner;
-	int depth;			/* the walk's cat_enter nesting */
-	int wants;			/* the walk waits for the catalog */
-	struct pfile *head, **tail;	/* queued, in order */
-	size_t nqueued;
-	int task;			/* a step's task is waiting */
-	int stop;
-	int failed;
-};
-
-/* Per-thread state for sealing. */
-struct worker {
-	struct compressor *z;
-};
-
-/* Chunks on their way into the pack, with their bytes. */
-struct batch {
-	struct backup *b;
-	struct buf data;		/* chunk bytes */
-	struct job *jobs;
-	size_t njobs, capjobs;
-	/* The hashing's jobs: group i is jobs[groups[i]] up to
-	 * jobs[groups[i + 1]] (hash_groups). */
-	size_t *groups;
-	size_t ngroups, capgroups;
-};
-
-struct backup {
-	struct repo *repo;
-	struct catalog *cat;
-	const struct backup_opts *opts;
-	struct backup_result *res;
-	struct packer packer;
-	struct chunker *chunker;
-	uint32_t max_chunk;
-	int level;
-	int force_full;			/* --new-source, no level asked */
-	int64_t dataset_id;
-
-	/*
-	 * The view a changed entry is compared with: the base of a
-	 * differential or incremental.  For a full, the dataset's previous
-	 * snapshot, consulted only for files that keep changing while read.
-	 */
-	struct catalog_resolver *view;
-	int64_t view_id;		/* 0: none */
-
-	/* (dev, ino) -> content id.  Changed by the catalog's holder; the
-	 * walk's thread also looks in it without the catalog (walk_file),
-	 * so it has a lock of its own (links_get, links_put). */
-	struct hmap links;
-	pthread_mutex_t links_mu;
-	struct fs_walk *walk;
-
-	/* A full's record rows as they are recorded (NULL: the record is
-	 * read from the catalog); with the catalog, like the packer. */
-	struct catalog_spool *spool;
-
-	/* Checkpoint directories found being written after the walk went
-	 * in: put back whole once every file is recorded. */
-	char **held;
-	size_t nheld;
-	int hold_failed;		/* a checkpoint could not be put back */
-
-	/* Files whose chunks are queued: entries wait for their chunk rows. */
-	struct pfile *pending;
-	size_t links_waiting;		/* link pfiles since finish_files */
-	struct hmap pending_links;	/* (dev, ino) of pending hardlinks */
-	int64_t snapshot_id;
-
-	/* The file being read, and the cutting of its content. */
-	struct pfile *cur;
-	struct chunk_stream *cs;
-
-	/* The batches: the walk fills one while the pool hashes another
-	 * and then seals the third. */
-	struct pool *pool;
-	struct worker *workers;
-	struct batch batches[NBATCH];
-	struct batch *fill, *hashed, *sealing;
-	struct buf recs;		/* the sealing batch's new records */
-	int running;			/* a pool loop is on them */
-	int failed;			/* a step failed: no more steps */
-
-	struct progress progress;
-	struct recorder rec;
-};
-
-static void
-count_entry(struct backup_result *res, int kind)
-{
-	if (kind == ENTRY_FILE)
-		res->files++;
-	else if (kind == ENTRY_DIR)
-		res->dirs++;
-	else
-		res->others++;
-}
-
-/* The key of an inode among hardlinks seen in this run. */
-static void
-link_key(uint8_t key[16], const struct entry *e)
-{
-	put_u64(key, e->dev);
-	put_u64(key + 8, e->ino);
-}
+#include "backup-int.h"
 
 static void
 pfile_free(struct pfile *f)
@@ -260,192 +68,6 @@ pfile_new(const struct entry *e)
 	return (f);
 }
 
-/*
- * A further name of a file already recorded goes into the spool with its
- * content's hash and chunk list, read back from the catalog: the part
- * that holds this name may not hold the first, and a part must carry the
- * chunks of every content it names.  Where that cannot be done (a content
- * whose size is not the entry's: the file changed between its names),
- * the spool is turned off and the record read from the catalog.
- */
-static void
-spool_link(struct backup *b, const struct entry *e)
-{
-	struct catalog_chunk_loc *locs = NULL;
-	struct catalog_chunk_ref *refs = NULL;
-	uint8_t hash[32], (*cids)[32] = NULL;
-	uint64_t size;
-	size_t i, n = 0;
-
-	if (!catalog_spool_usable(b->spool))
-		return;
-	if (catalog_content_info(b->cat, e->content_id, hash, &size) ||
-	    size != (uint64_t)e->size ||
-	    catalog_content_chunks(b->cat, e->content_id, &locs, &n) ||
-	    (n > 0 && ((refs = calloc(n, sizeof(*refs))) == NULL ||
-	    (cids = calloc(n, sizeof(*cids))) == NULL))) {
-		catalog_spool_off(b->spool);
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		memcpy(cids[i], locs[i].cid, sizeof(cids[i]));
-		refs[i].chunk_rowid = locs[i].rowid;
-		refs[i].file_offset = locs[i].file_offset;
-		refs[i].len = locs[i].plain_len;
-	}
-	catalog_spool_entry(b->spool, e, hash, (const uint8_t (*)[32])cids,
-	    refs, n);
-out:
-	free(locs);
-	free(refs);
-	free(cids);
-}
-
-static int
-links_get(struct backup *b, const uint8_t key[16], int64_t *cid)
-{
-	int found;
-
-	pthread_mutex_lock(&b->links_mu);
-	found = hmap_get(&b->links, key, cid);
-	pthread_mutex_unlock(&b->links_mu);
-	return (found);
-}
-
-static int
-links_put(struct backup *b, const uint8_t key[16], int64_t cid)
-{
-	int rc;
-
-	pthread_mutex_lock(&b->links_mu);
-	rc = hmap_put(&b->links, key, cid);
-	pthread_mutex_unlock(&b->links_mu);
-	return (rc);
-}
-
-/*
- * All of a file's chunks are resolved: its content's identity (hash)
- * and row.  A further name of a file recorded earlier has its content.
- */
-static int
-pfile_content(struct backup *b, struct pfile *f, uint8_t hash[32])
-{
-	/* Zeroed only for cppcheck, which cannot see init set it. */
-	struct ccrypto_hash_state hs = { 0 };
-	uint8_t lenoff[16];
-	size_t i;
-
-	if (f->link)
-		return (0);
-	/* The content's identity: its chunks and where they sit. */
-	ccrypto_hash_init(repo_keys(b->repo), &hs);
-	for (i = 0; i < f->nrefs; i++) {
-		put_u64(lenoff, f->refs[i].file_offset);
-		put_u64(lenoff + 8, f->refs[i].len);
-		ccrypto_hash_update(&hs, lenoff, sizeof(lenoff));
-		ccrypto_hash_update(&hs, f->ids[i], CCRYPTO_ID_BYTES);
-	}
-	ccrypto_hash_final(&hs, hash);
-	return (catalog_content_put(b->cat, hash, (uint64_t)f->e.size,
-	    f->refs, f->nrefs, &f->e.content_id));
-}
-
-/* The file's entry is in: its record's rows spooled, the file counted
- * and, with other names to come, known by its inode. */
-static int
-pfile_entered(struct backup *b, struct pfile *f, const uint8_t hash[32])
-{
-	uint8_t key[16];
-
-	if (f->link) {
-		spool_link(b, &f->e);
-		count_entry(b->res, f->e.kind);
-		return (0);
-	}
-	catalog_spool_entry(b->spool, &f->e, hash,
-	    (const uint8_t (*)[32])f->ids, f->refs, f->nrefs);
-	count_entry(b->res, f->e.kind);
-	if (f->e.nlink > 1) {
-		link_key(key, &f->e);
-		if (links_put(b, key, f->e.content_id))
-			return (-1);
-	}
-	return (0);
-}
-
-/* Record a file whose chunks are all resolved: content, entry, the rest. */
-static int
-pfile_finish(struct backup *b, struct pfile *f)
-{
-	uint8_t hash[32];
-
-	if (pfile_content(b, f, hash) ||
-	    catalog_entry_add(b->cat, b->snapshot_id, &f->e))
-		return (-1);
-	return (pfile_entered(b, f, hash));
-}
-
-/* pfile_finish for the recorder's batch (qnext), the entries added
- * several to a statement. */
-static int
-pfiles_finish(struct backup *b, struct pfile *batch)
-{
-	const struct entry *es[RECORD_AT_ONCE] = { NULL };
-	uint8_t hash[RECORD_AT_ONCE][32];
-	struct pfile *f;
-	size_t n;
-
-	for (f = batch, n = 0; f != NULL; f = f->qnext, n++) {
-		if (n == RECORD_AT_ONCE) {
-			log_error("internal error: a recorder's batch too long");
-			return (-1);
-		}
-		es[n] = &f->e;
-		if (pfile_content(b, f, hash[n]))
-			return (-1);
-	}
-	if (catalog_entries_add(b->cat, b->snapshot_id, es, n))
-		return (-1);
-	for (f = batch, n = 0; f != NULL; f = f->qnext, n++)
-		if (pfile_entered(b, f, hash[n]))
-			return (-1);
-	return (0);
-}
-
-/* The walk's thread takes the catalog (waiting for the recorder's few
- * files), and gives it back. */
-static void
-cat_enter(struct backup *b)
-{
-	struct recorder *r = &b->rec;
-
-	if (!r->started || r->depth++ > 0)
-		return;
-	pthread_mutex_lock(&r->mu);
-	r->wants++;
-	while (r->owner == OWN_RECORDER)
-		pthread_cond_wait(&r->cv, &r->mu);
-	r->wants--;
-	r->owner = OWN_WALK;
-	pthread_mutex_unlock(&r->mu);
-}
-
-static void
-cat_leave(struct backup *b)
-{
-	struct recorder *r = &b->rec;
-
-	if (!r->started || --r->depth > 0)
-		return;
-	pthread_mutex_lock(&r->mu);
-	r->owner = OWN_NONE;
-	/* Woken only with work to do: an unchanged tree gives the catalog
-	 * back once an entry, and a wakeup each time is a system call. */
-	if (r->head != NULL || r->task)
-		pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-}
-
 static int lookup_batch(struct backup *, struct batch *);
 static void seal_loop(void *, size_t, int);
 
@@ -455,8 +77,8 @@ static void seal_loop(void *, size_t, int);
  * lookups of the batch to seal (b->sealing, set by the step), whose
  * sealing then starts on the pool.
  */
-static int
-step_task(struct backup *b)
+int
+backup_step_task(struct backup *b)
 {
 	if (packer_maybe_flush(&b->packer))
 		return (-1);
@@ -469,219 +91,6 @@ step_task(struct backup *b)
 	 * loops on this thread (as a second worker 0). */
 	pool_start(b->pool, b->sealing->njobs, seal_loop, b->sealing);
 	return (0);
-}
-
-static void *
-recorder_main(void *arg)
-{
-	struct backup *b = arg;
-	struct recorder *r = &b->rec;
-	struct pfile *batch, *f;
-	int n, failed;
-
-	thread_name("record");
-	pthread_mutex_lock(&r->mu);
-	for (;;) {
-		while (!(r->head == NULL && !r->task && r->stop) &&
-		    ((r->head == NULL && !r->task) ||
-		    r->owner != OWN_NONE || r->wants > 0))
-			pthread_cond_wait(&r->cv, &r->mu);
-		if (r->head == NULL && !r->task)
-			break;
-		r->owner = OWN_RECORDER;
-		if (r->task) {
-			failed = r->failed;
-			pthread_mutex_unlock(&r->mu);
-			if (!failed && step_task(b))
-				failed = 1;
-			pthread_mutex_lock(&r->mu);
-			r->failed |= failed;
-			r->task = 0;
-			/* The walk waits for it (task_wait) or asks for the
-			 * catalog: told now, before files are recorded. */
-			r->owner = OWN_NONE;
-			pthread_cond_broadcast(&r->cv);
-			continue;
-		}
-		batch = r->head;
-		for (f = batch, n = 1; f->qnext != NULL && n < RECORD_AT_ONCE;
-		    f = f->qnext, n++)
-			;
-		r->head = f->qnext;
-		if (r->head == NULL)
-			r->tail = &r->head;
-		f->qnext = NULL;
-		r->nqueued -= (size_t)n;
-		failed = r->failed;
-		pthread_mutex_unlock(&r->mu);
-		/* Not in the step's task, which the walk waits for. */
-		if (!failed && packer_locate_ready(&b->packer))
-			failed = 1;
-		if (!failed && pfiles_finish(b, batch))
-			failed = 1;
-		if (!failed)
-			packer_parts_poll(&b->packer);
-		pthread_mutex_lock(&r->mu);
-		for (f = batch; f != NULL; f = f->qnext)
-			f->state = FINISHED;
-		r->failed |= failed;
-		r->owner = OWN_NONE;
-		pthread_cond_broadcast(&r->cv);
-	}
-	pthread_mutex_unlock(&r->mu);
-	return (NULL);
-}
-
-static int
-recorder_start(struct backup *b)
-{
-	struct recorder *r = &b->rec;
-
-	r->tail = &r->head;
-	r->owner = OWN_WALK;
-	r->depth = 1;
-	if (pthread_mutex_init(&r->mu, NULL) != 0 ||
-	    pthread_cond_init(&r->cv, NULL) != 0 ||
-	    pthread_create(&r->th, NULL, recorder_main, b) != 0) {
-		log_error("cannot start a thread");
-		return (-1);
-	}
-	r->started = 1;
-	return (0);
-}
-
-/* Queue a file whose chunks are all in the pack.  The walk has the
- * catalog: the recorder is woken when it gives it back. */
-static void
-recorder_queue(struct backup *b, struct pfile *f)
-{
-	struct recorder *r = &b->rec;
-
-	f->state = RECORDING;
-	f->qnext = NULL;
-	pthread_mutex_lock(&r->mu);
-	*r->tail = f;
-	r->tail = &f->qnext;
-	r->nqueued++;
-	pthread_mutex_unlock(&r->mu);
-}
-
-/*
- * Hand the step's task to the recorder.  It runs once the walk gives the
- * catalog back: at once, unless the step was taken inside the walk's own
- * catalog work (a drain for a hardlink), then at the next task_wait.
- */
-static void
-task_post(struct backup *b)
-{
-	struct recorder *r = &b->rec;
-
-	pthread_mutex_lock(&r->mu);
-	r->task = 1;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-}
-
-/*
- * The step's task is done (or the recorder failed: -1).  The walk may
- * have the catalog (a drain from inside its own catalog work): it lends
- * it meanwhile, and has it back after.
- */
-static int
-task_wait(struct backup *b)
-{
-	struct recorder *r = &b->rec;
-	int lent = 0, failed;
-
-	pthread_mutex_lock(&r->mu);
-	if (r->owner == OWN_WALK) {
-		lent = 1;
-		r->owner = OWN_NONE;
-		pthread_cond_broadcast(&r->cv);
-	}
-	while (r->task && !r->failed)
-		pthread_cond_wait(&r->cv, &r->mu);
-	if (lent) {
-		r->wants++;
-		while (r->owner == OWN_RECORDER)
-			pthread_cond_wait(&r->cv, &r->mu);
-		r->wants--;
-		r->owner = OWN_WALK;
-	}
-	failed = r->failed;
-	pthread_mutex_unlock(&r->mu);
-	return (failed ? -1 : 0);
-}
-
-/* At most left files queued (0: every queued file recorded); the walk
- * has the catalog before and after.  -1 if one could not be. */
-static int
-recorder_wait(struct backup *b, size_t left)
-{
-	struct recorder *r = &b->rec;
-	int failed;
-
-	pthread_mutex_lock(&r->mu);
-	r->owner = OWN_NONE;
-	pthread_cond_broadcast(&r->cv);
-	while ((r->nqueued > left && !r->failed) ||
-	    r->owner == OWN_RECORDER)
-		pthread_cond_wait(&r->cv, &r->mu);
-	r->owner = OWN_WALK;
-	failed = r->failed;
-	pthread_mutex_unlock(&r->mu);
-	return (failed ? -1 : 0);
-}
-
-/* The walk is over (or failed): the thread ends once its queue is
- * recorded; the walk keeps the catalog. */
-static int
-recorder_stop(struct backup *b, int failed)
-{
-	struct recorder *r = &b->rec;
-
-	if (!r->started)
-		return (0);
-	pthread_mutex_lock(&r->mu);
-	r->failed |= failed;	/* then the queue is dropped, not recorded */
-	r->stop = 1;
-	r->owner = OWN_NONE;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-	pthread_join(r->th, NULL);
-	r->started = 0;
-	r->owner = OWN_WALK;
-	pthread_cond_destroy(&r->cv);
-	pthread_mutex_destroy(&r->mu);
-	return (r->failed ? -1 : 0);
-}
-
-static size_t
-recorder_backlog(struct backup *b)
-{
-	struct recorder *r = &b->rec;
-	size_t n;
-
-	if (!r->started)
-		return (0);
-	pthread_mutex_lock(&r->mu);
-	n = r->nqueued;
-	pthread_mutex_unlock(&r->mu);
-	return (n);
-}
-
-static int
-recorder_failed(struct backup *b)
-{
-	struct recorder *r = &b->rec;
-	int failed;
-
-	if (!r->started)
-		return (0);
-	pthread_mutex_lock(&r->mu);
-	failed = r->failed;
-	pthread_mutex_unlock(&r->mu);
-	return (failed);
 }
 
 static void
@@ -852,7 +261,7 @@ finish_files(struct backup *b)
 		if (f->state == CLOSED && f->outstanding == 0) {
 			if (b->rec.started)
 				recorder_queue(b, f);
-			else if (pfile_finish(b, f))
+			else if (backup_pfile_finish(b, f))
 				return (-1);
 			else
 				f->state = FINISHED;
@@ -900,7 +309,7 @@ hand_on_files(struct backup *b)
  * the pool works on the new hashing while this thread appends the sealed
  * batch to the pack (queueing the files it completes for the recorder).
  * The hashed one is then handed to the recorder to be looked up and
- * sealed (step_task), and all of that runs while the walk fills the
+ * sealed (backup_step_task), and all of that runs while the walk fills the
  * batch just appended.
  */
 static int
@@ -908,7 +317,7 @@ advance_step(struct backup *b)
 {
 	struct batch *hashing = NULL;
 
-	if (task_wait(b))
+	if (recorder_task_wait(b))
 		return (-1);
 	/* Queued before the wait: whichever thread is done with the last
 	 * step's loops first goes on with it instead of idling. */
@@ -921,7 +330,7 @@ advance_step(struct backup *b)
 	if (b->running)
 		pool_wait_but(b->pool, hashing != NULL);
 	b->running = hashing != NULL;
-	cat_enter(b);
+	recorder_enter(b);
 	if (b->sealing) {
 		if (append_batch(b, b->sealing))
 			goto fail;
@@ -931,10 +340,10 @@ advance_step(struct backup *b)
 		goto fail;
 	b->sealing = b->hashed;
 	b->hashed = NULL;
-	cat_leave(b);
-	task_post(b);
+	recorder_leave(b);
+	recorder_task_post(b);
 	/* The sealing's loop is started (or will be, by the task, before
-	 * the next step's task_wait returns). */
+	 * the next step's recorder_task_wait returns). */
 	if (b->sealing)
 		b->running = 1;
 	if (hashing) {
@@ -946,7 +355,7 @@ advance_step(struct backup *b)
 	}
 	return (0);
 fail:
-	cat_leave(b);
+	recorder_leave(b);
 	return (-1);
 }
 
@@ -989,16 +398,16 @@ drain(struct backup *b)
 {
 	int rc = 0;
 
-	cat_enter(b);
+	recorder_enter(b);
 	while (b->running || b->sealing || b->hashed || b->fill->njobs > 0)
 		if (advance(b)) {
 			rc = -1;
 			break;
 		}
-	if (rc == 0 && b->rec.started && (task_wait(b) ||
+	if (rc == 0 && b->rec.started && (recorder_task_wait(b) ||
 	    recorder_wait(b, 0) || finish_files(b)))
 		rc = -1;
-	cat_leave(b);
+	recorder_leave(b);
 	return (rc);
 }
 
@@ -1332,13 +741,13 @@ known_link(struct backup *b, const struct entry *e, int64_t *cid)
 	if (e->nlink < 2)
 		return (0);
 	link_key(key, e);
-	if (links_get(b, key, cid))
+	if (backup_links_get(b, key, cid))
 		return (1);
 	/* Its first name is still on its way: finish that first. */
 	if (hmap_get(&b->pending_links, key, &one)) {
 		if (drain(b))
 			return (-1);
-		if (links_get(b, key, cid))
+		if (backup_links_get(b, key, cid))
 			return (1);
 	}
 	return (0);
@@ -1365,9 +774,9 @@ queue_link(struct backup *b, const struct entry *e, int64_t cid)
 	b->pending = f;
 	if (++b->links_waiting < LINKS_AT_ONCE)
 		return (0);
-	cat_enter(b);
+	recorder_enter(b);
 	rc = hand_on_files(b);
-	cat_leave(b);
+	recorder_leave(b);
 	return (rc);
 }
 
@@ -1385,10 +794,10 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 		/* Its first name recorded (no catalog needed to know), or
 		 * still on its way: known_link finishes that first. */
 		link_key(key, e);
-		if ((rc = links_get(b, key, &cid)) == 0) {
-			cat_enter(b);
+		if ((rc = backup_links_get(b, key, &cid)) == 0) {
+			recorder_enter(b);
 			rc = known_link(b, e, &cid);
-			cat_leave(b);
+			recorder_leave(b);
 		}
 		if (rc < 0)
 			return (-1);
@@ -1412,9 +821,9 @@ walk_file(struct backup *b, struct fs_walk *w, struct entry *e,
 		    "is shorter than its safetensors header declares" :
 		    "changed while it was read")) != 0)
 			return (held < 0 ? -1 : 0);
-		cat_enter(b);
+		recorder_enter(b);
 		rc = keep_previous(b, &f->e, had_base, rc == INCOMPLETE, NULL);
-		cat_leave(b);
+		recorder_leave(b);
 		return (rc);
 	}
 	f->state = CLOSED;
@@ -1444,10 +853,10 @@ put_back_dir(void *arg, const char *rel, const char *why)
 {
 	struct backup *b = arg;
 
-	cat_enter(b);
+	recorder_enter(b);
 	if (put_back(b, rel))
 		b->hold_failed = 1;
-	cat_leave(b);
+	recorder_leave(b);
 	log_note("'%s/%s' %s; held back", b->opts->source, rel, why);
 	b->res->held_back++;
 }
@@ -1474,7 +883,7 @@ walk_source(struct backup *b)
 		return (-1);
 	}
 	/* The walk takes the catalog only for its own work from here on. */
-	cat_leave(b);
+	recorder_leave(b);
 	while ((rc = fs_walk_next(w, &e)) == 1) {
 		if (signals_caught()) {
 			rc = -1;
@@ -1483,17 +892,17 @@ walk_source(struct backup *b)
 		if (b->level != LEVEL_FULL) {
 			int same;
 
-			cat_enter(b);
+			recorder_enter(b);
 			if ((had_base = catalog_resolver_get(b->view, e.path,
 			    &old)) < 0)
 				rc = -1;
 			same = had_base > 0 && unchanged(&e, &old);
 			if (same && e.kind == ENTRY_FILE && e.nlink > 1) {
 				link_key(key, &e);
-				if (links_put(b, key, old.content_id))
+				if (backup_links_put(b, key, old.content_id))
 					rc = -1;
 			}
-			cat_leave(b);
+			recorder_leave(b);
 			if (rc < 0)
 				break;
 			if (same) {
@@ -1510,9 +919,9 @@ walk_source(struct backup *b)
 			int held = hold_checkpoint(b, e.path, why);
 
 			if (held == 0) {
-				cat_enter(b);
+				recorder_enter(b);
 				held = keep_previous(b, &e, had_base, 0, why);
-				cat_leave(b);
+				recorder_leave(b);
 			}
 			if (held < 0) {
 				rc = -1;
@@ -1530,7 +939,7 @@ walk_source(struct backup *b)
 				break;
 			}
 		} else {
-			cat_enter(b);
+			recorder_enter(b);
 			if (catalog_entry_add(b->cat, b->snapshot_id, &e))
 				rc = -1;
 			else {
@@ -1538,7 +947,7 @@ walk_source(struct backup *b)
 				    NULL, 0);
 				count_entry(b->res, e.kind);
 			}
-			cat_leave(b);
+			recorder_leave(b);
 			if (rc < 0)
 				break;
 		}
@@ -1548,7 +957,7 @@ walk_source(struct backup *b)
 	if (rc == 0 && (b->hold_failed || drain(b)))
 		rc = -1;
 	/* The walk has the catalog again, and alone. */
-	cat_enter(b);
+	recorder_enter(b);
 	if (recorder_stop(b, rc != 0))
 		rc = -1;
 	if (rc == 0 && hold_back_all(b))
@@ -1750,7 +1159,6 @@ engine_backup(struct repo *r, struct catalog *c,
 	b.snapshot_id = s.id;
 	if (b.level == LEVEL_FULL) {
 		b.spool = packer_record_spool(&b.packer);
-		packer_parts_start(&b.packer, s.id, b.spool);
 	}
 	if (walk_source(&b))
 		goto out;

@@ -31,14 +31,11 @@ struct pending {
 	struct pack_entry ent;		/* where it went, once appended */
 };
 
-struct parts;
-
 struct packer {
 	struct repo *repo;
 	struct catalog *cat;
 	struct compressor *z;
 	int zstd_level;
-	struct parts *parts;		/* record parts stored as it runs */
 	struct pack_writer *pw;
 	/* The pack before, being made durable by its writer's thread: its
 	 * chunks are pend[0..nfinishing). */
@@ -126,61 +123,6 @@ int packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 /* A spool for a full's record (catalog_spool_new), with the packer's
  * part sizes; NULL when the record is to be read from the catalog. */
 struct catalog_spool *packer_record_spool(struct packer *p);
-/*
- * The parts of the record that sp closes, built and stored as the run
- * goes on (parts.c), so that packer_snapshot_record is left with the
- * last: packer_parts_start once the snapshot's row is there (none if it
- * cannot be had: the export builds every part then; sp must outlive
- * the packer's record), packer_parts_poll by the catalog's holder after
- * spooling rows, to hand the next closed part over.
- */
-void packer_parts_start(struct packer *p, int64_t snapshot_id,
-    const struct catalog_spool *sp);
-void packer_parts_poll(struct packer *p);
-/* After a record part is added at the end of a run: a full pack made
- * durable and located, not committed (the caller's transaction holds the
- * snapshot complete).  0 or -1. */
-int packer_part_added(struct packer *p);
-
-/*
- * parts.c, behind those.  parts_take: the part made, if one is waiting,
- * added to the open pack; only where a chunk could be (between batches:
- * no batch is sealed for the pack and not yet in it).  parts_end, once
- * the spool is finished: the thread stopped (the part it was building
- * dropped, one it had made added to the open pack); the parts in the
- * pack (0..n-1) and their places in *where (replaced): the export builds
- * the rest.  0 or -1 (reported).
- */
-struct parts *parts_start(struct packer *p, int64_t snapshot_id,
-    const struct catalog_spool *sp);
-void parts_poll(struct parts *w);
-int parts_take(struct parts *w, struct packer *p);
-int parts_end(struct parts *w, struct packer *p,
-    struct catalog_record_part **where, size_t *capwhere, size_t *nparts);
-void parts_free(struct parts *w);
-
-/*
- * A record as it goes into a pack: packer_record_compress points payload
- * at data, or, when compressing pays, at zbuf (data is then released:
- * records are large); packer_add_record appends it to the open pack
- * (started if there is none) and counts it stored.  0 or -1 (reported).
- * The compression may run on any thread with a compressor of its own.
- */
-struct packed_record {
-	const void *payload;
-	size_t stored;
-	uint32_t plain_len;
-	uint8_t flags;
-};
-int packer_record_compress(struct compressor *z, struct buf *data,
-    struct buf *zbuf, struct packed_record *pr);
-int packer_add_record(struct packer *p, uint8_t type, const uint8_t *id,
-    const struct packed_record *pr, struct pack_entry *ent);
-
-/* Sign rec (SNAPSHOT_RECORD_HEADER bytes of room, then a record's image)
- * in place as a snapshot record; its record id in rid.  0 or -1. */
-int packer_record_sign(struct repo *r, struct buf *rec,
-    uint8_t rid[CCRYPTO_ID_BYTES]);
 
 /*
  * Reading snapshot records by pack and record id (the parts a head

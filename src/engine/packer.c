@@ -14,7 +14,6 @@
  * catalog whose complete snapshots reference only durable packs.
  */
 #include <limits.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +128,6 @@ packer_init(struct packer *p, struct repo *r, struct catalog *c,
 void
 packer_release(struct packer *p)
 {
-	parts_free(p->parts);
 	pack_writer_free(p->finishing);
 	pack_writer_free(p->pw);
 	compressor_free(p->z);
@@ -280,22 +278,11 @@ commit_due(struct packer *p)
 int
 packer_maybe_flush(struct packer *p)
 {
-	/* Here no batch is sealed for the open pack and not in it yet. */
-	if (parts_take(p->parts, p))
-		return (-1);
 	if (!pack_full(p))
 		return (0);
 	if (p->finishing != NULL && (locate_finished(p) || commit_due(p)))
 		return (-1);
 	return (finish_start(p));
-}
-
-int
-packer_part_added(struct packer *p)
-{
-	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
-		return (-1);
-	return (0);
 }
 
 int
@@ -311,56 +298,41 @@ packer_locate_ready(struct packer *p)
 	return (commit_due(p));
 }
 
-int
-packer_record_compress(struct compressor *z, struct buf *data,
-    struct buf *zbuf, struct packed_record *pr)
-{
-	size_t len = data->len, zl;
-
-	pr->payload = data->data;
-	pr->stored = len;
-	pr->plain_len = (uint32_t)len;
-	pr->flags = 0;
-	if (buf_reserve(zbuf, compressor_bound(len)))
-		return (-1);
-	zl = compressor_compress(z, data->data, len, zbuf->data, zbuf->cap);
-	if (zl == (size_t)-1)
-		return (-1);
-	if (zl > 0) {
-		buf_release(data);
-		pr->payload = zbuf->data;
-		pr->stored = zl;
-		pr->flags = PACK_FLAG_ZSTD;
-	}
-	return (0);
-}
-
-int
-packer_add_record(struct packer *p, uint8_t type, const uint8_t *id,
-    const struct packed_record *pr, struct pack_entry *ent)
-{
-	if (packer_writer(p) == NULL ||
-	    pack_writer_add(p->pw, type, pr->flags, id, pr->payload,
-	    pr->stored, pr->plain_len, ent))
-		return (-1);
-	p->bytes_stored += (int64_t)(pr->stored + PACK_RECORD_HEADER_BYTES +
-	    CCRYPTO_TAG_BYTES);
-	return (0);
-}
-
 /*
- * Compress (when it pays) and append one record to the open pack.  The
- * data's buffer is released once compressed: records are large.
+ * Compress (when it pays) and append one record to the open pack (started
+ * if there is none), counted stored.  The data's buffer is released once
+ * compressed: records are large.
  */
 static int
 write_record(struct packer *p, uint8_t type, const uint8_t *id,
     struct buf *data, struct pack_entry *ent)
 {
-	struct packed_record pr;
-	int rc;
+	const void *payload = data->data;
+	size_t len = data->len, stored = len, zl;
+	uint32_t plain_len = (uint32_t)len;
+	uint8_t flags = 0;
+	int rc = -1;
 
-	rc = packer_record_compress(p->z, data, &p->zbuf, &pr) ||
-	    packer_add_record(p, type, id, &pr, ent) ? -1 : 0;
+	if (buf_reserve(&p->zbuf, compressor_bound(len)))
+		goto out;
+	zl = compressor_compress(p->z, data->data, len, p->zbuf.data,
+	    p->zbuf.cap);
+	if (zl == (size_t)-1)
+		goto out;
+	if (zl > 0) {
+		buf_release(data);
+		payload = p->zbuf.data;
+		stored = zl;
+		flags = PACK_FLAG_ZSTD;
+	}
+	if (packer_writer(p) == NULL ||
+	    pack_writer_add(p->pw, type, flags, id, payload, stored,
+	    plain_len, ent))
+		goto out;
+	p->bytes_stored += (int64_t)(stored + PACK_RECORD_HEADER_BYTES +
+	    CCRYPTO_TAG_BYTES);
+	rc = 0;
+out:
 	buf_release(&p->zbuf);
 	return (rc);
 }
@@ -429,8 +401,8 @@ packer_append(struct packer *p, const uint8_t id[CCRYPTO_ID_BYTES],
  * the room's last bytes, and the record's header then takes the place of
  * the context and id: the image is not copied.
  */
-int
-packer_record_sign(struct repo *r, struct buf *rec,
+static int
+record_sign(struct repo *r, struct buf *rec,
     uint8_t rid[CCRYPTO_ID_BYTES])
 {
 	const size_t pre = sizeof(record_ctx) + CCRYPTO_REPO_ID_BYTES;
@@ -460,7 +432,7 @@ packer_record_sign(struct repo *r, struct buf *rec,
 /* Sign rec as a snapshot record and add it to the open pack; its id and
  * pack in *where.  rec is released once compressed (write_record). */
 /*
- * Sign rec as packer_record_sign does, then as the authority (version 2,
+ * Sign rec as record_sign does, then as the authority (version 2,
  * above): the image moves 64 bytes down, so it is copied once; records
  * signed so are rebases, few.
  */
@@ -471,7 +443,7 @@ record_sign_authority(struct repo *r, struct buf *rec,
 	struct buf out = BUF_INIT;
 	size_t imglen;
 
-	if (packer_record_sign(r, rec, rid))
+	if (record_sign(r, rec, rid))
 		return (-1);
 	imglen = rec->len - SNAPSHOT_RECORD_HEADER;
 	if (buf_reserve(&out, SNAPSHOT_RECORD_HEADER_AUTH + imglen))
@@ -498,12 +470,14 @@ record_sign_authority(struct repo *r, struct buf *rec,
 	return (0);
 }
 
+/* Sign rec as a snapshot record and add it to the open pack; its id and
+ * pack in *where.  rec is released once compressed (write_record). */
 static int
 store_record(struct packer *p, struct buf *rec,
     struct catalog_record_part *where)
 {
 	if ((p->authority ? record_sign_authority(p->repo, rec, where->rid) :
-	    packer_record_sign(p->repo, rec, where->rid)) ||
+	    record_sign(p->repo, rec, where->rid)) ||
 	    write_record(p, PACK_REC_SNAPSHOT, where->rid, rec, NULL))
 		return (-1);
 	memcpy(where->pack, pack_writer_name(p->pw), PACK_NAME_LEN + 1);
@@ -535,102 +509,20 @@ note_view(struct packer *p, const struct catalog_snapshot *s)
 	return (rc);
 }
 
-/*
- * A part other than the head, sealed, compressed and added to the open
- * pack by a thread of its own while the export builds the next part on
- * the caller's: the one connection and the catalog rows stay with the
- * caller (part_job_finish, before the next part is handed over).  Until
- * the job is joined, the thread alone uses the packer's compressor and
- * pack writer: the export touches neither.  The part is released as soon
- * as it is in the pack, early in the next part's building, so that the
- * two are held at once only briefly (the backup's peak memory is here).
- */
-struct part_job {
-	struct packer *p;
-	pthread_t th;
-	int threaded;			/* th runs it, to be joined */
-	int part;
-	struct buf rec;			/* the part */
-	struct catalog_record_part where;
-	int rc;
-};
-
-static void *
-part_job_main(void *arg)
-{
-	struct part_job *j = arg;
-
-	thread_name("store");
-	j->rc = store_record(j->p, &j->rec, &j->where);
-	buf_release(&j->rec);
-	return (NULL);
-}
-
-static void
-part_job_free(struct part_job *j)
-{
-	if (j == NULL)
-		return;
-	if (j->threaded)
-		pthread_join(j->th, NULL);
-	buf_release(&j->rec);
-	free(j);
-}
-
 struct part_emit {
 	struct packer *p;
 	struct catalog_snapshot *s;
 	size_t nparts;			/* stored */
 	struct catalog_record_part *where;	/* where each stored part is */
 	size_t capwhere;
-	struct part_job *job;		/* the part being stored, or NULL */
 };
 
 /*
- * The part handed over is in the pack: its place is recorded.  A pack
- * that fills is made durable as the parts go on, but not committed: the
- * caller's transaction already holds the snapshot complete, and must
+ * One part of the record (catalog_part_emit_fn), stored as it comes; rec
+ * NULL asks for the stored parts' places (before the head is built).  A
+ * pack that fills is made durable as the parts go on, but not committed:
+ * the caller's transaction already holds the snapshot complete, and must
  * commit only after its head is durable (packer_flush).
- */
-static int
-part_job_finish(struct part_emit *pe)
-{
-	struct packer *p = pe->p;
-	struct part_job *j = pe->job;
-	struct catalog_record_part *w;
-	int rc = -1;
-
-	if (j == NULL)
-		return (0);
-	if (j->threaded)
-		pthread_join(j->th, NULL);
-	j->threaded = 0;
-	pe->job = NULL;
-	if (j->rc != 0)
-		goto out;
-	if (array_grow(&pe->where, &pe->capwhere, pe->nparts,
-	    sizeof(*pe->where), 16))
-		goto out;
-	w = &pe->where[pe->nparts];
-	*w = j->where;
-	tuning_raise_at("backup-part");
-	pe->nparts++;
-	/* Where the part is, for an export that cannot read the head. */
-	if (catalog_snapshot_part_add(p->cat, pe->s->id, j->part, w))
-		goto out;
-	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
-		goto out;
-	rc = 0;
-out:
-	part_job_free(j);
-	return (rc);
-}
-
-/*
- * One part of the record (catalog_part_emit_fn).  A part but the head is
- * handed to a thread to be stored, and recorded when the next one comes;
- * rec NULL asks for the stored parts' places (before the head is built).
- * The head is sealed and stored here, after every other part.
  */
 static int
 emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
@@ -638,11 +530,8 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 {
 	struct part_emit *pe = arg;
 	struct packer *p = pe->p;
-	struct part_job *j;
 
 	(void)room;	/* SNAPSHOT_RECORD_HEADER, as asked */
-	if (part_job_finish(pe))
-		return (-1);
 	if (rec == NULL) {
 		if ((size_t)part != pe->nparts) {
 			log_error("internal error: %d record parts asked, %zu "
@@ -653,8 +542,10 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 			memcpy(where, pe->where, pe->nparts * sizeof(*where));
 		return (0);
 	}
+	if (store_record(p, rec, where))
+		return (-1);
 	if (head) {
-		if (store_record(p, rec, where) || note_view(p, pe->s))
+		if (note_view(p, pe->s))
 			return (-1);
 		tuning_raise_at("backup-part");
 		pe->nparts++;
@@ -662,29 +553,22 @@ emit_part(void *arg, struct buf *rec, size_t room, int part, int head,
 		pe->s->parts = (int)pe->nparts;
 		return (0);
 	}
-	if ((j = calloc(1, sizeof(*j))) == NULL) {
-		log_error("out of memory");
+	if (array_grow(&pe->where, &pe->capwhere, pe->nparts,
+	    sizeof(*pe->where), 16))
 		return (-1);
-	}
-	j->p = p;
-	j->part = part;
-	j->rec = *rec;		/* the job's now: the export frees what is left */
-	buf_init(rec);
-	pe->job = j;
-	if (pthread_create(&j->th, NULL, part_job_main, j) == 0)
-		j->threaded = 1;
-	else
-		(void)part_job_main(j);	/* stored here, then */
+	pe->where[pe->nparts] = *where;
+	tuning_raise_at("backup-part");
+	pe->nparts++;
+	/* Where the part is, for an export that cannot read the head. */
+	if (catalog_snapshot_part_add(p->cat, pe->s->id, part, where))
+		return (-1);
+	if (pack_full(p) && (locate_finished(p) || finish_start(p)))
+		return (-1);
 	return (0);
 }
 
-/*
- * Tuning and tests: COFFER_RECORD_PART_ENTRIES sets the entries per part
- * (a test makes many parts of a few hundred files), COFFER_RECORD_FORMAT=1
- * writes the record whole, as coffer did before parts, so that reading
- * old repositories stays tested, and COFFER_RECORD_SPOOL=0 reads a full's
- * record from the catalog, as every other record is.
- */
+/* Tests: COFFER_RECORD_PART_ENTRIES sets the entries per part (a test
+ * makes many parts of a few hundred files). */
 static size_t
 part_entries(size_t dflt)
 {
@@ -696,54 +580,18 @@ part_entries(size_t dflt)
 struct catalog_spool *
 packer_record_spool(struct packer *p)
 {
-	if (tuning_get()->record_whole || tuning_get()->record_from_catalog)
-		return (NULL);
 	return (catalog_spool_new(p->cat,
 	    part_entries(CATALOG_SPOOL_PART_ENTRIES),
 	    CATALOG_SPOOL_PART_BYTES));
-}
-
-void
-packer_parts_start(struct packer *p, int64_t snapshot_id,
-    const struct catalog_spool *sp)
-{
-	if (p->parts == NULL && sp != NULL)
-		p->parts = parts_start(p, snapshot_id, sp);
-}
-
-void
-packer_parts_poll(struct packer *p)
-{
-	parts_poll(p->parts);
 }
 
 int
 packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
     struct catalog_spool *sp)
 {
-	struct catalog_record_part where;
 	struct part_emit pe;
-	struct buf rec = BUF_INIT;
-	size_t first;
 	int rc, spooled;
 
-	if (tuning_get()->record_whole) {
-		if (buf_reserve(&rec, SNAPSHOT_RECORD_HEADER))
-			return (-1);
-		memset(rec.data, 0, SNAPSHOT_RECORD_HEADER);
-		rec.len = SNAPSHOT_RECORD_HEADER;
-		rc = catalog_snapshot_export_append(p->cat, s->id, &rec);
-		if (rc == 0)
-			rc = store_record(p, &rec, &where);
-		if (rc == 0)
-			rc = note_view(p, s);
-		buf_release(&rec);
-		if (rc == 0) {
-			memcpy(s->record_pack, where.pack, PACK_NAME_LEN + 1);
-			s->parts = 1;
-		}
-		return (rc);
-	}
 	memset(&pe, 0, sizeof(pe));
 	pe.p = p;
 	pe.s = s;
@@ -752,39 +600,14 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 	log_info("snapshot record: %s", spooled ?
 	    "built from the rows spooled as they were recorded" :
 	    "read from the catalog");
-	/* The parts made as the run went on, and the rest of those the
-	 * spool closed, in the pack; of no use when the record must be read
-	 * from the catalog (those in the pack already are left there, as
-	 * a dead run's are). */
-	first = 0;
-	rc = spooled ? parts_end(p->parts, p, &pe.where, &pe.capwhere,
-	    &first) : 0;
-	parts_free(p->parts);
-	p->parts = NULL;
-	if (rc != 0) {
-		free(pe.where);
-		return (-1);
-	}
-	if (first > 0)
-		log_info("snapshot record: %zu parts made as the run went on",
-		    first);
-	for (pe.nparts = 0; pe.nparts < first; pe.nparts++) {
-		tuning_raise_at("backup-part");
-		if (catalog_snapshot_part_add(p->cat, s->id, (int)pe.nparts,
-		    &pe.where[pe.nparts])) {
-			free(pe.where);
-			return (-1);
-		}
-	}
 	if (spooled)
-		rc = catalog_snapshot_export_spool(p->cat, s->id, sp, first,
+		rc = catalog_snapshot_export_spool(p->cat, s->id, sp, 0,
 		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
 	else
 		rc = catalog_snapshot_export_parts(p->cat, s->id,
-		    part_entries(CATALOG_RECORD_PART_ENTRIES), CATALOG_RECORD_PART_BYTES,
-		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
-	/* A failed export may leave a part being sealed. */
-	part_job_free(pe.job);
+		    part_entries(CATALOG_RECORD_PART_ENTRIES),
+		    CATALOG_RECORD_PART_BYTES, SNAPSHOT_RECORD_HEADER,
+		    emit_part, &pe);
 	free(pe.where);
 	return (rc);
 }

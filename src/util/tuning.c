@@ -75,11 +75,6 @@ load(void)
 	    "COFFER_RECORD_PART_ENTRIES");
 	t.record_image_bytes = (size_t)env_count(
 	    "COFFER_RECORD_IMAGE_BYTES");
-	t.record_whole = env_is("COFFER_RECORD_FORMAT", "1");
-	t.record_from_catalog = env_is("COFFER_RECORD_SPOOL", "0");
-	t.record_parts_early = env_is("COFFER_RECORD_PARTS_EARLY", "0") ?
-	    TUNING_PARTS_EARLY_OFF : env_is("COFFER_RECORD_PARTS_EARLY",
-	    "wait") ? TUNING_PARTS_EARLY_WAIT : TUNING_PARTS_EARLY_ON;
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
 	load_test_hooks();
 }

@@ -57,7 +57,7 @@ head_pack() {	# head_pack SID: the pack of its record's head
 }
 rebuild() { rm -rf "$XDG_STATE_HOME/coffer"; }
 
-test_expect_success 'setup: three levels in parts, a format 1 record, two trees of empty files' '
+test_expect_success 'setup: three levels in parts, a small full, two trees of empty files' '
 	coffer_init_keyfile repo &&
 	mkdir -p a && for d in 1 2 3 4 5 6; do
 		mkdir a/d$d &&
@@ -73,7 +73,7 @@ test_expect_success 'setup: three levels in parts, a format 1 record, two trees 
 	mkdir a/d7 && echo new >a/d7/n &&
 	COFFER_PACK_SIZE=20000 snap ds-a a incremental &&
 	mkdir -p old && echo one >old/one && echo two >old/two &&
-	COFFER_RECORD_FORMAT=1 snap ds-old old full &&
+	snap ds-old old full &&
 	mkdir -p x y && for f in $(seq 1 100); do
 		: >x/e$f && : >y/e$f || return 1
 	done &&
@@ -186,7 +186,7 @@ zsnap() {
 		2>v.err && sid=$(json_get b.json "\$j->{snapshot}")
 }
 
-test_expect_success 'a full record built from its spooled rows holds what one read from the catalog holds' '
+test_expect_success 'a full record built from its spooled rows holds what the catalog holds' '
 	mkdir -p z/sub z/deep/er && for f in $(seq 1 40); do
 		echo "z $f" >z/sub/f$f || return 1
 	done &&
@@ -199,8 +199,6 @@ test_expect_success 'a full record built from its spooled rows holds what one re
 	fi &&
 	zsnap ds-z1 z && grep "record: built from the rows spooled" v.err &&
 	echo $sid >Z1 &&
-	COFFER_RECORD_SPOOL=0 zsnap ds-z2 z &&
-	grep "record: read from the catalog" v.err && echo $sid >Z2 &&
 	# Further names of a file are spooled with their content read back
 	# from the catalog: 41 names in links/ (parts of 16 entries: most in
 	# another part than their first), one of a file of many chunks.
@@ -211,14 +209,15 @@ test_expect_success 'a full record built from its spooled rows holds what one re
 	ln zl/deep/multi.bin zl/links/multi.bin &&
 	zsnap ds-zl1 zl && grep "record: built from the rows spooled" v.err &&
 	echo $sid >ZL1 &&
-	COFFER_RECORD_SPOOL=0 zsnap ds-zl2 zl && echo $sid >ZL2 &&
+	# The rows the runs wrote, then the rows their records give back.
+	rows z-written &&
+	zrows $(cat Z1) z-written >z-w && zrows $(cat ZL1) z-written >zl-w &&
 	rebuild && coffer -r repo snapshots >/dev/null &&
 	rows z-rows &&
-	zrows $(cat Z1) z-rows >z1 && zrows $(cat Z2) z-rows >z2 &&
-	test_line_count -gt 45 z1 && test_cmp z2 z1 &&
+	zrows $(cat Z1) z-rows >z1 && zrows $(cat ZL1) z-rows >zl1 &&
+	test_line_count -gt 45 z1 && test_cmp z-w z1 &&
 	grep -q "|3|" z1 &&
-	zrows $(cat ZL1) z-rows >zl1 && zrows $(cat ZL2) z-rows >zl2 &&
-	test_line_count -gt 85 zl1 && test_cmp zl2 zl1 &&
+	test_line_count -gt 85 zl1 && test_cmp zl-w zl1 &&
 	test $(grep -c "^$(hexname links/multi.bin)|" zl1) = 1 &&
 	rm -rf outz && coffer -r repo restore $(cat Z1) outz &&
 	treecmp z outz &&
@@ -274,46 +273,6 @@ test_expect_success 'a part that outgrows the room it is first given is built ag
 	test_line_count = 301 b1 && test_cmp b1 b2 &&
 	rm -rf outb && coffer -r repo restore $(cat B2) outb &&
 	treecmp big outb
-'
-
-# Parts built during the walk (COFFER_RECORD_PARTS_EARLY): "wait" has
-# each built as soon as the spool closes it, and stored at the
-# recorder's next step, which files of 128 KiB bring every 48 files: of
-# the 13 parts of 200 files, several are stored before the walk ends.
-test_expect_success 'parts built during the walk hold what parts built at the end hold' '
-	mkdir -p early && for d in 1 2 3 4; do
-		mkdir early/d$d &&
-		for f in $(seq 1 50); do
-			head -c 131072 /dev/urandom >early/d$d/f$f || return 1
-		done
-	done &&
-	COFFER_RECORD_PARTS_EARLY=wait zsnap ds-e1 early && echo $sid >E1 &&
-	grep -E "record: ([3-9]|1[0-9]) parts made as the run went on" v.err &&
-	COFFER_RECORD_PARTS_EARLY=0 zsnap ds-e2 early && echo $sid >E2 &&
-	! grep "parts made as the run went on" v.err &&
-	rebuild && coffer -r repo snapshots >/dev/null &&
-	rows e-rows &&
-	zrows $(cat E1) e-rows >e1 && zrows $(cat E2) e-rows >e2 &&
-	test_line_count = 205 e1 && test_cmp e2 e1 &&
-	coffer -r repo verify --json >v.json &&
-	json_check v.json "\$j->{errors} == 0 && \$j->{broken_snapshots} == 0" &&
-	rm -rf oute && coffer -r repo restore $(cat E1) oute &&
-	treecmp early oute
-'
-
-test_expect_success 'killed once parts built during the walk are stored: no snapshot of it, the next run completes' '
-	listing before &&
-	echo more >early/d1/more &&
-	test_expect_code 137 env COFFER_RECORD_PARTS_EARLY=wait \
-		COFFER_TEST_RAISE=backup-early-part:2:KILL \
-		"$COFFER" -r repo backup --level full ds-e3 early &&
-	rebuild && listing after && test_cmp before after &&
-	coffer -r repo verify --json >v.json &&
-	json_check v.json "\$j->{errors} == 0 && \$j->{broken_snapshots} == 0" &&
-	COFFER_RECORD_PARTS_EARLY=wait zsnap ds-e3 early &&
-	grep "parts made as the run went on" v.err &&
-	rebuild && rm -rf oute && coffer -r repo restore ds-e3@latest oute &&
-	treecmp early oute
 '
 
 test_done

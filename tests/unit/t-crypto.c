@@ -995,7 +995,7 @@ paper_typos_caught(struct buf *t, int lines, int col)
 {
 	uint8_t rid[CCRYPTO_REPO_ID_BYTES];
 	struct ccrypto_keys *k;
-	char tag[8], c, *line;
+	char tag[16], c, *line;
 	int i, caught = 0;
 
 	for (i = 1; i <= lines; i++) {
