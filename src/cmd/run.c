@@ -19,13 +19,12 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "coffer/crypto.h"
+#include "coffer/engine-keys.h"
 #include "coffer/engine-run.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/policy.h"
-#include "coffer/repo.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
@@ -217,7 +216,7 @@ check_key(const void *arg, struct repo *r)
 	const struct policy *p = arg;
 	struct refusal rf;
 
-	if (!ccrypto_keys_write_only(repo_keys(r)))
+	if (!engine_key_write_only(r))
 		return (STATUS_OK);
 	rf.file = p->file;
 	rf.n = 0;
