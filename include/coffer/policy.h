@@ -227,6 +227,9 @@ const struct retention *policy_retention(const struct policy *p,
  */
 void policy_needs_read(const struct policy *p,
     void (*fn)(void *arg, int line, const char *what), void *arg);
+/* The dataset named, or NULL. */
+const struct policy_dataset *policy_dataset_find(const struct policy *p,
+    const char *name);
 /* The export target named, or NULL. */
 const struct policy_export *policy_export_find(const struct policy *p,
     const char *target);

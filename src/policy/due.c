@@ -238,17 +238,6 @@ repo_datasets(struct due *d)
 	return (0);
 }
 
-static const struct policy_dataset *
-own_dataset(const struct policy *p, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < p->ndatasets; i++)
-		if (strcmp(p->datasets[i].name, name) == 0)
-			return (&p->datasets[i]);
-	return (NULL);
-}
-
 /*
  * A dataset a section names that is neither the policy's nor the
  * repository's (yet: another host may not have backed it up): a warning,
@@ -260,7 +249,7 @@ known(struct due *d, int job, const char *name, int line)
 	struct policy_action *a;
 
 	/* bsearch wants a base even for no element. */
-	if (own_dataset(d->p, name) != NULL || (d->nrepo > 0 &&
+	if (policy_dataset_find(d->p, name) != NULL || (d->nrepo > 0 &&
 	    bsearch(&name, d->repo, d->nrepo, sizeof(*d->repo), by_name) !=
 	    NULL))
 		return (1);
@@ -304,7 +293,7 @@ plan_exports(struct due *d)
 	for (i = 0; i < d->nh; i++)
 		if (d->h[i].job == POLICY_BACKUP && d->h[i].ok &&
 		    d->h[i].subject != NULL &&
-		    own_dataset(p, d->h[i].subject) != NULL)
+		    policy_dataset_find(p, d->h[i].subject) != NULL)
 			nsnaps++;
 	for (i = 0; i < d->out->n; i++)
 		backups += d->out->v[i].job == POLICY_BACKUP &&
@@ -375,7 +364,7 @@ plan_forgets(struct due *d)
 	    retention_any(&p->keep) ? d->nrepo : 0;
 	for (i = 0; i < nd; i++) {
 		ds = p->nkeep_datasets ? p->keep_datasets[i] : d->repo[i];
-		if (own_dataset(p, ds) != NULL)
+		if (policy_dataset_find(p, ds) != NULL)
 			continue;
 		if ((rc = known(d, POLICY_FORGET, ds,
 		    p->keep_datasets_line)) <= 0) {
