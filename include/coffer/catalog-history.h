@@ -147,6 +147,16 @@ int catalog_run_list(struct catalog *c, int64_t since_ns,
     int (*cb)(void *arg, const struct catalog_run *r,
     const struct catalog_run_action *a, size_t n), void *arg);
 
+/*
+ * For each kind and subject of action, and done or not, the run clock's
+ * time of the newest such action (src/catalog/run.c): what coffer run's
+ * schedules need of the history.  Strings valid during the call.  Stops
+ * and returns cb's value when it is non-zero; 0 or -1.
+ */
+int catalog_run_newest(struct catalog *c, int (*cb)(void *arg,
+    const char *kind, const char *subject, int done, int64_t time_ns),
+    void *arg);
+
 
 /*
  * The highest coffer.conf generation this catalog has seen (0: none):

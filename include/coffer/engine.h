@@ -611,36 +611,6 @@ enum engine_result engine_drill_bundles(struct catalog *host,
     struct drill_result *res, struct import_result *imp);
 
 /*
- * Key rotation (src/engine/keys.c; coffer-key(1), ROTATION).  Each under
- * the writer lock with a full key (ENGINE_REFUSED with a write-only one).
- * engine_key_rotate: a new key epoch, its number to *epoch; packs written
- * from then on are sealed to it.
- * engine_key_rewrap: first finishes a rewrap cut short, then reseals every
- * pack's key that is not sealed to the newest epoch, in its header only
- * (crash-safe: see pack_rewrap), and updates the catalog's pack hashes.
- * A pack whose key does not open (sealed to an epoch this key does not
- * hold, or damaged) is named and left as it is: ENGINE_DAMAGED at the end.
- * engine_key_retire: refuses epoch 1 (derived from the master secret)
- * and, naming their number, an epoch that packs are still sealed to;
- * else the secret leaves the keyring and coffer.conf marks it retired.
- * engine_key_epoch_packs: how many packs are sealed to each of the n
- * epochs, from their headers (no key needed); *other: packs whose header
- * could not be read (reported).  0 or -1.
- */
-struct key_rewrap_result {
-	uint32_t epoch;			/* sealed to now */
-	uint64_t packs;			/* looked at */
-	uint64_t rewrapped;		/* headers rewritten */
-	uint64_t skipped;		/* keys that did not open: left */
-};
-enum engine_result engine_key_rotate(struct repo *r, uint32_t *epoch);
-enum engine_result engine_key_rewrap(struct repo *r, struct catalog *c,
-    struct key_rewrap_result *res);
-enum engine_result engine_key_retire(struct repo *r, struct catalog *c,
-    uint32_t epoch);
-int engine_key_epoch_packs(struct repo *r, uint32_t *epochs, size_t *counts,
-    size_t n, size_t *other);
-/*
  * Under the writer lock: finish a rewrap that a crash cut short (the
  * intent file), each pack then with its new header whole, and note their
  * hashes in c (may be NULL).  Needs a full key.  0 or -1 (reported).

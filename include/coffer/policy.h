@@ -234,8 +234,91 @@ const struct retention *policy_retention(const struct policy *p,
  */
 void policy_needs_read(const struct policy *p,
     void (*fn)(void *arg, int line, const char *what), void *arg);
+/* The dataset named, or NULL. */
+const struct policy_dataset *policy_dataset_find(const struct policy *p,
+    const char *name);
 /* The export target named, or NULL. */
 const struct policy_export *policy_export_find(const struct policy *p,
     const char *target);
+
+/*
+ * What a policy has due at a time (src/policy/due.c): a pure function of
+ * the policy, the clock and the history, which reads no catalog, no clock
+ * and prints nothing, so that months of schedules run on a fake clock in a
+ * unit test (tests/unit/t-schedule.c).  The engine fills the history from
+ * the catalog (engine_run_history); coffer run does what comes out.
+ */
+enum policy_job {
+	POLICY_BACKUP,
+	POLICY_EXPORT,
+	POLICY_FORGET,
+	POLICY_PRUNE,
+	POLICY_DRILL,
+	POLICY_VERIFY
+};
+#define POLICY_JOBS 6
+/* "backup", "export", "forget", "prune", "drill", "verify". */
+const char *policy_job_name(int job);
+
+/*
+ * One thing done, or tried, in the history.  subject: the dataset of a
+ * backup or forget, the target of an export, "DRILL/DATASET" for a drill,
+ * the [verify] name, "" for a prune.  time_ns: a backup's snapshot start,
+ * an export's bundle creation, the run's clock (--now) for the others.
+ * ok: a complete snapshot, a bundle, an action that counts as done; 0: one
+ * that failed (said in the reasons, never counted as done).
+ */
+struct policy_event {
+	int job;			/* enum policy_job */
+	const char *subject;
+	int level;			/* backup, export: 0 full, 1
+					 * differential, 2 incremental; else
+					 * -1 */
+	int64_t time_ns;
+	int ok;
+};
+
+/*
+ * A job policy_due looked at.  due: to be done now, at level, for slot
+ * (the newest slot at or before now), last done at last (0: never).  Not
+ * due: slot is the next slot (INT64_MAX: none) and reason says why.
+ * warn: a dataset that a [retention] or [drill] section names at line
+ * `line` and the repository does not hold (yet); reason says so and the
+ * run ends with a warning.  Pointers point into the policy and the
+ * history given.
+ */
+struct policy_action {
+	int job;			/* enum policy_job */
+	int due, warn, line;
+	const struct policy_dataset *ds;	/* backup; forget of its own */
+	const struct policy_export *ex;		/* export */
+	const struct policy_drill *dr;		/* drill */
+	const struct policy_verify *vf;		/* verify */
+	const char *dataset;		/* export, forget, drill: one dataset
+					 * (an export of all: NULL) */
+	char subject[160];		/* as in struct policy_event */
+	int level;			/* backup, export; else -1 */
+	int64_t slot, last;
+	char reason[320];
+};
+struct policy_plan {
+	struct policy_action *v;	/* in the order to do them: backups,
+					 * exports, forgets, prune, drills,
+					 * verifies */
+	size_t n, ndue;
+	int warned;			/* an action with warn set */
+};
+
+/*
+ * Every job of p at now, given the history h (n events, in any order),
+ * into *out: those due (due = 1) with their slot, "slot T, last done T"
+ * or "slot T, never done" as reason, and those not due with why.  A job
+ * is due as schedule_due says; a dataset of the repository is one with a
+ * complete snapshot in h.  0, or -1 out of memory (reported);
+ * policy_plan_release frees *out.
+ */
+int policy_due(const struct policy *p, int64_t now,
+    const struct policy_event *h, size_t n, struct policy_plan *out);
+void policy_plan_release(struct policy_plan *plan);
 
 #endif

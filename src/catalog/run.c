@@ -201,3 +201,27 @@ out:
 	sqlite3_finalize(runs);
 	return (ret);
 }
+
+int
+catalog_run_newest(struct catalog *c, int (*cb)(void *arg, const char *kind,
+    const char *subject, int done, int64_t time_ns), void *arg)
+{
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	if ((st = cat_prepare(c, "SELECT a.kind, a.subject, a.done != 0,"
+	    " max(r.time_ns) FROM run_action a JOIN run r ON r.id = a.run_id"
+	    " GROUP BY 1, 2, 3", "read the runs")) == NULL)
+		return (-1);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if ((ret = cb(arg, col_text(st, 0), col_text(st, 1),
+		    sqlite3_column_int(st, 2), sqlite3_column_int64(st, 3))) !=
+		    0)
+			break;
+	if (ret == 0 && rc != SQLITE_DONE) {
+		log_error("cannot read the runs: %s", sqlite3_errmsg(c->db));
+		ret = -1;
+	}
+	sqlite3_finalize(st);
+	return (ret);
+}

@@ -67,7 +67,7 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 	char **ex = NULL, *latest = NULL, sz[32];
 	const char *dataset, *name;
 	size_t nex = 0, n;
-	int ch, st, rc;
+	int ch, st;
 
 	memset(&o, 0, sizeof(o));
 	memset(&s, 0, sizeof(s));
@@ -122,10 +122,8 @@ cmd_audit(int argc, char **argv, const struct global_opts *g)
 	 * written, so no lock. */
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		goto out0;
-	if ((rc = catalog_snapshot_find(c, name, &s)) <= 0) {
-		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+	if ((st = cmd_snapshot(c, name, &s)) != STATUS_OK)
 		goto out;
-	}
 	if (strcmp(s.dataset, dataset) != 0) {
 		log_error("snapshot %.12s is of dataset '%s', not '%s'", s.sid,
 		    s.dataset, dataset);

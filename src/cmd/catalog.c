@@ -13,8 +13,8 @@
 #include "cmd.h"
 #include "coffer/catalog-history.h"
 #include "coffer/catalog-known.h"
-#include "coffer/crypto.h"
-#include "coffer/engine.h"
+#include "coffer/engine-keys.h"
+#include "coffer/engine-catalog.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
@@ -89,34 +89,17 @@ rebuild(const struct global_opts *g, int json)
 {
 	struct sync_result res;
 	struct jw j;
-	struct catalog *c = NULL, *n = NULL;
 	struct repo *r;
-	char *path = NULL, tmp[PATH_MAX], aside[PATH_MAX + 64] = "";
-	int st = STATUS_REPO;
+	char aside[PATH_MAX + 64];
+	int st;
 
 	if ((st = cmd_open(g, OPEN_KEYS, &r, NULL)) != STATUS_OK)
 		return (st);
-	st = STATUS_REPO;
-	path = g->catalog ? strdup(g->catalog) :
-	    catalog_default_path(repo_id_hex(r), repo_path(r));
-	if (path == NULL || (size_t)snprintf(tmp, sizeof(tmp), "%s.rebuild",
-	    path) >= sizeof(tmp)) {
-		log_error("cannot find a place for the catalog");
-		goto out;
+	if (engine_catalog_rebuild(r, g->catalog, g->wait, &res, aside,
+	    sizeof(aside))) {
+		cmd_close(r, NULL);
+		return (STATUS_REPO);
 	}
-	if ((c = catalog_open_or_reset(path, aside, sizeof(aside))) == NULL ||
-	    catalog_lock(c, g->wait))
-		goto out;
-	/* What an interrupted rebuild left. */
-	(void)unlink(tmp);
-	if ((n = catalog_open(tmp)) == NULL)
-		goto out;
-	if (engine_sync(r, n, &res) || catalog_copy_history(n, path))
-		goto out;
-	catalog_close(n);
-	n = NULL;
-	if (catalog_replace(c, tmp, aside, sizeof(aside)))
-		goto out;
 	if (json) {
 		jw_init(&j, stdout);
 		jw_begin_object(&j);
@@ -127,20 +110,15 @@ rebuild(const struct global_opts *g, int json)
 		print_sync("rebuilt", &res, aside);
 	}
 	/* What the new catalog cannot know: said once, here. */
-	if (ccrypto_keys_write_only(repo_keys(r)) && !json && log_level >= 0)
+	if (engine_key_write_only(r) && !json && log_level >= 0)
 		printf("this key is write-only: the new catalog knows every "
 		    "pack's chunks and %zu snapshot%s by their views, not "
 		    "their files; the next backup of each dataset is a full (it "
 		    "stores only what is new)\n", res.known,
 		    res.known == 1 ? "" : "s");
-	st = res.packs_bad || res.records_bad ? STATUS_INTEGRITY : STATUS_OK;
-out:
-	catalog_close(n);
-	if (st != STATUS_OK && st != STATUS_INTEGRITY)
-		(void)unlink(tmp);
-	free(path);
-	cmd_close(r, c);
-	return (st);
+	cmd_close(r, NULL);
+	return (res.packs_bad || res.records_bad ? STATUS_INTEGRITY :
+	    STATUS_OK);
 }
 
 /*
@@ -209,25 +187,16 @@ check(const struct global_opts *g, int json)
 	struct jw j;
 	struct catalog *c;
 	struct repo *r;
-	int st, held;
+	int st;
 
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		return (st);
 	/* Once more, for the counts: an up-to-date catalog reads nothing. */
-	if ((held = catalog_lock_try(c)) <= 0) {
-		if (held == 0)
-			log_error("catalog is being written by another coffer "
-			    "process; check again when it is done");
+	if (engine_catalog_resync(r, c, &res)) {
 		cmd_close(r, c);
 		return (STATUS_REPO);
 	}
-	st = engine_sync(r, c, &res);
-	catalog_unlock(c);
-	if (st) {
-		cmd_close(r, c);
-		return (STATUS_REPO);
-	}
-	if (ccrypto_keys_write_only(repo_keys(r))) {
+	if (engine_key_write_only(r)) {
 		st = check_views(r, c, &res, json);
 		cmd_close(r, c);
 		return (st);
@@ -283,8 +252,7 @@ cmd_catalog_path(int argc, char **argv, const struct global_opts *g)
 		return (cmd_usage_error("catalog path"));
 	if ((st = cmd_open(g, 0, &r, NULL)) != STATUS_OK)
 		return (st);
-	path = g->catalog ? strdup(g->catalog) :
-	    catalog_default_path(repo_id_hex(r), repo_path(r));
+	path = engine_catalog_path(r, g->catalog);
 	repo_close(r);
 	if (path == NULL)
 		return (STATUS_ERROR);

@@ -212,7 +212,8 @@ enum {
 
 /*
  * Open the repository named by the global options, unlock it (asking for
- * a passphrase if needed) and open its catalog.  Returns STATUS_OK, or the
+ * a passphrase if needed) and open its catalog: engine_open
+ * (engine-open.h) with the global options.  Returns STATUS_OK, or the
  * status to exit with (the error is reported).
  */
 int cmd_open(const struct global_opts *g, int flags, struct repo **r,
@@ -244,6 +245,14 @@ int cmd_catalog_damaged(void);
  */
 int cmd_open_scratch(void *arg, const char *repo, const char *catalog,
     struct repo **r, struct catalog **c);
+
+/*
+ * The snapshot called name ("DATASET@latest", an id prefix, ...) into *s:
+ * STATUS_OK, STATUS_USAGE when there is none (reported), STATUS_REPO on
+ * an error.  catalog_snapshot_release frees *s, also after a failure.
+ */
+int cmd_snapshot(struct catalog *c, const char *name,
+    struct catalog_snapshot *s);
 
 /*
  * The exit status of an engine's result (coffer/status.h, man/coffer.1):

@@ -14,9 +14,8 @@
 #include "cmd.h"
 #include "coffer/catalog-history.h"
 #include "coffer/crypto.h"
-#include "coffer/engine.h"
+#include "coffer/engine-open.h"
 #include "coffer/log.h"
-#include "coffer/repo-keys.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
 
@@ -267,16 +266,20 @@ cmd_open_need_full(const void *arg, struct repo *r)
 	return (engine_need_full(r, arg) ? STATUS_USAGE : STATUS_OK);
 }
 
+/* engine_open's passphrase: the global options', else the terminal. */
+static int
+open_passphrase(void *arg, char **pass, size_t *len)
+{
+	return (cmd_passphrase(arg, "passphrase: ", 0, pass, len));
+}
+
 int
 cmd_open_checked(const struct global_opts *g, int flags,
     int (*check)(const void *arg, struct repo *r), const void *arg,
     struct repo **rp, struct catalog **cp)
 {
-	struct repo *r;
-	struct catalog *c = NULL;
-	char *pass = NULL, *catpath = NULL, aside[PATH_MAX + 64];
-	size_t passlen = 0;
-	int st, rc = 0;
+	struct engine_open_opts o;
+	int rc, damaged;
 
 	*rp = NULL;
 	if (cp)
@@ -285,97 +288,32 @@ cmd_open_checked(const struct global_opts *g, int flags,
 		log_error("no repository given: use -r REPO or COFFER_REPO");
 		return (STATUS_USAGE);
 	}
-	if ((r = repo_open(g->repo)) == NULL)
-		return (STATUS_REPO);
-	/*
-	 * The catalog is chosen by the repository's id, which only the key
-	 * authenticates (coffer.conf's MAC), and brought up to date from
-	 * signed records: a command that uses it unlocks the keys first.
-	 */
-	if ((flags & OPEN_KEYS) || cp) {
-		/* Where the catalog is, by the id coffer.conf claims (only a
-		 * hint is read from there before the key checks it) and the
-		 * repository's place. */
-		if (g->catalog)
-			catpath = strdup(g->catalog);
-		else
-			catpath = catalog_default_path(repo_id_hex(r),
-			    repo_path(r));
-		if (catpath == NULL && cp) {
-			log_error("cannot find a place for the catalog (set "
-			    "--catalog or XDG_STATE_HOME)");
-			st = STATUS_REPO;
-			goto err;
-		}
-		if (g->key_file == NULL &&
-		    (st = cmd_passphrase(g, "passphrase: ", 0, &pass,
-		    &passlen)) != STATUS_OK)
-			goto err;
-		if (g->key_file == NULL) {
-			char hint[REPO_SLOT_NAME_MAX];
-
-			catalog_slot_hint_get(catpath, hint, sizeof(hint));
-			repo_slot_prefer(r, hint);
-		}
-		if (repo_unlock(r, g->key_file, pass, passlen)) {
-			st = STATUS_REPO;
-			goto err;
-		}
-		cmd_passphrase_free(pass, passlen);
-		pass = NULL;
-		/* What the key cannot do is refused before it is used. */
-		if (check != NULL && (st = check(arg, r)) != STATUS_OK)
-			goto err;
-	}
-	if (cp) {
-		if ((c = catalog_open_or_reset(catpath, aside,
-		    sizeof(aside))) == NULL) {
-			st = STATUS_REPO;
-			goto err;
-		}
-		catalog_slot_hint_set(catpath, repo_unlocked_slot(r));
-	}
-	free(catpath);
-	catpath = NULL;
-	if (flags & OPEN_ROTATE)
-		repo_allow_unlisted(r);
-	if ((flags & OPEN_WRITE) && engine_prepare_write(r, c, g->wait)) {
-		st = STATUS_REPO;
-		goto err;
-	}
-	/* The repository is the source of truth; the catalog catches up. */
-	if (c != NULL && (rc = engine_catalog_update(r, c)) < 0) {
-		st = STATUS_REPO;
-		goto err;
-	}
-	/* Again with what the records taught a new catalog: a coffer.conf
-	 * older than the repository has seen stops a writer. */
-	if (c != NULL && engine_generation_check(r, c,
-	    (flags & OPEN_WRITE) != 0)) {
-		st = STATUS_REPO;
-		goto err;
-	}
-	if (flags & OPEN_WRITE)
-		engine_journal_catch_up(r, c);
-	if (c != NULL && rc > 0)
+	memset(&o, 0, sizeof(o));
+	o.repo = g->repo;
+	o.catalog = g->catalog;
+	o.key_file = g->key_file;
+	o.unlock = (flags & OPEN_KEYS) != 0;
+	o.want_catalog = cp != NULL;
+	o.write = (flags & OPEN_WRITE) != 0;
+	o.rotate = (flags & OPEN_ROTATE) != 0;
+	o.wait = g->wait;
+	o.passphrase = open_passphrase;
+	o.pass_free = cmd_passphrase_free;
+	o.check = check;
+	o.check_arg = arg;
+	o.arg = (void *)(uintptr_t)g;
+	/* -1: the repository's error; else what a callback said. */
+	if ((rc = engine_open(&o, rp, cp, &damaged)) != 0)
+		return (rc < 0 ? STATUS_REPO : rc);
+	if (damaged)
 		catalog_damage = 1;
-	*rp = r;
-	if (cp)
-		*cp = c;
 	return (STATUS_OK);
-err:
-	cmd_passphrase_free(pass, passlen);
-	free(catpath);
-	catalog_close(c);
-	repo_close(r);
-	return (st);
 }
 
 void
 cmd_close(struct repo *r, struct catalog *c)
 {
-	catalog_close(c);
-	repo_close(r);
+	engine_close(r, c);
 }
 
 int
@@ -515,4 +453,14 @@ cmd_listing(int argc, char **argv, const struct global_opts *g,
 		jw_end_array(&ls.j);
 	cmd_close(r, c);
 	return (st);
+}
+
+int
+cmd_snapshot(struct catalog *c, const char *name, struct catalog_snapshot *s)
+{
+	int rc;
+
+	if ((rc = catalog_snapshot_find(c, name, s)) > 0)
+		return (STATUS_OK);
+	return (rc < 0 ? STATUS_REPO : STATUS_USAGE);
 }

@@ -22,7 +22,7 @@ cmd_consolidate(int argc, char **argv, const struct global_opts *g)
 	struct consolidate_result res;
 	struct repo *r;
 	struct catalog *c;
-	int ch, st, rc, json = 0;
+	int ch, st, json = 0;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_consolidate_options)) != -1) {
 		if (ch != 'j')
@@ -34,10 +34,8 @@ cmd_consolidate(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		return (st);
 	memset(&src, 0, sizeof(src));
-	if ((rc = catalog_snapshot_find(c, argv[optind], &src)) <= 0) {
-		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+	if ((st = cmd_snapshot(c, argv[optind], &src)) != STATUS_OK)
 		goto out;
-	}
 	if ((st = cmd_status(engine_consolidate(r, c, &src, &res))) !=
 	    STATUS_OK)
 		goto out;

@@ -59,7 +59,7 @@ cmd_diff(int argc, char **argv, const struct global_opts *g)
 	struct diff_state d;
 	struct repo *r;
 	struct catalog *c;
-	int ch, st, rc;
+	int ch, st;
 
 	memset(&d, 0, sizeof(d));
 	while ((ch = cmd_getopt(argc, argv, cmd_diff_options)) != -1) {
@@ -74,11 +74,9 @@ cmd_diff(int argc, char **argv, const struct global_opts *g)
 		return (st);
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
-	if ((rc = catalog_snapshot_find(c, argv[optind], &a)) <= 0 ||
-	    (rc = catalog_snapshot_find(c, argv[optind + 1], &b)) <= 0) {
-		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+	if ((st = cmd_snapshot(c, argv[optind], &a)) != STATUS_OK ||
+	    (st = cmd_snapshot(c, argv[optind + 1], &b)) != STATUS_OK)
 		goto out;
-	}
 	if (a.dataset_id != b.dataset_id)
 		log_warn("comparing snapshots of different datasets ('%s' and "
 		    "'%s')", a.dataset, b.dataset);

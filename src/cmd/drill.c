@@ -345,7 +345,7 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 	struct catalog *c;
 	const char *metrics_file = NULL, *from = NULL;
 	char *source = NULL;
-	int ch, st, rc, json = 0;
+	int ch, st, json = 0;
 
 	memset(&o, 0, sizeof(o));
 	while ((ch = cmd_getopt(argc, argv, cmd_drill_options)) != -1) {
@@ -418,10 +418,9 @@ cmd_drill(int argc, char **argv, const struct global_opts *g)
 		bo.arg = (void *)(uintptr_t)g;
 		st = cmd_status(engine_drill_bundles(c, &bo, &s, &res,
 		    &imp));
-	} else if ((rc = catalog_snapshot_find(c, argv[optind], &s)) <= 0) {
-		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+	} else if ((st = cmd_snapshot(c, argv[optind], &s)) != STATUS_OK)
 		goto out;
-	} else
+	else
 		st = cmd_status(engine_drill(r, c, &s, &o, &res));
 	if (res.rec.verdict != NULL) {
 		if (json)

@@ -81,7 +81,7 @@ cmd_export(int argc, char **argv, const struct global_opts *g)
 	struct catalog_snapshot snap;
 	struct repo *r;
 	struct catalog *c;
-	int ch, st, rc, json = 0, all = 0;
+	int ch, st, json = 0, all = 0;
 
 	memset(&o, 0, sizeof(o));
 	memset(&snap, 0, sizeof(snap));
@@ -128,10 +128,8 @@ cmd_export(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		return (st);
 	if (!all) {
-		if ((rc = catalog_snapshot_find(c, argv[optind], &snap)) <= 0) {
-			st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+		if ((st = cmd_snapshot(c, argv[optind], &snap)) != STATUS_OK)
 			goto out;
-		}
 		o.snapshot = &snap;
 	}
 	if ((st = cmd_status(engine_export(r, c, &o, &res))) == STATUS_OK)

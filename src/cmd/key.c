@@ -1,33 +1,19 @@
 /*
- * coffer key list | add | passwd | remove | export | import: the key
- * slots of a repository and the forms its key travels in (a key file, a
- * paper key).  Every slot wraps the same key material, so none of this
- * rewrites a pack.  See coffer-key(1) and doc/format.md.
+ * coffer key list | add | passwd | remove | export | import | rotate |
+ * retire: options, the engine (src/engine/keyslots.c, keys.c), what came
+ * of it printed.  See coffer-key(1) and doc/format.md.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cmd.h"
-#include "coffer/catalog-history.h"
-#include "coffer/catalog.h"
-#include "coffer/crypto.h"
-#include "coffer/engine.h"
+#include "coffer/engine-keys.h"
 #include "coffer/fmt.h"
 #include "coffer/fsutil.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
-#include "coffer/repo-keys.h"
 #include "coffer/status.h"
-
-/* A key file or paper key is a few hundred bytes; anything larger is
- * not one. */
-#define KEY_TEXT_MAX 65536
 
 const struct cmd_option cmd_key_list_options[] = {
 	CMD_OPT_FLAG('j', "json", "print the slots and epochs as JSON"),
@@ -95,9 +81,8 @@ add_slot(struct repo *r, const char *newfile, uint64_t mem, int wo)
 
 	if ((st = new_passphrase(newfile, &pass, &passlen)) != STATUS_OK)
 		return (st);
-	if (repo_slot_add(r, pass, passlen, mem, wo, name))
-		st = STATUS_ERROR;
-	else
+	if ((st = cmd_status(engine_key_add(r, pass, passlen, mem, wo,
+	    name))) == STATUS_OK)
 		printf("added key slot %s (%s)\n", name, wo ? "write-only" :
 		    "full");
 	cmd_passphrase_free(pass, passlen);
@@ -112,8 +97,8 @@ open_locked(const struct global_opts *g, struct repo **r)
 
 	if ((st = cmd_open(g, OPEN_KEYS, r, NULL)) != STATUS_OK)
 		return (st);
-	if (repo_lock(*r, g->wait)) {
-		repo_close(*r);
+	if (engine_key_lock(*r, g->wait)) {
+		cmd_close(*r, NULL);
 		*r = NULL;
 		return (STATUS_REPO);
 	}
@@ -131,43 +116,18 @@ kind_name(int kind)
 	}
 }
 
-/* Each key's last use to write, from the catalog's key_use rows. */
-struct key_uses {
-	struct key_use {
-		char key[CATALOG_KEY_NAME_MAX + 1];
-		int64_t ns;
-	} *v;
-	size_t n, cap;
-};
-
-static int
-key_use_cb(void *arg, const char *key, int64_t ns, const char *host)
-{
-	struct key_uses *u = arg;
-
-	(void)host;
-	if (array_grow(&u->v, &u->cap, u->n, sizeof(*u->v), 8)) {
-		log_errno("out of memory");
-		return (-1);
-	}
-	snprintf(u->v[u->n].key, sizeof(u->v[u->n].key), "%s", key);
-	u->v[u->n++].ns = ns;
-	return (0);
-}
-
 /* key's last use, formatted into when; 0 when never (when is "never"). */
 static int64_t
-last_use(const struct key_uses *u, const char *key, char *when, size_t size)
+last_use(const struct engine_key_uses *u, const char *key, char *when,
+    size_t size)
 {
-	size_t i;
+	int64_t ns = engine_key_last_use(u, key);
 
-	for (i = 0; i < u->n; i++)
-		if (strcmp(u->v[i].key, key) == 0) {
-			fmt_time(when, size, u->v[i].ns);
-			return (u->v[i].ns);
-		}
-	snprintf(when, size, "never");
-	return (0);
+	if (ns != 0)
+		fmt_time(when, size, ns);
+	else
+		snprintf(when, size, "never");
+	return (ns);
 }
 
 /*
@@ -179,89 +139,63 @@ last_use(const struct key_uses *u, const char *key, char *when, size_t size)
  */
 static int
 key_uses_read(const struct global_opts *g, struct repo *r,
-    struct key_uses *u, int *known)
+    struct engine_key_uses *u, int *known)
 {
 	struct repo *kr = NULL;
 	struct catalog *c = NULL;
-	struct stat sb;
-	char *path;
 	int rc;
 
-	if (g->key_file || g->passphrase_file || g->env_pass) {
-		if (cmd_open(g, OPEN_KEYS, &kr, &c) != STATUS_OK)
-			return (-1);
-	} else {
-		if ((path = g->catalog ? strdup(g->catalog) :
-		    catalog_default_path(repo_id_hex(r),
-		    repo_path(r))) == NULL)
-			return (-1);
-		rc = stat(path, &sb);
-		if (rc == 0)
-			c = catalog_open(path);
-		free(path);
-		if (rc != 0)
-			return (0);	/* no catalog: no use known here */
-		if (c == NULL)
-			return (-1);
-	}
+	if (!g->key_file && !g->passphrase_file && !g->env_pass)
+		return (engine_key_uses_local(r, g->catalog, u, known));
+	if (cmd_open(g, OPEN_KEYS, &kr, &c) != STATUS_OK)
+		return (-1);
 	*known = 1;
-	rc = catalog_key_use_last(c, key_use_cb, u);
+	rc = engine_key_uses_read(c, u);
 	cmd_close(kr, c);
-	return (rc ? -1 : 0);
+	return (rc);
 }
 
 /*
- * The key epochs (coffer.conf's, readable without a key) with the number
- * of packs sealed to each, from their headers: as JSON into j, or a
- * table.  0 or -1 (reported).
+ * The key epochs with the number of packs sealed to each: as JSON into
+ * j, or a table.  0 or -1 (reported).
  */
 static int
 list_epochs(struct repo *r, struct jw *j)
 {
-	const struct repo_epoch *ep;
-	uint32_t nums[REPO_EPOCHS_MAX + 1];
-	size_t counts[REPO_EPOCHS_MAX + 1], i, n, other;
+	struct engine_key_epoch *ep;
 	char when[32], retired[32];
+	size_t i, n, other;
 
-	repo_epochs(r, &ep, &n);
-	nums[0] = 1;
-	for (i = 0; i < n; i++)
-		nums[i + 1] = ep[i].epoch;
-	if (engine_key_epoch_packs(r, nums, counts, n + 1, &other))
+	if (engine_key_epochs(r, &ep, &n, &other))
 		return (-1);
 	if (j != NULL)
 		jw_begin_array(jw_key(j, "epochs"));
 	else
 		printf("\n%-6s %-8s %-21s %s\n", "EPOCH", "PACKS",
 		    "CREATED", "RETIRED");
-	for (i = 0; i < n + 1; i++) {
-		/* Epoch 1 is as old as the repository, which records no
-		 * date: coffer.conf's lines are for later epochs. */
-		int64_t ret = i > 0 ? ep[i - 1].retired_ns :
-		    repo_epoch1_retired(r);
-
-		if (i > 0)
-			fmt_time(when, sizeof(when), ep[i - 1].created_ns);
-		if (ret != 0)
-			fmt_time(retired, sizeof(retired), ret);
+	for (i = 0; i < n; i++) {
+		if (ep[i].created_ns != 0)
+			fmt_time(when, sizeof(when), ep[i].created_ns);
+		if (ep[i].retired_ns != 0)
+			fmt_time(retired, sizeof(retired), ep[i].retired_ns);
 		if (j != NULL) {
 			jw_begin_object(j);
-			jw_uint(jw_key(j, "epoch"), nums[i]);
-			jw_bool(jw_key(j, "retired"), ret != 0);
-			if (i > 0)
+			jw_uint(jw_key(j, "epoch"), ep[i].epoch);
+			jw_bool(jw_key(j, "retired"), ep[i].retired_ns != 0);
+			if (ep[i].created_ns != 0)
 				jw_str(jw_key(j, "created"), when);
 			else
 				jw_null(jw_key(j, "created"));
-			if (ret != 0)
+			if (ep[i].retired_ns != 0)
 				jw_str(jw_key(j, "retired_at"), retired);
-			jw_uint(jw_key(j, "packs"), counts[i]);
-			jw_bool(jw_key(j, "newest"), i == n);
+			jw_uint(jw_key(j, "packs"), ep[i].packs);
+			jw_bool(jw_key(j, "newest"), ep[i].newest);
 			jw_end_object(j);
 		} else {
-			printf("%-6u %-8zu %-21s %s%s\n", (unsigned)nums[i],
-			    counts[i], i > 0 ? when : "-",
-			    ret != 0 ? retired : "-",
-			    i == n ? "  (new packs)" : "");
+			printf("%-6u %-8zu %-21s %s%s\n", (unsigned)ep[i].epoch,
+			    ep[i].packs, ep[i].created_ns != 0 ? when : "-",
+			    ep[i].retired_ns != 0 ? retired : "-",
+			    ep[i].newest ? "  (new packs)" : "");
 		}
 	}
 	if (j != NULL)
@@ -269,65 +203,42 @@ list_epochs(struct repo *r, struct jw *j)
 	if (other > 0)
 		log_warn("%zu pack%s whose header could not be read", other,
 		    other == 1 ? "" : "s");
+	free(ep);
 	return (0);
 }
 
 /*
- * The keys the keyring lists (coffer-key(1), REVOKING A KEY): a slot's
- * (listed above), a key file's or paper key's, and "master" while keys
- * that hold the master secret (slots marked full*, key files and paper
- * keys of version 1) still read.  As JSON into j ("keyring": [{"id",
- * "holder"}]), or rows for what is not a slot.  0 or -1.
+ * The keys the keyring lists: as JSON into j ("keyring": [{"id",
+ * "holder"}]), or rows for what is not a slot (slots are listed above).
+ * 0 or -1.
  */
 static int
 list_keyring(struct repo *r, const struct repo_slot *v, size_t n,
     struct jw *j)
 {
-	char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1];
-	const char *what;
-	size_t i, k, k2, nn;
-	int legacy;
+	struct engine_keyring_entry *e;
+	size_t i, ne;
 
-	if ((names = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*names))) == NULL) {
-		log_errno("out of memory");
+	if (engine_keyring(r, v, n, &e, &ne))
 		return (-1);
-	}
-	if (repo_keyring_names(r, names, CCRYPTO_RECIPIENTS_MAX, &nn,
-	    &legacy)) {
-		free(names);
-		return (-1);
-	}
-	if (legacy)
-		snprintf(names[nn++], sizeof(names[0]), "%s",
-		    CCRYPTO_RECIPIENT_MASTER);
 	if (j != NULL)
 		jw_begin_array(jw_key(j, "keyring"));
-	for (i = 0; i < nn; i++) {
-		for (k = 0; k < n && strcmp(v[k].name, names[i]) != 0; k++)
-			;
-		/* A name listed twice: a passphrase change cut short. */
-		for (k2 = 0; k2 < i && strcmp(names[k2], names[i]) != 0; k2++)
-			;
-		if (k2 < i)
-			continue;
-		what = k < n ? "slot" : strcmp(names[i],
-		    CCRYPTO_RECIPIENT_MASTER) == 0 ? "master secret" :
-		    "key file";
+	for (i = 0; i < ne; i++) {
 		if (j != NULL) {
 			jw_begin_object(j);
-			jw_str(jw_key(j, "id"), names[i]);
-			jw_str(jw_key(j, "holder"), what);
+			jw_str(jw_key(j, "id"), e[i].id);
+			jw_str(jw_key(j, "holder"), e[i].holder);
 			jw_end_object(j);
-		} else if (k == n)
-			printf("%-17s %-11s %s\n", fmt_text(names[i]), "full",
-			    strcmp(what, "key file") == 0 ? "key file or "
-			    "paper key (coffer key remove revokes it)" :
+		} else if (strcmp(e[i].holder, "slot") != 0)
+			printf("%-17s %-11s %s\n", fmt_text(e[i].id), "full",
+			    strcmp(e[i].holder, "key file") == 0 ? "key file "
+			    "or paper key (coffer key remove revokes it)" :
 			    "keys holding the master secret: slots marked "
 			    "full*, key files and paper keys of version 1");
 	}
 	if (j != NULL)
 		jw_end_array(j);
-	free(names);
+	free(e);
 	return (0);
 }
 
@@ -338,7 +249,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		{ ENGINE_KEY_FILE_FULL, "full" },
 		{ ENGINE_KEY_FILE_WRITE_ONLY, "write-only" },
 	};
-	struct key_uses uses = { NULL, 0, 0 };
+	struct engine_key_uses uses = { NULL, 0, 0 };
 	struct repo_slot *v;
 	struct repo *r;
 	struct jw j;
@@ -353,20 +264,17 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	}
 	if (optind != argc)
 		return (cmd_usage_error("key list"));
-	if (g->repo == NULL) {
-		log_error("no repository given: use -r REPO or COFFER_REPO");
-		return (STATUS_USAGE);
-	}
 	/* Slot headers are not secret: no key is needed to list them. */
-	if ((r = repo_open(g->repo)) == NULL)
-		return (STATUS_REPO);
-	if (repo_slots(r, &v, &n)) {
-		repo_close(r);
+	if ((st = cmd_open(g, 0, &r, NULL)) != STATUS_OK)
+		return (st);
+	if (engine_key_slots(r, &v, &n)) {
+		cmd_close(r, NULL);
 		return (STATUS_REPO);
 	}
 	if (key_uses_read(g, r, &uses, &known)) {
 		free(v);
-		repo_close(r);
+		engine_key_uses_release(&uses);
+		cmd_close(r, NULL);
 		return (STATUS_REPO);
 	}
 	if (json) {
@@ -455,9 +363,9 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		log_error("repository '%s': %zu key slot%s cannot be read "
 		    "(listed as unreadable)", repo_path(r), unreadable,
 		    unreadable == 1 ? "" : "s");
-	free(uses.v);
+	engine_key_uses_release(&uses);
 	free(v);
-	repo_close(r);
+	cmd_close(r, NULL);
 	return (st);
 }
 
@@ -489,15 +397,8 @@ cmd_key_add(int argc, char **argv, const struct global_opts *g)
 		return (cmd_usage_error("key add"));
 	if ((st = open_locked(g, &r)) != STATUS_OK)
 		return (st);
-	if (!wo && ccrypto_keys_write_only(repo_keys(r))) {
-		log_error("this key is write-only: it can add write-only slots "
-		    "only (--write-only)");
-		st = STATUS_USAGE;
-		goto out;
-	}
 	st = add_slot(r, newfile, mem, wo);
-out:
-	repo_close(r);
+	cmd_close(r, NULL);
 	return (st);
 }
 
@@ -530,28 +431,26 @@ cmd_key_passwd(int argc, char **argv, const struct global_opts *g)
 		slot = argv[optind];
 	if ((st = open_locked(g, &r)) != STATUS_OK)
 		return (st);
-	if (slot == NULL && (slot = repo_unlocked_slot(r)) == NULL) {
-		log_error("unlocked with a key file: name the slot to change "
-		    "(coffer key list)");
+	if (slot == NULL && (slot = engine_key_passwd_slot(r)) == NULL) {
 		st = STATUS_USAGE;
 		goto out;
 	}
 	if ((st = new_passphrase(newfile, &pass, &passlen)) != STATUS_OK)
 		goto out;
-	if (repo_slot_passwd(r, slot, pass, passlen, mem))
-		st = STATUS_ERROR;
-	else
+	if ((st = cmd_status(engine_key_passwd(r, slot, pass, passlen,
+	    mem))) == STATUS_OK)
 		printf("changed key slot %s\n", strncmp(slot, "keys/", 5) ?
 		    slot : slot + 5);
 out:
 	cmd_passphrase_free(pass, passlen);
-	repo_close(r);
+	cmd_close(r, NULL);
 	return (st);
 }
 
 int
 cmd_key_remove(int argc, char **argv, const struct global_opts *g)
 {
+	enum engine_result er;
 	struct repo *r;
 	int st;
 
@@ -561,15 +460,13 @@ cmd_key_remove(int argc, char **argv, const struct global_opts *g)
 		return (cmd_usage_error("key remove"));
 	if ((st = open_locked(g, &r)) != STATUS_OK)
 		return (st);
-	if (ccrypto_keys_write_only(repo_keys(r))) {
-		log_error("this key is write-only: it cannot remove key slots");
-		st = STATUS_USAGE;
-	} else if (repo_slot_remove(r, argv[optind]))
-		st = STATUS_REPO;
-	else
+	er = engine_key_remove(r, argv[optind]);
+	/* A name the repository does not hold is the repository's error. */
+	st = er == ENGINE_ERROR ? STATUS_REPO : cmd_status(er);
+	if (st == STATUS_OK)
 		printf("removed key %s\n", strncmp(argv[optind], "keys/",
 		    5) ? argv[optind] : argv[optind] + 5);
-	repo_close(r);
+	cmd_close(r, NULL);
 	return (st);
 }
 
@@ -588,20 +485,9 @@ emit(const char *path, const struct buf *out)
 	return (STATUS_OK);
 }
 
-/* Key material passes through plain buffers briefly: wipe them. */
-static void
-wipe(struct buf *b)
-{
-	if (b->data != NULL)
-		explicit_bzero(b->data, b->cap);
-	buf_release(b);
-}
-
 int
 cmd_key_export(int argc, char **argv, const struct global_opts *g)
 {
-	const struct ccrypto_keys *k;
-	struct ccrypto_keys *w = NULL;
 	const char *to = NULL;
 	char name[REPO_SLOT_NAME_MAX];
 	struct buf out = BUF_INIT;
@@ -629,33 +515,12 @@ cmd_key_export(int argc, char **argv, const struct global_opts *g)
 	if ((st = wo ? cmd_open(g, OPEN_KEYS, &r, NULL) : open_locked(g, &r)) !=
 	    STATUS_OK)
 		return (st);
-	k = repo_keys(r);
-	if (!wo && ccrypto_keys_write_only(k)) {
-		log_error("this key is write-only: it exports as a write-only "
-		    "key file only (--write-only --to FILE)");
-		st = STATUS_USAGE;
+	if ((st = cmd_status(engine_key_export(r, paper, wo, &out, name))) !=
+	    STATUS_OK)
 		goto out;
-	}
-	if (wo && !ccrypto_keys_write_only(k) &&
-	    (k = w = ccrypto_keys_writer(k)) == NULL) {
-		st = STATUS_ERROR;
-		goto out;
-	}
-	if (!wo) {
-		if (repo_key_file_new(r, &w, name)) {
-			st = STATUS_ERROR;
-			goto out;
-		}
-		k = w;
-	}
-	if (paper ? ccrypto_paper_encode(k, repo_id(r), &out) :
-	    ccrypto_keyfile_encode(k, repo_id(r), &out)) {
-		st = STATUS_ERROR;
-		goto out;
-	}
 	st = emit(to, &out);
-	if (st != STATUS_OK && !wo)
-		repo_key_file_drop(r, name);
+	if (st != STATUS_OK)
+		engine_key_export_undo(r, name);
 	if (st == STATUS_OK && to != NULL && log_level >= 0)
 		fprintf(stderr, "wrote %s%s '%s'\n", wo ? "write-only " : "",
 		    paper ? "paper key" : "key file", to);
@@ -663,84 +528,21 @@ cmd_key_export(int argc, char **argv, const struct global_opts *g)
 		fprintf(stderr, "its name in the keyring is %s: 'coffer key "
 		    "remove %s' revokes it\n", name, name);
 out:
-	wipe(&out);
-	ccrypto_keys_free(w);
-	repo_close(r);
+	engine_key_wipe(&out);
+	cmd_close(r, NULL);
 	return (st);
-}
-
-/*
- * A key file or paper key from path ("-": standard input) into locked
- * memory: a regular file must be private, as key files are.
- */
-static int
-read_key_text(const char *path, uint8_t **text, size_t *len)
-{
-	struct stat st;
-	ssize_t got;
-	uint8_t *p;
-	size_t n = 0;
-	int fd;
-
-	if (strcmp(path, "-") == 0)
-		fd = STDIN_FILENO;
-	else if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) == -1) {
-		log_errno("cannot open '%s'", path);
-		return (-1);
-	}
-	if (fd != STDIN_FILENO && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
-		log_error("'%s' is not a regular file", path);
-		goto err0;
-	}
-	if (fd != STDIN_FILENO && (st.st_mode & 077)) {
-		log_error("'%s' can be read or written by others (mode %04o): "
-		    "refused; chmod 600 it", path,
-		    (unsigned)(st.st_mode & 07777));
-		goto err0;
-	}
-	if ((p = ccrypto_secret_new(KEY_TEXT_MAX + 1)) == NULL)
-		goto err0;
-	for (;;) {
-		got = read(fd, p + n, KEY_TEXT_MAX + 1 - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			log_errno("cannot read '%s'", path);
-			goto err1;
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-		if (n > KEY_TEXT_MAX) {
-			log_error("'%s' is too large for a key", path);
-			goto err1;
-		}
-	}
-	if (fd != STDIN_FILENO)
-		close(fd);
-	*text = p;
-	*len = n;
-	return (0);
-err1:
-	ccrypto_secret_free(p);
-err0:
-	if (fd != STDIN_FILENO)
-		close(fd);
-	return (-1);
 }
 
 int
 cmd_key_import(int argc, char **argv, const struct global_opts *g)
 {
-	uint8_t id[CCRYPTO_REPO_ID_BYTES], *text = NULL;
-	const char *to = NULL, *newfile = NULL, *src;
-	struct ccrypto_keys *k;
+	const char *to = NULL, *newfile = NULL;
+	struct engine_key_import ki;
+	enum engine_result er;
 	struct buf out = BUF_INIT;
 	struct repo *r = NULL;
 	uint64_t mem = 0;
-	char what[300];
-	size_t len;
-	int ch, st = STATUS_ERROR, wo;
+	int ch, st;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_key_import_options)) != -1) {
 		switch (ch) {
@@ -760,53 +562,35 @@ cmd_key_import(int argc, char **argv, const struct global_opts *g)
 	}
 	if (argc - optind != 1)
 		return (cmd_usage_error("key import"));
-	src = argv[optind];
 	if (to == NULL && g->repo == NULL) {
 		log_error("no repository given: use -r REPO, or --to FILE for "
 		    "a key file");
 		return (STATUS_USAGE);
 	}
-	if (read_key_text(src, &text, &len))
-		return (STATUS_USAGE);
-	snprintf(what, sizeof(what), "the key in '%s'", src);
-	k = ccrypto_paper_is(text, len) ? ccrypto_paper_decode(text, len, id) :
-	    ccrypto_keyfile_decode(text, len, id);
-	ccrypto_secret_free(text);
-	if (k == NULL) {
-		log_error("cannot use %s", what);
-		return (STATUS_USAGE);
-	}
-	wo = ccrypto_keys_write_only(k);
-	/* With a repository, the whole key is checked: coffer.conf's MAC. */
-	if (g->repo != NULL) {
-		if ((r = repo_open(g->repo)) == NULL) {
-			ccrypto_keys_free(k);
-			return (STATUS_REPO);
-		}
-		if (repo_unlock_with(r, k, id, what)) {
-			st = STATUS_REPO;
-			goto out;
-		}
+	/* With a repository, the whole key is checked against it. */
+	if (g->repo != NULL && (st = cmd_open(g, 0, &r, NULL)) != STATUS_OK)
+		return (st);
+	if ((er = engine_key_import(argv[optind], r, &ki)) != ENGINE_OK) {
+		st = er == ENGINE_ERROR ? STATUS_REPO : cmd_status(er);
+		goto out;
 	}
 	if (to != NULL) {
-		if (ccrypto_keyfile_encode(r != NULL ? repo_keys(r) : k, id,
-		    &out))
-			goto out;
-		if ((st = emit(to, &out)) == STATUS_OK && log_level >= 0)
-			fprintf(stderr, "wrote %skey file '%s'\n", wo ?
+		if ((st = cmd_status(engine_key_import_file(r, &ki, &out))) ==
+		    STATUS_OK && (st = emit(to, &out)) == STATUS_OK &&
+		    log_level >= 0)
+			fprintf(stderr, "wrote %skey file '%s'\n", ki.write_only ?
 			    "write-only " : "", to);
 		goto out;
 	}
-	if (repo_lock(r, g->wait)) {
+	if (engine_key_lock(r, g->wait)) {
 		st = STATUS_REPO;
 		goto out;
 	}
-	st = add_slot(r, newfile, mem, wo);
+	st = add_slot(r, newfile, mem, ki.write_only);
 out:
-	if (r == NULL)
-		ccrypto_keys_free(k);
-	wipe(&out);
-	repo_close(r);
+	engine_key_import_release(&ki);
+	engine_key_wipe(&out);
+	cmd_close(r, NULL);
 	return (st);
 }
 

@@ -81,10 +81,8 @@ cmd_ls(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, 0, &r, &c)) != STATUS_OK)
 		return (st);
 	memset(&s, 0, sizeof(s));
-	if ((rc = catalog_snapshot_find(c, argv[optind], &s)) <= 0) {
-		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+	if ((st = cmd_snapshot(c, argv[optind], &s)) != STATUS_OK)
 		goto out;
-	}
 	if ((it = catalog_entries(c, s.id, under)) == NULL) {
 		st = STATUS_REPO;
 		goto out;

@@ -28,7 +28,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct catalog *c;
 	char sz[32];
-	int ch, st, rc, i;
+	int ch, st, i;
 
 	memset(&o, 0, sizeof(o));
 	while ((ch = cmd_getopt(argc, argv, cmd_restore_options)) != -1) {
@@ -66,10 +66,8 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		return (st);
 	memset(&s, 0, sizeof(s));
-	if ((rc = catalog_snapshot_find(c, argv[optind], &s)) <= 0) {
-		st = rc < 0 ? STATUS_REPO : STATUS_USAGE;
+	if ((st = cmd_snapshot(c, argv[optind], &s)) != STATUS_OK)
 		goto out;
-	}
 	signals_install();	/* stops between files; what is written is whole */
 	st = cmd_status(engine_restore(r, c, &s, &o, &res));
 	if (res.failed)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coffer/engine.h"
+#include "coffer/engine-keys.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
 #include "coffer/progress.h"

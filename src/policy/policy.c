@@ -861,24 +861,13 @@ has_schedule(const struct schedule sched[3])
 	return (sched[0].kind || sched[1].kind || sched[2].kind);
 }
 
-static const struct policy_dataset *
-find_dataset(const struct policy *p, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < p->ndatasets; i++)
-		if (strcmp(p->datasets[i].name, name) == 0)
-			return (&p->datasets[i]);
-	return (NULL);
-}
-
 static void
 check_names(struct loader *l, char *const *names, size_t n, int line)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (find_dataset(l->p, names[i]) == NULL)
+		if (policy_dataset_find(l->p, names[i]) == NULL)
 			error_at(l, line, "no dataset '%s' in this policy",
 			    names[i]);
 }
@@ -1110,6 +1099,17 @@ const struct retention *
 policy_retention(const struct policy *p, const struct policy_dataset *d)
 {
 	return (retention_any(&d->keep) ? &d->keep : &p->keep);
+}
+
+const struct policy_dataset *
+policy_dataset_find(const struct policy *p, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->ndatasets; i++)
+		if (strcmp(p->datasets[i].name, name) == 0)
+			return (&p->datasets[i]);
+	return (NULL);
 }
 
 const struct policy_export *

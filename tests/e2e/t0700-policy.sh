@@ -218,4 +218,24 @@ test_expect_success 'schedules: slots in UTC, day names, ordinals, months withou
 	test_cmp expect actual
 '
 
+test_expect_success 'dry-run -v: also what is not due, with its last run and next slot' '
+	cat >s.policy <<-EOF &&
+	[dataset data]
+	path = $TMP/data
+	full = monthly first sunday 02:00
+	incremental = daily 02:00
+	EOF
+	coffer -v -r repo run --policy s.policy --dry-run \
+		--now 2026-11-01T23:00:00Z >out 2>/dev/null &&
+	cat >expect <<-\EOF &&
+	nothing is due
+	not   backup  data                     -             full: last done 2026-11-01T03:00:00Z, next slot 2026-12-06T02:00:00Z (monthly first sunday 02:00); incremental: last done 2026-11-01T03:00:00Z, next slot 2026-11-02T02:00:00Z (daily 02:00)
+	EOF
+	test_cmp expect out &&
+	coffer -r repo run --policy s.policy --dry-run \
+		--now 2026-11-01T23:00:00Z >out &&
+	echo "nothing is due" >expect &&
+	test_cmp expect out
+'
+
 test_done

@@ -1,0 +1,50 @@
+#ifndef COFFER_ENGINE_OPEN_H
+#define COFFER_ENGINE_OPEN_H
+
+#include <stddef.h>
+
+#include "coffer/engine.h"
+
+/*
+ * A repository opened for a command (src/engine/open.c): unlocked, with
+ * its catalog brought up to date, ready to write.
+ *
+ * The catalog is chosen by the repository's id, which only the key
+ * authenticates (coffer.conf's MAC), and brought up to date from signed
+ * records: a command that uses it unlocks the keys first.  Without a key
+ * file, passphrase gives the passphrase (asked only once the repository
+ * opened; pass_free wipes it) and the slot that opened last on this host
+ * is tried first.  check, when set, is asked once the key is unlocked and
+ * before anything is locked or written (what the key cannot do).  A
+ * damaged catalog is moved aside and rebuilt (a warning).  With write:
+ * engine_prepare_write, then the journal caught up.
+ */
+struct engine_open_opts {
+	const char *repo;		/* the repository (required) */
+	const char *catalog;		/* NULL: the default place */
+	const char *key_file;		/* NULL: a passphrase */
+	int unlock;			/* unlock the keys */
+	int want_catalog;		/* open the catalog (unlocks too) */
+	int write;			/* a writer: locks, crash recovery */
+	int rotate;			/* a key rotation: an epoch coffer.conf
+					 * does not list does not stop it */
+	double wait;			/* for the writer locks */
+	int (*passphrase)(void *arg, char **pass, size_t *len);
+	void (*pass_free)(char *pass, size_t len);
+	int (*check)(const void *arg, struct repo *r);
+	const void *check_arg;
+	void *arg;			/* passphrase's */
+};
+
+/*
+ * Open as o says into *r and (with want_catalog) *c.  0; -1 (reported)
+ * when the repository or its catalog cannot be opened, unlocked, locked
+ * or brought up to date; or what passphrase or check returned when not
+ * 0.  *damaged: the sync left damaged packs or records out (reported).
+ */
+int engine_open(const struct engine_open_opts *o, struct repo **r,
+    struct catalog **c, int *damaged);
+/* Close both; either may be NULL. */
+void engine_close(struct repo *r, struct catalog *c);
+
+#endif

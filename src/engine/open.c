@@ -1,0 +1,107 @@
+/*
+ * A repository opened for a command (include/coffer/engine-open.h): the
+ * order of the steps is the point.  Nothing read from the repository
+ * before the key checks it chooses more than where the catalog is, and
+ * the catalog catches up from signed records only.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coffer/engine-open.h"
+#include "coffer/engine-catalog.h"
+#include "coffer/log.h"
+#include "coffer/repo-keys.h"
+
+/* Unlock r: the key file, else the passphrase (the last slot first). */
+static int
+unlock(const struct engine_open_opts *o, struct repo *r, const char *catpath)
+{
+	char hint[REPO_SLOT_NAME_MAX], *pass = NULL;
+	size_t passlen = 0;
+	int rc;
+
+	if (o->key_file == NULL) {
+		if ((rc = o->passphrase(o->arg, &pass, &passlen)) != 0)
+			return (rc);
+		catalog_slot_hint_get(catpath, hint, sizeof(hint));
+		repo_slot_prefer(r, hint);
+	}
+	rc = repo_unlock(r, o->key_file, pass, passlen) ? -1 : 0;
+	if (pass != NULL)
+		o->pass_free(pass, passlen);
+	return (rc);
+}
+
+int
+engine_open(const struct engine_open_opts *o, struct repo **rp,
+    struct catalog **cp, int *damaged)
+{
+	struct repo *r;
+	struct catalog *c = NULL;
+	char *catpath = NULL, aside[PATH_MAX + 64];
+	int rc = -1, up = 0;
+
+	*rp = NULL;
+	if (cp)
+		*cp = NULL;
+	*damaged = 0;
+	if ((r = repo_open(o->repo)) == NULL)
+		return (-1);
+	if (o->unlock || o->want_catalog) {
+		/* Where the catalog is, by the id coffer.conf claims (only a
+		 * hint is read from there before the key checks it). */
+		catpath = engine_catalog_path(r, o->catalog);
+		if (catpath == NULL && o->want_catalog) {
+			log_error("cannot find a place for the catalog (set "
+			    "--catalog or XDG_STATE_HOME)");
+			goto err;
+		}
+		if ((rc = unlock(o, r, catpath)) != 0)
+			goto err;
+		/* What the key cannot do is refused before it is used. */
+		if (o->check != NULL && (rc = o->check(o->check_arg, r)) != 0)
+			goto err;
+		rc = -1;
+	}
+	if (o->want_catalog) {
+		if ((c = catalog_open_or_reset(catpath, aside,
+		    sizeof(aside))) == NULL)
+			goto err;
+		if (aside[0] != '\0')
+			log_warn("catalog '%s' was damaged: moved aside to '%s' "
+			    "and rebuilt from the repository", catpath, aside);
+		catalog_slot_hint_set(catpath, repo_unlocked_slot(r));
+	}
+	free(catpath);
+	catpath = NULL;
+	if (o->rotate)
+		repo_allow_unlisted(r);
+	if (o->write && engine_prepare_write(r, c, o->wait))
+		goto err;
+	/* The repository is the source of truth; the catalog catches up. */
+	if (c != NULL && (up = engine_catalog_update(r, c)) < 0)
+		goto err;
+	/* Again with what the records taught a new catalog: a coffer.conf
+	 * older than the repository has seen stops a writer. */
+	if (c != NULL && engine_generation_check(r, c, o->write))
+		goto err;
+	if (o->write)
+		engine_journal_catch_up(r, c);
+	*damaged = c != NULL && up > 0;
+	*rp = r;
+	if (cp)
+		*cp = c;
+	return (0);
+err:
+	free(catpath);
+	engine_close(r, c);
+	return (rc);
+}
+
+void
+engine_close(struct repo *r, struct catalog *c)
+{
+	catalog_close(c);
+	repo_close(r);
+}
