@@ -26,9 +26,11 @@ test_expect_success FORGE 'setup: a full in parts, an incremental on it, a bundl
 	echo "$full $incr" >sids
 '
 
+# fresh: repo as pristine was, with the catalog pristine had (a catalog
+# belongs to one place: cp_repo gives repo's place a copy of it).
 fresh() {
 	rm -rf repo "$XDG_STATE_HOME/coffer" &&
-	cp -a pristine repo && cp -a catalog0 "$XDG_STATE_HOME/coffer" &&
+	cp -a catalog0 "$XDG_STATE_HOME/coffer" && cp_repo pristine repo &&
 	read -r full incr <sids
 }
 
