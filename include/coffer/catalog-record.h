@@ -23,9 +23,6 @@
  */
 int catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
     struct buf *out);
-/* The same, after what out holds (a record's header, say: no copy). */
-int catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
-    struct buf *out);
 
 /*
  * A snapshot record in parts (export.c describes it): where a part was
@@ -45,11 +42,10 @@ struct catalog_record_part {
 #define CATALOG_RECORD_PART_ENTRIES 32768
 #define CATALOG_RECORD_PART_BYTES (8u << 20)
 /*
- * A full's parts from its spool are built while its walk goes on, beside
- * the walk's own buffers (catalog_part_maker), and what is left at the
- * end two at a time (catalog_snapshot_export_spool): an eighth of the
- * size, so that a part built during the walk adds about 2 MiB to its
- * peak.
+ * A full's parts from its spool are built at the end of its run, two at
+ * a time, while one waits to be stored and one is being stored
+ * (catalog_snapshot_export_spool): an eighth of the size, so that these
+ * four hold half of what one part of the catalog's size would.
  */
 #define CATALOG_SPOOL_PART_ENTRIES (CATALOG_RECORD_PART_ENTRIES / 8)
 #define CATALOG_SPOOL_PART_BYTES (CATALOG_RECORD_PART_BYTES / 8)
@@ -101,52 +97,16 @@ void catalog_spool_finish(struct catalog_spool *sp);
 int catalog_spool_usable(const struct catalog_spool *sp);
 void catalog_spool_free(struct catalog_spool *sp);
 /*
- * Parts closed while the run goes on, so that they can be built and
- * stored before it ends (catalog_part_maker).  catalog_spool_closed: 1
- * with part i's place in the spool when it is closed (all its rows
- * written), 0 while it is open, past the last or the spool is off.
- * catalog_spool_dup: a descriptor of the spool's file of the caller's
- * own, that stays good when the spool turns off or is freed; -1 if
- * there is none.
- */
-struct catalog_spool_range {
-	uint64_t lo, hi;		/* bytes of the spool's file */
-};
-int catalog_spool_closed(const struct catalog_spool *sp, size_t i,
-    struct catalog_spool_range *r);
-int catalog_spool_dup(const struct catalog_spool *sp);
-/*
  * catalog_snapshot_export_parts, but each part's rows from the spool
  * (usable, holding every entry of the snapshot) instead of the catalog;
  * the metadata still comes from the catalog.  The parts hold the same
  * rows as catalog_snapshot_export_parts would give them, in record order
- * rather than path id order.
+ * rather than path id order.  Parts before first are not built: the
+ * caller has stored them.
  */
 int catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
     struct catalog_spool *sp, size_t first, size_t room,
     catalog_part_emit_fn emit, void *arg);
-
-/*
- * A full's parts built while its run goes on, from the spool's closed
- * parts, so that the record left to build at the end is its last part
- * and head (catalog_snapshot_export_spool with first the number built).
- * catalog_part_maker_new reads the snapshot's metadata as it is now (a
- * running snapshot's: readers take it from the head) and keeps a handle
- * on the spool's file of its own; from then on the maker touches neither
- * the catalog nor sp, and catalog_part_maker_build, part i of rows r
- * (catalog_spool_closed) into rec (room bytes, then its image), may run
- * on any one thread at a time.  0 or -1 (reported, unless cancelled).
- * catalog_part_maker_cancel, from any thread: the build under way, and
- * any after, stop soon and fail; catalog_part_maker_cancelled says so.
- */
-struct catalog_part_maker;
-struct catalog_part_maker *catalog_part_maker_new(struct catalog *c,
-    int64_t snapshot_id, const struct catalog_spool *sp, size_t room);
-int catalog_part_maker_build(struct catalog_part_maker *m, size_t part,
-    const struct catalog_spool_range *r, struct buf *rec);
-void catalog_part_maker_cancel(struct catalog_part_maker *m);
-int catalog_part_maker_cancelled(const struct catalog_part_maker *m);
-void catalog_part_maker_free(struct catalog_part_maker *m);
 
 /*
  * Where the parts of a snapshot's record are, so that an

@@ -246,10 +246,6 @@ void cat_spool_read_release(struct cat_spool_read *rd);
 size_t cat_spool_parts(const struct catalog_spool *sp);
 int cat_spool_part(const struct catalog_spool *sp, size_t i,
     struct cat_spool_read *rd);
-/* The rows of r (catalog_spool_closed) read from fd into rd: any thread
- * with its own rd and fd (catalog_spool_dup). */
-int cat_spool_read_range(int fd, const struct catalog_spool_range *r,
-    struct cat_spool_read *rd);
 /* A row read back: whole; its path; its content hash (NULL: none); its
  * chunk k. */
 void cat_spool_row(const uint8_t *p, struct cat_spool_row *w);

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "catalog-int.h"
 #include "coffer/catalog-record.h"
@@ -249,7 +248,7 @@ cat_mem_serialize(sqlite3 *mem, struct buf *out, int64_t snapshot_id)
 }
 
 int
-catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
+catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
     struct buf *out)
 {
 	sqlite3 *mem;
@@ -258,6 +257,7 @@ catalog_snapshot_export_append(struct catalog *c, int64_t snapshot_id,
 	size_t i;
 	int ret = -1;
 
+	buf_reset(out);
 	if ((mem = cat_mem_new(snapshot_id)) == NULL)
 		return (-1);
 	if (cat_mem_exec(mem, export_schema, snapshot_id) ||
@@ -829,9 +829,6 @@ sqlerr:
 		ret = 1;
 		goto out;
 	}
-	/* Only a part maker's is interrupted: cancelled, not failed. */
-	if (sqlite3_errcode(mem) == SQLITE_INTERRUPT)
-		goto out;
 	log_error("cannot export snapshot %lld: %s", (long long)snapshot_id,
 	    sqlite3_errmsg(mem));
 out:
@@ -944,29 +941,26 @@ out:
 }
 
 /*
- * A full's record from its spool, its parts built two at a time: this
- * thread builds parts first, first + 2... and a helper the others (the
- * parts before first were built and stored as the run went on,
- * catalog_part_maker), each in an
+ * A full's record from its spool, built at the end of the run, its parts
+ * two at a time: this thread builds parts first, first + 2... and a
+ * helper the others (the caller stored those before first), each in an
  * image of its own that starts as a copy of one holding the schema and
  * the snapshot's metadata (the export's only read of the catalog, done
  * here first, as a helper must not touch the catalog).  emit still has
  * them one at a time, in order, on this thread, while the next two are
  * built.  At most two parts are being built, one waits to be emitted and
- * one is being stored: the spool's parts are half the catalog's
- * (CATALOG_SPOOL_PART_*) so that this holds what two parts of the
- * catalog's size would.
+ * one is being stored: the spool's parts are an eighth of the catalog's
+ * (CATALOG_SPOOL_PART_*), so that these four hold half of what one part
+ * of the catalog's size would.
  */
 #define NO_PART SIZE_MAX
 
 struct spool_export {
-	struct catalog_spool *sp;	/* or, for a part maker: */
-	int fd;				/* its own handle on the file */
+	struct catalog_spool *sp;
 	int64_t snapshot_id;
 	size_t room;
 	size_t first;		/* the first part to build */
 	size_t nparts;		/* the spool's, the head included */
-	const int *cancel;	/* a part maker's: non-zero, give up */
 	struct buf tmpl;	/* the image every part starts from */
 	/* The helper's side: */
 	pthread_t th;
@@ -1058,24 +1052,15 @@ first_cap(const struct spool_export *se, const struct cat_spool_read *rd)
 	return (se->tmpl.len + want);
 }
 
-/* SQLite's progress handler of a part maker's image: non-zero (set by
- * another thread) interrupts the build. */
-static int
-part_cancelled(void *arg)
-{
-	return (__atomic_load_n((const int *)arg, __ATOMIC_RELAXED));
-}
-
 /*
  * A part but the head, whole, into rec (room bytes, then its image,
- * built in place).  Its rows are read into rd (from the spool, or from
- * r of a part maker's file), and stay there for the next part.  A part
+ * built in place).  Its rows are read from the spool into rd, and stay
+ * there for the next part.  A part
  * whose image outgrows its room is built again in twice as much.
  */
 static int
 build_spool_part(const struct spool_export *se, size_t part,
-    const struct catalog_spool_range *r, struct cat_spool_read *rd,
-    struct buf *rec)
+    struct cat_spool_read *rd, struct buf *rec)
 {
 	sqlite3_int64 size = 0;
 	unsigned char *img;
@@ -1084,8 +1069,7 @@ build_spool_part(const struct spool_export *se, size_t part,
 	int rc;
 
 	for (cap = 0;; cap *= 2) {
-		if (r != NULL ? cat_spool_read_range(se->fd, r, rd) :
-		    cat_spool_part(se->sp, part, rd))
+		if (cat_spool_part(se->sp, part, rd))
 			return (-1);
 		if (cap == 0)
 			cap = first_cap(se, rd);
@@ -1096,13 +1080,10 @@ build_spool_part(const struct spool_export *se, size_t part,
 		}
 		if ((mem = spool_image_new(se, part, rec, cap)) == NULL)
 			return (-1);
-		if (se->cancel != NULL)
-			sqlite3_progress_handler(mem, 1000, part_cancelled,
-			    (void *)se->cancel);
 		if ((rc = spool_slice(rd, mem, se->snapshot_id)) == 0 &&
 		    (rc = sqlite3_exec(mem, "COMMIT", NULL, NULL, NULL)) !=
 		    SQLITE_OK) {
-			if (rc != SQLITE_FULL && rc != SQLITE_INTERRUPT)
+			if (rc != SQLITE_FULL)
 				log_error("cannot export snapshot %lld: %s",
 				    (long long)se->snapshot_id,
 				    sqlite3_errmsg(mem));
@@ -1141,7 +1122,7 @@ spool_helper_main(void *arg)
 
 	thread_name("part");
 	for (part = se->first + 1; part + 1 < se->nparts; part += 2) {
-		rc = build_spool_part(se, part, NULL, &rd, &rec);
+		rc = build_spool_part(se, part, &rd, &rec);
 		pthread_mutex_lock(&se->mu);
 		while (rc == 0 && se->ready_part != NO_PART && !se->stop)
 			pthread_cond_wait(&se->cv, &se->mu);
@@ -1236,7 +1217,6 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 
 	memset(&se, 0, sizeof(se));
 	se.sp = sp;
-	se.fd = -1;
 	se.snapshot_id = snapshot_id;
 	se.room = room;
 	se.nparts = cat_spool_parts(sp);
@@ -1269,7 +1249,7 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 		if (se.started && (part - first) % 2 == 1) {
 			if (take_helper_part(&se, part, &rec))
 				goto out;
-		} else if (build_spool_part(&se, part, NULL, &rd, &rec))
+		} else if (build_spool_part(&se, part, &rd, &rec))
 			goto out;
 		memset(&where, 0, sizeof(where));
 		if (emit(arg, &rec, room, (int)part, 0, &where))
@@ -1319,78 +1299,4 @@ catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
 		return (-1);
 	}
 	return (export_spool(c, snapshot_id, sp, first, room, emit, arg));
-}
-
-struct catalog_part_maker {
-	struct spool_export se;		/* its template, room and file */
-	struct cat_spool_read rd;
-	int cancel;			/* atomic */
-};
-
-struct catalog_part_maker *
-catalog_part_maker_new(struct catalog *c, int64_t snapshot_id,
-    const struct catalog_spool *sp, size_t room)
-{
-	struct catalog_part_maker *m;
-
-	if ((m = calloc(1, sizeof(*m))) == NULL) {
-		log_error("out of memory");
-		return (NULL);
-	}
-	m->se.snapshot_id = snapshot_id;
-	m->se.room = room;
-	m->se.cancel = &m->cancel;
-	buf_init(&m->se.tmpl);
-	if ((m->se.fd = catalog_spool_dup(sp)) < 0 ||
-	    make_template(c, &m->se)) {
-		catalog_part_maker_free(m);
-		return (NULL);
-	}
-	return (m);
-}
-
-int
-catalog_part_maker_build(struct catalog_part_maker *m, size_t part,
-    const struct catalog_spool_range *r, struct buf *rec)
-{
-	int rc;
-
-	if (catalog_part_maker_cancelled(m))
-		return (-1);
-	rc = build_spool_part(&m->se, part, r, &m->rd, rec);
-	/* The rows go at once: the run goes on beside the part. */
-	cat_spool_read_release(&m->rd);
-	return (rc);
-}
-
-void
-catalog_part_maker_cancel(struct catalog_part_maker *m)
-{
-	__atomic_store_n(&m->cancel, 1, __ATOMIC_RELAXED);
-}
-
-int
-catalog_part_maker_cancelled(const struct catalog_part_maker *m)
-{
-	return (__atomic_load_n(&m->cancel, __ATOMIC_RELAXED));
-}
-
-void
-catalog_part_maker_free(struct catalog_part_maker *m)
-{
-	if (m == NULL)
-		return;
-	if (m->se.fd >= 0)
-		close(m->se.fd);
-	buf_release(&m->se.tmpl);
-	cat_spool_read_release(&m->rd);
-	free(m);
-}
-
-int
-catalog_snapshot_export(struct catalog *c, int64_t snapshot_id,
-    struct buf *out)
-{
-	buf_reset(out);
-	return (catalog_snapshot_export_append(c, snapshot_id, out));
 }

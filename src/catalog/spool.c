@@ -216,8 +216,6 @@ catalog_spool_entry(struct catalog_spool *sp, const struct entry *e,
 	    r.xattrslen, hash != NULL ? (int64_t)nchunks : -1);
 	if (sp->entries > 0 && cat_part_full(sp->entries, sp->bytes,
 	    sp->max_entries, sp->max_bytes)) {
-		/* A closed part is in the file whole: another thread may
-		 * build it now (catalog_spool_closed). */
 		if ((sp->w.len > 0 && spool_flush(sp)) ||
 		    array_grow(&sp->ends, &sp->capends, sp->nends,
 		    sizeof(*sp->ends), 16)) {
@@ -278,62 +276,25 @@ cat_spool_read_release(struct cat_spool_read *rd)
 	memset(rd, 0, sizeof(*rd));
 }
 
-/* Part i's bytes in the file: the last one's end where the file ends. */
-static void
-part_range(const struct catalog_spool *sp, size_t i,
-    struct catalog_spool_range *r)
-{
-	r->lo = i == 0 ? 0 : sp->ends[i - 1];
-	r->hi = i < sp->nends ? sp->ends[i] : sp->off;
-}
-
-int
-catalog_spool_closed(const struct catalog_spool *sp, size_t i,
-    struct catalog_spool_range *r)
-{
-	if (!catalog_spool_usable(sp) || i >= sp->nends)
-		return (0);
-	part_range(sp, i, r);
-	return (1);
-}
-
-int
-catalog_spool_dup(const struct catalog_spool *sp)
-{
-	if (!catalog_spool_usable(sp))
-		return (-1);
-	return (fcntl(sp->fd, F_DUPFD_CLOEXEC, 0));
-}
-
+/* Part i's rows: its bytes of the file, the last one's ending where the
+ * file ends, each row checked whole. */
 int
 cat_spool_part(const struct catalog_spool *sp, size_t i,
     struct cat_spool_read *rd)
 {
-	struct catalog_spool_range r;
-
-	if (sp->w.len > 0) {
-		log_error("internal error: a bad part of spooled rows");
-		return (-1);
-	}
-	part_range(sp, i, &r);
-	return (cat_spool_read_range(sp->fd, &r, rd));
-}
-
-int
-cat_spool_read_range(int fd, const struct catalog_spool_range *range,
-    struct cat_spool_read *rd)
-{
-	uint64_t lo = range->lo, hi = range->hi;
+	uint64_t lo, hi;
 	size_t at;
 
 	rd->nrows = 0;
-	if (hi < lo || hi - lo > SIZE_MAX - 1) {
+	lo = i == 0 ? 0 : sp->ends[i - 1];
+	hi = i < sp->nends ? sp->ends[i] : sp->off;
+	if (sp->w.len > 0 || hi < lo || hi - lo > SIZE_MAX - 1) {
 		log_error("internal error: a bad part of spooled rows");
 		return (-1);
 	}
 	buf_reset(&rd->raw);
 	if (buf_reserve(&rd->raw, (size_t)(hi - lo)) ||
-	    fsutil_pread_all(fd, rd->raw.data, (size_t)(hi - lo),
+	    fsutil_pread_all(sp->fd, rd->raw.data, (size_t)(hi - lo),
 	    (off_t)lo, "the snapshot's spooled rows"))
 		return (-1);
 	rd->raw.len = (size_t)(hi - lo);

@@ -149,24 +149,29 @@ int record_reader_get(struct record_reader *rr, const char *pack,
     const uint8_t rid[CCRYPTO_ID_BYTES], const uint8_t **img, size_t *len);
 
 /*
- * The snapshot record: "CFSN" | u8 version | Ed25519 signature | image
- * (one part of catalog_snapshot_export_parts, or a whole
- * catalog_snapshot_export in format 1), the signature over "coffer-snapshot\0" |
- * repository id | image.  snapshot_record_open checks the form and the
- * signature (with the key slot's public key, never one from the repo)
- * and points *img at the image.  The signed message is built in rec's
- * header, which is then no longer the record's: only the image is left
- * to read.  1 good, 0 malformed or badly signed (*why says which;
- * nothing printed).
+ * The snapshot record, format 1 (doc/format.md, "Snapshot record"), in
+ * one of two variants told apart by the byte after the magic (a variant,
+ * not a version):
+ *
+ *	"CFSN" | 1 | Ed25519 signature | image
+ *	"CFSN" | 2 | Ed25519 signature | authority signature | image
+ *
+ * the image one part of catalog_snapshot_export_parts or a whole
+ * catalog_snapshot_export; the signature (the writer's) over
+ * "coffer-snapshot\0" | repository id | image; variant 2's authority
+ * signature over SNAPSHOT_REBASE_CTX "\0" | repository id | image.
+ * snapshot_record_open checks the form and the signature (with the key
+ * slot's public key, never one from the repo) and points *img at the
+ * image.  The signed message is built in rec's header, which is then no
+ * longer the record's: only the image is left to read.  1 good, 0
+ * malformed or badly signed (*why says which; nothing printed).
  */
 int snapshot_record_open(const struct repo *r, uint8_t *rec, size_t len,
     const uint8_t **img, size_t *imglen, const char **why);
 /*
- * The same, and *authority 1 when the record also carries the
- * authority's signature (version 2: "CFSN" | 2 | signature | authority
- * signature | image, the latter over SNAPSHOT_REBASE_CTX "\0" |
- * repository id | image) and this key could check it; 0 otherwise.  A
- * version 2 record whose authority signature is bad is refused (0).
+ * The same, and *authority 1 when the record is of variant 2 and this
+ * key could check its authority signature; 0 otherwise.  A variant 2
+ * record whose authority signature is bad is refused (0).
  */
 #define SNAPSHOT_REBASE_CTX "coffer-rebase"
 int snapshot_record_open_auth(const struct repo *r, uint8_t *rec,
