@@ -153,6 +153,8 @@ int ccrypto_recipient_keep(struct ccrypto_keys *k, const char *name,
 int ccrypto_recipient_forget(struct ccrypto_keys *k, const char *name,
     const uint8_t pk[CCRYPTO_KEY_BYTES]);
 const char *ccrypto_recipient_name(const struct ccrypto_keys *k, size_t i);
+/* The name the keyring lists k's own key under (a full key's), or NULL. */
+const char *ccrypto_recipient_self(const struct ccrypto_keys *k);
 int ccrypto_recipients_master(const struct ccrypto_keys *k);
 /*
  * The recipients' names in a keyring's bytes, read without a key (for

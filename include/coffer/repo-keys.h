@@ -22,6 +22,9 @@ int repo_unlock_with(struct repo *r, struct ccrypto_keys *k,
     const uint8_t id[CCRYPTO_REPO_ID_BYTES], const char *what);
 /* The name of the slot in keys/ that unlocked; NULL for a key file. */
 const char *repo_unlocked_slot(const struct repo *r);
+/* The keyring's name of the key that unlocked r (a slot's, or a full key
+ * file's or paper key's 16 hex digits), or NULL (write-only, locked). */
+const char *repo_unlocked_name(const struct repo *r);
 /*
  * The slot a passphrase tries first, before the others in name order
  * (the one that opened last on this host): each slot tried costs an

@@ -27,6 +27,8 @@ struct repo_init_opts {
 	const char *key_file;		/* written, mode 0600, must not exist */
 	uint64_t kdf_memory;		/* Argon2id bytes; 0 = default */
 	const struct chunker_params *chunker;	/* NULL = defaults */
+	char *key_name;			/* when not NULL: the new key's name
+					 * in the keyring (17 bytes) */
 };
 
 /*

@@ -20,7 +20,7 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 {
 	struct repo_init_opts o;
 	const char *path = g->repo;
-	char *pass = NULL;
+	char *pass = NULL, name[CCRYPTO_RECIPIENT_NAME_MAX + 1] = "";
 	size_t passlen = 0;
 	int ch, st, empty;
 
@@ -58,11 +58,16 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 		o.passphrase = pass;
 		o.passlen = passlen;
 	}
+	o.key_name = name;
 	st = repo_init(path, &o) ? STATUS_ERROR : STATUS_OK;
 	cmd_passphrase_free(pass, passlen);
-	if (st == STATUS_OK && log_level >= 0)
-		fprintf(stderr, "created repository '%s'%s%s%s\n", path,
-		    o.key_file ? " with key file '" : "",
-		    o.key_file ? o.key_file : "", o.key_file ? "'" : "");
+	/* Its name: what key list shows and key remove takes, should the
+	 * key file leak. */
+	if (st == STATUS_OK && log_level >= 0 && o.key_file != NULL)
+		fprintf(stderr, "created repository '%s' with key file '%s' "
+		    "(its name in the keyring: %s)\n", path, o.key_file, name);
+	else if (st == STATUS_OK && log_level >= 0)
+		fprintf(stderr, "created repository '%s' with key slot %s\n",
+		    path, name);
 	return (st);
 }

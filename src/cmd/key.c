@@ -139,16 +139,21 @@ last_use(const struct engine_key_uses *u, const char *key, char *when,
  */
 static int
 key_uses_read(const struct global_opts *g, struct repo *r,
-    struct engine_key_uses *u, int *known)
+    struct engine_key_uses *u, int *known, char self[REPO_SLOT_NAME_MAX])
 {
 	struct repo *kr = NULL;
 	struct catalog *c = NULL;
+	const char *name;
 	int rc;
 
+	self[0] = '\0';
 	if (!g->key_file && !g->passphrase_file && !g->env_pass)
 		return (engine_key_uses_local(r, g->catalog, u, known));
 	if (cmd_open(g, OPEN_KEYS, &kr, &c) != STATUS_OK)
 		return (-1);
+	/* The entry this key is: what a leaked key file's owner looks for. */
+	if ((name = repo_unlocked_name(kr)) != NULL)
+		snprintf(self, REPO_SLOT_NAME_MAX, "%s", name);
 	*known = 1;
 	rc = engine_key_uses_read(c, u);
 	cmd_close(kr, c);
@@ -214,7 +219,7 @@ list_epochs(struct repo *r, struct jw *j)
  */
 static int
 list_keyring(struct repo *r, const struct repo_slot *v, size_t n,
-    struct jw *j)
+    const char *self, struct jw *j)
 {
 	struct engine_keyring_entry *e;
 	size_t i, ne;
@@ -228,13 +233,16 @@ list_keyring(struct repo *r, const struct repo_slot *v, size_t n,
 			jw_begin_object(j);
 			jw_str(jw_key(j, "id"), e[i].id);
 			jw_str(jw_key(j, "holder"), e[i].holder);
+			jw_bool(jw_key(j, "this_key"), strcmp(e[i].id,
+			    self) == 0);
 			jw_end_object(j);
 		} else if (strcmp(e[i].holder, "slot") != 0)
-			printf("%-17s %-11s %s\n", fmt_text(e[i].id), "full",
+			printf("%-17s %-11s %s%s\n", fmt_text(e[i].id), "full",
 			    strcmp(e[i].holder, "key file") == 0 ? "key file "
 			    "or paper key (coffer key remove revokes it)" :
 			    "keys holding the master secret: slots marked "
-			    "full*, key files and paper keys of version 1");
+			    "full*, key files and paper keys of version 1",
+			    strcmp(e[i].id, self) == 0 ? "  <- this key" : "");
 	}
 	if (j != NULL)
 		jw_end_array(j);
@@ -253,7 +261,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	struct repo_slot *v;
 	struct repo *r;
 	struct jw j;
-	char when[32], used[32];
+	char when[32], used[32], self[REPO_SLOT_NAME_MAX];
 	size_t i, n, unreadable = 0;
 	int ch, json = 0, known = 0, st = STATUS_OK;
 
@@ -271,7 +279,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		cmd_close(r, NULL);
 		return (STATUS_REPO);
 	}
-	if (key_uses_read(g, r, &uses, &known)) {
+	if (key_uses_read(g, r, &uses, &known, self)) {
 		free(v);
 		engine_key_uses_release(&uses);
 		cmd_close(r, NULL);
@@ -306,6 +314,8 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 				    v[i].opslimit);
 			}
 			jw_str(jw_key(&j, "created"), when);
+			jw_bool(jw_key(&j, "this_key"), strcmp(v[i].name,
+			    self) == 0);
 			if (last_use(&uses, v[i].name, used, sizeof(used)))
 				jw_str(jw_key(&j, "last_used"), used);
 			else
@@ -319,9 +329,11 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 				    (unsigned long long)(v[i].memlimit >> 20),
 				    (unsigned long long)v[i].opslimit);
 			(void)last_use(&uses, v[i].name, used, sizeof(used));
-			printf("%-17s %-11s %-17s %-21s %s\n",
+			printf("%-17s %-11s %-17s %-21s %s%s\n",
 			    fmt_text(v[i].name),
-			    kind_name(v[i].kind), cost, when, used);
+			    kind_name(v[i].kind), cost, when, used,
+			    strcmp(v[i].name, self) == 0 ? "  <- this key" :
+			    "");
 		}
 	}
 	/* Key files are not in the repository: only their uses are known. */
@@ -344,7 +356,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	}
 	if (json)
 		jw_end_array(&j);
-	if (list_keyring(r, v, n, json ? &j : NULL))
+	if (list_keyring(r, v, n, self, json ? &j : NULL))
 		st = STATUS_REPO;
 	if (list_epochs(r, json ? &j : NULL))
 		st = STATUS_REPO;

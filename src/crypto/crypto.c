@@ -923,6 +923,20 @@ ccrypto_recipient_name(const struct ccrypto_keys *k, size_t i)
 	return (i < k->nrecips ? k->recips[i].name : NULL);
 }
 
+const char *
+ccrypto_recipient_self(const struct ccrypto_keys *k)
+{
+	size_t i;
+
+	if (k->write_only)
+		return (NULL);
+	for (i = 0; i < k->nrecips; i++)
+		if (sodium_memcmp(k->recips[i].pk, k->recip_pk,
+		    CCRYPTO_KEY_BYTES) == 0)
+			return (k->recips[i].name);
+	return (NULL);
+}
+
 int
 ccrypto_recipients_master(const struct ccrypto_keys *k)
 {

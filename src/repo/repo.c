@@ -103,6 +103,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf", conf.data,
 	    conf.len, 0644, 0))
 		goto err;
+	if (o->key_name != NULL)
+		memcpy(o->key_name, kidhex, sizeof(kidhex));
 	if (kfd != -1)
 		close(kfd);
 	close(dfd);

@@ -232,6 +232,12 @@ repo_unlocked_slot(const struct repo *r)
 	return (r->keys != NULL && r->slot[0] != '\0' ? r->slot : NULL);
 }
 
+const char *
+repo_unlocked_name(const struct repo *r)
+{
+	return (r->keys != NULL ? ccrypto_recipient_self(r->keys) : NULL);
+}
+
 int
 repo_unlock_with(struct repo *r, struct ccrypto_keys *k,
     const uint8_t id[CCRYPTO_REPO_ID_BYTES], const char *what)

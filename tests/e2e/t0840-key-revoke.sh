@@ -67,6 +67,25 @@ test_expect_success 'a key file exported, then removed: it is refused, the rest 
 	restores repo --passphrase-file p1
 '
 
+test_expect_success 'a leaked key file is found by its name: init says it, key list marks it' '
+	coffer init --key-file leak.key leakrepo 2>err && cat err &&
+	name=$(sed -n "s/.*(its name in the keyring: \([0-9a-f]\{16\}\))\$/\1/p" err) &&
+	test -n "$name" &&
+	keyring_ids leakrepo "key file" >files && echo "$name" >expect.files &&
+	test_cmp expect.files files &&
+	coffer -r leakrepo --key-file leak.key key export --to other.key &&
+	coffer -r leakrepo --key-file leak.key key list >list && cat list &&
+	grep "^$name .*<- this key\$" list &&
+	test "$(grep -c "<- this key" list)" = 1 &&
+	coffer -r leakrepo --key-file other.key key list --json >l.json &&
+	json_check l.json "
+		my @k = grep { \$_->{this_key} } @{\$j->{keyring}};
+		@k == 1 && \$k[0]{id} ne q($name)" &&
+	coffer -r leakrepo key list >nokey && ! grep "this key" nokey &&
+	coffer -r leakrepo --key-file other.key key remove "$name" &&
+	test_expect_code 3 coffer -r leakrepo --key-file leak.key snapshots
+'
+
 test_expect_success 'a keyring put back from before a removal is not used, nor written over' '
 	coffer -r repo --passphrase-file p1 key export --to kg 2>err &&
 	name=$(sed -n "s/.*coffer key remove \([0-9a-f]*\).*/\1/p" err) &&
