@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "coffer/engine-check.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"

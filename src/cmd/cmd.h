@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "coffer/catalog.h"
+#include "coffer/engine-check.h"
 #include "coffer/engine.h"
 #include "coffer/jw.h"
 #include "coffer/repo.h"

@@ -4,6 +4,7 @@
 
 #include "cmd.h"
 #include "coffer/bundle.h"
+#include "coffer/engine-offsite.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"
 #include "coffer/hex.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/engine-retention.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"

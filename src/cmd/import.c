@@ -3,9 +3,10 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "coffer/engine-offsite.h"
 #include "coffer/engine.h"
-#include "coffer/fsutil.h"
 #include "coffer/fmt.h"
+#include "coffer/fsutil.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"

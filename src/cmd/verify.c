@@ -5,9 +5,10 @@
 
 #include "cmd.h"
 #include "coffer/catalog-history.h"
+#include "coffer/engine-check.h"
 #include "coffer/engine.h"
-#include "coffer/hex.h"
 #include "coffer/fmt.h"
+#include "coffer/hex.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"

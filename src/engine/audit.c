@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "coffer/chunk.h"
+#include "coffer/engine-check.h"
 #include "coffer/engine.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"

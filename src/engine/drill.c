@@ -28,6 +28,7 @@
 
 #include "coffer/catalog-history.h"
 #include "coffer/chunk.h"
+#include "coffer/engine-check.h"
 #include "coffer/engine.h"
 #include "coffer/fs.h"
 #include "coffer/fsutil.h"

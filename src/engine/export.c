@@ -33,6 +33,7 @@
 #include "coffer/catalog-journal.h"
 #include "coffer/catalog-known.h"
 #include "coffer/catalog-record.h"
+#include "coffer/engine-offsite.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "coffer/catalog-prune.h"
+#include "coffer/engine-retention.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"

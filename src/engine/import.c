@@ -30,13 +30,14 @@
 
 #include "coffer/bundle.h"
 #include "coffer/catalog-history.h"
+#include "coffer/engine-offsite.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
-#include "coffer/repo-keys.h"
 #include "coffer/progress.h"
 #include "coffer/remote.h"
+#include "coffer/repo-keys.h"
 #include "coffer/signals.h"
 #include "engine-int.h"
 

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "coffer/catalog-history.h"
+#include "coffer/engine-check.h"
+#include "coffer/engine-offsite.h"
 #include "coffer/engine.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"

@@ -32,6 +32,7 @@
 #include "coffer/catalog-journal.h"
 #include "coffer/catalog-prune.h"
 #include "coffer/catalog-record.h"
+#include "coffer/engine-retention.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"

@@ -14,6 +14,9 @@
 
 #include "coffer/buf.h"
 #include "coffer/crypto.h"
+#include "coffer/engine-check.h"
+#include "coffer/engine-offsite.h"
+#include "coffer/engine-retention.h"
 #include "coffer/engine-run.h"
 #include "coffer/fmt.h"
 #include "coffer/hex.h"

@@ -19,6 +19,7 @@
 #include "coffer/catalog-history.h"
 #include "coffer/catalog-journal.h"
 #include "coffer/catalog-record.h"
+#include "coffer/engine-check.h"
 #include "coffer/engine.h"
 #include "coffer/hex.h"
 #include "coffer/hmap.h"
@@ -26,8 +27,8 @@
 #include "coffer/name.h"
 #include "coffer/pool.h"
 #include "coffer/progress.h"
-#include "coffer/tuning.h"
 #include "coffer/signals.h"
+#include "coffer/tuning.h"
 #include "engine-int.h"
 
 
