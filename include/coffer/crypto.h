@@ -386,8 +386,7 @@ struct ccrypto_keys *ccrypto_slot_unwrap(const uint8_t *slot, size_t len,
 
 /* What a slot's header says, readable without its passphrase. */
 enum {
-	CCRYPTO_SLOT_FULL = 1,		/* none: no slot holds the master
-					 * secret (refused, kind unknown) */
+	/* 1 is no kind: refused, as any other unknown one */
 	CCRYPTO_SLOT_WRITE_ONLY = 2,	/* wraps a write-only key */
 	CCRYPTO_SLOT_HOLDER = 3		/* wraps a holder key (full) */
 };

@@ -47,7 +47,7 @@ void repo_allow_unlisted(struct repo *r);
 
 /*
  * The key slots in keys/ (coffer key), in name order, read without a
- * passphrase: kind is CCRYPTO_SLOT_FULL or _WRITE_ONLY, or 0 for a file
+ * passphrase: kind is CCRYPTO_SLOT_HOLDER or _WRITE_ONLY, or 0 for a file
  * this coffer cannot read (reported); mtime_ns is when it was written.
  * *slots is malloc'd.  0 or -1 (reported).
  */

@@ -109,7 +109,6 @@ static const char *
 kind_name(int kind)
 {
 	switch (kind) {
-	case CCRYPTO_SLOT_FULL: return ("full*");
 	case CCRYPTO_SLOT_HOLDER: return ("full");
 	case CCRYPTO_SLOT_WRITE_ONLY: return ("write-only");
 	default: return ("unreadable");
@@ -240,8 +239,7 @@ list_keyring(struct repo *r, const struct repo_slot *v, size_t n,
 			printf("%-17s %-11s %s%s\n", fmt_text(e[i].id), "full",
 			    strcmp(e[i].holder, "key file") == 0 ? "key file "
 			    "or paper key (coffer key remove revokes it)" :
-			    "keys holding the master secret: slots marked "
-			    "full*, key files and paper keys of version 1",
+			    e[i].holder,
 			    strcmp(e[i].id, self) == 0 ? "  <- this key" : "");
 	}
 	if (j != NULL)
@@ -303,10 +301,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 			jw_begin_object(&j);
 			jw_str(jw_key(&j, "id"), v[i].name);
 			jw_str(jw_key(&j, "kind"), "passphrase");
-			jw_str(jw_key(&j, "capability"), v[i].kind ==
-			    CCRYPTO_SLOT_FULL ? "full" : kind_name(v[i].kind));
-			jw_bool(jw_key(&j, "master_secret"), v[i].kind ==
-			    CCRYPTO_SLOT_FULL);
+			jw_str(jw_key(&j, "capability"), kind_name(v[i].kind));
 			if (v[i].kind != 0) {
 				jw_uint(jw_key(&j, "kdf_memory_mib"),
 				    v[i].memlimit >> 20);

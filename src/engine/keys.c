@@ -137,47 +137,12 @@ engine_key_epoch_packs(struct repo *r, uint32_t *epochs, size_t *counts,
 	return (0);
 }
 
-/*
- * Epoch 1's secret is derived from the master secret: it is retired only
- * when no key in the repository holds that secret (slots of kind 1) and
- * the key at work is not one (a key file or paper key of version 1),
- * which would lock it out.  1 when something still holds it (reported).
- */
-static int
-first_held(struct repo *r)
-{
-	struct repo_slot *v;
-	size_t i, n, held = 0;
-
-	if (ccrypto_keys_kind(repo_keys(r)) != CCRYPTO_KEY_HOLDER) {
-		log_error("key epoch 1 is derived from the master secret, "
-		    "which this key holds (a key file or paper key of version "
-		    "1, or a key slot of kind 1): retire it with a full key "
-		    "made since (coffer key add, coffer key export --to)");
-		return (1);
-	}
-	if (repo_slots(r, &v, &n))
-		return (1);
-	for (i = 0; i < n; i++)
-		if (v[i].kind == CCRYPTO_SLOT_FULL) {
-			log_error("key slot %s holds the master secret, from "
-			    "which epoch 1 is derived: coffer key passwd %s "
-			    "rewrites it without it (or coffer key remove %s)",
-			    v[i].name, v[i].name, v[i].name);
-			held++;
-		}
-	free(v);
-	return (held > 0);
-}
-
 enum engine_result
 engine_key_retire(struct repo *r, struct catalog *c, uint32_t epoch)
 {
 	size_t count, other;
 
 	if (engine_need_read(r, "key retire"))
-		return (ENGINE_REFUSED);
-	if (epoch == 1 && first_held(r))
 		return (ENGINE_REFUSED);
 	if (epoch == ccrypto_keys_seal_epoch(repo_keys(r))) {
 		log_error("key epoch %u is the newest, the one new packs are "

@@ -26,7 +26,8 @@
 #include "engine-int.h"
 
 #define SNAPSHOT_RECORD_MAGIC "CFSN"
-#define SNAPSHOT_RECORD_VERSION 1
+/* The byte after the magic: which of format 1's two variants. */
+#define SNAPSHOT_RECORD_SIGNED 1
 
 /* What a snapshot record's signature covers: context, repository, rows,
  * so that a record cannot be replayed into another repository or passed
@@ -34,13 +35,13 @@
 static const char record_ctx[] = "coffer-snapshot";
 
 /*
- * Version 2, a record that rewrites a snapshot (a rebase): the header
- * also holds the authority's signature over the image, with its own
- * context, after the ordinary one.  A write-only key signs ordinary
+ * The variant that rewrites a snapshot (a rebase): the header also holds
+ * the authority's signature over the image, with its own context, after
+ * the ordinary one.  A write-only key signs ordinary
  * records with the signing key every key shares, so only the authority's
  * signature may let a record replace a snapshot a catalog has.
  */
-#define SNAPSHOT_RECORD_VERSION_AUTH 2
+#define SNAPSHOT_RECORD_AUTHORITY 2
 #define SNAPSHOT_RECORD_HEADER_AUTH (SNAPSHOT_RECORD_HEADER + CCRYPTO_SIG_BYTES)
 
 int
@@ -51,18 +52,18 @@ snapshot_record_open_auth(const struct repo *r, uint8_t *rec, size_t len,
 	uint8_t sig[CCRYPTO_SIG_BYTES], asig[CCRYPTO_SIG_BYTES];
 	size_t hdr;
 	uint8_t *msg;
-	int v2;
+	int authed;
 
 	if (authority != NULL)
 		*authority = 0;
 	if (len < 5 || memcmp(rec, SNAPSHOT_RECORD_MAGIC, 4) != 0 ||
-	    (rec[4] != SNAPSHOT_RECORD_VERSION &&
-	    rec[4] != SNAPSHOT_RECORD_VERSION_AUTH)) {
+	    (rec[4] != SNAPSHOT_RECORD_SIGNED &&
+	    rec[4] != SNAPSHOT_RECORD_AUTHORITY)) {
 		*why = "is malformed";
 		return (0);
 	}
-	v2 = rec[4] == SNAPSHOT_RECORD_VERSION_AUTH;
-	hdr = v2 ? SNAPSHOT_RECORD_HEADER_AUTH : SNAPSHOT_RECORD_HEADER;
+	authed = rec[4] == SNAPSHOT_RECORD_AUTHORITY;
+	hdr = authed ? SNAPSHOT_RECORD_HEADER_AUTH : SNAPSHOT_RECORD_HEADER;
 	if (len <= hdr) {
 		*why = "is malformed";
 		return (0);
@@ -71,7 +72,7 @@ snapshot_record_open_auth(const struct repo *r, uint8_t *rec, size_t len,
 	 * store_record built it: a part is not copied to be checked. */
 	msg = rec + hdr - pre;
 	memcpy(sig, rec + 5, sizeof(sig));
-	if (v2)
+	if (authed)
 		memcpy(asig, rec + SNAPSHOT_RECORD_HEADER, sizeof(asig));
 	memcpy(msg, record_ctx, sizeof(record_ctx));
 	memcpy(msg + sizeof(record_ctx), repo_id(r), CCRYPTO_REPO_ID_BYTES);
@@ -81,7 +82,7 @@ snapshot_record_open_auth(const struct repo *r, uint8_t *rec, size_t len,
 	}
 	*img = rec + hdr;
 	*imglen = len - hdr;
-	if (v2) {
+	if (authed) {
 		switch (ccrypto_auth_verify(repo_keys(r), SNAPSHOT_REBASE_CTX,
 		    repo_id(r), *img, *imglen, asig)) {
 		case 0:
@@ -419,7 +420,7 @@ record_sign(struct repo *r, struct buf *rec,
 	    CCRYPTO_REPO_ID_BYTES);
 	ccrypto_sign(repo_keys(r), rec->data + pad, rec->len - pad, sig);
 	memcpy(rec->data, SNAPSHOT_RECORD_MAGIC, 4);
-	rec->data[4] = SNAPSHOT_RECORD_VERSION;
+	rec->data[4] = SNAPSHOT_RECORD_SIGNED;
 	memcpy(rec->data + 5, sig, sizeof(sig));
 	if (rec->len > PACK_RECORD_MAX) {
 		log_error("snapshot record is too large (%zu bytes)", rec->len);
@@ -429,10 +430,8 @@ record_sign(struct repo *r, struct buf *rec,
 	return (0);
 }
 
-/* Sign rec as a snapshot record and add it to the open pack; its id and
- * pack in *where.  rec is released once compressed (write_record). */
 /*
- * Sign rec as record_sign does, then as the authority (version 2,
+ * Sign rec as record_sign does, then as the authority (the variant
  * above): the image moves 64 bytes down, so it is copied once; records
  * signed so are rebases, few.
  */
@@ -449,7 +448,7 @@ record_sign_authority(struct repo *r, struct buf *rec,
 	if (buf_reserve(&out, SNAPSHOT_RECORD_HEADER_AUTH + imglen))
 		return (-1);
 	memcpy(out.data, rec->data, SNAPSHOT_RECORD_HEADER);
-	out.data[4] = SNAPSHOT_RECORD_VERSION_AUTH;
+	out.data[4] = SNAPSHOT_RECORD_AUTHORITY;
 	if (ccrypto_auth_sign(repo_keys(r), SNAPSHOT_REBASE_CTX, repo_id(r),
 	    rec->data + SNAPSHOT_RECORD_HEADER, imglen,
 	    out.data + SNAPSHOT_RECORD_HEADER)) {

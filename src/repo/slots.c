@@ -565,15 +565,12 @@ key_file_listed(const struct repo *r, const struct repo_slot *v, size_t n,
 }
 
 /*
- * Whether the slot v[i] reads: a full slot the keyring lists (a slot
- * holding the master secret, while "master" is listed).  A slot's header
- * alone proves nothing: whoever writes the storage can plant one.
+ * Whether the slot v[i] reads: a full slot the keyring lists.  A slot's
+ * header alone proves nothing: whoever writes the storage can plant one.
  */
 static int
 slot_reads(const struct repo *r, const struct repo_slot *s)
 {
-	if (s->kind == CCRYPTO_SLOT_FULL)
-		return (listed(r, CCRYPTO_RECIPIENT_MASTER));
 	return (s->kind == CCRYPTO_SLOT_HOLDER && listed(r, s->name));
 }
 
@@ -628,10 +625,6 @@ repo_slot_remove(struct repo *r, const char *name)
 		log_errno("repository '%s': fsync of 'keys' failed", r->path);
 		goto out;
 	}
-	if (!file && s->kind == CCRYPTO_SLOT_FULL)
-		log_warn("slot %s held the master secret, which other keys "
-		    "hold too: a copy of it reads until key retire 1 "
-		    "(coffer-key(1), REVOKING A KEY)", s->name);
 	rc = 0;
 out:
 	free(v);
