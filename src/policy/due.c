@@ -295,6 +295,10 @@ plan_exports(struct due *d)
 		    d->h[i].subject != NULL &&
 		    policy_dataset_find(p, d->h[i].subject) != NULL)
 			nsnaps++;
+	/* A policy of no datasets (a backup host's) sends the repository's,
+	 * as its retention and drills judge them. */
+	if (p->ndatasets == 0)
+		nsnaps = d->nrepo;
 	for (i = 0; i < d->out->n; i++)
 		backups += d->out->v[i].job == POLICY_BACKUP &&
 		    d->out->v[i].due;
@@ -309,7 +313,8 @@ plan_exports(struct due *d)
 			a->slot = INT64_MAX;
 			snprintf(a->reason, sizeof(a->reason), "nothing to "
 			    "send: no complete snapshot of the policy's "
-			    "datasets, and no backup due");
+			    "datasets (or the repository's, when it names "
+			    "none), and no backup due");
 			continue;
 		}
 		if ((a = plan_levels(d, POLICY_EXPORT, e->target, e->sched)) ==

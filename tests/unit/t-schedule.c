@@ -675,7 +675,10 @@ test_backup_host(void)
 		"schedule = daily 06:00\n"
 		"[drill named]\n"
 		"datasets = corpus ghost\n"
-		"schedule = daily 06:00\n";
+		"schedule = daily 06:00\n"
+		"[export offsite]\n"
+		"to = /mnt/offsite\n"
+		"full = daily 04:00\n";
 	struct policy *p = load(text), *q;
 	struct policy_event h[] = {
 		{ POLICY_BACKUP, "ckpt", 0, 0, 1 },
@@ -715,6 +718,16 @@ test_backup_host(void)
 	ok(nwarn == 1 && pl.warned, "one warning");
 	ok((a = find(&pl, POLICY_PRUNE, "")) != NULL && a->due,
 	    "a prune after forgetting (prune = yes)");
+	ok((a = find(&pl, POLICY_EXPORT, "offsite")) != NULL && a->due &&
+	    a->dataset == NULL, "an export of the repository's datasets, "
+	    "one bundle");
+	policy_plan_release(&pl);
+	/* With no snapshot in the repository, nothing to send. */
+	policy_due(p, now, NULL, 0, &pl);
+	a = find(&pl, POLICY_EXPORT, "offsite");
+	ok(a != NULL && !a->due && strncmp(a->reason, "nothing to send",
+	    15) == 0, "no export before anything is backed up: %s",
+	    a != NULL ? a->reason : "");
 	policy_plan_release(&pl);
 	policy_free(p);
 
