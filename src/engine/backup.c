@@ -1011,6 +1011,39 @@ check_source(struct backup *b, const char *source)
 	return (rc);
 }
 
+struct estimate {
+	int level;
+	int64_t bytes;			/* the newest's; -1 none */
+};
+
+static int
+newest_of_level(void *arg, const struct catalog_snapshot *s)
+{
+	struct estimate *e = arg;
+
+	/* Listed oldest first: the last one seen is the newest. */
+	if (s->state == SNAP_COMPLETE && s->level == e->level)
+		e->bytes = s->bytes_read;
+	return (0);
+}
+
+/*
+ * What this backup will read, for the progress line's ETA: what the
+ * dataset's newest complete snapshot of the same level read (a full
+ * reads the tree, an hourly incremental one checkpoint step).  0 when
+ * there is none, or nothing to go by: no ETA.
+ */
+static uint64_t
+estimate_read(struct backup *b, int level)
+{
+	struct estimate e = { level, -1 };
+
+	if (catalog_snapshot_list(b->cat, b->opts->dataset, newest_of_level,
+	    &e) < 0 || e.bytes <= 0)
+		return (0);
+	return ((uint64_t)e.bytes);
+}
+
 /*
  * Decide the level and the base.  An incremental or differential without
  * a complete full to build on becomes a full, as Bacula does.
@@ -1126,6 +1159,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (choose_level(&b, &s, &base))
 		goto out;
 	b.level = s.level;
+	b.progress.total_bytes = estimate_read(&b, s.level);
 	s.state = SNAP_RUNNING;
 	s.started_ns = o->time_ns ? o->time_ns : now_realtime_ns();
 	s.host = engine_host_name();
