@@ -65,12 +65,11 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 		rc = -1;
 	}
 	if (o->want_catalog) {
+		/* A damaged catalog, or one of another format, is moved
+		 * aside and said so there; the sync below rebuilds it. */
 		if ((c = catalog_open_or_reset(catpath, aside,
 		    sizeof(aside))) == NULL)
 			goto err;
-		if (aside[0] != '\0')
-			log_warn("catalog '%s' was damaged: moved aside to '%s' "
-			    "and rebuilt from the repository", catpath, aside);
 		catalog_slot_hint_set(catpath, repo_unlocked_slot(r));
 	}
 	free(catpath);
