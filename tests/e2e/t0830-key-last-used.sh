@@ -44,7 +44,8 @@ test_expect_success 'a backup with the second slot: its last use is the backup, 
 	used $B >b1 && ! test "$(cat b1)" \< "$t1" &&
 	used $A >a && test_cmp a1 a &&
 	coffer -r repo --passphrase-file p2 key list >list &&
-	grep "^$B .* $(cat b1)\$" list && grep "^$A .* $(cat a1)\$" list
+	grep "^$B .* $(cat b1)  <- this key\$" list &&
+	grep "^$A .* $(cat a1)\$" list
 '
 
 test_expect_success 'a drill writes its result to the repository: its key is used then' '
