@@ -201,8 +201,9 @@ tsan:
 	@$(MAKE) --no-print-directory BUILD=build-tsan BIN=build-tsan/coffer \
 	  SANITIZE=thread tsan-check
 tsan-check: deps
-	@$(MAKE) --no-print-directory $(BIN) unit
-	TSAN_OPTIONS=$(TSAN_CHECK_OPTIONS) COFFER=$(CURDIR)/$(BIN) \
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) unit
+	TSAN_OPTIONS=$(TSAN_CHECK_OPTIONS) COFFER=$(CURDIR)/$(TEST_BIN) \
+	  COFFER_RELEASE=$(CURDIR)/$(BIN) \
 	  BUILD=$(CURDIR)/$(BUILD) setarch $$(uname -m) -R \
 	  prove -j2 -f $(UNIT_BIN) $(TSAN_E2E:%=tests/e2e/%.sh)
 
