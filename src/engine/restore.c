@@ -22,25 +22,13 @@
  * files are written; its own times and mode are applied when the first
  * writer closes, after all the others.  So are the target's, from the
  * snapshot's root entry (".", FS_ROOT_PATH), when the target is the
- * restore's own: made by it or empty, or --root-metadata.
- *
- * Content that several files share (the frozen layers of consecutive
- * checkpoints) is fetched, decrypted and hashed once: a chunk of a large
- * file restored whole earlier in the run is read back from that file,
- * through the descriptor its writer kept (fs_restore_keep), not through
- * its name.  Up to REUSE_FILES such files are kept open, the latest (fewer
- * under a low limit of open files), and up to REUSE_CHUNKS of their chunks
- * remembered; a chunk that cannot be read back is fetched from its pack as
- * any other.  What is read back is hashed as what is fetched: by then the
- * file is its owner's, who may have changed it; a chunk that is not its
- * id is fetched after all.
+ * restore's own: made by it or empty, or --root-metadata.  A window's
+ * chunks are fetched, verified or read back by restore-read.c.
  */
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "coffer/chunk.h"
@@ -52,375 +40,7 @@
 #include "coffer/progress.h"
 #include "coffer/signals.h"
 #include "coffer/tuning.h"
-
-/*
- * Open pack readers per thread.  A window's chunks are fetched largest
- * first, so in no order of packs: a window of small files drawn from
- * more packs than the cache holds reopens a pack (its header read and its
- * key unsealed into locked memory) every few chunks (100,000 small files
- * from 8 packs: 30,000 opens with 4).
- */
-#define READER_CACHE 16
-#define WINDOW_BYTES (8u << 20)
-#define WINDOW_ENTRIES 4096
-/*
- * Windows: filled, fetched, written, and one resting.  The file going on
- * from a window into the next is written from the window's memory until
- * its writer's ticket, and files are written in the middle of their loop
- * (FETCH_HEAD), so a window is fetched into again only two loops after
- * its files were written: with three, fetching waits for the last loop's
- * direct writes.
- */
-#define NWINDOWS 4
-/* Fetch jobs taken before the written window's files (step_job). */
-#define FETCH_HEAD 2
-/* Reading back a smaller chunk would cost more than fetching it. */
-#define REUSE_MIN (256u << 10)
-#define REUSE_FILES 64
-#define REUSE_CHUNKS 32768
-#define HASH_GROUP 8		/* chunks hashed together (ccrypto_chunk_ids) */
-/*
- * The catalog's cache and sorts, beside the windows' 32 MiB: restore
- * reads the catalog in path order, a few rows a file, so 2 MiB do; at
- * CATALOG_CACHE_KIB's 8 MiB its peak memory grows with the catalog.
- */
-#define RESTORE_CATALOG_KIB 2048
-
-struct cached_reader {
-	char name[PACK_NAME_LEN + 1];
-	struct pack_reader *pr;		/* NULL: the pack could not be opened */
-	uint64_t used;
-};
-
-/* Per-thread: pack readers and a decompressor. */
-struct rworker {
-	struct cached_reader cache[READER_CACHE];
-	uint64_t tick;
-	struct compressor *z;
-};
-
-/* WR_DAMAGED: its data failed authentication or is missing; WR_FAILED:
- * it could not be written (a full disk, say). */
-enum { WR_OK, WR_FAILED, WR_DAMAGED, WR_FAILED_BEFORE };
-
-/* An entry of a window, copied out of the catalog's iterator. */
-struct wentry {
-	struct entry e;
-	void *mem;
-	size_t first, njobs;		/* its chunks in this window */
-	int cont;			/* goes on with a file begun earlier */
-	int last;			/* its last chunk is in this window */
-	int link;			/* a second name of an earlier inode */
-	int bad;			/* its catalog rows are not sane */
-	int rc;				/* WR_*, from writing its file */
-	int64_t bytes;			/* written of it in this window */
-	int keep_fd;			/* finished: fs_restore_keep's, or -1 */
-	int has_id;			/* finished: id is its inode */
-	struct fs_file_id id;
-};
-
-/* One chunk of a window. */
-struct rjob {
-	struct catalog_chunk_loc loc;
-	size_t off;			/* its bytes in the window's buffer */
-	int rc;
-	int src_fd;			/* a restored file holding it, or -1 */
-	int64_t src_off;		/* where in that file */
-	int rb;				/* RB_*: reading it back, under rb.mu */
-};
-
-enum { RB_NONE, RB_QUEUED, RB_DONE, RB_FAILED };
-
-/*
- * Reading back runs on threads of its own, from the start of the loop
- * that fetches the window, while the pool decrypts the other chunks (which
- * it takes first): a pool thread would wait for the disk, behind the
- * writes.  Two, so that a read is queued while another is served.  A
- * chunk that could not be read back is fetched by its job.
- */
-#define READBACK_THREADS 2
-
-struct readback {
-	pthread_t thread[READBACK_THREADS];
-	int started;			/* threads */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct window *win;		/* being fetched */
-	const size_t *q;		/* its jobs to read back: the end of
-					 * its order */
-	size_t n, next;
-	int quit;
-	struct fs_reader *rd[READBACK_THREADS];
-	int64_t bytes;			/* read back */
-};
-
-struct readback_start {
-	struct restore *rs;
-	struct fs_reader *rd;
-};
-
-/* A restored file chunks are read back from (a slot of a ring); gen
- * tells a chunk's reference to an earlier file in the slot. */
-struct reuse_src {
-	int fd;
-	uint32_t gen;
-};
-
-struct reuse_ref {
-	uint32_t slot, gen;
-	int64_t off;
-};
-
-/* A chunk of the file going on into the next window, until it is
- * finished. */
-struct reuse_pending {
-	int64_t rowid;
-	int64_t off;
-};
-
-/*
- * A window's chunks are in data, aligned to 4096 and laid out so that a
- * large file's part starts aligned as in the file: its whole blocks can be
- * written to the disk from there (fs_restore_data_lent).  The file going
- * on into the next window may still be written from here after the loop
- * that wrote it, until its writer's ticket; the window is settled before
- * its memory is written again (it is fetched into) or moved (it grows
- * while filled).
- */
-struct window {
-	struct wentry *ents;
-	size_t nents, capents;
-	size_t *files;			/* entries whose file is written */
-	size_t nfiles, capfiles;
-	struct rjob *jobs;
-	size_t njobs, capjobs;
-	size_t *order;			/* jobs in the order the pool takes
-					 * them: to read back last */
-	size_t caporder;
-	struct buf data;
-	struct fs_restore *lent_to;	/* the writer still using data */
-	uint64_t lent_ticket;
-	/* Its fetched chunks are hashed before any of its files is
-	 * written, in groups of HASH_GROUP neighbours in order (largest
-	 * first: a group's lanes end about together); how many groups are
-	 * done, under restore.mu. */
-	size_t ngroups, vdone;
-};
-
-struct restore {
-	struct repo *repo;
-	struct catalog *cat;
-	const char *sid;		/* the snapshot's, for errors */
-	uint32_t chunk_max;		/* the repository's chunker max */
-	struct fs_restore *fr;		/* directories, links, devices */
-	struct restore_result *res;
-	const struct restore_opts *opts;
-	struct pool *pool;
-	struct rworker *workers;
-	/* Taking entries into fill, on this thread; fetching the chunks of
-	 * fetch and writing the files of out, on the pool; spare, written
-	 * in the last loop, rests. */
-	struct window win[NWINDOWS];
-	struct window *fill, *fetch, *out, *spare;
-	size_t head;			/* fetch jobs before out's files */
-	int running;			/* the pool's loop is on fetch, out */
-	/* Writers of regular files, shared by the pool's jobs; and the
-	 * out window's groups of chunks hashed (verified). */
-	pthread_mutex_t mu;
-	pthread_cond_t verified;
-	struct fs_restore **writers, **idle;
-	size_t nwriters, nidle, capwriters;
-	/* A file going on into the next window keeps its writer. */
-	struct fs_restore *carry_in, *carry_out;
-	/* Hardlink groups: (dev, ino, content) -> index into link_paths. */
-	struct hmap links;
-	struct hmap planned;		/* groups whose first name is taken */
-	char **link_paths;
-	struct fs_file_id *link_ids;	/* the inodes restored at them */
-	size_t nlinks, caplinks, capids;
-	int64_t missing;		/* requested paths not in the snapshot */
-	/* Chunks found damaged or missing, marked in the catalog at the
-	 * end so that the next backup stores them again. */
-	pthread_mutex_t bad_mu;
-	int64_t *bad_rows;
-	size_t nbad, capbad;
-	/* The target takes the snapshot root's metadata (root_entry). */
-	int root_ok, root_done;
-	int dirs_made;			/* restore_under's directories are
-					 * made (make_dirs) */
-	char **made;			/* directories above the paths asked
-					 * for, made (make_above) */
-	size_t nmade, capmade;
-	/* Chunks to read back: chunk row -> index into refs. */
-	struct hmap seen;
-	struct reuse_ref *refs;
-	size_t nrefs, caprefs;
-	struct reuse_src srcs[REUSE_FILES];
-	size_t nsrcs, next_src;		/* slots in use: 0 turns it off */
-	struct reuse_pending *pend;
-	size_t npend, cappend;
-	struct readback rb;
-	int read_back_always;		/* even records in memory */
-	int change_restored;		/* tests: COFFER_TEST_CHANGE_RESTORED */
-	struct progress progress;
-};
-
-/*
- * A worker's reader of a pack, opened once and kept in a small LRU.  A
- * pack that failed to open is remembered as such.  NULL for a bad pack.
- */
-static struct pack_reader *
-get_reader(struct restore *rs, struct rworker *w, const char *name)
-{
-	struct cached_reader *victim = &w->cache[0];
-	size_t i;
-
-	for (i = 0; i < READER_CACHE; i++) {
-		struct cached_reader *c = &w->cache[i];
-
-		if (c->used && strcmp(c->name, name) == 0) {
-			c->used = ++w->tick;
-			return (c->pr);
-		}
-		if (c->used < victim->used)
-			victim = c;
-	}
-	pack_reader_close(victim->pr);
-	memcpy(victim->name, name, PACK_NAME_LEN + 1);
-	victim->pr = pack_reader_open(rs->repo, name);
-	victim->used = ++w->tick;
-	return (victim->pr);
-}
-
-/*
- * Read, authenticate and decompress one chunk into the window being
- * fetched; its id is checked with its group's (verify_group), before the
- * window's files are written.
- */
-static void
-fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
-    struct rworker *w)
-{
-	struct pack_reader *pr;
-	struct pack_entry pe;
-
-	j->rc = -1;
-	/* Written already: read back; if that failed, fetched after all.
-	 * Waited for first: nothing may still write into the window once
-	 * the loop is done. */
-	if (j->src_fd != -1) {
-		int rb;
-
-		pthread_mutex_lock(&rs->rb.mu);
-		while ((rb = j->rb) == RB_QUEUED)
-			pthread_cond_wait(&rs->rb.cv, &rs->rb.mu);
-		pthread_mutex_unlock(&rs->rb.mu);
-		if (rb == RB_DONE) {
-			j->rc = 0;
-			return;
-		}
-	}
-	if (j->loc.pack[0] == '\0') {
-		log_error("a chunk at offset %llu is in no pack",
-		    (unsigned long long)j->loc.file_offset);
-		return;
-	}
-	if (j->loc.type != PACK_REC_DATA) {
-		log_error("a chunk at offset %llu is not a data record",
-		    (unsigned long long)j->loc.file_offset);
-		return;
-	}
-	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
-		return;
-	memcpy(pe.id, j->loc.cid, CCRYPTO_ID_BYTES);
-	pe.type = j->loc.type;
-	pe.flags = j->loc.flags;
-	pe.offset = j->loc.pack_offset;
-	pe.plain_len = j->loc.plain_len;
-	pe.stored_len = j->loc.stored_len;
-	if (pack_reader_read_unhashed(pr, &pe, w->z, win->data.data + j->off))
-		return;
-	j->rc = 0;
-}
-
-/*
- * A chunk read back that is not what its id says: the file it was read
- * from changed since it was restored (it is its owner's by then).  Fetched
- * from its pack after all, and checked there (pack_reader_read).
- */
-static void
-refetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
-    struct rworker *w)
-{
-	struct pack_reader *pr;
-	struct pack_entry pe;
-
-	/* Not a warning: what this restore writes is still exact. */
-	log_note("a chunk read back from a file restored earlier has "
-	    "changed since; fetching it from pack '%s'", j->loc.pack);
-	j->rc = -1;
-	if (j->loc.pack[0] == '\0' || j->loc.type != PACK_REC_DATA ||
-	    (pr = get_reader(rs, w, j->loc.pack)) == NULL)
-		return;
-	memcpy(pe.id, j->loc.cid, CCRYPTO_ID_BYTES);
-	pe.type = j->loc.type;
-	pe.flags = j->loc.flags;
-	pe.offset = j->loc.pack_offset;
-	pe.plain_len = j->loc.plain_len;
-	pe.stored_len = j->loc.stored_len;
-	if (pack_reader_read(pr, &pe, w->z, win->data.data + j->off) == 0)
-		j->rc = 0;
-}
-
-/*
- * Group g of the out window's chunks (order[g * HASH_GROUP] on): the keyed
- * hashes of those fetched or read back, taken together, must be their
- * ids.  A fetched chunk that differs is damaged (its job fails), as if
- * pack_reader_read had found it; one read back is fetched again
- * (refetch_chunk): a byte is written only if it was checked after it was
- * last read.  One whose fetch failed has failed already.
- */
-static void
-verify_group(struct restore *rs, struct window *win, size_t g,
-    struct rworker *w)
-{
-	const uint8_t *in[HASH_GROUP];
-	uint8_t ids[HASH_GROUP][CCRYPTO_ID_BYTES];
-	size_t len[HASH_GROUP], at[HASH_GROUP], n = 0, k, q, end;
-
-	end = (g + 1) * HASH_GROUP < win->njobs ? (g + 1) * HASH_GROUP :
-	    win->njobs;
-	for (q = g * HASH_GROUP; q < end; q++) {
-		const struct rjob *j = &win->jobs[win->order[q]];
-
-		if (j->rc != 0)
-			continue;
-		at[n] = win->order[q];
-		in[n] = win->data.data + j->off;
-		len[n++] = j->loc.plain_len;
-	}
-	ccrypto_chunk_ids(repo_keys(rs->repo), n, in, len, ids);
-	for (k = 0; k < n; k++) {
-		struct rjob *j = &win->jobs[at[k]];
-		char *path;
-
-		if (memcmp(ids[k], j->loc.cid, CCRYPTO_ID_BYTES) == 0)
-			continue;
-		if (j->rb == RB_DONE) {
-			refetch_chunk(rs, win, j, w);
-			continue;
-		}
-		path = repo_pack_path(rs->repo, j->loc.pack);
-		pack_report_mismatch(path ? path : j->loc.pack,
-		    j->loc.pack_offset);
-		free(path);
-		j->rc = -1;
-	}
-	pthread_mutex_lock(&rs->mu);
-	if (++win->vdone == win->ngroups)
-		pthread_cond_broadcast(&rs->verified);
-	pthread_mutex_unlock(&rs->mu);
-}
+#include "restore-int.h"
 
 /*
  * An idle file writer, or a new one.  NULL (reported).  Each running job
@@ -449,19 +69,6 @@ writer_put(struct restore *rs, struct fs_restore *w)
 	pthread_mutex_lock(&rs->mu);
 	rs->idle[rs->nidle++] = w;
 	pthread_mutex_unlock(&rs->mu);
-}
-
-/* Is one of these n chunks (a file's part in a window) worth reading
- * back? */
-static int
-has_reusable(const struct rjob *jobs, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (jobs[i].loc.plain_len >= REUSE_MIN)
-			return (1);
-	return (0);
 }
 
 /* Write a regular file's part held by the window (a pool job). */
@@ -543,7 +150,7 @@ write_file(struct restore *rs, struct window *win, struct wentry *we)
 		/* At most one per REUSE_MIN of the window, and the file
 		 * going on from the last one, are held until it finishes. */
 		if (rs->nsrcs > 0 && (we->cont ||
-		    has_reusable(&win->jobs[we->first], we->njobs)))
+		    rst_has_reusable(&win->jobs[we->first], we->njobs)))
 			we->keep_fd = fs_restore_keep(w);
 	}
 	writer_put(rs, w);
@@ -568,7 +175,7 @@ step_job(void *arg, size_t i, int worker)
 	size_t head = rs->head;
 
 	if (i < out->ngroups) {
-		verify_group(rs, out, i, &rs->workers[worker]);
+		rst_verify_group(rs, out, i, &rs->workers[worker]);
 		return;
 	}
 	i -= out->ngroups;
@@ -578,133 +185,8 @@ step_job(void *arg, size_t i, int worker)
 	}
 	if (i >= head)
 		i -= out->nfiles;
-	fetch_chunk(rs, fetch, &fetch->jobs[fetch->order[i]],
+	rst_fetch_chunk(rs, fetch, &fetch->jobs[fetch->order[i]],
 	    &rs->workers[worker]);
-}
-
-static void *
-readback_main(void *arg)
-{
-	struct restore *rs = ((struct readback_start *)arg)->rs;
-	struct fs_reader *rd = ((struct readback_start *)arg)->rd;
-	struct readback *b = &rs->rb;
-	struct rjob *j;
-	int ok;
-
-	thread_name("readback");
-	free(arg);
-	pthread_mutex_lock(&b->mu);
-	for (;;) {
-		while (b->next == b->n && !b->quit)
-			pthread_cond_wait(&b->cv, &b->mu);
-		if (b->next == b->n)
-			break;
-		j = &b->win->jobs[b->q[b->next++]];
-		pthread_mutex_unlock(&b->mu);
-		ok = fs_reader_read(rd, j->src_fd, b->win->data.data + j->off,
-		    j->loc.plain_len, j->src_off) == 0;
-		pthread_mutex_lock(&b->mu);
-		j->rb = ok ? RB_DONE : RB_FAILED;
-		if (ok)
-			b->bytes += (int64_t)j->loc.plain_len;
-		pthread_cond_broadcast(&b->cv);
-	}
-	pthread_mutex_unlock(&b->mu);
-	return (NULL);
-}
-
-/*
- * Larger chunks first.  A window's chunks run from a few KiB to several
- * MiB (a whole tensor), and a loop ends when its last job does: taken in
- * file order, a big chunk met last keeps one thread busy while the others
- * wait.
- */
-static int
-larger_first(const void *x, const void *y, void *arg)
-{
-	const struct rjob *jobs = arg;
-	uint32_t a = jobs[*(const size_t *)x].loc.plain_len;
-	uint32_t b = jobs[*(const size_t *)y].loc.plain_len;
-
-	return (a < b ? 1 : a > b ? -1 : 0);
-}
-
-/*
- * The window about to be fetched: the order the pool takes its jobs in
- * (the largest first, those read back last), and its chunks to read back
- * handed to the reading threads (idle: the last loop's jobs waited for
- * theirs), started the first time.  0, or -1 (out of memory, reported).
- */
-static int
-readback_start(struct restore *rs, struct window *win)
-{
-	struct readback *b = &rs->rb;
-	size_t i, n = 0, k;
-
-	while (win->caporder < win->njobs)
-		if (array_grow(&win->order, &win->caporder, win->caporder,
-		    sizeof(*win->order), win->njobs))
-			return (-1);
-	/* A record in memory costs no I/O: fetched rather than read back
-	 * (right after a backup, on a host with memory to spare). */
-	for (i = 0; i < win->njobs; i++) {
-		struct rjob *j = &win->jobs[i];
-
-		if (j->src_fd != -1 && !rs->read_back_always &&
-		    pack_cached(rs->repo, j->loc.pack,
-		    j->loc.pack_offset, j->loc.stored_len)) {
-			close(j->src_fd);
-			j->src_fd = -1;
-		}
-	}
-	for (i = 0; i < win->njobs; i++)
-		if (win->jobs[i].src_fd == -1)
-			win->order[n++] = i;
-	k = n;
-	if (k > 1)	/* order is not allocated for an empty window */
-		qsort_r(win->order, k, sizeof(*win->order), larger_first,
-		    win->jobs);
-	for (i = 0; i < win->njobs; i++)
-		if (win->jobs[i].src_fd != -1) {
-			win->order[n++] = i;
-			win->jobs[i].rb = RB_QUEUED;
-		}
-	if (k == n)
-		return (0);
-	while (b->started < READBACK_THREADS) {
-		struct readback_start *st;
-
-		if ((st = malloc(sizeof(*st))) == NULL ||
-		    (st->rd = fs_reader_new()) == NULL) {
-			free(st);
-			break;
-		}
-		st->rs = rs;
-		/* The thread frees st: what is needed of it, first. */
-		b->rd[b->started] = st->rd;
-		if (pthread_create(&b->thread[b->started], NULL,
-		    readback_main, st)) {
-			fs_reader_free(b->rd[b->started]);
-			b->rd[b->started] = NULL;
-			free(st);
-			break;
-		}
-		b->started++;
-	}
-	if (b->started == 0) {
-		/* No thread to read back with: the jobs fetch. */
-		for (i = k; i < n; i++)
-			win->jobs[win->order[i]].rb = RB_NONE;
-		return (0);
-	}
-	pthread_mutex_lock(&b->mu);
-	b->win = win;
-	b->q = win->order + k;
-	b->n = n - k;
-	b->next = 0;
-	pthread_cond_broadcast(&b->cv);
-	pthread_mutex_unlock(&b->mu);
-	return (0);
 }
 
 /* The key of a hardlink group: inode and content. */
@@ -765,134 +247,6 @@ remember_link(struct restore *rs, const struct wentry *we)
 	return (0);
 }
 
-/*
- * Tests only (COFFER_TEST_CHANGE_RESTORED): the first byte of the first
- * file kept to read back from is changed before its chunks are read back,
- * as the user it was restored for may change it meanwhile.
- */
-static void
-change_restored(int fd)
-{
-	unsigned char c;
-	int fl;
-
-	if ((fl = fcntl(fd, F_GETFL)) == -1 ||
-	    fcntl(fd, F_SETFL, fl & ~O_DIRECT) == -1 ||
-	    pread(fd, &c, 1, 0) != 1)
-		return;
-	c ^= 0xff;
-	(void)pwrite(fd, &c, 1, 0);
-}
-
-/*
- * A file restored whole, and its descriptor kept: its chunks (those of
- * the pending list, then n jobs) may be read back from it.  It takes the
- * oldest file's slot.  Takes fd.  0, or -1 on a fatal error.
- */
-static int
-reuse_add(struct restore *rs, int fd, const struct rjob *jobs, size_t n)
-{
-	struct reuse_src *src = &rs->srcs[rs->next_src];
-	uint32_t slot = (uint32_t)rs->next_src;
-	size_t i, total = rs->npend + n;
-
-	if (rs->nsrcs == 0 || (rs->npend == 0 && !has_reusable(jobs, n))) {
-		close(fd);	/* nothing worth reading back */
-		return (0);
-	}
-	if (src->fd != -1)
-		close(src->fd);
-	src->fd = fd;
-	if (rs->change_restored) {
-		change_restored(fd);
-		rs->change_restored = 0;
-	}
-	src->gen++;		/* the refs to the file it held are stale */
-	rs->next_src = (rs->next_src + 1) % rs->nsrcs;
-	for (i = 0; i < total; i++) {
-		struct reuse_ref *ref;
-		int64_t rowid, off, idx;
-
-		if (i < rs->npend) {
-			rowid = rs->pend[i].rowid;
-			off = rs->pend[i].off;
-		} else {
-			const struct rjob *j = &jobs[i - rs->npend];
-
-			if (j->loc.plain_len < REUSE_MIN)
-				continue;
-			rowid = j->loc.rowid;
-			off = (int64_t)j->loc.file_offset;
-		}
-		if (hmap_get(&rs->seen, &rowid, &idx)) {
-			ref = &rs->refs[idx];
-			if (rs->srcs[ref->slot].gen == ref->gen &&
-			    rs->srcs[ref->slot].fd != -1)
-				continue;	/* an open file has it */
-			ref->slot = slot;	/* its file was closed */
-			ref->gen = src->gen;
-			ref->off = off;
-			continue;
-		}
-		if (rs->nrefs == REUSE_CHUNKS) {
-			/* Full: start again from this file on. */
-			hmap_clear(&rs->seen);
-			rs->nrefs = 0;
-		}
-		if (array_grow(&rs->refs, &rs->caprefs, rs->nrefs,
-		    sizeof(*rs->refs), 1024) ||
-		    hmap_put(&rs->seen, &rowid, (int64_t)rs->nrefs))
-			return (-1);
-		ref = &rs->refs[rs->nrefs++];
-		ref->slot = slot;
-		ref->gen = src->gen;
-		ref->off = off;
-	}
-	rs->npend = 0;
-	return (0);
-}
-
-/* The file going on into the next window: remember its n chunks here. */
-static int
-reuse_pend(struct restore *rs, const struct rjob *jobs, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (jobs[i].loc.plain_len < REUSE_MIN ||
-		    rs->npend == REUSE_CHUNKS)
-			continue;
-		if (array_grow(&rs->pend, &rs->cappend, rs->npend,
-		    sizeof(*rs->pend), 256))
-			return (-1);
-		rs->pend[rs->npend].rowid = jobs[i].loc.rowid;
-		rs->pend[rs->npend].off = (int64_t)jobs[i].loc.file_offset;
-		rs->npend++;
-	}
-	return (0);
-}
-
-/* A restored file holding this chunk: a descriptor of it of the job's
- * own (the file's slot may be given to another before the job runs). */
-static void
-reuse_find(struct restore *rs, struct rjob *j)
-{
-	const struct reuse_ref *ref;
-	const struct reuse_src *src;
-	int64_t idx;
-
-	j->src_fd = -1;
-	if (rs->nsrcs == 0 || j->loc.plain_len < REUSE_MIN ||
-	    !hmap_get(&rs->seen, &j->loc.rowid, &idx))
-		return;
-	ref = &rs->refs[idx];
-	src = &rs->srcs[ref->slot];
-	if (src->fd == -1 || src->gen != ref->gen)
-		return;
-	if ((j->src_fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 0)) != -1)
-		j->src_off = ref->off;
-}
-
 /* A window's descriptors: its jobs' and its finished files'. */
 static void
 window_close_fds(struct window *win)
@@ -909,32 +263,6 @@ window_close_fds(struct window *win)
 			close(win->ents[i].keep_fd);
 		win->ents[i].keep_fd = -1;
 	}
-}
-
-/*
- * How many restored files to keep open, within the limit of open files.
- * Besides them: each window's jobs may hold one descriptor per REUSE_MIN
- * bytes, and as many files just written are held until their window is
- * finished (write_file); each of the pool's threads keeps READER_CACHE
- * packs open and a writer (its file and the direct one); the rest of the
- * run (catalog, target, readers) needs some.  0 turns reading back off.
- */
-static size_t
-reuse_files(int threads)
-{
-	rlim_t need = 64 + (rlim_t)(READER_CACHE + 2) * (rlim_t)(threads + 1) +
-	    4 * (WINDOW_BYTES / REUSE_MIN + 1);
-	struct rlimit rl;
-	rlim_t spare;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return (0);
-	if (rl.rlim_cur == RLIM_INFINITY)
-		return (REUSE_FILES);
-	if (rl.rlim_cur < need)
-		return (0);
-	spare = (rl.rlim_cur - need) / 2;
-	return (spare < REUSE_FILES ? (size_t)spare : REUSE_FILES);
 }
 
 /* The chunks of a damaged file that failed: to be marked damaged. */
@@ -989,13 +317,13 @@ finish_window(struct restore *rs, struct window *win)
 			if (!we->cont || we->rc != WR_OK)
 				rs->npend = 0;	/* another file, or failed */
 			if (we->rc == WR_OK && !we->last &&
-			    reuse_pend(rs, &win->jobs[we->first], we->njobs))
+			    rst_reuse_pend(rs, &win->jobs[we->first], we->njobs))
 				return (-1);
 			if (we->keep_fd != -1) {
 				int fd = we->keep_fd;
 
 				we->keep_fd = -1;
-				if (reuse_add(rs, fd, &win->jobs[we->first],
+				if (rst_reuse_add(rs, fd, &win->jobs[we->first],
 				    we->njobs))
 					return (-1);
 			}
@@ -1099,7 +427,7 @@ step(struct restore *rs)
 	/* Its chunks go where a file going on may still be written from
 	 * (by now, two loops ago, it is). */
 	window_settle(rs->fetch);
-	if (readback_start(rs, rs->fetch))
+	if (rst_readback_start(rs, rs->fetch))
 		return (-1);
 	/* The written window's groups to hash, in its fetch order. */
 	rs->out->ngroups = (rs->out->njobs + HASH_GROUP - 1) / HASH_GROUP;
@@ -1304,7 +632,7 @@ add_entry(struct restore *rs, const struct entry *e)
 		j->off = win->data.len;
 		j->rc = -1;
 		j->rb = RB_NONE;
-		reuse_find(rs, j);
+		rst_reuse_find(rs, j);
 		win->data.len += locs[i].plain_len;
 		win->ents[win->nents - 1].njobs++;
 	}
@@ -1532,7 +860,7 @@ engine_restore(struct repo *r, struct catalog *c,
 	    pool_default_threads())) == NULL)
 		goto out;
 	rs.capwriters = (size_t)pool_threads(rs.pool) + 1;
-	rs.nsrcs = reuse_files(pool_threads(rs.pool));
+	rs.nsrcs = rst_reuse_files(pool_threads(rs.pool));
 	/* Tests read back what the page cache holds; "never" turns it off
 	 * (to compare). */
 	if (tuning_get()->read_back == TUNING_READ_BACK_NEVER)
