@@ -31,8 +31,12 @@ int fsutil_read_file(const char *path, size_t max, unsigned char **data,
 int fsutil_read_fd(int fd, size_t max, unsigned char **data, size_t *len,
     const char *what);
 
-/* write(2) all of it, retrying on EINTR and short writes. */
+/* write(2) all of it, retrying on EINTR and short writes.  0, or -1
+ * reported as a failed write to what. */
 int fsutil_write_all(int fd, const void *p, size_t n, const char *what);
+/* The same, not reported: -1 with errno set, for a caller that says it
+ * (or not: a broken pipe to a program that reports its own failure). */
+int fsutil_write_all_quiet(int fd, const void *p, size_t n);
 /* pread(2) exactly n bytes; a short read is an error ("truncated"). */
 int fsutil_pread_all(int fd, void *p, size_t n, off_t off, const char *what);
 

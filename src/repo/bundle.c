@@ -447,24 +447,14 @@ write_cb(struct archive *a, void *arg, const void *p, size_t n)
 {
 	struct bundle_writer *w = arg;
 
-	const char *c = p;
-	size_t left = n;
-	ssize_t k;
-
 	/* Said once: libarchive writes again as it closes. */
 	if (w->failed)
 		return (-1);
-	while (left > 0) {
-		if ((k = write(w->out, c, left)) < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EPIPE || !w->quiet_pipe)
-				log_errno("write to '%s' failed", w->what);
-			w->failed = 1;
-			return (-1);
-		}
-		c += k;
-		left -= (size_t)k;
+	if (fsutil_write_all_quiet(w->out, p, n)) {
+		if (errno != EPIPE || !w->quiet_pipe)
+			log_errno("write to '%s' failed", w->what);
+		w->failed = 1;
+		return (-1);
 	}
 	ccrypto_plain_hash_update(&w->sum, p, n);
 	w->size += n;

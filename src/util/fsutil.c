@@ -34,7 +34,7 @@ fsutil_fsync_dir(const char *path)
 }
 
 int
-fsutil_write_all(int fd, const void *p, size_t n, const char *what)
+fsutil_write_all_quiet(int fd, const void *p, size_t n)
 {
 	const char *c = p;
 	ssize_t w;
@@ -44,13 +44,21 @@ fsutil_write_all(int fd, const void *p, size_t n, const char *what)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			log_errno("write to '%s' failed", what);
 			return (-1);
 		}
 		c += w;
 		n -= (size_t)w;
 	}
 	return (0);
+}
+
+int
+fsutil_write_all(int fd, const void *p, size_t n, const char *what)
+{
+	if (fsutil_write_all_quiet(fd, p, n) == 0)
+		return (0);
+	log_errno("write to '%s' failed", what);
+	return (-1);
 }
 
 int
