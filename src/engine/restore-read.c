@@ -56,6 +56,18 @@ get_reader(struct restore *rs, struct rworker *w, const char *name)
 	return (victim->pr);
 }
 
+/* The pack entry of j's chunk, as the catalog locates it. */
+static void
+loc_entry(const struct rjob *j, struct pack_entry *pe)
+{
+	memcpy(pe->id, j->loc.cid, CCRYPTO_ID_BYTES);
+	pe->type = j->loc.type;
+	pe->flags = j->loc.flags;
+	pe->offset = j->loc.pack_offset;
+	pe->plain_len = j->loc.plain_len;
+	pe->stored_len = j->loc.stored_len;
+}
+
 /*
  * Read, authenticate and decompress one chunk into the window being
  * fetched; its id is checked with its group's (rst_verify_group), before the
@@ -96,12 +108,7 @@ rst_fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	}
 	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
 		return;
-	memcpy(pe.id, j->loc.cid, CCRYPTO_ID_BYTES);
-	pe.type = j->loc.type;
-	pe.flags = j->loc.flags;
-	pe.offset = j->loc.pack_offset;
-	pe.plain_len = j->loc.plain_len;
-	pe.stored_len = j->loc.stored_len;
+	loc_entry(j, &pe);
 	if (pack_reader_read_unhashed(pr, &pe, w->z, win->data.data + j->off))
 		return;
 	j->rc = 0;
@@ -126,12 +133,7 @@ refetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 	if (j->loc.pack[0] == '\0' || j->loc.type != PACK_REC_DATA ||
 	    (pr = get_reader(rs, w, j->loc.pack)) == NULL)
 		return;
-	memcpy(pe.id, j->loc.cid, CCRYPTO_ID_BYTES);
-	pe.type = j->loc.type;
-	pe.flags = j->loc.flags;
-	pe.offset = j->loc.pack_offset;
-	pe.plain_len = j->loc.plain_len;
-	pe.stored_len = j->loc.stored_len;
+	loc_entry(j, &pe);
 	if (pack_reader_read(pr, &pe, w->z, win->data.data + j->off) == 0)
 		j->rc = 0;
 }
