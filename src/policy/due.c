@@ -290,15 +290,16 @@ plan_exports(struct due *d)
 	struct policy_action *a, proto;
 	size_t i, j, k, nsnaps = 0, backups = 0;
 
-	for (i = 0; i < d->nh; i++)
-		if (d->h[i].job == POLICY_BACKUP && d->h[i].ok &&
-		    d->h[i].subject != NULL &&
-		    policy_dataset_find(p, d->h[i].subject) != NULL)
-			nsnaps++;
 	/* A policy of no datasets (a backup host's) sends the repository's,
 	 * as its retention and drills judge them. */
 	if (p->ndatasets == 0)
 		nsnaps = d->nrepo;
+	else
+		for (i = 0; i < d->nh; i++)
+			if (d->h[i].job == POLICY_BACKUP && d->h[i].ok &&
+			    d->h[i].subject != NULL &&
+			    policy_dataset_find(p, d->h[i].subject) != NULL)
+				nsnaps++;
 	for (i = 0; i < d->out->n; i++)
 		backups += d->out->v[i].job == POLICY_BACKUP &&
 		    d->out->v[i].due;
