@@ -1,13 +1,21 @@
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "coffer/signals.h"
 
-static volatile sig_atomic_t caught;
+/*
+ * Atomics, not volatile sig_atomic_t: the handler runs on whichever
+ * thread the kernel picks, and the flag is read by every thread that
+ * checks for a stop.  volatile makes that safe within one thread only;
+ * a lock-free atomic is safe across threads and in a handler.
+ */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a handler may use only lock-free atomics");
+static atomic_int caught;
 static int installed;
 /* The child that stops with us (signals_child), or 0. */
-static volatile sig_atomic_t child;
+static atomic_int child;
 
 /* Its grace after SIGTERM, in seconds, before SIGKILL. */
 #define CHILD_GRACE 1
@@ -15,7 +23,7 @@ static volatile sig_atomic_t child;
 static void
 on_alarm(int sig)
 {
-	pid_t pid = (pid_t)child;
+	pid_t pid = (pid_t)atomic_load(&child);
 
 	(void)sig;
 	if (pid > 0)
@@ -25,9 +33,10 @@ on_alarm(int sig)
 static void
 on_signal(int sig)
 {
-	pid_t pid = (pid_t)child;
+	pid_t pid = (pid_t)atomic_load(&child);
 
-	if (caught != 0) {
+	/* Two signals on two threads at once: one of them is the first. */
+	if (atomic_exchange(&caught, sig) != 0) {
 		/* The second one: now, by its default action, and the
 		 * child with us. */
 		if (pid > 0)
@@ -36,7 +45,6 @@ on_signal(int sig)
 		raise(sig);
 		return;
 	}
-	caught = sig;
 	/*
 	 * A child that hangs (an rclone waiting on the network) would keep
 	 * the thread that reads or writes its pipe waiting, the writer lock
@@ -56,7 +64,7 @@ on_signal(int sig)
 static void
 on_fatal(int sig)
 {
-	pid_t pid = (pid_t)child;
+	pid_t pid = (pid_t)atomic_load(&child);
 
 	if (pid > 0)
 		kill(pid, SIGKILL);
@@ -86,7 +94,7 @@ signals_install(void)
 int
 signals_caught(void)
 {
-	return (caught);
+	return (atomic_load(&caught));
 }
 
 void
@@ -113,13 +121,13 @@ signals_child(pid_t pid)
 		alarm_set = 1;
 	}
 	if (pid <= 0) {
-		child = 0;
+		atomic_store(&child, 0);
 		alarm(0);
 		return;
 	}
-	child = pid;
+	atomic_store(&child, pid);
 	/* A signal that came before the child was known. */
-	if (caught != 0) {
+	if (atomic_load(&caught) != 0) {
 		kill(pid, SIGTERM);
 		alarm(CHILD_GRACE);
 	}
