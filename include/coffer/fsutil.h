@@ -57,6 +57,23 @@ int fsutil_dir_is_empty(const char *path, int missing_ok);
  */
 int fsutil_remove_tree(int at, const char *name, const char *what);
 
+/*
+ * Open name, one component in the directory dirfd, as a regular file
+ * (want S_IFREG; flags O_RDONLY, O_RDWR, O_RDWR | O_CREAT) or a directory
+ * (want S_IFDIR): never through a symbolic link (O_NOFOLLOW), never
+ * blocking on a FIFO or a device (opened O_NONBLOCK, then fstat; a regular
+ * file's reads block again).  An fd, or -1 with errno, not reported;
+ * *wrong is 1 when something other than want is there (a link, a FIFO, a
+ * directory for a file: fsutil_kind_at says what), errno ENOENT when
+ * nothing is.
+ */
+int fsutil_open_in(int dirfd, const char *name, int flags, mode_t want,
+    int *wrong);
+/* What is at name in dirfd, not following a link, for a message: "a
+ * regular file", "a directory", "a symbolic link", "a FIFO", "a socket",
+ * "a device", "missing". */
+const char *fsutil_kind_at(int dirfd, const char *name);
+
 /* Join a and b with one '/', into a malloc'd string (NULL on ENOMEM). */
 char *fsutil_join(const char *a, const char *b);
 

@@ -15,6 +15,60 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 
+/* What is at name in dirfd, for a message ("a symbolic link"). */
+const char *
+fsutil_kind_at(int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return ("missing");
+	switch (st.st_mode & S_IFMT) {
+	case S_IFREG: return ("a regular file");
+	case S_IFDIR: return ("a directory");
+	case S_IFLNK: return ("a symbolic link");
+	case S_IFIFO: return ("a FIFO");
+	case S_IFSOCK: return ("a socket");
+	default: return ("a device");
+	}
+}
+
+int
+fsutil_open_in(int dirfd, const char *name, int flags, mode_t want,
+    int *wrong)
+{
+	struct stat st;
+	int fd, e;
+
+	*wrong = 0;
+	flags |= O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	if (want == S_IFDIR)
+		flags |= O_DIRECTORY;
+	if ((fd = openat(dirfd, name, flags, 0600)) == -1) {
+		e = errno;
+		*wrong = e == ELOOP || e == ENOTDIR || e == EISDIR;
+		errno = e;
+		return (-1);
+	}
+	if (fstat(fd, &st))
+		goto err;
+	if ((st.st_mode & S_IFMT) != want) {
+		*wrong = 1;
+		errno = EINVAL;
+		goto err;
+	}
+	/* Reads of a regular file block as they should. */
+	if (want == S_IFREG && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK &
+	    (O_APPEND | O_NONBLOCK)) == -1)
+		goto err;
+	return (fd);
+err:
+	e = errno;
+	close(fd);
+	errno = e;
+	return (-1);
+}
+
 int
 fsutil_fsync_dir(const char *path)
 {
