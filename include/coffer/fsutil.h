@@ -2,6 +2,7 @@
 #define COFFER_FSUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -46,6 +47,16 @@ int fsutil_mkdir_p(const char *path, mode_t mode);
 /* 1 if path is an empty directory, 0 if it has entries, -1 on error.
  * A missing path counts as empty when missing_ok (returns 1). */
 int fsutil_dir_is_empty(const char *path, int missing_ok);
+
+/* 1 if the len bytes at off of the file open as fd are in memory (the
+ * page cache), as far as their first and last bytes tell; 0 if not or
+ * unknown (len 0).  Reading them then costs no disk I/O. */
+int fsutil_cached(int fd, uint64_t off, uint64_t len);
+
+/* A directory at path for something new (what: "a repository"): made
+ * (mode 0700; *created) unless it is there and empty.  Its descriptor,
+ * or -1 (reported; nothing made is left). */
+int fsutil_dir_new(const char *path, const char *what, int *created);
 
 /*
  * Remove name, relative to the directory at (or AT_FDCWD), and, if it is a

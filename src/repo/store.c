@@ -83,26 +83,10 @@ int
 rp_make_layout(const char *path, int *created)
 {
 	const char *const *d;
-	int dfd, e;
+	int dfd;
 
-	*created = 0;
-	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+	if ((dfd = fsutil_dir_new(path, "a repository", created)) == -1)
 		return (-1);
-	if (e == 0) {
-		log_error("'%s' is not empty: a repository needs a new or "
-		    "empty directory", path);
-		return (-1);
-	}
-	if (mkdir(path, 0700) == 0)
-		*created = 1;
-	else if (errno != EEXIST) {
-		log_errno("cannot create directory '%s'", path);
-		return (-1);
-	}
-	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open directory '%s'", path);
-		goto err;
-	}
 	for (d = dir_names; d < dir_names + NDIRS; d++)
 		if (mkdirat(dfd, *d, 0700)) {
 			log_errno("cannot create directory '%s/%s'", path, *d);

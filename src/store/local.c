@@ -18,7 +18,6 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "coffer/fsutil.h"
@@ -211,22 +210,12 @@ local_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
 	return (0);
 }
 
-/* 1 if the byte at off is in the page cache (read without waiting). */
-static int
-nowait_byte(int fd, uint64_t off)
-{
-	char c;
-	struct iovec v = { &c, 1 };
-
-	return (preadv2(fd, &v, 1, (off_t)off, RWF_NOWAIT) == 1);
-}
-
 static int
 local_cached(struct storage_obj *o, uint64_t off, uint64_t len)
 {
 	struct local_obj *h = (struct local_obj *)o;
 
-	return (nowait_byte(h->fd, off) && nowait_byte(h->fd, off + len - 1));
+	return (fsutil_cached(h->fd, off, len));
 }
 
 static void
@@ -582,31 +571,22 @@ static const struct storage_ops local_ops = {
 static int
 create_at(const char *path)
 {
-	int e, dfd;
+	int dfd, created;
 
-	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+	if ((dfd = fsutil_dir_new(path, "a new store", &created)) == -1)
 		return (-1);
-	if (e == 0) {
-		log_error("'%s' is not empty: a new store needs a new or "
-		    "empty directory", path);
-		return (-1);
-	}
-	if (mkdir(path, 0700) && errno != EEXIST) {
-		log_errno("cannot create directory '%s'", path);
-		return (-1);
-	}
-	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open directory '%s'", path);
-		return (-1);
-	}
 	if ((mkdirat(dfd, TMP_DIR, 0700) && errno != EEXIST) ||
 	    (mkdirat(dfd, LOCK_DIR, 0700) && errno != EEXIST) || fsync(dfd)) {
 		log_errno("cannot make the directories of '%s'", path);
+		unlinkat(dfd, TMP_DIR, AT_REMOVEDIR);
+		unlinkat(dfd, LOCK_DIR, AT_REMOVEDIR);
 		close(dfd);
+		if (created)
+			rmdir(path);
 		return (-1);
 	}
 	close(dfd);
-	return (fsutil_fsync_dir(path) == 0 ? 0 : -1);
+	return (0);
 }
 
 struct storage *

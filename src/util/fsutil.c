@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -332,6 +333,51 @@ fsutil_mkdir_p(const char *path, mode_t mode)
 			buf[i] = '/';
 	}
 	return (0);
+}
+
+/* 1 if the byte at off is in the page cache (read without waiting). */
+static int
+nowait_byte(int fd, uint64_t off)
+{
+	char c;
+	struct iovec v = { &c, 1 };
+
+	return (preadv2(fd, &v, 1, (off_t)off, RWF_NOWAIT) == 1);
+}
+
+int
+fsutil_cached(int fd, uint64_t off, uint64_t len)
+{
+	return (len > 0 && nowait_byte(fd, off) &&
+	    nowait_byte(fd, off + len - 1));
+}
+
+int
+fsutil_dir_new(const char *path, const char *what, int *created)
+{
+	int e, dfd;
+
+	*created = 0;
+	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+		return (-1);
+	if (e == 0) {
+		log_error("'%s' is not empty: %s needs a new or empty "
+		    "directory", path, what);
+		return (-1);
+	}
+	if (mkdir(path, 0700) == 0)
+		*created = 1;
+	else if (errno != EEXIST) {
+		log_errno("cannot create directory '%s'", path);
+		return (-1);
+	}
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open directory '%s'", path);
+		if (*created)
+			rmdir(path);
+		*created = 0;
+	}
+	return (dfd);
 }
 
 int

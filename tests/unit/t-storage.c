@@ -151,6 +151,8 @@ ranges(struct storage *st, const char *kind)
 	    "%s: read_all wants every byte (truncated across the end)", kind);
 	ok(strcmp(storage_obj_name(o), "keys/r") == 0, "%s: the object's name",
 	    kind);
+	ok(storage_cached(o, 0, 0) == 0 && storage_cached(o, 0, 1000) >= 0,
+	    "%s: cached is a hint: 0 for nothing, 0 or 1 else", kind);
 	storage_obj_close(o);
 	ok(storage_open(st, "keys/none", &o, &size) == STORAGE_MISSING &&
 	    o == NULL, "%s: open of a missing object", kind);
