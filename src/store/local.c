@@ -105,7 +105,8 @@ make_dir(struct local *l, int dirfd, const char *name, const char *rel)
 {
 	if (mkdirat(dirfd, name, 0700) == 0) {
 		if (fsync(dirfd))
-			return (fail_errno(l, "fsync of the directory of", rel));
+			return (fail_errno(l, "fsync of the directory of",
+			    rel));
 	} else if (errno != EEXIST)
 		return (fail_errno(l, "creation of", rel));
 	return (0);
@@ -122,26 +123,28 @@ static int
 walk(struct local *l, const char *name, int create, const char **leaf,
     int *missing)
 {
-	char rel[STORAGE_NAME_MAX + 8], *slash;
+	char rel[STORAGE_NAME_MAX + 8], *part, *slash;
 	int dfd, fd;
 
 	*missing = 0;
 	snprintf(rel, sizeof(rel), "%s", name);
 	if ((dfd = dup(l->dfd)) == -1)
 		return (fail_errno(l, "open of", "."));
-	for (*leaf = name; (slash = strchr(rel + (*leaf - name), '/')) !=
-	    NULL; *leaf = name + (slash - rel) + 1) {
+	/* rel is cut after each directory in turn, naming it in messages. */
+	for (part = rel; (slash = strchr(part, '/')) != NULL;
+	    part = slash + 1) {
 		*slash = '\0';
-		if (create && make_dir(l, dfd, rel + (*leaf - name), rel))
+		if (create && make_dir(l, dfd, part, rel))
 			fd = -1;
 		else
-			fd = open_at(l, dfd, rel + (*leaf - name), rel,
-			    O_RDONLY, S_IFDIR, missing);
+			fd = open_at(l, dfd, part, rel, O_RDONLY, S_IFDIR,
+			    missing);
 		close(dfd);
 		if ((dfd = fd) == -1)
 			return (-1);
 		*slash = '/';
 	}
+	*leaf = name + (part - rel);
 	return (dfd);
 }
 

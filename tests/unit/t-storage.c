@@ -217,6 +217,71 @@ atomicity(struct storage *st, const char *kind)
 	    "%s: a committed one is the new, whole", kind);
 }
 
+struct replacer {
+	struct storage *st;
+	int failed;
+};
+
+/* Replace "keys/flip" 100 times: 1000 bytes of 'a', 3000 of 'b'. */
+static void *
+replace_often(void *arg)
+{
+	static uint8_t a[1000], b[3000];
+	struct replacer *r = arg;
+	int i;
+
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	for (i = 0; i < 100; i++)
+		r->failed |= storage_put(r->st, "keys/flip", i % 2 ? b : a,
+		    i % 2 ? sizeof(b) : sizeof(a), 0) != 0;
+	return (NULL);
+}
+
+/* 1 if data is one whole version replace_often writes. */
+static int
+whole_version(const unsigned char *data, size_t len)
+{
+	size_t i;
+
+	if (len != 1000 && len != 3000)
+		return (0);
+	for (i = 0; i < len; i++)
+		if (data[i] != (len == 1000 ? 'a' : 'b'))
+			return (0);
+	return (1);
+}
+
+/* Readers of an object being replaced see one whole version or another. */
+static void
+replaced_under_readers(struct storage *st, const char *kind)
+{
+	struct replacer r = { st, 0 };
+	unsigned char *data;
+	int reads = 0, whole = 1, done = 0;
+	size_t len;
+	pthread_t t;
+
+	if (storage_put(st, "keys/flip", "", 0, 0) ||
+	    pthread_create(&t, NULL, replace_often, &r) != 0) {
+		ok(0, "%s: a writer to race", kind);
+		return;
+	}
+	while (!done) {
+		/* The last reads come after the writer is done. */
+		done = pthread_tryjoin_np(t, NULL) == 0;
+		if (storage_get(st, "keys/flip", 4096, &data, &len) != 0) {
+			whole = 0;
+			continue;
+		}
+		whole &= len == 0 || whole_version(data, len);
+		reads++;
+		free(data);
+	}
+	ok(!r.failed && whole && reads > 0, "%s: %d reads while it was "
+	    "replaced 100 times: each a whole version", kind, reads);
+}
+
 static void
 listing(struct storage *st, const char *kind)
 {
@@ -266,8 +331,8 @@ names(struct storage *st, const char *kind)
 {
 	static const char *const bad[] = {
 		"", "/abs", "a//b", "..", "../x", "a/../b", "./a", "a/.", "a/",
-		".hidden", "-opt", "a b", "a\nb", "tmp", "tmp/x", "locks/writer",
-		"a/b/c/d/e", "caf\xc3\xa9", "a\\b",
+		".hidden", "-opt", "a b", "a\nb", "tmp", "tmp/x",
+		"locks/writer", "a/b/c/d/e", "caf\xc3\xa9", "a\\b",
 	};
 	char longname[STORAGE_NAME_MAX + 2];
 	struct stderr_capture cap;
@@ -379,6 +444,7 @@ contract(struct storage *st, struct storage *other, const char *kind)
 	round_trips(st, kind);
 	ranges(st, kind);
 	atomicity(st, kind);
+	replaced_under_readers(st, kind);
 	listing(st, kind);
 	deletes(st, kind);
 	names(st, kind);
