@@ -61,7 +61,7 @@ fail_errno(struct local *l, const char *what, const char *rel)
 {
 	int e = errno;
 
-	return (storage_fail(e, "storage '%s': %s '%s' failed: %s",
+	return (storage_fail(e, "repository '%s': %s '%s' failed: %s",
 	    l->base.where, what, rel, strerror(e)));
 }
 
@@ -70,7 +70,7 @@ static int
 fail_kind(struct local *l, int dirfd, const char *name, const char *rel,
     mode_t want)
 {
-	return (storage_fail(EINVAL, "storage '%s': '%s' is %s where %s "
+	return (storage_fail(EINVAL, "repository '%s': '%s' is %s where %s "
 	    "belongs: refused", l->base.where, rel,
 	    fsutil_kind_at(dirfd, name), want == S_IFDIR ? "a directory" :
 	    "a regular file"));
@@ -315,7 +315,7 @@ local_put_commit(struct storage_put *p)
 	if (p->flags & STORAGE_PUT_NEW) {
 		if (linkat(h->tmpdir, h->tmp, dfd, leaf, 0)) {
 			if (errno == EEXIST)
-				storage_fail(EEXIST, "storage '%s': '%s' "
+				storage_fail(EEXIST, "repository '%s': '%s' "
 				    "already exists", l->base.where, p->name);
 			else
 				fail_errno(l, "creation of", p->name);
@@ -394,7 +394,7 @@ list_dir(struct lister *li, int dfd, size_t len, int depth)
 			/* The store's own, at the top, are no objects. */
 			if (depth > 0 || (strcmp(de->d_name, TMP_DIR) &&
 			    strcmp(de->d_name, LOCK_DIR)))
-				log_warn("storage '%s': '%.*s/%s' is not an "
+				log_warn("repository '%s': '%.*s/%s' is not an "
 				    "object name: left out", li->l->base.where,
 				    (int)len, li->rel, de->d_name);
 		} else if (fstatat(dirfd(d), de->d_name, &sb,
@@ -410,7 +410,7 @@ list_dir(struct lister *li, int dfd, size_t len, int depth)
 			else if (!missing)
 				rc = -1;
 		} else
-			log_warn("storage '%s': '%s' is %s: left out",
+			log_warn("repository '%s': '%s' is %s: left out",
 			    li->l->base.where, li->rel, S_ISDIR(sb.st_mode) ?
 			    "a directory too deep for an object" :
 			    fsutil_kind_at(dirfd(d), de->d_name));
@@ -468,7 +468,7 @@ local_clean(struct storage *st)
 		/* A directory is not a put's leftover: left alone. */
 		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISDIR(sb.st_mode))
-			log_warn("storage '%s': 'tmp/%s' is a directory, not a "
+			log_warn("repository '%s': 'tmp/%s' is a directory, not a "
 			    "leftover of coffer's: left alone", l->base.where,
 			    de->d_name);
 		else if (unlinkat(dfd, de->d_name, 0) && errno != ENOENT)
@@ -502,7 +502,7 @@ local_lock(struct storage *st, const char *name,
 	 * link planted in the store) must not be. */
 	if (fstat(fd, &sb) || sb.st_nlink != 1) {
 		close(fd);
-		return (storage_fail(EINVAL, "storage '%s': '%s' has other "
+		return (storage_fail(EINVAL, "repository '%s': '%s' has other "
 		    "names (a hard link): refused", l->base.where, rel));
 	}
 	switch (flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno != EWOULDBLOCK ?
@@ -576,7 +576,7 @@ create_at(const char *path)
 {
 	int dfd, created;
 
-	if ((dfd = fsutil_dir_new(path, "a new store", &created)) == -1)
+	if ((dfd = fsutil_dir_new(path, "a repository", &created)) == -1)
 		return (-1);
 	if ((mkdirat(dfd, TMP_DIR, 0700) && errno != EEXIST) ||
 	    (mkdirat(dfd, LOCK_DIR, 0700) && errno != EEXIST) || fsync(dfd)) {
@@ -614,7 +614,7 @@ storage_local_open(const char *path, unsigned flags)
 	/* The path itself may be a link (a mount point's); nothing below it
 	 * is followed. */
 	if ((l->dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open storage '%s'", path);
+		log_errno("cannot open repository '%s'", path);
 		free(l->base.where);
 		free(l);
 		return (NULL);

@@ -110,7 +110,7 @@ enter(struct mem *m, enum storage_op op, const char *name)
 		nanosleep(&(struct timespec){ ms / 1000,
 		    (long)(ms % 1000) * 1000000L }, NULL);
 	if (code != 0)
-		return (storage_fail(code, "storage 'memory': %s of '%s' "
+		return (storage_fail(code, "repository 'memory': %s of '%s' "
 		    "failed: %s", op_names[op], name, strerror(code)));
 	return (0);
 }
@@ -271,7 +271,7 @@ install(struct mem *m, const char *name, struct blob *b, unsigned flags)
 
 	i = find(m, name, &found);
 	if (found && (flags & STORAGE_PUT_NEW))
-		return (storage_fail(EEXIST, "storage 'memory': '%s' already "
+		return (storage_fail(EEXIST, "repository 'memory': '%s' already "
 		    "exists", name));
 	if (found) {
 		blob_drop(m->obj[i].b);

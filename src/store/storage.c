@@ -85,7 +85,7 @@ check_name(const struct storage *st, const char *name)
 {
 	if (storage_name_ok(name))
 		return (0);
-	return (reported(storage_fail(EINVAL, "storage '%s': '%s' is not an "
+	return (reported(storage_fail(EINVAL, "repository '%s': '%s' is not an "
 	    "object name: refused", st->where, name)));
 }
 
@@ -130,7 +130,7 @@ read_whole(struct storage_obj *o, uint64_t size, size_t max,
 	unsigned char *p;
 
 	if (size > max)
-		return (reported(storage_fail(EFBIG, "storage '%s': '%s' is "
+		return (reported(storage_fail(EFBIG, "repository '%s': '%s' is "
 		    "too large (more than %zu bytes)", o->st->where, o->name,
 		    max)));
 	if ((p = malloc((size_t)size + 1)) == NULL)
@@ -213,7 +213,7 @@ storage_read_all(struct storage_obj *o, uint64_t off, void *buf, size_t len)
 	if (storage_read(o, off, buf, len, &got))
 		return (-1);
 	if (got < len)
-		return (reported(storage_fail(EIO, "storage '%s': '%s' is "
+		return (reported(storage_fail(EIO, "repository '%s': '%s' is "
 		    "truncated (%zu bytes at offset %llu, %zu wanted)",
 		    o->st->where, o->name, got, (unsigned long long)off,
 		    len)));
@@ -273,7 +273,7 @@ storage_put_write(struct storage_put *p, const void *data, size_t len)
 {
 	/* The failure was reported when it happened. */
 	if (p->failed)
-		return (storage_fail(EIO, "storage '%s': write of '%s' after "
+		return (storage_fail(EIO, "repository '%s': write of '%s' after "
 		    "a failure", p->st->where, p->name));
 	if (len > 0 && p->st->ops->put_write(p, data, len)) {
 		p->failed = 1;
@@ -289,7 +289,7 @@ storage_put_commit(struct storage_put *p)
 	int rc;
 
 	if (p->failed) {
-		rc = storage_fail(EIO, "storage '%s': '%s' not written: a "
+		rc = storage_fail(EIO, "repository '%s': '%s' not written: a "
 		    "write to it failed", p->st->where, name);
 		p->st->ops->put_abort(p);
 		free(name);
@@ -421,7 +421,7 @@ storage_lock(struct storage *st, const char *name,
 	if (holdersz > 0)
 		holder[0] = '\0';
 	if (strchr(name, '/') != NULL)
-		return (reported(storage_fail(EINVAL, "storage '%s': '%s' is "
+		return (reported(storage_fail(EINVAL, "repository '%s': '%s' is "
 		    "not a lock name: refused", st->where, name)));
 	if (check_name(st, name))
 		return (-1);

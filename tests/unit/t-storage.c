@@ -375,7 +375,7 @@ names(struct storage *st, const char *kind)
 	stderr_capture_begin(&cap);
 	storage_put(st, "../escape", "x", 1, 0);
 	out = stderr_capture_end(&cap);
-	ok(out != NULL && strstr(out, "error: storage '") != NULL &&
+	ok(out != NULL && strstr(out, "error: repository '") != NULL &&
 	    strstr(out, "'../escape' is not an object name: refused\n") !=
 	    NULL && strchr(out, '\n') == out + strlen(out) - 1,
 	    "%s: reported once, on one line", kind);
