@@ -64,7 +64,8 @@ struct storage *storage_local_open(const char *path, unsigned flags);
 /* An empty store in memory, for tests (fault injection below). */
 struct storage *storage_mem_new(void);
 
-/* Close the store (every object, put and lock of it first); NULL fine. */
+/* Close the store, once its objects, puts and locks are closed, given
+ * back or aborted; NULL is fine. */
 void storage_close(struct storage *st);
 /* Where it is, for messages: the directory's absolute path, "memory". */
 const char *storage_where(const struct storage *st);
@@ -201,7 +202,10 @@ unsigned long storage_mem_calls(struct storage *st, enum storage_op op);
  * failures and free handles; an operation fails by storage_fail (which
  * records code and message and returns -1).  Handles begin with their
  * base struct.  Optional operations may be NULL: get (open and read),
- * cached (0), clean (nothing to do).
+ * cached (0), clean (nothing to do).  An operation that makes a handle
+ * allocates it (the base first); obj_close, put_commit, put_abort and
+ * unlock free it, but not the base's name, which the storage_* call
+ * owns.  read, put_write and put_commit may run on any thread.
  */
 struct storage_obj {
 	struct storage *st;
