@@ -27,8 +27,8 @@ ALL_LIBS   = $(shell $(PKG_CONFIG) --libs $(LIBS_PC) 2>/dev/null) -pthread
 BUILD     ?= build
 BIN       ?= coffer
 LIB_SRC   := $(sort $(wildcard src/util/*.c src/crypto/*.c src/chunk/*.c \
-               src/catalog/*.c src/fs/*.c src/repo/*.c src/policy/*.c \
-               src/engine/*.c))
+               src/catalog/*.c src/fs/*.c src/store/*.c src/repo/*.c \
+               src/policy/*.c src/engine/*.c))
 CMD_SRC   := src/main.c $(sort $(wildcard src/cmd/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)

@@ -2,6 +2,7 @@
 #define COFFER_FSUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -47,6 +48,16 @@ int fsutil_mkdir_p(const char *path, mode_t mode);
  * A missing path counts as empty when missing_ok (returns 1). */
 int fsutil_dir_is_empty(const char *path, int missing_ok);
 
+/* 1 if the len bytes at off of the file open as fd are in memory (the
+ * page cache), as far as their first and last bytes tell; 0 if not or
+ * unknown (len 0).  Reading them then costs no disk I/O. */
+int fsutil_cached(int fd, uint64_t off, uint64_t len);
+
+/* A directory at path for something new (what: "a repository"): made
+ * (mode 0700; *created) unless it is there and empty.  Its descriptor,
+ * or -1 (reported; nothing made is left). */
+int fsutil_dir_new(const char *path, const char *what, int *created);
+
 /*
  * Remove name, relative to the directory at (or AT_FDCWD), and, if it is a
  * directory, everything below it, as rm -rf would: a symlink is removed,
@@ -56,6 +67,23 @@ int fsutil_dir_is_empty(const char *path, int missing_ok);
  * still removed.  0, or -1.
  */
 int fsutil_remove_tree(int at, const char *name, const char *what);
+
+/*
+ * Open name, one component in the directory dirfd, as a regular file
+ * (want S_IFREG; flags O_RDONLY, O_RDWR, O_RDWR | O_CREAT) or a directory
+ * (want S_IFDIR): never through a symbolic link (O_NOFOLLOW), never
+ * blocking on a FIFO or a device (opened O_NONBLOCK, then fstat; a regular
+ * file's reads block again).  An fd, or -1 with errno, not reported;
+ * *wrong is 1 when something other than want is there (a link, a FIFO, a
+ * directory for a file: fsutil_kind_at says what), errno ENOENT when
+ * nothing is.
+ */
+int fsutil_open_in(int dirfd, const char *name, int flags, mode_t want,
+    int *wrong);
+/* What is at name in dirfd, not following a link, for a message: "a
+ * regular file", "a directory", "a symbolic link", "a FIFO", "a socket",
+ * "a device", "missing". */
+const char *fsutil_kind_at(int dirfd, const char *name);
 
 /* Join a and b with one '/', into a malloc'd string (NULL on ENOMEM). */
 char *fsutil_join(const char *a, const char *b);

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "coffer/fsutil.h"
@@ -631,16 +630,6 @@ pack_writer_free(struct pack_writer *w)
 	free(w);
 }
 
-/* 1 if the byte at off is in the page cache (read without waiting). */
-static int
-nowait_byte(int fd, uint64_t off)
-{
-	char c;
-	struct iovec v = { &c, 1 };
-
-	return (preadv2(fd, &v, 1, (off_t)off, RWF_NOWAIT) == 1);
-}
-
 int
 pack_cached(const struct repo *r, const char *name, uint64_t off,
     uint64_t len)
@@ -649,7 +638,7 @@ pack_cached(const struct repo *r, const char *name, uint64_t off,
 
 	if (len == 0 || (fd = repo_pack_open(r, name, 1)) == -1)
 		return (0);
-	cached = nowait_byte(fd, off) && nowait_byte(fd, off + len - 1);
+	cached = fsutil_cached(fd, off, len);
 	close(fd);
 	return (cached);
 }

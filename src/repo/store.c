@@ -19,85 +19,32 @@
 
 const char *const dir_names[NDIRS] = { "keys", "packs", "tmp", "locks" };
 
-/* What is at name in dirfd, for a message ("a symbolic link"). */
-static const char *
-kind_at(int dirfd, const char *name)
-{
-	struct stat st;
-
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
-		return ("missing");
-	switch (st.st_mode & S_IFMT) {
-	case S_IFREG: return ("a regular file");
-	case S_IFDIR: return ("a directory");
-	case S_IFLNK: return ("a symbolic link");
-	case S_IFIFO: return ("a FIFO");
-	case S_IFSOCK: return ("a socket");
-	default: return ("a device");
-	}
-}
-
 /*
  * Open name, one component of the repository in dirfd, as a regular file
  * (want S_IFREG, flags O_RDONLY or O_RDWR | O_CREAT) or a directory (want
- * S_IFDIR).  Never through a symlink, never blocking on a FIFO, and
- * anything that is not what is expected is refused, naming it by rel (its
- * path in the repository).  An fd, or -1 (reported unless quiet; errno
- * ENOENT when it does not exist).
+ * S_IFDIR) with fsutil_open_in: never through a symlink, never blocking on
+ * a FIFO; anything that is not what is expected is refused, naming it by
+ * rel (its path in the repository).  An fd, or -1 (reported unless quiet;
+ * errno ENOENT when it does not exist).
  */
 int
 rp_open_in(const struct repo *r, int dirfd, const char *name, const char *rel,
     int flags, mode_t want, int quiet)
 {
-	struct stat st;
-	int fd, e;
+	int fd, wrong, e;
 
-	flags |= O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
-	if (want == S_IFDIR)
-		flags |= O_DIRECTORY;
-	if ((fd = openat(dirfd, name, flags, 0600)) == -1) {
-		e = errno;
-		if (!quiet && (e == ELOOP || e == ENOTDIR || e == EISDIR))
-			log_error("repository '%s': '%s' is %s where %s "
-			    "belongs: refused", r->path, rel,
-			    kind_at(dirfd, name), want == S_IFDIR ?
-			    "a directory" : "a regular file");
-		else if (!quiet) {
-			errno = e;
-			log_errno("repository '%s': cannot open '%s'", r->path,
-			    rel);
-		}
-		errno = e;
-		return (-1);
-	}
-	if (fstat(fd, &st)) {
-		e = errno;
-		if (!quiet)
-			log_errno("repository '%s': cannot stat '%s'", r->path,
-			    rel);
-		close(fd);
-		errno = e;
-		return (-1);
-	}
-	if ((st.st_mode & S_IFMT) != want) {
-		if (!quiet)
-			log_error("repository '%s': '%s' is %s where %s "
-			    "belongs: refused", r->path, rel,
-			    kind_at(dirfd, name), want == S_IFDIR ?
-			    "a directory" : "a regular file");
-		close(fd);
-		errno = EINVAL;
-		return (-1);
-	}
-	/* Reads of a regular file block as they should. */
-	if (want == S_IFREG && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK &
-	    (O_APPEND | O_NONBLOCK)) == -1) {
-		e = errno;
-		close(fd);
-		errno = e;
-		return (-1);
-	}
-	return (fd);
+	if ((fd = fsutil_open_in(dirfd, name, flags, want, &wrong)) != -1 ||
+	    quiet)
+		return (fd);
+	e = errno;
+	if (wrong)
+		log_error("repository '%s': '%s' is %s where %s belongs: "
+		    "refused", r->path, rel, fsutil_kind_at(dirfd, name),
+		    want == S_IFDIR ? "a directory" : "a regular file");
+	else
+		log_errno("repository '%s': cannot open '%s'", r->path, rel);
+	errno = e;
+	return (-1);
 }
 
 /* Read a small regular file of the repository, at most max bytes. */
@@ -136,26 +83,10 @@ int
 rp_make_layout(const char *path, int *created)
 {
 	const char *const *d;
-	int dfd, e;
+	int dfd;
 
-	*created = 0;
-	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+	if ((dfd = fsutil_dir_new(path, "a repository", created)) == -1)
 		return (-1);
-	if (e == 0) {
-		log_error("'%s' is not empty: a repository needs a new or "
-		    "empty directory", path);
-		return (-1);
-	}
-	if (mkdir(path, 0700) == 0)
-		*created = 1;
-	else if (errno != EEXIST) {
-		log_errno("cannot create directory '%s'", path);
-		return (-1);
-	}
-	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		log_errno("cannot open directory '%s'", path);
-		goto err;
-	}
 	for (d = dir_names; d < dir_names + NDIRS; d++)
 		if (mkdirat(dfd, *d, 0700)) {
 			log_errno("cannot create directory '%s/%s'", path, *d);

@@ -8,12 +8,67 @@
 #include <sys/random.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
+
+/* What is at name in dirfd, for a message ("a symbolic link"). */
+const char *
+fsutil_kind_at(int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return ("missing");
+	switch (st.st_mode & S_IFMT) {
+	case S_IFREG: return ("a regular file");
+	case S_IFDIR: return ("a directory");
+	case S_IFLNK: return ("a symbolic link");
+	case S_IFIFO: return ("a FIFO");
+	case S_IFSOCK: return ("a socket");
+	default: return ("a device");
+	}
+}
+
+int
+fsutil_open_in(int dirfd, const char *name, int flags, mode_t want,
+    int *wrong)
+{
+	struct stat st;
+	int fd, e;
+
+	*wrong = 0;
+	flags |= O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	if (want == S_IFDIR)
+		flags |= O_DIRECTORY;
+	if ((fd = openat(dirfd, name, flags, 0600)) == -1) {
+		e = errno;
+		*wrong = e == ELOOP || e == ENOTDIR || e == EISDIR;
+		errno = e;
+		return (-1);
+	}
+	if (fstat(fd, &st))
+		goto err;
+	if ((st.st_mode & S_IFMT) != want) {
+		*wrong = 1;
+		errno = EINVAL;
+		goto err;
+	}
+	/* Reads of a regular file block as they should. */
+	if (want == S_IFREG && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK &
+	    (O_APPEND | O_NONBLOCK)) == -1)
+		goto err;
+	return (fd);
+err:
+	e = errno;
+	close(fd);
+	errno = e;
+	return (-1);
+}
 
 int
 fsutil_fsync_dir(const char *path)
@@ -278,6 +333,51 @@ fsutil_mkdir_p(const char *path, mode_t mode)
 			buf[i] = '/';
 	}
 	return (0);
+}
+
+/* 1 if the byte at off is in the page cache (read without waiting). */
+static int
+nowait_byte(int fd, uint64_t off)
+{
+	char c;
+	struct iovec v = { &c, 1 };
+
+	return (preadv2(fd, &v, 1, (off_t)off, RWF_NOWAIT) == 1);
+}
+
+int
+fsutil_cached(int fd, uint64_t off, uint64_t len)
+{
+	return (len > 0 && nowait_byte(fd, off) &&
+	    nowait_byte(fd, off + len - 1));
+}
+
+int
+fsutil_dir_new(const char *path, const char *what, int *created)
+{
+	int e, dfd;
+
+	*created = 0;
+	if ((e = fsutil_dir_is_empty(path, 1)) < 0)
+		return (-1);
+	if (e == 0) {
+		log_error("'%s' is not empty: %s needs a new or empty "
+		    "directory", path, what);
+		return (-1);
+	}
+	if (mkdir(path, 0700) == 0)
+		*created = 1;
+	else if (errno != EEXIST) {
+		log_errno("cannot create directory '%s'", path);
+		return (-1);
+	}
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open directory '%s'", path);
+		if (*created)
+			rmdir(path);
+		*created = 0;
+	}
+	return (dfd);
 }
 
 int

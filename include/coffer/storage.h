@@ -1,0 +1,256 @@
+#ifndef COFFER_STORAGE_H
+#define COFFER_STORAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Storage: the repository as a set of named objects, each written whole
+ * (doc/design.md, "Storage interface").  One interface, several stores:
+ * a local directory (storage_local_open), memory with fault injection
+ * (storage_mem_new) and, later, S3 and rclone.  Nothing here hands out a
+ * file descriptor of the repository.
+ *
+ * Names are relative keys: components of letters, digits, '.', '_' and
+ * '-' joined by '/', no component empty, longer than NAME_MAX or
+ * starting with '.' or '-' (so no "..", no hidden temporaries), at most
+ * STORAGE_NAME_MAX bytes and
+ * STORAGE_DEPTH_MAX components, not under "tmp/" or "locks/" (the
+ * store's own: puts in progress and locks).  "coffer.conf",
+ * "keys/NAME", "packs/ab/abcd...".  Every call checks its name with
+ * storage_name_ok and refuses another with EINVAL.
+ *
+ * Results: 0 done; STORAGE_MISSING (> 0) when the object is not there,
+ * never reported, for the calls that say so; -1 failed, reported once
+ * (log_error) by the call, with errno and storage_last_error() saying
+ * why (an errno code: EIO, ETIMEDOUT, EINVAL for a refused name or a
+ * hostile entry, EFBIG for an object over a size cap, ...).
+ *
+ * Consistency assumed of every store: a committed put is whole under its
+ * name, and a later read of that name sees it; a put never half-replaces
+ * an object.  Not assumed: conditional writes (STORAGE_PUT_NEW is a best
+ * effort on object storage), or a listing that is complete at once (an
+ * object just written may be missing from it for a while).
+ */
+#define STORAGE_NAME_MAX 512
+#define STORAGE_DEPTH_MAX 4
+#define STORAGE_MISSING 1
+#define STORAGE_MSG_MAX 1024
+
+struct storage;
+struct storage_obj;		/* an object open for ranged reads */
+struct storage_put;		/* an object being written */
+struct storage_lock;		/* a lock held */
+
+/* The failure this thread saw last: its errno code and its message. */
+struct storage_error {
+	int code;
+	char msg[STORAGE_MSG_MAX];
+};
+const struct storage_error *storage_last_error(void);
+
+/* 1 if name is an object name (above), else 0. */
+int storage_name_ok(const char *name);
+
+/*
+ * The local directory at path, everything in it reached relative to its
+ * descriptor, never through a link.  With STORAGE_CREATE, path must be
+ * new or an empty directory: it is made (mode 0700) with the store's
+ * tmp/ and locks/.  NULL (reported) when it cannot be opened.
+ */
+#define STORAGE_CREATE 1u
+struct storage *storage_local_open(const char *path, unsigned flags);
+
+/* An empty store in memory, for tests (fault injection below). */
+struct storage *storage_mem_new(void);
+
+/* Close the store, once its objects, puts and locks are closed, given
+ * back or aborted; NULL is fine. */
+void storage_close(struct storage *st);
+/* Where it is, for messages: the directory's absolute path, "memory". */
+const char *storage_where(const struct storage *st);
+
+/* The size of object name: 0, STORAGE_MISSING or -1. */
+int storage_stat(struct storage *st, const char *name, uint64_t *size);
+
+/*
+ * A small object whole, at most max bytes (more fails with EFBIG), into
+ * a malloc'd buffer one byte longer, NUL-terminated: 0, STORAGE_MISSING
+ * or -1.
+ */
+int storage_get(struct storage *st, const char *name, size_t max,
+    unsigned char **data, size_t *len);
+
+/*
+ * Open object name for ranged reads; its size into *size: 0,
+ * STORAGE_MISSING or -1.  storage_read reads up to len bytes at off into
+ * buf, *got what came: fewer than len only at the end of the object (0
+ * at or past it); 0 or -1.  storage_read_all wants exactly len bytes (a
+ * shorter object is "truncated", EIO).  storage_cached: 1 if the bytes at
+ * off are in local memory (reading them costs no I/O), 0 if not or not
+ * known; never reported.  An object handle may be used by one thread at
+ * a time; handles are independent.
+ */
+int storage_open(struct storage *st, const char *name,
+    struct storage_obj **o, uint64_t *size);
+int storage_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
+    size_t *got);
+int storage_read_all(struct storage_obj *o, uint64_t off, void *buf,
+    size_t len);
+int storage_cached(struct storage_obj *o, uint64_t off, uint64_t len);
+const char *storage_obj_name(const struct storage_obj *o);
+void storage_obj_close(struct storage_obj *o);
+
+/*
+ * Write object name atomically: it appears whole, durably, at commit, or
+ * not at all; until then readers see what was there before (or nothing).
+ * begin, any number of writes, then commit or abort, which both free p
+ * (abort of NULL is fine).  After a failed write (reported) the put
+ * only fails, unreported: abort it, or commit, which fails.  Many
+ * puts may be open at once (an import stages its packs, then commits
+ * them); one put is used by one thread at a time.  An existing object is
+ * replaced, unless STORAGE_PUT_NEW: then commit fails with EEXIST, which
+ * only the local and memory stores promise (object storage has no
+ * conditional write): nothing may depend on it for correctness.
+ * storage_put does all of it for a buffer.  0 or -1.
+ */
+#define STORAGE_PUT_NEW 1u
+int storage_put_begin(struct storage *st, const char *name, unsigned flags,
+    struct storage_put **p);
+int storage_put_write(struct storage_put *p, const void *data, size_t len);
+int storage_put_commit(struct storage_put *p);
+void storage_put_abort(struct storage_put *p);
+int storage_put(struct storage *st, const char *name, const void *data,
+    size_t len, unsigned flags);
+
+/* Remove object name, durably: 0 (also when it was not there) or -1. */
+int storage_delete(struct storage *st, const char *name);
+
+/*
+ * Every object under the directory dir ("packs": "packs/ab/ab..."; "" for
+ * all), at any depth, in no particular order, with its size: fn is called
+ * for each, and a non-zero return stops the listing and is returned.  A
+ * listing may miss objects written just before it (object storage is
+ * eventually consistent); it never names one that was not committed.
+ * What cannot be an object there (a link, a FIFO, an invalid name) is
+ * left out with a warning.  0, fn's value, or -1.
+ * storage_list_all: the same into a malloc'd array sorted by name.
+ */
+struct storage_entry {
+	char *name;
+	uint64_t size;
+};
+int storage_list(struct storage *st, const char *dir,
+    int (*fn)(void *arg, const char *name, uint64_t size), void *arg);
+int storage_list_all(struct storage *st, const char *dir,
+    struct storage_entry **v, size_t *n);
+void storage_entries_free(struct storage_entry *v, size_t n);
+
+/* Remove what puts cut short by a crash left (tmp/ of the local store,
+ * incomplete uploads of object storage).  Lock held.  0 or -1. */
+int storage_clean(struct storage *st);
+
+/*
+ * Lock name (one component, as an object name's) against every other
+ * lock of that name, from this handle or another, this process or
+ * another.  o->info (one line: host, pid, time) is stored for whoever
+ * finds it busy.  o->wait: how long to wait for it, seconds (< 0 for
+ * ever, 0 not at all).  o->ttl: the length of a lease on stores whose
+ * locks expire (object storage, not yet); the local store (flock) and
+ * the memory store hold the lock until storage_unlock or the end of the
+ * process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
+ * info, control bytes replaced, into holder), -1 failed.
+ */
+struct storage_lock_opts {
+	const char *info;
+	double wait;
+	double ttl;
+};
+int storage_lock(struct storage *st, const char *name,
+    const struct storage_lock_opts *o, struct storage_lock **l,
+    char *holder, size_t holdersz);
+/* Give the lock back; NULL is fine. */
+void storage_unlock(struct storage_lock *l);
+
+/*
+ * Fault injection in the memory store, deterministic: calls are counted
+ * per operation from the moment a fault is set.
+ * storage_mem_fail: the nth call (1: the next) of op fails with code.
+ * storage_mem_short: reads return at most max bytes each (0: whole).
+ * storage_mem_delay: each call of op first sleeps ms milliseconds.
+ * storage_mem_stale: listings leave out the objects committed by the
+ * last k puts (0: complete).
+ * storage_mem_calls: how many calls of op the store has seen.
+ * A store that is not the memory store ignores them.
+ */
+enum storage_op {
+	STORAGE_OP_STAT, STORAGE_OP_OPEN, STORAGE_OP_READ,
+	STORAGE_OP_PUT_BEGIN, STORAGE_OP_PUT_WRITE, STORAGE_OP_PUT_COMMIT,
+	STORAGE_OP_DELETE, STORAGE_OP_LIST, STORAGE_OP_LOCK,
+	STORAGE_NOPS
+};
+int storage_mem_fail(struct storage *st, enum storage_op op, unsigned nth,
+    int code);
+void storage_mem_short(struct storage *st, size_t max);
+void storage_mem_delay(struct storage *st, enum storage_op op, unsigned ms);
+void storage_mem_stale(struct storage *st, unsigned k);
+unsigned long storage_mem_calls(struct storage *st, enum storage_op op);
+
+/*
+ * For implementations (src/store/): the operations a store provides.
+ * The storage_* calls above check names, count on nothing else, report
+ * failures and free handles; an operation fails by storage_fail (which
+ * records code and message and returns -1).  Handles begin with their
+ * base struct.  Optional operations may be NULL: get (open and read),
+ * cached (0), clean (nothing to do).  An operation that makes a handle
+ * allocates it (the base first); obj_close, put_commit, put_abort and
+ * unlock free it, but not the base's name, which the storage_* call
+ * owns.  read, put_write and put_commit may run on any thread.
+ */
+struct storage_obj {
+	struct storage *st;
+	char *name;
+};
+struct storage_put {
+	struct storage *st;
+	char *name;
+	unsigned flags;
+	int failed;
+};
+struct storage_lock {
+	struct storage *st;
+};
+struct storage_ops {
+	int (*stat)(struct storage *, const char *, uint64_t *);
+	int (*get)(struct storage *, const char *, size_t, unsigned char **,
+	    size_t *);
+	int (*open)(struct storage *, const char *, struct storage_obj **,
+	    uint64_t *);
+	/* May return fewer bytes than asked before the end (a read cut
+	 * short); storage_read reads on. */
+	int (*read)(struct storage_obj *, uint64_t, void *, size_t, size_t *);
+	int (*cached)(struct storage_obj *, uint64_t, uint64_t);
+	void (*obj_close)(struct storage_obj *);
+	int (*put_begin)(struct storage *, const char *, unsigned,
+	    struct storage_put **);
+	int (*put_write)(struct storage_put *, const void *, size_t);
+	int (*put_commit)(struct storage_put *);
+	void (*put_abort)(struct storage_put *);
+	int (*del)(struct storage *, const char *);
+	int (*list)(struct storage *, const char *,
+	    int (*)(void *, const char *, uint64_t), void *);
+	int (*clean)(struct storage *);
+	int (*lock)(struct storage *, const char *,
+	    const struct storage_lock_opts *, struct storage_lock **, char *,
+	    size_t);
+	void (*unlock)(struct storage_lock *);
+	void (*close)(struct storage *);
+};
+struct storage {
+	const struct storage_ops *ops;
+	char *where;
+};
+int storage_fail(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,623 @@
+/*
+ * The local store: a directory on a local or network file system.  Every
+ * object is reached from the directory's descriptor, one component at a
+ * time (fsutil_open_in): never through a link, never blocking on a FIFO
+ * or a device, and whatever is not the regular file or directory
+ * expected is refused, naming it (doc/design.md, "Threat model").
+ * Puts are written in tmp/, fsynced, renamed into place, and the
+ * directory fsynced (the durability order).  Locks are flock(2) on
+ * files in locks/.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coffer/fsutil.h"
+#include "coffer/hex.h"
+#include "coffer/log.h"
+#include "coffer/storage.h"
+
+#define TMP_DIR "tmp"
+#define LOCK_DIR "locks"
+
+struct local {
+	struct storage base;
+	int dfd;
+};
+
+struct local_obj {
+	struct storage_obj base;
+	int fd;
+};
+
+struct local_put {
+	struct storage_put base;
+	int tmpdir, fd;
+	char tmp[32];
+};
+
+struct local_lock {
+	struct storage_lock base;
+	int fd;
+};
+
+static struct local *
+local_of(struct storage *st)
+{
+	return ((struct local *)st);
+}
+
+/* A failure of a call, with errno, on rel (the object's name). */
+static int
+fail_errno(struct local *l, const char *what, const char *rel)
+{
+	int e = errno;
+
+	return (storage_fail(e, "repository '%s': %s '%s' failed: %s",
+	    l->base.where, what, rel, strerror(e)));
+}
+
+/* Something other than want at rel (name in dirfd): refused. */
+static int
+fail_kind(struct local *l, int dirfd, const char *name, const char *rel,
+    mode_t want)
+{
+	return (storage_fail(EINVAL, "repository '%s': '%s' is %s where %s "
+	    "belongs: refused", l->base.where, rel,
+	    fsutil_kind_at(dirfd, name), want == S_IFDIR ? "a directory" :
+	    "a regular file"));
+}
+
+/*
+ * Open name in dirfd as want (flags as fsutil_open_in's), rel naming it
+ * in messages.  An fd; -1 with STORAGE_MISSING in *missing when
+ * nothing is there (not recorded), or -1 recorded.
+ */
+static int
+open_at(struct local *l, int dirfd, const char *name, const char *rel,
+    int flags, mode_t want, int *missing)
+{
+	int fd, wrong;
+
+	*missing = 0;
+	if ((fd = fsutil_open_in(dirfd, name, flags, want, &wrong)) != -1)
+		return (fd);
+	if (wrong)
+		return (fail_kind(l, dirfd, name, rel, want));
+	if (errno == ENOENT) {
+		*missing = 1;
+		return (-1);
+	}
+	return (fail_errno(l, "open of", rel));
+}
+
+/* Make directory name in dirfd (rel for messages), and fsync dirfd. */
+static int
+make_dir(struct local *l, int dirfd, const char *name, const char *rel)
+{
+	if (mkdirat(dirfd, name, 0700) == 0) {
+		if (fsync(dirfd))
+			return (fail_errno(l, "fsync of the directory of",
+			    rel));
+	} else if (errno != EEXIST)
+		return (fail_errno(l, "creation of", rel));
+	return (0);
+}
+
+/*
+ * The directory holding object name, walked to from the store's one
+ * component at a time, each a directory and none a link: its fd, and
+ * *leaf the name's last component.  With create, missing directories are
+ * made.  -1 and *missing when one is not there (not recorded), or -1
+ * recorded.
+ */
+static int
+walk(struct local *l, const char *name, int create, const char **leaf,
+    int *missing)
+{
+	char rel[STORAGE_NAME_MAX + 8], *part, *slash;
+	int dfd, fd;
+
+	*missing = 0;
+	snprintf(rel, sizeof(rel), "%s", name);
+	if ((dfd = dup(l->dfd)) == -1)
+		return (fail_errno(l, "open of", "."));
+	/* rel is cut after each directory in turn, naming it in messages. */
+	for (part = rel; (slash = strchr(part, '/')) != NULL;
+	    part = slash + 1) {
+		*slash = '\0';
+		if (create && make_dir(l, dfd, part, rel))
+			fd = -1;
+		else
+			fd = open_at(l, dfd, part, rel, O_RDONLY, S_IFDIR,
+			    missing);
+		close(dfd);
+		if ((dfd = fd) == -1)
+			return (-1);
+		*slash = '/';
+	}
+	*leaf = name + (part - rel);
+	return (dfd);
+}
+
+/* Object name open as a regular file: an fd, -1 and *missing, or -1. */
+static int
+open_object(struct local *l, const char *name, int *missing)
+{
+	const char *leaf;
+	int dfd, fd;
+
+	if ((dfd = walk(l, name, 0, &leaf, missing)) == -1)
+		return (-1);
+	fd = open_at(l, dfd, leaf, name, O_RDONLY, S_IFREG, missing);
+	close(dfd);
+	return (fd);
+}
+
+static int
+local_open(struct storage *st, const char *name, struct storage_obj **o,
+    uint64_t *size)
+{
+	struct local *l = local_of(st);
+	struct local_obj *h;
+	struct stat sb;
+	int fd, missing;
+
+	if ((fd = open_object(l, name, &missing)) == -1)
+		return (missing ? STORAGE_MISSING : -1);
+	if (fstat(fd, &sb) || (h = calloc(1, sizeof(*h))) == NULL) {
+		fail_errno(l, "open of", name);
+		close(fd);
+		return (-1);
+	}
+	h->fd = fd;
+	*size = (uint64_t)sb.st_size;
+	*o = &h->base;
+	return (0);
+}
+
+static int
+local_stat(struct storage *st, const char *name, uint64_t *size)
+{
+	struct storage_obj *o;
+	int rc;
+
+	if ((rc = local_open(st, name, &o, size)) == 0) {
+		close(((struct local_obj *)o)->fd);
+		free(o);
+	}
+	return (rc);
+}
+
+static int
+local_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
+    size_t *got)
+{
+	struct local_obj *h = (struct local_obj *)o;
+	ssize_t n;
+
+	do
+		n = pread(h->fd, buf, len, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return (fail_errno(local_of(o->st), "read of", o->name));
+	*got = (size_t)n;
+	return (0);
+}
+
+static int
+local_cached(struct storage_obj *o, uint64_t off, uint64_t len)
+{
+	struct local_obj *h = (struct local_obj *)o;
+
+	return (fsutil_cached(h->fd, off, len));
+}
+
+static void
+local_obj_close(struct storage_obj *o)
+{
+	close(((struct local_obj *)o)->fd);
+	free(o);
+}
+
+static int
+local_put_begin(struct storage *st, const char *name, unsigned flags,
+    struct storage_put **p)
+{
+	struct local *l = local_of(st);
+	struct local_put *h;
+	uint8_t rnd[8];
+	int missing;
+
+	if ((h = calloc(1, sizeof(*h))) == NULL)
+		return (storage_fail(ENOMEM, "out of memory"));
+	h->fd = -1;
+	if ((h->tmpdir = open_at(l, l->dfd, TMP_DIR, TMP_DIR, O_RDONLY,
+	    S_IFDIR, &missing)) == -1) {
+		if (missing)
+			fail_errno(l, "open of", TMP_DIR);
+		free(h);
+		return (-1);
+	}
+	/* Only unlikely to collide: O_EXCL refuses what is there, a link
+	 * included. */
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		memset(rnd, (int)getpid(), sizeof(rnd));
+	memcpy(h->tmp, "put-", 4);
+	hex_encode(h->tmp + 4, rnd, sizeof(rnd));
+	if ((h->fd = openat(h->tmpdir, h->tmp, O_WRONLY | O_CREAT | O_EXCL |
+	    O_NOFOLLOW | O_CLOEXEC, 0600)) == -1) {
+		fail_errno(l, "creation of a temporary file for", name);
+		close(h->tmpdir);
+		free(h);
+		return (-1);
+	}
+	*p = &h->base;
+	return (0);
+}
+
+static int
+local_put_write(struct storage_put *p, const void *data, size_t len)
+{
+	struct local_put *h = (struct local_put *)p;
+
+	if (fsutil_write_all_quiet(h->fd, data, len))
+		return (fail_errno(local_of(p->st), "write of", p->name));
+	return (0);
+}
+
+static void
+local_put_abort(struct storage_put *p)
+{
+	struct local_put *h = (struct local_put *)p;
+
+	if (h->fd != -1)
+		close(h->fd);
+	unlinkat(h->tmpdir, h->tmp, 0);
+	close(h->tmpdir);
+	free(h);
+}
+
+/*
+ * The durability order: the data fsynced in tmp/, renamed into place (a
+ * new object's directories made first), the directory fsynced.  With
+ * STORAGE_PUT_NEW, link(2) instead of rename: it fails if the name is
+ * taken, a dangling link included.
+ */
+static int
+local_put_commit(struct storage_put *p)
+{
+	struct local_put *h = (struct local_put *)p;
+	struct local *l = local_of(p->st);
+	const char *leaf;
+	int dfd = -1, rc = -1, missing, fd = h->fd;
+
+	h->fd = -1;
+	if (fsync(fd)) {
+		fail_errno(l, "fsync of", p->name);
+		close(fd);
+		goto out;
+	}
+	if (close(fd)) {
+		fail_errno(l, "close of", p->name);
+		goto out;
+	}
+	if ((dfd = walk(l, p->name, 1, &leaf, &missing)) == -1)
+		goto out;
+	if (p->flags & STORAGE_PUT_NEW) {
+		if (linkat(h->tmpdir, h->tmp, dfd, leaf, 0)) {
+			if (errno == EEXIST)
+				storage_fail(EEXIST, "repository '%s': '%s' "
+				    "already exists", l->base.where, p->name);
+			else
+				fail_errno(l, "creation of", p->name);
+			goto out;
+		}
+	} else if (renameat(h->tmpdir, h->tmp, dfd, leaf)) {
+		if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)
+			fail_kind(l, dfd, leaf, p->name, S_IFREG);
+		else
+			fail_errno(l, "rename into place of", p->name);
+		goto out;
+	}
+	if (fsync(dfd)) {
+		fail_errno(l, "fsync of the directory of", p->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dfd != -1)
+		close(dfd);
+	local_put_abort(p);
+	return (rc);
+}
+
+static int
+local_del(struct storage *st, const char *name)
+{
+	struct local *l = local_of(st);
+	const char *leaf;
+	int dfd, missing, rc = 0;
+
+	if ((dfd = walk(l, name, 0, &leaf, &missing)) == -1)
+		return (missing ? 0 : -1);
+	/* unlinkat removes a link itself, never what it names; a directory
+	 * is not an object. */
+	if (unlinkat(dfd, leaf, 0) && errno != ENOENT)
+		rc = errno == EISDIR ? fail_kind(l, dfd, leaf, name, S_IFREG) :
+		    fail_errno(l, "removal of", name);
+	else if (fsync(dfd))
+		rc = fail_errno(l, "fsync of the directory of", name);
+	close(dfd);
+	return (rc);
+}
+
+struct lister {
+	struct local *l;
+	int (*fn)(void *, const char *, uint64_t);
+	void *arg;
+	char rel[STORAGE_NAME_MAX + 1];
+};
+
+/*
+ * Every object below the directory dfd (closed here), whose name is
+ * li->rel (len bytes; "" at the top), depth components deep.
+ */
+static int
+list_dir(struct lister *li, int dfd, size_t len, int depth)
+{
+	struct dirent *de;
+	struct stat sb;
+	size_t n;
+	int fd, rc = 0, missing;
+	DIR *d;
+
+	if ((d = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return (fail_errno(li->l, "listing of", li->rel));
+	}
+	while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+		/* Hidden names are temporaries (fsutil_write_file_at's). */
+		if (de->d_name[0] == '.')
+			continue;
+		n = (size_t)snprintf(li->rel + len, sizeof(li->rel) - len,
+		    "%s%s", len ? "/" : "", de->d_name);
+		if (n >= sizeof(li->rel) - len || !storage_name_ok(li->rel)) {
+			/* The store's own, at the top, are no objects. */
+			if (depth > 0 || (strcmp(de->d_name, TMP_DIR) &&
+			    strcmp(de->d_name, LOCK_DIR)))
+				log_warn("repository '%s': '%.*s/%s' is not an "
+				    "object name: left out", li->l->base.where,
+				    (int)len, li->rel, de->d_name);
+		} else if (fstatat(dirfd(d), de->d_name, &sb,
+		    AT_SYMLINK_NOFOLLOW))
+			rc = errno == ENOENT ? 0 :
+			    fail_errno(li->l, "stat of", li->rel);
+		else if (S_ISREG(sb.st_mode))
+			rc = li->fn(li->arg, li->rel, (uint64_t)sb.st_size);
+		else if (S_ISDIR(sb.st_mode) && depth + 1 < STORAGE_DEPTH_MAX) {
+			if ((fd = open_at(li->l, dirfd(d), de->d_name, li->rel,
+			    O_RDONLY, S_IFDIR, &missing)) != -1)
+				rc = list_dir(li, fd, len + n, depth + 1);
+			else if (!missing)
+				rc = -1;
+		} else
+			log_warn("repository '%s': '%s' is %s: left out",
+			    li->l->base.where, li->rel, S_ISDIR(sb.st_mode) ?
+			    "a directory too deep for an object" :
+			    fsutil_kind_at(dirfd(d), de->d_name));
+		li->rel[len] = '\0';
+	}
+	if (rc == 0 && errno != 0)
+		rc = fail_errno(li->l, "listing of", li->rel);
+	closedir(d);
+	return (rc);
+}
+
+static int
+local_list(struct storage *st, const char *dir,
+    int (*fn)(void *, const char *, uint64_t), void *arg)
+{
+	struct lister li = { local_of(st), fn, arg, "" };
+	char tail[STORAGE_NAME_MAX + 3];
+	const char *leaf, *p;
+	int dfd, missing, depth = 1;
+
+	/* Not a dup: that would share its offset in the directory. */
+	if (dir[0] == '\0')
+		return ((dfd = openat(li.l->dfd, ".", O_RDONLY | O_DIRECTORY |
+		    O_CLOEXEC)) == -1 ? fail_errno(li.l, "listing of", ".") :
+		    list_dir(&li, dfd, 0, 0));
+	/* dir's own last component is a directory too: walk to "dir/x". */
+	snprintf(tail, sizeof(tail), "%s/x", dir);
+	if ((dfd = walk(li.l, tail, 0, &leaf, &missing)) == -1)
+		return (missing ? 0 : -1);
+	for (p = dir; (p = strchr(p, '/')) != NULL; p++)
+		depth++;
+	snprintf(li.rel, sizeof(li.rel), "%s", dir);
+	return (list_dir(&li, dfd, strlen(dir), depth));
+}
+
+static int
+local_clean(struct storage *st)
+{
+	struct local *l = local_of(st);
+	struct dirent *de;
+	struct stat sb;
+	int dfd, missing, rc = 0;
+	DIR *d;
+
+	if ((dfd = open_at(l, l->dfd, TMP_DIR, TMP_DIR, O_RDONLY, S_IFDIR,
+	    &missing)) == -1)
+		return (missing ? 0 : -1);
+	if ((d = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return (fail_errno(l, "listing of", TMP_DIR));
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		/* A directory is not a put's leftover: left alone. */
+		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(sb.st_mode))
+			log_warn("repository '%s': 'tmp/%s' is a directory, not a "
+			    "leftover of coffer's: left alone", l->base.where,
+			    de->d_name);
+		else if (unlinkat(dfd, de->d_name, 0) && errno != ENOENT)
+			rc = fail_errno(l, "removal of leftover", TMP_DIR);
+	}
+	closedir(d);
+	return (rc);
+}
+
+static int
+local_lock(struct storage *st, const char *name,
+    const struct storage_lock_opts *o, struct storage_lock **lk,
+    char *holder, size_t holdersz)
+{
+	struct local *l = local_of(st);
+	char rel[STORAGE_NAME_MAX + 8];
+	struct local_lock *h;
+	struct stat sb;
+	const char *leaf;
+	ssize_t n;
+	int dfd, fd, missing;
+
+	snprintf(rel, sizeof(rel), LOCK_DIR "/%s", name);
+	if ((dfd = walk(l, rel, 1, &leaf, &missing)) == -1)
+		return (-1);
+	fd = open_at(l, dfd, leaf, rel, O_RDWR | O_CREAT, S_IFREG, &missing);
+	close(dfd);
+	if (fd == -1)
+		return (missing ? fail_errno(l, "creation of", rel) : -1);
+	/* The lock is written to: a second name for another file (a hard
+	 * link planted in the store) must not be. */
+	if (fstat(fd, &sb) || sb.st_nlink != 1) {
+		close(fd);
+		return (storage_fail(EINVAL, "repository '%s': '%s' has other "
+		    "names (a hard link): refused", l->base.where, rel));
+	}
+	switch (flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno != EWOULDBLOCK ?
+	    -1 : o->wait == 0 ? 1 : fsutil_flock_wait(fd, o->wait)) {
+	case 0:
+		break;
+	case 1:
+		n = holdersz > 0 ? pread(fd, holder, holdersz - 1, 0) : 0;
+		if (holdersz > 0) {
+			holder[n > 0 ? n : 0] = '\0';
+			holder[strcspn(holder, "\n")] = '\0';
+		}
+		close(fd);
+		return (1);
+	default:
+		fail_errno(l, "lock of", rel);
+		close(fd);
+		return (-1);
+	}
+	/* Who holds it, for whoever finds it busy. */
+	if (ftruncate(fd, 0) == 0 && o->info != NULL)
+		(void)!pwrite(fd, o->info, strlen(o->info), 0);
+	if ((h = calloc(1, sizeof(*h))) == NULL) {
+		close(fd);
+		return (storage_fail(ENOMEM, "out of memory"));
+	}
+	h->fd = fd;
+	*lk = &h->base;
+	return (0);
+}
+
+static void
+local_unlock(struct storage_lock *lk)
+{
+	struct local_lock *h = (struct local_lock *)lk;
+
+	close(h->fd);
+	free(h);
+}
+
+static void
+local_close(struct storage *st)
+{
+	struct local *l = local_of(st);
+
+	close(l->dfd);
+	free(l);
+}
+
+static const struct storage_ops local_ops = {
+	.stat = local_stat,
+	.open = local_open,
+	.read = local_read,
+	.cached = local_cached,
+	.obj_close = local_obj_close,
+	.put_begin = local_put_begin,
+	.put_write = local_put_write,
+	.put_commit = local_put_commit,
+	.put_abort = local_put_abort,
+	.del = local_del,
+	.list = local_list,
+	.clean = local_clean,
+	.lock = local_lock,
+	.unlock = local_unlock,
+	.close = local_close,
+};
+
+/* A new store at path: new or empty; made, with tmp/ and locks/. */
+static int
+create_at(const char *path)
+{
+	int dfd, created;
+
+	if ((dfd = fsutil_dir_new(path, "a repository", &created)) == -1)
+		return (-1);
+	if ((mkdirat(dfd, TMP_DIR, 0700) && errno != EEXIST) ||
+	    (mkdirat(dfd, LOCK_DIR, 0700) && errno != EEXIST) || fsync(dfd)) {
+		log_errno("cannot make the directories of '%s'", path);
+		unlinkat(dfd, TMP_DIR, AT_REMOVEDIR);
+		unlinkat(dfd, LOCK_DIR, AT_REMOVEDIR);
+		close(dfd);
+		if (created)
+			rmdir(path);
+		return (-1);
+	}
+	close(dfd);
+	return (0);
+}
+
+struct storage *
+storage_local_open(const char *path, unsigned flags)
+{
+	struct local *l;
+
+	if ((flags & STORAGE_CREATE) && create_at(path))
+		return (NULL);
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	l->base.ops = &local_ops;
+	/* Absolute, for messages: the working directory may change. */
+	if ((l->base.where = realpath(path, NULL)) == NULL &&
+	    (l->base.where = strdup(path)) == NULL) {
+		log_error("out of memory");
+		free(l);
+		return (NULL);
+	}
+	/* The path itself may be a link (a mount point's); nothing below it
+	 * is followed. */
+	if ((l->dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		log_errno("cannot open repository '%s'", path);
+		free(l->base.where);
+		free(l);
+		return (NULL);
+	}
+	return (&l->base);
+}

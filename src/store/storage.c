@@ -1,0 +1,442 @@
+/*
+ * The storage interface (coffer/storage.h): what every store shares.
+ * Names are checked here, once, for every store; failures are reported
+ * here, once, from the message the store recorded with storage_fail.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coffer/log.h"
+#include "coffer/name.h"
+#include "coffer/storage.h"
+
+static _Thread_local struct storage_error last;
+
+const struct storage_error *
+storage_last_error(void)
+{
+	return (&last);
+}
+
+int
+storage_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last.msg, sizeof(last.msg), fmt, ap);
+	va_end(ap);
+	last.code = code;
+	errno = code;
+	return (-1);
+}
+
+/* rc from a store: a failure is reported, with errno its code. */
+static int
+reported(int rc)
+{
+	if (rc < 0) {
+		log_error("%s", last.msg);
+		errno = last.code;
+		return (-1);
+	}
+	return (rc);
+}
+
+/* One component of a name: name.h's alphabet, not hidden, no option,
+ * no longer than a file name may be. */
+static int
+component_ok(const char *s, size_t n)
+{
+	return (n > 0 && n <= NAME_MAX && s[0] != '.' && s[0] != '-' &&
+	    name_span(s) >= n);
+}
+
+int
+storage_name_ok(const char *name)
+{
+	const char *p, *slash;
+	size_t n = strlen(name);
+	int depth = 0;
+
+	if (n == 0 || n > STORAGE_NAME_MAX)
+		return (0);
+	/* The store's own areas: its puts in progress and its locks. */
+	if (!strncmp(name, "tmp/", 4) || !strncmp(name, "locks/", 6) ||
+	    !strcmp(name, "tmp") || !strcmp(name, "locks"))
+		return (0);
+	for (p = name;; p = slash + 1) {
+		slash = strchr(p, '/');
+		if (!component_ok(p, slash ? (size_t)(slash - p) : strlen(p)) ||
+		    ++depth > STORAGE_DEPTH_MAX)
+			return (0);
+		if (slash == NULL)
+			return (1);
+	}
+}
+
+/* name checked; refused with EINVAL (reported) if not one. */
+static int
+check_name(const struct storage *st, const char *name)
+{
+	if (storage_name_ok(name))
+		return (0);
+	return (reported(storage_fail(EINVAL, "repository '%s': '%s' is not an "
+	    "object name: refused", st->where, name)));
+}
+
+/* A directory to list: "" or a name. */
+static int
+check_dir(const struct storage *st, const char *dir)
+{
+	return (dir[0] == '\0' ? 0 : check_name(st, dir));
+}
+
+const char *
+storage_where(const struct storage *st)
+{
+	return (st->where);
+}
+
+void
+storage_close(struct storage *st)
+{
+	char *where;
+
+	if (st == NULL)
+		return;
+	where = st->where;
+	st->ops->close(st);
+	free(where);
+}
+
+int
+storage_stat(struct storage *st, const char *name, uint64_t *size)
+{
+	if (check_name(st, name))
+		return (-1);
+	return (reported(st->ops->stat(st, name, size)));
+}
+
+/* The object open as o, whole, at most max bytes. */
+static int
+read_whole(struct storage_obj *o, uint64_t size, size_t max,
+    unsigned char **data, size_t *len)
+{
+	unsigned char *p;
+
+	if (size > max)
+		return (reported(storage_fail(EFBIG, "repository '%s': '%s' is "
+		    "too large (more than %zu bytes)", o->st->where, o->name,
+		    max)));
+	if ((p = malloc((size_t)size + 1)) == NULL)
+		return (reported(storage_fail(ENOMEM, "out of memory")));
+	if (storage_read_all(o, 0, p, (size_t)size)) {
+		free(p);
+		return (-1);
+	}
+	p[size] = '\0';
+	*data = p;
+	*len = (size_t)size;
+	return (0);
+}
+
+int
+storage_get(struct storage *st, const char *name, size_t max,
+    unsigned char **data, size_t *len)
+{
+	struct storage_obj *o;
+	uint64_t size;
+	int rc;
+
+	*data = NULL;
+	*len = 0;
+	if (check_name(st, name))
+		return (-1);
+	if (st->ops->get != NULL)
+		return (reported(st->ops->get(st, name, max, data, len)));
+	if ((rc = storage_open(st, name, &o, &size)) != 0)
+		return (rc);
+	rc = read_whole(o, size, max, data, len);
+	storage_obj_close(o);
+	return (rc);
+}
+
+int
+storage_open(struct storage *st, const char *name, struct storage_obj **o,
+    uint64_t *size)
+{
+	char *copy;
+	int rc;
+
+	*o = NULL;
+	if (check_name(st, name))
+		return (-1);
+	if ((copy = strdup(name)) == NULL)
+		return (reported(storage_fail(ENOMEM, "out of memory")));
+	if ((rc = st->ops->open(st, name, o, size)) != 0) {
+		free(copy);
+		return (reported(rc));
+	}
+	(*o)->st = st;
+	(*o)->name = copy;
+	return (0);
+}
+
+int
+storage_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
+    size_t *got)
+{
+	size_t n;
+
+	/* A store may cut a read short (a dropped connection): read on
+	 * until the end, which a read of nothing marks. */
+	for (*got = 0; *got < len; *got += n) {
+		if (o->st->ops->read(o, off + *got, (char *)buf + *got,
+		    len - *got, &n))
+			return (reported(-1));
+		if (n == 0)
+			break;
+	}
+	return (0);
+}
+
+int
+storage_read_all(struct storage_obj *o, uint64_t off, void *buf, size_t len)
+{
+	size_t got;
+
+	if (storage_read(o, off, buf, len, &got))
+		return (-1);
+	if (got < len)
+		return (reported(storage_fail(EIO, "repository '%s': '%s' is "
+		    "truncated (%zu bytes at offset %llu, %zu wanted)",
+		    o->st->where, o->name, got, (unsigned long long)off,
+		    len)));
+	return (0);
+}
+
+int
+storage_cached(struct storage_obj *o, uint64_t off, uint64_t len)
+{
+	if (o->st->ops->cached == NULL || len == 0)
+		return (0);
+	return (o->st->ops->cached(o, off, len) == 1);
+}
+
+const char *
+storage_obj_name(const struct storage_obj *o)
+{
+	return (o->name);
+}
+
+void
+storage_obj_close(struct storage_obj *o)
+{
+	char *name;
+
+	if (o == NULL)
+		return;
+	name = o->name;
+	o->st->ops->obj_close(o);
+	free(name);
+}
+
+int
+storage_put_begin(struct storage *st, const char *name, unsigned flags,
+    struct storage_put **p)
+{
+	char *copy;
+
+	*p = NULL;
+	if (check_name(st, name))
+		return (-1);
+	if ((copy = strdup(name)) == NULL)
+		return (reported(storage_fail(ENOMEM, "out of memory")));
+	if (st->ops->put_begin(st, name, flags, p)) {
+		free(copy);
+		return (reported(-1));
+	}
+	(*p)->st = st;
+	(*p)->name = copy;
+	(*p)->flags = flags;
+	(*p)->failed = 0;
+	return (0);
+}
+
+int
+storage_put_write(struct storage_put *p, const void *data, size_t len)
+{
+	/* The failure was reported when it happened. */
+	if (p->failed)
+		return (storage_fail(EIO, "repository '%s': write of '%s' after "
+		    "a failure", p->st->where, p->name));
+	if (len > 0 && p->st->ops->put_write(p, data, len)) {
+		p->failed = 1;
+		return (reported(-1));
+	}
+	return (0);
+}
+
+int
+storage_put_commit(struct storage_put *p)
+{
+	char *name = p->name;
+	int rc;
+
+	if (p->failed) {
+		rc = storage_fail(EIO, "repository '%s': '%s' not written: a "
+		    "write to it failed", p->st->where, name);
+		p->st->ops->put_abort(p);
+		free(name);
+		return (rc);
+	}
+	rc = p->st->ops->put_commit(p);
+	free(name);
+	return (reported(rc));
+}
+
+void
+storage_put_abort(struct storage_put *p)
+{
+	char *name;
+
+	if (p == NULL)
+		return;
+	name = p->name;
+	p->st->ops->put_abort(p);
+	free(name);
+}
+
+int
+storage_put(struct storage *st, const char *name, const void *data,
+    size_t len, unsigned flags)
+{
+	struct storage_put *p;
+
+	if (storage_put_begin(st, name, flags, &p))
+		return (-1);
+	if (storage_put_write(p, data, len)) {
+		storage_put_abort(p);
+		return (-1);
+	}
+	return (storage_put_commit(p));
+}
+
+int
+storage_delete(struct storage *st, const char *name)
+{
+	if (check_name(st, name))
+		return (-1);
+	return (reported(st->ops->del(st, name)));
+}
+
+int
+storage_list(struct storage *st, const char *dir,
+    int (*fn)(void *arg, const char *name, uint64_t size), void *arg)
+{
+	if (check_dir(st, dir))
+		return (-1);
+	return (reported(st->ops->list(st, dir, fn, arg)));
+}
+
+struct collect {
+	struct storage_entry *v;
+	size_t n, cap;
+};
+
+static int
+collect(void *arg, const char *name, uint64_t size)
+{
+	struct collect *c = arg;
+	struct storage_entry *nv;
+
+	if (c->n == c->cap) {
+		c->cap = c->cap ? 2 * c->cap : 64;
+		if ((nv = reallocarray(c->v, c->cap, sizeof(*nv))) == NULL)
+			return (storage_fail(ENOMEM, "out of memory"));
+		c->v = nv;
+	}
+	if ((c->v[c->n].name = strdup(name)) == NULL)
+		return (storage_fail(ENOMEM, "out of memory"));
+	c->v[c->n++].size = size;
+	return (0);
+}
+
+static int
+cmp_entry(const void *a, const void *b)
+{
+	return (strcmp(((const struct storage_entry *)a)->name,
+	    ((const struct storage_entry *)b)->name));
+}
+
+int
+storage_list_all(struct storage *st, const char *dir,
+    struct storage_entry **v, size_t *n)
+{
+	struct collect c = { NULL, 0, 0 };
+
+	*v = NULL;
+	*n = 0;
+	if (storage_list(st, dir, collect, &c)) {
+		storage_entries_free(c.v, c.n);
+		return (-1);
+	}
+	if (c.n > 1)
+		qsort(c.v, c.n, sizeof(*c.v), cmp_entry);
+	*v = c.v;
+	*n = c.n;
+	return (0);
+}
+
+void
+storage_entries_free(struct storage_entry *v, size_t n)
+{
+	while (v != NULL && n > 0)
+		free(v[--n].name);
+	free(v);
+}
+
+int
+storage_clean(struct storage *st)
+{
+	if (st->ops->clean == NULL)
+		return (0);
+	return (reported(st->ops->clean(st)));
+}
+
+int
+storage_lock(struct storage *st, const char *name,
+    const struct storage_lock_opts *o, struct storage_lock **l,
+    char *holder, size_t holdersz)
+{
+	char *s;
+	int rc;
+
+	*l = NULL;
+	if (holdersz > 0)
+		holder[0] = '\0';
+	if (strchr(name, '/') != NULL)
+		return (reported(storage_fail(EINVAL, "repository '%s': '%s' is "
+		    "not a lock name: refused", st->where, name)));
+	if (check_name(st, name))
+		return (-1);
+	if ((rc = st->ops->lock(st, name, o, l, holder, holdersz)) == 0)
+		(*l)->st = st;
+	/* The holder's line comes from the store, and goes to a terminal. */
+	for (s = holder; rc == 1 && holdersz > 0 && *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+	return (reported(rc));
+}
+
+void
+storage_unlock(struct storage_lock *l)
+{
+	if (l != NULL)
+		l->st->ops->unlock(l);
+}

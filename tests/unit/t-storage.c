@@ -1,0 +1,750 @@
+/*
+ * storage: one contract run against every store (the local directory,
+ * memory), then what only the local store meets (links, FIFOs,
+ * directories planted where objects belong) and each fault the memory
+ * store injects.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coffer/log.h"
+#include "coffer/storage.h"
+#include "tap.h"
+#include "testutil.h"
+
+#define PACK_A "packs/ab/ab000000000000000000000000000001"
+#define PACK_B "packs/cd/cd000000000000000000000000000002"
+
+static char base[64];		/* mkdtemp */
+
+/* A fresh local store in base/name. */
+static struct storage *
+local_new(const char *name, char *dir, size_t dirsz)
+{
+	snprintf(dir, dirsz, "%s/%s", base, name);
+	return (storage_local_open(dir, STORAGE_CREATE));
+}
+
+/* Bytes of a pattern: position and seed. */
+static void
+fill(uint8_t *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 31 + seed);
+}
+
+/* 1 if name holds exactly the n bytes at p. */
+static int
+holds(struct storage *st, const char *name, const void *p, size_t n)
+{
+	unsigned char *data;
+	size_t len;
+	int rc, same;
+
+	if ((rc = storage_get(st, name, 1 << 24, &data, &len)) != 0)
+		return (0);
+	same = len == n && (n == 0 || memcmp(data, p, n) == 0) &&
+	    data[len] == '\0';
+	free(data);
+	return (same);
+}
+
+/* The failure code of the last call, and whether its message has s. */
+static int
+failed_with(int code, const char *s)
+{
+	const struct storage_error *e = storage_last_error();
+
+	return (e->code == code && (s == NULL || strstr(e->msg, s) != NULL));
+}
+
+static void
+round_trips(struct storage *st, const char *kind)
+{
+	static uint8_t big[1 << 20];
+	struct storage_put *p;
+	unsigned char *data;
+	uint64_t size;
+	size_t len, off;
+	int ok_all = 1;
+
+	fill(big, sizeof(big), 7);
+	ok(storage_put(st, "coffer.conf", "version 1\n", 10, 0) == 0 &&
+	    holds(st, "coffer.conf", "version 1\n", 10),
+	    "%s: put and get of a small object", kind);
+	ok(storage_put(st, "keys/empty", "", 0, 0) == 0 &&
+	    holds(st, "keys/empty", "", 0) &&
+	    storage_stat(st, "keys/empty", &size) == 0 && size == 0,
+	    "%s: an empty object", kind);
+	ok(storage_put_begin(st, PACK_A, 0, &p) == 0, "%s: put begun", kind);
+	for (off = 0; off < sizeof(big); off += 4099)
+		ok_all &= storage_put_write(p, big + off, sizeof(big) - off <
+		    4099 ? sizeof(big) - off : 4099) == 0;
+	ok(ok_all && storage_put_commit(p) == 0 &&
+	    holds(st, PACK_A, big, sizeof(big)),
+	    "%s: a streamed put of 1 MiB in pieces, read back whole", kind);
+	ok(storage_stat(st, PACK_A, &size) == 0 && size == sizeof(big),
+	    "%s: stat gives its size", kind);
+	ok(storage_get(st, PACK_A, 1000, &data, &len) == -1 &&
+	    failed_with(EFBIG, "too large") && data == NULL,
+	    "%s: get over its cap fails (EFBIG)", kind);
+	ok(storage_get(st, "keys/none", 100, &data, &len) == STORAGE_MISSING &&
+	    storage_stat(st, "keys/none", &size) == STORAGE_MISSING &&
+	    storage_get(st, "nodir/sub/x", 100, &data, &len) ==
+	    STORAGE_MISSING, "%s: a missing object is STORAGE_MISSING, "
+	    "under a missing directory too", kind);
+	ok(storage_put(st, "coffer.conf", "version 2\n", 10, 0) == 0 &&
+	    holds(st, "coffer.conf", "version 2\n", 10),
+	    "%s: a put replaces", kind);
+	ok(storage_put(st, "coffer.conf", "x", 1, STORAGE_PUT_NEW) == -1 &&
+	    failed_with(EEXIST, NULL) &&
+	    holds(st, "coffer.conf", "version 2\n", 10),
+	    "%s: STORAGE_PUT_NEW refuses a taken name, which stays", kind);
+	ok(storage_put(st, "keys/new", "n", 1, STORAGE_PUT_NEW) == 0 &&
+	    holds(st, "keys/new", "n", 1),
+	    "%s: STORAGE_PUT_NEW writes a new name", kind);
+}
+
+static void
+ranges(struct storage *st, const char *kind)
+{
+	uint8_t data[1000], buf[2000];
+	struct storage_obj *o;
+	uint64_t size;
+	size_t got;
+
+	fill(data, sizeof(data), 3);
+	if (!ok(storage_put(st, "keys/r", data, sizeof(data), 0) == 0 &&
+	    storage_open(st, "keys/r", &o, &size) == 0 && size == 1000,
+	    "%s: open gives the size", kind))
+		return;
+	ok(storage_read(o, 0, buf, 1000, &got) == 0 && got == 1000 &&
+	    memcmp(buf, data, 1000) == 0, "%s: a read of all of it", kind);
+	ok(storage_read(o, 123, buf, 10, &got) == 0 && got == 10 &&
+	    memcmp(buf, data + 123, 10) == 0, "%s: a read inside", kind);
+	ok(storage_read(o, 990, buf, 20, &got) == 0 && got == 10 &&
+	    memcmp(buf, data + 990, 10) == 0,
+	    "%s: a read across the end gives what there is", kind);
+	ok(storage_read(o, 999, buf, 1, &got) == 0 && got == 1 &&
+	    buf[0] == data[999], "%s: the last byte", kind);
+	ok(storage_read(o, 1000, buf, 5, &got) == 0 && got == 0,
+	    "%s: a read at the end gives nothing", kind);
+	ok(storage_read(o, 5000, buf, 5, &got) == 0 && got == 0,
+	    "%s: a read past the end gives nothing", kind);
+	ok(storage_read(o, 10, buf, 0, &got) == 0 && got == 0,
+	    "%s: a read of zero bytes", kind);
+	ok(storage_read_all(o, 0, buf, 1000) == 0 &&
+	    storage_read_all(o, 995, buf, 10) == -1 &&
+	    failed_with(EIO, "truncated"),
+	    "%s: read_all wants every byte (truncated across the end)", kind);
+	ok(strcmp(storage_obj_name(o), "keys/r") == 0, "%s: the object's name",
+	    kind);
+	ok(storage_cached(o, 0, 0) == 0 && storage_cached(o, 0, 1000) >= 0,
+	    "%s: cached is a hint: 0 for nothing, 0 or 1 else", kind);
+	storage_obj_close(o);
+	ok(storage_open(st, "keys/none", &o, &size) == STORAGE_MISSING &&
+	    o == NULL, "%s: open of a missing object", kind);
+}
+
+static int
+count_entry(void *arg, const char *name, uint64_t size)
+{
+	(void)name;
+	(void)size;
+	return (++*(int *)arg == 2 ? 42 : 0);
+}
+
+/* No object of the listing names something under tmp/ or locks/. */
+static int
+none_private(const struct storage_entry *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!storage_name_ok(v[i].name))
+			return (0);
+	return (1);
+}
+
+static void
+atomicity(struct storage *st, const char *kind)
+{
+	struct storage_entry *v;
+	struct storage_put *p;
+	unsigned char *data;
+	uint64_t size;
+	size_t n, len;
+
+	ok(storage_put_begin(st, "keys/half", 0, &p) == 0 &&
+	    storage_put_write(p, "half", 4) == 0 &&
+	    storage_stat(st, "keys/half", &size) == STORAGE_MISSING &&
+	    storage_get(st, "keys/half", 100, &data, &len) == STORAGE_MISSING,
+	    "%s: a put in progress is not there", kind);
+	ok(storage_list_all(st, "keys", &v, &n) == 0 && none_private(v, n),
+	    "%s: nor in a listing", kind);
+	for (len = 0; len < n; len++)
+		ok(strcmp(v[len].name, "keys/half") != 0,
+		    "%s: listing leaves out '%s' in progress", kind,
+		    "keys/half");
+	storage_entries_free(v, n);
+	storage_put_abort(p);
+	ok(storage_stat(st, "keys/half", &size) == STORAGE_MISSING,
+	    "%s: an aborted put leaves nothing", kind);
+	storage_put_abort(NULL);
+
+	ok(storage_put(st, "keys/old", "old", 3, 0) == 0 &&
+	    storage_put_begin(st, "keys/old", 0, &p) == 0 &&
+	    storage_put_write(p, "new!", 4) == 0 && holds(st, "keys/old",
+	    "old", 3), "%s: while it is replaced, readers see the old", kind);
+	storage_put_abort(p);
+	ok(holds(st, "keys/old", "old", 3),
+	    "%s: an aborted replacement leaves the old", kind);
+	ok(storage_put_begin(st, "keys/old", 0, &p) == 0 &&
+	    storage_put_write(p, "new!", 4) == 0 &&
+	    storage_put_commit(p) == 0 && holds(st, "keys/old", "new!", 4),
+	    "%s: a committed one is the new, whole", kind);
+}
+
+struct replacer {
+	struct storage *st;
+	int failed;
+};
+
+/* Replace "keys/flip" 100 times: 1000 bytes of 'a', 3000 of 'b'. */
+static void *
+replace_often(void *arg)
+{
+	static uint8_t a[1000], b[3000];
+	struct replacer *r = arg;
+	int i;
+
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	for (i = 0; i < 100; i++)
+		r->failed |= storage_put(r->st, "keys/flip", i % 2 ? b : a,
+		    i % 2 ? sizeof(b) : sizeof(a), 0) != 0;
+	return (NULL);
+}
+
+/* 1 if data is one whole version replace_often writes. */
+static int
+whole_version(const unsigned char *data, size_t len)
+{
+	size_t i;
+
+	if (len != 1000 && len != 3000)
+		return (0);
+	for (i = 0; i < len; i++)
+		if (data[i] != (len == 1000 ? 'a' : 'b'))
+			return (0);
+	return (1);
+}
+
+/* Readers of an object being replaced see one whole version or another. */
+static void
+replaced_under_readers(struct storage *st, const char *kind)
+{
+	struct replacer r = { st, 0 };
+	unsigned char *data;
+	int reads = 0, whole = 1, done = 0;
+	size_t len;
+	pthread_t t;
+
+	if (storage_put(st, "keys/flip", "", 0, 0) ||
+	    pthread_create(&t, NULL, replace_often, &r) != 0) {
+		ok(0, "%s: a writer to race", kind);
+		return;
+	}
+	while (!done) {
+		/* The last reads come after the writer is done. */
+		done = pthread_tryjoin_np(t, NULL) == 0;
+		if (storage_get(st, "keys/flip", 4096, &data, &len) != 0) {
+			whole = 0;
+			continue;
+		}
+		whole &= len == 0 || whole_version(data, len);
+		reads++;
+		free(data);
+	}
+	ok(!r.failed && whole && reads > 0, "%s: %d reads while it was "
+	    "replaced 100 times: each a whole version", kind, reads);
+}
+
+static void
+listing(struct storage *st, const char *kind)
+{
+	struct storage_entry *v;
+	int stops = 0, i;
+	size_t n;
+
+	ok(storage_put(st, PACK_B, "bb", 2, 0) == 0, "%s: a second pack",
+	    kind);
+	ok(storage_list_all(st, "packs", &v, &n) == 0 && n == 2 &&
+	    strcmp(v[0].name, PACK_A) == 0 && v[0].size == 1 << 20 &&
+	    strcmp(v[1].name, PACK_B) == 0 && v[1].size == 2,
+	    "%s: the packs, at every depth, sorted, with sizes", kind);
+	storage_entries_free(v, n);
+	ok(storage_list_all(st, "packs/ab", &v, &n) == 0 && n == 1 &&
+	    strcmp(v[0].name, PACK_A) == 0,
+	    "%s: one fan-out directory", kind);
+	storage_entries_free(v, n);
+	ok(storage_list_all(st, "", &v, &n) == 0 && n > 4 &&
+	    none_private(v, n) && strcmp(v[0].name, "coffer.conf") == 0,
+	    "%s: everything, none of it the store's own", kind);
+	storage_entries_free(v, n);
+	ok(storage_list_all(st, "nothing", &v, &n) == 0 && n == 0 &&
+	    storage_list_all(st, "nothing/deeper", &v, &n) == 0 && n == 0,
+	    "%s: a directory that is not there lists nothing", kind);
+	i = storage_list(st, "", count_entry, &stops);
+	ok(i == 42 && stops == 2,
+	    "%s: a callback's non-zero value stops the listing (%d, %d)",
+	    kind, i, stops);
+}
+
+static void
+deletes(struct storage *st, const char *kind)
+{
+	uint64_t size;
+
+	ok(storage_delete(st, PACK_B) == 0 &&
+	    storage_stat(st, PACK_B, &size) == STORAGE_MISSING,
+	    "%s: delete removes", kind);
+	ok(storage_delete(st, PACK_B) == 0 &&
+	    storage_delete(st, "nodir/x") == 0,
+	    "%s: delete of a missing object is fine", kind);
+}
+
+static void
+names(struct storage *st, const char *kind)
+{
+	static const char *const bad[] = {
+		"", "/abs", "a//b", "..", "../x", "a/../b", "./a", "a/.", "a/",
+		".hidden", "-opt", "a b", "a\nb", "tmp", "tmp/x",
+		"locks/writer", "a/b/c/d/e", "caf\xc3\xa9", "a\\b",
+	};
+	char longname[STORAGE_NAME_MAX + 2];
+	struct stderr_capture cap;
+	struct storage_lock *l;
+	struct storage_put *p;
+	unsigned char *data;
+	const char *out;
+	uint64_t size;
+	size_t i, len;
+	int refused = 1;
+
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	for (i = 0; i <= sizeof(bad) / sizeof(*bad); i++) {
+		const char *nm = i < sizeof(bad) / sizeof(*bad) ? bad[i] :
+		    longname;
+
+		refused &= !storage_name_ok(nm);
+		refused &= storage_put(st, nm, "x", 1, 0) == -1 &&
+		    failed_with(EINVAL, "not an object name");
+		refused &= storage_get(st, nm, 10, &data, &len) == -1;
+		refused &= storage_stat(st, nm, &size) == -1;
+		refused &= storage_delete(st, nm) == -1;
+		refused &= storage_put_begin(st, nm, 0, &p) == -1 && p == NULL;
+		if (!refused)
+			diag("%s: '%s' passed", kind, nm);
+	}
+	ok(refused, "%s: bad names refused by every call (EINVAL)", kind);
+	ok(storage_name_ok("coffer.conf") && storage_name_ok("keys/k_1-2.x") &&
+	    storage_name_ok(PACK_A) && storage_name_ok("a/b/c/d") &&
+	    storage_name_ok("tmpx/a") && storage_name_ok("a/tmp"),
+	    "%s: good names pass", kind);
+	ok(storage_list(st, "../x", count_entry, &i) == -1 &&
+	    storage_list(st, "/", count_entry, &i) == -1,
+	    "%s: a bad directory to list is refused", kind);
+	ok(storage_lock(st, "a/b", &(struct storage_lock_opts){ "", 0, 0 },
+	    &l, NULL, 0) == -1 && storage_lock(st, "..", &(struct
+	    storage_lock_opts){ "", 0, 0 }, &l, NULL, 0) == -1,
+	    "%s: a bad lock name is refused", kind);
+	stderr_capture_begin(&cap);
+	storage_put(st, "../escape", "x", 1, 0);
+	out = stderr_capture_end(&cap);
+	ok(out != NULL && strstr(out, "error: repository '") != NULL &&
+	    strstr(out, "'../escape' is not an object name: refused\n") !=
+	    NULL && strchr(out, '\n') == out + strlen(out) - 1,
+	    "%s: reported once, on one line", kind);
+}
+
+struct unlocker {
+	struct storage_lock *l;
+};
+
+static void *
+unlock_later(void *arg)
+{
+	struct unlocker *u = arg;
+
+	nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
+	storage_unlock(u->l);
+	return (NULL);
+}
+
+static void
+locks(struct storage *st, struct storage *other, const char *kind)
+{
+	struct storage_lock_opts o = { "host h pid 1 since now", 0, 0 };
+	struct storage_lock *a, *b, *c;
+	struct unlocker u;
+	pthread_t t;
+	char who[64];
+
+	ok(storage_lock(st, "writer", &o, &a, who, sizeof(who)) == 0 &&
+	    a != NULL, "%s: a lock taken", kind);
+	ok(storage_lock(other, "writer", &o, &b, who, sizeof(who)) == 1 &&
+	    b == NULL && strcmp(who, "host h pid 1 since now") == 0,
+	    "%s: another takes it not: busy, naming the holder (%s)", kind,
+	    who);
+	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "x", 0.05,
+	    0 }, &b, who, sizeof(who)) == 1,
+	    "%s: nor after waiting a while", kind);
+	ok(storage_lock(other, "prune", &o, &c, NULL, 0) == 0,
+	    "%s: a lock of another name is another lock", kind);
+	storage_unlock(c);
+	storage_unlock(a);
+	o.info = "second\x1b[2J";
+	ok(storage_lock(other, "writer", &o, &b, who, sizeof(who)) == 0,
+	    "%s: given back, it is taken again", kind);
+	ok(storage_lock(st, "writer", &o, &a, who, sizeof(who)) == 1 &&
+	    strcmp(who, "second?[2J") == 0,
+	    "%s: a holder's control bytes are not passed on (%s)", kind, who);
+	u.l = b;
+	if (pthread_create(&t, NULL, unlock_later, &u) != 0) {
+		skip("%s: no thread", kind);
+		storage_unlock(b);
+		return;
+	}
+	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "w", 60,
+	    0 }, &a, who, sizeof(who)) == 0,
+	    "%s: a waiter takes it when it is given back", kind);
+	pthread_join(t, NULL);
+	storage_unlock(a);
+	storage_unlock(NULL);
+}
+
+/* The contract, on st (a second handle on the same store: other). */
+static void
+contract(struct storage *st, struct storage *other, const char *kind)
+{
+	round_trips(st, kind);
+	ranges(st, kind);
+	atomicity(st, kind);
+	replaced_under_readers(st, kind);
+	listing(st, kind);
+	deletes(st, kind);
+	names(st, kind);
+	locks(st, other, kind);
+}
+
+/* A path under the local store at dir. */
+static const char *
+at(const char *dir, const char *rel)
+{
+	static char b[4][512];
+	static int i;
+	char *p = b[i++ % 4];
+
+	snprintf(p, sizeof(b[0]), "%s/%s", dir, rel);
+	return (p);
+}
+
+/* Entries in the directory at path (-1 if it cannot be read). */
+static int
+dir_entries(const char *path)
+{
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if ((d = opendir(path)) == NULL)
+		return (-1);
+	while ((de = readdir(d)) != NULL)
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return (n);
+}
+
+static void
+hostile(void)
+{
+	char dir[256], outside[256];
+	struct storage *st;
+	struct storage_entry *v;
+	struct storage_lock *l;
+	unsigned char *data;
+	uint64_t size;
+	size_t n, len, i;
+	int fd, leftout = 1;
+
+	snprintf(outside, sizeof(outside), "%s/outside", base);
+	if (!ok((st = local_new("hostile", dir, sizeof(dir))) != NULL &&
+	    mkdir(outside, 0700) == 0 && mkdir(at(dir, "keys"), 0700) == 0 &&
+	    mkdir(at(dir, "packs"), 0700) == 0,
+	    "local: a store to attack"))
+		return;
+	fd = open(at(outside, "secret"), O_WRONLY | O_CREAT, 0600);
+	(void)!write(fd, "secret", 6);
+	close(fd);
+
+	/* A link in place of an object. */
+	symlink(at(outside, "secret"), at(dir, "keys/evil"));
+	ok(storage_get(st, "keys/evil", 100, &data, &len) == -1 &&
+	    failed_with(EINVAL, "'keys/evil' is a symbolic link where a "
+	    "regular file belongs: refused"),
+	    "local: a link in place of an object is refused, named");
+	ok(storage_stat(st, "keys/evil", &size) == -1,
+	    "local: stat refuses it too");
+	ok(storage_delete(st, "keys/evil") == 0 &&
+	    access(at(dir, "keys/evil"), F_OK) == -1 &&
+	    access(at(outside, "secret"), F_OK) == 0,
+	    "local: delete removes the link, never what it names");
+
+	/* A link in place of a directory. */
+	mkdir(at(outside, "ef"), 0700);
+	fd = open(at(outside, "ef/ef00000000000000000000000000000f"),
+	    O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	symlink(at(outside, "ef"), at(dir, "packs/ef"));
+	ok(storage_get(st, "packs/ef/ef00000000000000000000000000000f", 100,
+	    &data, &len) == -1 && failed_with(EINVAL, "'packs/ef' is a "
+	    "symbolic link where a directory belongs"),
+	    "local: a link in place of a directory is refused, named");
+	ok(storage_put(st, "packs/ef/ef00000000000000000000000000000e", "x",
+	    1, 0) == -1 && access(at(outside,
+	    "ef/ef00000000000000000000000000000e"), F_OK) == -1,
+	    "local: a put through it is refused, nothing written outside");
+	ok(storage_delete(st, "packs/ef/ef00000000000000000000000000000f") ==
+	    -1 && access(at(outside, "ef/ef00000000000000000000000000000f"),
+	    F_OK) == 0, "local: a delete through it removes nothing");
+
+	/* A FIFO: refused without blocking (alarm() ends a hang). */
+	mkfifo(at(dir, "keys/fifo"), 0600);
+	alarm(20);
+	ok(storage_get(st, "keys/fifo", 100, &data, &len) == -1 &&
+	    failed_with(EINVAL, "is a FIFO where a regular file belongs"),
+	    "local: a FIFO is refused without blocking");
+	alarm(0);
+
+	/* A directory where an object belongs, a file where a directory. */
+	mkdir(at(dir, "keys/adir"), 0700);
+	ok(storage_get(st, "keys/adir", 100, &data, &len) == -1 &&
+	    failed_with(EINVAL, "is a directory where a regular file belongs"),
+	    "local: a directory where an object belongs is refused");
+	ok(storage_put(st, "keys/adir", "x", 1, 0) == -1 &&
+	    failed_with(EINVAL, "is a directory where") &&
+	    storage_delete(st, "keys/adir") == -1,
+	    "local: neither replaced nor deleted");
+	fd = open(at(dir, "packs/12"), O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	ok(storage_get(st, "packs/12/1200000000000000000000000000000", 100,
+	    &data, &len) == -1 && failed_with(EINVAL, "'packs/12' is a "
+	    "regular file where a directory belongs"),
+	    "local: a file where a directory belongs is refused");
+
+	/* Listing leaves out what is no object, and goes on. */
+	fd = open(at(dir, "keys/.hidden"), O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	fd = open(at(dir, "keys/bad name"), O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	storage_put(st, "keys/good", "g", 1, 0);
+	ok(storage_list_all(st, "", &v, &n) == 0, "local: a hostile tree "
+	    "lists");
+	for (i = 0; i < n; i++)
+		leftout &= strcmp(v[i].name, "keys/good") == 0 ||
+		    strcmp(v[i].name, "packs/12") == 0;
+	ok(n == 2 && leftout, "local: only the two objects (links, FIFO, "
+	    "directories, bad names left out)");
+	storage_entries_free(v, n);
+
+	/* A lock file with a second name. */
+	mkdir(at(dir, "locks"), 0700);
+	fd = open(at(dir, "locks/writer"), O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	link(at(dir, "locks/writer"), at(outside, "hard"));
+	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "x", 0, 0 },
+	    &l, NULL, 0) == -1 && failed_with(EINVAL, "hard link"),
+	    "local: a lock file with another name is refused");
+
+	/* Puts leave nothing in tmp/; clean removes a crash's leftovers. */
+	ok(dir_entries(at(dir, "tmp")) == 0, "local: tmp/ empty after puts");
+	fd = open(at(dir, "tmp/put-0123456789abcdef"), O_WRONLY | O_CREAT,
+	    0600);
+	close(fd);
+	mkdir(at(dir, "tmp/notours"), 0700);
+	ok(storage_clean(st) == 0 && dir_entries(at(dir, "tmp")) == 1 &&
+	    access(at(dir, "tmp/notours"), F_OK) == 0,
+	    "local: clean removes leftovers, leaves a directory alone");
+	storage_close(st);
+}
+
+static void
+local_only(void)
+{
+	char dir[256];
+	struct storage *st;
+
+	snprintf(dir, sizeof(dir), "%s/full", base);
+	mkdir(dir, 0700);
+	close(open(at(dir, "x"), O_WRONLY | O_CREAT, 0600));
+	ok(storage_local_open(dir, STORAGE_CREATE) == NULL,
+	    "local: create refuses a directory that is not empty");
+	ok((st = local_new("made", dir, sizeof(dir))) != NULL &&
+	    access(at(dir, "tmp"), F_OK) == 0 &&
+	    access(at(dir, "locks"), F_OK) == 0,
+	    "local: create makes the directory with tmp/ and locks/");
+	storage_close(st);
+	ok(storage_local_open(at(base, "none"), 0) == NULL,
+	    "local: open of a directory that is not there fails");
+	hostile();
+}
+
+/* Each fault the memory store injects. */
+static void
+faults(void)
+{
+	uint8_t data[1000], buf[1000];
+	struct storage *st = storage_mem_new();
+	struct storage_entry *v;
+	struct storage_obj *o;
+	struct storage_lock *l;
+	struct storage_put *p;
+	struct timespec t0, t1;
+	unsigned char *got;
+	uint64_t size;
+	unsigned long reads;
+	size_t n, len;
+
+	fill(data, sizeof(data), 9);
+	storage_put(st, "keys/a", data, sizeof(data), 0);
+	ok(storage_mem_fail(st, STORAGE_OP_READ, 2, EIO) == 0 &&
+	    storage_open(st, "keys/a", &o, &size) == 0,
+	    "mem: a read fault set");
+	ok(storage_read_all(o, 0, buf, 10) == 0, "mem: the first read is fine");
+	ok(storage_read_all(o, 0, buf, 10) == -1 && errno == EIO &&
+	    failed_with(EIO, "read of 'keys/a' failed"),
+	    "mem: the second fails (EIO, naming the object)");
+	ok(storage_read_all(o, 0, buf, 10) == 0, "mem: the third is fine");
+	storage_obj_close(o);
+
+	storage_mem_fail(st, STORAGE_OP_PUT_COMMIT, 1, ETIMEDOUT);
+	ok(storage_put(st, "keys/b", "b", 1, 0) == -1 &&
+	    failed_with(ETIMEDOUT, NULL) &&
+	    storage_stat(st, "keys/b", &size) == STORAGE_MISSING,
+	    "mem: a commit that times out leaves nothing");
+	storage_mem_fail(st, STORAGE_OP_PUT_WRITE, 2, EIO);
+	ok(storage_put_begin(st, "keys/c", 0, &p) == 0 &&
+	    storage_put_write(p, "c1", 2) == 0 &&
+	    storage_put_write(p, "c2", 2) == -1 &&
+	    storage_put_write(p, "c3", 2) == -1 &&
+	    storage_put_commit(p) == -1 &&
+	    storage_stat(st, "keys/c", &size) == STORAGE_MISSING,
+	    "mem: after a failed write, the put cannot commit: nothing");
+	storage_mem_fail(st, STORAGE_OP_PUT_BEGIN, 1, ENOSPC);
+	ok(storage_put(st, "keys/c", "c", 1, 0) == -1 &&
+	    failed_with(ENOSPC, NULL), "mem: a put that cannot begin");
+	storage_mem_fail(st, STORAGE_OP_OPEN, 1, EACCES);
+	ok(storage_get(st, "keys/a", 2000, &got, &len) == -1 &&
+	    failed_with(EACCES, NULL), "mem: an open fault fails a get");
+	storage_mem_fail(st, STORAGE_OP_STAT, 1, EIO);
+	ok(storage_stat(st, "keys/a", &size) == -1 &&
+	    storage_stat(st, "keys/a", &size) == 0,
+	    "mem: a stat fault, once");
+	storage_mem_fail(st, STORAGE_OP_DELETE, 1, EIO);
+	ok(storage_delete(st, "keys/a") == -1 &&
+	    storage_stat(st, "keys/a", &size) == 0,
+	    "mem: a failed delete leaves the object");
+	storage_mem_fail(st, STORAGE_OP_LIST, 1, ETIMEDOUT);
+	ok(storage_list_all(st, "", &v, &n) == -1 && v == NULL &&
+	    failed_with(ETIMEDOUT, NULL), "mem: a listing fault");
+	storage_mem_fail(st, STORAGE_OP_LOCK, 1, EIO);
+	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "", 0, 0 },
+	    &l, NULL, 0) == -1 && l == NULL, "mem: a lock fault");
+
+	/* Reads cut short: storage_read reads on. */
+	storage_mem_short(st, 7);
+	reads = storage_mem_calls(st, STORAGE_OP_READ);
+	n = storage_get(st, "keys/a", 2000, &got, &len) == 0 && len == 1000 &&
+	    memcmp(got, data, 1000) == 0;
+	reads = storage_mem_calls(st, STORAGE_OP_READ) - reads;
+	ok(n && reads >= 1000 / 7, "mem: reads of 7 bytes at most, read on "
+	    "to the whole (%lu reads)", reads);
+	free(got);
+	storage_mem_short(st, 0);
+
+	/* A delay: at least that long (a lower bound, never flaky). */
+	storage_mem_delay(st, STORAGE_OP_STAT, 30);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ok(storage_stat(st, "keys/a", &size) == 0, "mem: a slow stat works");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ok((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) >=
+	    30 * 1000000L, "mem: and took its delay");
+	storage_mem_delay(st, STORAGE_OP_STAT, 0);
+
+	/* Stale listings: the last k puts are not listed yet, but read. */
+	storage_mem_stale(st, 2);
+	storage_put(st, "d/1", "1", 1, 0);
+	storage_put(st, "d/2", "2", 1, 0);
+	storage_put(st, "d/3", "3", 1, 0);
+	ok(storage_list_all(st, "d", &v, &n) == 0 && n == 1 &&
+	    strcmp(v[0].name, "d/1") == 0 && holds(st, "d/3", "3", 1),
+	    "mem: a stale listing leaves out the last 2 puts, a get sees them");
+	storage_entries_free(v, n);
+	storage_put(st, "d/4", "4", 1, 0);
+	ok(storage_list_all(st, "d", &v, &n) == 0 && n == 2,
+	    "mem: one put later, one more is listed");
+	storage_entries_free(v, n);
+	storage_mem_stale(st, 0);
+	ok(storage_list_all(st, "d", &v, &n) == 0 && n == 4,
+	    "mem: not stale: all of them");
+	storage_entries_free(v, n);
+	ok(storage_mem_fail(st, STORAGE_OP_READ, 0, EIO) == -1 &&
+	    storage_mem_fail(st, STORAGE_NOPS, 1, EIO) == -1,
+	    "mem: a fault of no call is refused");
+	storage_close(st);
+}
+
+int
+main(void)
+{
+	struct storage *st, *other;
+	char dir[256];
+
+	log_level = -1;
+	snprintf(base, sizeof(base), "/tmp/coffer-t-storage-XXXXXX");
+	if (mkdtemp(base) == NULL) {
+		perror("mkdtemp");
+		return (2);
+	}
+	if ((st = local_new("contract", dir, sizeof(dir))) != NULL &&
+	    (other = storage_local_open(dir, 0)) != NULL) {
+		contract(st, other, "local");
+		ok(dir_entries(at(dir, "tmp")) == 0,
+		    "local: no put left anything in tmp/");
+		storage_close(other);
+	} else
+		ok(0, "local: a store in %s", dir);
+	storage_close(st);
+	st = storage_mem_new();
+	contract(st, st, "mem");
+	storage_close(st);
+	local_only();
+	faults();
+	storage_close(NULL);
+	rm_tree(base);
+	return (tap_done());
+}
