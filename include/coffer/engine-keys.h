@@ -17,6 +17,10 @@
 
 /* 1 when the key that unlocked r is write-only (backs up, reads nothing). */
 int engine_key_write_only(const struct repo *r);
+/* The keyring's name of the key that unlocked r (a slot's, or a full key
+ * file's or paper key's 16 hex digits: what key remove takes), or NULL
+ * (a write-only key, or none unlocked). */
+const char *engine_key_self(const struct repo *r);
 /* The repository's writer lock, waiting at most wait seconds (< 0: for
  * ever; 0: not at all): key changes go one at a time.  0 or -1. */
 int engine_key_lock(struct repo *r, double wait);

@@ -27,6 +27,12 @@ engine_key_write_only(const struct repo *r)
 	return (ccrypto_keys_write_only(repo_keys(r)));
 }
 
+const char *
+engine_key_self(const struct repo *r)
+{
+	return (repo_unlocked_name(r));
+}
+
 int
 engine_key_lock(struct repo *r, double wait)
 {
