@@ -56,13 +56,12 @@ void engine_key_uses_release(struct engine_key_uses *u);
 
 /*
  * The keys the keyring lists (coffer-key(1), REVOKING A KEY), each once:
- * a slot's (one of the n slots v), a key file's or paper key's, and the
- * master secret's while keys holding it still read.  *out malloc'd.
- * 0 or -1.
+ * a slot's (one of the n slots v) or a key file's or paper key's.
+ * *out malloc'd.  0 or -1.
  */
 struct engine_keyring_entry {
 	char id[CCRYPTO_RECIPIENT_NAME_MAX + 1];
-	const char *holder;		/* "slot", "key file", "master secret" */
+	const char *holder;		/* "slot" or "key file" */
 };
 int engine_keyring(struct repo *r, const struct repo_slot *v, size_t n,
     struct engine_keyring_entry **out, size_t *nout);

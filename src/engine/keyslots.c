@@ -116,26 +116,20 @@ engine_keyring(struct repo *r, const struct repo_slot *v, size_t n,
 	char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1];
 	struct engine_keyring_entry *e;
 	size_t i, k, k2, nn;
-	int legacy;
 
 	*out = NULL;
 	*nout = 0;
-	if ((names = calloc(CCRYPTO_RECIPIENTS_MAX + 1, sizeof(*names))) ==
-	    NULL || (e = calloc(CCRYPTO_RECIPIENTS_MAX + 1, sizeof(*e))) ==
-	    NULL) {
+	if ((names = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*names))) ==
+	    NULL || (e = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*e))) == NULL) {
 		free(names);
 		log_errno("out of memory");
 		return (-1);
 	}
-	if (repo_keyring_names(r, names, CCRYPTO_RECIPIENTS_MAX, &nn,
-	    &legacy)) {
+	if (repo_keyring_names(r, names, CCRYPTO_RECIPIENTS_MAX, &nn)) {
 		free(names);
 		free(e);
 		return (-1);
 	}
-	if (legacy)
-		snprintf(names[nn++], sizeof(names[0]), "%s",
-		    CCRYPTO_RECIPIENT_MASTER);
 	for (i = 0; i < nn; i++) {
 		/* A name listed twice: a passphrase change cut short. */
 		for (k2 = 0; k2 < i && strcmp(names[k2], names[i]) != 0; k2++)
@@ -145,9 +139,7 @@ engine_keyring(struct repo *r, const struct repo_slot *v, size_t n,
 		for (k = 0; k < n && strcmp(v[k].name, names[i]) != 0; k++)
 			;
 		snprintf(e[*nout].id, sizeof(e[0].id), "%s", names[i]);
-		e[(*nout)++].holder = k < n ? "slot" : strcmp(names[i],
-		    CCRYPTO_RECIPIENT_MASTER) == 0 ? "master secret" :
-		    "key file";
+		e[(*nout)++].holder = k < n ? "slot" : "key file";
 	}
 	free(names);
 	*out = e;
