@@ -37,7 +37,9 @@ int engine_key_slots(struct repo *r, struct repo_slot **v, size_t *n);
  * key_use rows, which the journal carries.  engine_key_uses_read: from an
  * open catalog.  engine_key_uses_local: from this host's catalog of r as
  * it is (catalog: its path, NULL for the default), *known 0 and nothing
- * read when there is none.  0 or -1.  engine_key_uses_release frees.
+ * read when there is none, or when it was damaged or of another format
+ * (moved aside, with a warning, for the next run with a key to rebuild).
+ * 0 or -1.  engine_key_uses_release frees.
  */
 struct engine_key_uses {
 	struct engine_key_use {

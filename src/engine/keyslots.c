@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,20 +73,26 @@ engine_key_uses_local(struct repo *r, const char *catalog,
 {
 	struct catalog *c;
 	struct stat sb;
-	char *path;
+	char *path, aside[PATH_MAX];
 	int rc;
 
 	*known = 0;
 	if ((path = engine_catalog_path(r, catalog)) == NULL)
 		return (-1);
+	/*
+	 * A damaged catalog, or one of another format, is moved aside as
+	 * every command does; the next run with a key rebuilds it.  Until
+	 * then this host knows of no use.
+	 */
 	rc = stat(path, &sb);
-	c = rc == 0 ? catalog_open(path) : NULL;
+	c = rc == 0 ? catalog_open_or_reset(path, aside, sizeof(aside)) :
+	    NULL;
 	free(path);
 	if (rc != 0)
 		return (0);		/* no catalog: no use known here */
 	if (c == NULL)
 		return (-1);
-	*known = 1;
+	*known = aside[0] == '\0';
 	rc = engine_key_uses_read(c, u);
 	catalog_close(c);
 	return (rc);
