@@ -5,6 +5,7 @@
  * newest verify run.  One pass over each table's list, whatever the
  * number of datasets asked for.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,73 +20,64 @@ struct pass {
 	int add;
 };
 
-static int
-grow(void *vp, size_t n, size_t size, void **out)
+/*
+ * The entry called name of the array *vp of *n entries of size bytes,
+ * each starting with its malloc'd name; with add, a new one (zeroed but
+ * for its name) when none is.  NULL when there is none, or no memory
+ * (reported, *err set).
+ */
+static void *
+entry_at(void **vp, size_t *n, size_t size, const char *name, int add,
+    int *err)
 {
-	void *p;
+	char *p = *vp, *dup;
+	size_t i;
 
-	if ((p = reallocarray(vp, n + 1, size)) == NULL) {
+	for (i = 0; i < *n; i++, p += size)
+		if (strcmp(*(char **)(void *)p, name) == 0)
+			return (p);
+	if (!add)
+		return (NULL);
+	if ((dup = strdup(name)) == NULL ||
+	    (p = reallocarray(*vp, *n + 1, size)) == NULL) {
+		free(dup);
 		log_error("out of memory");
-		return (-1);
+		*err = 1;
+		return (NULL);
 	}
-	*out = p;
-	return (0);
+	*vp = p;
+	p += *n * size;
+	memset(p, 0, size);
+	memcpy(p, &dup, sizeof(dup));
+	(*n)++;
+	return (p);
 }
 
-static struct engine_status_dataset *
-dataset_add(struct engine_status *st, const char *name)
-{
-	struct engine_status_dataset *d;
-	void *p;
+_Static_assert(offsetof(struct engine_status_dataset, name) == 0 &&
+    offsetof(struct engine_status_target, name) == 0,
+    "a report's entries start with their names");
 
-	if (grow(st->datasets, st->ndatasets, sizeof(*d), &p))
-		return (NULL);
-	st->datasets = p;
-	d = &st->datasets[st->ndatasets];
-	memset(d, 0, sizeof(*d));
-	if ((d->name = strdup(name)) == NULL) {
-		log_error("out of memory");
-		return (NULL);
-	}
-	st->ndatasets++;
+/* The report's dataset, or target, called name (entry_at). */
+static struct engine_status_dataset *
+dataset_find(struct pass *ps, const char *name, int *err)
+{
+	void *v = ps->st->datasets;
+	struct engine_status_dataset *d;
+
+	d = entry_at(&v, &ps->st->ndatasets, sizeof(*d), name, ps->add, err);
+	ps->st->datasets = v;
 	return (d);
 }
 
 static struct engine_status_target *
-target_add(struct engine_status *st, const char *name)
+target_find(struct pass *ps, const char *name, int *err)
 {
+	void *v = ps->st->targets;
 	struct engine_status_target *t;
-	void *p;
 
-	if (grow(st->targets, st->ntargets, sizeof(*t), &p))
-		return (NULL);
-	st->targets = p;
-	t = &st->targets[st->ntargets];
-	memset(t, 0, sizeof(*t));
-	if ((t->name = strdup(name)) == NULL) {
-		log_error("out of memory");
-		return (NULL);
-	}
-	st->ntargets++;
+	t = entry_at(&v, &ps->st->ntargets, sizeof(*t), name, ps->add, err);
+	ps->st->targets = v;
 	return (t);
-}
-
-/* The report's dataset called name; with add, a new one when there is
- * none.  NULL when there is none (or no memory: *err). */
-static struct engine_status_dataset *
-dataset_find(struct pass *ps, const char *name, int *err)
-{
-	struct engine_status *st = ps->st;
-	struct engine_status_dataset *d;
-	size_t i;
-
-	for (i = 0; i < st->ndatasets; i++)
-		if (strcmp(st->datasets[i].name, name) == 0)
-			return (&st->datasets[i]);
-	if (!ps->add)
-		return (NULL);
-	*err = (d = dataset_add(st, name)) == NULL;
-	return (d);
 }
 
 /* The newest complete snapshot: the list is oldest first. */
@@ -127,31 +119,16 @@ last_drill(void *arg, const struct catalog_drill *dr)
 	return (err ? -1 : 0);
 }
 
-/* The report's target called name; with add, a new one when there is
- * none.  NULL when there is none or no memory (reported). */
-static struct engine_status_target *
-target_find(struct pass *ps, const char *name)
-{
-	struct engine_status *st = ps->st;
-	size_t i;
-
-	for (i = 0; i < st->ntargets; i++)
-		if (strcmp(st->targets[i].name, name) == 0)
-			return (&st->targets[i]);
-	return (ps->add ? target_add(st, name) : NULL);
-}
-
 static int
 newest_bundle(void *arg, const struct catalog_bundle *b)
 {
-	struct pass *ps = arg;
 	struct engine_status_target *t;
+	int err = 0;
 
-	if ((t = target_find(ps, b->target)) == NULL)
-		return (ps->add ? -1 : 0);
-	if (b->created_ns > t->last_ns)
+	if ((t = target_find(arg, b->target, &err)) != NULL &&
+	    b->created_ns > t->last_ns)
 		t->last_ns = b->created_ns;
-	return (0);
+	return (err ? -1 : 0);
 }
 
 /* The newest verify run: the list is oldest first. */
@@ -223,10 +200,10 @@ select_names(const struct engine_status_opts *o, struct engine_status *st)
 	    !err; i++)
 		(void)dataset_find(&ps, p->datasets[i].name, &err);
 	for (i = 0; i < o->ntargets && !err; i++)
-		err = target_find(&ps, o->targets[i]) == NULL;
+		(void)target_find(&ps, o->targets[i], &err);
 	for (i = 0; o->ntargets == 0 && p != NULL && i < p->nexports &&
 	    !err; i++)
-		err = target_find(&ps, p->exports[i].target) == NULL;
+		(void)target_find(&ps, p->exports[i].target, &err);
 	return (err ? -1 : 0);
 }
 
