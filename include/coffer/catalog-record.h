@@ -101,12 +101,11 @@ void catalog_spool_free(struct catalog_spool *sp);
  * (usable, holding every entry of the snapshot) instead of the catalog;
  * the metadata still comes from the catalog.  The parts hold the same
  * rows as catalog_snapshot_export_parts would give them, in record order
- * rather than path id order.  Parts before first are not built: the
- * caller has stored them.
+ * rather than path id order.
  */
 int catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
-    struct catalog_spool *sp, size_t first, size_t room,
-    catalog_part_emit_fn emit, void *arg);
+    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
+    void *arg);
 
 /*
  * Where the parts of a snapshot's record are, so that an

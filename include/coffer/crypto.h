@@ -129,22 +129,18 @@ const uint8_t *ccrypto_keys_recipient_pk(const struct ccrypto_keys *k);
 
 /*
  * The keyring's recipients, as k knows them (from the keyring it opened;
- * a repository whose keyring predates recipients has none listed, and the
- * next keyring written lists the master secret's as "master").  Names are
- * at most CCRYPTO_RECIPIENT_NAME_MAX bytes: a slot's name for a slot's,
- * 16 hex digits for a key file's, "master" for the master secret's.
+ * none before).  Names are at most CCRYPTO_RECIPIENT_NAME_MAX bytes: a
+ * slot's name for a slot's, 16 hex digits for a key file's.
  * recipient_add: a new one, or a new public key for a name already
  * listed (a name may be listed with two keys while a slot's passphrase
  * changes; -1 when the table is full, reported); recipient_remove: every
  * entry of name, 0, or 1 when none is listed; recipient_keep: those of
  * name whose key is not pk; recipient_forget: the one whose key is pk.
  * recipient_name: the i-th name (NULL past the
- * end).  recipients_master: whether the master secret's recipient is or
- * will be listed.
+ * end).
  */
 #define CCRYPTO_RECIPIENTS_MAX 64
 #define CCRYPTO_RECIPIENT_NAME_MAX 16
-#define CCRYPTO_RECIPIENT_MASTER "master"
 int ccrypto_recipient_add(struct ccrypto_keys *k, const char *name,
     const uint8_t pk[CCRYPTO_KEY_BYTES]);
 int ccrypto_recipient_remove(struct ccrypto_keys *k, const char *name);
@@ -155,12 +151,11 @@ int ccrypto_recipient_forget(struct ccrypto_keys *k, const char *name,
 const char *ccrypto_recipient_name(const struct ccrypto_keys *k, size_t i);
 /* The name the keyring lists k's own key under (a full key's), or NULL. */
 const char *ccrypto_recipient_self(const struct ccrypto_keys *k);
-int ccrypto_recipients_master(const struct ccrypto_keys *k);
 /*
  * The recipients' names in a keyring's bytes, read without a key (for
  * listing: they are authenticated only when the keyring opens) into
- * names[0..max); *n how many.  0; 1 for a keyring that predates
- * recipients (*n = 0); -1 when malformed (not reported).
+ * names[0..max); *n how many.  0, or -1 when malformed (not
+ * reported).
  */
 int ccrypto_keyring_names(const uint8_t *data, size_t len,
     char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n);

@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "coffer/catalog-known.h"
 #include "coffer/engine.h"
 
 /*
@@ -29,5 +30,10 @@ int engine_catalog_resync(struct repo *r, struct catalog *c,
  * malloc'd, or NULL (reported).
  */
 char *engine_catalog_path(const struct repo *r, const char *path);
+
+/* What catalog check says with a write-only key: the snapshots known by
+ * their views only, and those whose chunks are not all in packs
+ * (src/engine/sync.c).  0 or -1. */
+int engine_known_counts(struct catalog *c, struct catalog_known_counts *n);
 
 #endif

@@ -17,6 +17,10 @@
 
 /* 1 when the key that unlocked r is write-only (backs up, reads nothing). */
 int engine_key_write_only(const struct repo *r);
+/* The keyring's name of the key that unlocked r (a slot's, or a full key
+ * file's or paper key's 16 hex digits: what key remove takes), or NULL
+ * (a write-only key, or none unlocked). */
+const char *engine_key_self(const struct repo *r);
 /* The repository's writer lock, waiting at most wait seconds (< 0: for
  * ever; 0: not at all): key changes go one at a time.  0 or -1. */
 int engine_key_lock(struct repo *r, double wait);
@@ -33,7 +37,9 @@ int engine_key_slots(struct repo *r, struct repo_slot **v, size_t *n);
  * key_use rows, which the journal carries.  engine_key_uses_read: from an
  * open catalog.  engine_key_uses_local: from this host's catalog of r as
  * it is (catalog: its path, NULL for the default), *known 0 and nothing
- * read when there is none.  0 or -1.  engine_key_uses_release frees.
+ * read when there is none, or when it was damaged or of another format
+ * (moved aside, with a warning, for the next run with a key to rebuild).
+ * 0 or -1.  engine_key_uses_release frees.
  */
 struct engine_key_uses {
 	struct engine_key_use {
@@ -52,13 +58,12 @@ void engine_key_uses_release(struct engine_key_uses *u);
 
 /*
  * The keys the keyring lists (coffer-key(1), REVOKING A KEY), each once:
- * a slot's (one of the n slots v), a key file's or paper key's, and the
- * master secret's while keys holding it still read.  *out malloc'd.
- * 0 or -1.
+ * a slot's (one of the n slots v) or a key file's or paper key's.
+ * *out malloc'd.  0 or -1.
  */
 struct engine_keyring_entry {
 	char id[CCRYPTO_RECIPIENT_NAME_MAX + 1];
-	const char *holder;		/* "slot", "key file", "master secret" */
+	const char *holder;		/* "slot" or "key file" */
 };
 int engine_keyring(struct repo *r, const struct repo_slot *v, size_t n,
     struct engine_keyring_entry **out, size_t *nout);

@@ -46,5 +46,23 @@ int engine_open(const struct engine_open_opts *o, struct repo **r,
     struct catalog **c, int *damaged);
 /* Close both; either may be NULL. */
 void engine_close(struct repo *r, struct catalog *c);
+/* Where r is (absolute, resolved when opened), for messages. */
+const char *engine_repo_path(const struct repo *r);
+
+/*
+ * coffer init: a new repository at path (absent or an empty directory)
+ * with one key, a slot for o->passphrase or the key file o->key_file.
+ * 0, or -1 (reported); nothing half-made is left behind in a directory
+ * that did not exist before.
+ */
+int engine_init(const char *path, const struct repo_init_opts *o);
+
+/*
+ * Memory for a passphrase on its way to engine_open or engine_init:
+ * locked, left out of core dumps, wiped when freed.  engine_secret_new:
+ * n bytes, or NULL (reported); engine_secret_free: NULL is fine.
+ */
+char *engine_secret_new(size_t n);
+void engine_secret_free(char *p);
 
 #endif

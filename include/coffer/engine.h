@@ -106,9 +106,6 @@ struct sync_result {
 	double seconds;
 };
 int engine_sync(struct repo *r, struct catalog *c, struct sync_result *res);
-/* What catalog check says with a write-only key (catalog-known.h). */
-struct catalog_known_counts;
-int engine_known_counts(struct catalog *c, struct catalog_known_counts *n);
 
 /*
  * engine_sync before a command uses the catalog: with the catalog's

@@ -117,12 +117,10 @@ void repo_key_file_drop(struct repo *r, const char *name);
 /*
  * The names the keyring lists (read without a key, for coffer key list:
  * the keyring authenticates them only when it opens) into names[0..max),
- * *n of them; *legacy when the keyring predates recipients or there is
- * none (then only the master secret opens it).  0, or -1 (reported).
+ * *n of them (none when there is no keyring).  0, or -1 (reported).
  */
 int repo_keyring_names(struct repo *r,
-    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n,
-    int *legacy);
+    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n);
 int repo_epoch_rotate(struct repo *r, uint32_t *epoch);
 int repo_epoch_retire(struct repo *r, uint32_t epoch);
 

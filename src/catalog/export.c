@@ -942,16 +942,15 @@ out:
 
 /*
  * A full's record from its spool, built at the end of the run, its parts
- * two at a time: this thread builds parts first, first + 2... and a
- * helper the others (the caller stored those before first), each in an
- * image of its own that starts as a copy of one holding the schema and
- * the snapshot's metadata (the export's only read of the catalog, done
- * here first, as a helper must not touch the catalog).  emit still has
- * them one at a time, in order, on this thread, while the next two are
- * built.  At most two parts are being built, one waits to be emitted and
- * one is being stored: the spool's parts are an eighth of the catalog's
- * (CATALOG_SPOOL_PART_*), so that these four hold half of what one part
- * of the catalog's size would.
+ * two at a time: this thread builds parts 0, 2, 4... and a helper the
+ * others, each in an image of its own that starts as a copy of one
+ * holding the schema and the snapshot's metadata (the export's only read
+ * of the catalog, done here first, as a helper must not touch the
+ * catalog).  emit still has them one at a time, in order, on this
+ * thread, while the next two are built.  At most two parts are being
+ * built, one waits to be emitted and one is being stored: the spool's
+ * parts are an eighth of the catalog's (CATALOG_SPOOL_PART_*), so that
+ * these four hold half of what one part of the catalog's size would.
  */
 #define NO_PART SIZE_MAX
 
@@ -959,7 +958,6 @@ struct spool_export {
 	struct catalog_spool *sp;
 	int64_t snapshot_id;
 	size_t room;
-	size_t first;		/* the first part to build */
 	size_t nparts;		/* the spool's, the head included */
 	struct buf tmpl;	/* the image every part starts from */
 	/* The helper's side: */
@@ -1121,7 +1119,7 @@ spool_helper_main(void *arg)
 	int rc;
 
 	thread_name("part");
-	for (part = se->first + 1; part + 1 < se->nparts; part += 2) {
+	for (part = 1; part + 1 < se->nparts; part += 2) {
 		rc = build_spool_part(se, part, &rd, &rec);
 		pthread_mutex_lock(&se->mu);
 		while (rc == 0 && se->ready_part != NO_PART && !se->stop)
@@ -1204,8 +1202,8 @@ out:
 
 static int
 export_spool(struct catalog *c, int64_t snapshot_id,
-    struct catalog_spool *sp, size_t first, size_t room,
-    catalog_part_emit_fn emit, void *arg)
+    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
+    void *arg)
 {
 	struct spool_export se;
 	struct cat_spool_read rd = { BUF_INIT, NULL, 0, 0 };
@@ -1220,19 +1218,17 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 	se.snapshot_id = snapshot_id;
 	se.room = room;
 	se.nparts = cat_spool_parts(sp);
-	if (first >= se.nparts) {
-		log_error("internal error: %zu record parts stored of %zu",
-		    first, se.nparts);
+	if (se.nparts == 0) {
+		log_error("internal error: a spool of no record part");
 		return (-1);
 	}
-	se.first = first;
 	se.ready_part = NO_PART;
 	buf_init(&se.ready);
 	buf_init(&se.tmpl);
 	if (make_template(c, &se))
 		goto out;
 	/* Without a helper, this thread builds every part. */
-	if (se.nparts - first > 2 && pthread_mutex_init(&se.mu, NULL) == 0) {
+	if (se.nparts > 2 && pthread_mutex_init(&se.mu, NULL) == 0) {
 		if (pthread_cond_init(&se.cv, NULL) != 0)
 			pthread_mutex_destroy(&se.mu);
 		else if (pthread_create(&se.th, NULL, spool_helper_main,
@@ -1243,10 +1239,10 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 			pthread_mutex_destroy(&se.mu);
 		}
 	}
-	for (part = first; part + 1 < se.nparts; part++) {
+	for (part = 0; part + 1 < se.nparts; part++) {
 		if (part_room(&parts, &cap, part, snapshot_id))
 			goto out;
-		if (se.started && (part - first) % 2 == 1) {
+		if (se.started && part % 2 == 1) {
 			if (take_helper_part(&se, part, &rec))
 				goto out;
 		} else if (build_spool_part(&se, part, &rd, &rec))
@@ -1291,12 +1287,12 @@ out:
 
 int
 catalog_snapshot_export_spool(struct catalog *c, int64_t snapshot_id,
-    struct catalog_spool *sp, size_t first, size_t room,
-    catalog_part_emit_fn emit, void *arg)
+    struct catalog_spool *sp, size_t room, catalog_part_emit_fn emit,
+    void *arg)
 {
 	if (!catalog_spool_usable(sp)) {
 		log_error("internal error: exporting from a spool turned off");
 		return (-1);
 	}
-	return (export_spool(c, snapshot_id, sp, first, room, emit, arg));
+	return (export_spool(c, snapshot_id, sp, room, emit, arg));
 }

@@ -4,7 +4,6 @@
 #include <time.h>
 
 #include "cmd.h"
-#include "coffer/catalog-history.h"
 #include "coffer/hex.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
@@ -188,7 +187,7 @@ cmd_bundles(int argc, char **argv, const struct global_opts *g)
 		jw_init(&l.j, stdout);
 		jw_begin_array_lines(&l.j);
 	}
-	if (catalog_bundle_list(c, !imported, target, print_bundle, &l))
+	if (engine_bundle_list(c, !imported, target, print_bundle, &l))
 		st = STATUS_ERROR;
 	if (l.json)
 		jw_end_array(&l.j);

@@ -11,8 +11,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "coffer/catalog-history.h"
-#include "coffer/catalog-known.h"
 #include "coffer/engine-catalog.h"
 #include "coffer/engine-check.h"
 #include "coffer/engine-keys.h"
@@ -254,7 +252,7 @@ cmd_catalog_path(int argc, char **argv, const struct global_opts *g)
 	if ((st = cmd_open(g, 0, &r, NULL)) != STATUS_OK)
 		return (st);
 	path = engine_catalog_path(r, g->catalog);
-	repo_close(r);
+	cmd_close(r, NULL);
 	if (path == NULL)
 		return (STATUS_ERROR);
 	printf("%s\n", path);

@@ -6,11 +6,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "coffer/catalog.h"
 #include "coffer/engine-check.h"
+#include "coffer/engine-query.h"
 #include "coffer/engine.h"
 #include "coffer/jw.h"
-#include "coffer/repo.h"
 
 /* Options that come before or after the command (and their environment
  * twins). */
@@ -250,7 +249,8 @@ int cmd_open_scratch(void *arg, const char *repo, const char *catalog,
 /*
  * The snapshot called name ("DATASET@latest", an id prefix, ...) into *s:
  * STATUS_OK, STATUS_USAGE when there is none (reported), STATUS_REPO on
- * an error.  catalog_snapshot_release frees *s, also after a failure.
+ * an error (engine_snapshot_find).  catalog_snapshot_release frees *s,
+ * also after a failure.
  */
 int cmd_snapshot(struct catalog *c, const char *name,
     struct catalog_snapshot *s);

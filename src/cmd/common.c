@@ -12,8 +12,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "coffer/catalog-history.h"
-#include "coffer/crypto.h"
 #include "coffer/engine-open.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
@@ -60,8 +58,8 @@ cmd_secrets_init(struct global_opts *g)
 		v = *e + pre;
 		n = strlen(v);
 		if (g->env_pass == NULL && rc == 0) {
-			if ((g->env_pass = (char *)ccrypto_secret_new(
-			    PASS_MAX + 1)) == NULL)
+			if ((g->env_pass = engine_secret_new(PASS_MAX + 1)) ==
+			    NULL)
 				rc = -1;
 			else {
 				g->env_passlen = n < PASS_MAX ? n : PASS_MAX;
@@ -78,7 +76,7 @@ cmd_secrets_init(struct global_opts *g)
 void
 cmd_secrets_release(struct global_opts *g)
 {
-	ccrypto_secret_free((uint8_t *)g->env_pass);
+	engine_secret_free(g->env_pass);
 	g->env_pass = NULL;
 	g->env_passlen = 0;
 }
@@ -86,8 +84,8 @@ cmd_secrets_release(struct global_opts *g)
 void
 cmd_passphrase_free(char *pass, size_t len)
 {
-	/* sodium_free wipes all of it. */
-	ccrypto_secret_free((uint8_t *)pass);
+	/* Freeing wipes all of it. */
+	engine_secret_free(pass);
 }
 
 /*
@@ -196,7 +194,7 @@ cmd_passphrase(const struct global_opts *g, const char *prompt, int confirm,
 	size_t n;
 
 	/* Room for a line of PASS_MAX bytes, and for a file one byte over. */
-	if ((p = (char *)ccrypto_secret_new(PASS_MAX + 2)) == NULL)
+	if ((p = engine_secret_new(PASS_MAX + 2)) == NULL)
 		return (STATUS_ERROR);
 	memset(p, 0, PASS_MAX + 2);
 	if (g->passphrase_file) {
@@ -216,9 +214,9 @@ cmd_passphrase(const struct global_opts *g, const char *prompt, int confirm,
 			return (STATUS_REPO);
 		}
 		if (confirm) {
-			if ((again = (char *)ccrypto_secret_new(PASS_MAX +
-			    1)) == NULL || read_tty("enter the passphrase again: ",
-			    again, PASS_MAX + 1) || strcmp(p, again) != 0) {
+			if ((again = engine_secret_new(PASS_MAX + 1)) == NULL ||
+			    read_tty("enter the passphrase again: ", again,
+			    PASS_MAX + 1) || strcmp(p, again) != 0) {
 				log_error("the passphrases do not match");
 				cmd_passphrase_free(again, 0);
 				cmd_passphrase_free(p, 0);
@@ -460,7 +458,7 @@ cmd_snapshot(struct catalog *c, const char *name, struct catalog_snapshot *s)
 {
 	int rc;
 
-	if ((rc = catalog_snapshot_find(c, name, s)) > 0)
+	if ((rc = engine_snapshot_find(c, name, s)) > 0)
 		return (STATUS_OK);
 	return (rc < 0 ? STATUS_REPO : STATUS_USAGE);
 }

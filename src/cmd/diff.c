@@ -84,7 +84,7 @@ cmd_diff(int argc, char **argv, const struct global_opts *g)
 		jw_init(&d.j, stdout);
 		jw_begin_array_lines(&d.j);
 	}
-	if (catalog_diff(c, a.id, b.id, print_change, &d) < 0)
+	if (engine_diff(c, a.id, b.id, print_change, &d) < 0)
 		st = STATUS_REPO;
 	if (d.json)
 		jw_end_array(&d.j);

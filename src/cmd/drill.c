@@ -5,7 +5,6 @@
 
 #include "cmd.h"
 #include "coffer/buf.h"
-#include "coffer/catalog-history.h"
 #include "coffer/engine-check.h"
 #include "coffer/engine-offsite.h"
 #include "coffer/engine.h"
@@ -228,7 +227,7 @@ write_metrics(struct catalog *c, const char *path)
 	size_t i;
 	int m, rc = -1, err = 0;
 
-	if (catalog_drill_list(c, NULL, 1, collect_latest, &l))
+	if (engine_drill_list(c, NULL, 1, collect_latest, &l))
 		goto out;
 	for (m = 0; m < M__COUNT; m++) {
 		err |= prom_family(&b, metrics[m].name, "gauge",
@@ -310,7 +309,7 @@ print_history(void *arg, const struct catalog_drill *d)
 static int
 list_drills(struct catalog *c, const char *dataset, struct cmd_listing *ls)
 {
-	return (catalog_drill_list(c, dataset, 0, print_history, ls));
+	return (engine_drill_list(c, dataset, 0, print_history, ls));
 }
 
 int

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "coffer/engine-open.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
@@ -59,7 +60,7 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 		o.passlen = passlen;
 	}
 	o.key_name = name;
-	st = repo_init(path, &o) ? STATUS_ERROR : STATUS_OK;
+	st = engine_init(path, &o) ? STATUS_ERROR : STATUS_OK;
 	cmd_passphrase_free(pass, passlen);
 	/* Its name: what key list shows and key remove takes, should the
 	 * key file leak. */

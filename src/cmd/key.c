@@ -9,6 +9,7 @@
 
 #include "cmd.h"
 #include "coffer/engine-keys.h"
+#include "coffer/engine-open.h"
 #include "coffer/fmt.h"
 #include "coffer/fsutil.h"
 #include "coffer/jw.h"
@@ -151,7 +152,7 @@ key_uses_read(const struct global_opts *g, struct repo *r,
 	if (cmd_open(g, OPEN_KEYS, &kr, &c) != STATUS_OK)
 		return (-1);
 	/* The entry this key is: what a leaked key file's owner looks for. */
-	if ((name = repo_unlocked_name(kr)) != NULL)
+	if ((name = engine_key_self(kr)) != NULL)
 		snprintf(self, REPO_SLOT_NAME_MAX, "%s", name);
 	*known = 1;
 	rc = engine_key_uses_read(c, u);
@@ -359,7 +360,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		jw_end_object(&j);
 	} else if (n == 0 && log_level >= 0) {
 		fprintf(stderr, "repository '%s' has no key slot: it opens "
-		    "with a key file only\n", repo_path(r));
+		    "with a key file only\n", engine_repo_path(r));
 	}
 	if (!json && !known)
 		log_note("no catalog of this repository on this host: last "
@@ -368,7 +369,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	/* Each was named above, as a warning (the listing went on). */
 	if (unreadable > 0)
 		log_error("repository '%s': %zu key slot%s cannot be read "
-		    "(listed as unreadable)", repo_path(r), unreadable,
+		    "(listed as unreadable)", engine_repo_path(r), unreadable,
 		    unreadable == 1 ? "" : "s");
 	engine_key_uses_release(&uses);
 	free(v);

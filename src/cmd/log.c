@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "coffer/catalog-history.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
 #include "coffer/log.h"
@@ -121,7 +120,7 @@ cmd_log(int argc, char **argv, const struct global_opts *g)
 		jw_init(&ls.j, stdout);
 		jw_begin_array_lines(&ls.j);
 	}
-	if (catalog_run_list(c, since, print_run, &ls) < 0)
+	if (engine_run_list(c, since, print_run, &ls) < 0)
 		st = STATUS_REPO;
 	if (ls.json)
 		jw_end_array(&ls.j);

@@ -10,11 +10,21 @@
 #include "coffer/log.h"
 #include "coffer/status.h"
 
-/* One entry: a member of the JSON array when j, else a line. */
-static void
-print_entry(const struct entry *e, struct jw *j)
+/* The listing: a JSON array when json, else lines. */
+struct ls_state {
+	int json;
+	struct jw j;
+	int n;
+};
+
+static int
+print_entry(void *arg, const struct entry *e)
 {
+	struct ls_state *ls = arg;
+	struct jw *j = ls->json ? &ls->j : NULL;
 	char when[32], mode[12];
+
+	ls->n++;
 
 	fmt_time(when, sizeof(when), e->mtime_ns);
 	snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
@@ -32,7 +42,7 @@ print_entry(const struct entry *e, struct jw *j)
 		jw_int(jw_key(j, "mtime_ns"), e->mtime_ns);
 		jw_str(jw_key(j, "target"), e->target);
 		jw_end_object(j);
-		return;
+		return (0);
 	}
 	printf("%s%s %-8s %-8s %12lld %s ", entry_kind_char(e->kind), mode,
 	    e->uname ? fmt_text(e->uname) : "?",
@@ -44,6 +54,7 @@ print_entry(const struct entry *e, struct jw *j)
 		fmt_path(stdout, e->target);
 	}
 	putchar('\n');
+	return (0);
 }
 
 const struct cmd_option cmd_ls_options[] = {
@@ -55,18 +66,16 @@ int
 cmd_ls(int argc, char **argv, const struct global_opts *g)
 {
 	struct catalog_snapshot s;
-	struct catalog_iter *it;
-	struct entry e;
-	struct jw j;
+	struct ls_state ls = { .json = 0 };
 	struct repo *r;
 	struct catalog *c;
 	char *under = NULL;
-	int ch, st, json = 0, n = 0, rc;
+	int ch, st, rc;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_ls_options)) != -1) {
 		if (ch != 'j')
 			return (cmd_usage_error("ls"));
-		json = 1;
+		ls.json = 1;
 	}
 	if (argc - optind < 1 || argc - optind > 2)
 		return (cmd_usage_error("ls"));
@@ -83,22 +92,16 @@ cmd_ls(int argc, char **argv, const struct global_opts *g)
 	memset(&s, 0, sizeof(s));
 	if ((st = cmd_snapshot(c, argv[optind], &s)) != STATUS_OK)
 		goto out;
-	if ((it = catalog_entries(c, s.id, under)) == NULL) {
-		st = STATUS_REPO;
-		goto out;
+	if (ls.json) {
+		jw_init(&ls.j, stdout);
+		jw_begin_array_lines(&ls.j);
 	}
-	if (json) {
-		jw_init(&j, stdout);
-		jw_begin_array_lines(&j);
-	}
-	for (; (rc = catalog_iter_next(it, &e)) == 1; n++)
-		print_entry(&e, json ? &j : NULL);
-	if (json)
-		jw_end_array(&j);
-	catalog_iter_free(it);
+	rc = engine_entry_list(c, s.id, under, print_entry, &ls);
+	if (ls.json)
+		jw_end_array(&ls.j);
 	if (rc < 0)
 		st = STATUS_REPO;
-	else if (under && n == 0) {
+	else if (under && ls.n == 0) {
 		log_error("'%s' is not in snapshot %.12s", under, s.sid);
 		st = STATUS_USAGE;
 	}

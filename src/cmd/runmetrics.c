@@ -1,9 +1,10 @@
 /*
  * coffer run --metrics-file: the Prometheus textfile (node_exporter's
- * textfile collector) of a policy's datasets and targets, from the
- * catalog, and of the run that wrote it.  Replaced whole and atomically
- * at every run, so a series never vanishes because a run had nothing to
- * do, and a collector never reads half a file.
+ * textfile collector) of a policy's datasets and targets, as
+ * engine_status reads them from the catalog, and of the run that wrote
+ * it.  Replaced whole and atomically at every run, so a series never
+ * vanishes because a run had nothing to do, and a collector never reads
+ * half a file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,80 +12,11 @@
 
 #include "cmd.h"
 #include "coffer/buf.h"
-#include "coffer/catalog-history.h"
+#include "coffer/engine-status.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/policy.h"
 #include "coffer/prom.h"
-
-/* Per dataset: its newest complete snapshot, its newest drill. */
-struct ds_metrics {
-	int have;
-	struct {
-		int64_t started_ns, finished_ns;
-		int level;
-		int64_t bytes_read, bytes_new, bytes_stored, warnings;
-	} last;
-	int drill;
-	int64_t drill_ns;
-	int drill_pass;
-	double rpo;			/* the smallest of its drills'; 0 none */
-};
-
-static int
-newest(void *arg, const struct catalog_snapshot *s)
-{
-	struct ds_metrics *m = arg;
-
-	if (s->state == SNAP_COMPLETE && (!m->have ||
-	    s->started_ns >= m->last.started_ns)) {
-		m->last.started_ns = s->started_ns;
-		m->last.finished_ns = s->finished_ns;
-		m->last.level = s->level;
-		m->last.bytes_read = s->bytes_read;
-		m->last.bytes_new = s->bytes_new;
-		m->last.bytes_stored = s->bytes_stored;
-		m->last.warnings = s->warnings;
-		m->have = 1;
-	}
-	return (0);
-}
-
-static int
-latest_drill(void *arg, const struct catalog_drill *d)
-{
-	struct ds_metrics *m = arg;
-
-	m->drill = 1;
-	m->drill_ns = d->time_ns;
-	m->drill_pass = strcmp(d->verdict, "pass") == 0;
-	return (0);
-}
-
-static int
-newest_bundle(void *arg, const struct catalog_bundle *b)
-{
-	int64_t *t = arg;
-
-	if (b->created_ns > *t)
-		*t = b->created_ns;
-	return (0);
-}
-
-static int
-drill_covers(const struct policy *p, const struct policy_drill *dr,
-    const char *ds)
-{
-	size_t i;
-
-	if (dr->ndatasets == 0)
-		return (1);
-	for (i = 0; i < dr->ndatasets; i++)
-		if (strcmp(dr->datasets[i], ds) == 0)
-			return (1);
-	(void)p;
-	return (0);
-}
 
 enum {
 	M_BACKUP_TIME, M_BACKUP_LEVEL, M_READ, M_NEW, M_STORED, M_DURATION,
@@ -126,7 +58,8 @@ static const struct {
 };
 
 static int
-dataset_value(const struct ds_metrics *m, int k, int64_t now, double *v)
+dataset_value(const struct engine_status_dataset *m, int k, int64_t now,
+    double *v)
 {
 	double age = m->have ? (double)(now - m->last.started_ns) / 1e9 : 0;
 
@@ -158,14 +91,14 @@ dataset_value(const struct ds_metrics *m, int k, int64_t now, double *v)
 		*v = age <= m->rpo;
 		break;
 	case M_DRILL_TIME:
-		if (!m->drill)
+		if (!m->drilled)
 			return (0);
-		*v = (double)m->drill_ns / 1e9;
+		*v = (double)m->drill.time_ns / 1e9;
 		break;
 	default:
-		if (!m->drill)
+		if (!m->drilled)
 			return (0);
-		*v = m->drill_pass;
+		*v = strcmp(m->drill.verdict, "pass") == 0;
 	}
 	return (1);
 }
@@ -174,48 +107,30 @@ int
 cmd_run_metrics(struct catalog *c, const struct policy *p, const char *path,
     int64_t now, int status, double seconds)
 {
-	struct ds_metrics *m;
+	struct engine_status_opts o = { .policy = p };
+	struct engine_status st;
 	struct buf b = BUF_INIT;
-	size_t i, j;
+	size_t i;
 	int k, err = 0, rc = -1;
 	double v;
 
-	if ((m = calloc(p->ndatasets + 1, sizeof(*m))) == NULL) {
-		log_error("out of memory");
+	if (engine_status(c, &o, &st))
 		return (-1);
-	}
-	for (i = 0; i < p->ndatasets; i++) {
-		const char *ds = p->datasets[i].name;
-
-		if (catalog_snapshot_list(c, ds, newest, &m[i]) < 0 ||
-		    catalog_drill_list(c, ds, 1, latest_drill, &m[i]) < 0)
-			goto out;
-		for (j = 0; j < p->ndrills; j++)
-			if (p->drills[j].rpo > 0 &&
-			    drill_covers(p, &p->drills[j], ds) &&
-			    (!(m[i].rpo > 0) || p->drills[j].rpo < m[i].rpo))
-				m[i].rpo = p->drills[j].rpo;
-	}
 	for (k = 0; k < M__DATASET; k++) {
 		err |= prom_family(&b, dsm[k].name, "gauge", dsm[k].help);
-		for (i = 0; i < p->ndatasets; i++)
-			if (dataset_value(&m[i], k, now, &v))
+		for (i = 0; i < st.ndatasets; i++)
+			if (dataset_value(&st.datasets[i], k, now, &v))
 				err |= prom_sample(&b, dsm[k].name, "dataset",
-				    p->datasets[i].name, v, dsm[k].decimals);
+				    st.datasets[i].name, v, dsm[k].decimals);
 	}
 	err |= prom_family(&b, "coffer_export_last_timestamp_seconds",
 	    "gauge", "When the newest bundle for the target was written.");
-	for (i = 0; i < p->nexports; i++) {
-		int64_t t = 0;
-
-		if (catalog_bundle_list(c, 1, p->exports[i].target,
-		    newest_bundle, &t) < 0)
-			goto out;
-		if (t > 0)
+	for (i = 0; i < st.ntargets; i++)
+		if (st.targets[i].last_ns > 0)
 			err |= prom_sample(&b,
 			    "coffer_export_last_timestamp_seconds", "target",
-			    p->exports[i].target, (double)t / 1e9, 3);
-	}
+			    st.targets[i].name,
+			    (double)st.targets[i].last_ns / 1e9, 3);
 	err |= prom_family(&b, "coffer_run_timestamp_seconds", "gauge",
 	    "The clock of the last coffer run (its --now, if given).");
 	err |= prom_sample(&b, "coffer_run_timestamp_seconds", NULL, NULL,
@@ -231,7 +146,7 @@ cmd_run_metrics(struct catalog *c, const struct policy *p, const char *path,
 		goto out;
 	rc = fsutil_write_file(path, b.data, b.len, 0644, 1);
 out:
-	free(m);
+	engine_status_release(&st);
 	buf_release(&b);
 	return (rc);
 }

@@ -70,7 +70,7 @@ print_one(void *arg, const struct catalog_snapshot *s)
 static int
 list_snapshots(struct catalog *c, const char *dataset, struct cmd_listing *ls)
 {
-	return (catalog_snapshot_list(c, dataset, print_one, ls));
+	return (engine_snapshot_list(c, dataset, print_one, ls));
 }
 
 int

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "coffer/catalog-history.h"
 #include "coffer/engine-check.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"
@@ -369,7 +368,7 @@ list_verifies(struct catalog *c, const char *dataset, struct cmd_listing *ls)
 		log_error("verify history takes no dataset");
 		return (-1);
 	}
-	return (catalog_verify_run_list(c, print_history, ls));
+	return (engine_verify_run_list(c, print_history, ls));
 }
 
 int

@@ -87,11 +87,9 @@ struct ccrypto_keys {
 	struct epoch epochs[CCRYPTO_EPOCHS_MAX];
 	size_t nepochs;
 	uint32_t seal_epoch;
-	/* The keyring's recipients; legacy: the keyring opened predates
-	 * them (or there is none), so the next one lists "master". */
+	/* The keyring's recipients. */
 	struct recipient recips[CCRYPTO_RECIPIENTS_MAX];
 	size_t nrecips;
-	int legacy;
 	uint64_t ring_gen;	/* the keyring's generation */
 };
 
@@ -151,7 +149,6 @@ keys_alloc(void)
 	}
 	memset(k, 0, sizeof(*k));
 	k->seal_epoch = 1;
-	k->legacy = 1;
 	return (k);
 }
 
@@ -327,7 +324,6 @@ ccrypto_keys_holder_new(const struct ccrypto_keys *k)
 	}
 	h->write_only = 0;
 	h->kind = CCRYPTO_KEY_HOLDER;
-	h->legacy = 0;
 	return (h);
 }
 
@@ -358,7 +354,6 @@ ccrypto_keys_from_holder(const uint8_t in[CCRYPTO_HOLDER_BYTES])
 	}
 	h->write_only = 0;
 	h->kind = CCRYPTO_KEY_HOLDER;
-	h->legacy = 0;
 	return (h);
 }
 
@@ -829,17 +824,6 @@ recipient_name_ok(const char *name, size_t len)
 	return (1);
 }
 
-static struct recipient *
-recipient_find(const struct ccrypto_keys *k, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < k->nrecips; i++)
-		if (strcmp(k->recips[i].name, name) == 0)
-			return ((struct recipient *)&k->recips[i]);
-	return (NULL);
-}
-
 int
 ccrypto_recipient_add(struct ccrypto_keys *k, const char *name,
     const uint8_t pk[CCRYPTO_KEY_BYTES])
@@ -855,8 +839,7 @@ ccrypto_recipient_add(struct ccrypto_keys *k, const char *name,
 		if (strcmp(k->recips[i].name, name) == 0 &&
 		    sodium_memcmp(k->recips[i].pk, pk, CCRYPTO_KEY_BYTES) == 0)
 			return (0);
-	/* Room for "master" when it is still to be listed. */
-	if (k->nrecips + (k->legacy ? 1 : 0) >= CCRYPTO_RECIPIENTS_MAX) {
+	if (k->nrecips >= CCRYPTO_RECIPIENTS_MAX) {
 		log_error("the keyring lists %d keys, the most it holds: "
 		    "remove one first", CCRYPTO_RECIPIENTS_MAX);
 		return (-1);
@@ -878,11 +861,6 @@ recipient_drop(struct ccrypto_keys *k, const char *name, const uint8_t *pk,
 	size_t i, j;
 	int found = 0, same;
 
-	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0 && pk == NULL &&
-	    k->legacy) {
-		k->legacy = 0;
-		found = 1;
-	}
 	for (i = j = 0; i < k->nrecips; i++) {
 		same = pk != NULL && sodium_memcmp(k->recips[i].pk, pk,
 		    CCRYPTO_KEY_BYTES) == 0;
@@ -938,18 +916,11 @@ ccrypto_recipient_self(const struct ccrypto_keys *k)
 }
 
 int
-ccrypto_recipients_master(const struct ccrypto_keys *k)
-{
-	return (k->legacy ||
-	    recipient_find(k, CCRYPTO_RECIPIENT_MASTER) != NULL);
-}
-
-int
 ccrypto_keyring_seal(const struct ccrypto_keys *k,
     const uint8_t repo_id[CCRYPTO_REPO_ID_BYTES], uint64_t gen,
     struct buf *out)
 {
-	struct recipient master, *all[CCRYPTO_RECIPIENTS_MAX + 1];
+	const struct recipient *all[CCRYPTO_RECIPIENTS_MAX];
 	uint8_t *key = NULL, *plain = NULL, *ad = NULL, *p, *nonce;
 	size_t i, nall = 0, count = 0, plen, head, start;
 	int rc = -1;
@@ -958,20 +929,8 @@ ccrypto_keyring_seal(const struct ccrypto_keys *k,
 		log_error("a write-only key cannot write the keyring");
 		return (-1);
 	}
-	/* A keyring from before recipients: the master secret's is kept. */
-	if (k->legacy && recipient_find(k, CCRYPTO_RECIPIENT_MASTER) ==
-	    NULL) {
-		if (k->kind != CCRYPTO_KEY_MASTER) {
-			log_error("internal error: no master recipient");
-			return (-1);
-		}
-		snprintf(master.name, sizeof(master.name), "%s",
-		    CCRYPTO_RECIPIENT_MASTER);
-		memcpy(master.pk, k->recip_pk, sizeof(master.pk));
-		all[nall++] = &master;
-	}
 	for (i = 0; i < k->nrecips; i++)
-		all[nall++] = (struct recipient *)&k->recips[i];
+		all[nall++] = &k->recips[i];
 	if (nall == 0) {
 		log_error("internal error: a keyring with no recipient");
 		return (-1);
@@ -1166,7 +1125,6 @@ ccrypto_keys_ring_reset(struct ccrypto_keys *k)
 	k->seal_epoch = 1;
 	k->nrecips = 0;
 	k->ring_gen = 0;
-	k->legacy = k->kind == CCRYPTO_KEY_MASTER;
 	/* A holder's epoch 1 comes from the keyring; a master key's is its
 	 * own (and never forgotten: retiring epoch 1 refuses it). */
 	if (k->kind == CCRYPTO_KEY_HOLDER) {
@@ -1309,7 +1267,6 @@ ccrypto_keyring_open(struct ccrypto_keys *k,
 	/* Its recipients become k's (a bundle's keyring gives its secrets
 	 * only: which keys open a repository is the repository's own). */
 	if (!secrets_only) {
-		k->legacy = 0;
 		k->nrecips = 0;
 		for (i = 0; i < nr; i++)
 			if (ccrypto_recipient_add(k, v[i].name, v[i].pk))

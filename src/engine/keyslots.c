@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,12 @@ int
 engine_key_write_only(const struct repo *r)
 {
 	return (ccrypto_keys_write_only(repo_keys(r)));
+}
+
+const char *
+engine_key_self(const struct repo *r)
+{
+	return (repo_unlocked_name(r));
 }
 
 int
@@ -66,20 +73,26 @@ engine_key_uses_local(struct repo *r, const char *catalog,
 {
 	struct catalog *c;
 	struct stat sb;
-	char *path;
+	char *path, aside[PATH_MAX];
 	int rc;
 
 	*known = 0;
 	if ((path = engine_catalog_path(r, catalog)) == NULL)
 		return (-1);
+	/*
+	 * A damaged catalog, or one of another format, is moved aside as
+	 * every command does; the next run with a key rebuilds it.  Until
+	 * then this host knows of no use.
+	 */
 	rc = stat(path, &sb);
-	c = rc == 0 ? catalog_open(path) : NULL;
+	c = rc == 0 ? catalog_open_or_reset(path, aside, sizeof(aside)) :
+	    NULL;
 	free(path);
 	if (rc != 0)
 		return (0);		/* no catalog: no use known here */
 	if (c == NULL)
 		return (-1);
-	*known = 1;
+	*known = aside[0] == '\0';
 	rc = engine_key_uses_read(c, u);
 	catalog_close(c);
 	return (rc);
@@ -110,26 +123,20 @@ engine_keyring(struct repo *r, const struct repo_slot *v, size_t n,
 	char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1];
 	struct engine_keyring_entry *e;
 	size_t i, k, k2, nn;
-	int legacy;
 
 	*out = NULL;
 	*nout = 0;
-	if ((names = calloc(CCRYPTO_RECIPIENTS_MAX + 1, sizeof(*names))) ==
-	    NULL || (e = calloc(CCRYPTO_RECIPIENTS_MAX + 1, sizeof(*e))) ==
-	    NULL) {
+	if ((names = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*names))) ==
+	    NULL || (e = calloc(CCRYPTO_RECIPIENTS_MAX, sizeof(*e))) == NULL) {
 		free(names);
 		log_errno("out of memory");
 		return (-1);
 	}
-	if (repo_keyring_names(r, names, CCRYPTO_RECIPIENTS_MAX, &nn,
-	    &legacy)) {
+	if (repo_keyring_names(r, names, CCRYPTO_RECIPIENTS_MAX, &nn)) {
 		free(names);
 		free(e);
 		return (-1);
 	}
-	if (legacy)
-		snprintf(names[nn++], sizeof(names[0]), "%s",
-		    CCRYPTO_RECIPIENT_MASTER);
 	for (i = 0; i < nn; i++) {
 		/* A name listed twice: a passphrase change cut short. */
 		for (k2 = 0; k2 < i && strcmp(names[k2], names[i]) != 0; k2++)
@@ -139,9 +146,7 @@ engine_keyring(struct repo *r, const struct repo_slot *v, size_t n,
 		for (k = 0; k < n && strcmp(v[k].name, names[i]) != 0; k++)
 			;
 		snprintf(e[*nout].id, sizeof(e[0].id), "%s", names[i]);
-		e[(*nout)++].holder = k < n ? "slot" : strcmp(names[i],
-		    CCRYPTO_RECIPIENT_MASTER) == 0 ? "master secret" :
-		    "key file";
+		e[(*nout)++].holder = k < n ? "slot" : "key file";
 	}
 	free(names);
 	*out = e;

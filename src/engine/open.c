@@ -104,3 +104,27 @@ engine_close(struct repo *r, struct catalog *c)
 	catalog_close(c);
 	repo_close(r);
 }
+
+const char *
+engine_repo_path(const struct repo *r)
+{
+	return (repo_path(r));
+}
+
+int
+engine_init(const char *path, const struct repo_init_opts *o)
+{
+	return (repo_init(path, o));
+}
+
+char *
+engine_secret_new(size_t n)
+{
+	return ((char *)ccrypto_secret_new(n));
+}
+
+void
+engine_secret_free(char *p)
+{
+	ccrypto_secret_free((uint8_t *)p);
+}

@@ -600,7 +600,7 @@ packer_snapshot_record(struct packer *p, struct catalog_snapshot *s,
 	    "built from the rows spooled as they were recorded" :
 	    "read from the catalog");
 	if (spooled)
-		rc = catalog_snapshot_export_spool(p->cat, s->id, sp, 0,
+		rc = catalog_snapshot_export_spool(p->cat, s->id, sp,
 		    SNAPSHOT_RECORD_HEADER, emit_part, &pe);
 	else
 		rc = catalog_snapshot_export_parts(p->cat, s->id,

@@ -32,6 +32,7 @@
 #include "coffer/catalog-known.h"
 #include "coffer/catalog-prune.h"
 #include "coffer/catalog-record.h"
+#include "coffer/engine-catalog.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/name.h"

@@ -287,9 +287,8 @@ repo_epoch1_retired(const struct repo *r)
 
 /*
  * Epoch 1: its secret, derived from the master secret, leaves the
- * keyring, and so does the master secret's recipient, then coffer.conf
- * says so.  The caller checked that no pack and no slot needs
- * either, and that r's key is not the master secret.
+ * keyring, then coffer.conf says so.  The caller checked that no pack
+ * and no slot needs it, and that r's key is not the master secret.
  */
 static int
 retire_first(struct repo *r)
@@ -308,7 +307,6 @@ retire_first(struct repo *r)
 	if (r->retired1_ns == 0)
 		r->retired1_ns = now_realtime_ns();
 	ccrypto_epoch_forget(r->keys, 1);
-	(void)ccrypto_recipient_remove(r->keys, CCRYPTO_RECIPIENT_MASTER);
 	return (rp_write_keyring(r));
 }
 
@@ -352,15 +350,13 @@ repo_epoch_retire(struct repo *r, uint32_t epoch)
 
 int
 repo_keyring_names(struct repo *r,
-    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n,
-    int *legacy)
+    char (*names)[CCRYPTO_RECIPIENT_NAME_MAX + 1], size_t max, size_t *n)
 {
 	unsigned char *kr = NULL;
 	size_t len;
 	int rc;
 
 	*n = 0;
-	*legacy = 1;
 	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
 	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
 		return (0);
@@ -374,7 +370,6 @@ repo_keyring_names(struct repo *r,
 		    r->path);
 		return (-1);
 	}
-	*legacy = rc == 1;
 	return (0);
 }
 

@@ -71,7 +71,6 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	 */
 	if ((h = ccrypto_keys_holder_new(k)) == NULL ||
 	    ccrypto_recipient_add(k, kidhex, ccrypto_keys_recipient_pk(h)) ||
-	    ccrypto_recipient_remove(k, CCRYPTO_RECIPIENT_MASTER) < 0 ||
 	    ccrypto_keyring_seal(k, id, 1, &ring) ||
 	    fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING, ring.data,
 	    ring.len, 0600, 0))

@@ -533,16 +533,13 @@ out:
 	return (rc);
 }
 
-/* Whether the keyring lists name (a master key: "master" until it goes). */
+/* Whether the keyring lists name. */
 static int
 listed(const struct repo *r, const char *name)
 {
 	const char *rn;
 	size_t i;
 
-	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0 &&
-	    ccrypto_recipients_master(r->keys))
-		return (1);
 	for (i = 0; (rn = ccrypto_recipient_name(r->keys, i)) != NULL; i++)
 		if (strcmp(rn, name) == 0)
 			return (1);
@@ -556,8 +553,6 @@ key_file_listed(const struct repo *r, const struct repo_slot *v, size_t n,
 {
 	size_t i;
 
-	if (strcmp(name, CCRYPTO_RECIPIENT_MASTER) == 0)
-		return (0);
 	for (i = 0; i < n; i++)
 		if (strcmp(v[i].name, name) == 0)
 			return (0);

@@ -136,4 +136,18 @@ test_expect_success 'a refused command is no use: prune and forget --prune with 
 	test_cmp before after
 '
 
+test_expect_success 'key list without a key, a catalog of another format: moved aside with a warning, rebuilt by the next run with a key' '
+	A=$(cat A) && used $A >a0 &&
+	cat=$(coffer -r repo catalog path) &&
+	sqlite3 "$cat" "PRAGMA user_version = 7" &&
+	coffer -r repo key list >list 2>err &&
+	cat err &&
+	grep "^warning: catalog .* has format 7, not this coffer.s 1: moved aside to .*\.v7-.*" err &&
+	! grep "^error:" err &&
+	ls "$cat".v7-* &&
+	grep "^$A " list &&
+	coffer -r repo --passphrase-file p1 snapshots >/dev/null &&
+	used $A >a && test_cmp a0 a
+'
+
 test_done

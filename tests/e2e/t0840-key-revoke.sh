@@ -47,7 +47,7 @@ test_expect_success 'setup: a new repository keeps no master secret' '
 	test_path_is_file repo/keyring &&
 	snap repo --passphrase-file p1 &&
 	keyring_ids repo slot >slots && test_line_count = 1 slots &&
-	keyring_ids repo "master secret" >m && test_line_count = 0 m &&
+	keyring_ids repo "key file" >m && test_line_count = 0 m &&
 	coffer -r repo key list >list && cat list &&
 	grep " full  " list && ! grep "full\\*" list
 '

@@ -163,7 +163,8 @@ fuzz_seeds(const char *dir)
 	kf.data[kf.len - 2] = 'A';
 	if (fuzz_write_seed(dir, "keyfile-uppercase", kf.data, kf.len))
 		goto out;
-	/* A keyring of two epochs that opens, and one truncated. */
+	/* A keyring of two epochs that opens (listing the master secret's
+	 * own pair), and one truncated. */
 	{
 		uint8_t pk[CCRYPTO_KEY_BYTES];
 		struct buf ring = BUF_INIT;
@@ -171,6 +172,8 @@ fuzz_seeds(const char *dir)
 
 		if (e == NULL || ccrypto_epoch_generate(e, 2, pk) ||
 		    ccrypto_epoch_generate(e, 5, pk) ||
+		    ccrypto_recipient_add(e, "fedcba9876543210",
+		    ccrypto_keys_recipient_pk(e)) ||
 		    ccrypto_keyring_seal(e, repo_id, 1, &ring) ||
 		    fuzz_write_seed(dir, "keyring-opens", ring.data,
 		    ring.len) ||

@@ -1071,9 +1071,11 @@ test_epochs(const uint8_t *master)
 	    "a generated epoch is not sealed to until coffer.conf lists it");
 	ok(ccrypto_keys_set_epoch(k, 2, pk2) == 0 &&
 	    ccrypto_keys_seal_epoch(k) == 2, "sealed to epoch 2 once listed");
-	/* One recipient (the master secret's), three secrets (epoch 1's
-	 * too). */
-	ok(ccrypto_keyring_seal(k, repo_a, 1, &ring) == 0 &&
+	/* One recipient (the master secret's own pair, under a key's
+	 * name), three secrets (epoch 1's too). */
+	ok(ccrypto_recipient_add(k, "0123456789abcdef",
+	    ccrypto_keys_recipient_pk(k)) == 0 &&
+	    ccrypto_keyring_seal(k, repo_a, 1, &ring) == 0 &&
 	    ring.len == 20 + 128 + 24 + 4 + 3 * 36 + 16 + 32,
 	    "keyring: three secrets, one recipient");
 	memset(key, 9, sizeof(key));
@@ -1166,11 +1168,10 @@ test_holder(const uint8_t *master)
 	(void)ccrypto_pack_key_seal(a, key, sealed);
 	ok(ccrypto_pack_key_unseal_epoch(h, 1, sealed, key) ==
 	    CCRYPTO_NO_EPOCH, "without the keyring it opens nothing");
-	/* A new repository's keyring: the holder listed, not "master". */
+	/* A new repository's keyring: the holder listed, and only it. */
 	ok(ccrypto_recipient_add(m, "0123456789abcdef",
 	    ccrypto_keys_recipient_pk(h)) == 0 &&
-	    ccrypto_recipient_remove(m, CCRYPTO_RECIPIENT_MASTER) == 0 &&
-	    !ccrypto_recipients_master(m) &&
+	    ccrypto_recipient_name(m, 1) == NULL &&
 	    ccrypto_keyring_seal(m, repo_a, 1, &ring) == 0,
 	    "a keyring sealed to one holder");
 	memset(key, 0, sizeof(key));
