@@ -12,9 +12,9 @@
 #	test_done
 #
 # and prints TAP for prove.  Each script runs in a fresh temporary directory
-# (its own HOME, XDG_STATE_HOME and no COFFER_* from outside), removed at
-# exit unless a test failed and -d / --debug or COFFER_TEST_KEEP asked to
-# keep it.  Options: -v / --verbose shows every test's output, -i /
+# (its own HOME, XDG_STATE_HOME and no COFFER_* or AWS_* from outside),
+# removed at exit unless a test failed and -d / --debug or COFFER_TEST_KEEP
+# asked to keep it.  Options: -v / --verbose shows every test's output, -i /
 # --immediate stops at the first failure, -x traces the test code.
 #
 # Environment: COFFER (the binary, built with the test hooks; default
@@ -58,6 +58,10 @@ done
 export LC_ALL=C LANG=C TZ=UTC
 umask 022
 unset COFFER_REPO COFFER_KEY_FILE COFFER_PASSPHRASE COFFER_CATALOG
+# Nor the host's object storage: credentials, endpoint, region, CA bundle.
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE \
+	AWS_REGION AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_CA_BUNDLE \
+	AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE
 unset CDPATH GREP_OPTIONS
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/coffer-test.XXXXXX") ||
