@@ -284,25 +284,23 @@ test_expect_success 'stop ends exactly its servers, a stopped one too' '
 	kill $bystander
 '
 
-# A script that dies in a test (exit) stops its store in the exit trap; one
-# killed by SIGKILL runs no trap, and its store exits by itself.
+# A script that dies in a test (exit) stops its store in the exit trap,
+# which removes the PID files; one killed by SIGKILL runs no trap, and its
+# store, PID files left behind, exits by itself.
 test_expect_success 'a dying script leaves no server behind' '
-	mkdir -p self/e2e &&
-	cp "$TOP/tests/lib.sh" self/lib.sh &&
-	cat >self/e2e/t.sh <<-\EOF &&
+	cat >t.sh <<-\EOF &&
 	TEST_NO_COFFER=1
-	. "$(dirname "$0")/../lib.sh"
+	. "$LIB"
 	test_expect_success "start, then die" "
-		swift_start &&
-		echo \$SWIFT_PIDS >\"\$PIDS\" &&
+		swift_start \"\$STORE\" &&
+		echo \$SWIFT_PIDS >\"\$STORE.pids\" &&
 		if [ \$HOW = kill ]; then kill -9 \$\$; else exit 3; fi
 	"
 	EOF
-	{ PIDS=$TMP/exit.pids HOW=exit TMPDIR=$TMP bash self/e2e/t.sh \
-		>exit.out 2>&1 & } &&
+	export LIB="$TOP/tests/lib.sh" &&
+	{ STORE=$TMP/exit HOW=exit bash t.sh >exit.out 2>&1 & } &&
 	p1=$! &&
-	{ PIDS=$TMP/kill.pids HOW=kill TMPDIR=$TMP bash self/e2e/t.sh \
-		>kill.out 2>&1 & } &&
+	{ STORE=$TMP/kill HOW=kill bash t.sh >kill.out 2>&1 & } &&
 	p2=$! &&
 	{ wait $p1; wait $p2; true; } &&
 	set -- $(cat exit.pids kill.pids) && test $# = 10 &&
@@ -314,7 +312,9 @@ test_expect_success 'a dying script leaves no server behind' '
 		test -z "$alive" && break
 		sleep 0.1
 	done &&
-	test -z "$alive"
+	test -z "$alive" &&
+	test_dir_is_empty exit/run &&
+	ls kill/run >pidfiles && test_line_count = 5 pidfiles
 '
 
 test_done
