@@ -116,14 +116,23 @@ $(BUILD)/tests/%: tests/tools/%.c
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libsqlite3-dev libzstd-dev libjansson-dev sqlite3 attr acl perl xxd \
             mandoc rclone jq libinih-dev libtsan2
+# The test object store (tests/tools/swift-server), installed without
+# recommendations: Swift's library only, never the swift-* server packages,
+# whose systemd units listen on 0.0.0.0.
+DEB_PKGS_NOREC := python3-swift openssl curl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 deps:
-	@missing=; for p in $(DEB_PKGS); do \
+	@missing=; norec=; for p in $(DEB_PKGS); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -z "$$missing" ]; then echo "deps: all installed"; else \
-	  echo "deps: installing$$missing"; \
+	for p in $(DEB_PKGS_NOREC); do \
+	  dpkg -s $$p >/dev/null 2>&1 || norec="$$norec $$p"; done; \
+	if [ -z "$$missing$$norec" ]; then echo "deps: all installed"; else \
+	  echo "deps: installing$$missing$$norec"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+	  { [ -z "$$missing" ] || $(APT_INSTALL) $$missing; } && \
+	  { [ -z "$$norec" ] || \
+	    $(APT_INSTALL) --no-install-recommends $$norec; }; fi
 
 unit: $(UNIT_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 check: deps

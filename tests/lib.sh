@@ -12,9 +12,9 @@
 #	test_done
 #
 # and prints TAP for prove.  Each script runs in a fresh temporary directory
-# (its own HOME, XDG_STATE_HOME and no COFFER_* from outside), removed at
-# exit unless a test failed and -d / --debug or COFFER_TEST_KEEP asked to
-# keep it.  Options: -v / --verbose shows every test's output, -i /
+# (its own HOME, XDG_STATE_HOME and no COFFER_* or AWS_* from outside),
+# removed at exit unless a test failed and -d / --debug or COFFER_TEST_KEEP
+# asked to keep it.  Options: -v / --verbose shows every test's output, -i /
 # --immediate stops at the first failure, -x traces the test code.
 #
 # Environment: COFFER (the binary, built with the test hooks; default
@@ -29,7 +29,8 @@ TOP=$(cd "$TEST_DIRECTORY/../.." && pwd)
 : "${COFFER_RELEASE:=$TOP/coffer}"
 : "${MKTREE:=$TOP/tests/tools/mktree.sh}"
 : "${TREECMP:=$BUILD/tests/treecmp}"
-export COFFER COFFER_RELEASE BUILD MKTREE TREECMP TOP
+: "${SWIFT_SERVER:=$TOP/tests/tools/swift-server}"
+export COFFER COFFER_RELEASE BUILD MKTREE TREECMP SWIFT_SERVER TOP
 
 test_count=0
 test_failed=0
@@ -57,6 +58,10 @@ done
 export LC_ALL=C LANG=C TZ=UTC
 umask 022
 unset COFFER_REPO COFFER_KEY_FILE COFFER_PASSPHRASE COFFER_CATALOG
+# Nor the host's object storage: credentials, endpoint, region, CA bundle.
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE \
+	AWS_REGION AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_CA_BUNDLE \
+	AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE
 unset CDPATH GREP_OPTIONS
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/coffer-test.XXXXXX") ||
@@ -75,6 +80,12 @@ export COFFER_TEST_EXITS
 test_cleanup_() {
 	code=$?
 	cd / || :
+	# The object stores of swift_start, stopped by their recorded PIDs.
+	if [ -s "$TEST_LOG/swift-dirs" ]; then
+		while IFS= read -r d; do
+			"$SWIFT_SERVER" stop "$d"
+		done <"$TEST_LOG/swift-dirs"
+	fi
 	if [ "$test_failed" -gt 0 ] && [ -n "$test_debug" ]; then
 		echo "# kept $TMP"
 	else
@@ -329,6 +340,32 @@ require_treecmp() {
 	${CC:-cc} -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -O2 \
 		-o "$TREECMP" "$TOP/tests/tools/treecmp.c" ||
 		{ echo "Bail out! cannot build treecmp"; exit 1; }
+}
+
+# require_swift: skip the script, loudly, where the test object store
+# cannot run (python3-swift missing: make deps installs it); under CI=true
+# that is a failure instead.
+require_swift() {
+	swift_why_=$("$SWIFT_SERVER" check 2>&1) && return 0
+	if [ "${CI:-}" = true ]; then
+		echo "Bail out! $swift_why_"
+		exit 1
+	fi
+	echo "WARNING: $0 skipped: $swift_why_" >&2
+	test_skip_all "no object store: $swift_why_"
+}
+
+# swift_start [DIR]: an OpenStack Swift object store with its S3 API on
+# 127.0.0.1, in DIR (default $TMP/swift), by tests/tools/swift-server; sets
+# the variables it prints (SWIFT_S3_URL, SWIFT_S3_HTTPS_URL, SWIFT_CACERT,
+# SWIFT_ACCESS_KEY, SWIFT_SECRET_KEY, SWIFT_REGION, SWIFT_*_PID).  It is
+# stopped when the script exits, and exits by itself if the script is
+# killed.
+swift_start() {
+	swift_dir_=${1:-$TMP/swift}
+	echo "$swift_dir_" >>"$TEST_LOG/swift-dirs"
+	swift_env_=$("$SWIFT_SERVER" start "$swift_dir_" --owner $$) &&
+	eval "$swift_env_"
 }
 
 # mktree DIR [--small]: the hostile tree (tests/tools/mktree.sh).
