@@ -19,6 +19,9 @@
 #               directories, made once by bench/smallfiles.c, as `make
 #               bench-files` makes it; "bench" for gen.c's tree at
 #               BENCH_SCALE, default 0.25); a directory is used as it is
+#   PAIRED_STEP initial (default): each backup the first into its
+#               repository; unchanged: a second backup of the same tree,
+#               the first one (untimed) made just before it
 #   PAIRED_COLD 1: the page cache dropped before each backup (as root),
 #               the tree read from disk, as a server's nightly backup
 #               reads it; default: the tree read into the cache first
@@ -85,6 +88,11 @@ esac
 run() {
 	rm -rf "$BD/repo" "$BD/repo.key" "$BD/state" "$BD/cache"
 	"$1" -q init --key-file "$BD/repo.key" "$BD/repo" >/dev/null
+	if [ "${PAIRED_STEP:-initial}" = unchanged ]; then
+		# shellcheck disable=SC2086
+		env $2 "$1" -q -r "$BD/repo" --key-file "$BD/repo.key" \
+			backup tree "$TREE" >/dev/null
+	fi
 	if [ "${PAIRED_COLD:-0}" = 1 ]; then
 		sync
 		echo 3 > /proc/sys/vm/drop_caches
@@ -102,7 +110,7 @@ run() {
 
 echo "A: $ENV_A $A"
 echo "B: $ENV_B $B"
-echo "tree: $TREE${PAIRED_COLD:+ (cold: PAIRED_COLD=$PAIRED_COLD)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "tree: $TREE, ${PAIRED_STEP:-initial} backups${PAIRED_COLD:+ (PAIRED_COLD=$PAIRED_COLD)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT=$BD/pairs.$$
 : > "$OUT"
 i=1

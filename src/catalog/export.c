@@ -1,4 +1,3 @@
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +6,6 @@
 #include "catalog-int.h"
 #include "coffer/catalog-record.h"
 #include "coffer/log.h"
-#include "coffer/pool.h"
 #include "coffer/tuning.h"
 
 /*
@@ -941,34 +939,19 @@ out:
 }
 
 /*
- * A full's record from its spool, built at the end of the run, its parts
- * two at a time: this thread builds parts 0, 2, 4... and a helper the
- * others, each in an image of its own that starts as a copy of one
+ * A full's record from its spool, built at the end of the run, part
+ * after part, each in an image of its own that starts as a copy of one
  * holding the schema and the snapshot's metadata (the export's only read
- * of the catalog, done here first, as a helper must not touch the
- * catalog).  emit still has them one at a time, in order, on this
- * thread, while the next two are built.  At most two parts are being
- * built, one waits to be emitted and one is being stored: the spool's
- * parts are an eighth of the catalog's (CATALOG_SPOOL_PART_*), so that
- * these four hold half of what one part of the catalog's size would.
+ * of the catalog, done here first).  emit has each as it is built.  One
+ * thread builds them all: a helper that built every other part saved
+ * less than 5% (bench/README.md, issue 42).
  */
-#define NO_PART SIZE_MAX
-
 struct spool_export {
 	struct catalog_spool *sp;
 	int64_t snapshot_id;
 	size_t room;
 	size_t nparts;		/* the spool's, the head included */
 	struct buf tmpl;	/* the image every part starts from */
-	/* The helper's side: */
-	pthread_t th;
-	int started;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct buf ready;	/* the part it built last, not yet taken */
-	size_t ready_part;	/* which part that is, or NO_PART */
-	int failed;		/* it could not build one (reported) */
-	int stop;		/* the export is over: build no more */
 };
 
 /*
@@ -1109,74 +1092,6 @@ build_spool_part(const struct spool_export *se, size_t part,
 	return (0);
 }
 
-static void *
-spool_helper_main(void *arg)
-{
-	struct spool_export *se = arg;
-	struct cat_spool_read rd = { BUF_INIT, NULL, 0, 0 };
-	struct buf rec = BUF_INIT;
-	size_t part;
-	int rc;
-
-	thread_name("part");
-	for (part = 1; part + 1 < se->nparts; part += 2) {
-		rc = build_spool_part(se, part, &rd, &rec);
-		pthread_mutex_lock(&se->mu);
-		while (rc == 0 && se->ready_part != NO_PART && !se->stop)
-			pthread_cond_wait(&se->cv, &se->mu);
-		if (rc != 0 || se->stop) {
-			se->failed |= rc != 0;
-			pthread_cond_broadcast(&se->cv);
-			pthread_mutex_unlock(&se->mu);
-			break;
-		}
-		se->ready = rec;
-		se->ready_part = part;
-		buf_init(&rec);
-		pthread_cond_broadcast(&se->cv);
-		pthread_mutex_unlock(&se->mu);
-	}
-	cat_spool_read_release(&rd);
-	buf_release(&rec);
-	return (NULL);
-}
-
-/* Part from the helper, once built, into rec.  -1 if it failed. */
-static int
-take_helper_part(struct spool_export *se, size_t part, struct buf *rec)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&se->mu);
-	while (se->ready_part != part && !se->failed)
-		pthread_cond_wait(&se->cv, &se->mu);
-	if (se->ready_part == part) {
-		buf_release(rec);
-		*rec = se->ready;
-		buf_init(&se->ready);
-		se->ready_part = NO_PART;
-		pthread_cond_broadcast(&se->cv);
-	} else
-		rc = -1;
-	pthread_mutex_unlock(&se->mu);
-	return (rc);
-}
-
-static void
-stop_helper(struct spool_export *se)
-{
-	if (!se->started)
-		return;
-	pthread_mutex_lock(&se->mu);
-	se->stop = 1;
-	pthread_cond_broadcast(&se->cv);
-	pthread_mutex_unlock(&se->mu);
-	pthread_join(se->th, NULL);
-	se->started = 0;
-	pthread_cond_destroy(&se->cv);
-	pthread_mutex_destroy(&se->mu);
-}
-
 /* The template: part 0's schema and metadata, committed. */
 static int
 make_template(struct catalog *c, struct spool_export *se)
@@ -1222,30 +1137,12 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 		log_error("internal error: a spool of no record part");
 		return (-1);
 	}
-	se.ready_part = NO_PART;
-	buf_init(&se.ready);
 	buf_init(&se.tmpl);
 	if (make_template(c, &se))
 		goto out;
-	/* Without a helper, this thread builds every part. */
-	if (se.nparts > 2 && pthread_mutex_init(&se.mu, NULL) == 0) {
-		if (pthread_cond_init(&se.cv, NULL) != 0)
-			pthread_mutex_destroy(&se.mu);
-		else if (pthread_create(&se.th, NULL, spool_helper_main,
-		    &se) == 0)
-			se.started = 1;
-		else {
-			pthread_cond_destroy(&se.cv);
-			pthread_mutex_destroy(&se.mu);
-		}
-	}
 	for (part = 0; part + 1 < se.nparts; part++) {
-		if (part_room(&parts, &cap, part, snapshot_id))
-			goto out;
-		if (se.started && part % 2 == 1) {
-			if (take_helper_part(&se, part, &rec))
-				goto out;
-		} else if (build_spool_part(&se, part, &rd, &rec))
+		if (part_room(&parts, &cap, part, snapshot_id) ||
+		    build_spool_part(&se, part, &rd, &rec))
 			goto out;
 		memset(&where, 0, sizeof(where));
 		if (emit(arg, &rec, room, (int)part, 0, &where))
@@ -1253,7 +1150,6 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 		buf_release(&rec);
 		parts[part] = where;
 	}
-	stop_helper(&se);
 	if (part_room(&parts, &cap, part, snapshot_id) ||
 	    cat_spool_part(sp, part, &rd) ||
 	    (mem = spool_image_new(&se, part, NULL, 0)) == NULL)
@@ -1275,8 +1171,6 @@ export_spool(struct catalog *c, int64_t snapshot_id,
 		goto out;
 	ret = 0;
 out:
-	stop_helper(&se);
-	buf_release(&se.ready);
 	buf_release(&se.tmpl);
 	sqlite3_close(mem);
 	cat_spool_read_release(&rd);
