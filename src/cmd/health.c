@@ -200,6 +200,9 @@ report(const struct engine_status *st, double rpo_opt, int json)
 		worse(&h, H_CRITICAL, "the last verify found damage");
 	if (st->ndatasets == 0)
 		worse(&h, H_UNKNOWN, "no dataset to check");
+	if (h.msg.len == 0)
+		h.err |= buf_printf(&h.msg, "%zu dataset%s checked, no problem",
+		    st->ndatasets, st->ndatasets == 1 ? "" : "s");
 	if (h.err) {
 		log_error("out of memory");
 		h.status = H_UNKNOWN;
@@ -209,7 +212,7 @@ report(const struct engine_status *st, double rpo_opt, int json)
 		jw_begin_object(&j);
 		jw_str(jw_key(&j, "status"), hname[h.status]);
 		jw_int(jw_key(&j, "exit"), h.status);
-		jw_str(jw_key(&j, "message"), h.msg.len ? (const char *)h.msg.data : "");
+		jw_str(jw_key(&j, "message"), (const char *)h.msg.data);
 		jw_begin_array(jw_key(&j, "data"));
 		for (i = 0; i < st->ndatasets; i++) {
 			jw_begin_object(&j);
@@ -249,11 +252,9 @@ report(const struct engine_status *st, double rpo_opt, int json)
 		} else
 			jw_null(jw_key(&j, "verify"));
 		jw_end_object(&j);
-		printf("\n");
 	} else
 		printf("COFFER %s - %s%s%s\n", hname[h.status],
-		    h.msg.len ? (const char *)h.msg.data :
-		    "all datasets within their objectives",
+		    (const char *)h.msg.data,
 		    h.perf.len ? " | " : "",
 		    h.perf.len ? (const char *)h.perf.data : "");
 	free(ds);

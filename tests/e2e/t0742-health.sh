@@ -14,12 +14,12 @@ test_expect_success 'a fresh backup with a generous --rpo: OK, exit 0, perfdata'
 	coffer -r repo health --rpo 1d >out &&
 	cat out &&
 	test "$(wc -l <out)" = 1 &&
-	grep -E "^COFFER OK - .* \| '\''ds_age'\''=[0-9]+s;86400;172800;0;$" out
+	grep -E "^COFFER OK - 1 dataset checked, no problem \| '\''ds_age'\''=[0-9]+s;86400;172800;0;$" out
 '
 
 test_expect_success 'without an RPO the age is reported, not judged' '
 	coffer -r repo health ds >out &&
-	grep -E "^COFFER OK - .* \| '\''ds_age'\''=[0-9]+s;;;0;$" out
+	grep -E "^COFFER OK - 1 dataset checked, no problem \| '\''ds_age'\''=[0-9]+s;;;0;$" out
 '
 
 test_expect_success '--json: the same facts, and a data array for Zabbix LLD' '
