@@ -129,10 +129,22 @@ perf_label(struct buf *b, const char *name, const char *suffix)
 	return (err | buf_printf(b, "%s'=", suffix));
 }
 
+/* What report judged of one dataset, for the text and the JSON alike. */
+struct judged {
+	int status;			/* H_* */
+	double rpo;			/* seconds; 0: none */
+	double age;			/* of its newest snapshot; 0: none */
+};
+
+static int unknown(int json, const char *why);
+
 static void
 json_dataset(struct jw *j, const struct engine_status_dataset *d,
-    double rpo, double age, int s)
+    const struct judged *jd)
 {
+	double rpo = jd->rpo, age = jd->age;
+	int s = jd->status;
+
 	char when[32];
 
 	jw_begin_object(j);
@@ -165,19 +177,22 @@ report(const struct engine_status *st, double rpo_opt, int json)
 		.perf = BUF_INIT };
 	int64_t now = now_realtime_ns();
 	const struct engine_status_verify *v = &st->verify;
+	struct judged *ds, *jd;
 	struct jw j;
 	size_t i;
-	int *ds;
 	double rpo, age;
 
-	if ((ds = calloc(st->ndatasets + 1, sizeof(*ds))) == NULL)
-		return (H_UNKNOWN);
+	if ((ds = calloc(st->ndatasets + 1, sizeof(*ds))) == NULL) {
+		log_error("out of memory");
+		return (unknown(json, "out of memory"));
+	}
 	for (i = 0; i < st->ndatasets; i++) {
 		const struct engine_status_dataset *d = &st->datasets[i];
 
-		rpo = rpo_opt > 0 ? rpo_opt : d->rpo;
-		age = d->have ? age_of(now, d->last.started_ns) : 0;
-		ds[i] = dataset_status(d, rpo, age, &h);
+		jd = &ds[i];
+		jd->rpo = rpo = rpo_opt > 0 ? rpo_opt : d->rpo;
+		jd->age = age = d->have ? age_of(now, d->last.started_ns) : 0;
+		jd->status = dataset_status(d, rpo, age, &h);
 		if (!d->have)
 			continue;
 		h.err |= perf_label(&h.perf, d->name, "_age");
@@ -221,14 +236,8 @@ report(const struct engine_status *st, double rpo_opt, int json)
 		}
 		jw_end_array(&j);
 		jw_begin_array(jw_key(&j, "datasets"));
-		for (i = 0; i < st->ndatasets; i++) {
-			const struct engine_status_dataset *d =
-			    &st->datasets[i];
-
-			json_dataset(&j, d, rpo_opt > 0 ? rpo_opt : d->rpo,
-			    d->have ? age_of(now, d->last.started_ns) : 0,
-			    ds[i]);
-		}
+		for (i = 0; i < st->ndatasets; i++)
+			json_dataset(&j, &st->datasets[i], &ds[i]);
 		jw_end_array(&j);
 		jw_begin_array(jw_key(&j, "targets"));
 		for (i = 0; i < st->ntargets; i++) {
