@@ -96,6 +96,8 @@ enum bundle_member bundle_member_kind(const char *name);
  * Writing.  out is an open descriptor (a file, a pipe, a child's stdin);
  * the writer never seeks.  Members are added in the order above.
  */
+struct repo;
+struct storage_put;
 struct bundle_writer;
 struct bundle_writer *bundle_writer_new(int out, const char *what);
 /*
@@ -104,9 +106,12 @@ struct bundle_writer *bundle_writer_new(int out, const char *what);
  * which would only say "Broken pipe" before the program's reason.
  */
 void bundle_writer_quiet_pipe(struct bundle_writer *w);
-/* Copy size bytes from fd as member name; hash gets their BLAKE2b-256. */
-int bundle_writer_add_fd(struct bundle_writer *w, const char *name, int fd,
-    uint64_t size, uint8_t hash[BUNDLE_HASH_BYTES]);
+/*
+ * Copy pack from r, read in ranges, as member packs/ab/NAME; *size gets
+ * its size, hash the BLAKE2b-256 of its bytes.  0 or -1 (reported).
+ */
+int bundle_writer_add_pack(struct bundle_writer *w, struct repo *r,
+    const char *pack, uint64_t *size, uint8_t hash[BUNDLE_HASH_BYTES]);
 int bundle_writer_add_mem(struct bundle_writer *w, const char *name,
     const void *p, size_t n, uint8_t hash[BUNDLE_HASH_BYTES]);
 /* End the archive; sum gets the BLAKE2b-512 of every byte written. */
@@ -125,8 +130,9 @@ struct bundle_reader *bundle_reader_new(int in, const char *what);
  * -1 error (reported). */
 int bundle_reader_next(struct bundle_reader *r, const char **name,
     enum bundle_member *kind, uint64_t *size);
-/* The current member's data into fd (-1: read and discard), hashed. */
-int bundle_reader_copy(struct bundle_reader *r, int fd,
+/* The current member's data written to the put to (NULL: read and
+ * discard), hashed. */
+int bundle_reader_copy(struct bundle_reader *r, struct storage_put *to,
     uint8_t hash[BUNDLE_HASH_BYTES]);
 /* The current member's data into out (at most max bytes, else -1). */
 int bundle_reader_read(struct bundle_reader *r, struct buf *out, size_t max);

@@ -81,28 +81,22 @@ int repo_clean_tmp(struct repo *r);
 char *repo_pack_path(const struct repo *r, const char *name);
 
 /*
- * Files of the repository are opened relative to its directories, opened
- * once by repo_open, never through a symlink and never blocking on a FIFO;
- * anything that is not the regular file or directory expected is refused,
- * naming it.  Whoever can write the repository cannot make coffer reach
- * outside it.
+ * Every object of the repository goes through the storage interface
+ * (include/coffer/storage.h; on the local store never through a link,
+ * never blocking on a FIFO, anything that is not what is expected
+ * refused, naming it).  Whoever can write the repository cannot make
+ * coffer reach outside it.
  *
- * repo_pack_open: a pack, read-only.  An fd, or -1 (reported unless quiet;
- * errno ENOENT when it is missing).
- * repo_tmp_create: a new file tmp/<name> (O_EXCL), for writing.  -1 on
- * error (reported).  repo_tmp_remove unlinks it (no report).
- * repo_pack_publish: rename tmp/<name>, written and fsynced by the caller,
- * to packs/ab/<name>, and fsync the directories that changed.  0 or -1.
+ * repo_pack_stage: begin the put of pack name (import): its bytes are
+ * written to *p (bundle_reader_copy), and it appears whole under
+ * packs/ab/ at repo_pack_commit, or not at all (repo_pack_abort, NULL
+ * fine).  0 or -1 (reported).
  * Pack names are PACK_NAME_LEN lowercase hex digits; others are refused.
  */
-int repo_pack_open(const struct repo *r, const char *name, int quiet);
-/* A pack for reading and writing its header in place (key rotate
- * --rewrap); a pack with other names (hard links) is refused.  An fd or
- * -1 (reported). */
-int repo_pack_open_rw(const struct repo *r, const char *name);
-int repo_tmp_create(const struct repo *r, const char *name);
-void repo_tmp_remove(const struct repo *r, const char *name);
-int repo_pack_publish(const struct repo *r, const char *name);
+struct storage_put;
+int repo_pack_stage(struct repo *r, const char *name, struct storage_put **p);
+int repo_pack_commit(struct storage_put *p);
+void repo_pack_abort(struct storage_put *p);
 /* Delete pack name from packs/ and fsync its directory (prune).  A pack
  * already gone is fine.  0 or -1 (reported). */
 int repo_pack_remove(const struct repo *r, const char *name);

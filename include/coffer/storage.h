@@ -61,6 +61,13 @@ int storage_name_ok(const char *name);
 #define STORAGE_CREATE 1u
 struct storage *storage_local_open(const char *path, unsigned flags);
 
+/*
+ * Undo a STORAGE_CREATE at path whose objects are deleted already: the
+ * store's tmp/ and locks/, the directories that puts made once empty,
+ * and, unless keep, path itself once empty.  0 or -1 (reported).
+ */
+int storage_local_unmake(const char *path, int keep);
+
 /* An empty store in memory, for tests (fault injection below). */
 struct storage *storage_mem_new(void);
 
@@ -123,6 +130,13 @@ void storage_put_abort(struct storage_put *p);
 int storage_put(struct storage *st, const char *name, const void *data,
     size_t len, unsigned flags);
 
+/*
+ * Make directory dir where a store has directories (the local store: a
+ * new repository's layout as its user sees it, before any object is in
+ * it); nothing elsewhere.  0 or -1.
+ */
+int storage_mkdir(struct storage *st, const char *dir);
+
 /* Remove object name, durably: 0 (also when it was not there) or -1. */
 int storage_delete(struct storage *st, const char *name);
 
@@ -133,9 +147,14 @@ int storage_delete(struct storage *st, const char *name);
  * listing may miss objects written just before it (object storage is
  * eventually consistent); it never names one that was not committed.
  * What cannot be an object there (a link, a FIFO, an invalid name) is
- * left out with a warning.  0, fn's value, or -1.
- * storage_list_all: the same into a malloc'd array sorted by name.
+ * left out with a warning.  0, fn's value, or -1.  The local store
+ * names to fn, with the size STORAGE_NOT_OBJECT, what has an object's
+ * name but is none (a link, a FIFO, a device: warned about; an empty
+ * directory): whoever expected an object of that name there reads it,
+ * and is refused, naming it.
+ * storage_list_all: the objects into a malloc'd array sorted by name.
  */
+#define STORAGE_NOT_OBJECT UINT64_MAX
 struct storage_entry {
 	char *name;
 	uint64_t size;
@@ -202,8 +221,8 @@ unsigned long storage_mem_calls(struct storage *st, enum storage_op op);
  * failures and free handles; an operation fails by storage_fail (which
  * records code and message and returns -1).  Handles begin with their
  * base struct.  Optional operations may be NULL: get (open and read),
- * cached (0), clean (nothing to do).  An operation that makes a handle
- * allocates it (the base first); obj_close, put_commit, put_abort and
+ * cached (0), clean and mkdir (nothing to do).  An operation that makes
+ * a handle allocates it (the base first); obj_close, put_commit, put_abort and
  * unlock free it, but not the base's name, which the storage_* call
  * owns.  read, put_write and put_commit may run on any thread.
  */
@@ -237,6 +256,7 @@ struct storage_ops {
 	int (*put_commit)(struct storage_put *);
 	void (*put_abort)(struct storage_put *);
 	int (*del)(struct storage *, const char *);
+	int (*mkdir)(struct storage *, const char *);
 	int (*list)(struct storage *, const char *,
 	    int (*)(void *, const char *, uint64_t), void *);
 	int (*clean)(struct storage *);

@@ -376,9 +376,9 @@ write_bundle(struct export *x, struct bundle_writer *w, struct buf *text)
 	struct repo_file *files = NULL;
 	uint8_t h[BUNDLE_HASH_BYTES], sig[CCRYPTO_SIG_BYTES];
 	char member[64];
-	struct stat st;
+	uint64_t size;
 	size_t i, nfiles = 0;
-	int fd, rc = -1;
+	int rc = -1;
 
 	if (repo_meta_files(x->repo, &files, &nfiles))
 		return (-1);
@@ -390,32 +390,20 @@ write_bundle(struct export *x, struct bundle_writer *w, struct buf *text)
 	for (i = 0; i < x->nsend; i++) {
 		if (signals_caught())
 			goto out;
-		if ((fd = repo_pack_open(x->repo, x->send[i], 0)) == -1)
-			goto out;
 		snprintf(member, sizeof(member), "packs/%.2s/%s", x->send[i],
 		    x->send[i]);
-		if (fstat(fd, &st)) {
-			log_errno("cannot read pack '%s'", x->send[i]);
-			close(fd);
+		if (bundle_writer_add_pack(w, x->repo, x->send[i], &size, h) ||
+		    bundle_manifest_add_file(&x->m, member, size, h))
 			goto out;
-		}
-		if (bundle_writer_add_fd(w, member, fd, (uint64_t)st.st_size,
-		    h) || bundle_manifest_add_file(&x->m, member,
-		    (uint64_t)st.st_size, h)) {
-			close(fd);
-			goto out;
-		}
-		close(fd);
 		x->res->packs++;
-		x->res->pack_bytes += (uint64_t)st.st_size;
+		x->res->pack_bytes += size;
 		if (bsearch(&x->send[i], x->journal, x->njournal,
 		    sizeof(*x->journal), cmp_name) != NULL)
 			x->res->journal_packs++;
 		/* Record heads and parts, and --all: the whole pack. */
 		x->res->needed_bytes += x->send_bytes[i] == UINT64_MAX ||
-		    x->send_bytes[i] == 0 ? (uint64_t)st.st_size :
-		    x->send_bytes[i] < (uint64_t)st.st_size ? x->send_bytes[i] :
-		    (uint64_t)st.st_size;
+		    x->send_bytes[i] == 0 ? size :
+		    x->send_bytes[i] < size ? x->send_bytes[i] : size;
 		progress_update(&x->progress, x->res->packs, x->res->pack_bytes);
 	}
 	if (bundle_manifest_encode(&x->m, text))

@@ -48,7 +48,7 @@ struct member {
 	char name[48];
 	uint64_t size;
 	uint8_t hash[BUNDLE_HASH_BYTES];
-	int staged;			/* a pack in tmp/ under its name */
+	struct storage_put *staged;	/* the pack's put, until committed */
 };
 
 struct import {
@@ -77,9 +77,11 @@ bundle_reset(struct import *x)
 {
 	size_t i;
 
-	for (i = 0; i < x->nmem; i++)
-		if (x->mem[i].staged)
-			repo_tmp_remove(*x->r, x->mem[i].name + 9);
+	/* What is not committed is aborted: no pack of it stays. */
+	for (i = 0; i < x->nmem; i++) {
+		repo_pack_abort(x->mem[i].staged);
+		x->mem[i].staged = NULL;
+	}
 	x->nmem = 0;
 	hmap_clear(&x->seen);
 	for (i = 0; i < x->nmeta; i++) {
@@ -179,7 +181,7 @@ read_pack(struct import *x, struct bundle_reader *br, const char *name,
 	uint8_t id[16];
 	const char *pack = name + 9;
 	int64_t one;
-	int fd = -1, have, rc = -1;
+	int have;
 
 	if (x->have_manifest || x->have_sig) {
 		log_error("%s: member '%s' after the manifest", x->what, name);
@@ -195,25 +197,13 @@ read_pack(struct import *x, struct bundle_reader *br, const char *name,
 	if (hmap_put(&x->seen, id, 1) || (m = member_new(x, name, size)) ==
 	    NULL || (have = repo_pack_exists(*x->r, pack)) < 0)
 		return (-1);
-	if (!have) {
-		if ((fd = repo_tmp_create(*x->r, pack)) == -1)
-			return (-1);
-		m->staged = 1;
-	}
-	if (bundle_reader_copy(br, fd, m->hash))
-		goto out;
-	if (fd != -1 && fsync(fd)) {
-		log_errno("cannot write 'tmp/%s'", pack);
-		goto out;
-	}
+	/* Staged as an open put, committed once the bundle checks. */
+	if (!have && repo_pack_stage(*x->r, pack, &m->staged))
+		return (-1);
+	if (bundle_reader_copy(br, m->staged, m->hash))
+		return (-1);
 	x->res->bytes += size;
-	rc = 0;
-out:
-	if (fd != -1 && close(fd) && rc == 0) {
-		log_errno("cannot write 'tmp/%s'", pack);
-		rc = -1;
-	}
-	return (rc);
+	return (0);
 }
 
 /* Read the whole bundle: staged packs, meta files, manifest, signature. */
@@ -399,6 +389,7 @@ import_one(struct import *x, struct remote_stream *s, const char *name)
 	uint8_t hash[BUNDLE_HASH_BYTES];
 	const char *why;
 	enum engine_result st = ENGINE_DAMAGED;
+	struct storage_put *p;
 	size_t i, published = 0;
 	int rc;
 
@@ -447,11 +438,12 @@ import_one(struct import *x, struct remote_stream *s, const char *name)
 	if (repo_adopt_epochs(*x->r, x->meta, x->nmeta))
 		goto out;
 	for (i = 0; i < x->nmem; i++) {
-		if (!x->mem[i].staged)
+		if (x->mem[i].staged == NULL)
 			continue;
-		if (repo_pack_publish(*x->r, x->mem[i].name + 9))
+		p = x->mem[i].staged;
+		x->mem[i].staged = NULL;
+		if (repo_pack_commit(p))
 			goto out;
-		x->mem[i].staged = 0;
 		x->res->packs++;
 		published++;
 	}

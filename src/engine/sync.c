@@ -92,6 +92,29 @@ diff_sorted(char **a, size_t na, char **b, size_t nb, char ***only_a,
 	*n_only_a = k;
 }
 
+/*
+ * Keep in gone only the packs that are not there: a listing may miss an
+ * object (one just written, on object storage; what the local store
+ * leaves out, a link or a FIFO where a pack belongs), and a pack that is
+ * there is not gone, nor is one that cannot be looked at: that is an
+ * error (reported), not a pack to drop.  0 or -1.
+ */
+static int
+confirm_gone(struct repo *r, char **gone, size_t *ngone)
+{
+	size_t i, k = 0;
+	int have;
+
+	for (i = 0; i < *ngone; i++) {
+		if ((have = repo_pack_exists(r, gone[i])) < 0)
+			return (-1);
+		if (!have)
+			gone[k++] = gone[i];
+	}
+	*ngone = k;
+	return (0);
+}
+
 static int
 view_snapshot_skip(void *arg, const struct catalog_known *k)
 {
@@ -683,6 +706,8 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	}
 	diff_sorted(in_repo, nrepo, in_cat, ncat, &fresh, &nfresh, gone,
 	    &ngone);
+	if (confirm_gone(r, gone, &ngone))
+		goto out;
 	/*
 	 * Packs the catalog knows that the repository no longer has: pruned
 	 * (by another host) or lost.  A new pack holding their chunks (a

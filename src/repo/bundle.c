@@ -26,6 +26,7 @@
 #include "coffer/pool.h"
 #include "coffer/repo.h"
 #include "coffer/signals.h"
+#include "repo-int.h"
 
 #define IO_BYTES (1u << 20)
 #define MEMBER_MAX ((uint64_t)1 << 40)
@@ -538,43 +539,45 @@ member_data(struct bundle_writer *w, const void *p, size_t n)
 }
 
 int
-bundle_writer_add_fd(struct bundle_writer *w, const char *name, int fd,
-    uint64_t size, uint8_t hash[BUNDLE_HASH_BYTES])
+bundle_writer_add_pack(struct bundle_writer *w, struct repo *r,
+    const char *pack, uint64_t *size, uint8_t hash[BUNDLE_HASH_BYTES])
 {
 	struct ccrypto_plain_state h;
-	uint64_t done = 0;
-	ssize_t got;
+	char obj[RP_PACK_OBJ_MAX];
+	struct storage_obj *o;
+	uint64_t done;
 	size_t want;
 	int rc;
 
-	if (member_header(w, name, size))
+	if (rp_pack_object(pack, obj, 0) ||
+	    (rc = storage_open(r->st, obj, &o, size)) < 0)
 		return (-1);
+	if (rc == STORAGE_MISSING) {
+		log_error("repository '%s': pack '%s' is missing", r->path,
+		    pack);
+		return (-1);
+	}
+	/* The member is the object's name: packs/ab/NAME. */
+	if ((rc = member_header(w, obj, *size)) != 0)
+		goto out;
 	ccrypto_plain_hash_init(&h, BUNDLE_HASH_BYTES);
-	while (done < size) {
-		want = size - done < IO_BYTES ? (size_t)(size - done) :
+	for (done = 0; done < *size; done += want) {
+		want = *size - done < IO_BYTES ? (size_t)(*size - done) :
 		    IO_BYTES;
-		if ((got = pread(fd, w->io, want, (off_t)done)) < 0) {
-			if (errno == EINTR)
-				continue;
-			log_errno("cannot read '%s'", name);
-			return (-1);
-		}
-		if (got == 0) {
-			log_error("'%s' is shorter than it was (%llu of %llu "
-			    "bytes)", name, (unsigned long long)done,
-			    (unsigned long long)size);
-			return (-1);
-		}
+		/* A pack shorter than it was is "truncated". */
+		if ((rc = storage_read_all(o, done, w->io, want)) != 0)
+			goto out;
 		/* Both read w->io, which neither changes. */
-		hash_start(w, &h, w->io, (size_t)got);
-		rc = member_data(w, w->io, (size_t)got);
+		hash_start(w, &h, w->io, want);
+		rc = member_data(w, w->io, want);
 		hash_wait(w);
 		if (rc)
-			return (-1);
-		done += (uint64_t)got;
+			goto out;
 	}
 	ccrypto_plain_hash_final(&h, hash);
-	return (0);
+out:
+	storage_obj_close(o);
+	return (rc ? -1 : 0);
 }
 
 int
@@ -736,7 +739,8 @@ bundle_reader_next(struct bundle_reader *r, const char **name,
  * is not one a bundle holds.
  */
 static int
-member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
+member_read(struct bundle_reader *r, struct storage_put *to, struct buf *out,
+    size_t max,
     uint8_t hash[BUNDLE_HASH_BYTES])
 {
 	struct ccrypto_plain_state h;
@@ -760,7 +764,7 @@ member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
 			return (-1);
 		}
 		ccrypto_plain_hash_update(&h, p, n);
-		if (fd >= 0 && fsutil_write_all(fd, p, n, "a staged pack"))
+		if (to != NULL && storage_put_write(to, p, n))
 			return (-1);
 	}
 	if (rc != ARCHIVE_EOF) {
@@ -780,17 +784,17 @@ member_read(struct bundle_reader *r, int fd, struct buf *out, size_t max,
 }
 
 int
-bundle_reader_copy(struct bundle_reader *r, int fd,
+bundle_reader_copy(struct bundle_reader *r, struct storage_put *to,
     uint8_t hash[BUNDLE_HASH_BYTES])
 {
-	return (member_read(r, fd, NULL, 0, hash));
+	return (member_read(r, to, NULL, 0, hash));
 }
 
 int
 bundle_reader_read(struct bundle_reader *r, struct buf *out, size_t max)
 {
 	buf_reset(out);
-	return (member_read(r, -1, out, max, NULL));
+	return (member_read(r, NULL, out, max, NULL));
 }
 
 uint64_t

@@ -297,8 +297,7 @@ rp_reload_conf(struct repo *r)
 	size_t len;
 	int rc;
 
-	if (rp_read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX, &text,
-	    &len))
+	if (rp_get(r, CONF_NAME, CONF_MAX, &text, &len, 0))
 		return (-1);
 	if (r->conf != NULL && r->conf_len == len &&
 	    memcmp(text, r->conf, len) == 0) {
@@ -357,8 +356,7 @@ rp_write_conf(struct repo *r)
 		    r->path, CONF_MAX);
 		goto out;
 	}
-	if (fsutil_write_file_at(r->dfd, "coffer.conf", "coffer.conf",
-	    b.data, b.len, 0644, 1))
+	if (storage_put(r->st, CONF_NAME, b.data, b.len, 0))
 		goto out;
 	if ((copy = malloc(b.len + 1)) == NULL) {
 		log_error("out of memory");

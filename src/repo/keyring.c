@@ -62,14 +62,13 @@ rp_load_epochs(struct repo *r)
 		goto bad;
 	}
 	/* coffer.conf says there is one: missing is not "none yet". */
-	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
-	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
+	if ((rc = rp_get(r, REPO_KEYRING, KEYRING_MAX, &kr, &len, 1)) ==
+	    STORAGE_MISSING) {
 		r->keyring_bad = 1;
 		log_warn("repository '%s': its keyring is missing", r->path);
 		goto bad;
 	}
-	if (rp_read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
-	    &len) == 0) {
+	if (rc == 0) {
 		rc = ccrypto_keyring_open(r->keys, r->id, kr, len, 0);
 		explicit_bzero(kr, len);
 		free(kr);
@@ -224,8 +223,7 @@ rp_write_keyring(struct repo *r)
 	}
 	gen++;
 	rc = ccrypto_keyring_seal(r->keys, r->id, gen, &b) == 0 &&
-	    fsutil_write_file_at(r->dfd, REPO_KEYRING, REPO_KEYRING, b.data,
-	    b.len, 0600, 1) == 0 ? 0 : -1;
+	    storage_put(r->st, REPO_KEYRING, b.data, b.len, 0) == 0 ? 0 : -1;
 	rp_wipe_release(&b);
 	if (rc)
 		return (-1);
@@ -237,7 +235,7 @@ rp_write_keyring(struct repo *r)
 static int
 locked_full(const struct repo *r)
 {
-	return (r->lock_fd != -1 && r->keys != NULL &&
+	return (r->lock != NULL && r->keys != NULL &&
 	    !ccrypto_keys_write_only(r->keys));
 }
 
@@ -357,12 +355,8 @@ repo_keyring_names(struct repo *r,
 	int rc;
 
 	*n = 0;
-	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
-	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
-		return (0);
-	if (rp_read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING, KEYRING_MAX, &kr,
-	    &len))
-		return (-1);
+	if ((rc = rp_get(r, REPO_KEYRING, KEYRING_MAX, &kr, &len, 1)) != 0)
+		return (rc == STORAGE_MISSING ? 0 : -1);
 	rc = ccrypto_keyring_names(kr, len, names, max, n);
 	free(kr);
 	if (rc < 0) {

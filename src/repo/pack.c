@@ -41,9 +41,7 @@ struct pack_writer {
 	struct repo *repo;
 	char name[PACK_NAME_LEN + 1];
 	uint8_t pack_id[16];
-	char *tmp_path;			/* for messages */
-	int in_tmp;			/* tmp/<name> is ours to remove */
-	int fd;
+	struct storage_put *put;	/* packs/ab/<name>, until committed */
 	uint8_t *key;			/* sodium_malloc'd */
 	uint8_t *ikey;			/* the index key, sodium_malloc'd */
 	struct ccrypto_hash_state hash;
@@ -70,8 +68,8 @@ struct pack_writer {
 struct pack_reader {
 	struct repo *repo;
 	char name[PACK_NAME_LEN + 1];
-	char *path;
-	int fd;
+	char *path;			/* for messages */
+	struct storage_obj *obj;
 	uint64_t size;
 	uint8_t pack_id[16];
 	uint8_t *key;			/* NULL: opened for its index only */
@@ -242,8 +240,8 @@ io_main(void *arg)
 		if ((b = w->queued) != NULL) {
 			pthread_mutex_unlock(&w->mu);
 			/* After a failure, only drain: the pack is lost. */
-			if (!failed && fsutil_write_all(w->fd, b->data, b->len,
-			    w->tmp_path))
+			if (!failed && storage_put_write(w->put, b->data,
+			    b->len))
 				failed = 1;
 			pthread_mutex_lock(&w->mu);
 			if (w->finishing)
@@ -312,13 +310,11 @@ pack_writer_new(struct repo *r)
 {
 	uint8_t hdr[PACK_HEADER_BYTES];
 	struct pack_writer *w;
-	size_t n;
 
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		log_error("out of memory");
 		return (NULL);
 	}
-	w->fd = -1;
 	w->repo = r;
 	spare_take(&w->bufs[0]);
 	spare_take(&w->bufs[1]);
@@ -327,19 +323,15 @@ pack_writer_new(struct repo *r)
 	pthread_cond_init(&w->cv, NULL);
 	ccrypto_random(w->pack_id, sizeof(w->pack_id));
 	hex_encode(w->name, w->pack_id, sizeof(w->pack_id));
-	n = strlen(repo_path(r)) + PACK_NAME_LEN + 16;
-	if ((w->tmp_path = malloc(n)) == NULL ||
-	    (w->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	if ((w->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
 	    (w->ikey = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL) {
 		log_error("out of memory");
 		goto err;
 	}
 	if (ccrypto_index_key(repo_keys(r), repo_id(r), w->pack_id, w->ikey))
 		goto err;
-	snprintf(w->tmp_path, n, "%s/tmp/%s", repo_path(r), w->name);
-	if ((w->fd = repo_tmp_create(r, w->name)) == -1)
+	if (repo_pack_stage(r, w->name, &w->put))
 		goto err;
-	w->in_tmp = 1;
 	if (pthread_create(&w->io, NULL, io_main, w)) {
 		log_error("cannot start a thread to write pack '%s'", w->name);
 		goto err;
@@ -587,20 +579,11 @@ pack_writer_finish(struct pack_writer *w, struct pack_info *info)
 static int
 make_durable(struct pack_writer *w)
 {
-	if (fsync(w->fd)) {
-		log_errno("fsync of pack '%s' failed", w->tmp_path);
-		return (-1);
-	}
-	if (close(w->fd)) {
-		w->fd = -1;
-		log_errno("close of pack '%s' failed", w->tmp_path);
-		return (-1);
-	}
-	w->fd = -1;
-	if (repo_pack_publish(w->repo, w->name))
-		return (-1);
-	w->in_tmp = 0;
-	return (0);
+	struct storage_put *p = w->put;
+
+	/* The put is freed, committed or not. */
+	w->put = NULL;
+	return (storage_put_commit(p));
 }
 
 void
@@ -617,11 +600,7 @@ pack_writer_free(struct pack_writer *w)
 	}
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
-	if (w->fd != -1)
-		close(w->fd);
-	if (w->in_tmp)
-		repo_tmp_remove(w->repo, w->name);
-	free(w->tmp_path);
+	storage_put_abort(w->put);
 	ccrypto_secret_free(w->key);
 	ccrypto_secret_free(w->ikey);
 	spare_give(&w->bufs[0]);
@@ -634,12 +613,22 @@ int
 pack_cached(const struct repo *r, const char *name, uint64_t off,
     uint64_t len)
 {
-	int fd, cached;
+	char obj[RP_PACK_OBJ_MAX];
+	struct storage_obj *o;
+	uint64_t size;
+	int cached;
 
-	if (len == 0 || (fd = repo_pack_open(r, name, 1)) == -1)
+	if (len == 0 || rp_pack_object(name, obj, 1))
 		return (0);
-	cached = fsutil_cached(fd, off, len);
-	close(fd);
+	/* A hint: a pack that does not open is a warning here, and an
+	 * error where it is read. */
+	log_hold();
+	cached = storage_open(r->st, obj, &o, &size);
+	log_release(1);
+	if (cached != 0)
+		return (0);
+	cached = storage_cached(o, off, len);
+	storage_obj_close(o);
 	return (cached);
 }
 
@@ -663,8 +652,7 @@ trailer_check(struct pack_reader *p)
 	int rc = -1;
 
 	if (p->size < PACK_HEADER_BYTES + TRAILER_END ||
-	    fsutil_pread_all(p->fd, end, sizeof(end),
-	    (off_t)(p->size - sizeof(end)), p->path))
+	    storage_read_all(p->obj, p->size - sizeof(end), end, sizeof(end)))
 		goto bad;
 	len = get_u32(end + PACK_MAC_BYTES);
 	if (memcmp(end + PACK_MAC_BYTES + 4, INDEX_MAGIC, 4) != 0 ||
@@ -682,7 +670,7 @@ trailer_check(struct pack_reader *p)
 	at = p->size - sizeof(end) - len;
 	for (left = len; left > 0; left -= n, at += n) {
 		n = left < MAC_PIECE ? (size_t)left : MAC_PIECE;
-		if (fsutil_pread_all(p->fd, piece, n, (off_t)at, p->path))
+		if (storage_read_all(p->obj, at, piece, n))
 			goto out;
 		if (p->key != NULL)
 			ccrypto_hash_update(&m, piece, n);
@@ -718,8 +706,8 @@ static struct pack_reader *
 reader_open(struct repo *r, const char *name, int with_key)
 {
 	uint8_t hdr[PACK_HEADER_BYTES], id[16];
+	char obj[RP_PACK_OBJ_MAX];
 	struct pack_reader *p;
-	struct stat st;
 	uint32_t epoch;
 	int rc;
 
@@ -727,26 +715,22 @@ reader_open(struct repo *r, const char *name, int with_key)
 		log_error("out of memory");
 		return (NULL);
 	}
-	p->fd = -1;
 	p->repo = r;
-	if (strlen(name) != PACK_NAME_LEN || hex_decode(id, 16, name)) {
-		log_error("bad pack name '%s'", name);
+	if (rp_pack_object(name, obj, 0) || hex_decode(id, 16, name))
 		goto err;
-	}
 	memcpy(p->name, name, PACK_NAME_LEN + 1);
 	if ((p->path = repo_pack_path(r, name)) == NULL ||
-	    (p->fd = repo_pack_open(r, name, 0)) == -1)
+	    (rc = storage_open(r->st, obj, &p->obj, &p->size)) < 0)
 		goto err;
-	if (fstat(p->fd, &st)) {
-		log_errno("cannot stat pack '%s'", p->path);
+	if (rc == STORAGE_MISSING) {
+		log_error("pack '%s' is missing", p->path);
 		goto err;
 	}
-	p->size = (uint64_t)st.st_size;
 	if (p->size < sizeof(hdr)) {
 		log_error("pack '%s' is truncated", p->path);
 		goto err;
 	}
-	if (fsutil_pread_all(p->fd, hdr, sizeof(hdr), 0, p->path))
+	if (storage_read_all(p->obj, 0, hdr, sizeof(hdr)))
 		goto err;
 	memcpy(p->hdr, hdr, sizeof(hdr));
 	if (rp_header_check(r, hdr, name, p->path, &epoch))
@@ -854,8 +838,7 @@ read_record(struct pack_reader *p, const struct pack_entry *e,
 	}
 	spare_take(&ct);
 	if (buf_reserve(&ct, (size_t)need) ||
-	    fsutil_pread_all(p->fd, ct.data, (size_t)need, (off_t)e->offset,
-	    p->path))
+	    storage_read_all(p->obj, e->offset, ct.data, (size_t)need))
 		goto out;
 	rh = ct.data;
 	if (rh[0] != e->type || rh[1] != e->flags ||
@@ -1084,16 +1067,15 @@ pack_reader_index(struct pack_reader *p, struct pack_entry **ents,
 	/* The trailer the MAC was checked on when the pack was opened,
 	 * checked again in memory: the file may have changed since. */
 	len = p->index_len;
-	if (fsutil_pread_all(p->fd, end, sizeof(end),
-	    (off_t)(p->size - sizeof(end)), p->path))
+	if (storage_read_all(p->obj, p->size - sizeof(end), end, sizeof(end)))
 		goto err;
 	if (get_u32(end + PACK_MAC_BYTES) != len ||
 	    (p->key != NULL && !ccrypto_equal(end, p->mac, PACK_MAC_BYTES)))
 		goto changed;
 	if (buf_reserve(&ct, len) || buf_reserve(&pt, len))
 		goto err;
-	if (fsutil_pread_all(p->fd, ct.data, len,
-	    (off_t)(p->size - sizeof(end) - len), p->path))
+	if (storage_read_all(p->obj, p->size - sizeof(end) - len, ct.data,
+	    len))
 		goto err;
 	if (p->key != NULL) {
 		mac_start(p->repo, p->pack_id, p->key, &m);
@@ -1178,8 +1160,7 @@ pack_reader_close(struct pack_reader *p)
 {
 	if (p == NULL)
 		return;
-	if (p->fd != -1)
-		close(p->fd);
+	storage_obj_close(p->obj);
 	ccrypto_secret_free(p->key);
 	ccrypto_secret_free(p->ikey);
 	free(p->path);
@@ -1196,9 +1177,9 @@ int
 rp_pack_key_is_own(struct repo *r, const char *name, const char *path,
     const uint8_t *hdr, uint8_t *key)
 {
+	char obj[RP_PACK_OBJ_MAX];
 	struct pack_reader p;
-	struct stat st;
-	int rc = -1;
+	int rc;
 
 	memset(&p, 0, sizeof(p));
 	p.repo = r;
@@ -1207,13 +1188,12 @@ rp_pack_key_is_own(struct repo *r, const char *name, const char *path,
 	p.key = key;
 	memcpy(p.hdr, hdr, PACK_HEADER_BYTES);
 	memcpy(p.pack_id, hdr + 8 + CCRYPTO_REPO_ID_BYTES, 16);
-	if ((p.fd = repo_pack_open(r, name, 1)) == -1)
-		return (errno == ENOENT ? 0 : -1);
-	if (fstat(p.fd, &st) == 0) {
-		p.size = (uint64_t)st.st_size;
-		rc = trailer_check(&p);
-	} else
-		log_errno("cannot stat pack '%s'", path);
-	close(p.fd);
+	if (rp_pack_object(name, obj, 0) ||
+	    (rc = storage_open(r->st, obj, &p.obj, &p.size)) < 0)
+		return (-1);
+	if (rc == STORAGE_MISSING)
+		return (0);
+	rc = trailer_check(&p);
+	storage_obj_close(p.obj);
 	return (rc);
 }

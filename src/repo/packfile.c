@@ -1,16 +1,10 @@
 /*
- * Pack files in packs/ab/ and tmp/: opened, created, published, listed,
- * removed, by name.  What is inside a pack is pack.c's.
+ * Packs as objects of the store (packs/ab/NAME): named, put, opened,
+ * listed, removed.  What is inside a pack is pack.c's.
  */
-#include <ctype.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "coffer/log.h"
 #include "repo-int.h"
@@ -18,35 +12,7 @@
 int
 repo_clean_tmp(struct repo *r)
 {
-	struct dirent *de;
-	struct stat st;
-	int rc = 0;
-	DIR *d;
-
-	if ((d = rp_store_dir(r, DIR_TMP)) == NULL)
-		return (-1);
-	while ((de = readdir(d)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		/* unlinkat removes a link itself, never what it names; a
-		 * directory is not coffer's and is left alone. */
-		if (fstatat(r->dirs[DIR_TMP], de->d_name, &st,
-		    AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
-			log_warn("repository '%s': 'tmp/%s' is a directory, "
-			    "not a leftover of coffer's: left alone", r->path,
-			    de->d_name);
-			continue;
-		}
-		if (unlinkat(r->dirs[DIR_TMP], de->d_name, 0) &&
-		    errno != ENOENT) {
-			log_errno("repository '%s': cannot remove leftover "
-			    "'tmp/%s'", r->path, de->d_name);
-			rc = -1;
-		} else
-			log_info("removed leftover 'tmp/%s'", de->d_name);
-	}
-	closedir(d);
-	return (rc);
+	return (storage_clean(r->st));
 }
 
 char *
@@ -59,7 +25,7 @@ repo_pack_path(const struct repo *r, const char *name)
 		log_error("out of memory");
 		return (NULL);
 	}
-	snprintf(p, n, "%s/packs/%.2s/%s", r->path, name, name);
+	snprintf(p, n, "%s/" PACKS_DIR "/%.2s/%s", r->path, name, name);
 	return (p);
 }
 
@@ -76,266 +42,117 @@ pack_name_ok(const char *name)
 	return (name[i] == '\0');
 }
 
-/*
- * The fan-out directory of pack name ("ab") and its path for messages
- * ("packs/ab"); a name that is not a pack's is refused (reported unless
- * quiet, errno EINVAL).  0 or -1.
- */
-static int
-fan_of(const char *name, char fan[3], char rel[PACK_NAME_LEN + 16],
-    int quiet)
+int
+rp_pack_object(const char *name, char obj[RP_PACK_OBJ_MAX], int quiet)
 {
 	if (!pack_name_ok(name)) {
 		if (!quiet)
 			log_error("bad pack name '%s'", name);
-		errno = EINVAL;
 		return (-1);
 	}
-	memcpy(fan, name, 2);
-	fan[2] = '\0';
-	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s", fan);
+	snprintf(obj, RP_PACK_OBJ_MAX, PACKS_DIR "/%.2s/%s", name, name);
 	return (0);
 }
 
-/*
- * After a change in fan-out directory dfd (rel for messages): fsync it
- * when ok, and close it.  0, or -1 when not ok or the fsync failed
- * (reported).
- */
-static int
-fan_done(const struct repo *r, int dfd, const char *rel, int ok)
+int
+repo_pack_stage(struct repo *r, const char *name, struct storage_put **p)
 {
-	if (ok && fsync(dfd)) {
-		log_errno("repository '%s': fsync of '%s' failed", r->path,
-		    rel);
-		ok = 0;
-	}
-	close(dfd);
-	return (ok ? 0 : -1);
-}
+	char obj[RP_PACK_OBJ_MAX];
 
-/*
- * packs/ab/NAME opened with flags (O_RDONLY or O_RDWR), through no link;
- * its path for messages into rel.  -1 with errno (reported unless quiet).
- */
-static int
-pack_open_flags(const struct repo *r, const char *name, int flags, int quiet,
-    char rel[PACK_NAME_LEN + 16])
-{
-	char fan[3];
-	int dfd, fd, e;
-
-	if (fan_of(name, fan, rel, quiet))
+	*p = NULL;
+	if (rp_pack_object(name, obj, 0))
 		return (-1);
-	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
-	    S_IFDIR, quiet)) == -1)
-		return (-1);
-	snprintf(rel, PACK_NAME_LEN + 16, "packs/%s/%s", fan, name);
-	fd = rp_open_in(r, dfd, name, rel, flags, S_IFREG, quiet);
-	e = errno;
-	close(dfd);
-	errno = e;
-	return (fd);
+	return (storage_put_begin(r->st, obj, 0, p));
 }
 
 int
-repo_pack_open(const struct repo *r, const char *name, int quiet)
+repo_pack_commit(struct storage_put *p)
 {
-	char rel[PACK_NAME_LEN + 16];
-
-	return (pack_open_flags(r, name, O_RDONLY, quiet, rel));
-}
-
-int
-repo_tmp_create(const struct repo *r, const char *name)
-{
-	int fd;
-
-	/* O_EXCL: whatever already has the name, a link included, stays. */
-	if ((fd = openat(r->dirs[DIR_TMP], name, O_WRONLY | O_CREAT | O_EXCL |
-	    O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
-		log_errno("repository '%s': cannot create 'tmp/%s'", r->path,
-		    name);
-	return (fd);
+	return (storage_put_commit(p));
 }
 
 void
-repo_tmp_remove(const struct repo *r, const char *name)
+repo_pack_abort(struct storage_put *p)
 {
-	unlinkat(r->dirs[DIR_TMP], name, 0);
+	storage_put_abort(p);
 }
 
-/*
- * Durability order (doc/design.md): the caller fsynced the pack in tmp/; it
- * is renamed into packs/ab/ (made, and packs/ fsynced, when new) and the
- * directory fsynced.  Only then may the catalog reference it.
- */
-int
-repo_pack_publish(const struct repo *r, const char *name)
-{
-	char fan[3], rel[PACK_NAME_LEN + 16];
-	int dfd;
+struct pack_list {
+	const struct repo *r;
+	char **v;
+	size_t n, cap;
+};
 
-	if (fan_of(name, fan, rel, 0))
-		return (-1);
-	if (mkdirat(r->dirs[DIR_PACKS], fan, 0700) == 0) {
-		if (fsync(r->dirs[DIR_PACKS])) {
-			log_errno("repository '%s': fsync of 'packs' failed",
-			    r->path);
-			return (-1);
-		}
-	} else if (errno != EEXIST) {
-		log_errno("repository '%s': cannot create '%s'", r->path, rel);
-		return (-1);
-	}
-	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
-	    S_IFDIR, 0)) == -1)
-		return (-1);
-	if (renameat(r->dirs[DIR_TMP], name, dfd, name)) {
-		log_errno("repository '%s': cannot move 'tmp/%s' to '%s/%s'",
-		    r->path, name, rel, name);
-		return (fan_done(r, dfd, rel, 0));
-	}
-	return (fan_done(r, dfd, rel, 1));
-}
-
-/* Append the packs of fan-out directory fan (open as dfd) to *v. */
+/* One entry under packs/: kept when it is packs/ab/abNAME. */
 static int
-list_fan(const struct repo *r, int dfd, const char *fan, char ***v,
-    size_t *n, size_t *cap)
+pack_found(void *arg, const char *name, uint64_t size)
 {
-	struct dirent *de;
+	struct pack_list *pl = arg;
+	const char *fan = name + sizeof(PACKS_DIR), *leaf;
 	char **nv;
-	DIR *d;
 
-	if ((d = fdopendir(dfd)) == NULL) {
-		log_errno("repository '%s': cannot read 'packs/%s'", r->path,
-		    fan);
-		close(dfd);
-		return (-1);
+	if (strncmp(name, PACKS_DIR "/", sizeof(PACKS_DIR)) != 0 ||
+	    (leaf = strchr(fan, '/')) == NULL || leaf - fan != 2 ||
+	    !pack_name_ok(leaf + 1) || memcmp(leaf + 1, fan, 2) != 0) {
+		/* An empty directory is no pack, nor worth a word. */
+		if (size != STORAGE_NOT_OBJECT)
+			log_warn("repository '%s': '%s' is not a pack: left "
+			    "out", pl->r->path, name);
+		return (0);
 	}
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (!pack_name_ok(de->d_name) || memcmp(de->d_name, fan, 2)) {
-			log_warn("repository '%s': 'packs/%s/%s' is not a pack "
-			    "name: left out", r->path, fan, de->d_name);
-			continue;
-		}
-		if (*n == *cap) {
-			*cap = *cap ? 2 * *cap : 256;
-			if ((nv = reallocarray(*v, *cap, sizeof(**v))) == NULL)
-				goto nomem;
-			*v = nv;
-		}
-		if (((*v)[*n] = strdup(de->d_name)) == NULL)
+	/* What is there but is no object (a link, a FIFO, a directory) is
+	 * listed: reading it refuses it, naming it. */
+	if (pl->n == pl->cap) {
+		pl->cap = pl->cap ? 2 * pl->cap : 256;
+		if ((nv = reallocarray(pl->v, pl->cap, sizeof(*nv))) == NULL)
 			goto nomem;
-		(*n)++;
+		pl->v = nv;
 	}
-	closedir(d);
+	if ((pl->v[pl->n] = strdup(leaf + 1)) == NULL)
+		goto nomem;
+	pl->n++;
 	return (0);
 nomem:
 	log_error("out of memory");
-	closedir(d);
 	return (-1);
 }
 
 int
 repo_list_packs(const struct repo *r, char ***names, size_t *n)
 {
-	struct dirent *de;
-	char **v = NULL, rel[16];
-	size_t k = 0, cap = 0;
-	int dfd;
-	DIR *d;
+	struct pack_list pl = { r, NULL, 0, 0 };
 
 	*names = NULL;
 	*n = 0;
-	if ((d = rp_store_dir(r, DIR_PACKS)) == NULL)
+	if (storage_list(r->st, PACKS_DIR, pack_found, &pl)) {
+		while (pl.n > 0)
+			free(pl.v[--pl.n]);
+		free(pl.v);
 		return (-1);
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (strlen(de->d_name) != 2 || !isxdigit((unsigned char)
-		    de->d_name[0]) || !isxdigit((unsigned char)de->d_name[1]) ||
-		    isupper((unsigned char)de->d_name[0]) ||
-		    isupper((unsigned char)de->d_name[1])) {
-			log_warn("repository '%s': 'packs/%s' is not a fan-out "
-			    "directory: left out", r->path, de->d_name);
-			continue;
-		}
-		snprintf(rel, sizeof(rel), "packs/%.2s", de->d_name);
-		if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], de->d_name, rel,
-		    O_RDONLY, S_IFDIR, 0)) == -1 ||
-		    list_fan(r, dfd, de->d_name, &v, &k, &cap))
-			goto err;
 	}
-	closedir(d);
-	if (k > 0)
-		qsort(v, k, sizeof(*v), rp_cmp_names);
-	*names = v;
-	*n = k;
+	if (pl.n > 0)
+		qsort(pl.v, pl.n, sizeof(*pl.v), rp_cmp_names);
+	*names = pl.v;
+	*n = pl.n;
 	return (0);
-err:
-	closedir(d);
-	while (k > 0)
-		free(v[--k]);
-	free(v);
-	return (-1);
 }
 
 int
 repo_pack_remove(const struct repo *r, const char *name)
 {
-	char fan[3], rel[PACK_NAME_LEN + 16];
-	int dfd;
+	char obj[RP_PACK_OBJ_MAX];
 
-	if (fan_of(name, fan, rel, 0))
+	if (rp_pack_object(name, obj, 0))
 		return (-1);
-	if ((dfd = rp_open_in(r, r->dirs[DIR_PACKS], fan, rel, O_RDONLY,
-	    S_IFDIR, 1)) == -1) {
-		if (errno == ENOENT)
-			return (0);
-		log_errno("repository '%s': cannot open '%s'", r->path, rel);
-		return (-1);
-	}
-	if (unlinkat(dfd, name, 0) && errno != ENOENT) {
-		log_errno("repository '%s': cannot remove '%s/%s'", r->path,
-		    rel, name);
-		return (fan_done(r, dfd, rel, 0));
-	}
-	return (fan_done(r, dfd, rel, 1));
+	return (storage_delete(r->st, obj));
 }
 
 int
 repo_pack_exists(const struct repo *r, const char *name)
 {
-	int fd;
+	char obj[RP_PACK_OBJ_MAX];
 
-	if ((fd = repo_pack_open(r, name, 1)) != -1) {
-		close(fd);
-		return (1);
-	}
-	if (errno == ENOENT)
-		return (0);
-	log_errno("repository '%s': cannot open pack '%s'", r->path, name);
-	return (-1);
-}
-
-int
-repo_pack_open_rw(const struct repo *r, const char *name)
-{
-	char rel[PACK_NAME_LEN + 16];
-	struct stat st;
-	int fd;
-
-	fd = pack_open_flags(r, name, O_RDWR, 0, rel);
-	/* Written in place: another name (a hard link) must not be. */
-	if (fd != -1 && (fstat(fd, &st) || st.st_nlink != 1)) {
-		log_error("repository '%s': '%s' has other names (a hard "
-		    "link): refused", r->path, rel);
-		close(fd);
+	if (rp_pack_object(name, obj, 0))
 		return (-1);
-	}
-	return (fd);
+	return (rp_exists(r, obj));
 }

@@ -5,7 +5,6 @@
  * Private to src/repo: the repository handle and what its files share.
  * Nothing outside this directory includes it.
  */
-#include <dirent.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +14,7 @@
 #include "coffer/crypto.h"
 #include "coffer/repo.h"
 #include "coffer/repo-keys.h"
+#include "coffer/storage.h"
 
 /* coffer.conf: a few lines, and one of about 130 bytes per key epoch. */
 #define CONF_MAX 16384
@@ -31,14 +31,9 @@
 /* A keyring generation is at most this (coffer.conf's keyring line). */
 #define KEYRING_GEN_MAX (1ULL << 53)
 
-/* The directories of a repository, opened once, never through a link. */
-enum repo_dir { DIR_KEYS, DIR_PACKS, DIR_TMP, DIR_LOCKS, NDIRS };
-extern const char *const dir_names[NDIRS];
-
 struct repo {
-	char *path;			/* for messages */
-	int dfd;			/* the repository's directory */
-	int dirs[NDIRS];
+	char *path;			/* storage_where, for messages */
+	struct storage *st;		/* every object goes through it */
 	uint8_t id[CCRYPTO_REPO_ID_BYTES];
 	char id_hex[2 * CCRYPTO_REPO_ID_BYTES + 1];
 	struct chunker_params chunker;
@@ -61,36 +56,30 @@ struct repo {
 	char prefer[NAME_MAX + 1];	/* the slot to try first; "" */
 	int allow_unlisted;		/* a rotation may mend the keyring's
 					 * epoch that coffer.conf lacks */
-	int lock_fd;
+	struct storage_lock *lock;	/* the writer lock, when held */
 };
 
+/* The objects of a repository beside its packs (doc/format.md). */
+#define CONF_NAME "coffer.conf"
+#define KEYS_DIR "keys"
+#define PACKS_DIR "packs"
+
 /*
- * store.c: the repository directory, reached without following links;
- * the seam a storage interface replaces.
- * rp_store_open: r->path and r->dfd for the repository at path (its
- * coffer.conf must be there); rp_store_dirs: r->dirs, once coffer.conf
- * has been read; rp_store_close closes what they opened.  0 or -1
- * (reported).  rp_open_in: name in dirfd as a regular file (want S_IFREG)
- * or directory (S_IFDIR), never through a link, never blocking on a FIFO,
- * refused naming rel otherwise; an fd or -1 (errno ENOENT when missing,
- * reported unless quiet).  rp_read_in: a small regular file, at most max
- * bytes, malloc'd into *data.  rp_make_layout: a new repository's
- * directories at path (new or empty; *created when the directory was
- * made), its fd or -1; rp_unmake_layout undoes it (closes dfd);
- * rp_remove_made removes what init makes in dfd, and nothing else.
+ * repo.c: rp_get: a small object whole (storage_get), at most max bytes,
+ * NUL-terminated: 0, STORAGE_MISSING (reported unless missing_ok) or -1
+ * (reported).  rp_exists: 1 when object name is there, 0 when missing,
+ * -1 (reported).
  */
-int rp_store_open(struct repo *r, const char *path);
-/* One of r->dirs to read with readdir (closedir it): NULL (reported). */
-DIR *rp_store_dir(const struct repo *r, enum repo_dir which);
-int rp_store_dirs(struct repo *r);
-void rp_store_close(struct repo *r);
-int rp_open_in(const struct repo *r, int dirfd, const char *name,
-    const char *rel, int flags, mode_t want, int quiet);
-int rp_read_in(const struct repo *r, int dirfd, const char *name,
-    const char *rel, size_t max, unsigned char **data, size_t *len);
-int rp_make_layout(const char *path, int *created);
-void rp_unmake_layout(int dfd, const char *path, int created);
-void rp_remove_made(int dfd, const char *path);
+int rp_get(const struct repo *r, const char *name, size_t max,
+    unsigned char **data, size_t *len, int missing_ok);
+int rp_exists(const struct repo *r, const char *name);
+
+/*
+ * packfile.c: the object of pack name ("packs/ab/NAME") into obj; a name
+ * that is not a pack's is refused (reported unless quiet).  0 or -1.
+ */
+#define RP_PACK_OBJ_MAX (sizeof(PACKS_DIR) + 4 + PACK_NAME_LEN)
+int rp_pack_object(const char *name, char obj[RP_PACK_OBJ_MAX], int quiet);
 
 /* repo.c: a buffer of key material wiped and released; a new key's
  * name (16 hex digits, random); strcmp for qsort of char *. */

@@ -37,6 +37,80 @@ rp_key_name_new(char name[17])
 }
 
 int
+rp_get(const struct repo *r, const char *name, size_t max,
+    unsigned char **data, size_t *len, int missing_ok)
+{
+	int rc;
+
+	if ((rc = storage_get(r->st, name, max, data, len)) ==
+	    STORAGE_MISSING && !missing_ok)
+		log_error("repository '%s': '%s' is missing", r->path, name);
+	return (rc);
+}
+
+int
+rp_exists(const struct repo *r, const char *name)
+{
+	uint64_t size;
+	int rc;
+
+	if ((rc = storage_stat(r->st, name, &size)) < 0)
+		return (-1);
+	return (rc == 0);
+}
+
+static int store_unmake(struct storage *st, const char *path, int created);
+
+/*
+ * A new repository's store at path (new or empty: STORAGE_CREATE);
+ * *created when the directory was not there.  NULL (reported).
+ */
+static struct storage *
+store_new(const char *path, int *created)
+{
+	struct stat sb;
+
+	struct storage *st;
+
+	*created = lstat(path, &sb) != 0 && errno == ENOENT;
+	if ((st = storage_local_open(path, STORAGE_CREATE)) == NULL)
+		return (NULL);
+	/* The layout a user sees (doc/format.md), where there are
+	 * directories. */
+	if (storage_mkdir(st, KEYS_DIR) || storage_mkdir(st, PACKS_DIR)) {
+		(void)store_unmake(st, path, *created);
+		return (NULL);
+	}
+	return (st);
+}
+
+/*
+ * Undo a failed init (init, import --init): every object written,
+ * then the directories the store made; the directory itself when
+ * init made it.  Closes st.
+ */
+static int
+store_unmake(struct storage *st, const char *path, int created)
+{
+	struct storage_entry *v = NULL;
+	size_t n = 0, i;
+	int rc = 0;
+
+	if (st == NULL && (st = storage_local_open(path, 0)) == NULL)
+		return (-1);
+	if (storage_list_all(st, "", &v, &n))
+		rc = -1;
+	for (i = 0; i < n; i++)
+		if (storage_delete(st, v[i].name))
+			rc = -1;
+	storage_entries_free(v, n);
+	storage_close(st);
+	if (storage_local_unmake(path, !created))
+		rc = -1;
+	return (rc);
+}
+
+int
 repo_init(const char *path, const struct repo_init_opts *o)
 {
 	struct chunker_params cp;
@@ -44,7 +118,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	char kidhex[17], rel[32];
 	struct ccrypto_keys *k = NULL, *h = NULL;
 	struct buf conf = BUF_INIT, slot = BUF_INIT, ring = BUF_INIT;
-	int created = 0, wrote_keyfile = 0, dfd = -1, kfd = -1;
+	struct storage *st;
+	int created = 0, wrote_keyfile = 0;
 
 	if (o->chunker)
 		cp = *o->chunker;
@@ -55,7 +130,7 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		    cp.max);
 		return (-1);
 	}
-	if ((dfd = rp_make_layout(path, &created)) == -1)
+	if ((st = store_new(path, &created)) == NULL)
 		return (-1);
 	if (ccrypto_init() || (k = ccrypto_keys_generate()) == NULL)
 		goto err;
@@ -72,8 +147,8 @@ repo_init(const char *path, const struct repo_init_opts *o)
 	if ((h = ccrypto_keys_holder_new(k)) == NULL ||
 	    ccrypto_recipient_add(k, kidhex, ccrypto_keys_recipient_pk(h)) ||
 	    ccrypto_keyring_seal(k, id, 1, &ring) ||
-	    fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING, ring.data,
-	    ring.len, 0600, 0))
+	    storage_put(st, REPO_KEYRING, ring.data, ring.len,
+	    STORAGE_PUT_NEW))
 		goto err;
 	if (o->key_file) {
 		if (ccrypto_keyfile_encode(h, id, &slot))
@@ -86,27 +161,18 @@ repo_init(const char *path, const struct repo_init_opts *o)
 		if (ccrypto_slot_wrap(h, id, o->passphrase,
 		    o->passlen, o->kdf_memory, &slot))
 			goto err;
-		snprintf(rel, sizeof(rel), "keys/%s", kidhex);
-		if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY |
-		    O_NOFOLLOW | O_CLOEXEC)) == -1) {
-			log_errno("cannot open '%s/keys'", path);
-			goto err;
-		}
-		if (fsutil_write_file_at(kfd, kidhex, rel, slot.data, slot.len,
-		    0600, 0))
+		snprintf(rel, sizeof(rel), KEYS_DIR "/%s", kidhex);
+		if (storage_put(st, rel, slot.data, slot.len, STORAGE_PUT_NEW))
 			goto err;
 	}
 	if (ccrypto_keyring_line_mac(k, id, 1, kmac) ||
 	    rp_conf_text(&conf, k, id, &cp, NULL, 0, 0, 1, kmac))
 		goto err;
-	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf", conf.data,
-	    conf.len, 0644, 0))
+	if (storage_put(st, CONF_NAME, conf.data, conf.len, STORAGE_PUT_NEW))
 		goto err;
 	if (o->key_name != NULL)
 		memcpy(o->key_name, kidhex, sizeof(kidhex));
-	if (kfd != -1)
-		close(kfd);
-	close(dfd);
+	storage_close(st);
 	buf_release(&conf);
 	rp_wipe_release(&slot);
 	rp_wipe_release(&ring);
@@ -121,9 +187,7 @@ err:
 	rp_wipe_release(&ring);
 	ccrypto_keys_free(h);
 	ccrypto_keys_free(k);
-	if (kfd != -1)
-		close(kfd);
-	rp_unmake_layout(dfd, path, created);
+	(void)store_unmake(st, path, created);
 	return (-1);
 }
 
@@ -132,6 +196,8 @@ repo_open(const char *path)
 {
 	struct repo *r;
 	unsigned char *copy;
+	struct stat sb;
+	uint64_t size;
 	size_t len;
 	int i;
 
@@ -139,11 +205,23 @@ repo_open(const char *path)
 		log_error("out of memory");
 		return (NULL);
 	}
-	r->lock_fd = -1;
-	if (rp_store_open(r, path))
+	/* As before a store is opened: nothing there is no repository. */
+	if (stat(path, &sb) && (errno == ENOENT || errno == ENOTDIR)) {
+		log_error("'%s' is not a coffer repository", path);
 		goto err;
-	if (rp_read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
-	    &r->conf, &len))
+	}
+	if ((r->st = storage_local_open(path, 0)) == NULL)
+		goto err;
+	if ((r->path = strdup(storage_where(r->st))) == NULL) {
+		log_error("out of memory");
+		goto err;
+	}
+	if ((i = storage_stat(r->st, CONF_NAME, &size)) != 0) {
+		if (i == STORAGE_MISSING)
+			log_error("'%s' is not a coffer repository", path);
+		goto err;
+	}
+	if (rp_get(r, CONF_NAME, CONF_MAX, &r->conf, &len, 0))
 		goto err;
 	r->conf_len = len;
 	/* Copy: parsing writes NULs into the text, the MAC needs it whole. */
@@ -154,7 +232,7 @@ repo_open(const char *path)
 	memcpy(copy, r->conf, len + 1);
 	i = rp_conf_parse(r, copy, len);
 	free(copy);
-	if (i || rp_store_dirs(r) || ccrypto_init())
+	if (i || ccrypto_init())
 		goto err;
 	return (r);
 err:
@@ -173,9 +251,8 @@ repo_close(struct repo *r)
 {
 	if (r == NULL)
 		return;
-	if (r->lock_fd != -1)
-		close(r->lock_fd);
-	rp_store_close(r);
+	storage_unlock(r->lock);
+	storage_close(r->st);
 	ccrypto_keys_free(r->keys);
 	free(r->conf);
 	free(r->path);
@@ -231,6 +308,7 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 	struct repo_file *v;
 	char **names;
 	size_t k = 0, nn;
+	int i;
 
 	*files = NULL;
 	*n = 0;
@@ -241,8 +319,7 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 		goto err;
 	}
 	snprintf(v[0].name, sizeof(v[0].name), "coffer.conf");
-	if (rp_read_in(r, r->dfd, "coffer.conf", "coffer.conf", CONF_MAX,
-	    &v[0].data, &v[0].len))
+	if (rp_get(r, CONF_NAME, CONF_MAX, &v[0].data, &v[0].len, 0))
 		goto err;
 	for (k = 1; k <= nn; k++) {
 		if (strlen(names[k - 1]) > 64) {
@@ -252,20 +329,19 @@ repo_meta_files(struct repo *r, struct repo_file **files, size_t *n)
 		}
 		snprintf(v[k].name, sizeof(v[k].name), "keys/%s",
 		    names[k - 1]);
-		if (rp_read_in(r, r->dirs[DIR_KEYS], names[k - 1], v[k].name,
-		    SLOT_MAX, &v[k].data, &v[k].len))
+		if (rp_get(r, v[k].name, SLOT_MAX, &v[k].data, &v[k].len,
+		    0))
 			goto err;
 	}
 	names_free(names, nn);
 	*files = v;
 	*n = nn + 1;
 	/* The keyring, when keys have rotated: a bare machine needs it. */
-	if (fstatat(r->dfd, REPO_KEYRING, &(struct stat){ 0 },
-	    AT_SYMLINK_NOFOLLOW) == 0) {
+	if ((i = rp_get(r, REPO_KEYRING, KEYRING_MAX, &v[nn + 1].data,
+	    &v[nn + 1].len, 1)) != STORAGE_MISSING) {
 		snprintf(v[nn + 1].name, sizeof(v[nn + 1].name), "%s",
 		    REPO_KEYRING);
-		if (rp_read_in(r, r->dfd, REPO_KEYRING, REPO_KEYRING,
-		    KEYRING_MAX, &v[nn + 1].data, &v[nn + 1].len)) {
+		if (i != 0) {
 			repo_files_free(v, nn + 2);
 			*files = NULL;
 			*n = 0;
@@ -284,17 +360,18 @@ err:
 int
 repo_init_from(const char *path, const struct repo_file *files, size_t n)
 {
-	int created = 0, dfd = -1, kfd = -1, conf = -1, ring = -1;
+	struct storage *st;
+	int created = 0, conf = -1, ring = -1;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (strcmp(files[i].name, "coffer.conf") == 0)
+		if (strcmp(files[i].name, CONF_NAME) == 0)
 			conf = (int)i;
 		else if (strcmp(files[i].name, REPO_KEYRING) == 0 && ring < 0)
 			ring = (int)i;
 		else if (strncmp(files[i].name, "keys/", 5) != 0 ||
 		    strchr(files[i].name + 5, '/') ||
-		    files[i].name[5] == '.' || files[i].name[5] == '\0') {
+		    !storage_name_ok(files[i].name)) {
 			log_error("bad repository file name '%s'",
 			    files[i].name);
 			return (-1);
@@ -305,31 +382,29 @@ repo_init_from(const char *path, const struct repo_file *files, size_t n)
 		    "repository of");
 		return (-1);
 	}
-	if ((dfd = rp_make_layout(path, &created)) == -1)
+	if ((st = store_new(path, &created)) == NULL)
 		return (-1);
-	if ((kfd = openat(dfd, "keys", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC)) == -1) {
-		log_errno("cannot open '%s/keys'", path);
-		goto err;
-	}
 	/* Key slots first, as init: a coffer.conf without a key is lost. */
 	for (i = 0; i < n; i++)
 		if ((int)i != conf && (int)i != ring &&
-		    fsutil_write_file_at(kfd, files[i].name + 5, files[i].name,
-		    files[i].data, files[i].len, 0600, 0))
+		    storage_put(st, files[i].name, files[i].data,
+		    files[i].len, STORAGE_PUT_NEW))
 			goto err;
-	if (ring >= 0 && fsutil_write_file_at(dfd, REPO_KEYRING, REPO_KEYRING,
-	    files[ring].data, files[ring].len, 0600, 0))
+	if (ring >= 0 && storage_put(st, REPO_KEYRING, files[ring].data,
+	    files[ring].len, STORAGE_PUT_NEW))
 		goto err;
-	if (fsutil_write_file_at(dfd, "coffer.conf", "coffer.conf",
-	    files[conf].data, files[conf].len, 0644, 0))
+	if (storage_put(st, CONF_NAME, files[conf].data, files[conf].len,
+	    STORAGE_PUT_NEW))
 		goto err;
-	close(kfd);
-	close(dfd);
+	storage_close(st);
 	return (0);
 err:
-	if (kfd != -1)
-		close(kfd);
-	rp_unmake_layout(dfd, path, created);
+	(void)store_unmake(st, path, created);
 	return (-1);
+}
+
+int
+repo_remove_made(const char *path)
+{
+	return (store_unmake(NULL, path, 1));
 }

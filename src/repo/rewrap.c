@@ -1,16 +1,12 @@
 /*
- * Key rotation in place (coffer key rotate --rewrap): pack headers resealed
- * to the newest epoch, made crash-safe by the rewrap intent (REPO/rewrap).
+ * Key rotation (coffer key rotate --rewrap): pack headers resealed to the
+ * newest epoch, each pack put anew whole under its own name, made
+ * crash-safe by the rewrap intent (REPO/rewrap).
  * See doc/format.md ("Rewrap intent").
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/tuning.h"
@@ -19,52 +15,67 @@
 int
 repo_intent_write(struct repo *r, const void *data, size_t len)
 {
-	return (fsutil_write_file_at(r->dfd, REPO_INTENT, REPO_INTENT, data,
-	    len, 0600, 1));
+	return (storage_put(r->st, REPO_INTENT, data, len, 0));
 }
 
 int
 repo_intent_read(struct repo *r, unsigned char **data, size_t *len)
 {
-	if (fstatat(r->dfd, REPO_INTENT, &(struct stat){ 0 },
-	    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+	int rc;
+
+	if ((rc = rp_get(r, REPO_INTENT, INTENT_MAX, data, len, 1)) ==
+	    STORAGE_MISSING)
 		return (0);
-	return (rp_read_in(r, r->dfd, REPO_INTENT, REPO_INTENT, INTENT_MAX,
-	    data, len) ? -1 : 1);
+	return (rc ? -1 : 1);
 }
 
 int
 repo_intent_remove(struct repo *r)
 {
-	if (unlinkat(r->dfd, REPO_INTENT, 0) && errno != ENOENT) {
-		log_errno("repository '%s': cannot remove '%s'", r->path,
-		    REPO_INTENT);
+	return (storage_delete(r->st, REPO_INTENT));
+}
+
+/*
+ * Open pack name (its object into obj, its path for messages into
+ * *path, malloc'd) and read its header: 0, STORAGE_MISSING (not
+ * reported) or -1 (reported).
+ */
+static int
+header_read(struct repo *r, const char *name, char obj[RP_PACK_OBJ_MAX],
+    char **path, struct storage_obj **o, uint64_t *size, uint8_t *hdr)
+{
+	int rc;
+
+	*o = NULL;
+	if (rp_pack_object(name, obj, 0) ||
+	    (*path = repo_pack_path(r, name)) == NULL)
+		return (-1);
+	if ((rc = storage_open(r->st, obj, o, size)) != 0)
+		return (rc);
+	if (*size < PACK_HEADER_BYTES) {
+		log_error("pack '%s' is truncated", *path);
 		return (-1);
 	}
-	if (fsync(r->dfd)) {
-		log_errno("repository '%s': fsync failed", r->path);
-		return (-1);
-	}
-	return (0);
+	return (storage_read_all(*o, 0, hdr, PACK_HEADER_BYTES));
 }
 
 int
 pack_epoch(struct repo *r, const char *name, uint32_t *epoch)
 {
 	uint8_t hdr[PACK_HEADER_BYTES];
-	char *path;
-	int fd, rc = -1;
+	char obj[RP_PACK_OBJ_MAX], *path = NULL;
+	struct storage_obj *o;
+	uint64_t size;
+	int rc;
 
-	if ((path = repo_pack_path(r, name)) == NULL)
-		return (-1);
-	if ((fd = repo_pack_open(r, name, 0)) != -1 &&
-	    fsutil_pread_all(fd, hdr, sizeof(hdr), 0, path) == 0 &&
-	    rp_header_check(r, hdr, name, path, epoch) == 0)
-		rc = 0;
-	if (fd != -1)
-		close(fd);
+	if ((rc = header_read(r, name, obj, &path, &o, &size, hdr)) ==
+	    STORAGE_MISSING)
+		log_error("pack '%s' is missing", path);
+	if (rc == 0 && rp_header_check(r, hdr, name, path, epoch))
+		rc = -1;
+	storage_obj_close(o);
 	free(path);
-	return (rc);
+	return (rc ? -1 : 0);
 }
 
 /*
@@ -79,24 +90,52 @@ enum {
 	INTENT_ENTRY = 16 + 2 * PACK_HEADER_BYTES,
 };
 
-/* Write hdr over the header of the pack open at fd, durably. */
-static int
-header_write(int fd, const uint8_t *hdr, const char *path)
-{
-	ssize_t n;
+#define COPY_BYTES (1u << 20)
 
-	do
-		n = pwrite(fd, hdr, PACK_HEADER_BYTES, 0);
-	while (n < 0 && errno == EINTR);
-	if (n != PACK_HEADER_BYTES) {
-		log_errno("cannot write the header of pack '%s'", path);
-		return (-1);
+/*
+ * Pack name written anew under its own name: hdr, then the rest of the
+ * pack as it is, copied in ranged reads, committed (which replaces it
+ * whole: no write in place, none through another name of it).  Unless
+ * force, a pack whose header is hdr already is left as it is.  0,
+ * STORAGE_MISSING (gone: pruned since), -1 (reported).
+ */
+static int
+header_put(struct repo *r, const char *name, const uint8_t *hdr, int force)
+{
+	uint8_t cur[PACK_HEADER_BYTES], *b = NULL;
+	char obj[RP_PACK_OBJ_MAX], *path = NULL;
+	struct storage_put *p = NULL;
+	struct storage_obj *o;
+	uint64_t size, off;
+	size_t n;
+	int rc;
+
+	if ((rc = header_read(r, name, obj, &path, &o, &size, cur)) != 0 ||
+	    (!force && memcmp(cur, hdr, sizeof(cur)) == 0))
+		goto out;
+	rc = -1;
+	if ((b = malloc(COPY_BYTES)) == NULL) {
+		log_error("out of memory");
+		goto out;
 	}
-	if (fdatasync(fd)) {
-		log_errno("fdatasync of pack '%s' failed", path);
-		return (-1);
+	if (storage_put_begin(r->st, obj, 0, &p) ||
+	    storage_put_write(p, hdr, PACK_HEADER_BYTES))
+		goto out;
+	for (off = PACK_HEADER_BYTES; off < size; off += n) {
+		n = size - off < COPY_BYTES ? (size_t)(size - off) : COPY_BYTES;
+		if (storage_read_all(o, off, b, n) ||
+		    storage_put_write(p, b, n))
+			goto out;
 	}
-	return (0);
+	tuning_raise_at("rewrap-put");
+	rc = storage_put_commit(p);
+	p = NULL;
+out:
+	storage_put_abort(p);
+	storage_obj_close(o);
+	free(b);
+	free(path);
+	return (rc);
 }
 
 int
@@ -106,23 +145,21 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 	uint8_t *key = NULL, *ent;
 	struct buf intent = BUF_INIT;
 	uint32_t epoch, seal = ccrypto_keys_seal_epoch(k);
-	char **paths = NULL;
-	int *fds = NULL, rc = -1, urc;
+	char obj[RP_PACK_OBJ_MAX], *path = NULL;
+	struct storage_obj *o = NULL;
+	uint64_t size;
+	int rc = -1, urc;
 	size_t i, count = 0;
 
 	if (n > PACK_REWRAP_BATCH || ccrypto_keys_write_only(k)) {
 		log_error("internal error: bad rewrap");
 		return (-1);
 	}
-	if ((fds = malloc(n * sizeof(*fds))) == NULL ||
-	    (paths = calloc(n, sizeof(*paths))) == NULL ||
-	    (key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
+	if ((key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
 	    buf_reserve(&intent, INTENT_HEAD + n * INTENT_ENTRY)) {
 		log_error("out of memory");
 		goto out;
 	}
-	for (i = 0; i < n; i++)
-		fds[i] = -1;
 	memcpy(intent.data, INTENT_MAGIC, 4);
 	intent.data[4] = INTENT_VERSION;
 	intent.data[5] = intent.data[6] = intent.data[7] = 0;
@@ -130,24 +167,23 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 	for (i = 0; i < n; i++) {
 		changed[i] = 0;
 		ent = intent.data + intent.len;
-		if ((paths[i] = repo_pack_path(r, names[i])) == NULL ||
-		    (fds[i] = repo_pack_open_rw(r, names[i])) == -1 ||
-		    fsutil_pread_all(fds[i], ent + 16, PACK_HEADER_BYTES, 0,
-		    paths[i]) ||
-		    rp_header_check(r, ent + 16, names[i], paths[i], &epoch))
+		free(path);
+		path = NULL;
+		if ((urc = header_read(r, names[i], obj, &path, &o, &size,
+		    ent + 16)) == STORAGE_MISSING)
+			log_error("pack '%s' is missing", path);
+		storage_obj_close(o);
+		o = NULL;
+		if (urc != 0 ||
+		    rp_header_check(r, ent + 16, names[i], path, &epoch))
 			goto out;
-		if (epoch == seal) {
-			close(fds[i]);
-			fds[i] = -1;
+		if (epoch == seal)
 			continue;
-		}
 		/* Left as it is, and named: the others go on. */
 		if ((urc = ccrypto_pack_key_unseal_epoch(k, epoch,
 		    ent + 16 + SEALED_OFF, key)) != 0) {
-			rp_unseal_error(paths[i], epoch, urc);
+			rp_unseal_error(path, epoch, urc);
 			changed[i] = -1;
-			close(fds[i]);
-			fds[i] = -1;
 			continue;
 		}
 		/* The same pack key, sealed anew: records and index stay. */
@@ -167,9 +203,11 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 	}
 	put_u32(intent.data + 8, (uint32_t)count);
 	/*
-	 * The intent is durable before any header changes, and goes only
-	 * after every new header is: a crash at any point leaves each pack
-	 * with its old header or its new one, both of which open (the old
+	 * The intent is durable before any pack is put anew, and goes only
+	 * after every put is committed: a crash at any point leaves each
+	 * pack whole with its old header or its new one (a put replaces it
+	 * whole; a torn header, of a write in place before, is read through
+	 * the intent too), both of which open (the old
 	 * epoch is not retired while an intent names it), and the next
 	 * rewrap or retire finishes what the intent lists.
 	 */
@@ -179,8 +217,9 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 	for (i = 0, ent = intent.data + INTENT_HEAD; i < n; i++) {
 		if (changed[i] != 1)
 			continue;
-		if (header_write(fds[i], ent + 16 + PACK_HEADER_BYTES,
-		    paths[i]))
+		/* Pruned since (not under this lock): nothing to put. */
+		if (header_put(r, names[i], ent + 16 + PACK_HEADER_BYTES, 1) <
+		    0)
 			goto out;
 		ent += INTENT_ENTRY;
 		tuning_raise_at("rewrap-header");
@@ -189,13 +228,7 @@ pack_rewrap(struct repo *r, char **names, size_t n, int *changed)
 		goto out;
 	rc = 0;
 out:
-	for (i = 0; fds != NULL && i < n; i++)
-		if (fds[i] != -1)
-			close(fds[i]);
-	for (i = 0; paths != NULL && i < n; i++)
-		free(paths[i]);
-	free(paths);
-	free(fds);
+	free(path);
 	ccrypto_secret_free(key);
 	buf_release(&intent);
 	return (rc);
@@ -205,13 +238,13 @@ int
 pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 {
 	const struct ccrypto_keys *k = repo_keys(r);
-	uint8_t cur[PACK_HEADER_BYTES], *key = NULL;
+	uint8_t *key = NULL;
 	const uint8_t *ent, *old, *new;
 	unsigned char *data = NULL;
 	char name[PACK_NAME_LEN + 1], *path = NULL, **v = NULL;
 	uint32_t count, epoch, oepoch;
 	size_t len, i, nv = 0;
-	int fd = -1, rc = -1, found;
+	int rc = -1, found;
 
 	*names = NULL;
 	*nnames = 0;
@@ -269,22 +302,11 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 		ent = data + INTENT_HEAD + i * INTENT_ENTRY;
 		new = ent + 16 + PACK_HEADER_BYTES;
 		hex_encode(name, ent, 16);
-		free(path);
-		if ((path = repo_pack_path(r, name)) == NULL)
+		/* Old, new or torn between them: the new one, put whole. */
+		if ((found = header_put(r, name, new, 0)) == STORAGE_MISSING)
+			continue;	/* pruned since */
+		if (found < 0)
 			goto out;
-		if ((fd = repo_pack_open_rw(r, name)) == -1) {
-			if (errno == ENOENT)
-				continue;	/* pruned since */
-			goto out;
-		}
-		if (fsutil_pread_all(fd, cur, sizeof(cur), 0, path))
-			goto out;
-		/* Old, new or torn between them: the new one, whole. */
-		if (memcmp(cur, new, sizeof(cur)) != 0 &&
-		    header_write(fd, new, path))
-			goto out;
-		close(fd);
-		fd = -1;
 		if ((v[nv] = strdup(name)) == NULL) {
 			log_error("out of memory");
 			goto out;
@@ -299,8 +321,6 @@ pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames)
 	v = NULL;
 	rc = 1;
 out:
-	if (fd != -1)
-		close(fd);
 	for (i = 0; v != NULL && i < nv; i++)
 		free(v[i]);
 	free(v);

@@ -103,49 +103,94 @@ unlock_keyfile(struct repo *r, const char *key_file)
  * The names in keys/, sorted (the order slots are tried in does not depend
  * on the file system's).  0, or -1 (reported): more than SLOT_FILES_MAX.
  */
+struct slot_list {
+	const struct repo *r;
+	char **v;
+	size_t n;
+};
+
+/* One entry under keys/: a slot's name, at most SLOT_FILES_MAX. */
+static int
+slot_found(void *arg, const char *name, uint64_t size)
+{
+	struct slot_list *sl = arg;
+	const char *leaf = name + sizeof(KEYS_DIR);
+
+	/* Not a slot: deeper than keys/NAME, or keys/ itself (empty).  A
+	 * slot's name that is no object (a link, a FIFO, a directory) is
+	 * listed: reading it refuses it, naming it. */
+	(void)size;
+	if (strncmp(name, KEYS_DIR "/", sizeof(KEYS_DIR)) != 0 ||
+	    strchr(leaf, '/') != NULL)
+		return (0);
+	if (sl->n == SLOT_FILES_MAX) {
+		log_error("repository '%s': more than %d files in 'keys': "
+		    "refused (a repository holds a few key slots; remove what "
+		    "is not one)", sl->r->path, SLOT_FILES_MAX);
+		return (-1);
+	}
+	if ((sl->v == NULL && (sl->v = calloc(SLOT_FILES_MAX,
+	    sizeof(*sl->v))) == NULL) || (sl->v[sl->n] = strdup(leaf)) ==
+	    NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	sl->n++;
+	return (0);
+}
+
+/*
+ * The names in keys/, sorted (the order slots are tried in does not depend
+ * on the store's).  0, or -1 (reported): more than SLOT_FILES_MAX.
+ */
 int
 rp_slot_names(struct repo *r, char ***names, size_t *n)
 {
-	struct dirent *de;
-	char **v = NULL;
-	size_t k = 0;
-	DIR *d;
+	struct slot_list sl = { r, NULL, 0 };
 
 	*names = NULL;
 	*n = 0;
-	if ((d = rp_store_dir(r, DIR_KEYS)) == NULL)
+	if (storage_list(r->st, KEYS_DIR, slot_found, &sl)) {
+		while (sl.n > 0)
+			free(sl.v[--sl.n]);
+		free(sl.v);
 		return (-1);
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (k == SLOT_FILES_MAX) {
-			log_error("repository '%s': more than %d files in "
-			    "'keys': refused (a repository holds a few key "
-			    "slots; remove what is not one)", r->path,
-			    SLOT_FILES_MAX);
-			goto err;
-		}
-		if (v == NULL && (v = calloc(SLOT_FILES_MAX,
-		    sizeof(*v))) == NULL)
-			goto nomem;
-		if ((v[k] = strdup(de->d_name)) == NULL)
-			goto nomem;
-		k++;
 	}
-	closedir(d);
-	if (k > 0)
-		qsort(v, k, sizeof(*v), rp_cmp_names);
-	*names = v;
-	*n = k;
+	if (sl.n > 0)
+		qsort(sl.v, sl.n, sizeof(*sl.v), rp_cmp_names);
+	*names = sl.v;
+	*n = sl.n;
 	return (0);
-nomem:
-	log_error("out of memory");
-err:
-	closedir(d);
-	while (k > 0)
-		free(v[--k]);
-	free(v);
-	return (-1);
+}
+
+/*
+ * The preferred slot when the listing did not name it (i == n): tried
+ * first all the same, since a listing may miss an object, and one that
+ * is not a slot (a directory in its place) is then refused, named.  Its
+ * name is one component (the catalog's, never a path).  0 or -1.
+ */
+static int
+prefer_missing(struct repo *r, char ***names, size_t *n, size_t i)
+{
+	char rel[NAME_MAX + 8], **v = *names, *t;
+
+	snprintf(rel, sizeof(rel), KEYS_DIR "/%s", r->prefer);
+	if (r->prefer[0] == '\0' || i < *n || *n == SLOT_FILES_MAX ||
+	    strchr(r->prefer, '/') != NULL || !storage_name_ok(rel))
+		return (0);
+	if ((v == NULL && (v = calloc(SLOT_FILES_MAX, sizeof(*v))) == NULL) ||
+	    (v[*n] = strdup(r->prefer)) == NULL) {
+		log_error("out of memory");
+		if (*names == NULL)
+			free(v);
+		return (-1);
+	}
+	t = v[*n];
+	memmove(v + 1, v, *n * sizeof(*v));
+	v[0] = t;
+	(*n)++;
+	*names = v;
+	return (0);
 }
 
 static int
@@ -159,7 +204,7 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 	if (rp_slot_names(r, &names, &n))
 		return (-1);
 	/* The preferred slot first (it is in the list: never a path). */
-	for (i = 1; i < n && r->prefer[0] != '\0'; i++)
+	for (i = 0; i < n && r->prefer[0] != '\0'; i++)
 		if (strcmp(names[i], r->prefer) == 0) {
 			char *t = names[i];
 
@@ -167,12 +212,15 @@ unlock_passphrase(struct repo *r, const char *pass, size_t passlen)
 			names[0] = t;
 			break;
 		}
+	if (prefer_missing(r, &names, &n, i)) {
+		names_free(names, n);
+		return (-1);
+	}
 	/* A slot that cannot be read is an error only if none opens. */
 	log_hold();
 	for (i = 0; i < n && r->keys == NULL; i++) {
 		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
-		if (rp_read_in(r, r->dirs[DIR_KEYS], names[i], rel, SLOT_MAX,
-		    &slot, &len))
+		if (rp_get(r, rel, SLOT_MAX, &slot, &len, 0))
 			continue;	/* reported; another slot may open */
 		slots++;
 		/* Refused and damaged slots are reported, naming them. */
@@ -290,11 +338,10 @@ repo_slots(struct repo *r, struct repo_slot **slots, size_t *n)
 {
 	struct ccrypto_slot_info info;
 	struct repo_slot *v = NULL;
-	struct stat st;
 	unsigned char *data;
 	char **names, rel[NAME_MAX + 8];
 	size_t i, nn, len;
-	int fd;
+	int rc;
 
 	*slots = NULL;
 	*n = 0;
@@ -312,23 +359,16 @@ repo_slots(struct repo *r, struct repo_slot **slots, size_t *n)
 		snprintf(rel, sizeof(rel), "keys/%s", names[i]);
 		/* A warning: it is listed as unreadable, the rest goes on. */
 		log_hold();
-		fd = rp_open_in(r, r->dirs[DIR_KEYS], names[i], rel, O_RDONLY,
-		    S_IFREG, 0);
+		rc = rp_get(r, rel, SLOT_MAX, &data, &len, 0);
 		log_release(1);
-		if (fd == -1)
+		if (rc != 0)
 			continue;
-		if (fstat(fd, &st) == 0)
-			v[i].mtime_ns = (int64_t)st.st_mtim.tv_sec *
-			    1000000000 + st.st_mtim.tv_nsec;
-		if (fsutil_read_fd(fd, SLOT_MAX, &data, &len, rel) == 0) {
-			if (ccrypto_slot_info(rel, data, len, &info) == 0) {
-				v[i].kind = info.kind;
-				v[i].opslimit = info.opslimit;
-				v[i].memlimit = info.memlimit;
-			}
-			free(data);
+		if (ccrypto_slot_info(rel, data, len, &info) == 0) {
+			v[i].kind = info.kind;
+			v[i].opslimit = info.opslimit;
+			v[i].memlimit = info.memlimit;
 		}
-		close(fd);
+		free(data);
 	}
 	names_free(names, nn);
 	*slots = v;
@@ -348,7 +388,7 @@ err:
 static int
 holder_list(struct repo *r, const char *name, struct ccrypto_keys *h)
 {
-	if (r->lock_fd == -1 || ccrypto_keys_write_only(r->keys)) {
+	if (r->lock == NULL || ccrypto_keys_write_only(r->keys)) {
 		log_error("internal error: a new full key needs the lock and "
 		    "a full key");
 		return (-1);
@@ -412,8 +452,8 @@ slot_write(struct repo *r, const char *name, int write_only,
 	if (ccrypto_slot_wrap(w != NULL ? w : r->keys, r->id, pass, passlen,
 	    memlimit, &slot) || (full && holder_list(r, name, w)))
 		goto out;
-	if (fsutil_write_file_at(r->dirs[DIR_KEYS], name, rel, slot.data,
-	    slot.len, 0600, replace) == 0)
+	if (storage_put(r->st, rel, slot.data, slot.len, replace ? 0 :
+	    STORAGE_PUT_NEW) == 0)
 		rc = 0;
 	/*
 	 * A full slot's new recipient is listed beside its old one: the old
@@ -426,8 +466,7 @@ slot_write(struct repo *r, const char *name, int write_only,
 	    ccrypto_keys_recipient_pk(w)) == 0 && rp_write_keyring(r))
 		log_warn("repository '%s': the keyring still lists the old key "
 		    "of slot '%s' too", r->path, name);
-	if (full && rc != 0 && !replace && fstatat(r->dirs[DIR_KEYS], name,
-	    &(struct stat){ 0 }, AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
+	if (full && rc != 0 && !replace && rp_exists(r, rel) == 0) {
 		if (ccrypto_recipient_forget(r->keys, name,
 		    ccrypto_keys_recipient_pk(w)) == 0 && rp_write_keyring(r))
 			log_warn("repository '%s': the keyring lists a key of "
@@ -575,6 +614,7 @@ repo_slot_remove(struct repo *r, const char *name)
 	const struct repo_slot *s = NULL;
 	struct repo_slot *v;
 	const char *rn;
+	char rel[NAME_MAX + 8];
 	size_t n, i, readers = 0;
 	int rc = -1, file;
 
@@ -610,16 +650,9 @@ repo_slot_remove(struct repo *r, const char *name)
 	 */
 	if (ccrypto_recipient_remove(r->keys, name) == 0 && rp_write_keyring(r))
 		goto out;
-	/* unlinkat removes a link, never what it points to. */
-	if (!file && unlinkat(r->dirs[DIR_KEYS], s->name, 0)) {
-		log_errno("repository '%s': cannot remove 'keys/%s'", r->path,
-		    s->name);
+	snprintf(rel, sizeof(rel), KEYS_DIR "/%s", s->name);
+	if (!file && storage_delete(r->st, rel))
 		goto out;
-	}
-	if (!file && fsync(r->dirs[DIR_KEYS])) {
-		log_errno("repository '%s': fsync of 'keys' failed", r->path);
-		goto out;
-	}
 	rc = 0;
 out:
 	free(v);

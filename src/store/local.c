@@ -360,10 +360,26 @@ local_del(struct storage *st, const char *name)
 	return (rc);
 }
 
+static int
+local_mkdir(struct storage *st, const char *dir)
+{
+	char tail[STORAGE_NAME_MAX + 3];
+	const char *leaf;
+	int dfd, missing;
+
+	/* dir's own last component too: walk to "dir/x", making them. */
+	snprintf(tail, sizeof(tail), "%s/x", dir);
+	if ((dfd = walk(local_of(st), tail, 1, &leaf, &missing)) == -1)
+		return (-1);
+	close(dfd);
+	return (0);
+}
+
 struct lister {
 	struct local *l;
 	int (*fn)(void *, const char *, uint64_t);
 	void *arg;
+	size_t named;			/* entries given to fn */
 	char rel[STORAGE_NAME_MAX + 1];
 };
 
@@ -376,7 +392,7 @@ list_dir(struct lister *li, int dfd, size_t len, int depth)
 {
 	struct dirent *de;
 	struct stat sb;
-	size_t n;
+	size_t n, named;
 	int fd, rc = 0, missing;
 	DIR *d;
 
@@ -401,19 +417,31 @@ list_dir(struct lister *li, int dfd, size_t len, int depth)
 		    AT_SYMLINK_NOFOLLOW))
 			rc = errno == ENOENT ? 0 :
 			    fail_errno(li->l, "stat of", li->rel);
-		else if (S_ISREG(sb.st_mode))
+		else if (S_ISREG(sb.st_mode)) {
+			li->named++;
 			rc = li->fn(li->arg, li->rel, (uint64_t)sb.st_size);
-		else if (S_ISDIR(sb.st_mode) && depth + 1 < STORAGE_DEPTH_MAX) {
+		} else if (S_ISDIR(sb.st_mode) && depth + 1 < STORAGE_DEPTH_MAX) {
+			named = li->named;
 			if ((fd = open_at(li->l, dirfd(d), de->d_name, li->rel,
 			    O_RDONLY, S_IFDIR, &missing)) != -1)
 				rc = list_dir(li, fd, len + n, depth + 1);
 			else if (!missing)
 				rc = -1;
-		} else
-			log_warn("repository '%s': '%s' is %s: left out",
+			/* Empty: named, for whoever expects an object. */
+			if (rc == 0 && fd != -1 && li->named == named) {
+				li->rel[len + n] = '\0';
+				li->named++;
+				rc = li->fn(li->arg, li->rel,
+				    STORAGE_NOT_OBJECT);
+			}
+		} else {
+			log_warn("repository '%s': '%s' is %s: not an object",
 			    li->l->base.where, li->rel, S_ISDIR(sb.st_mode) ?
 			    "a directory too deep for an object" :
 			    fsutil_kind_at(dirfd(d), de->d_name));
+			li->named++;
+			rc = li->fn(li->arg, li->rel, STORAGE_NOT_OBJECT);
+		}
 		li->rel[len] = '\0';
 	}
 	if (rc == 0 && errno != 0)
@@ -426,7 +454,7 @@ static int
 local_list(struct storage *st, const char *dir,
     int (*fn)(void *, const char *, uint64_t), void *arg)
 {
-	struct lister li = { local_of(st), fn, arg, "" };
+	struct lister li = { local_of(st), fn, arg, 0, "" };
 	char tail[STORAGE_NAME_MAX + 3];
 	const char *leaf, *p;
 	int dfd, missing, depth = 1;
@@ -563,6 +591,7 @@ static const struct storage_ops local_ops = {
 	.put_commit = local_put_commit,
 	.put_abort = local_put_abort,
 	.del = local_del,
+	.mkdir = local_mkdir,
 	.list = local_list,
 	.clean = local_clean,
 	.lock = local_lock,
@@ -620,4 +649,49 @@ storage_local_open(const char *path, unsigned flags)
 		return (NULL);
 	}
 	return (&l->base);
+}
+
+/* The empty directories below dfd (closed here), depth first; what is
+ * not an empty directory stays. */
+static void
+remove_empty(int dfd)
+{
+	struct dirent *de;
+	struct stat sb;
+	int fd;
+	DIR *d;
+
+	if ((d = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISDIR(sb.st_mode))
+			continue;
+		if ((fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) != -1)
+			remove_empty(fd);
+		(void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+int
+storage_local_unmake(const char *path, int keep)
+{
+	int dfd, rc = 0;
+
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1)
+		return (errno == ENOENT ? 0 : -1);
+	if (fsutil_remove_tree(dfd, TMP_DIR, path) ||
+	    fsutil_remove_tree(dfd, LOCK_DIR, path))
+		rc = -1;
+	remove_empty(dfd);
+	/* Fails, leaving it, if anything else is there (not ours). */
+	if (rc == 0 && !keep && rmdir(path) && errno != ENOENT)
+		rc = -1;
+	return (rc);
 }

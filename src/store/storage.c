@@ -328,6 +328,16 @@ storage_put(struct storage *st, const char *name, const void *data,
 }
 
 int
+storage_mkdir(struct storage *st, const char *dir)
+{
+	if (check_dir(st, dir))
+		return (-1);
+	if (st->ops->mkdir == NULL)
+		return (0);
+	return (reported(st->ops->mkdir(st, dir)));
+}
+
+int
 storage_delete(struct storage *st, const char *name)
 {
 	if (check_name(st, name))
@@ -355,6 +365,8 @@ collect(void *arg, const char *name, uint64_t size)
 	struct collect *c = arg;
 	struct storage_entry *nv;
 
+	if (size == STORAGE_NOT_OBJECT)
+		return (0);
 	if (c->n == c->cap) {
 		c->cap = c->cap ? 2 * c->cap : 64;
 		if ((nv = reallocarray(c->v, c->cap, sizeof(*nv))) == NULL)

@@ -267,12 +267,10 @@ test_expect_success 'hostile repository: a damaged or linked keyring, a malforme
 	grep "rewrap.* is malformed: left alone" err &&
 	repo_fingerprint h3/packs >after && test_cmp before after &&
 	rm h3/rewrap && p=$(find h3/packs -type f | head -1) &&
-	ln "$p" second-name &&
-	test_must_fail coffer -r h3 key rotate --rewrap 2>err &&
-	cat err && grep "other names" err && cmp "$p" second-name &&
-	rm second-name &&
+	ln "$p" second-name && cp "$p" second-name.before &&
 	test_expect_code 4 coffer -r h3 key rotate --rewrap >msg 2>err &&
 	cat msg err && grep "1 could not be opened" msg &&
+	cmp second-name second-name.before && rm second-name &&
 	grep "sealed to key epoch 2, which this key does not hold" err &&
 	header_epochs_of h3 >h && cat h && grep "^1 2 1\$" h &&
 	grep "^1 6 " h && ! grep "^1 5 " h
