@@ -48,7 +48,8 @@ void repo_allow_unlisted(struct repo *r);
 /*
  * The key slots in keys/ (coffer key), in name order, read without a
  * passphrase: kind is CCRYPTO_SLOT_HOLDER or _WRITE_ONLY, or 0 for a file
- * this coffer cannot read (reported); mtime_ns is when it was written.
+ * this coffer cannot read (reported); mtime_ns is when it was written,
+ * 0 when not known (the storage interface does not say: always, now).
  * *slots is malloc'd.  0 or -1 (reported).
  */
 #define REPO_SLOT_NAME_MAX 65

@@ -293,7 +293,11 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		    "ARGON2ID", "WRITTEN", "LAST USED");
 	}
 	for (i = 0; i < n; i++) {
-		fmt_time(when, sizeof(when), v[i].mtime_ns);
+		/* Not known (0) where the store does not say. */
+		if (v[i].mtime_ns != 0)
+			fmt_time(when, sizeof(when), v[i].mtime_ns);
+		else
+			snprintf(when, sizeof(when), "-");
 		if (v[i].kind == 0) {
 			st = STATUS_INTEGRITY;
 			unreadable++;
@@ -309,7 +313,10 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 				jw_uint(jw_key(&j, "kdf_passes"),
 				    v[i].opslimit);
 			}
-			jw_str(jw_key(&j, "created"), when);
+			if (v[i].mtime_ns != 0)
+				jw_str(jw_key(&j, "created"), when);
+			else
+				jw_null(jw_key(&j, "created"));
 			jw_bool(jw_key(&j, "this_key"), strcmp(v[i].name,
 			    self) == 0);
 			if (last_use(&uses, v[i].name, used, sizeof(used)))

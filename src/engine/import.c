@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "coffer/bundle.h"
@@ -475,6 +476,21 @@ import_name(struct import *x, const struct remote *t, const char *name)
 	return (st);
 }
 
+/*
+ * Each pack of a bundle is an open put until the bundle checks (one
+ * descriptor each on the local store): as many as this process may have.
+ */
+static void
+files_max(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 enum engine_result
 engine_import(struct repo **r, struct catalog **c,
     const struct import_opts *o, struct import_result *res)
@@ -495,6 +511,7 @@ engine_import(struct repo **r, struct catalog **c,
 	x.o = o;
 	x.res = res;
 	hmap_init(&x.seen, 16);
+	files_max();
 	if (remote_parse(o->from, &t))
 		return (ENGINE_REFUSED);
 	progress_init(&x.progress, "import", 0);

@@ -77,19 +77,12 @@ repo_pack_abort(struct storage_put *p)
 	storage_put_abort(p);
 }
 
-struct pack_list {
-	const struct repo *r;
-	char **v;
-	size_t n, cap;
-};
-
 /* One entry under packs/: kept when it is packs/ab/abNAME. */
 static int
 pack_found(void *arg, const char *name, uint64_t size)
 {
-	struct pack_list *pl = arg;
+	struct rp_names *nl = arg;
 	const char *fan = name + sizeof(PACKS_DIR), *leaf;
-	char **nv;
 
 	if (strncmp(name, PACKS_DIR "/", sizeof(PACKS_DIR)) != 0 ||
 	    (leaf = strchr(fan, '/')) == NULL || leaf - fan != 2 ||
@@ -97,44 +90,18 @@ pack_found(void *arg, const char *name, uint64_t size)
 		/* An empty directory is no pack, nor worth a word. */
 		if (size != STORAGE_NOT_OBJECT)
 			log_warn("repository '%s': '%s' is not a pack: left "
-			    "out", pl->r->path, name);
+			    "out", nl->r->path, name);
 		return (0);
 	}
 	/* What is there but is no object (a link, a FIFO, a directory) is
 	 * listed: reading it refuses it, naming it. */
-	if (pl->n == pl->cap) {
-		pl->cap = pl->cap ? 2 * pl->cap : 256;
-		if ((nv = reallocarray(pl->v, pl->cap, sizeof(*nv))) == NULL)
-			goto nomem;
-		pl->v = nv;
-	}
-	if ((pl->v[pl->n] = strdup(leaf + 1)) == NULL)
-		goto nomem;
-	pl->n++;
-	return (0);
-nomem:
-	log_error("out of memory");
-	return (-1);
+	return (rp_names_add(nl, leaf + 1));
 }
 
 int
 repo_list_packs(const struct repo *r, char ***names, size_t *n)
 {
-	struct pack_list pl = { r, NULL, 0, 0 };
-
-	*names = NULL;
-	*n = 0;
-	if (storage_list(r->st, PACKS_DIR, pack_found, &pl)) {
-		while (pl.n > 0)
-			free(pl.v[--pl.n]);
-		free(pl.v);
-		return (-1);
-	}
-	if (pl.n > 0)
-		qsort(pl.v, pl.n, sizeof(*pl.v), rp_cmp_names);
-	*names = pl.v;
-	*n = pl.n;
-	return (0);
+	return (rp_list_names(r, PACKS_DIR, pack_found, names, n));
 }
 
 int

@@ -75,6 +75,20 @@ int rp_get(const struct repo *r, const char *name, size_t max,
 int rp_exists(const struct repo *r, const char *name);
 
 /*
+ * repo.c: the names fn keeps of a listing of dir (fn's arg is a struct
+ * rp_names, fn calls rp_names_add), sorted: a malloc'd array of
+ * malloc'd strings.  0 or -1 (reported).
+ */
+struct rp_names {
+	const struct repo *r;
+	char **v;
+	size_t n, cap;
+};
+int rp_names_add(struct rp_names *nl, const char *name);
+int rp_list_names(const struct repo *r, const char *dir,
+    int (*fn)(void *, const char *, uint64_t), char ***names, size_t *n);
+
+/*
  * packfile.c: the object of pack name ("packs/ab/NAME") into obj; a name
  * that is not a pack's is refused (reported unless quiet).  0 or -1.
  */

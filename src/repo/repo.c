@@ -61,6 +61,45 @@ rp_exists(const struct repo *r, const char *name)
 
 static int store_unmake(struct storage *st, const char *path, int created);
 
+int
+rp_names_add(struct rp_names *nl, const char *name)
+{
+	char **nv;
+
+	if (nl->n == nl->cap) {
+		nl->cap = nl->cap ? 2 * nl->cap : 64;
+		if ((nv = reallocarray(nl->v, nl->cap, sizeof(*nv))) == NULL)
+			goto nomem;
+		nl->v = nv;
+	}
+	if ((nl->v[nl->n] = strdup(name)) == NULL)
+		goto nomem;
+	nl->n++;
+	return (0);
+nomem:
+	log_error("out of memory");
+	return (-1);
+}
+
+int
+rp_list_names(const struct repo *r, const char *dir,
+    int (*fn)(void *, const char *, uint64_t), char ***names, size_t *n)
+{
+	struct rp_names nl = { r, NULL, 0, 0 };
+
+	*names = NULL;
+	*n = 0;
+	if (storage_list(r->st, dir, fn, &nl)) {
+		names_free(nl.v, nl.n);
+		return (-1);
+	}
+	if (nl.n > 0)
+		qsort(nl.v, nl.n, sizeof(*nl.v), rp_cmp_names);
+	*names = nl.v;
+	*n = nl.n;
+	return (0);
+}
+
 /*
  * A new repository's store at path (new or empty: STORAGE_CREATE);
  * *created when the directory was not there.  NULL (reported).
@@ -93,9 +132,12 @@ static int
 store_unmake(struct storage *st, const char *path, int created)
 {
 	struct storage_entry *v = NULL;
+	struct stat sb;
 	size_t n = 0, i;
 	int rc = 0;
 
+	if (st == NULL && lstat(path, &sb) && errno == ENOENT)
+		return (0);	/* nothing made is left */
 	if (st == NULL && (st = storage_local_open(path, 0)) == NULL)
 		return (-1);
 	if (storage_list_all(st, "", &v, &n))

@@ -103,17 +103,11 @@ unlock_keyfile(struct repo *r, const char *key_file)
  * The names in keys/, sorted (the order slots are tried in does not depend
  * on the file system's).  0, or -1 (reported): more than SLOT_FILES_MAX.
  */
-struct slot_list {
-	const struct repo *r;
-	char **v;
-	size_t n;
-};
-
 /* One entry under keys/: a slot's name, at most SLOT_FILES_MAX. */
 static int
 slot_found(void *arg, const char *name, uint64_t size)
 {
-	struct slot_list *sl = arg;
+	struct rp_names *nl = arg;
 	const char *leaf = name + sizeof(KEYS_DIR);
 
 	/* Not a slot: deeper than keys/NAME, or keys/ itself (empty).  A
@@ -123,20 +117,13 @@ slot_found(void *arg, const char *name, uint64_t size)
 	if (strncmp(name, KEYS_DIR "/", sizeof(KEYS_DIR)) != 0 ||
 	    strchr(leaf, '/') != NULL)
 		return (0);
-	if (sl->n == SLOT_FILES_MAX) {
+	if (nl->n == SLOT_FILES_MAX) {
 		log_error("repository '%s': more than %d files in 'keys': "
 		    "refused (a repository holds a few key slots; remove what "
-		    "is not one)", sl->r->path, SLOT_FILES_MAX);
+		    "is not one)", nl->r->path, SLOT_FILES_MAX);
 		return (-1);
 	}
-	if ((sl->v == NULL && (sl->v = calloc(SLOT_FILES_MAX,
-	    sizeof(*sl->v))) == NULL) || (sl->v[sl->n] = strdup(leaf)) ==
-	    NULL) {
-		log_error("out of memory");
-		return (-1);
-	}
-	sl->n++;
-	return (0);
+	return (rp_names_add(nl, leaf));
 }
 
 /*
@@ -146,21 +133,7 @@ slot_found(void *arg, const char *name, uint64_t size)
 int
 rp_slot_names(struct repo *r, char ***names, size_t *n)
 {
-	struct slot_list sl = { r, NULL, 0 };
-
-	*names = NULL;
-	*n = 0;
-	if (storage_list(r->st, KEYS_DIR, slot_found, &sl)) {
-		while (sl.n > 0)
-			free(sl.v[--sl.n]);
-		free(sl.v);
-		return (-1);
-	}
-	if (sl.n > 0)
-		qsort(sl.v, sl.n, sizeof(*sl.v), rp_cmp_names);
-	*names = sl.v;
-	*n = sl.n;
-	return (0);
+	return (rp_list_names(r, KEYS_DIR, slot_found, names, n));
 }
 
 /*
@@ -178,11 +151,13 @@ prefer_missing(struct repo *r, char ***names, size_t *n, size_t i)
 	if (r->prefer[0] == '\0' || i < *n || *n == SLOT_FILES_MAX ||
 	    strchr(r->prefer, '/') != NULL || !storage_name_ok(rel))
 		return (0);
-	if ((v == NULL && (v = calloc(SLOT_FILES_MAX, sizeof(*v))) == NULL) ||
-	    (v[*n] = strdup(r->prefer)) == NULL) {
+	if ((v = reallocarray(v, *n + 1, sizeof(*v))) == NULL) {
 		log_error("out of memory");
-		if (*names == NULL)
-			free(v);
+		return (-1);
+	}
+	*names = v;
+	if ((v[*n] = strdup(r->prefer)) == NULL) {
+		log_error("out of memory");
 		return (-1);
 	}
 	t = v[*n];

@@ -38,9 +38,11 @@ struct local_obj {
 	int fd;
 };
 
+/* One descriptor a put: an import holds one put open for each pack of a
+ * bundle. */
 struct local_put {
 	struct storage_put base;
-	int tmpdir, fd;
+	int fd;
 	char tmp[32];
 };
 
@@ -228,6 +230,18 @@ local_obj_close(struct storage_obj *o)
 	free(o);
 }
 
+/* The store's tmp/, opened through no link: an fd, or -1 recorded. */
+static int
+tmp_dir(struct local *l)
+{
+	int fd, missing;
+
+	if ((fd = open_at(l, l->dfd, TMP_DIR, TMP_DIR, O_RDONLY, S_IFDIR,
+	    &missing)) == -1 && missing)
+		fail_errno(l, "open of", TMP_DIR);
+	return (fd);
+}
+
 static int
 local_put_begin(struct storage *st, const char *name, unsigned flags,
     struct storage_put **p)
@@ -235,15 +249,12 @@ local_put_begin(struct storage *st, const char *name, unsigned flags,
 	struct local *l = local_of(st);
 	struct local_put *h;
 	uint8_t rnd[8];
-	int missing;
+	int tmpdir;
 
 	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return (storage_fail(ENOMEM, "out of memory"));
 	h->fd = -1;
-	if ((h->tmpdir = open_at(l, l->dfd, TMP_DIR, TMP_DIR, O_RDONLY,
-	    S_IFDIR, &missing)) == -1) {
-		if (missing)
-			fail_errno(l, "open of", TMP_DIR);
+	if ((tmpdir = tmp_dir(l)) == -1) {
 		free(h);
 		return (-1);
 	}
@@ -253,13 +264,14 @@ local_put_begin(struct storage *st, const char *name, unsigned flags,
 		memset(rnd, (int)getpid(), sizeof(rnd));
 	memcpy(h->tmp, "put-", 4);
 	hex_encode(h->tmp + 4, rnd, sizeof(rnd));
-	if ((h->fd = openat(h->tmpdir, h->tmp, O_WRONLY | O_CREAT | O_EXCL |
+	if ((h->fd = openat(tmpdir, h->tmp, O_WRONLY | O_CREAT | O_EXCL |
 	    O_NOFOLLOW | O_CLOEXEC, 0600)) == -1) {
 		fail_errno(l, "creation of a temporary file for", name);
-		close(h->tmpdir);
+		close(tmpdir);
 		free(h);
 		return (-1);
 	}
+	close(tmpdir);
 	*p = &h->base;
 	return (0);
 }
@@ -274,16 +286,27 @@ local_put_write(struct storage_put *p, const void *data, size_t len)
 	return (0);
 }
 
+/* The put's file in tmpdir (-1: tmp/ opened again) goes, and the put. */
 static void
-local_put_abort(struct storage_put *p)
+put_free(struct local_put *h, int tmpdir)
 {
-	struct local_put *h = (struct local_put *)p;
+	int own = tmpdir == -1;
 
 	if (h->fd != -1)
 		close(h->fd);
-	unlinkat(h->tmpdir, h->tmp, 0);
-	close(h->tmpdir);
+	if (own)
+		tmpdir = tmp_dir(local_of(h->base.st));
+	if (tmpdir != -1)
+		unlinkat(tmpdir, h->tmp, 0);
+	if (own && tmpdir != -1)
+		close(tmpdir);
 	free(h);
+}
+
+static void
+local_put_abort(struct storage_put *p)
+{
+	put_free((struct local_put *)p, -1);
 }
 
 /*
@@ -298,7 +321,7 @@ local_put_commit(struct storage_put *p)
 	struct local_put *h = (struct local_put *)p;
 	struct local *l = local_of(p->st);
 	const char *leaf;
-	int dfd = -1, rc = -1, missing, fd = h->fd;
+	int dfd = -1, tmpdir = -1, rc = -1, missing, fd = h->fd;
 
 	h->fd = -1;
 	if (fsync(fd)) {
@@ -310,10 +333,11 @@ local_put_commit(struct storage_put *p)
 		fail_errno(l, "close of", p->name);
 		goto out;
 	}
-	if ((dfd = walk(l, p->name, 1, &leaf, &missing)) == -1)
+	if ((tmpdir = tmp_dir(l)) == -1 ||
+	    (dfd = walk(l, p->name, 1, &leaf, &missing)) == -1)
 		goto out;
 	if (p->flags & STORAGE_PUT_NEW) {
-		if (linkat(h->tmpdir, h->tmp, dfd, leaf, 0)) {
+		if (linkat(tmpdir, h->tmp, dfd, leaf, 0)) {
 			if (errno == EEXIST)
 				storage_fail(EEXIST, "repository '%s': '%s' "
 				    "already exists", l->base.where, p->name);
@@ -321,7 +345,7 @@ local_put_commit(struct storage_put *p)
 				fail_errno(l, "creation of", p->name);
 			goto out;
 		}
-	} else if (renameat(h->tmpdir, h->tmp, dfd, leaf)) {
+	} else if (renameat(tmpdir, h->tmp, dfd, leaf)) {
 		if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)
 			fail_kind(l, dfd, leaf, p->name, S_IFREG);
 		else
@@ -336,7 +360,11 @@ local_put_commit(struct storage_put *p)
 out:
 	if (dfd != -1)
 		close(dfd);
-	local_put_abort(p);
+	/* Renamed: nothing of that name is left to unlink (a link left
+	 * by STORAGE_PUT_NEW is). */
+	put_free(h, tmpdir);
+	if (tmpdir != -1)
+		close(tmpdir);
 	return (rc);
 }
 

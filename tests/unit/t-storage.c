@@ -166,6 +166,28 @@ count_entry(void *arg, const char *name, uint64_t size)
 	return (++*(int *)arg == 2 ? 42 : 0);
 }
 
+/* The names listed as STORAGE_NOT_OBJECT, in name order, into arg. */
+static int
+not_object(void *arg, const char *name, uint64_t size)
+{
+	char *s = arg, *at, *end;
+	size_t len = strlen(name), have = strlen(s);
+
+	if (size != STORAGE_NOT_OBJECT || have + len + 2 > 256)
+		return (0);
+	/* Before the first name that sorts after it. */
+	for (at = s; *at != '\0'; at = end) {
+		end = strchr(at + 1, ' ');
+		end = end != NULL ? end : at + strlen(at);
+		if (strncmp(at + 1, name, (size_t)(end - at - 1)) > 0)
+			break;
+	}
+	memmove(at + len + 1, at, strlen(at) + 1);
+	*at = ' ';
+	memcpy(at + 1, name, len);
+	return (0);
+}
+
 /* No object of the listing names something under tmp/ or locks/. */
 static int
 none_private(const struct storage_entry *v, size_t n)
@@ -488,6 +510,7 @@ hostile(void)
 	struct storage_lock *l;
 	unsigned char *data;
 	uint64_t size;
+	char not_objects[256];
 	size_t n, len, i;
 	int fd, leftout = 1;
 
@@ -570,6 +593,11 @@ hostile(void)
 	ok(n == 2 && leftout, "local: only the two objects (links, FIFO, "
 	    "directories, bad names left out)");
 	storage_entries_free(v, n);
+	not_objects[0] = '\0';
+	ok(storage_list(st, "", not_object, not_objects) == 0 &&
+	    strcmp(not_objects, " keys/adir keys/fifo packs/ef") == 0,
+	    "local: a listing names to its callback what has an object's name "
+	    "and is none (%s)", not_objects);
 
 	/* A lock file with a second name. */
 	mkdir(at(dir, "locks"), 0700);
@@ -718,6 +746,44 @@ faults(void)
 	storage_close(st);
 }
 
+/* A new store's layout where there are directories, and its undoing. */
+static void
+made(void)
+{
+	char dir[256], empty[256];
+	struct storage *st;
+	int fd;
+
+	if (!ok((st = local_new("unmade", dir, sizeof(dir))) != NULL,
+	    "local: a store to make and unmake"))
+		return;
+	ok(storage_mkdir(st, "keys") == 0 && storage_mkdir(st, "packs") == 0 &&
+	    storage_mkdir(st, "keys") == 0 && dir_entries(at(dir, "keys")) == 0,
+	    "local: storage_mkdir makes a directory, twice is fine");
+	ok(storage_mkdir(st, "tmp") == -1 && failed_with(EINVAL, NULL),
+	    "local: not the store's own");
+	storage_put(st, "packs/ab/ab00", "x", 1, 0);
+	storage_delete(st, "packs/ab/ab00");
+	storage_close(st);
+	mkdir(at(dir, "mine"), 0700);
+	fd = open(at(dir, "mine/f"), O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	ok(storage_local_unmake(dir, 0) == -1 && dir_entries(dir) == 1,
+	    "local: unmake leaves a directory that is not empty, and what "
+	    "is not the store's");
+	unlink(at(dir, "mine/f"));
+	rmdir(at(dir, "mine"));
+	ok(storage_local_unmake(dir, 0) == 0 && access(dir, F_OK) == -1,
+	    "local: unmake removes the store's directories and its own");
+	snprintf(empty, sizeof(empty), "%s/kept", base);
+	mkdir(empty, 0700);
+	st = storage_local_open(empty, STORAGE_CREATE);
+	storage_close(st);
+	ok(st != NULL && storage_local_unmake(empty, 1) == 0 &&
+	    dir_entries(empty) == 0, "local: unmake keeps the directory when "
+	    "told to");
+}
+
 int
 main(void)
 {
@@ -743,6 +809,7 @@ main(void)
 	contract(st, st, "mem");
 	storage_close(st);
 	local_only();
+	made();
 	faults();
 	storage_close(NULL);
 	rm_tree(base);
