@@ -5,7 +5,8 @@ MANDIR    ?= $(PREFIX)/share/man
 DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
-LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih
+LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih \
+             libcurl libxml-2.0
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
              -Wformat=2 -Wno-unused-parameter
@@ -115,7 +116,8 @@ $(BUILD)/tests/%: tests/tools/%.c
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libsqlite3-dev libzstd-dev libjansson-dev sqlite3 attr acl perl xxd \
-            mandoc rclone jq libinih-dev libtsan2
+            mandoc rclone jq libinih-dev libtsan2 libcurl4-openssl-dev \
+            libxml2-dev
 # The test object store (tests/tools/swift-server), installed without
 # recommendations: Swift's library only, never the swift-* server packages,
 # whose systemd units listen on 0.0.0.0.
