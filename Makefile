@@ -82,6 +82,11 @@ $(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# One operation of the S3 store from the shell (t0622).
+$(BUILD)/tests/s3-op: tests/tools/s3-op.c $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
+
 # A keyless attacker's rewrap intent (libsodium alone).
 $(BUILD)/tests/forge-intent: tests/tools/forge-intent.c
 	@mkdir -p $(dir $@)

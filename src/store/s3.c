@@ -64,6 +64,7 @@ struct s3 {
 	char *akid, *secret, *token_hdr; /* token_hdr: its header, or NULL */
 	char *cacert;
 	double retry_seconds;
+	long stall;		/* seconds without a byte: a retry */
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
 	pthread_mutex_t mu;	/* the pool */
@@ -694,7 +695,7 @@ setup(struct s3 *s, struct conn *cn, struct req *r)
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, s->stall);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (s->cacert != NULL)
@@ -2028,6 +2029,11 @@ storage_s3_open(const char *location, const struct storage_s3_opts *o,
 		pthread_mutex_init(&s->share_mu[i], NULL);
 	s->base.ops = &s3_ops;
 	s->retry_seconds = secs > 0 ? secs : RETRY_SECONDS;
+	/* A stall takes a few tries of the bound, not all of it. */
+	s->stall = s->retry_seconds / 4 < STALL_SECONDS ?
+	    (long)(s->retry_seconds / 4) : STALL_SECONDS;
+	if (s->stall < 1)
+		s->stall = 1;
 	n = strlen(location);
 	while (n > 3 && location[n - 1] == '/')
 		n--;
