@@ -1369,38 +1369,23 @@ page_add(struct s3 *s, struct page *pg, xmlNode *c)
 }
 
 /*
- * Pages of a listing (ListObjectsV2 or ListMultipartUploads): the
- * request's query from the markers of the last page, the answer parsed
- * by each; every entry a page holds goes to fn only once the page is
- * read (fn may call the store).
+ * The pages of a listing (ListObjectsV2, ListMultipartUploads): query
+ * writes the next page's query (from the markers the last page left in
+ * arg), each reads a page's root and returns 1 when another page
+ * follows, 0 at the last, or another value to stop with.
  */
 static int
-s3_list(struct storage *st, const char *dir,
-    int (*fn)(void *, const char *, uint64_t), void *arg)
+pages(struct s3 *s, const char *what, int (*query)(void *, struct buf *),
+    int (*each)(void *, xmlNode *), void *arg)
 {
-	struct s3 *s = s3_of(st);
 	struct buf q = BUF_INIT, b = BUF_INIT;
-	char what[WHAT_MAX], pfx[STORAGE_NAME_MAX * 2 + 8];
-	char token[1025], trunc[8];
-	struct page pg = { NULL, 0, 0 };
-	xmlNode *root, *c;
 	struct req r;
 	xmlDoc *d;
-	size_t i;
-	int rc = 0;
+	int rc;
 
-	snprintf(pfx, sizeof(pfx), "%s%s%s", s->prefix, dir, dir[0] ? "/" :
-	    "");
-	snprintf(what, sizeof(what), "'%s%s' (listing)", dir, dir[0] ? "/" :
-	    "");
-	token[0] = '\0';
 	do {
 		buf_reset(&q);
-		if ((token[0] && (buf_puts(&q, "continuation-token=") ||
-		    buf_encoded(&q, token) || buf_puts(&q, "&"))) ||
-		    buf_puts(&q, "list-type=2") || (pfx[0] &&
-		    (buf_puts(&q, "&prefix=") || buf_encoded(&q, pfx))) ||
-		    buf_put_u8(&q, 0)) {
+		if (query(arg, &q) || buf_put_u8(&q, 0)) {
 			rc = nomem();
 			break;
 		}
@@ -1409,27 +1394,95 @@ s3_list(struct storage *st, const char *dir,
 			rc = -1;
 			break;
 		}
-		root = xmlDocGetRootElement(d);
-		for (c = root->children; rc == 0 && c != NULL; c = c->next)
-			if (c->type == XML_ELEMENT_NODE &&
-			    strcmp((const char *)c->name, "Contents") == 0)
-				rc = page_add(s, &pg, c);
-		xml_text(root, "IsTruncated", trunc, sizeof(trunc));
-		if (strcmp(trunc, "true") != 0)
-			token[0] = '\0';
-		else if (xml_text(root, "NextContinuationToken", token,
-		    sizeof(token)) || token[0] == '\0')
-			rc = storage_fail(EIO, "repository '%s': GET %s: a "
-			    "truncated listing without a continuation token",
-			    s->base.where, what);
+		rc = each(arg, xmlDocGetRootElement(d));
 		xmlFreeDoc(d);
-		for (i = 0; rc == 0 && i < pg.n; i++)
-			rc = fn(arg, pg.v[i].name, pg.v[i].size);
-		page_clear(&pg);
-	} while (rc == 0 && token[0] != '\0');
-	free(pg.v);
+	} while (rc == 1);
 	buf_release(&q);
 	buf_release(&b);
+	return (rc);
+}
+
+/* 1 if a page says another follows. */
+static int
+truncated(xmlNode *root)
+{
+	char t[8];
+
+	return (xml_text(root, "IsTruncated", t, sizeof(t)) == 0 &&
+	    strcmp(t, "true") == 0);
+}
+
+struct listing {
+	struct s3 *s;
+	const char *what;
+	char pfx[STORAGE_NAME_MAX * 2 + 8];
+	char token[1025];
+	struct page pg;
+	int (*fn)(void *, const char *, uint64_t);
+	void *arg;
+};
+
+static int
+listing_query(void *arg, struct buf *q)
+{
+	struct listing *l = arg;
+
+	return ((l->token[0] && (buf_puts(q, "continuation-token=") ||
+	    buf_encoded(q, l->token) || buf_puts(q, "&"))) ||
+	    buf_puts(q, "list-type=2") || (l->pfx[0] &&
+	    (buf_puts(q, "&prefix=") || buf_encoded(q, l->pfx))));
+}
+
+/* A page's objects to the callback, once the page is read: it may call
+ * the store. */
+static int
+listing_page(void *arg, xmlNode *root)
+{
+	struct listing *l = arg;
+	xmlNode *c;
+	size_t i;
+	int rc = 0;
+
+	for (c = root->children; rc == 0 && c != NULL; c = c->next)
+		if (c->type == XML_ELEMENT_NODE &&
+		    strcmp((const char *)c->name, "Contents") == 0)
+			rc = page_add(l->s, &l->pg, c);
+	l->token[0] = '\0';
+	if (rc == 0 && truncated(root) && (xml_text(root,
+	    "NextContinuationToken", l->token, sizeof(l->token)) ||
+	    l->token[0] == '\0'))
+		rc = storage_fail(EIO, "repository '%s': GET %s: a truncated "
+		    "listing without a continuation token", l->s->base.where,
+		    l->what);
+	for (i = 0; rc == 0 && i < l->pg.n; i++)
+		rc = l->fn(l->arg, l->pg.v[i].name, l->pg.v[i].size);
+	page_clear(&l->pg);
+	return (rc == 0 && l->token[0] != '\0' ? 1 : rc);
+}
+
+static int
+s3_list(struct storage *st, const char *dir,
+    int (*fn)(void *, const char *, uint64_t), void *arg)
+{
+	struct s3 *s = s3_of(st);
+	struct listing *l;
+	char what[WHAT_MAX];
+	int rc;
+
+	if ((l = calloc(1, sizeof(*l))) == NULL)
+		return (nomem());
+	snprintf(what, sizeof(what), "'%s%s' (listing)", dir, dir[0] ? "/" :
+	    "");
+	snprintf(l->pfx, sizeof(l->pfx), "%s%s%s", s->prefix, dir,
+	    dir[0] ? "/" : "");
+	l->s = s;
+	l->what = what;
+	l->fn = fn;
+	l->arg = arg;
+	rc = pages(s, what, listing_query, listing_page, l);
+	page_clear(&l->pg);
+	free(l->pg.v);
+	free(l);
 	return (rc);
 }
 
@@ -1478,53 +1531,60 @@ clean_upload(struct s3 *s, xmlNode *u, time_t cutoff)
 	return (rc);
 }
 
+struct cleaning {
+	struct s3 *s;
+	time_t cutoff;
+	char kmark[2 * STORAGE_NAME_MAX + 1024], umark[1024];
+};
+
+static int
+cleaning_query(void *arg, struct buf *q)
+{
+	struct cleaning *c = arg;
+
+	return ((c->kmark[0] && (buf_puts(q, "key-marker=") ||
+	    buf_encoded(q, c->kmark) || buf_puts(q, "&"))) ||
+	    (c->s->prefix[0] && (buf_puts(q, "prefix=") ||
+	    buf_encoded(q, c->s->prefix) || buf_puts(q, "&"))) ||
+	    (c->umark[0] && (buf_puts(q, "upload-id-marker=") ||
+	    buf_encoded(q, c->umark) || buf_puts(q, "&"))) ||
+	    buf_puts(q, "uploads="));
+}
+
+static int
+cleaning_page(void *arg, xmlNode *root)
+{
+	struct cleaning *c = arg;
+	xmlNode *u;
+	int rc = 0;
+
+	for (u = root->children; rc == 0 && u != NULL; u = u->next)
+		if (u->type == XML_ELEMENT_NODE &&
+		    strcmp((const char *)u->name, "Upload") == 0)
+			rc = clean_upload(c->s, u, c->cutoff);
+	if (rc != 0 || !truncated(root) ||
+	    xml_text(root, "NextKeyMarker", c->kmark, sizeof(c->kmark)) ||
+	    xml_text(root, "NextUploadIdMarker", c->umark, sizeof(c->umark)) ||
+	    c->kmark[0] == '\0')
+		return (rc);
+	return (1);
+}
+
 /* Uploads under the prefix begun CLEAN_AGE ago or more are a crash's:
  * aborted, their parts freed.  A younger one may be another writer's. */
 static int
 s3_clean(struct storage *st)
 {
-	struct s3 *s = s3_of(st);
-	struct buf q = BUF_INIT, b = BUF_INIT;
-	char kmark[2 * STORAGE_NAME_MAX + 1024], umark[1024], trunc[8];
-	time_t cutoff = time(NULL) - CLEAN_AGE;
-	xmlNode *root, *c;
-	struct req r;
-	xmlDoc *d;
-	int rc = 0;
+	struct cleaning *c;
+	int rc;
 
-	kmark[0] = umark[0] = '\0';
-	do {
-		buf_reset(&q);
-		if ((kmark[0] && (buf_puts(&q, "key-marker=") ||
-		    buf_encoded(&q, kmark) || buf_puts(&q, "&"))) ||
-		    (s->prefix[0] && (buf_puts(&q, "prefix=") ||
-		    buf_encoded(&q, s->prefix) || buf_puts(&q, "&"))) ||
-		    (umark[0] && (buf_puts(&q, "upload-id-marker=") ||
-		    buf_encoded(&q, umark) || buf_puts(&q, "&"))) ||
-		    buf_puts(&q, "uploads=") || buf_put_u8(&q, 0)) {
-			rc = nomem();
-			break;
-		}
-		req_init(&r, "GET", "uploads (listing)", NULL,
-		    (const char *)q.data);
-		if ((d = xml_answer(s, &r, &b)) == NULL) {
-			rc = -1;
-			break;
-		}
-		root = xmlDocGetRootElement(d);
-		for (c = root->children; rc == 0 && c != NULL; c = c->next)
-			if (c->type == XML_ELEMENT_NODE &&
-			    strcmp((const char *)c->name, "Upload") == 0)
-				rc = clean_upload(s, c, cutoff);
-		xml_text(root, "IsTruncated", trunc, sizeof(trunc));
-		if (strcmp(trunc, "true") != 0 ||
-		    xml_text(root, "NextKeyMarker", kmark, sizeof(kmark)) ||
-		    xml_text(root, "NextUploadIdMarker", umark, sizeof(umark)))
-			kmark[0] = '\0';
-		xmlFreeDoc(d);
-	} while (rc == 0 && kmark[0] != '\0');
-	buf_release(&q);
-	buf_release(&b);
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return (nomem());
+	c->s = s3_of(st);
+	c->cutoff = time(NULL) - CLEAN_AGE;
+	rc = pages(c->s, "uploads (listing)", cleaning_query, cleaning_page,
+	    c);
+	free(c);
 	return (rc);
 }
 
