@@ -626,7 +626,8 @@ printable(char *s)
 			*s = '?';
 }
 
-/* The error code in an error answer's body ("SlowDown"), or "". */
+/* The error code ("SlowDown") and message in an error answer's body,
+ * or "". */
 static void
 error_code(const struct req *r, char *code, size_t cap, char *msg,
     size_t msgcap)
@@ -637,8 +638,7 @@ error_code(const struct req *r, char *code, size_t cap, char *msg,
 	code[0] = msg[0] = '\0';
 	if (root != NULL && strcmp((const char *)root->name, "Error") == 0) {
 		xml_text(root, "Code", code, cap);
-		if (msg != NULL)
-			xml_text(root, "Message", msg, msgcap);
+		xml_text(root, "Message", msg, msgcap);
 	}
 	xmlFreeDoc(d);
 	printable(code);
