@@ -92,7 +92,9 @@ struct req {
 	const char *query;	/* canonical: sorted, encoded; "" none */
 	const void *body;
 	size_t bodylen, sent;
-	int md5;		/* send Content-MD5 */
+	int md5;		/* send Content-MD5 (perform computes
+				 * md5sum) */
+	uint8_t md5sum[DIGEST_MD5_BYTES];
 	uint64_t range_off;	/* with range_len > 0: Range */
 	size_t range_len;
 	/* The body: into fixed (cap bytes), else into dyn (max bytes). */
@@ -399,15 +401,16 @@ base64(char *out, const uint8_t *in, size_t n)
 	size_t i;
 
 	for (i = 0; i + 2 < n; i += 3, out += 4) {
-		v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
+		    in[i + 2];
 		out[0] = b[v >> 18];
 		out[1] = b[v >> 12 & 63];
 		out[2] = b[v >> 6 & 63];
 		out[3] = b[v & 63];
 	}
 	if (i < n) {
-		v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 :
-		    0);
+		v = (uint32_t)in[i] << 16 |
+		    (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
 		out[0] = b[v >> 18];
 		out[1] = b[v >> 12 & 63];
 		out[2] = i + 1 < n ? b[v >> 6 & 63] : '=';
@@ -476,11 +479,9 @@ sign(struct s3 *s, struct conn *cn, const struct req *r, const char *sha)
 		return (-1);
 	snprintf(cn->line[n++], HDR_MAX, "Expect:");
 	if (r->md5) {
-		uint8_t md5[DIGEST_MD5_BYTES];
 		char b64[32];
 
-		digest_md5(r->body, r->bodylen, md5);
-		base64(b64, md5, sizeof(md5));
+		base64(b64, r->md5sum, sizeof(r->md5sum));
 		snprintf(cn->line[n++], HDR_MAX, "Content-MD5: %s", b64);
 	}
 	for (i = 0; i < (size_t)n; i++) {
@@ -771,11 +772,14 @@ perform(struct s3 *s, struct req *r)
 	CURLcode cc = CURLE_OK;
 	int rc = -1;
 
+	/* Hashed once, whatever the tries. */
 	if (r->bodylen > 0) {
 		digest_sha256(r->body, r->bodylen, h);
 		hex_encode(sha, h, 32);
 	} else
 		memcpy(sha, EMPTY_SHA256, sizeof(sha));
+	if (r->md5)
+		digest_md5(r->body, r->bodylen, r->md5sum);
 	if ((cn = conn_get(s)) == NULL)
 		return (-1);
 	if (locate(s, cn, r) || sign(s, cn, r, sha)) {
@@ -1016,12 +1020,11 @@ s3_put_begin(struct storage *st, const char *name, unsigned flags,
 	return (0);
 }
 
-/* 1 if an upload's ETag is not the MD5 of what was sent.  An ETag that
- * is no plain MD5 (encrypted at rest, say) is not compared. */
+/* 1 if an upload's ETag is not md5, the MD5 of what was sent.  An ETag
+ * that is no plain MD5 (encrypted at rest, say) is not compared. */
 static int
-etag_differs(const char *etag, const void *p, size_t n)
+etag_differs(const char *etag, const uint8_t *md5)
 {
-	uint8_t md5[DIGEST_MD5_BYTES];
 	char hex[2 * DIGEST_MD5_BYTES + 1];
 	size_t i, len = strlen(etag);
 
@@ -1032,18 +1035,17 @@ etag_differs(const char *etag, const void *p, size_t n)
 	for (i = 0; i < len; i++)
 		if (!isxdigit((unsigned char)etag[i]))
 			return (0);
-	digest_md5(p, n, md5);
-	hex_encode(hex, md5, sizeof(md5));
+	hex_encode(hex, md5, DIGEST_MD5_BYTES);
 	return (strncasecmp(hex, etag, 32) != 0);
 }
 
-/* The answer to an upload of the n bytes at data: 0 or -1. */
+/* The answer to an upload (a request with md5): 0 or -1. */
 static int
-upload_ok(struct s3 *s, const struct req *r, const void *data, size_t n)
+upload_ok(struct s3 *s, const struct req *r)
 {
 	if (r->status / 100 != 2)
 		return (http_fail(s, r, ""));
-	if (etag_differs(r->etag, data, n))
+	if (etag_differs(r->etag, r->md5sum))
 		return (storage_fail(EIO, "repository '%s': PUT %s: the "
 		    "server's ETag %s is not the MD5 of what was sent",
 		    s->base.where, r->what, r->etag));
@@ -1154,7 +1156,7 @@ upload_part(struct s3 *s, struct s3_put *h)
 	r.bodylen = h->data.len;
 	r.md5 = 1;
 	if ((rc = perform(s, &r)) == 0 &&
-	    (rc = upload_ok(s, &r, h->data.data, h->data.len)) == 0)
+	    (rc = upload_ok(s, &r)) == 0)
 		snprintf(h->etag[h->nparts++], sizeof(*h->etag), "%s", r.etag);
 	free(q);
 	buf_reset(&h->data);
@@ -1292,7 +1294,7 @@ s3_put_commit(struct storage_put *p)
 	r.bodylen = h->data.len;
 	r.md5 = 1;
 	if ((rc = perform(s, &r)) == 0)
-		rc = upload_ok(s, &r, h->data.data, h->data.len);
+		rc = upload_ok(s, &r);
 	s3_put_abort(p);
 	return (rc);
 }
@@ -1646,7 +1648,7 @@ lease_write(struct s3 *s, const char *key, const char *what,
 	r.bodylen = (size_t)n;
 	r.md5 = 1;
 	if ((rc = perform(s, &r)) == 0)
-		rc = upload_ok(s, &r, line, (size_t)n);
+		rc = upload_ok(s, &r);
 	return (rc);
 }
 

@@ -1,9 +1,10 @@
 /*
- * s3-op LOCATION OP [ARGS]: one operation of coffer's S3 store
+ * s3-op [-v] LOCATION OP [ARGS]: one operation of coffer's S3 store
  * (src/store/s3.c) from the shell, for the end-to-end tests of what
  * coffer's commands cannot reach yet.  Errors as coffer prints them;
- * exit 0 done, 1 failed, 2 usage.  The CA of an https endpoint from
- * COFFER_CACERT.  Links libcoffer (a rule of its own in the Makefile).
+ * exit 0 done, 1 failed, 2 usage; -v shows each retry.  The CA of an
+ * https endpoint from COFFER_CACERT.  Links libcoffer (a rule of its own
+ * in the Makefile).
  *
  *   create            open the store with STORAGE_CREATE
  *   put NAME FILE     FILE as object NAME, written in pieces of 1 MiB
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coffer/log.h"
 #include "coffer/storage.h"
 
 #define PIECE (1 << 20)
@@ -95,9 +97,13 @@ main(int argc, char **argv)
 	const char *op;
 	int rc = 2;
 
+	if (argc > 1 && strcmp(argv[1], "-v") == 0) {
+		log_level = 1;
+		argc--, argv++;
+	}
 	if (argc < 3) {
-		fprintf(stderr, "usage: s3-op LOCATION create|put|get|list|"
-		    "delete [ARGS]\n");
+		fprintf(stderr, "usage: s3-op [-v] LOCATION "
+		    "create|put|get|list|delete [ARGS]\n");
 		return (2);
 	}
 	op = argv[2];
