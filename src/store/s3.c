@@ -1949,9 +1949,14 @@ parse_endpoint(struct s3 *s, const char *url, const char **rest,
 	const char *auth = strstr(url, "://") + 3;
 	size_t n = strcspn(auth, "/?#");
 
-	if (n == 0 || memchr(auth, '@', n) != NULL)
+	/* Credentials in a location are refused, and never echoed. */
+	if (memchr(auth, '@', n) != NULL)
+		return (storage_fail(EINVAL, "an s3: location holds no "
+		    "credentials (USER:PASSWORD@): they come from the "
+		    "environment or ~/.aws/credentials"));
+	if (n == 0)
 		return (storage_fail(EINVAL, "'%s': an s3: endpoint is "
-		    "http[s]://HOST[:PORT], without credentials", loc));
+		    "http[s]://HOST[:PORT]", loc));
 	if ((s->endpoint = strndup(url, (size_t)(auth - url) + n)) == NULL ||
 	    (s->host = strndup(auth, n)) == NULL)
 		return (nomem());

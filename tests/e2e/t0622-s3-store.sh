@@ -73,7 +73,11 @@ test_expect_success 'a wrong secret: one clear line, no secret in it' '
 	AWS_SECRET_ACCESS_KEY=wrong-secret-1234 \
 		test_must_fail "$S3OP" $http/made/repo list "" >out 2>err &&
 	error_line err &&
-	grep "GET bucket .made.: 403 SignatureDoesNotMatch" err
+	grep "GET bucket .made.: 403 SignatureDoesNotMatch" err &&
+	test_must_fail "$S3OP" "s3:http://test:pw-in-url-99@127.0.0.1/made" \
+		list "" 2>err &&
+	test_line_count = 1 err && grep "holds no credentials" err &&
+	! grep pw-in-url-99 err
 '
 
 test_expect_success 'credentials from a profile of the shared credentials file' '
