@@ -5,7 +5,8 @@ MANDIR    ?= $(PREFIX)/share/man
 DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
-LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih
+LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih \
+             libcurl libxml-2.0
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
              -Wformat=2 -Wno-unused-parameter
@@ -81,6 +82,11 @@ $(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# One operation of the S3 store from the shell (t0622).
+$(BUILD)/tests/s3-op: tests/tools/s3-op.c $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
+
 # A keyless attacker's rewrap intent (libsodium alone).
 $(BUILD)/tests/forge-intent: tests/tools/forge-intent.c
 	@mkdir -p $(dir $@)
@@ -115,7 +121,8 @@ $(BUILD)/tests/%: tests/tools/%.c
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libsqlite3-dev libzstd-dev libjansson-dev sqlite3 attr acl perl xxd \
-            mandoc rclone jq libinih-dev libtsan2
+            mandoc rclone jq libinih-dev libtsan2 libcurl4-openssl-dev \
+            libxml2-dev
 # The test object store (tests/tools/swift-server), installed without
 # recommendations: Swift's library only, never the swift-* server packages,
 # whose systemd units listen on 0.0.0.0.

@@ -36,6 +36,9 @@ struct tuning {
 					 * a spooled part's image is first
 					 * given, beyond its template */
 
+	double s3_retry_seconds;	/* COFFER_S3_RETRY_SECONDS: how long
+					 * an S3 request is retried at most */
+
 	/* This host's limit, as given (NULL: unset); checked by the key
 	 * slot code, which knows the bounds. */
 	const char *kdf_max_memory;	/* COFFER_KDF_MAX_MEMORY, MiB */

@@ -76,6 +76,7 @@ load(void)
 	t.record_image_bytes = (size_t)env_count(
 	    "COFFER_RECORD_IMAGE_BYTES");
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
+	t.s3_retry_seconds = (double)env_count("COFFER_S3_RETRY_SECONDS");
 	load_test_hooks();
 }
 
