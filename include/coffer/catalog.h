@@ -282,6 +282,10 @@ int catalog_content_chunks(struct catalog *c, int64_t content_id,
 /* Add an entry (or tombstone) to a snapshot's own rows. */
 int catalog_entry_add(struct catalog *c, int64_t snapshot_id,
     const struct entry *e);
+/* The same, replacing the snapshot's own row of e->path if it has one
+ * (a tar stream's name that turns out to have hard links).  0 or -1. */
+int catalog_entry_replace(struct catalog *c, int64_t snapshot_id,
+    const struct entry *e);
 /*
  * Add n entries, CATALOG_ENTRIES_AT_ONCE to a statement and the rest one
  * by one: SQLite sets an insert up once for all of its rows.  0, or -1

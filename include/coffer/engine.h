@@ -133,6 +133,9 @@ int engine_journal_flush_try(struct repo *r, struct catalog *c);
 struct backup_opts {
 	const char *dataset;
 	const char *source;		/* the dataset's root directory */
+	/* Or a tar stream (fs_walk_open_tar): a path, or "-" for standard
+	 * input; source is then not used.  NULL: a walk of source. */
+	const char *from_tar;
 	int level;			/* LEVEL_* or LEVEL_AUTO */
 	struct fs_walk_opts walk;
 	int compress_level;		/* zstd level; 0 = default */

@@ -522,40 +522,6 @@ new_job(struct window *win)
 	return (&win->jobs[win->njobs++]);
 }
 
-/*
- * The catalog is not authenticated as the records are: a file's chunk
- * locations are checked before anything is reserved for them.  A length
- * the chunker cannot have cut (a damaged row of 4 GiB was reserved before
- * its record's own check failed), a record larger than packs hold, or
- * data outside the file is damage.  1 sane, 0 not (reported).
- */
-static int
-locs_sane(struct restore *rs, const struct entry *e,
-    const struct catalog_chunk_loc *locs, size_t n)
-{
-	uint64_t end = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		const struct catalog_chunk_loc *l = &locs[i];
-
-		if (l->plain_len == 0 || l->plain_len > rs->chunk_max ||
-		    l->stored_len > PACK_RECORD_MAX || l->file_offset < end ||
-		    e->size < (int64_t)l->plain_len ||
-		    l->file_offset > (uint64_t)e->size - l->plain_len) {
-			log_error("snapshot %s: cannot restore '%s': the "
-			    "catalog's chunk %zu of it (%u bytes at offset "
-			    "%llu, stored in %u) is out of bounds", rs->sid,
-			    e->path, i, l->plain_len,
-			    (unsigned long long)l->file_offset,
-			    l->stored_len);
-			return (0);
-		}
-		end = l->file_offset + l->plain_len;
-	}
-	return (1);
-}
-
 /* Take one entry into the fill window, stepping as windows fill up. */
 static int
 add_entry(struct restore *rs, const struct entry *e)
@@ -597,7 +563,7 @@ add_entry(struct restore *rs, const struct entry *e)
 		return (0);
 	if (catalog_content_chunks(rs->cat, e->content_id, &locs, &n))
 		return (-1);
-	if (!locs_sane(rs, e, locs, n)) {
+	if (!rst_locs_sane(rs->sid, rs->chunk_max, e, locs, n)) {
 		we->bad = 1;
 		free(locs);
 		return (0);
@@ -933,11 +899,8 @@ out:
 			status = ENGINE_WARN;
 	}
 	if (rs.workers) {
-		for (t = 0; t < pool_threads(rs.pool); t++) {
-			for (i = 0; i < READER_CACHE; i++)
-				pack_reader_close(rs.workers[t].cache[i].pr);
-			compressor_free(rs.workers[t].z);
-		}
+		for (t = 0; t < pool_threads(rs.pool); t++)
+			rst_worker_release(&rs.workers[t]);
 		free(rs.workers);
 	}
 	pool_free(rs.pool);

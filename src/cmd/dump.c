@@ -1,0 +1,104 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "coffer/engine-dump.h"
+#include "coffer/log.h"
+#include "coffer/signals.h"
+#include "coffer/status.h"
+
+const struct cmd_option cmd_dump_options[] = {
+	CMD_OPT_LETTER_VALUE('o', "output", "FILE",
+	    "write to FILE (made anew, mode 0600), not standard output"),
+	CMD_OPT_FLAG('T', "tar", "a tar stream even for one regular file"),
+	CMD_OPT_END
+};
+
+int
+cmd_dump(int argc, char **argv, const struct global_opts *g)
+{
+	struct catalog_snapshot s;
+	struct dump_opts o;
+	struct dump_result res;
+	struct repo *r;
+	struct catalog *c;
+	const char *out = NULL;
+	int ch, st, i;
+
+	memset(&o, 0, sizeof(o));
+	while ((ch = cmd_getopt(argc, argv, cmd_dump_options)) != -1) {
+		switch (ch) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'T':
+			o.tar = 1;
+			break;
+		default:
+			return (cmd_usage_error("dump"));
+		}
+	}
+	if (argc - optind < 1)
+		return (cmd_usage_error("dump"));
+	o.paths = argv + optind + 1;
+	o.npaths = (size_t)(argc - optind - 1);
+	for (i = 0; i < (int)o.npaths; i++) {
+		char *p = o.paths[i];
+
+		while (strlen(p) > 1 && p[strlen(p) - 1] == '/')
+			p[strlen(p) - 1] = '\0';
+		if (!entry_path_is_safe(p)) {
+			log_error("bad path '%s': give paths relative to the "
+			    "snapshot's root", p);
+			return (STATUS_USAGE);
+		}
+	}
+	/* A stream of file data is no use on a terminal (tar refuses
+	 * too). */
+	if (out == NULL && isatty(STDOUT_FILENO)) {
+		log_error("refusing to write a snapshot to a terminal "
+		    "(redirect it, or -o FILE)");
+		return (STATUS_USAGE);
+	}
+	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
+		return (st);
+	memset(&s, 0, sizeof(s));
+	if ((st = cmd_snapshot(c, argv[optind], &s)) != STATUS_OK)
+		goto out;
+	o.fd = STDOUT_FILENO;
+	o.what = "standard output";
+	if (out != NULL) {
+		if ((o.fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+		    0600)) == -1) {
+			log_errno("cannot create '%s'", out);
+			st = errno == EEXIST ? STATUS_USAGE : STATUS_ERROR;
+			goto out;
+		}
+		o.what = out;
+	}
+	signals_install();	/* stops between chunks; the stream is cut */
+	st = cmd_status(engine_dump(r, c, &s, &o, &res));
+	if (out != NULL) {
+		if (st == STATUS_OK || st == STATUS_WARN) {
+			if (fsync(o.fd) == -1) {
+				log_errno("cannot write '%s'", out);
+				st = STATUS_ERROR;
+			}
+		}
+		if (close(o.fd) == -1 && st != STATUS_ERROR) {
+			log_errno("cannot write '%s'", out);
+			st = STATUS_ERROR;
+		}
+		/* What a failed dump wrote is not the snapshot. */
+		if (st != STATUS_OK && st != STATUS_WARN)
+			(void)unlink(out);
+	}
+out:
+	catalog_snapshot_release(&s);
+	cmd_close(r, c);
+	return (st);
+}
