@@ -38,6 +38,28 @@ test_expect_success 'the snapshot lists hardlinks as one file' '
 	test "$(stat -c %h out-pax/hard/triple1)" = 3
 '
 
+test_expect_success 'an incremental of the same stream: hardlinks stay one file' '
+	coffer -r repo backup --json --level incremental --from-tar pax.tar \
+		pax >i0.json &&
+	json_check i0.json "\$j->{level} eq q(incremental) &&
+		\$j->{unchanged} > 50 && \$j->{bytes_new} == 0" &&
+	coffer -r repo restore pax@latest out-pax-i &&
+	treecmp --root src out-pax-i
+'
+
+test_expect_success 'a zip archive, with an exclude' '
+	python3 - <<-\PY &&
+	import zipfile
+	with zipfile.ZipFile("z.zip", "w", zipfile.ZIP_DEFLATED) as z:
+	    z.write("src/big/mixed.bin", "big/mixed.bin")
+	    z.write("src/big/neighbour.txt", "big/neighbour.txt")
+	PY
+	coffer -r repo backup --from-tar z.zip --exclude "*.txt" zip &&
+	coffer -r repo restore zip@latest out-zip &&
+	cmp src/big/mixed.bin out-zip/big/mixed.bin &&
+	test_path_is_missing out-zip/big/neighbour.txt
+'
+
 test_expect_success 'dump of it gives the archive back (the two commands agree)' '
 	coffer -r repo dump pax@latest >again.tar &&
 	untar again.tar out-again &&
