@@ -251,6 +251,13 @@ int cmd_open_scratch(void *arg, const char *repo, const char *catalog,
     struct repo **r, struct catalog **c);
 
 /*
+ * Paths in a snapshot as a user gives them (restore, dump): trailing
+ * slashes dropped in place; each must be relative to the snapshot's root
+ * (entry_path_is_safe).  STATUS_OK, or STATUS_USAGE (reported).
+ */
+int cmd_snapshot_paths(char **paths, size_t n);
+
+/*
  * The snapshot called name ("DATASET@latest", an id prefix, ...) into *s:
  * STATUS_OK, STATUS_USAGE when there is none (reported), STATUS_REPO on
  * an error (engine_snapshot_find).  catalog_snapshot_release frees *s,

@@ -27,7 +27,7 @@ cmd_dump(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct catalog *c;
 	const char *out = NULL;
-	int ch, st, i;
+	int ch, st;
 
 	memset(&o, 0, sizeof(o));
 	while ((ch = cmd_getopt(argc, argv, cmd_dump_options)) != -1) {
@@ -46,17 +46,8 @@ cmd_dump(int argc, char **argv, const struct global_opts *g)
 		return (cmd_usage_error("dump"));
 	o.paths = argv + optind + 1;
 	o.npaths = (size_t)(argc - optind - 1);
-	for (i = 0; i < (int)o.npaths; i++) {
-		char *p = o.paths[i];
-
-		while (strlen(p) > 1 && p[strlen(p) - 1] == '/')
-			p[strlen(p) - 1] = '\0';
-		if (!entry_path_is_safe(p)) {
-			log_error("bad path '%s': give paths relative to the "
-			    "snapshot's root", p);
-			return (STATUS_USAGE);
-		}
-	}
+	if (cmd_snapshot_paths(argv + optind + 1, o.npaths) != STATUS_OK)
+		return (STATUS_USAGE);
 	/* A stream of file data is no use on a terminal (tar refuses
 	 * too). */
 	if (out == NULL && isatty(STDOUT_FILENO)) {

@@ -41,14 +41,6 @@ struct dump {
 	int missing;
 };
 
-static void
-link_key(uint8_t key[24], const struct entry *e)
-{
-	put_u64(key, e->dev);
-	put_u64(key + 8, e->ino);
-	put_u64(key + 16, (uint64_t)e->content_id);
-}
-
 /* A further name of a file written earlier: its first name, or NULL
  * (then e is remembered as the first of its group, if it has others).
  * -1 via *err when out of memory. */
@@ -60,7 +52,7 @@ first_name(struct dump *d, const struct entry *e, int *err)
 
 	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (NULL);
-	link_key(key, e);
+	rst_link_key(key, e);
 	if (hmap_get(&d->links, key, &idx))
 		return (d->link_paths[idx]);
 	if (array_grow(&d->link_paths, &d->caplinks, d->nlinks,

@@ -247,6 +247,16 @@ void rst_worker_release(struct rworker *w);
 int rst_locs_sane(const char *sid, uint32_t chunk_max, const struct entry *e,
     const struct catalog_chunk_loc *locs, size_t n);
 
+/* The key of a hardlink group, for restore and dump: inode and
+ * content. */
+static inline void
+rst_link_key(uint8_t key[24], const struct entry *e)
+{
+	put_u64(key, e->dev);
+	put_u64(key + 8, e->ino);
+	put_u64(key + 16, (uint64_t)e->content_id);
+}
+
 /* restore-read.c: a window's chunks. */
 void rst_fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
     struct rworker *w);

@@ -189,15 +189,6 @@ step_job(void *arg, size_t i, int worker)
 	    &rs->workers[worker]);
 }
 
-/* The key of a hardlink group: inode and content. */
-static void
-link_key(uint8_t key[24], const struct entry *e)
-{
-	put_u64(key, e->dev);
-	put_u64(key + 8, e->ino);
-	put_u64(key + 16, (uint64_t)e->content_id);
-}
-
 /* A second name of an inode restored earlier in this run?  Its first
  * name, and in *id the inode restored there. */
 static const char *
@@ -209,7 +200,7 @@ link_target(struct restore *rs, const struct entry *e,
 
 	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (NULL);
-	link_key(key, e);
+	rst_link_key(key, e);
 	if (hmap_get(&rs->links, key, &idx)) {
 		*id = rs->link_ids[idx].ino != 0 ? &rs->link_ids[idx] : NULL;
 		return (rs->link_paths[idx]);
@@ -240,7 +231,7 @@ remember_link(struct restore *rs, const struct wentry *we)
 		log_error("out of memory");
 		return (-1);
 	}
-	link_key(key, e);
+	rst_link_key(key, e);
 	if (hmap_put(&rs->links, key, (int64_t)rs->nlinks))
 		return (-1);
 	rs->nlinks++;
@@ -549,7 +540,7 @@ add_entry(struct restore *rs, const struct entry *e)
 		uint8_t key[24];
 		int64_t one;
 
-		link_key(key, e);
+		rst_link_key(key, e);
 		if (hmap_get(&rs->planned, key, &one)) {
 			we->link = 1;
 			return (0);
