@@ -289,6 +289,7 @@ struct fs_tar_in {
 	const uint8_t *blk;
 	size_t blen;
 	int64_t boff;
+	int64_t size, end;		/* the member's, and its data's so far */
 	/* The current entry's strings. */
 	struct buf path, source, uname, gname, target, xattrs, tmp;
 	char *acl;
@@ -677,6 +678,8 @@ fs_tar_in_next(struct fs_tar_in *t, struct entry *e)
 		if (rc == 0)
 			continue;
 		t->in_file = e->kind == ENTRY_FILE && e->size > 0;
+		t->size = e->size;
+		t->end = 0;
 		return (1);
 	}
 }
@@ -701,8 +704,19 @@ fs_tar_in_read(struct fs_tar_in *t, void *dst, size_t cap, size_t *len,
 		}
 		if (st != ARCHIVE_OK && st != ARCHIVE_WARN)
 			return (in_fatal(t));
+		/* libarchive's sparse maps come from the archive: data
+		 * outside the member or going back is damage. */
+		if (t->boff < t->end || (int64_t)n > t->size ||
+		    t->boff > t->size - (int64_t)n) {
+			log_error("cannot read the archive %s: '%s' has data "
+			    "outside its size", t->name,
+			    (const char *)t->source.data);
+			t->fatal = 1;
+			return (-1);
+		}
 		t->blk = b;
 		t->blen = n;
+		t->end = t->boff + (int64_t)n;
 	}
 	n = t->blen < cap ? t->blen : cap;
 	memcpy(dst, t->blk, n);
