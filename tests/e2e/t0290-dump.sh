@@ -28,7 +28,10 @@ test_expect_success 'the stream is pax, with nanoseconds and xattrs' '
 	grep "big/mixed.bin" list &&
 	grep -a "mtime=[0-9]*\.[0-9]" all.tar >/dev/null &&
 	if getfattr -d src/xattr 2>/dev/null | grep -q user.; then
-		grep -a "SCHILY.xattr.user" all.tar >/dev/null
+		grep -a "SCHILY.xattr.user.dir=on-a-directory" all.tar >/dev/null
+	fi &&
+	if getfacl -c src/xattr/acl 2>/dev/null | grep -q "user:1234"; then
+		grep -a "SCHILY.acl.access=.*user:[a-z0-9]*:r--:1234" all.tar
 	fi
 '
 

@@ -88,6 +88,32 @@ test_expect_success 'python tarfile pax, xz: restores as tar extracts it' '
 	treecmp ref-py out-py
 '
 
+test_expect_success 'cpio (newc), bzip2: a format that is not tar' '
+	python3 - <<-\PY &&
+	import bz2
+	def member(name, mode, data=b"", ino=1):
+	    name = name.encode() + b"\0"
+	    hdr = b"070701" + b"".join(b"%08X" % v for v in (
+	        ino, mode, 0, 0, 1, 1700000000, len(data), 0, 0, 0, 0,
+	        len(name), 0))
+	    out = hdr + name
+	    out += b"\0" * (-len(out) % 4)
+	    out += data + b"\0" * (-len(data) % 4)
+	    return out
+	arc = (member("d", 0o040755, ino=1) +
+	       member("d/one.txt", 0o100640, b"one\n", ino=2) +
+	       member("d/two.txt", 0o100600, b"two two\n", ino=3) +
+	       member("TRAILER!!!", 0, ino=0))
+	open("a.cpio.bz2", "wb").write(bz2.compress(arc))
+	PY
+	coffer -r repo backup --from-tar a.cpio.bz2 cpio &&
+	coffer -r repo restore cpio@latest out-cpio &&
+	test "$(cat out-cpio/d/one.txt)" = one &&
+	test "$(cat out-cpio/d/two.txt)" = "two two" &&
+	test "$(stat -c %a out-cpio/d/one.txt)" = 640 &&
+	test "$(stat -c %Y out-cpio/d/two.txt)" = 1700000000
+'
+
 test_expect_success 'setup: a data tree, backed up from the directory' '
 	mkdir -p data/a data/b &&
 	random_file data/a/one.bin 6 &&
