@@ -214,6 +214,13 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		st = cmd_usage_error("backup");
 		goto out;
 	}
+	if (o.from_tar != NULL && strcmp(o.from_tar, "-") == 0 &&
+	    isatty(STDIN_FILENO)) {
+		log_error("refusing to read an archive from a terminal "
+		    "(pipe one in, or give its file)");
+		st = STATUS_USAGE;
+		goto out;
+	}
 	if (o.from_tar != NULL && o.walk.one_file_system) {
 		log_error("--one-file-system means nothing with --from-tar");
 		st = STATUS_USAGE;

@@ -2,6 +2,8 @@
 test_description='dump: a snapshot as a tar stream that tar extracts as restore would, or one file raw'
 . "$(dirname "$0")/../lib.sh"
 
+[ -x /usr/bin/time ] && test_set_prereq TIME
+
 # GNU tar as a user would run it to get everything back.
 untar() {
 	mkdir -p "$1" &&
@@ -112,6 +114,21 @@ test_expect_success 'standard output a terminal: refused' '
 		cat tty.out &&
 		grep "terminal" tty.out
 	fi
+'
+
+test_expect_success TIME 'memory does not grow with the size of a file' '
+	mkdir -p huge &&
+	random_file huge/big.bin 64 &&
+	coffer -r repo backup huge "$TMP/huge" &&
+	/usr/bin/time -f %M -o rss.raw "$COFFER" -r repo dump huge@latest \
+		big.bin >big.raw &&
+	/usr/bin/time -f %M -o rss.tar "$COFFER" -r repo dump huge@latest \
+		>big.tar &&
+	cmp huge/big.bin big.raw &&
+	cat rss.raw rss.tar &&
+	test "$(tail -n 1 rss.raw)" -lt 49152 &&
+	test "$(tail -n 1 rss.tar)" -lt 49152 &&
+	rm -f big.raw big.tar
 '
 
 test_expect_success 'setup: a large file spread over chunks, a small one' '

@@ -294,6 +294,18 @@ test_expect_success 'a missing archive file: refused before any snapshot' '
 	json_check n.json "@\$j == 0"
 '
 
+test_expect_success 'standard input a terminal: refused before any snapshot' '
+	if command -v script >/dev/null; then
+		test_expect_code 2 script -qec \
+			"$COFFER -r repo backup --from-tar - tty" /dev/null \
+			>tty.out;
+		cat tty.out &&
+		grep "terminal" tty.out &&
+		coffer -r repo snapshots --json tty >t.json &&
+		json_check t.json "@\$j == 0"
+	fi
+'
+
 test_expect_success '--from-tar with a PATH too: usage error' '
 	test_expect_code 2 coffer -r repo backup --from-tar pax.tar pax src
 '
