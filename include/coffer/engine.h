@@ -176,7 +176,9 @@ struct backup_result {
 };
 
 /*
- * Take a snapshot of o->source as dataset o->dataset at o->level: a full
+ * Take a snapshot of o->source (or of the tar stream o->from_tar, refused
+ * members warned about; one that cannot be read to its end, or holds
+ * nothing, is ENGINE_ERROR) as dataset o->dataset at o->level: a full
  * reads everything; a differential (base: the last full) or incremental
  * (base: the previous snapshot) stores only entries that changed since its
  * base, plus tombstones.  Durability order as in doc/design.md: packs are

@@ -9,8 +9,8 @@
 
 /*
  * The file system side: walking a source tree with archive_read_disk and
- * writing a restored tree with archive_write_disk.  The only libarchive
- * user for disks.
+ * writing a restored tree with archive_write_disk (the only libarchive
+ * user for disks), and the tar streams of dump and backup --from-tar.
  */
 
 struct fs_walk_opts {

@@ -258,7 +258,8 @@ fs_tar_out_close(struct fs_tar_out *t, int ok)
  * the rest goes on).  A hardlink must name a regular file earlier in the
  * archive.  Symlink targets are kept as they are, as a walk keeps them:
  * restore never follows them.  A stream that cannot be read to its end
- * (cut short, corrupt, a header libarchive refuses) is fatal.
+ * (cut short, corrupt, a header libarchive refuses), a tar archive
+ * without its end (end_marked) and one that holds nothing are fatal.
  *
  * What it remembers grows with the entries: a 16-byte key of each name
  * (duplicates, hardlinks' targets, symlinks on the way) and each hardlink
@@ -284,6 +285,7 @@ struct fs_tar_in {
 	struct fs_walk_opts o;
 	int fatal, eof;
 	uint64_t nheaders;		/* read so far */
+	int64_t last_end;		/* where the last member ended */
 	/* The current file's data block, what is left of it. */
 	int in_file;
 	const uint8_t *blk;
@@ -632,6 +634,23 @@ take_entry(struct fs_tar_in *t, struct entry *e)
 	return (1);
 }
 
+/*
+ * A tar archive ends with zero blocks, which libarchive consumes before
+ * it says ARCHIVE_EOF; but an archive cut short between two members (a
+ * writer killed after a record of 10 KiB of small files) it takes for a
+ * whole one.  So a tar archive whose end consumed nothing after the last
+ * member is refused.  Other formats have ends of their own, which
+ * libarchive checks.
+ */
+static int
+end_marked(struct fs_tar_in *t)
+{
+	if ((archive_format(t->a) & ARCHIVE_FORMAT_BASE_MASK) !=
+	    ARCHIVE_FORMAT_TAR)
+		return (1);
+	return (archive_filter_bytes(t->a, 0) > t->last_end);
+}
+
 int
 fs_tar_in_next(struct fs_tar_in *t, struct entry *e)
 {
@@ -645,6 +664,12 @@ fs_tar_in_next(struct fs_tar_in *t, struct entry *e)
 	t->in_file = 0;
 	t->blen = 0;
 	for (;;) {
+		/* What is left of the last member, so that end_marked can
+		 * tell where it ended. */
+		if (t->nheaders > 0 &&
+		    archive_read_data_skip(t->a) < ARCHIVE_WARN)
+			return (in_fatal(t));
+		t->last_end = archive_filter_bytes(t->a, 0);
 		/* Names as their bytes: see fs_tar_out_open. */
 		old = (locale_t)0;
 		if (t->utf8 != (locale_t)0)
@@ -659,6 +684,12 @@ fs_tar_in_next(struct fs_tar_in *t, struct entry *e)
 			 * tree that lost every file. */
 			log_error("the archive %s holds no entries: no "
 			    "snapshot of nothing", t->name);
+			t->fatal = 1;
+			return (-1);
+		}
+		if (st == ARCHIVE_EOF && !end_marked(t)) {
+			log_error("cannot read the archive %s: it ends without "
+			    "tar's end of archive (cut short?)", t->name);
 			t->fatal = 1;
 			return (-1);
 		}

@@ -270,6 +270,27 @@ test_expect_success 'a stream cut short inside a member: the snapshot fails' '
 	test "$(newest_state cut)" = failed
 '
 
+test_expect_success 'a stream cut short between members: the snapshot fails' '
+	python3 - <<-\PY &&
+	import io, tarfile
+	ends = []
+	with tarfile.open("four.tar", "w", format=tarfile.GNU_FORMAT) as t:
+	    for n in "abcd":
+	        i = tarfile.TarInfo(n)
+	        i.size = 100
+	        t.addfile(i, io.BytesIO(b"x" * 100))
+	        ends.append(t.offset)
+	data = open("four.tar", "rb").read()
+	open("two.tar", "wb").write(data[:ends[1]])
+	PY
+	coffer -r repo backup --from-tar four.tar four &&
+	test_expect_code 5 coffer -r repo backup --from-tar - four \
+		<two.tar 2>err &&
+	cat err &&
+	grep "end of archive" err &&
+	test "$(newest_state four)" = failed
+'
+
 test_expect_success 'a gzip stream cut short: the snapshot fails' '
 	size=$(stat -c %s gnu.tgz) &&
 	head -c $((size - 100)) gnu.tgz |
