@@ -3,6 +3,7 @@ test_description='dump: a snapshot as a tar stream that tar extracts as restore 
 . "$(dirname "$0")/../lib.sh"
 
 [ -x /usr/bin/time ] && test_set_prereq TIME
+command -v bsdtar >/dev/null && test_set_prereq BSDTAR
 
 # GNU tar as a user would run it to get everything back.
 untar() {
@@ -23,6 +24,15 @@ test_expect_success 'dump | tar -x: the tree, metadata included' '
 	test_must_be_empty err &&
 	untar out <all.tar &&
 	treecmp --root src out
+'
+
+# bsdtar leaves the directory it extracts into as it was (the root's
+# metadata is GNU tar's and restore's to set), and converts names from
+# UTF-8 only in a UTF-8 locale.
+test_expect_success BSDTAR 'dump | bsdtar -x -p: the tree, metadata included' '
+	mkdir out-bsd &&
+	LC_ALL=C.UTF-8 bsdtar -x -p --numeric-owner -C out-bsd -f all.tar &&
+	treecmp src out-bsd
 '
 
 test_expect_success 'the stream is pax, with nanoseconds and xattrs' '

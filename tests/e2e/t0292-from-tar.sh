@@ -2,6 +2,8 @@
 test_description='backup --from-tar: tar streams as snapshots, deduplicated, hostile ones refused'
 . "$(dirname "$0")/../lib.sh"
 
+command -v bsdtar >/dev/null && test_set_prereq BSDTAR
+
 # What GNU tar itself extracts from an archive: the reference a snapshot
 # of the archive must restore to.
 untar() {
@@ -64,6 +66,15 @@ test_expect_success 'dump of it gives the archive back (the two commands agree)'
 	coffer -r repo dump pax@latest >again.tar &&
 	untar again.tar out-again &&
 	treecmp --root src out-again
+'
+
+test_expect_success BSDTAR 'bsdtar (its pax, xattrs, ACLs, holes), lz4: restores as the source' '
+	bsdtar -C src --format pax --lz4 -cf bsd.tar.lz4 . &&
+	coffer -r repo backup --from-tar bsd.tar.lz4 bsd 2>err &&
+	cat err &&
+	test_must_be_empty err &&
+	coffer -r repo restore bsd@latest out-bsd &&
+	treecmp --root src out-bsd
 '
 
 test_expect_success 'GNU tar format, gzip, from standard input' '
