@@ -7,6 +7,7 @@
 
 #include "cmd.h"
 #include "coffer/engine-dump.h"
+#include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
@@ -27,6 +28,7 @@ cmd_dump(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct catalog *c;
 	const char *out = NULL;
+	char sz[32];
 	int ch, st;
 
 	memset(&o, 0, sizeof(o));
@@ -73,6 +75,14 @@ cmd_dump(int argc, char **argv, const struct global_opts *g)
 	}
 	signals_install();	/* stops between chunks; the stream is cut */
 	st = cmd_status(engine_dump(r, c, &s, &o, &res));
+	if (st == STATUS_OK || st == STATUS_WARN) {
+		/* Standard output is the stream: -v says so on stderr. */
+		fmt_bytes(sz, sizeof(sz), (double)res.bytes);
+		log_info("dumped %.12s to %s: %lld entr%s, %s of content in "
+		    "%.1f s", fmt_text(s.sid), fmt_text(o.what),
+		    (long long)res.entries, res.entries == 1 ? "y" : "ies",
+		    sz, res.seconds);
+	}
 	if (out != NULL) {
 		if (st == STATUS_OK || st == STATUS_WARN) {
 			if (fsync(o.fd) == -1) {

@@ -917,7 +917,7 @@ record_links(struct backup *b, struct fs_walk *w)
 		if (x.nlink < 2 || x.ino == 0) {
 			/* Above any inode number a walk of the same
 			 * dataset gave (restore groups by them). */
-			x.ino = (UINT64_C(1) << 63) | ++groups;
+			x.ino = (UINT64_C(1) << 62) | ++groups;
 			x.nlink = 2;
 		} else
 			x.nlink++;
@@ -1051,6 +1051,9 @@ walk_source(struct backup *b)
 	return (rc < 0 ? -1 : 0);
 }
 
+/* The source of a snapshot of a tar stream starts so (source_name). */
+#define TAR_SOURCE "tar:"
+
 /*
  * A dataset is one tree: a backup from another root than its newest
  * snapshot's (a typo in a cron line) would make @latest another tree,
@@ -1058,8 +1061,6 @@ walk_source(struct backup *b)
  * --new-source says it is meant (then a full starts the new chain when no
  * level is asked).  0, 1 refused (reported), -1 error.
  */
-#define TAR_SOURCE "tar:"
-
 static int
 check_source(struct backup *b, const char *source)
 {

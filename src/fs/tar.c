@@ -5,6 +5,7 @@
  * restore's do, so an entry means the same on disk and in a stream.
  */
 #include <errno.h>
+#include <limits.h>
 #include <locale.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -265,8 +266,6 @@ fs_tar_out_close(struct fs_tar_out *t, int ok)
  * (duplicates, hardlinks' targets, symlinks on the way) and each hardlink
  * until the end, when the caller takes them (fs_walk_link_next).
  */
-#define NAME_MAX_ 255
-#define PATH_MAX_ 4095
 /* An extended attribute's value Linux can set, and all of them. */
 #define XATTR_VALUE_MAX (64 * 1024)
 #define XATTRS_MAX (1024 * 1024)
@@ -302,7 +301,12 @@ struct fs_tar_in {
 	size_t nlinks, caplinks, nextlink;
 };
 
-/* A name's key: two 64-bit hashes of it. */
+/*
+ * A name's key: two 64-bit hashes of it.  An archive made to collide two
+ * names only gets one of them refused (a second member of a name, a name
+ * below a symlink) or a hard link to a name it lacks taken until
+ * record_links finds nothing there: never a name that escapes.
+ */
 static void
 name_key(uint8_t key[16], const char *s, size_t n)
 {
@@ -355,7 +359,7 @@ clean_name(const char *name, struct buf *out, const char **why)
 			*why = "a '..' component";
 			return (NULL);
 		}
-		if (n > NAME_MAX_) {
+		if (n > NAME_MAX) {
 			*why = "a component longer than 255 bytes";
 			return (NULL);
 		}
@@ -364,7 +368,7 @@ clean_name(const char *name, struct buf *out, const char **why)
 			goto nomem;
 		p = c;
 	}
-	if (out->len > PATH_MAX_) {
+	if (out->len >= PATH_MAX) {
 		*why = "a name longer than 4095 bytes";
 		return (NULL);
 	}
