@@ -127,6 +127,9 @@ int engine_catalog_update(struct repo *r, struct catalog *c);
 int engine_journal_flush(struct repo *r, struct catalog *c);
 int engine_journal_flush_try(struct repo *r, struct catalog *c);
 
+/* How the source of a snapshot of a tar stream starts ("tar:-"). */
+#define ENGINE_TAR_SOURCE "tar:"
+
 /* No level asked: incremental when a complete full exists, else full. */
 #define LEVEL_AUTO (-1)
 
@@ -134,7 +137,8 @@ struct backup_opts {
 	const char *dataset;
 	const char *source;		/* the dataset's root directory */
 	/* Or a tar stream (fs_walk_open_tar): a path, or "-" for standard
-	 * input; source is then not used.  NULL: a walk of source. */
+	 * input; source is then not used.  NULL: a walk of source.  The
+	 * snapshot's source is then ENGINE_TAR_SOURCE and the stream's. */
 	const char *from_tar;
 	int level;			/* LEVEL_* or LEVEL_AUTO */
 	struct fs_walk_opts walk;

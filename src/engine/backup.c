@@ -1051,8 +1051,12 @@ walk_source(struct backup *b)
 	return (rc < 0 ? -1 : 0);
 }
 
-/* The source of a snapshot of a tar stream starts so (source_name). */
-#define TAR_SOURCE "tar:"
+static int
+is_tar_source(const char *s)
+{
+	return (strncmp(s, ENGINE_TAR_SOURCE, strlen(ENGINE_TAR_SOURCE)) ==
+	    0);
+}
 
 /*
  * A dataset is one tree: a backup from another root than its newest
@@ -1084,8 +1088,7 @@ check_source(struct backup *b, const char *source)
 		return (-1);
 	/* Tar streams of a dataset are one tree whatever their names. */
 	if (found && strcmp(prev, source) != 0 &&
-	    !(strncmp(prev, TAR_SOURCE, strlen(TAR_SOURCE)) == 0 &&
-	    strncmp(source, TAR_SOURCE, strlen(TAR_SOURCE)) == 0)) {
+	    !(is_tar_source(prev) && is_tar_source(source))) {
 		if (!b->opts->new_source) {
 			log_error("dataset '%s' is backed up from '%s', not "
 			    "'%s' (--new-source if it moved)",
@@ -1111,12 +1114,12 @@ source_name(const struct backup_opts *o)
 	if (o->from_tar == NULL)
 		return (realpath(o->source, NULL));
 	if (strcmp(o->from_tar, "-") == 0)
-		return (strdup(TAR_SOURCE "-"));
+		return (strdup(ENGINE_TAR_SOURCE "-"));
 	if ((p = realpath(o->from_tar, NULL)) == NULL)
 		return (NULL);
-	n = strlen(TAR_SOURCE) + strlen(p) + 1;
+	n = strlen(ENGINE_TAR_SOURCE) + strlen(p) + 1;
 	if ((s = malloc(n)) != NULL)
-		snprintf(s, n, "%s%s", TAR_SOURCE, p);
+		snprintf(s, n, "%s%s", ENGINE_TAR_SOURCE, p);
 	free(p);
 	return (s);
 }

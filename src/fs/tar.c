@@ -177,8 +177,10 @@ put(struct fs_tar_out *t, const void *buf, int64_t len)
 	size_t step;
 
 	while (len > 0) {
-		step = buf != NULL ? (size_t)len : len < (int64_t)sizeof(zeros) ?
-		    (size_t)len : sizeof(zeros);
+		if (buf != NULL || len < (int64_t)sizeof(zeros))
+			step = (size_t)len;
+		else
+			step = sizeof(zeros);
 		n = archive_write_data(t->a, buf != NULL ? buf : zeros, step);
 		if (n < 0 || (size_t)n != step)
 			return (out_failed(t, (const char *)t->path.data));
@@ -290,7 +292,7 @@ struct fs_tar_in {
 	const uint8_t *blk;
 	size_t blen;
 	int64_t boff;
-	int64_t size, end;		/* the member's, and its data's so far */
+	int64_t size, end;		/* the member's; its data's so far */
 	/* The current entry's strings. */
 	struct buf path, source, uname, gname, target, xattrs, tmp;
 	char *acl;

@@ -62,6 +62,12 @@ test_expect_success 'a zip archive, with an exclude' '
 	test_path_is_missing out-zip/big/neighbour.txt
 '
 
+test_expect_success 'audit of a tar snapshot: refused, there is no tree' '
+	test_expect_code 2 coffer -r repo audit pax 2>err &&
+	cat err &&
+	grep "tar stream" err
+'
+
 test_expect_success 'dump of it gives the archive back (the two commands agree)' '
 	coffer -r repo dump pax@latest >again.tar &&
 	untar again.tar out-again &&
