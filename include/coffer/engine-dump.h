@@ -33,7 +33,9 @@ struct dump_result {
  * directory before what it holds); with one path that is a regular file
  * and not o->tar, that file's content alone.  Each chunk is fetched,
  * authenticated and its keyed hash checked before a byte of it is
- * written, one at a time: memory does not grow with a file's size.  A
+ * written, one at a time, and a file's chunk list is read a page at a
+ * time: memory does not grow with a file's size (its sparse map aside,
+ * as long as its holes are many).  A
  * damaged or missing chunk ends the stream there, with no end of archive
  * (a reader sees it cut short), naming the file.  ENGINE_OK, ENGINE_WARN
  * (metadata that could not be written, warned), ENGINE_REFUSED (not

@@ -19,6 +19,9 @@
 #include "coffer/signals.h"
 #include "restore-int.h"
 
+/* Chunk locations read from the catalog at once (each_page). */
+#define DUMP_PAGE 4096
+
 /* A raw file's holes, written as zeros. */
 static const uint8_t zeros[64 * 1024];
 
@@ -67,39 +70,101 @@ first_name(struct dump *d, const struct entry *e, int *err)
 	return (NULL);
 }
 
-/* The data regions of a file with holes (chunks merged where they
- * touch), in *out; *n 0 when there is no hole.  0 or -1. */
-static int
-regions(const struct entry *e, const struct catalog_chunk_loc *locs,
-    size_t nlocs, struct fs_region **out, size_t *n)
-{
-	struct fs_region *v;
-	size_t i, k = 0;
+/*
+ * Each page of e's chunks, checked (within the file, in order, across
+ * pages too) before fn sees it: the list of a file of terabytes is not
+ * held whole.  0, or -1 (reported; damage counted in d->damaged).
+ */
+typedef int (*page_fn)(struct dump *, const struct entry *,
+    const struct catalog_chunk_loc *, size_t, void *);
 
-	*out = NULL;
-	*n = 0;
-	if (nlocs == 0 || e->size == 0)
+static int
+each_page(struct dump *d, const struct entry *e, page_fn fn, void *arg)
+{
+	struct catalog_chunk_loc *locs;
+	int64_t seq = -1;
+	uint64_t end = 0;
+	size_t n;
+	int rc;
+
+	if (e->content_id == 0)
 		return (0);
-	if ((v = calloc(nlocs, sizeof(*v))) == NULL) {
-		log_error("out of memory");
-		return (-1);
-	}
-	for (i = 0; i < nlocs; i++) {
+	do {
+		if (catalog_content_chunks_page(d->cat, e->content_id, &seq,
+		    DUMP_PAGE, &locs, &n))
+			return (-1);
+		if (!rst_locs_sane(d->s->sid, d->chunk_max, e, locs, n) ||
+		    (n > 0 && locs[0].file_offset < end)) {
+			if (n > 0 && locs[0].file_offset < end)
+				log_error("snapshot %s: cannot restore '%s': "
+				    "the catalog's chunks of it overlap",
+				    d->s->sid, e->path);
+			d->damaged = 1;
+			free(locs);
+			return (-1);
+		}
+		if (n > 0)
+			end = locs[n - 1].file_offset + locs[n - 1].plain_len;
+		rc = fn(d, e, locs, n, arg);
+		free(locs);
+		if (rc)
+			return (-1);
+	} while (n == DUMP_PAGE);
+	return (0);
+}
+
+struct regions {
+	struct fs_region *v;
+	size_t n, cap;
+};
+
+/* A page's chunks into the file's data regions, merged where they
+ * touch: as many as the file has holes, not chunks. */
+static int
+add_regions(struct dump *d, const struct entry *e,
+    const struct catalog_chunk_loc *locs, size_t n, void *arg)
+{
+	struct regions *r = arg;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
 		int64_t off = (int64_t)locs[i].file_offset;
 
-		if (k > 0 && v[k - 1].off + v[k - 1].len == off)
-			v[k - 1].len += locs[i].plain_len;
-		else {
-			v[k].off = off;
-			v[k++].len = locs[i].plain_len;
+		if (r->n > 0 && r->v[r->n - 1].off + r->v[r->n - 1].len ==
+		    off) {
+			r->v[r->n - 1].len += locs[i].plain_len;
+			continue;
 		}
+		if (array_grow(&r->v, &r->cap, r->n, sizeof(*r->v), 1))
+			return (-1);
+		r->v[r->n].off = off;
+		r->v[r->n++].len = locs[i].plain_len;
 	}
-	if (k == 1 && v[0].off == 0 && v[0].len == e->size) {
-		free(v);
+	return (0);
+}
+
+/* The data regions of a file with holes in *r; none (r->n 0) when it
+ * has no hole or is empty.  0 or -1. */
+static int
+regions(struct dump *d, const struct entry *e, struct regions *r)
+{
+	memset(r, 0, sizeof(*r));
+	if (e->size == 0)
 		return (0);
+	if (each_page(d, e, add_regions, r))
+		return (-1);
+	if (r->n == 1 && r->v[0].off == 0 && r->v[0].len == e->size)
+		r->n = 0;
+	else if (r->n == 0) {
+		/* All hole: an empty region at its end, as GNU tar
+		 * writes one. */
+		if ((r->v = calloc(1, sizeof(*r->v))) == NULL) {
+			log_error("out of memory");
+			return (-1);
+		}
+		r->v[0].off = e->size;
+		r->n = 1;
 	}
-	*out = v;
-	*n = k;
 	return (0);
 }
 
@@ -121,15 +186,13 @@ raw_put(struct dump *d, const void *buf, int64_t len)
 	return (0);
 }
 
-/*
- * A regular file's content, chunk by chunk, to the tar stream or raw.
- * 0, or -1 (reported; damage counted in d->damaged).
- */
+/* A page of a file's chunks, one by one, to the tar stream or raw;
+ * *arg is where the last one ended. */
 static int
-dump_content(struct dump *d, const struct entry *e,
-    const struct catalog_chunk_loc *locs, size_t n)
+put_chunks(struct dump *d, const struct entry *e,
+    const struct catalog_chunk_loc *locs, size_t n, void *arg)
 {
-	int64_t pos = 0;
+	int64_t *pos = arg;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
@@ -148,12 +211,23 @@ dump_content(struct dump *d, const struct entry *e,
 		}
 		if (d->tar != NULL ? fs_tar_out_data(d->tar, d->chunk,
 		    l->plain_len, (int64_t)l->file_offset) :
-		    (raw_put(d, NULL, (int64_t)l->file_offset - pos) ||
+		    (raw_put(d, NULL, (int64_t)l->file_offset - *pos) ||
 		    raw_put(d, d->chunk, l->plain_len)))
 			return (-1);
-		pos = (int64_t)(l->file_offset + l->plain_len);
+		*pos = (int64_t)(l->file_offset + l->plain_len);
 		d->res->bytes += l->plain_len;
 	}
+	return (0);
+}
+
+/* A regular file's content, chunk by chunk.  0, or -1 (reported). */
+static int
+dump_content(struct dump *d, const struct entry *e)
+{
+	int64_t pos = 0;
+
+	if (each_page(d, e, put_chunks, &pos))
+		return (-1);
 	if (d->tar != NULL)
 		return (fs_tar_out_finish(d->tar));
 	return (raw_put(d, NULL, e->size - pos));
@@ -163,10 +237,8 @@ dump_content(struct dump *d, const struct entry *e,
 static int
 dump_entry(struct dump *d, const struct entry *e)
 {
-	struct catalog_chunk_loc *locs = NULL;
-	struct fs_region *reg = NULL;
+	struct regions reg = { NULL, 0, 0 };
 	const char *link;
-	size_t n = 0, nreg = 0;
 	int err = 0, rc = -1;
 
 	/* The catalog is not authenticated as the records are. */
@@ -179,26 +251,19 @@ dump_entry(struct dump *d, const struct entry *e)
 	link = first_name(d, e, &err);
 	if (err)
 		return (-1);
-	if (e->kind == ENTRY_FILE && link == NULL && e->content_id != 0) {
-		if (catalog_content_chunks(d->cat, e->content_id, &locs, &n))
-			return (-1);
-		if (!rst_locs_sane(d->s->sid, d->chunk_max, e, locs, n)) {
-			d->damaged = 1;
-			goto out;
-		}
-		if (regions(e, locs, n, &reg, &nreg))
-			goto out;
-	}
-	if (d->tar != NULL && fs_tar_out_begin(d->tar, e, link, reg, nreg))
+	/* A tar header holds the sparse map: the regions come first. */
+	if (d->tar != NULL && e->kind == ENTRY_FILE && link == NULL &&
+	    regions(d, e, &reg))
 		goto out;
-	if (e->kind == ENTRY_FILE && link == NULL &&
-	    dump_content(d, e, locs, n))
+	if (d->tar != NULL && fs_tar_out_begin(d->tar, e, link,
+	    reg.n > 0 ? reg.v : NULL, reg.n))
+		goto out;
+	if (e->kind == ENTRY_FILE && link == NULL && dump_content(d, e))
 		goto out;
 	d->res->entries++;
 	rc = 0;
 out:
-	free(locs);
-	free(reg);
+	free(reg.v);
 	return (rc);
 }
 

@@ -126,6 +126,35 @@ test_expect_success 'standard output a terminal: refused' '
 	fi
 '
 
+# dump reads a file's chunk list 4,096 at a time: 5,000 data blocks
+# between holes are 5,000 chunks, and as many regions of its sparse map.
+test_expect_success 'a file of more chunks than a page of the catalog' '
+	mkdir -p pages &&
+	python3 -c "
+import os
+with open(\"pages/sp\", \"wb\") as f:
+    for i in range(5000):
+        f.seek(i * 8192)
+        f.write(os.urandom(4096))
+    f.truncate(5000 * 8192)
+" &&
+	coffer -r repo backup pages "$TMP/pages" &&
+	test "$(sqlite3 "$(catalog_db)" "SELECT count(*) FROM content_chunk cc
+		JOIN content c ON c.id = cc.content_id
+		WHERE c.size = 40960000")" -gt 4096 &&
+	coffer -r repo dump pages@latest >pages.tar &&
+	untar out-pages <pages.tar &&
+	treecmp pages out-pages &&
+	coffer -r repo dump pages@latest sp >sp.raw &&
+	cmp pages/sp sp.raw &&
+	truncate -s 1G pages/allhole &&
+	coffer -r repo backup pages "$TMP/pages" &&
+	coffer -r repo dump --tar pages@latest allhole >allhole.tar &&
+	test "$(stat -c %s allhole.tar)" -lt 65536 &&
+	untar out-hole <allhole.tar &&
+	cmp pages/allhole out-hole/allhole
+'
+
 test_expect_success TIME 'memory does not grow with the size of a file' '
 	mkdir -p huge &&
 	random_file huge/big.bin 64 &&
