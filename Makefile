@@ -125,8 +125,10 @@ DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libxml2-dev
 # The test object store (tests/tools/swift-server), installed without
 # recommendations: Swift's library only, never the swift-* server packages,
-# whose systemd units listen on 0.0.0.0.
-DEB_PKGS_NOREC := python3-swift openssl curl
+# whose systemd units listen on 0.0.0.0.  libarchive-tools: bsdtar, the
+# other tar that coffer dump's streams and backup --from-tar's inputs are
+# tested with (t0290, t0292).
+DEB_PKGS_NOREC := python3-swift openssl curl libarchive-tools
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 deps:

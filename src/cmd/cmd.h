@@ -95,6 +95,7 @@ extern const struct cmd_option cmd_ls_options[];
 extern const struct cmd_option cmd_diff_options[];
 extern const struct cmd_option cmd_consolidate_options[];
 extern const struct cmd_option cmd_restore_options[];
+extern const struct cmd_option cmd_dump_options[];
 extern const struct cmd_option cmd_verify_options[];
 extern const struct cmd_option cmd_audit_options[];
 extern const struct cmd_option cmd_drill_options[];
@@ -153,6 +154,7 @@ int cmd_backup(int argc, char **argv, const struct global_opts *g);
 int cmd_snapshots(int argc, char **argv, const struct global_opts *g);
 int cmd_ls(int argc, char **argv, const struct global_opts *g);
 int cmd_restore(int argc, char **argv, const struct global_opts *g);
+int cmd_dump(int argc, char **argv, const struct global_opts *g);
 int cmd_diff(int argc, char **argv, const struct global_opts *g);
 int cmd_consolidate(int argc, char **argv, const struct global_opts *g);
 int cmd_version(int argc, char **argv, const struct global_opts *g);
@@ -247,6 +249,13 @@ int cmd_catalog_damaged(void);
  */
 int cmd_open_scratch(void *arg, const char *repo, const char *catalog,
     struct repo **r, struct catalog **c);
+
+/*
+ * Paths in a snapshot as a user gives them (restore, dump): trailing
+ * slashes dropped in place; each must be relative to the snapshot's root
+ * (entry_path_is_safe).  STATUS_OK, or STATUS_USAGE (reported).
+ */
+int cmd_snapshot_paths(char **paths, size_t n);
 
 /*
  * The snapshot called name ("DATASET@latest", an id prefix, ...) into *s:

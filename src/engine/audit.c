@@ -340,6 +340,12 @@ engine_audit(struct repo *r, struct catalog *c,
 		    "from", s->sid);
 		return (ENGINE_REFUSED);
 	}
+	if (strncmp(source, ENGINE_TAR_SOURCE,
+	    strlen(ENGINE_TAR_SOURCE)) == 0) {
+		log_error("snapshot %s was taken of a tar stream ('%s'): there "
+		    "is no tree to audit", s->sid, source);
+		return (ENGINE_REFUSED);
+	}
 	if ((a.chunker = chunker_new(repo_chunker_params(r),
 	    ccrypto_keys_chunker_key(repo_keys(r)))) == NULL)
 		goto out;
