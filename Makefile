@@ -2,6 +2,7 @@
 PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 MANDIR    ?= $(PREFIX)/share/man
+DATADIR   ?= $(PREFIX)/share
 DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
@@ -47,6 +48,9 @@ REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay-%)
 MAN_PAGES := $(sort $(wildcard man/*.1 man/*.5))
 MAN1      := $(filter %.1,$(MAN_PAGES))
 MAN5      := $(filter %.5,$(MAN_PAGES))
+# The alerting rules, their tests and the Grafana dashboard
+# (contrib/monitoring/), installed under $(DATADIR)/coffer/monitoring.
+MONITORING := $(sort $(wildcard contrib/monitoring/*.yml contrib/monitoring/*.json))
 
 .PHONY: all deps check unit e2e asan tsan tsan-check hdr-check install uninstall clean lint \
         fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files \
@@ -119,7 +123,11 @@ DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
 # The test object store (tests/tools/swift-server), installed without
 # recommendations: Swift's library only, never the swift-* server packages,
 # whose systemd units listen on 0.0.0.0.
-DEB_PKGS_NOREC := python3-swift openssl curl
+# promtool (Prometheus's prometheus package) checks the alerting rules and
+# the metrics files in make check (t0746); without recommendations, and
+# the server it ships stays unused (in a container, policy-rc.d keeps its
+# postinst from starting it).
+DEB_PKGS_NOREC := python3-swift openssl curl prometheus
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 deps:
@@ -230,9 +238,14 @@ install: coffer
 	install -m 0755 coffer $(DESTDIR)$(BINDIR)/coffer
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -d $(DESTDIR)$(DATADIR)/coffer/monitoring
+	install -m 0644 $(MONITORING) $(DESTDIR)$(DATADIR)/coffer/monitoring/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/coffer
+	for f in $(MONITORING); do \
+	  rm -f $(DESTDIR)$(DATADIR)/coffer/monitoring/$${f##*/}; done
+	-rmdir $(DESTDIR)$(DATADIR)/coffer/monitoring $(DESTDIR)$(DATADIR)/coffer
 	for m in $(MAN1); do rm -f $(DESTDIR)$(MANDIR)/man1/$${m#man/}; done
 	for m in $(MAN5); do rm -f $(DESTDIR)$(MANDIR)/man5/$${m#man/}; done
 
