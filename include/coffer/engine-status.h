@@ -74,7 +74,8 @@ struct engine_status {
  * Which datasets and targets to report, in this order: those named, else
  * the policy's (its datasets, its exports' targets), else every dataset
  * the catalog holds a snapshot or a drill of and every target it has
- * exported to, by name.  A dataset or target named that the catalog does
+ * exported to, by name; a policy without datasets reports the catalog's,
+ * as its drills cover them.  A dataset or target named that the catalog does
  * not know is reported with nothing (have, drilled, last_ns 0).  With a
  * policy, each dataset's rpo and rto are its drills'; with a clock too,
  * when its next drill, and each target's next export, was due: what a

@@ -266,7 +266,10 @@ engine_status(struct catalog *c, const struct engine_status_opts *o,
 	if (o == NULL)
 		o = &all;
 	memset(st, 0, sizeof(*st));
-	all_datasets = o->ndatasets == 0 && o->policy == NULL;
+	/* A policy without datasets (a host that only drills or verifies)
+	 * drills the repository's: those are the ones to report. */
+	all_datasets = o->ndatasets == 0 &&
+	    (o->policy == NULL || o->policy->ndatasets == 0);
 	all_targets = o->ntargets == 0 && o->policy == NULL;
 	if (select_names(o, st))
 		goto err;

@@ -139,6 +139,26 @@ test_expect_success 'the rules on it: nothing fires at the run; two days on, the
 	alerts_at m1.prom 2026-12-05T07:00:00Z lost
 '
 
+test_expect_success 'a policy that only drills (another host'"'"'s role): its file has the repository'"'"'s datasets' '
+	cat >drills.policy <<-EOF &&
+	[repository]
+	path = $TMP/repo
+	key-file = $TMP/key
+	[drill weekly]
+	schedule = weekly wednesday 06:45
+	rpo = 2d
+	EOF
+	coffer run --policy drills.policy --now 2026-12-02T07:30:00Z \
+		--metrics-file prom/drills.prom >out &&
+	test_must_be_empty out &&
+	promcheck prom/drills.prom &&
+	due=$(date -u -d 2026-12-09T06:45:00Z +%s) &&
+	grep -x "coffer_rpo_objective_seconds{dataset=\"ds\"} 172800.000" prom/drills.prom &&
+	grep -x "coffer_drill_due_timestamp_seconds{dataset=\"ds\"} $due.000" prom/drills.prom &&
+	grep -x "coffer_drill_success{dataset=\"ds\"} 1" prom/drills.prom &&
+	alerts_at prom/drills.prom 2026-12-02T08:00:00Z none
+'
+
 test_expect_success 'a damaged pack: verify fails, the next run reports its damage' '
 	pack=$(largest_pack repo) &&
 	flip_byte "$pack" $(( $(stat -c %s "$pack") / 2 )) &&
@@ -200,7 +220,7 @@ test_expect_success 'the dashboard is JSON; each of its queries parses' '
 '
 
 test_expect_success 'every coffer metric the rules and the dashboard name is one coffer writes' '
-	cat m1.prom m2.prom m3.prom prom/drill.prom |
+	cat m1.prom m2.prom m3.prom prom/drills.prom prom/drill.prom |
 		sed -n "s/^# TYPE \(coffer_[a-z_]*\) .*/\1/p" | sort -u >written &&
 	cat "$MON/coffer-alerts.yml" "$MON/coffer-alerts.test.yml" \
 		"$MON/coffer-dashboard.json" |
