@@ -253,7 +253,8 @@ test_due(struct catalog *c)
 	    st.datasets[1].rto == 300, "the rto: the smallest of its drills");
 	ok(st.ndatasets == 2 && st.datasets[0].drill_due_ns == H(1),
 	    "drilled: the first slot after, of its hourly and daily drills");
-	ok(st.ndatasets == 2 && st.datasets[1].drill_due_ns == H(54) + MINUTES(30),
+	ok(st.ndatasets == 2 &&
+	    st.datasets[1].drill_due_ns == H(54) + MINUTES(30),
 	    "never drilled: the newest slot before the clock");
 	ok(st.ntargets == 2 && st.targets[0].due_ns == H(3) &&
 	    st.targets[1].due_ns == H(48 + 3),
