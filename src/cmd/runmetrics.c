@@ -113,32 +113,36 @@ dataset_value(const struct engine_status_dataset *m, int k, int64_t now,
 	return (1);
 }
 
-/* One family per target: its newest bundle, when its next was due. */
+/* A family of each target's time: its newest bundle's, or (due) when
+ * its next export was due; a target without one has no sample. */
+static int
+target_family(struct buf *b, const struct engine_status *st, int due,
+    const char *name, const char *help)
+{
+	size_t i;
+	int64_t t;
+	int err;
+
+	err = prom_family(b, name, "gauge", help);
+	for (i = 0; i < st->ntargets; i++) {
+		t = due ? st->targets[i].due_ns : st->targets[i].last_ns;
+		if (t > 0)
+			err |= prom_sample(b, name, "target",
+			    st->targets[i].name, (double)t / 1e9, 3);
+	}
+	return (err);
+}
+
 static int
 target_metrics(struct buf *b, const struct engine_status *st)
 {
-	size_t i;
-	int err;
-
-	err = prom_family(b, "coffer_export_last_timestamp_seconds", "gauge",
-	    "When the newest bundle for the target was written.");
-	for (i = 0; i < st->ntargets; i++)
-		if (st->targets[i].last_ns > 0)
-			err |= prom_sample(b,
-			    "coffer_export_last_timestamp_seconds", "target",
-			    st->targets[i].name,
-			    (double)st->targets[i].last_ns / 1e9, 3);
-	err |= prom_family(b, "coffer_export_due_timestamp_seconds", "gauge",
+	return (target_family(b, st, 0,
+	    "coffer_export_last_timestamp_seconds",
+	    "When the newest bundle for the target was written.") |
+	    target_family(b, st, 1, "coffer_export_due_timestamp_seconds",
 	    "When the target's next export was due: the first slot of its "
 	    "schedules after its newest bundle (none yet: the newest slot "
-	    "before the run).");
-	for (i = 0; i < st->ntargets; i++)
-		if (st->targets[i].due_ns > 0)
-			err |= prom_sample(b,
-			    "coffer_export_due_timestamp_seconds", "target",
-			    st->targets[i].name,
-			    (double)st->targets[i].due_ns / 1e9, 3);
-	return (err);
+	    "before the run)."));
 }
 
 /* The newest verify run's families, when one is recorded: a verify

@@ -171,6 +171,17 @@ test_named(struct catalog *c)
 	engine_status_release(&st);
 }
 
+/* *p: a policy of the arrays given, nothing else. */
+#define POLICY_OF(p, ds, dr, ex) do {					\
+	memset((p), 0, sizeof(*(p)));					\
+	(p)->datasets = (ds);						\
+	(p)->ndatasets = sizeof(ds) / sizeof((ds)[0]);			\
+	(p)->drills = (dr);						\
+	(p)->ndrills = sizeof(dr) / sizeof((dr)[0]);			\
+	(p)->exports = (ex);						\
+	(p)->nexports = sizeof(ex) / sizeof((ex)[0]);			\
+} while (0)
+
 static void
 test_policy(struct catalog *c)
 {
@@ -187,13 +198,7 @@ test_policy(struct catalog *c)
 	struct engine_status_opts o = { .policy = &p };
 	struct engine_status st;
 
-	memset(&p, 0, sizeof(p));
-	p.datasets = pds;
-	p.ndatasets = 2;
-	p.drills = pdr;
-	p.ndrills = 3;
-	p.exports = pex;
-	p.nexports = 1;
+	POLICY_OF(&p, pds, pdr, pex);
 	if (engine_status(c, &o, &st)) {
 		ok(0, "policy: read");
 		return;
@@ -238,13 +243,7 @@ test_due(struct catalog *c)
 	struct engine_status_opts o = { .policy = &p, .now = H(55) };
 	struct engine_status st;
 
-	memset(&p, 0, sizeof(p));
-	p.datasets = pds;
-	p.ndatasets = 2;
-	p.drills = pdr;
-	p.ndrills = 2;
-	p.exports = pex;
-	p.nexports = 2;
+	POLICY_OF(&p, pds, pdr, pex);
 	if (engine_status(c, &o, &st)) {
 		ok(0, "due: read");
 		return;
