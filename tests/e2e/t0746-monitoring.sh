@@ -54,48 +54,52 @@ promcheck() {
 alerts_at() {
 	h=$(( $(date -u -d "$2" +%s) / 3600 )) &&
 	test $((h * 3600)) = "$(date -u -d "$2" +%s)" &&
-	perl -ne "
-		\$skip = 0 if /^\\s*(- |[a-z_]+:)/ && !/^\\s{10}/;
-		\$skip = 1 if /^\\s*annotations:/;
-		print unless \$skip" "$MON/coffer-alerts.yml" >rules.yml &&
+	perl -ne '
+		$skip = 0 if /^\s*(- |[a-z_]+:)/ && !/^\s{10}/;
+		$skip = 1 if /^\s*annotations:/;
+		print unless $skip' "$MON/coffer-alerts.yml" >rules.yml &&
 	! grep -q "summary:" rules.yml &&
 	promtool check rules rules.yml >/dev/null &&
 	sed -n "s/^ *- alert: //p" rules.yml >names &&
 	test "$(wc -l <names)" -ge 10 &&
-	perl -e "
-		my (\$file, \$h, \$expect, \$names) = @ARGV;
-		print qq(rule_files: [rules.yml]\\nevaluation_interval: \${h}h\\n);
-		print qq(tests:\\n  - interval: \${h}h\\n    input_series:\\n);
-		open(my \$m, q(<), \$file) or die;
-		while (<\$m>) {
+	perl -e '
+		my ($file, $h, $expect, $names) = @ARGV;
+		print "rule_files: [rules.yml]\nevaluation_interval: ${h}h\n";
+		print "tests:\n  - interval: ${h}h\n    input_series:\n";
+		open(my $m, "<", $file) or die "$file: $!\n";
+		while (<$m>) {
 			next if /^#/;
-			/^(\\w+)(?:\\{(.*)\\})? (\\S+)\$/ or die qq(bad: \$_);
-			my (\$name, \$v) = (\$1, \$3);
-			my \$l = join(q(,), grep { length } \$2 // q(),
-			    q(instance=\"h\",job=\"node\"));
-			print qq(      - series: '\$name) . qq({\$l}'\\n);
-			print qq(        values: '\$v \$v'\\n);
+			/^(\w+)(?:\{(.*)\})? (\S+)$/ or die "bad line: $_";
+			my ($name, $v) = ($1, $3);
+			my $l = join(",", grep { length } $2 // "",
+			    "instance=\"h\",job=\"node\"");
+			print "      - series: '\''$name\{$l}'\''\n";
+			print "        values: '\''$v $v'\''\n";
 		}
 		my %e;
-		open(my \$x, q(<), \$expect) or die;
-		while (<\$x>) { my (\$a, @l) = split; push @{\$e{\$a}}, [@l]; }
-		print qq(    alert_rule_test:\\n);
-		open(my \$n, q(<), \$names) or die;
-		while (my \$a = <\$n>) {
-			chomp \$a;
-			print qq(      - eval_time: \${h}h\\n        alertname: \$a\\n);
-			my \$list = delete \$e{\$a};
-			unless (\$list) { print qq(        exp_alerts: []\\n); next; }
-			print qq(        exp_alerts:\\n);
-			for my \$l (@\$list) {
-				my (\$sev, @kv) = @\$l;
-				print qq(          - exp_labels:\\n              severity: \$sev\\n);
-				print qq(              instance: h\\n              job: node\\n);
-				for (@kv) { my (\$k, \$v) = split /=/; print qq(              \$k: \$v\\n); }
+		open(my $x, "<", $expect) or die "$expect: $!\n";
+		while (<$x>) { my ($a, @l) = split; push @{$e{$a}}, [@l]; }
+		print "    alert_rule_test:\n";
+		open(my $n, "<", $names) or die "$names: $!\n";
+		while (my $a = <$n>) {
+			chomp $a;
+			print "      - eval_time: ${h}h\n        alertname: $a\n";
+			my $list = delete $e{$a};
+			unless ($list) { print "        exp_alerts: []\n"; next; }
+			print "        exp_alerts:\n";
+			for my $l (@$list) {
+				my ($sev, @kv) = @$l;
+				print "          - exp_labels:\n";
+				print "              severity: $sev\n";
+				print "              instance: h\n              job: node\n";
+				for (@kv) {
+					my ($k, $v) = split /=/;
+					print "              $k: $v\n";
+				}
 			}
 		}
-		die qq(no such alert: @{[keys %e]}\\n) if %e;
-	" "$1" "$h" "$3" names >alerts.test.yml &&
+		die "no such alert: @{[keys %e]}\n" if %e;
+	' "$1" "$h" "$3" names >alerts.test.yml &&
 	promtool test rules alerts.test.yml
 }
 
