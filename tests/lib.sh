@@ -355,6 +355,19 @@ require_swift() {
 	test_skip_all "no object store: $swift_why_"
 }
 
+# require_promtool: skip the script, loudly, where Prometheus's promtool
+# is missing (make deps installs it, from Debian's prometheus package);
+# under CI=true that is a failure instead.
+require_promtool() {
+	command -v promtool >/dev/null && return 0
+	if [ "${CI:-}" = true ]; then
+		echo "Bail out! promtool not found (make deps)"
+		exit 1
+	fi
+	echo "WARNING: $0 skipped: promtool not found (make deps)" >&2
+	test_skip_all "no promtool (make deps installs it)"
+}
+
 # swift_start [DIR]: an OpenStack Swift object store with its S3 API on
 # 127.0.0.1, in DIR (default $TMP/swift), by tests/tools/swift-server; sets
 # the variables it prints (SWIFT_S3_URL, SWIFT_S3_HTTPS_URL, SWIFT_CACERT,
