@@ -2,9 +2,9 @@
  * coffer run --metrics-file: the Prometheus textfile (node_exporter's
  * textfile collector) of a policy's datasets and targets, as
  * engine_status reads them from the catalog, and of the run that wrote
- * it.  Replaced whole and atomically at every run, so a series never
- * vanishes because a run had nothing to do, and a collector never reads
- * half a file.
+ * it (coffer watch --metrics-file: all but the run's).  Replaced whole
+ * and atomically at every run, so a series never vanishes because a run
+ * had nothing to do, and a collector never reads half a file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@
 enum {
 	M_BACKUP_TIME, M_BACKUP_LEVEL, M_READ, M_NEW, M_STORED, M_DURATION,
 	M_WARNINGS, M_RPO_AGE, M_RPO_OBJ, M_RPO_OK, M_DRILL_TIME, M_DRILL_OK,
-	M__DATASET
+	M_CAPTURE, M__DATASET
 };
 
 static const struct {
@@ -55,6 +55,9 @@ static const struct {
 	  "When the dataset's last recovery drill started.", 3 },
 	{ "coffer_drill_success",
 	  "1 if the dataset's last drill passed.", 0 },
+	{ "coffer_watch_capture_delay_seconds",
+	  "Seconds from a checkpoint step's marker to the snapshot that "
+	  "coffer watch took of it, at its newest capture.", 3 },
 };
 
 static int
@@ -95,10 +98,15 @@ dataset_value(const struct engine_status_dataset *m, int k, int64_t now,
 			return (0);
 		*v = (double)m->drill.time_ns / 1e9;
 		break;
-	default:
+	case M_DRILL_OK:
 		if (!m->drilled)
 			return (0);
 		*v = strcmp(m->drill.verdict, "pass") == 0;
+		break;
+	default:
+		if (!m->captured)
+			return (0);
+		*v = m->capture_delay;
 	}
 	return (1);
 }
@@ -131,6 +139,8 @@ cmd_run_metrics(struct catalog *c, const struct policy *p, const char *path,
 			    "coffer_export_last_timestamp_seconds", "target",
 			    st.targets[i].name,
 			    (double)st.targets[i].last_ns / 1e9, 3);
+	if (status < 0)
+		goto write;
 	err |= prom_family(&b, "coffer_run_timestamp_seconds", "gauge",
 	    "The clock of the last coffer run (its --now, if given).");
 	err |= prom_sample(&b, "coffer_run_timestamp_seconds", NULL, NULL,
@@ -142,6 +152,7 @@ cmd_run_metrics(struct catalog *c, const struct policy *p, const char *path,
 	    "Wall time of the last coffer run.");
 	err |= prom_sample(&b, "coffer_run_duration_seconds", NULL, NULL,
 	    seconds, 3);
+write:
 	if (err)
 		goto out;
 	rc = fsutil_write_file(path, b.data, b.len, 0644, 1);
