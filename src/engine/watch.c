@@ -123,12 +123,18 @@ scan(struct watch *wt, struct wds *ds, int64_t now)
 	    ds->captured_ns, now, &ds->verdict);
 }
 
+/*
+ * A snapshot's time is the host's clock when it started, unless a run
+ * took a clock of its own (--now): one in the future tells nothing of
+ * what the backup found settled, and would hide every step until then.
+ */
 static int
 newest_complete(void *arg, const struct catalog_snapshot *s)
 {
 	int64_t *t = arg;
 
-	if (s->state == SNAP_COMPLETE && s->started_ns > *t)
+	if (s->state == SNAP_COMPLETE && s->started_ns > *t &&
+	    s->started_ns <= now_realtime_ns())
 		*t = s->started_ns;
 	return (0);
 }

@@ -46,9 +46,10 @@ step() {
 	now >marked.$1
 }
 
-# in_latest PATH: the newest snapshot of ck holds PATH.
+# in_latest PATH: the newest snapshot of ck holds PATH (the newest by
+# the host's clock: the runs below take one of their own, years ahead).
 in_latest() {
-	coffer ls ck@latest >ls.out 2>/dev/null &&
+	coffer ls "ck@$(date -u -d "+1 min" +%Y-%m-%dT%H:%M:%SZ)" >ls.out 2>/dev/null &&
 	grep -q " $1\$" ls.out
 }
 
@@ -165,6 +166,47 @@ test_expect_success 'COFFER_WATCH_INOTIFY=0: periodic scans, said once, still wi
 	stop_watch &&
 	grep "ck: scanning .* every 2 s: inotify is off (COFFER_WATCH_INOTIFY=0)" watch.out &&
 	test $(grep -c scanning watch.out) = 1
+'
+
+# A coffer run that stops in its backup, holding the writer lock, until
+# it is told to go on.
+hold_run() {
+	rm -f holding go &&
+	cat >hold.sh <<-EOF &&
+	case \$COFFER_TEST_PATH in
+	*step_001/*) touch "$TMP/holding"
+		while ! [ -e "$TMP/go" ]; do sleep 0.05; done ;;
+	esac
+	EOF
+	COFFER_TEST_BEFORE_CHANGE_CHECK="sh $TMP/hold.sh" \
+		"$COFFER" run --policy p.policy --now $1 >run.out 2>run.err &
+	echo $! >run.pid &&
+	for i in $(seq 100); do test -e holding && break; sleep 0.1; done &&
+	test -e holding
+}
+
+test_expect_success 'watch waits while coffer run holds the lock, then captures' '
+	: >watch.out && : >watch.err &&
+	start_watch &&
+	hold_run 2030-01-01T00:00:00Z &&
+	step 009 &&
+	sleep 3 &&
+	touch go &&
+	wait $(cat run.pid) &&
+	captured 009 &&
+	stop_watch &&
+	test_must_be_empty watch.err
+'
+
+test_expect_success 'a stop while waiting for the lock is prompt: exit 0' '
+	start_watch &&
+	hold_run 2030-01-08T00:00:00Z &&
+	step 010 &&
+	sleep 3 &&
+	stop_watch &&
+	touch go &&
+	wait $(cat run.pid) &&
+	grep "stopped waiting for the lock (SIGTERM)" watch.err
 '
 
 test_expect_success 'coffer cron --unit watch: a service systemd restarts' '
