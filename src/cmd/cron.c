@@ -153,34 +153,27 @@ put_unit_word(FILE *f, const char *s, int exec)
 	putc('"', f);
 }
 
-/* The service of coffer watch: restarted when it fails, stopped by
- * SIGTERM (its clean end, exit 0). */
+/* A service that runs coffer CMD --policy POL, of systemd type type,
+ * with the lines of tail after its ExecStart=. */
 static void
-print_watch(const char *exe, const char *pol)
+print_service(const char *exe, const char *pol, const char *cmd,
+    const char *type, const char *tail)
 {
 	printf("[Unit]\n"
-	    "Description=coffer watch --policy ");
+	    "Description=coffer %s --policy ", cmd);
 	put_unit_word(stdout, pol, 0);
 	printf("\n"
-	    "Documentation=man:coffer-watch(1) man:coffer-policy(5)\n"
+	    "Documentation=man:coffer-%s(1) man:coffer-policy(5)\n"
 	    "After=local-fs.target network-online.target\n"
 	    "Wants=network-online.target\n"
 	    "\n"
 	    "[Service]\n"
-	    "Type=simple\n"
-	    "ExecStart=");
+	    "Type=%s\n"
+	    "ExecStart=", cmd, type);
 	put_unit_word(stdout, exe, 1);
-	printf(" watch --policy ");
+	printf(" %s --policy ", cmd);
 	put_unit_word(stdout, pol, 1);
-	printf("\n"
-	    "Restart=on-failure\n"
-	    "RestartSec=10\n"
-	    "Nice=10\n"
-	    "IOSchedulingClass=best-effort\n"
-	    "IOSchedulingPriority=7\n"
-	    "\n"
-	    "[Install]\n"
-	    "WantedBy=multi-user.target\n");
+	printf("\n%s", tail);
 }
 
 int
@@ -252,21 +245,7 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 	if (all)
 		printf("\n# or systemd: /etc/systemd/system/%s.service\n", name);
 	if (all || strcmp(unit, "service") == 0) {
-		printf("[Unit]\n"
-		    "Description=coffer run --policy ");
-		put_unit_word(stdout, pol, 0);
-		printf("\n"
-		    "Documentation=man:coffer-run(1) man:coffer-policy(5)\n"
-		    "After=local-fs.target network-online.target\n"
-		    "Wants=network-online.target\n"
-		    "\n"
-		    "[Service]\n"
-		    "Type=oneshot\n"
-		    "ExecStart=");
-		put_unit_word(stdout, exe, 1);
-		printf(" run --policy ");
-		put_unit_word(stdout, pol, 1);
-		printf("\n"
+		print_service(exe, pol, "run", "oneshot",
 		    "Nice=10\n"
 		    "IOSchedulingClass=idle\n");
 	}
@@ -291,7 +270,16 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 		printf("\n# and for the checkpoints, /etc/systemd/system/"
 		    "%s-watch.service, then: systemctl enable --now "
 		    "%s-watch.service\n", name, name);
+	/* Restarted when it fails; a stop (SIGTERM) is its clean end. */
 	if ((all && ckpt) || (unit != NULL && strcmp(unit, "watch") == 0))
-		print_watch(exe, pol);
+		print_service(exe, pol, "watch", "simple",
+		    "Restart=on-failure\n"
+		    "RestartSec=10\n"
+		    "Nice=10\n"
+		    "IOSchedulingClass=best-effort\n"
+		    "IOSchedulingPriority=7\n"
+		    "\n"
+		    "[Install]\n"
+		    "WantedBy=multi-user.target\n");
 	return (STATUS_OK);
 }
