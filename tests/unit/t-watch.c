@@ -5,12 +5,21 @@
  * snapshot that took it starts after it was ready), a marker that comes
  * late, a step rewritten after its capture, steps removed, and steps
  * ready together taken in one snapshot without being held off for ever.
+ * Then the steps as src/fs/watch.c finds them in a real tree, and an
+ * inotify event for a marker written.
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "coffer/fs-watch.h"
+#include "coffer/log.h"
 #include "coffer/policy.h"
 #include "tap.h"
+#include "testutil.h"
 
 #define NS 1000000000LL
 #define T0 (1796000000LL * NS)		/* some time in 2026 */
@@ -123,11 +132,100 @@ test_debounce(void)
 	    "quarter seconds", held);
 }
 
+struct seen {
+	int n, marked, changed;
+	char names[256];
+};
+
+static int
+want_all(void *arg, const struct fs_watch_step *s)
+{
+	(void)arg;
+	(void)s;
+	return (1);
+}
+
+static int
+note_step(void *arg, const struct fs_watch_step *s)
+{
+	struct seen *sn = arg;
+	size_t len = strlen(sn->names);
+
+	sn->n++;
+	sn->marked += s->marked;
+	sn->changed += s->changed_ns > 0;
+	snprintf(sn->names + len, sizeof(sn->names) - len, "%s%s",
+	    len ? " " : "", s->name);
+	return (0);
+}
+
+static void
+touch(const char *dir, const char *name)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((f = fopen(path, "w")) == NULL)
+		abort();
+	fputs("x\n", f);
+	fclose(f);
+}
+
+static void
+test_tree(int inotify)
+{
+	char *const globs[] = { (char *)"step_*" };
+	char tmpl[] = "/tmp/t-watch.XXXXXX", path[256];
+	struct fs_watch *w;
+	struct seen sn;
+
+	if (mkdtemp(tmpl) == NULL)
+		abort();
+	snprintf(path, sizeof(path), "%s/run1", tmpl);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/run1/step_1", tmpl);
+	mkdir(path, 0755);
+	touch(path, "w.bin");
+	touch(path, "COMPLETE");
+	snprintf(path, sizeof(path), "%s/run1/step_2", tmpl);
+	mkdir(path, 0755);
+	touch(path, "w.bin");
+	snprintf(path, sizeof(path), "%s/logs", tmpl);
+	mkdir(path, 0755);
+	w = fs_watch_open(tmpl, inotify);
+	memset(&sn, 0, sizeof(sn));
+	ok(fs_watch_scan(w, globs, 1, "COMPLETE", want_all, note_step,
+	    &sn) == 0 && sn.n == 2 && sn.marked == 1 && sn.changed == 1 &&
+	    (strcmp(sn.names, "run1/step_1 run1/step_2") == 0 ||
+	    strcmp(sn.names, "run1/step_2 run1/step_1") == 0),
+	    "%s: steps below the root, one marked (%s)",
+	    inotify ? "inotify" : "scans", sn.names);
+	if (!inotify) {
+		ok(fs_watch_fd(w) == -1 && fs_watch_polled(w) != NULL &&
+		    !fs_watch_drain(w), "scans only: no descriptor, and why");
+	} else if (fs_watch_fd(w) == -1) {
+		skip("no inotify here: %s", fs_watch_polled(w));
+	} else {
+		(void)fs_watch_drain(w);
+		snprintf(path, sizeof(path), "%s/run1/step_2", tmpl);
+		touch(path, "COMPLETE");
+		usleep(50000);
+		ok(fs_watch_drain(w) == 1 && !fs_watch_drain(w),
+		    "inotify: the marker written in a step is an event");
+	}
+	fs_watch_close(w);
+	rm_tree(tmpl);
+}
+
 int
 main(void)
 {
+	log_level = -1;
 	test_markers();
 	test_late_and_removed();
 	test_debounce();
+	test_tree(0);
+	test_tree(1);
 	return (tap_done());
 }
