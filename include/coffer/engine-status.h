@@ -39,6 +39,10 @@ struct engine_status_dataset {
 		double seconds;		/* its restore (or stream) time */
 		char verdict[24];	/* "pass", "fail", "missed-objective" */
 	} drill;			/* the last one, if drilled */
+	int captured;			/* coffer watch captured a step */
+	double capture_delay;		/* seconds from that capture's first
+					 * marker to its snapshot, if
+					 * captured */
 };
 
 /* One export target: when its newest exported bundle was written. */

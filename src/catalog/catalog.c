@@ -1121,6 +1121,9 @@ catalog_lock(struct catalog *c, double wait)
 		log_error("catalog '%s' is locked by another coffer process",
 		    c->dir);
 		goto err1;
+	case 2:
+		log_warn("catalog '%s': stopped waiting for the lock", c->dir);
+		goto err1;
 	default:
 		log_errno("cannot lock '%s'", name);
 		goto err1;

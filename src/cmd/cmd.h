@@ -109,6 +109,7 @@ extern const struct cmd_option cmd_run_options[];
 extern const struct cmd_option cmd_log_options[];
 extern const struct cmd_option cmd_health_options[];
 extern const struct cmd_option cmd_cron_options[];
+extern const struct cmd_option cmd_watch_options[];
 extern const struct cmd_option cmd_key_list_options[];
 extern const struct cmd_option cmd_key_add_options[];
 extern const struct cmd_option cmd_key_passwd_options[];
@@ -175,6 +176,7 @@ int cmd_run_policy(int argc, char **argv, const struct global_opts *g);
 int cmd_log(int argc, char **argv, const struct global_opts *g);
 int cmd_health(int argc, char **argv, const struct global_opts *g);
 int cmd_cron(int argc, char **argv, const struct global_opts *g);
+int cmd_watch(int argc, char **argv, const struct global_opts *g);
 int cmd_key_list(int argc, char **argv, const struct global_opts *g);
 int cmd_key_add(int argc, char **argv, const struct global_opts *g);
 int cmd_key_passwd(int argc, char **argv, const struct global_opts *g);
@@ -187,8 +189,9 @@ int cmd_key_retire(int argc, char **argv, const struct global_opts *g);
 /*
  * coffer run (src/cmd/run.c, runmetrics.c): of two exit statuses, the
  * worse (0 < 1 < 6 < 2 < 4 < 7 < 3 < 5 < 128 + a signal); and the
- * Prometheus textfile of a policy's datasets, targets and this run,
- * replaced atomically.  0, or -1 (reported).
+ * Prometheus textfile of a policy's datasets, targets and this run
+ * (status < 0: no run, for coffer watch), replaced atomically.  0, or -1
+ * (reported).
  */
 struct policy;
 int cmd_run_worst(int a, int b);

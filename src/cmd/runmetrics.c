@@ -2,9 +2,9 @@
  * coffer run --metrics-file: the Prometheus textfile (node_exporter's
  * textfile collector) of a policy's datasets and targets, as
  * engine_status reads them from the catalog, and of the run that wrote
- * it.  Replaced whole and atomically at every run, so a series never
- * vanishes because a run had nothing to do, and a collector never reads
- * half a file.
+ * it (coffer watch --metrics-file: all but the run's).  Replaced whole
+ * and atomically at every run, so a series never vanishes because a run
+ * had nothing to do, and a collector never reads half a file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +21,12 @@
 enum {
 	M_BACKUP_TIME, M_BACKUP_LEVEL, M_READ, M_NEW, M_STORED, M_DURATION,
 	M_WARNINGS, M_RPO_AGE, M_RPO_OK, M_RPO_OBJ, M_RTO_OBJ, M_DRILL_DUE,
-	M_DRILL_TIME, M_DRILL_OK, M_DRILL_DURATION, M__DATASET
+	M_DRILL_TIME, M_DRILL_OK, M_DRILL_DURATION, M_CAPTURE, M__DATASET
 };
 
-/* What a dataset's sample needs: nothing, a complete snapshot, a drill. */
-enum { NEED_NONE, NEED_SNAPSHOT, NEED_DRILL };
+/* What a dataset's sample needs: nothing, a complete snapshot, a drill,
+ * a capture by coffer watch. */
+enum { NEED_NONE, NEED_SNAPSHOT, NEED_DRILL, NEED_CAPTURE };
 
 static const struct {
 	const char *name, *help;
@@ -73,6 +74,9 @@ static const struct {
 	{ "coffer_drill_duration_seconds",
 	  "Wall time of the last drill's restore (or verified stream).", 3,
 	  NEED_DRILL },
+	{ "coffer_watch_capture_delay_seconds",
+	  "Seconds from a checkpoint step's marker to the snapshot that "
+	  "coffer watch took of it, at its newest capture.", 3, NEED_CAPTURE },
 };
 
 /* Dataset m's sample of metric k into *v: 1, or 0 when it has none. */
@@ -85,7 +89,8 @@ dataset_value(const struct engine_status_dataset *m, int k, int64_t now,
 	if (age < 0)
 		age = 0;
 	if ((dsm[k].need == NEED_SNAPSHOT && !m->have) ||
-	    (dsm[k].need == NEED_DRILL && !m->drilled))
+	    (dsm[k].need == NEED_DRILL && !m->drilled) ||
+	    (dsm[k].need == NEED_CAPTURE && !m->captured))
 		return (0);
 	switch (k) {
 	case M_BACKUP_TIME: *v = (double)m->last.started_ns / 1e9; break;
@@ -108,7 +113,8 @@ dataset_value(const struct engine_status_dataset *m, int k, int64_t now,
 		return (m->drill_due_ns > 0);
 	case M_DRILL_TIME: *v = (double)m->drill.time_ns / 1e9; break;
 	case M_DRILL_OK: *v = strcmp(m->drill.verdict, "pass") == 0; break;
-	default: *v = m->drill.seconds;
+	case M_DRILL_DURATION: *v = m->drill.seconds; break;
+	default: *v = m->capture_delay;
 	}
 	return (1);
 }
@@ -197,6 +203,8 @@ cmd_run_metrics(struct catalog *c, const struct policy *p, const char *path,
 	}
 	err |= target_metrics(&b, &st);
 	err |= verify_metrics(&b, &st.verify);
+	if (status < 0)
+		goto write;
 	err |= prom_family(&b, "coffer_run_timestamp_seconds", "gauge",
 	    "The clock of the last coffer run (its --now, if given).");
 	err |= prom_sample(&b, "coffer_run_timestamp_seconds", NULL, NULL,
@@ -208,6 +216,7 @@ cmd_run_metrics(struct catalog *c, const struct policy *p, const char *path,
 	    "Wall time of the last coffer run.");
 	err |= prom_sample(&b, "coffer_run_duration_seconds", NULL, NULL,
 	    seconds, 3);
+write:
 	if (err)
 		goto out;
 	rc = fsutil_write_file(path, b.data, b.len, 0644, 1);

@@ -150,6 +150,26 @@ last_verify(void *arg, const struct catalog_verify_run *v)
 	return (0);
 }
 
+/* Each dataset's newest capture by coffer watch. */
+static int
+captures(struct catalog *c, struct engine_status *st)
+{
+	struct engine_status_dataset *d;
+	int64_t marked, end;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < st->ndatasets; i++) {
+		d = &st->datasets[i];
+		if ((rc = catalog_run_capture(c, d->name, &marked, &end)) < 0)
+			return (-1);
+		d->captured = rc == 1;
+		d->capture_delay = rc == 1 && end > marked ?
+		    (double)(end - marked) / 1e9 : 0;
+	}
+	return (0);
+}
+
 /* Whether drill dr of the policy covers dataset name. */
 static int
 drill_covers(const struct policy_drill *dr, const char *name)
@@ -282,7 +302,8 @@ engine_status(struct catalog *c, const struct engine_status_opts *o,
 		    cmp_dataset);
 	ps.add = all_targets;
 	if (catalog_bundle_list(c, 1, NULL, newest_bundle, &ps) ||
-	    catalog_verify_run_list(c, last_verify, &st->verify))
+	    catalog_verify_run_list(c, last_verify, &st->verify) ||
+	    captures(c, st))
 		goto err;
 	if (o->policy != NULL)
 		objectives(o->policy, o->now, st);

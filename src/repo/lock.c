@@ -14,6 +14,7 @@
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
+#include "coffer/signals.h"
 #include "repo-int.h"
 
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
@@ -91,6 +92,12 @@ lock_writer(struct repo *r, int how, double timeout)
 			log_error("repository '%s' is still locked by another "
 			    "writer after %.0f s (%s)", r->path, timeout,
 			    info[0] ? info : "unknown");
+			goto err;
+		case 2:
+			/* Stopping is not a failure of the repository. */
+			log_warn("repository '%s': stopped waiting for the "
+			    "lock (%s)", r->path,
+			    signals_name(signals_caught()));
 			goto err;
 		default:
 			log_errno("repository '%s': cannot lock "

@@ -517,6 +517,10 @@ local_lock(struct storage *st, const char *name,
 		}
 		close(fd);
 		return (1);
+	case 2:
+		close(fd);
+		return (storage_fail(EINTR, "repository '%s': stopped waiting "
+		    "for the lock of '%s'", l->base.where, rel));
 	default:
 		fail_errno(l, "lock of", rel);
 		close(fd);

@@ -70,6 +70,7 @@ load(void)
 	    TUNING_READ_BACK_ALWAYS : env_is("COFFER_READ_BACK", "never") ?
 	    TUNING_READ_BACK_NEVER : TUNING_READ_BACK_AUTO;
 	t.walk_sync = env_is("COFFER_WALK_AHEAD", "0");
+	t.watch_no_inotify = env_is("COFFER_WATCH_INOTIFY", "0");
 	t.pack_size = (uint64_t)env_count("COFFER_PACK_SIZE");
 	t.record_part_entries = (size_t)env_count(
 	    "COFFER_RECORD_PART_ENTRIES");
