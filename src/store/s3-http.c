@@ -666,7 +666,8 @@ out:
 	return (rc);
 }
 
-/* A request on object name, its messages naming it. */
+/* r cleared for a request: its method, what messages call it, its key
+ * (NULL: the bucket) and canonical query. */
 void
 s3_req_init(struct req *r, const char *method, const char *what,
     const char *key, const char *query)

@@ -108,6 +108,7 @@ s3_of(struct storage *st)
 }
 
 /* s3-http.c: connections, requests, their failures. */
+
 /* ENOMEM recorded: -1. */
 int s3_nomem(void);
 
@@ -140,11 +141,13 @@ int s3_http_fail(struct s3 *s, const struct req *r, const char *after);
  */
 int s3_perform(struct s3 *s, struct req *r);
 
-/* A request on object name, its messages naming it. */
+/* r cleared for a request: its method, what messages call it, its key
+ * (NULL: the bucket) and canonical query. */
 void s3_req_init(struct req *r, const char *method, const char *what,
     const char *key, const char *query);
 
 /* s3-xml.c: XML answers, listings, the clean of uploads. */
+
 /* The document in the n bytes at p (whitespace an answer was kept alive
  * with skipped), or NULL.  No network, no entity of any DTD. */
 xmlDoc *s3_xml_parse(const char *p, size_t n);
@@ -156,7 +159,7 @@ xmlNode *s3_xml_child(xmlNode *n, const char *name);
  * missing or too long. */
 int s3_xml_text(xmlNode *n, const char *name, char *out, size_t cap);
 
-/* A request on the upload of h whose answer is XML: the doc, or NULL
+/* Request r made, its answer XML, read into b: the doc, or NULL
  * (recorded). */
 xmlDoc *s3_xml_answer(struct s3 *s, struct req *r, struct buf *b);
 
@@ -168,7 +171,8 @@ int s3_list(struct storage *st, const char *dir,
  * aborted, their parts freed.  A younger one may be another writer's. */
 int s3_clean(struct storage *st);
 
-/* s3.c */
+/* s3.c: the store. */
+
 /* The query of upload id, with a part number (0: none). */
 char *s3_upload_query(const char *id, size_t part);
 

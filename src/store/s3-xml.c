@@ -76,7 +76,7 @@ is_root(xmlDoc *d, const char *name)
 	return (r != NULL && strcmp((const char *)r->name, name) == 0);
 }
 
-/* A request on the upload of h whose answer is XML: the doc, or NULL
+/* Request r made, its answer XML, read into b: the doc, or NULL
  * (recorded). */
 xmlDoc *
 s3_xml_answer(struct s3 *s, struct req *r, struct buf *b)
