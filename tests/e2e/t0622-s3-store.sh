@@ -17,9 +17,6 @@ error_line() {
 	! grep -e "$SWIFT_SECRET_KEY" -e wrong-secret-1234 "$1"
 }
 
-# The host's CA bundles stay out, as lib.sh keeps AWS_CA_BUNDLE out.
-unset COFFER_CACERT CURL_CA_BUNDLE
-
 test_expect_success 'setup: a store, its credentials in the environment' '
 	swift_start &&
 	AWS_ACCESS_KEY_ID=$SWIFT_ACCESS_KEY &&
