@@ -32,14 +32,16 @@ test_expect_success 'http: the storage contract, multipart, pages' '
 	COFFER_TEST_S3_URL=$SWIFT_S3_URL "$T_STORAGE" >tap 2>err &&
 	grep "^ok .* - s3: " tap >s3-oks &&
 	test $(wc -l <s3-oks) -gt 50 &&
-	! grep "^not ok" tap
+	! grep "^not ok" tap ||
+	{ grep -A3 "^not ok" tap >&2; tail -n 5 err >&2; false; }
 '
 
 test_expect_success 'https: the same, verified by the self-signed certificate' '
 	COFFER_TEST_S3_URL=$SWIFT_S3_HTTPS_URL COFFER_CACERT=$SWIFT_CACERT \
 		"$T_STORAGE" >tap 2>err &&
 	grep "^ok .* - s3: a listing over pages" tap &&
-	! grep "^not ok" tap
+	! grep "^not ok" tap ||
+	{ grep -A3 "^not ok" tap >&2; tail -n 5 err >&2; false; }
 '
 
 test_expect_success 'https: a certificate nobody vouches for is refused' '
