@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -55,8 +56,43 @@ struct fs_tar_out {
 	int in_file;		/* a regular file's data is being written */
 	int64_t pos, size;
 	int broken;		/* a write failed: the stream is cut */
+	int fd;
+	int discard;		/* failed: what libarchive still writes
+				 * (its buffer, the end of the archive) goes
+				 * nowhere, and the stream stays cut */
 	locale_t utf8;		/* C.UTF-8, for headers; 0: none */
 };
+
+/*
+ * The stream's writes.  Not archive_write_open_fd: a failed stream must
+ * end without libarchive's end of archive, and archive_write_fail, the
+ * way to skip it, leaks the writer's block buffer in archive_write_free
+ * (libarchive 3.6).  So a failed stream is closed like a good one, into
+ * nothing.
+ */
+static la_ssize_t
+tar_write(struct archive *a, void *arg, const void *data, size_t len)
+{
+	struct fs_tar_out *t = arg;
+	const char *p = data;
+	size_t done = 0;
+	ssize_t n;
+
+	if (t->discard)
+		return ((la_ssize_t)len);
+	while (done < len) {
+		n = write(t->fd, p + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			archive_set_error(a, n < 0 ? errno : EIO, "%s",
+			    strerror(n < 0 ? errno : EIO));
+			return (-1);
+		}
+		done += (size_t)n;
+	}
+	return ((la_ssize_t)len);
+}
 
 struct fs_tar_out *
 fs_tar_out_open(int fd, const char *what)
@@ -71,6 +107,7 @@ fs_tar_out_open(int fd, const char *what)
 	}
 	buf_init(&t->tmp);
 	buf_init(&t->path);
+	t->fd = fd;
 	if ((t->a = archive_write_new()) == NULL ||
 	    (t->ae = archive_entry_new()) == NULL) {
 		log_error("out of memory");
@@ -90,15 +127,15 @@ fs_tar_out_open(int fd, const char *what)
 	if (archive_write_set_format_pax(t->a) != ARCHIVE_OK ||
 	    (t->utf8 == (locale_t)0 && archive_write_set_format_option(t->a,
 	    "pax", "hdrcharset", "BINARY") != ARCHIVE_OK) ||
-	    archive_write_open_fd(t->a, fd) != ARCHIVE_OK) {
+	    archive_write_set_bytes_in_last_block(t->a, 1) != ARCHIVE_OK ||
+	    archive_write_open2(t->a, t, NULL, tar_write, NULL, NULL) !=
+	    ARCHIVE_OK) {
 		log_error("cannot write a tar stream to %s: %s", what,
 		    errstr(t->a));
 		goto err;
 	}
 	return (t);
 err:
-	if (t->a != NULL)
-		archive_write_fail(t->a);
 	(void)fs_tar_out_close(t, 0);
 	return (NULL);
 }
@@ -229,9 +266,10 @@ fs_tar_out_close(struct fs_tar_out *t, int ok)
 	if (t == NULL)
 		return (0);
 	if (t->a != NULL) {
-		if (!ok || t->broken)
-			archive_write_fail(t->a);
-		else if (archive_write_close(t->a) != ARCHIVE_OK) {
+		if (!ok || t->broken) {
+			t->discard = 1;
+			(void)archive_write_close(t->a);
+		} else if (archive_write_close(t->a) != ARCHIVE_OK) {
 			log_error("cannot write a tar stream to %s: %s",
 			    t->what, errstr(t->a));
 			rc = -1;
