@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -19,6 +18,7 @@
 #include "coffer/buf.h"
 #include "coffer/entry.h"
 #include "coffer/fs.h"
+#include "coffer/fsutil.h"
 #include "coffer/hmap.h"
 #include "coffer/log.h"
 #include "fs-int.h"
@@ -74,22 +74,10 @@ static la_ssize_t
 tar_write(struct archive *a, void *arg, const void *data, size_t len)
 {
 	struct fs_tar_out *t = arg;
-	const char *p = data;
-	size_t done = 0;
-	ssize_t n;
 
-	if (t->discard)
-		return ((la_ssize_t)len);
-	while (done < len) {
-		n = write(t->fd, p + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			archive_set_error(a, n < 0 ? errno : EIO, "%s",
-			    strerror(n < 0 ? errno : EIO));
-			return (-1);
-		}
-		done += (size_t)n;
+	if (!t->discard && fsutil_write_all_quiet(t->fd, data, len)) {
+		archive_set_error(a, errno, "%s", strerror(errno));
+		return (-1);
 	}
 	return ((la_ssize_t)len);
 }
