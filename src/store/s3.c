@@ -107,6 +107,26 @@ s3_stat(struct storage *st, const char *name, uint64_t *size)
 	return (head(s3_of(st), name, size));
 }
 
+/* The GET r of a small object whole, at most max bytes, into b,
+ * NUL-terminated: 0, STORAGE_MISSING or -1 (reported). */
+static int
+get_whole(struct s3 *s, struct req *r, size_t max, struct buf *b)
+{
+	int rc;
+
+	r->dyn = b;
+	r->max = max;
+	if ((rc = s3_perform(s, r)) != 0)
+		return (rc);
+	if (r->status == 404)
+		return (STORAGE_MISSING);
+	if (r->status / 100 != 2)
+		return (s3_http_fail(s, r, ""));
+	if (buf_put_u8(b, 0))
+		return (s3_nomem());
+	return (0);
+}
+
 static int
 s3_get(struct storage *st, const char *name, size_t max,
     unsigned char **data, size_t *len)
@@ -119,21 +139,11 @@ s3_get(struct storage *st, const char *name, size_t max,
 
 	if (obj_req(&r, s, "GET", what, name, &key, ""))
 		return (-1);
-	r.dyn = &b;
-	r.max = max;
-	if ((rc = s3_perform(s, &r)) == 0) {
-		if (r.status == 404)
-			rc = STORAGE_MISSING;
-		else if (r.status / 100 != 2)
-			rc = s3_http_fail(s, &r, "");
-		else if (buf_put_u8(&b, 0))
-			rc = s3_nomem();
-		else {
-			if ((*data = b.data) == NULL)
-				rc = s3_nomem();
-			*len = b.len - 1;
-			b.data = NULL;
-		}
+	if ((rc = get_whole(s, &r, max, &b)) == 0) {
+		/* The data is NUL-terminated; it passes to the caller. */
+		*data = b.data;
+		*len = b.len - 1;
+		b.data = NULL;
 	}
 	buf_release(&b);
 	free(key);
@@ -501,17 +511,9 @@ lease_read(struct s3 *s, const char *key, const char *what, struct lease *l)
 	int rc, off = 0;
 
 	s3_req_init(&r, "GET", what, key, "");
-	r.dyn = &b;
-	r.max = LEASE_MAX;
 	memset(l, 0, sizeof(*l));
-	if ((rc = s3_perform(s, &r)) == 0) {
-		if (r.status == 404)
-			rc = STORAGE_MISSING;
-		else if (r.status / 100 != 2)
-			rc = s3_http_fail(s, &r, "");
-		else if (buf_put_u8(&b, 0))
-			rc = s3_nomem();
-		else if (sscanf((char *)b.data, "coffer-lease 1 %32s %lld %n",
+	if ((rc = get_whole(s, &r, LEASE_MAX, &b)) == 0) {
+		if (sscanf((char *)b.data, "coffer-lease 1 %32s %lld %n",
 		    l->token, &l->expires, &off) < 2 || off == 0)
 			l->expires = 0;
 		else {
