@@ -45,6 +45,10 @@ int engine_need_read(struct repo *r, const char *what);
 /* 0 with a full key; -1 (reported: "WHAT needs a full key") with a
  * write-only one, for what only the authority decides (forget). */
 int engine_need_full(struct repo *r, const char *what);
+/* 0 when snapshot s is complete; -1, reported ("snapshot ID is running,
+ * not complete"), where a pipeline that reads it must refuse it. */
+struct catalog_snapshot;
+int engine_need_complete(const struct catalog_snapshot *s);
 
 /*
  * The name of the key that unlocked r, as `key list` shows its use: the

@@ -335,11 +335,8 @@ engine_dump(struct repo *r, struct catalog *c,
 	memset(res, 0, sizeof(*res));
 	if (engine_need_read(r, "dump"))
 		return (ENGINE_REFUSED);
-	if (s->state != SNAP_COMPLETE) {
-		log_error("snapshot %s is %s, not complete", s->sid,
-		    catalog_state_name(s->state));
+	if (engine_need_complete(s))
 		return (ENGINE_REFUSED);
-	}
 	memset(&d, 0, sizeof(d));
 	d.repo = r;
 	d.cat = c;

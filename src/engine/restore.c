@@ -793,11 +793,8 @@ engine_restore(struct repo *r, struct catalog *c,
 	progress_init(&rs.progress, "restore", s->level == LEVEL_FULL &&
 	    o->npaths == 0 && o->filter == NULL ? (uint64_t)s->bytes_read : 0);
 
-	if (s->state != SNAP_COMPLETE) {
-		log_error("snapshot %s is %s, not complete", s->sid,
-		    catalog_state_name(s->state));
+	if (engine_need_complete(s))
 		return (ENGINE_REFUSED);
-	}
 	if ((empty = fsutil_dir_is_empty(o->target, 1)) < 0)
 		return (ENGINE_ERROR);
 	if (!empty && !o->force) {
