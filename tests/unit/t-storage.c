@@ -882,7 +882,7 @@ static void
 s3(const char *url)
 {
 	struct storage_s3_opts o = { getenv("COFFER_CACERT") };
-	struct storage *st, *other;
+	struct storage *st = NULL, *other = NULL;
 	char loc[512], none[512];
 
 	snprintf(loc, sizeof(loc), "s3:%s/coffer-t-%ld-%ld/contract", url,
@@ -894,8 +894,10 @@ s3(const char *url)
 	    "s3: a bucket that is not there is not opened");
 	if (!ok((st = storage_s3_open(loc, &o, STORAGE_CREATE)) != NULL &&
 	    (other = storage_s3_open(loc, &o, 0)) != NULL,
-	    "s3: create makes the bucket; a second handle opens it"))
+	    "s3: create makes the bucket; a second handle opens it")) {
+		storage_close(st);
 		return;
+	}
 	ok(strcmp(storage_where(st), loc) == 0, "s3: where is the location");
 	contract(st, other, "s3");
 	ok(storage_s3_open(loc, &o, STORAGE_CREATE) == NULL &&
