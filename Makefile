@@ -2,10 +2,12 @@
 PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 MANDIR    ?= $(PREFIX)/share/man
+DATADIR   ?= $(PREFIX)/share
 DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
-LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih
+LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih \
+             libcurl libxml-2.0
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
              -Wformat=2 -Wno-unused-parameter
@@ -47,6 +49,9 @@ REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay-%)
 MAN_PAGES := $(sort $(wildcard man/*.1 man/*.5))
 MAN1      := $(filter %.1,$(MAN_PAGES))
 MAN5      := $(filter %.5,$(MAN_PAGES))
+# The alerting rules, their tests and the Grafana dashboard
+# (contrib/monitoring/), installed under $(DATADIR)/coffer/monitoring.
+MONITORING := $(sort $(wildcard contrib/monitoring/*.yml contrib/monitoring/*.json))
 
 .PHONY: all deps check unit e2e asan tsan tsan-check hdr-check install uninstall clean lint \
         fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files \
@@ -78,6 +83,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcoffer.a
 
 # A test helper that writes with coffer's own code (a forged record).
 $(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
+
+# One operation of the S3 store from the shell (t0622).
+$(BUILD)/tests/s3-op: tests/tools/s3-op.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
@@ -115,11 +125,19 @@ $(BUILD)/tests/%: tests/tools/%.c
 # Debian packages: build dependencies and what the tests use.
 DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
             libsqlite3-dev libzstd-dev libjansson-dev sqlite3 attr acl perl xxd \
-            mandoc rclone jq libinih-dev libtsan2
+            mandoc rclone jq libinih-dev libtsan2 libcurl4-openssl-dev \
+            libxml2-dev
 # The test object store (tests/tools/swift-server), installed without
 # recommendations: Swift's library only, never the swift-* server packages,
-# whose systemd units listen on 0.0.0.0.
-DEB_PKGS_NOREC := python3-swift openssl curl
+# whose systemd units listen on 0.0.0.0.  libarchive-tools: bsdtar, the
+# other tar that coffer dump's streams and backup --from-tar's inputs are
+# tested with (t0290, t0292).
+DEB_PKGS_NOREC := python3-swift openssl curl libarchive-tools
+# promtool checks the alerting rules and the metrics files (t0746).  Only
+# Debian's prometheus package has it, and installing that package enables
+# a Prometheus server on :9090 wherever systemd runs: the package is
+# unpacked instead, and its promtool alone installed.
+PROMTOOL_BIN := /usr/local/bin/promtool
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 deps:
@@ -133,6 +151,14 @@ deps:
 	  { [ -z "$$missing" ] || $(APT_INSTALL) $$missing; } && \
 	  { [ -z "$$norec" ] || \
 	    $(APT_INSTALL) --no-install-recommends $$norec; }; fi
+	@command -v promtool >/dev/null || { \
+	  echo "deps: installing promtool (unpacked from Debian's prometheus)"; \
+	  d=$$(mktemp -d) && chmod 0755 $$d && cd $$d && \
+	  { apt-get download -qq prometheus 2>/dev/null || \
+	    { $(SUDO) apt-get update -qq && apt-get download -qq prometheus; }; } && \
+	  dpkg-deb -x prometheus_*.deb x && \
+	  $(SUDO) install -m 0755 x/usr/bin/promtool $(PROMTOOL_BIN); \
+	  rc=$$?; cd / && rm -rf $$d; exit $$rc; }
 
 unit: $(UNIT_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 check: deps
@@ -230,9 +256,14 @@ install: coffer
 	install -m 0755 coffer $(DESTDIR)$(BINDIR)/coffer
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -d $(DESTDIR)$(DATADIR)/coffer/monitoring
+	install -m 0644 $(MONITORING) $(DESTDIR)$(DATADIR)/coffer/monitoring/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/coffer
+	for f in $(MONITORING); do \
+	  rm -f $(DESTDIR)$(DATADIR)/coffer/monitoring/$${f##*/}; done
+	-rmdir $(DESTDIR)$(DATADIR)/coffer/monitoring $(DESTDIR)$(DATADIR)/coffer
 	for m in $(MAN1); do rm -f $(DESTDIR)$(MANDIR)/man1/$${m#man/}; done
 	for m in $(MAN5); do rm -f $(DESTDIR)$(MANDIR)/man5/$${m#man/}; done
 

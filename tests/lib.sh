@@ -58,10 +58,12 @@ done
 export LC_ALL=C LANG=C TZ=UTC
 umask 022
 unset COFFER_REPO COFFER_KEY_FILE COFFER_PASSPHRASE COFFER_CATALOG
-# Nor the host's object storage: credentials, endpoint, region, CA bundle.
+# Nor the host's object storage: credentials, endpoint, region, CA bundles
+# (a host may set CURL_CA_BUNDLE or AWS_CA_BUNDLE for everything).
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE \
 	AWS_REGION AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_CA_BUNDLE \
 	AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE
+unset COFFER_CACERT CURL_CA_BUNDLE
 unset CDPATH GREP_OPTIONS
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/coffer-test.XXXXXX") ||
@@ -353,6 +355,19 @@ require_swift() {
 	fi
 	echo "WARNING: $0 skipped: $swift_why_" >&2
 	test_skip_all "no object store: $swift_why_"
+}
+
+# require_promtool: skip the script, loudly, where Prometheus's promtool
+# is missing (make deps installs it, from Debian's prometheus package);
+# under CI=true that is a failure instead.
+require_promtool() {
+	command -v promtool >/dev/null && return 0
+	if [ "${CI:-}" = true ]; then
+		echo "Bail out! promtool not found (make deps)"
+		exit 1
+	fi
+	echo "WARNING: $0 skipped: promtool not found (make deps)" >&2
+	test_skip_all "no promtool (make deps installs it)"
 }
 
 # swift_start [DIR]: an OpenStack Swift object store with its S3 API on

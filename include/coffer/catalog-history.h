@@ -139,6 +139,17 @@ int catalog_run_add(struct catalog *c, struct catalog_run *r,
 int catalog_run_last(struct catalog *c, const char *kind,
     const char *subject, int64_t *time_ns);
 /*
+ * A capture of coffer watch is recorded as a run of one backup whose
+ * detail begins with CATALOG_RUN_CAPTURE and whose slot is the time of
+ * the first marker it captured.  catalog_run_capture: of the newest done
+ * capture of dataset subject, that marker's time (*marked_ns) and when
+ * the capture ended (*end_ns, its start and its seconds): 1 found, 0
+ * none, -1 error (reported).
+ */
+#define CATALOG_RUN_CAPTURE "capture of "
+int catalog_run_capture(struct catalog *c, const char *subject,
+    int64_t *marked_ns, int64_t *end_ns);
+/*
  * Each run whose clock is at or after since_ns (0: all), oldest first,
  * with its actions in order; strings valid during the call.  Stops and
  * returns cb's value when it is non-zero.

@@ -278,9 +278,20 @@ int catalog_content_info(struct catalog *c, int64_t content_id,
  * array.  A chunk without a location has pack[0] == '\0'. */
 int catalog_content_chunks(struct catalog *c, int64_t content_id,
     struct catalog_chunk_loc **locs, size_t *n);
+/*
+ * The same a page at a time, for a file too large to hold the list of:
+ * at most max chunks after the cursor *seq (start it at -1), which moves
+ * on to the last one given; fewer than max at the end.  0 or -1.
+ */
+int catalog_content_chunks_page(struct catalog *c, int64_t content_id,
+    int64_t *seq, size_t max, struct catalog_chunk_loc **locs, size_t *n);
 
 /* Add an entry (or tombstone) to a snapshot's own rows. */
 int catalog_entry_add(struct catalog *c, int64_t snapshot_id,
+    const struct entry *e);
+/* The same, replacing the snapshot's own row of e->path if it has one
+ * (a tar stream's name that turns out to have hard links).  0 or -1. */
+int catalog_entry_replace(struct catalog *c, int64_t snapshot_id,
     const struct entry *e);
 /*
  * Add n entries, CATALOG_ENTRIES_AT_ONCE to a statement and the rest one

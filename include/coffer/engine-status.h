@@ -25,20 +25,35 @@ struct engine_status_dataset {
 		int64_t started_ns, finished_ns;
 		int64_t bytes_read, bytes_new, bytes_stored, warnings;
 	} last;				/* the newest complete one, if have */
-	double rpo;			/* seconds: the smallest rpo of the
-					 * policy's drills that cover it;
+	double rpo, rto;		/* seconds: the smallest rpo, rto of
+					 * the policy's drills that cover it;
 					 * 0 none */
+	int64_t drill_due_ns;		/* with a policy and opts' now: the
+					 * first slot of its drills' schedules
+					 * after its last drill (never
+					 * drilled: the newest slot at or
+					 * before now); 0 none */
 	int drilled;			/* a drill is recorded */
 	struct {
 		int64_t time_ns;	/* when it started */
+		double seconds;		/* its restore (or stream) time */
 		char verdict[24];	/* "pass", "fail", "missed-objective" */
 	} drill;			/* the last one, if drilled */
+	int captured;			/* coffer watch captured a step */
+	double capture_delay;		/* seconds from that capture's first
+					 * marker to its snapshot, if
+					 * captured */
 };
 
 /* One export target: when its newest exported bundle was written. */
 struct engine_status_target {
 	char *name;			/* malloc'd */
 	int64_t last_ns;		/* 0: nothing exported to it */
+	int64_t due_ns;			/* with a policy and opts' now: the
+					 * first slot of the export's
+					 * schedules after last_ns (nothing
+					 * exported: the newest at or before
+					 * now); 0 none */
 };
 
 /* The newest verify run of the repository (verify is not per dataset). */
@@ -63,9 +78,12 @@ struct engine_status {
  * Which datasets and targets to report, in this order: those named, else
  * the policy's (its datasets, its exports' targets), else every dataset
  * the catalog holds a snapshot or a drill of and every target it has
- * exported to, by name.  A dataset or target named that the catalog does
+ * exported to, by name; a policy without datasets reports the catalog's,
+ * as its drills cover them.  A dataset or target named that the catalog does
  * not know is reported with nothing (have, drilled, last_ns 0).  With a
- * policy, each dataset's rpo is its drills'.
+ * policy, each dataset's rpo and rto are its drills'; with a clock too,
+ * when its next drill, and each target's next export, was due: what a
+ * monitor compares with its own clock to see one missing.
  */
 struct engine_status_opts {
 	const struct policy *policy;	/* NULL: none */
@@ -73,6 +91,7 @@ struct engine_status_opts {
 	size_t ndatasets;
 	const char *const *targets;
 	size_t ntargets;
+	int64_t now;			/* ns; 0: no due times */
 };
 
 /*

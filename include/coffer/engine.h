@@ -45,6 +45,10 @@ int engine_need_read(struct repo *r, const char *what);
 /* 0 with a full key; -1 (reported: "WHAT needs a full key") with a
  * write-only one, for what only the authority decides (forget). */
 int engine_need_full(struct repo *r, const char *what);
+/* 0 when snapshot s is complete; -1, reported ("snapshot ID is running,
+ * not complete"), where a pipeline that reads it must refuse it. */
+struct catalog_snapshot;
+int engine_need_complete(const struct catalog_snapshot *s);
 
 /*
  * The name of the key that unlocked r, as `key list` shows its use: the
@@ -127,12 +131,19 @@ int engine_catalog_update(struct repo *r, struct catalog *c);
 int engine_journal_flush(struct repo *r, struct catalog *c);
 int engine_journal_flush_try(struct repo *r, struct catalog *c);
 
+/* How the source of a snapshot of a tar stream starts ("tar:-"). */
+#define ENGINE_TAR_SOURCE "tar:"
+
 /* No level asked: incremental when a complete full exists, else full. */
 #define LEVEL_AUTO (-1)
 
 struct backup_opts {
 	const char *dataset;
 	const char *source;		/* the dataset's root directory */
+	/* Or a tar stream (fs_walk_open_tar): a path, or "-" for standard
+	 * input; source is then not used.  NULL: a walk of source.  The
+	 * snapshot's source is then ENGINE_TAR_SOURCE and the stream's. */
+	const char *from_tar;
 	int level;			/* LEVEL_* or LEVEL_AUTO */
 	struct fs_walk_opts walk;
 	int compress_level;		/* zstd level; 0 = default */
@@ -173,7 +184,9 @@ struct backup_result {
 };
 
 /*
- * Take a snapshot of o->source as dataset o->dataset at o->level: a full
+ * Take a snapshot of o->source (or of the tar stream o->from_tar, refused
+ * members warned about; one that cannot be read to its end, or holds
+ * nothing, is ENGINE_ERROR) as dataset o->dataset at o->level: a full
  * reads everything; a differential (base: the last full) or incremental
  * (base: the previous snapshot) stores only entries that changed since its
  * base, plus tombstones.  Durability order as in doc/design.md: packs are

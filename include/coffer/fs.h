@@ -9,8 +9,8 @@
 
 /*
  * The file system side: walking a source tree with archive_read_disk and
- * writing a restored tree with archive_write_disk.  The only libarchive
- * user for disks.
+ * writing a restored tree with archive_write_disk (the only libarchive
+ * user for disks), and the tar streams of dump and backup --from-tar.
  */
 
 struct fs_walk_opts {
@@ -87,6 +87,29 @@ int fs_walk_read_into(struct fs_walk *w, void *dst, size_t cap, size_t *len,
  * (warned; skip the file).
  */
 int fs_walk_reread(struct fs_walk *w, struct entry *e);
+
+/*
+ * A walk of a tar stream instead of a directory (backup --from-tar): the
+ * entries and data of file (a path, or "-" for standard input), an
+ * archive in any format and compression libarchive reads, through the
+ * same calls; names are sanitized or refused as restore's secure flags
+ * would (src/fs/tar.c).  Inodes are 0, ctime is the archive's or 0;
+ * a hardlink is kept for fs_walk_link_next.  fs_walk_reread is never
+ * needed (nothing changes while read); a read error is the stream's end:
+ * fs_walk_next then fails.  o: excludes and root only.  NULL (reported).
+ */
+struct fs_walk *fs_walk_open_tar(const char *file,
+    const struct fs_walk_opts *o);
+
+/*
+ * Once fs_walk_next has returned 0: the further names that the source
+ * gave as hard links to a name before them (a tar stream's), with their
+ * own metadata in *e and in *to the path of that name (a regular file
+ * of the walk).  1, or 0 when there are no more (always, for a disk
+ * walk: it gives inode numbers and link counts instead).  Valid until the
+ * walk is closed.
+ */
+int fs_walk_link_next(struct fs_walk *w, struct entry *e, const char **to);
 
 /* The current entry's path as opened (root + relative path). */
 const char *fs_walk_source_path(const struct fs_walk *w);
@@ -278,5 +301,43 @@ struct stat;
 int fs_compare(const char *path, const struct entry *e,
     const struct fs_compare_opts *o, struct stat *st, char *msg,
     size_t msglen);
+
+/*
+ * A tar stream out (tar.c): a pax archive (libarchive's pax writer) of
+ * entries as restore writes them to disk: type, mode, owner (ids and
+ * names), mtime and ctime in nanoseconds, extended attributes, ACL,
+ * symlink target, device numbers; a further name of a file as a hardlink;
+ * a regular file's holes as a sparse map (GNU.sparse 1.0, which GNU tar
+ * and bsdtar extract as holes).  Written to fd, which the caller owns;
+ * what names it in messages ("standard output", a path).  NULL (reported).
+ */
+struct fs_tar_out;
+struct fs_tar_out *fs_tar_out_open(int fd, const char *what);
+
+/* A data region of a regular file: holes lie between regions. */
+struct fs_region {
+	int64_t off, len;
+};
+
+/*
+ * Write one entry's header.  link_to: the path of an earlier entry this
+ * one is a further name of (a hardlink; no data follows), else NULL.  A
+ * regular file's data follows with fs_tar_out_data, in increasing offset
+ * order, then fs_tar_out_finish; data, ndata: its data regions, when it
+ * has holes (NULL: none).  A socket is left out (noted).  0, or -1
+ * (reported; the stream is broken: fs_tar_out_close(t, 0)).
+ */
+int fs_tar_out_begin(struct fs_tar_out *t, const struct entry *e,
+    const char *link_to, const struct fs_region *data, size_t ndata);
+int fs_tar_out_data(struct fs_tar_out *t, const void *buf, size_t len,
+    int64_t offset);
+int fs_tar_out_finish(struct fs_tar_out *t);
+
+/*
+ * ok: the archive's end is written; else the stream stops where it is,
+ * without one, so that no reader takes what was written for a whole
+ * archive.  0, or -1 (reported).  NULL is fine.
+ */
+int fs_tar_out_close(struct fs_tar_out *t, int ok);
 
 #endif

@@ -89,7 +89,8 @@ const char *fsutil_kind_at(int dirfd, const char *name);
 char *fsutil_join(const char *a, const char *b);
 
 /* flock(fd, LOCK_EX), waiting at most timeout seconds (< 0: for ever).
- * 0 taken, 1 timed out, -1 error (errno; not reported). */
+ * 0 taken, 1 timed out, 2 a signal asked to stop meanwhile
+ * (signals_caught), -1 error (errno; not reported). */
 int fsutil_flock_wait(int fd, double timeout);
 
 #endif

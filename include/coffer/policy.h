@@ -321,4 +321,50 @@ int policy_due(const struct policy *p, int64_t now,
     const struct policy_event *h, size_t n, struct policy_plan *out);
 void policy_plan_release(struct policy_plan *plan);
 
+/*
+ * What coffer watch captures (src/policy/watch.c): a pure function of a
+ * checkpoint dataset's steps as last seen, its newest complete snapshot
+ * and the clock, so that markers, settle times and late markers run on a
+ * fake clock in a unit test (tests/unit/t-watch.c).  Times are ns since
+ * the epoch, the host's clock (the one file times are set by).
+ *
+ * A step (a directory a `checkpoints` glob matches) is complete once its
+ * marker is there and nothing in it changed for `settle`: ready at
+ * max(marked_ns, changed_ns) + settle.  A step without its marker is
+ * never complete.  A complete step is captured by a snapshot that started
+ * at or after it was ready (the backup then found it settled and took it
+ * whole); one ready later is due.  Steps that go away are simply not in
+ * the list.
+ */
+struct policy_watch_step {
+	int marked;			/* its marker file is there */
+	int64_t marked_ns;		/* the marker's newest of mtime and
+					 * ctime */
+	int64_t changed_ns;		/* the newest change in the step (0:
+					 * not read: only its marker counts) */
+};
+struct policy_watch_verdict {
+	size_t ndue;			/* complete steps not captured yet */
+	int capture;			/* back the dataset up now */
+	int64_t first_ready_ns;		/* of the due: the earliest ready */
+	int64_t first_marked_ns;	/* of the due: the earliest marker */
+	int64_t next_ns;		/* when to look again: the next
+					 * marked step to become ready, or
+					 * the end of the debounce;
+					 * INT64_MAX when none */
+};
+/*
+ * Judge the n steps v of a dataset at now: settle in seconds, captured_ns
+ * the start of its newest complete snapshot (0: none).  Steps that become
+ * ready within debounce seconds of each other are taken in one snapshot:
+ * capture is held while another marked step becomes ready within
+ * debounce of now, but never past 2 * debounce after the first due one
+ * was ready.
+ */
+void policy_watch_due(const struct policy_watch_step *v, size_t n,
+    double settle, double debounce, int64_t captured_ns, int64_t now,
+    struct policy_watch_verdict *out);
+/* The time a marked step is complete (ready) at. */
+int64_t policy_watch_ready(const struct policy_watch_step *s, double settle);
+
 #endif

@@ -8,7 +8,7 @@
  * Storage: the repository as a set of named objects, each written whole
  * (doc/design.md, "Storage interface").  One interface, several stores:
  * a local directory (storage_local_open), memory with fault injection
- * (storage_mem_new) and, later, S3 and rclone.  Nothing here hands out a
+ * (storage_mem_new), S3 (storage_s3_open) and, later, rclone.  Nothing here hands out a
  * file descriptor of the repository.
  *
  * Names are relative keys: components of letters, digits, '.', '_' and
@@ -67,6 +67,26 @@ struct storage *storage_local_open(const char *path, unsigned flags);
  * and, unless keep, path itself once empty.  0 or -1 (reported).
  */
 int storage_local_unmake(const char *path, int keep);
+
+/*
+ * An S3 bucket (src/store/s3.c; doc/design.md, "The S3 store"):
+ * location "s3:http[s]://HOST[:PORT]/BUCKET[/PREFIX]" (path-style) or
+ * "s3:BUCKET[/PREFIX]" (AWS: AWS_ENDPOINT_URL, else
+ * https://s3.REGION.amazonaws.com; REGION from AWS_DEFAULT_REGION or
+ * AWS_REGION, else us-east-1).  Credentials from AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or the profile AWS_PROFILE
+ * ("default") of AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials).
+ * o->cacert (--cacert, COFFER_CACERT; NULL: CURL_CA_BUNDLE, then
+ * AWS_CA_BUNDLE, then the system's) verifies an HTTPS endpoint.  With
+ * STORAGE_CREATE the bucket is made when missing, and a prefix (or a
+ * bucket, without one) that already holds objects is refused.  NULL
+ * (reported) when it cannot be opened; no secret is ever in a message.
+ */
+struct storage_s3_opts {
+	const char *cacert;
+};
+struct storage *storage_s3_open(const char *location,
+    const struct storage_s3_opts *o, unsigned flags);
 
 /* An empty store in memory, for tests (fault injection below). */
 struct storage *storage_mem_new(void);
@@ -175,10 +195,13 @@ int storage_clean(struct storage *st);
  * another.  o->info (one line: host, pid, time) is stored for whoever
  * finds it busy.  o->wait: how long to wait for it, seconds (< 0 for
  * ever, 0 not at all).  o->ttl: the length of a lease on stores whose
- * locks expire (object storage, not yet); the local store (flock) and
+ * locks expire (the S3 store's leases: 0 for its default, 15 minutes;
+ * nothing refreshes them yet); the local store (flock) and
  * the memory store hold the lock until storage_unlock or the end of the
  * process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
- * info, control bytes replaced, into holder), -1 failed.
+ * info, control bytes replaced, into holder), 2 asked to stop while
+ * waiting (signals_caught; not reported: stopping is no failure of the
+ * store), -1 failed.
  */
 struct storage_lock_opts {
 	const char *info;

@@ -28,6 +28,8 @@ struct tuning {
 	int read_back;			/* COFFER_READ_BACK: always, never */
 	int walk_sync;			/* COFFER_WALK_AHEAD=0: walks read
 					 * no entries ahead on a thread */
+	int watch_no_inotify;		/* COFFER_WATCH_INOTIFY=0: coffer
+					 * watch scans only */
 	uint64_t pack_size;		/* COFFER_PACK_SIZE: bytes a pack
 					 * is cut at */
 	size_t record_part_entries;	/* COFFER_RECORD_PART_ENTRIES:
@@ -35,6 +37,9 @@ struct tuning {
 	size_t record_image_bytes;	/* COFFER_RECORD_IMAGE_BYTES: room
 					 * a spooled part's image is first
 					 * given, beyond its template */
+
+	double s3_retry_seconds;	/* COFFER_S3_RETRY_SECONDS: how long
+					 * an S3 request is retried at most */
 
 	/* This host's limit, as given (NULL: unset); checked by the key
 	 * slot code, which knows the bounds. */

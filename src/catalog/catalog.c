@@ -411,6 +411,15 @@ static const char *const stmt_sql[ST__COUNT] = {
 		" JOIN chunk ch ON ch.id = cc.chunk_id"
 		" LEFT JOIN pack p ON p.id = ch.pack_id"
 		" WHERE cc.content_id = ?1 ORDER BY cc.seq",
+	[ST_CONTENT_CHUNKS_PAGE] =
+		"SELECT cc.chunk_id, ch.cid, p.name, ch.pack_offset,"
+		" coalesce(ch.plain_len, cc.len), ch.stored_len, ch.type,"
+		" ch.flags, cc.file_offset, cc.seq"
+		" FROM content_chunk cc"
+		" JOIN chunk ch ON ch.id = cc.chunk_id"
+		" LEFT JOIN pack p ON p.id = ch.pack_id"
+		" WHERE cc.content_id = ?1 AND cc.seq > ?2"
+		" ORDER BY cc.seq LIMIT ?3",
 	[ST_CONTENT_INFO] = "SELECT hash, size FROM content WHERE id = ?1",
 	[ST_SAVEPOINT] = "SAVEPOINT catalog_op",
 	[ST_RELEASE] = "RELEASE catalog_op",
@@ -1111,6 +1120,9 @@ catalog_lock(struct catalog *c, double wait)
 	case 1:
 		log_error("catalog '%s' is locked by another coffer process",
 		    c->dir);
+		goto err1;
+	case 2:
+		log_warn("catalog '%s': stopped waiting for the lock", c->dir);
 		goto err1;
 	default:
 		log_errno("cannot lock '%s'", name);

@@ -372,22 +372,20 @@ catalog_content_info(struct catalog *c, int64_t content_id, uint8_t hash[32],
 	return (ret);
 }
 
-int
-catalog_content_chunks(struct catalog *c, int64_t content_id,
-    struct catalog_chunk_loc **locs, size_t *n)
+/*
+ * The rows of st (ST_CONTENT_CHUNKS or _PAGE, bound) as locations; the
+ * last one's seq in *seq when st gives it.  0 or -1 (reported).
+ */
+static int
+read_locs(struct catalog *c, sqlite3_stmt *st, int64_t content_id,
+    struct catalog_chunk_loc **locs, size_t *n, int64_t *seq)
 {
 	struct catalog_chunk_loc *v = NULL, *l;
-	sqlite3_stmt *st;
 	const unsigned char *t;
 	const void *cid;
 	size_t cap = 0, len = 0;
 	int rc;
 
-	*locs = NULL;
-	*n = 0;
-	if ((st = cat_stmt(c, ST_CONTENT_CHUNKS)) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, content_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (array_grow(&v, &cap, len, sizeof(*v), 16))
 			goto err;
@@ -415,6 +413,8 @@ catalog_content_chunks(struct catalog *c, int64_t content_id,
 		l->type = (uint8_t)sqlite3_column_int(st, 6);
 		l->flags = (uint8_t)sqlite3_column_int(st, 7);
 		l->file_offset = (uint64_t)sqlite3_column_int64(st, 8);
+		if (seq != NULL)
+			*seq = sqlite3_column_int64(st, 9);
 	}
 	if (rc != SQLITE_DONE) {
 		log_error("cannot read the chunks of content %lld: %s",
@@ -422,9 +422,6 @@ catalog_content_chunks(struct catalog *c, int64_t content_id,
 		goto err;
 	}
 	sqlite3_reset(st);
-	/* No rows: an empty content, or none at all (a caller's bug). */
-	if (len == 0 && content_exists(c, content_id) != 1)
-		goto err;
 	*locs = v;
 	*n = len;
 	return (0);
@@ -432,6 +429,41 @@ err:
 	sqlite3_reset(st);
 	free(v);
 	return (-1);
+}
+
+int
+catalog_content_chunks(struct catalog *c, int64_t content_id,
+    struct catalog_chunk_loc **locs, size_t *n)
+{
+	sqlite3_stmt *st;
+
+	*locs = NULL;
+	*n = 0;
+	if ((st = cat_stmt(c, ST_CONTENT_CHUNKS)) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, content_id);
+	if (read_locs(c, st, content_id, locs, n, NULL))
+		return (-1);
+	/* No rows: an empty content, or none at all (a caller's bug). */
+	if (*n == 0 && content_exists(c, content_id) != 1)
+		return (-1);
+	return (0);
+}
+
+int
+catalog_content_chunks_page(struct catalog *c, int64_t content_id,
+    int64_t *seq, size_t max, struct catalog_chunk_loc **locs, size_t *n)
+{
+	sqlite3_stmt *st;
+
+	*locs = NULL;
+	*n = 0;
+	if ((st = cat_stmt(c, ST_CONTENT_CHUNKS_PAGE)) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, content_id);
+	sqlite3_bind_int64(st, 2, *seq);
+	sqlite3_bind_int64(st, 3, (int64_t)max);
+	return (read_locs(c, st, content_id, locs, n, seq));
 }
 
 int

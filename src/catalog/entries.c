@@ -143,6 +143,34 @@ catalog_entry_add(struct catalog *c, int64_t snapshot_id,
 }
 
 int
+catalog_entry_replace(struct catalog *c, int64_t snapshot_id,
+    const struct entry *e)
+{
+	sqlite3_stmt *st;
+	int64_t pid;
+	int rc;
+
+	if (entry_admit(c, e, &pid))
+		return (-1);
+	if (sqlite3_prepare_v2(c->db, "DELETE FROM entry WHERE snapshot_id = ?1"
+	    " AND path_id = ?2", -1, &st, NULL) != SQLITE_OK) {
+		log_error("cannot replace entry '%s': %s", e->path,
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	sqlite3_bind_int64(st, 1, snapshot_id);
+	sqlite3_bind_int64(st, 2, pid);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		log_error("cannot replace entry '%s': %s", e->path,
+		    sqlite3_errmsg(c->db));
+		return (-1);
+	}
+	return (catalog_entry_add(c, snapshot_id, e));
+}
+
+int
 catalog_entries_add(struct catalog *c, int64_t snapshot_id,
     const struct entry *const *e, size_t n)
 {

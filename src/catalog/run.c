@@ -94,6 +94,36 @@ catalog_run_last(struct catalog *c, const char *kind, const char *subject,
 	return (ret);
 }
 
+int
+catalog_run_capture(struct catalog *c, const char *subject,
+    int64_t *marked_ns, int64_t *end_ns)
+{
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	*marked_ns = *end_ns = 0;
+	if ((st = cat_prepare(c, "SELECT a.slot_ns, r.wall_ns, a.seconds"
+	    " FROM run_action a JOIN run r ON r.id = a.run_id"
+	    " WHERE a.kind = 'backup' AND a.subject = ?1 AND a.done = 1"
+	    " AND substr(a.detail, 1, ?3) = ?2"
+	    " ORDER BY r.wall_ns DESC LIMIT 1", "read the runs")) == NULL)
+		return (-1);
+	cat_bind_text(st, 1, subject);
+	cat_bind_text(st, 2, CATALOG_RUN_CAPTURE);
+	sqlite3_bind_int(st, 3, (int)strlen(CATALOG_RUN_CAPTURE));
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*marked_ns = sqlite3_column_int64(st, 0);
+		*end_ns = sqlite3_column_int64(st, 1) +
+		    (int64_t)(sqlite3_column_double(st, 2) * 1e9);
+		ret = 1;
+	} else if (rc == SQLITE_DONE)
+		ret = 0;
+	else
+		log_error("cannot read the runs: %s", sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return (ret);
+}
+
 static const char *
 col_text(sqlite3_stmt *st, int i)
 {

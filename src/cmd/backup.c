@@ -75,6 +75,8 @@ const struct cmd_option cmd_backup_options[] = {
 	    "threads that hash, compress and encrypt"),
 	CMD_OPT_VALUE('T', "time", "TIME",
 	    "record the snapshot as taken at TIME (RFC 3339)"),
+	CMD_OPT_VALUE('F', "from-tar", "FILE",
+	    "back up a tar stream (FILE, or - for standard input), not PATH"),
 	CMD_OPT_FLAG('N', "new-source",
 	    "accept a PATH other than the dataset's"),
 	CMD_OPT_VALUE('g', "tag", "NAME",
@@ -166,6 +168,9 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		case 'N':
 			o.new_source = 1;
 			break;
+		case 'F':
+			o.from_tar = optarg;
+			break;
 		case 'g':
 		case 'K':
 			if (cmd_push_arg(&tags, &ntags, ch == 'g' ? optarg :
@@ -202,12 +207,27 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 			goto out;
 		}
 	}
-	if (argc - optind != 2) {
+	if (argc - optind != (o.from_tar != NULL ? 1 : 2)) {
+		if (o.from_tar != NULL && argc - optind == 2)
+			log_error("--from-tar takes the DATASET alone, not a "
+			    "PATH");
 		st = cmd_usage_error("backup");
 		goto out;
 	}
+	if (o.from_tar != NULL && strcmp(o.from_tar, "-") == 0 &&
+	    isatty(STDIN_FILENO)) {
+		log_error("refusing to read an archive from a terminal "
+		    "(pipe one in, or give its file)");
+		st = STATUS_USAGE;
+		goto out;
+	}
+	if (o.from_tar != NULL && o.walk.one_file_system) {
+		log_error("--one-file-system means nothing with --from-tar");
+		st = STATUS_USAGE;
+		goto out;
+	}
 	o.dataset = argv[optind];
-	o.source = argv[optind + 1];
+	o.source = o.from_tar != NULL ? o.from_tar : argv[optind + 1];
 	o.walk.root = 1;
 	o.walk.excludes = ex;
 	o.walk.nexcludes = nex;

@@ -95,6 +95,7 @@ extern const struct cmd_option cmd_ls_options[];
 extern const struct cmd_option cmd_diff_options[];
 extern const struct cmd_option cmd_consolidate_options[];
 extern const struct cmd_option cmd_restore_options[];
+extern const struct cmd_option cmd_dump_options[];
 extern const struct cmd_option cmd_verify_options[];
 extern const struct cmd_option cmd_audit_options[];
 extern const struct cmd_option cmd_drill_options[];
@@ -108,6 +109,7 @@ extern const struct cmd_option cmd_run_options[];
 extern const struct cmd_option cmd_log_options[];
 extern const struct cmd_option cmd_health_options[];
 extern const struct cmd_option cmd_cron_options[];
+extern const struct cmd_option cmd_watch_options[];
 extern const struct cmd_option cmd_key_list_options[];
 extern const struct cmd_option cmd_key_add_options[];
 extern const struct cmd_option cmd_key_passwd_options[];
@@ -153,6 +155,7 @@ int cmd_backup(int argc, char **argv, const struct global_opts *g);
 int cmd_snapshots(int argc, char **argv, const struct global_opts *g);
 int cmd_ls(int argc, char **argv, const struct global_opts *g);
 int cmd_restore(int argc, char **argv, const struct global_opts *g);
+int cmd_dump(int argc, char **argv, const struct global_opts *g);
 int cmd_diff(int argc, char **argv, const struct global_opts *g);
 int cmd_consolidate(int argc, char **argv, const struct global_opts *g);
 int cmd_version(int argc, char **argv, const struct global_opts *g);
@@ -173,6 +176,7 @@ int cmd_run_policy(int argc, char **argv, const struct global_opts *g);
 int cmd_log(int argc, char **argv, const struct global_opts *g);
 int cmd_health(int argc, char **argv, const struct global_opts *g);
 int cmd_cron(int argc, char **argv, const struct global_opts *g);
+int cmd_watch(int argc, char **argv, const struct global_opts *g);
 int cmd_key_list(int argc, char **argv, const struct global_opts *g);
 int cmd_key_add(int argc, char **argv, const struct global_opts *g);
 int cmd_key_passwd(int argc, char **argv, const struct global_opts *g);
@@ -185,8 +189,9 @@ int cmd_key_retire(int argc, char **argv, const struct global_opts *g);
 /*
  * coffer run (src/cmd/run.c, runmetrics.c): of two exit statuses, the
  * worse (0 < 1 < 6 < 2 < 4 < 7 < 3 < 5 < 128 + a signal); and the
- * Prometheus textfile of a policy's datasets, targets and this run,
- * replaced atomically.  0, or -1 (reported).
+ * Prometheus textfile of a policy's datasets, targets and this run
+ * (status < 0: no run, for coffer watch), replaced atomically.  0, or -1
+ * (reported).
  */
 struct policy;
 int cmd_run_worst(int a, int b);
@@ -247,6 +252,13 @@ int cmd_catalog_damaged(void);
  */
 int cmd_open_scratch(void *arg, const char *repo, const char *catalog,
     struct repo **r, struct catalog **c);
+
+/*
+ * Paths in a snapshot as a user gives them (restore, dump): trailing
+ * slashes dropped in place; each must be relative to the snapshot's root
+ * (entry_path_is_safe).  STATUS_OK, or STATUS_USAGE (reported).
+ */
+int cmd_snapshot_paths(char **paths, size_t n);
 
 /*
  * The snapshot called name ("DATASET@latest", an id prefix, ...) into *s:

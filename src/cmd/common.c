@@ -354,6 +354,25 @@ cmd_status(enum engine_result res)
 }
 
 int
+cmd_snapshot_paths(char **paths, size_t n)
+{
+	size_t i, len;
+
+	for (i = 0; i < n; i++) {
+		char *p = paths[i];
+
+		while ((len = strlen(p)) > 1 && p[len - 1] == '/')
+			p[len - 1] = '\0';
+		if (!entry_path_is_safe(p)) {
+			log_error("bad path '%s': give paths relative to the "
+			    "snapshot's root", p);
+			return (STATUS_USAGE);
+		}
+	}
+	return (STATUS_OK);
+}
+
+int
 cmd_push_arg(char ***v, size_t *n, char *arg)
 {
 	char **p;

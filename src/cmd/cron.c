@@ -1,9 +1,10 @@
 /*
- * coffer cron --policy FILE [--unit crontab|service|timer]: how to run a
- * policy unattended.  coffer run does what is due whenever it is called,
- * so it is called at every minute of the hour that any of the policy's
- * schedules has a slot at: each slot is then met on time, and a run with
- * nothing due is cheap.
+ * coffer cron --policy FILE [--unit crontab|service|timer|watch]: how to
+ * run a policy unattended.  coffer run does what is due whenever it is
+ * called, so it is called at every minute of the hour that any of the
+ * policy's schedules has a slot at: each slot is then met on time, and a
+ * run with nothing due is cheap.  coffer watch, for the checkpoints, is
+ * a service of its own that systemd restarts when it fails.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -19,7 +20,8 @@
 const struct cmd_option cmd_cron_options[] = {
 	CMD_OPT_VALUE('p', "policy", "FILE", "the policy file"),
 	CMD_OPT_VALUE('u', "unit", "WHAT",
-	    "print only the crontab line, the service or the timer"),
+	    "print only the crontab line, the service, the timer or the "
+	    "watch service"),
 	CMD_OPT_END
 };
 
@@ -151,6 +153,29 @@ put_unit_word(FILE *f, const char *s, int exec)
 	putc('"', f);
 }
 
+/* A service that runs coffer CMD --policy POL, of systemd type type,
+ * with the lines of tail after its ExecStart=. */
+static void
+print_service(const char *exe, const char *pol, const char *cmd,
+    const char *type, const char *tail)
+{
+	printf("[Unit]\n"
+	    "Description=coffer %s --policy ", cmd);
+	put_unit_word(stdout, pol, 0);
+	printf("\n"
+	    "Documentation=man:coffer-%s(1) man:coffer-policy(5)\n"
+	    "After=local-fs.target network-online.target\n"
+	    "Wants=network-online.target\n"
+	    "\n"
+	    "[Service]\n"
+	    "Type=%s\n"
+	    "ExecStart=", cmd, type);
+	put_unit_word(stdout, exe, 1);
+	printf(" %s --policy ", cmd);
+	put_unit_word(stdout, pol, 1);
+	printf("\n%s", tail);
+}
+
 int
 cmd_cron(int argc, char **argv, const struct global_opts *g)
 {
@@ -158,7 +183,8 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 	const char *policy = NULL, *unit = NULL;
 	struct policy *p;
 	ssize_t n;
-	int ch, all;
+	size_t i;
+	int ch, all, ckpt = 0;
 
 	while ((ch = cmd_getopt(argc, argv, cmd_cron_options)) != -1) {
 		switch (ch) {
@@ -169,9 +195,10 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 			unit = optarg;
 			if (strcmp(unit, "crontab") != 0 &&
 			    strcmp(unit, "service") != 0 &&
-			    strcmp(unit, "timer") != 0) {
-				log_error("--unit is crontab, service or timer, "
-				    "not '%s'", unit);
+			    strcmp(unit, "timer") != 0 &&
+			    strcmp(unit, "watch") != 0) {
+				log_error("--unit is crontab, service, timer or "
+				    "watch, not '%s'", unit);
 				return (STATUS_USAGE);
 			}
 			break;
@@ -201,6 +228,8 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 	}
 	policy_minutes(p, minutes, sizeof(minutes));
 	unit_name(pol, name, sizeof(name));
+	for (i = 0; i < p->ndatasets; i++)
+		ckpt |= p->datasets[i].ncheckpoints > 0;
 	policy_free(p);
 	all = unit == NULL;
 	if (all)
@@ -216,21 +245,7 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 	if (all)
 		printf("\n# or systemd: /etc/systemd/system/%s.service\n", name);
 	if (all || strcmp(unit, "service") == 0) {
-		printf("[Unit]\n"
-		    "Description=coffer run --policy ");
-		put_unit_word(stdout, pol, 0);
-		printf("\n"
-		    "Documentation=man:coffer-run(1) man:coffer-policy(5)\n"
-		    "After=local-fs.target network-online.target\n"
-		    "Wants=network-online.target\n"
-		    "\n"
-		    "[Service]\n"
-		    "Type=oneshot\n"
-		    "ExecStart=");
-		put_unit_word(stdout, exe, 1);
-		printf(" run --policy ");
-		put_unit_word(stdout, pol, 1);
-		printf("\n"
+		print_service(exe, pol, "run", "oneshot",
 		    "Nice=10\n"
 		    "IOSchedulingClass=idle\n");
 	}
@@ -250,5 +265,21 @@ cmd_cron(int argc, char **argv, const struct global_opts *g)
 		    "[Install]\n"
 		    "WantedBy=timers.target\n", minutes);
 	}
+	/* All of it: the watch only for a policy with checkpoints. */
+	if (all && ckpt)
+		printf("\n# and for the checkpoints, /etc/systemd/system/"
+		    "%s-watch.service, then: systemctl enable --now "
+		    "%s-watch.service\n", name, name);
+	/* Restarted when it fails; a stop (SIGTERM) is its clean end. */
+	if ((all && ckpt) || (unit != NULL && strcmp(unit, "watch") == 0))
+		print_service(exe, pol, "watch", "simple",
+		    "Restart=on-failure\n"
+		    "RestartSec=10\n"
+		    "Nice=10\n"
+		    "IOSchedulingClass=best-effort\n"
+		    "IOSchedulingPriority=7\n"
+		    "\n"
+		    "[Install]\n"
+		    "WantedBy=multi-user.target\n");
 	return (STATUS_OK);
 }

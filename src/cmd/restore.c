@@ -28,7 +28,7 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 	struct repo *r;
 	struct catalog *c;
 	char sz[32];
-	int ch, st, i;
+	int ch, st;
 
 	memset(&o, 0, sizeof(o));
 	while ((ch = cmd_getopt(argc, argv, cmd_restore_options)) != -1) {
@@ -52,17 +52,8 @@ cmd_restore(int argc, char **argv, const struct global_opts *g)
 	o.target = argv[optind + 1];
 	o.paths = argv + optind + 2;
 	o.npaths = (size_t)(argc - optind - 2);
-	for (i = 0; i < (int)o.npaths; i++) {
-		char *p = o.paths[i];
-
-		while (strlen(p) > 1 && p[strlen(p) - 1] == '/')
-			p[strlen(p) - 1] = '\0';
-		if (!entry_path_is_safe(p)) {
-			log_error("bad path '%s': give paths relative to the "
-			    "snapshot's root", p);
-			return (STATUS_USAGE);
-		}
-	}
+	if (cmd_snapshot_paths(argv + optind + 2, o.npaths) != STATUS_OK)
+		return (STATUS_USAGE);
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		return (st);
 	memset(&s, 0, sizeof(s));

@@ -28,6 +28,16 @@ engine_need_read(struct repo *r, const char *what)
 }
 
 int
+engine_need_complete(const struct catalog_snapshot *s)
+{
+	if (s->state == SNAP_COMPLETE)
+		return (0);
+	log_error("snapshot %s is %s, not complete", s->sid,
+	    catalog_state_name(s->state));
+	return (-1);
+}
+
+int
 engine_need_full(struct repo *r, const char *what)
 {
 	if (!ccrypto_keys_write_only(repo_keys(r)))

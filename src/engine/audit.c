@@ -330,14 +330,17 @@ engine_audit(struct repo *r, struct catalog *c,
 	buf_init(&a.tmp);
 	progress_init(&a.progress, "audit", 0);
 
-	if (s->state != SNAP_COMPLETE) {
-		log_error("snapshot %s is %s, not complete", s->sid,
-		    catalog_state_name(s->state));
+	if (engine_need_complete(s))
 		return (ENGINE_REFUSED);
-	}
 	if (source == NULL || *source == '\0') {
 		log_error("snapshot %s does not say where its data was read "
 		    "from", s->sid);
+		return (ENGINE_REFUSED);
+	}
+	if (strncmp(source, ENGINE_TAR_SOURCE,
+	    strlen(ENGINE_TAR_SOURCE)) == 0) {
+		log_error("snapshot %s was taken of a tar stream ('%s'): there "
+		    "is no tree to audit", s->sid, source);
 		return (ENGINE_REFUSED);
 	}
 	if ((a.chunker = chunker_new(repo_chunker_params(r),

@@ -861,6 +861,82 @@ put_back_dir(void *arg, const char *rel, const char *why)
 	b->res->held_back++;
 }
 
+/* The entry this snapshot resolves at path, copied (free *mem): 1, 0
+ * none, -1 error. */
+static int
+resolved_entry(struct backup *b, const char *path, struct entry *e,
+    void **mem)
+{
+	struct catalog_iter *it;
+	int rc;
+
+	*mem = NULL;
+	if ((it = catalog_entries(b->cat, b->snapshot_id, path)) == NULL)
+		return (-1);
+	if ((rc = catalog_iter_next(it, e)) == 1 &&
+	    strcmp(e->path, path) != 0)
+		rc = 0;
+	if (rc == 1 && entry_dup(e, mem, e))
+		rc = -1;
+	catalog_iter_free(it);
+	return (rc);
+}
+
+/*
+ * The further names a tar stream gave as hard links, once every file is
+ * recorded (the walk has the catalog alone): each takes the content of
+ * the name it links to, and both an inode number of their group's own
+ * and a link count, so that restore makes them one file.  The name linked
+ * to was recorded with a count of 1 (a stream says nothing of later
+ * names), so its row is written again, and the record is read from the
+ * catalog rather than the spool.  0 or -1.
+ */
+static int
+record_links(struct backup *b, struct fs_walk *w)
+{
+	struct entry l, x, old;
+	const char *to;
+	uint64_t groups = 0;
+	void *mem;
+	int rc;
+
+	while ((rc = fs_walk_link_next(w, &l, &to)) == 1) {
+		/* Seen: no tombstone for it. */
+		if (b->level != LEVEL_FULL &&
+		    catalog_resolver_get(b->view, l.path, &old) < 0)
+			return (-1);
+		if ((rc = resolved_entry(b, to, &x, &mem)) < 0)
+			return (-1);
+		if (rc == 0 || x.kind != ENTRY_FILE) {
+			log_warn("'%s' is a hard link to '%s', which is not "
+			    "stored: left out", l.path, to);
+			free(mem);
+			continue;
+		}
+		catalog_spool_off(b->spool);
+		if (x.nlink < 2 || x.ino == 0) {
+			/* Above any inode number a walk of the same
+			 * dataset gave (restore groups by them). */
+			x.ino = (UINT64_C(1) << 62) | ++groups;
+			x.nlink = 2;
+		} else
+			x.nlink++;
+		l.kind = ENTRY_FILE;
+		l.size = x.size;
+		l.content_id = x.content_id;
+		l.ino = x.ino;
+		l.dev = x.dev;
+		l.nlink = x.nlink;
+		rc = catalog_entry_replace(b->cat, b->snapshot_id, &x) ||
+		    catalog_entry_add(b->cat, b->snapshot_id, &l) ? -1 : 0;
+		free(mem);
+		if (rc < 0)
+			return (-1);
+		count_entry(b->res, ENTRY_FILE);
+	}
+	return (rc);
+}
+
 static int
 walk_source(struct backup *b)
 {
@@ -875,7 +951,9 @@ walk_source(struct backup *b)
 		wo.skipped_dir = put_back_dir;
 		wo.skip_arg = b;
 	}
-	if ((w = fs_walk_open(b->opts->source, &wo)) == NULL)
+	if ((w = b->opts->from_tar != NULL ?
+	    fs_walk_open_tar(b->opts->from_tar, &wo) :
+	    fs_walk_open(b->opts->source, &wo)) == NULL)
 		return (-1);
 	b->walk = w;
 	if (recorder_start(b)) {
@@ -962,6 +1040,8 @@ walk_source(struct backup *b)
 		rc = -1;
 	if (rc == 0 && hold_back_all(b))
 		rc = -1;
+	if (rc == 0 && record_links(b, w))
+		rc = -1;
 	b->walk = NULL;
 	fs_walk_close(w);
 	if (signals_caught())
@@ -969,6 +1049,13 @@ walk_source(struct backup *b)
 		    "marked failed", b->opts->dataset,
 		    signals_name(signals_caught()));
 	return (rc < 0 ? -1 : 0);
+}
+
+static int
+is_tar_source(const char *s)
+{
+	return (strncmp(s, ENGINE_TAR_SOURCE, strlen(ENGINE_TAR_SOURCE)) ==
+	    0);
 }
 
 /*
@@ -988,7 +1075,8 @@ check_source(struct backup *b, const char *source)
 	/* Before any snapshot row, as the walk would refuse them: a file
 	 * is no dataset, and the root's symlink is not followed (a failed
 	 * snapshot for a mistyped argument would stay as history). */
-	if (lstat(b->opts->source, &st) == 0 && !S_ISDIR(st.st_mode)) {
+	if (b->opts->from_tar == NULL && lstat(b->opts->source, &st) == 0 &&
+	    !S_ISDIR(st.st_mode)) {
 		log_error("'%s' is not a directory%s", b->opts->source,
 		    S_ISLNK(st.st_mode) ? " (it is a symbolic link)" : "");
 		return (1);
@@ -998,7 +1086,9 @@ check_source(struct backup *b, const char *source)
 	if ((found = catalog_dataset_source(b->cat, b->opts->dataset,
 	    &prev)) < 0)
 		return (-1);
-	if (found && strcmp(prev, source) != 0) {
+	/* Tar streams of a dataset are one tree whatever their names. */
+	if (found && strcmp(prev, source) != 0 &&
+	    !(is_tar_source(prev) && is_tar_source(source))) {
 		if (!b->opts->new_source) {
 			log_error("dataset '%s' is backed up from '%s', not "
 			    "'%s' (--new-source if it moved)",
@@ -1009,6 +1099,29 @@ check_source(struct backup *b, const char *source)
 	}
 	free(prev);
 	return (rc);
+}
+
+/*
+ * The snapshot's source: the root's real path, or "tar:" and the stream's
+ * (a path's real path, "-" for standard input).  NULL with errno.
+ */
+static char *
+source_name(const struct backup_opts *o)
+{
+	char *p, *s;
+	size_t n;
+
+	if (o->from_tar == NULL)
+		return (realpath(o->source, NULL));
+	if (strcmp(o->from_tar, "-") == 0)
+		return (strdup(ENGINE_TAR_SOURCE "-"));
+	if ((p = realpath(o->from_tar, NULL)) == NULL)
+		return (NULL);
+	n = strlen(ENGINE_TAR_SOURCE) + strlen(p) + 1;
+	if ((s = malloc(n)) != NULL)
+		snprintf(s, n, "%s%s", ENGINE_TAR_SOURCE, p);
+	free(p);
+	return (s);
 }
 
 struct estimate {
@@ -1143,12 +1256,13 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (catalog_dataset_id(c, o->dataset, 1, &b.dataset_id) < 0)
 		goto out;
 	s.dataset_id = b.dataset_id;
-	if ((s.source = realpath(o->source, NULL)) == NULL) {
+	if ((s.source = source_name(o)) == NULL) {
 		/* Nothing there is a mistake in the arguments, 2 as a file
 		 * is; an unreadable disk stays an error. */
 		if (errno == ENOENT || errno == ENOTDIR)
 			status = ENGINE_REFUSED;
-		log_errno("cannot open '%s'", o->source);
+		log_errno("cannot open '%s'", o->from_tar != NULL ?
+		    o->from_tar : o->source);
 		goto out;
 	}
 	if ((i = check_source(&b, s.source)) != 0) {

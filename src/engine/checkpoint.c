@@ -10,13 +10,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "coffer/engine.h"
+#include "coffer/fs-watch.h"
 #include "coffer/progress.h"
 #include "engine-int.h"
 
@@ -46,19 +46,7 @@ checkpoint_unsettled(const struct backup_opts *o, int64_t mtime_ns,
 static int
 is_checkpoint(const struct backup_opts *o, const char *rel)
 {
-	const char *base = strrchr(rel, '/');
-	size_t i;
-
-	base = base != NULL ? base + 1 : rel;
-	for (i = 0; i < o->ncheckpoints; i++) {
-		const char *pat = o->checkpoints[i];
-
-		if (strchr(pat, '/') != NULL ?
-		    fnmatch(pat, rel, FNM_PATHNAME | FNM_PERIOD) == 0 :
-		    fnmatch(pat, base, FNM_PERIOD) == 0)
-			return (1);
-	}
-	return (0);
+	return (fs_checkpoint_match(o->checkpoints, o->ncheckpoints, rel));
 }
 
 /* 1 if anything in the directory fd (closed here) is unsettled, 0 if

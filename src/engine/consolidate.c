@@ -25,11 +25,8 @@ engine_consolidate(struct repo *r, struct catalog *c,
 
 	memset(res, 0, sizeof(*res));
 	memset(&s, 0, sizeof(s));
-	if (src->state != SNAP_COMPLETE) {
-		log_error("snapshot %s is %s, not complete", src->sid,
-		    catalog_state_name(src->state));
+	if (engine_need_complete(src))
 		return (ENGINE_REFUSED);
-	}
 	if (packer_init(&p, r, c, 0))
 		goto out;
 	ccrypto_random(sid, sizeof(sid));

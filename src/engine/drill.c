@@ -484,11 +484,8 @@ engine_drill(struct repo *r, struct catalog *c,
 	rec->rto_seconds = o->rto > 0 ? o->rto : -1;
 	rec->rpo_seconds = o->rpo > 0 ? o->rpo : -1;
 
-	if (s->state != SNAP_COMPLETE) {
-		log_error("snapshot %s is %s, not complete", s->sid,
-		    catalog_state_name(s->state));
+	if (engine_need_complete(s))
 		return (ENGINE_REFUSED);
-	}
 	if ((n = getgroups(0, NULL)) > 0) {
 		if ((d.groups = calloc((size_t)n, sizeof(*d.groups))) ==
 		    NULL) {

@@ -491,9 +491,7 @@ engine_export(struct repo *r, struct catalog *c, const struct export_opts *o,
 	x.res = res;
 	if (remote_parse(o->to, &t))
 		return (ENGINE_REFUSED);
-	if (o->snapshot && o->snapshot->state != SNAP_COMPLETE) {
-		log_error("snapshot %s is %s, not complete", o->snapshot->sid,
-		    catalog_state_name(o->snapshot->state));
+	if (o->snapshot && engine_need_complete(o->snapshot)) {
 		st = ENGINE_REFUSED;
 		goto out;
 	}

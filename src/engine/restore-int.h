@@ -227,6 +227,36 @@ struct restore {
 	struct progress progress;
 };
 
+/*
+ * restore-read.c: a chunk, as restore and dump read one.  rst_read_chunk:
+ * the chunk loc locates read through w's pack readers into dst
+ * (loc->plain_len bytes): authenticated and decompressed, and with
+ * hashed, its keyed hash checked against its id (else the caller must:
+ * rst_verify_group).  0, or -1 (reported: damaged, missing).
+ * rst_worker_release: w's readers and decompressor closed.
+ * rst_locs_sane: the catalog is not authenticated as the records are, so
+ * a file's chunk locations are checked before anything is reserved for
+ * them: a length the chunker cannot have cut (a damaged row of 4 GiB was
+ * reserved before its record's own check failed), a record larger than
+ * packs hold, or data outside the file is damage.  1 sane, 0 not
+ * (reported, with snapshot sid).
+ */
+int rst_read_chunk(struct repo *r, struct rworker *w,
+    const struct catalog_chunk_loc *loc, uint8_t *dst, int hashed);
+void rst_worker_release(struct rworker *w);
+int rst_locs_sane(const char *sid, uint32_t chunk_max, const struct entry *e,
+    const struct catalog_chunk_loc *locs, size_t n);
+
+/* The key of a hardlink group, for restore and dump: inode and
+ * content. */
+static inline void
+rst_link_key(uint8_t key[24], const struct entry *e)
+{
+	put_u64(key, e->dev);
+	put_u64(key + 8, e->ino);
+	put_u64(key + 16, (uint64_t)e->content_id);
+}
+
 /* restore-read.c: a window's chunks. */
 void rst_fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
     struct rworker *w);

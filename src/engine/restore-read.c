@@ -34,7 +34,7 @@
  * pack that failed to open is remembered as such.  NULL for a bad pack.
  */
 static struct pack_reader *
-get_reader(struct restore *rs, struct rworker *w, const char *name)
+get_reader(struct repo *r, struct rworker *w, const char *name)
 {
 	struct cached_reader *victim = &w->cache[0];
 	size_t i;
@@ -51,21 +51,76 @@ get_reader(struct restore *rs, struct rworker *w, const char *name)
 	}
 	pack_reader_close(victim->pr);
 	memcpy(victim->name, name, PACK_NAME_LEN + 1);
-	victim->pr = pack_reader_open(rs->repo, name);
+	victim->pr = pack_reader_open(r, name);
 	victim->used = ++w->tick;
 	return (victim->pr);
 }
 
-/* The pack entry of j's chunk, as the catalog locates it. */
-static void
-loc_entry(const struct rjob *j, struct pack_entry *pe)
+void
+rst_worker_release(struct rworker *w)
 {
-	memcpy(pe->id, j->loc.cid, CCRYPTO_ID_BYTES);
-	pe->type = j->loc.type;
-	pe->flags = j->loc.flags;
-	pe->offset = j->loc.pack_offset;
-	pe->plain_len = j->loc.plain_len;
-	pe->stored_len = j->loc.stored_len;
+	size_t i;
+
+	for (i = 0; i < READER_CACHE; i++)
+		pack_reader_close(w->cache[i].pr);
+	compressor_free(w->z);
+	memset(w, 0, sizeof(*w));
+}
+
+int
+rst_read_chunk(struct repo *r, struct rworker *w,
+    const struct catalog_chunk_loc *loc, uint8_t *dst, int hashed)
+{
+	struct pack_reader *pr;
+	struct pack_entry pe;
+
+	if (loc->pack[0] == '\0') {
+		log_error("a chunk at offset %llu is in no pack",
+		    (unsigned long long)loc->file_offset);
+		return (-1);
+	}
+	if (loc->type != PACK_REC_DATA) {
+		log_error("a chunk at offset %llu is not a data record",
+		    (unsigned long long)loc->file_offset);
+		return (-1);
+	}
+	if ((pr = get_reader(r, w, loc->pack)) == NULL)
+		return (-1);
+	memcpy(pe.id, loc->cid, CCRYPTO_ID_BYTES);
+	pe.type = loc->type;
+	pe.flags = loc->flags;
+	pe.offset = loc->pack_offset;
+	pe.plain_len = loc->plain_len;
+	pe.stored_len = loc->stored_len;
+	return (hashed ? pack_reader_read(pr, &pe, w->z, dst) :
+	    pack_reader_read_unhashed(pr, &pe, w->z, dst));
+}
+
+int
+rst_locs_sane(const char *sid, uint32_t chunk_max, const struct entry *e,
+    const struct catalog_chunk_loc *locs, size_t n)
+{
+	uint64_t end = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct catalog_chunk_loc *l = &locs[i];
+
+		if (l->plain_len == 0 || l->plain_len > chunk_max ||
+		    l->stored_len > PACK_RECORD_MAX || l->file_offset < end ||
+		    e->size < (int64_t)l->plain_len ||
+		    l->file_offset > (uint64_t)e->size - l->plain_len) {
+			log_error("snapshot %s: cannot restore '%s': the "
+			    "catalog's chunk %zu of it (%u bytes at offset "
+			    "%llu, stored in %u) is out of bounds", sid,
+			    e->path, i, l->plain_len,
+			    (unsigned long long)l->file_offset,
+			    l->stored_len);
+			return (0);
+		}
+		end = l->file_offset + l->plain_len;
+	}
+	return (1);
 }
 
 /*
@@ -77,9 +132,6 @@ void
 rst_fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
     struct rworker *w)
 {
-	struct pack_reader *pr;
-	struct pack_entry pe;
-
 	j->rc = -1;
 	/* Written already: read back; if that failed, fetched after all.
 	 * Waited for first: nothing may still write into the window once
@@ -96,20 +148,7 @@ rst_fetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
 			return;
 		}
 	}
-	if (j->loc.pack[0] == '\0') {
-		log_error("a chunk at offset %llu is in no pack",
-		    (unsigned long long)j->loc.file_offset);
-		return;
-	}
-	if (j->loc.type != PACK_REC_DATA) {
-		log_error("a chunk at offset %llu is not a data record",
-		    (unsigned long long)j->loc.file_offset);
-		return;
-	}
-	if ((pr = get_reader(rs, w, j->loc.pack)) == NULL)
-		return;
-	loc_entry(j, &pe);
-	if (pack_reader_read_unhashed(pr, &pe, w->z, win->data.data + j->off))
+	if (rst_read_chunk(rs->repo, w, &j->loc, win->data.data + j->off, 0))
 		return;
 	j->rc = 0;
 }
@@ -123,19 +162,11 @@ static void
 refetch_chunk(struct restore *rs, struct window *win, struct rjob *j,
     struct rworker *w)
 {
-	struct pack_reader *pr;
-	struct pack_entry pe;
-
 	/* Not a warning: what this restore writes is still exact. */
 	log_note("a chunk read back from a file restored earlier has "
 	    "changed since; fetching it from pack '%s'", j->loc.pack);
-	j->rc = -1;
-	if (j->loc.pack[0] == '\0' || j->loc.type != PACK_REC_DATA ||
-	    (pr = get_reader(rs, w, j->loc.pack)) == NULL)
-		return;
-	loc_entry(j, &pe);
-	if (pack_reader_read(pr, &pe, w->z, win->data.data + j->off) == 0)
-		j->rc = 0;
+	j->rc = rst_read_chunk(rs->repo, w, &j->loc, win->data.data + j->off,
+	    1);
 }
 
 /*

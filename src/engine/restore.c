@@ -189,15 +189,6 @@ step_job(void *arg, size_t i, int worker)
 	    &rs->workers[worker]);
 }
 
-/* The key of a hardlink group: inode and content. */
-static void
-link_key(uint8_t key[24], const struct entry *e)
-{
-	put_u64(key, e->dev);
-	put_u64(key + 8, e->ino);
-	put_u64(key + 16, (uint64_t)e->content_id);
-}
-
 /* A second name of an inode restored earlier in this run?  Its first
  * name, and in *id the inode restored there. */
 static const char *
@@ -209,7 +200,7 @@ link_target(struct restore *rs, const struct entry *e,
 
 	if (e->kind != ENTRY_FILE || e->nlink < 2)
 		return (NULL);
-	link_key(key, e);
+	rst_link_key(key, e);
 	if (hmap_get(&rs->links, key, &idx)) {
 		*id = rs->link_ids[idx].ino != 0 ? &rs->link_ids[idx] : NULL;
 		return (rs->link_paths[idx]);
@@ -240,7 +231,7 @@ remember_link(struct restore *rs, const struct wentry *we)
 		log_error("out of memory");
 		return (-1);
 	}
-	link_key(key, e);
+	rst_link_key(key, e);
 	if (hmap_put(&rs->links, key, (int64_t)rs->nlinks))
 		return (-1);
 	rs->nlinks++;
@@ -522,40 +513,6 @@ new_job(struct window *win)
 	return (&win->jobs[win->njobs++]);
 }
 
-/*
- * The catalog is not authenticated as the records are: a file's chunk
- * locations are checked before anything is reserved for them.  A length
- * the chunker cannot have cut (a damaged row of 4 GiB was reserved before
- * its record's own check failed), a record larger than packs hold, or
- * data outside the file is damage.  1 sane, 0 not (reported).
- */
-static int
-locs_sane(struct restore *rs, const struct entry *e,
-    const struct catalog_chunk_loc *locs, size_t n)
-{
-	uint64_t end = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		const struct catalog_chunk_loc *l = &locs[i];
-
-		if (l->plain_len == 0 || l->plain_len > rs->chunk_max ||
-		    l->stored_len > PACK_RECORD_MAX || l->file_offset < end ||
-		    e->size < (int64_t)l->plain_len ||
-		    l->file_offset > (uint64_t)e->size - l->plain_len) {
-			log_error("snapshot %s: cannot restore '%s': the "
-			    "catalog's chunk %zu of it (%u bytes at offset "
-			    "%llu, stored in %u) is out of bounds", rs->sid,
-			    e->path, i, l->plain_len,
-			    (unsigned long long)l->file_offset,
-			    l->stored_len);
-			return (0);
-		}
-		end = l->file_offset + l->plain_len;
-	}
-	return (1);
-}
-
 /* Take one entry into the fill window, stepping as windows fill up. */
 static int
 add_entry(struct restore *rs, const struct entry *e)
@@ -583,7 +540,7 @@ add_entry(struct restore *rs, const struct entry *e)
 		uint8_t key[24];
 		int64_t one;
 
-		link_key(key, e);
+		rst_link_key(key, e);
 		if (hmap_get(&rs->planned, key, &one)) {
 			we->link = 1;
 			return (0);
@@ -597,7 +554,7 @@ add_entry(struct restore *rs, const struct entry *e)
 		return (0);
 	if (catalog_content_chunks(rs->cat, e->content_id, &locs, &n))
 		return (-1);
-	if (!locs_sane(rs, e, locs, n)) {
+	if (!rst_locs_sane(rs->sid, rs->chunk_max, e, locs, n)) {
 		we->bad = 1;
 		free(locs);
 		return (0);
@@ -836,11 +793,8 @@ engine_restore(struct repo *r, struct catalog *c,
 	progress_init(&rs.progress, "restore", s->level == LEVEL_FULL &&
 	    o->npaths == 0 && o->filter == NULL ? (uint64_t)s->bytes_read : 0);
 
-	if (s->state != SNAP_COMPLETE) {
-		log_error("snapshot %s is %s, not complete", s->sid,
-		    catalog_state_name(s->state));
+	if (engine_need_complete(s))
 		return (ENGINE_REFUSED);
-	}
 	if ((empty = fsutil_dir_is_empty(o->target, 1)) < 0)
 		return (ENGINE_ERROR);
 	if (!empty && !o->force) {
@@ -933,11 +887,8 @@ out:
 			status = ENGINE_WARN;
 	}
 	if (rs.workers) {
-		for (t = 0; t < pool_threads(rs.pool); t++) {
-			for (i = 0; i < READER_CACHE; i++)
-				pack_reader_close(rs.workers[t].cache[i].pr);
-			compressor_free(rs.workers[t].z);
-		}
+		for (t = 0; t < pool_threads(rs.pool); t++)
+			rst_worker_release(&rs.workers[t]);
 		free(rs.workers);
 	}
 	pool_free(rs.pool);

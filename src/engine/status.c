@@ -6,12 +6,14 @@
  * number of datasets asked for.
  */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coffer/engine-status.h"
 #include "coffer/log.h"
+#include "coffer/policy.h"
 
 /* A pass over one list: the report it fills, and whether a name the
  * selection did not give is added (the catalog's every name) or left. */
@@ -113,6 +115,7 @@ last_drill(void *arg, const struct catalog_drill *dr)
 	if ((d = dataset_find(arg, dr->dataset, &err)) != NULL) {
 		d->drilled = 1;
 		d->drill.time_ns = dr->time_ns;
+		d->drill.seconds = dr->seconds;
 		snprintf(d->drill.verdict, sizeof(d->drill.verdict), "%s",
 		    dr->verdict ? dr->verdict : "");
 	}
@@ -147,6 +150,26 @@ last_verify(void *arg, const struct catalog_verify_run *v)
 	return (0);
 }
 
+/* Each dataset's newest capture by coffer watch. */
+static int
+captures(struct catalog *c, struct engine_status *st)
+{
+	struct engine_status_dataset *d;
+	int64_t marked, end;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < st->ndatasets; i++) {
+		d = &st->datasets[i];
+		if ((rc = catalog_run_capture(c, d->name, &marked, &end)) < 0)
+			return (-1);
+		d->captured = rc == 1;
+		d->capture_delay = rc == 1 && end > marked ?
+		    (double)(end - marked) / 1e9 : 0;
+	}
+	return (0);
+}
+
 /* Whether drill dr of the policy covers dataset name. */
 static int
 drill_covers(const struct policy_drill *dr, const char *name)
@@ -161,19 +184,64 @@ drill_covers(const struct policy_drill *dr, const char *name)
 	return (0);
 }
 
+/*
+ * When a job with schedule s, last done at last_ns (0: never), was next
+ * due: the first slot after it, or the newest at or before now when it
+ * was never done (coffer run does it at its first run after a slot); 0
+ * when s has no slot then.  *due is lowered to it: of several schedules,
+ * the first due.
+ */
 static void
-objectives(const struct policy *p, struct engine_status *st)
+next_due(const struct schedule *s, int64_t last_ns, int64_t now,
+    int64_t *due)
+{
+	int64_t t;
+
+	if (s->kind == SCHED_NONE)
+		return;
+	t = last_ns > 0 ? schedule_next(s, last_ns) : schedule_last(s, now);
+	if (t == INT64_MIN || t == INT64_MAX || t <= 0)
+		return;
+	if (*due == 0 || t < *due)
+		*due = t;
+}
+
+/* Lower *v to x (x > 0); 0 is none. */
+static void
+smallest(double *v, double x)
+{
+	if (x > 0 && (!(*v > 0) || x < *v))
+		*v = x;
+}
+
+static void
+objectives(const struct policy *p, int64_t now, struct engine_status *st)
 {
 	struct engine_status_dataset *d;
+	struct engine_status_target *t;
+	const struct policy_export *e;
 	size_t i, j;
+	int l;
 
 	for (i = 0; i < st->ndatasets; i++) {
 		d = &st->datasets[i];
-		for (j = 0; j < p->ndrills; j++)
-			if (p->drills[j].rpo > 0 &&
-			    drill_covers(&p->drills[j], d->name) &&
-			    (!(d->rpo > 0) || p->drills[j].rpo < d->rpo))
-				d->rpo = p->drills[j].rpo;
+		for (j = 0; j < p->ndrills; j++) {
+			if (!drill_covers(&p->drills[j], d->name))
+				continue;
+			smallest(&d->rpo, p->drills[j].rpo);
+			smallest(&d->rto, p->drills[j].rto);
+			if (now > 0)
+				next_due(&p->drills[j].sched, d->drilled ?
+				    d->drill.time_ns : 0, now,
+				    &d->drill_due_ns);
+		}
+	}
+	for (i = 0; now > 0 && i < st->ntargets; i++) {
+		t = &st->targets[i];
+		if ((e = policy_export_find(p, t->name)) == NULL)
+			continue;
+		for (l = 0; l < 3; l++)
+			next_due(&e->sched[l], t->last_ns, now, &t->due_ns);
 	}
 }
 
@@ -218,7 +286,10 @@ engine_status(struct catalog *c, const struct engine_status_opts *o,
 	if (o == NULL)
 		o = &all;
 	memset(st, 0, sizeof(*st));
-	all_datasets = o->ndatasets == 0 && o->policy == NULL;
+	/* A policy without datasets (a host that only drills or verifies)
+	 * drills the repository's: those are the ones to report. */
+	all_datasets = o->ndatasets == 0 &&
+	    (o->policy == NULL || o->policy->ndatasets == 0);
 	all_targets = o->ntargets == 0 && o->policy == NULL;
 	if (select_names(o, st))
 		goto err;
@@ -231,10 +302,11 @@ engine_status(struct catalog *c, const struct engine_status_opts *o,
 		    cmp_dataset);
 	ps.add = all_targets;
 	if (catalog_bundle_list(c, 1, NULL, newest_bundle, &ps) ||
-	    catalog_verify_run_list(c, last_verify, &st->verify))
+	    catalog_verify_run_list(c, last_verify, &st->verify) ||
+	    captures(c, st))
 		goto err;
 	if (o->policy != NULL)
-		objectives(o->policy, st);
+		objectives(o->policy, o->now, st);
 	return (0);
 err:
 	engine_status_release(st);

@@ -3,6 +3,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+
+#include "coffer/buf.h"
+#include "coffer/entry.h"
 
 /*
  * Private to src/fs: opening below the target, and writing a restored
@@ -21,6 +25,42 @@
  * caller writes that part.
  */
 struct direct_writer;
+
+/*
+ * An entry's metadata and libarchive's archive_entry (aentry.c), one way
+ * for the walk, restore and the tar streams.  fs_ae_kind: an AE_IF*
+ * type as enum entry_kind, -1 for none; fs_ae_filetype the other way.
+ * fs_ae_set: e's type, owner, mode, mtime, size, symlink target, device,
+ * extended attributes and ACL into ae (path and other times are the
+ * caller's); tmp is scratch; what cannot be set is warned and counted in
+ * *warnings.  0, or -1 out of memory.  fs_ae_get_xattrs: ae's extended
+ * attributes appended to out (entry_xattrs_add); 0 or -1.
+ */
+struct archive_entry;
+int fs_ae_kind(unsigned int ft);
+int fs_ae_filetype(int kind);
+int fs_ae_set(struct archive_entry *ae, const struct entry *e,
+    struct buf *tmp, unsigned long *warnings);
+int fs_ae_get_xattrs(struct archive_entry *ae, struct buf *out);
+/*
+ * A tar stream read as a walk (tar.c): walk.c's fs_walk_* calls on a walk
+ * opened by fs_walk_open_tar come here, with the same contracts.
+ */
+struct fs_walk_opts;
+struct fs_tar_in;
+struct fs_tar_in *fs_tar_in_open(const char *file,
+    const struct fs_walk_opts *o);
+int fs_tar_in_next(struct fs_tar_in *t, struct entry *e);
+int fs_tar_in_details(struct fs_tar_in *t, struct entry *e);
+int fs_tar_in_read(struct fs_tar_in *t, void *dst, size_t cap, size_t *len,
+    int64_t *offset);
+const char *fs_tar_in_source(const struct fs_tar_in *t);
+int fs_tar_in_link_next(struct fs_tar_in *t, struct entry *e,
+    const char **to);
+void fs_tar_in_close(struct fs_tar_in *t);
+
+/* Nanoseconds since the epoch as seconds and a non-negative remainder. */
+struct timespec rs_ns_timespec(int64_t ns);
 
 /* openat2 of path below dirfd, through no symlink, no ".." and no magic
  * link (O_NOFOLLOW | O_CLOEXEC added): nothing outside is opened.  -1

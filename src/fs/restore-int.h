@@ -157,7 +157,6 @@ int rs_file_id(int dfd, const char *name, int flags, struct fs_file_id *id,
 int rs_same_inode(const struct fs_file_id *a, const struct fs_file_id *b,
     int owner);
 int rs_put_in_place(struct fs_restore *r);
-struct timespec rs_ns_timespec(int64_t ns);
 
 /* restore-plain.c */
 

@@ -592,86 +592,6 @@ rs_put_in_place(struct fs_restore *r)
 	return (-1);
 }
 
-static int
-add_xattrs(struct fs_restore *r, const struct entry *e)
-{
-	struct entry_xattr_iter it;
-	const char *name;
-	const void *value;
-	size_t nl, vl;
-	int st;
-
-	entry_xattrs_iter_init(&it, e->xattrs, e->xattrs_len);
-	while ((st = entry_xattrs_next(&it, &name, &nl, &value, &vl)) == 1) {
-		/* libarchive wants NUL-terminated names. */
-		buf_reset(&r->name);
-		if (buf_append(&r->name, name, nl) ||
-		    buf_put_u8(&r->name, 0))
-			return (-1);
-		archive_entry_xattr_add_entry(r->ae,
-		    (const char *)r->name.data, value, vl);
-	}
-	if (st < 0 && ++r->warnings)
-		log_warn("malformed extended attributes of '%s'; "
-		    "restoring the rest", e->path);
-	return (0);
-}
-
-static int
-add_acl(struct fs_restore *r, const struct entry *e)
-{
-	/* Access and default entries ("default:" marks the latter), as
-	 * fs_walk_next stored them; NFSv4 text has more fields. */
-	if (archive_entry_acl_from_text(r->ae, e->acl,
-	    ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) == ARCHIVE_OK)
-		return (0);
-	archive_entry_acl_clear(r->ae);
-	if (archive_entry_acl_from_text(r->ae, e->acl,
-	    ARCHIVE_ENTRY_ACL_TYPE_NFS4) == ARCHIVE_OK)
-		return (0);
-	archive_entry_acl_clear(r->ae);
-	r->warnings++;
-	log_warn("cannot parse the ACL of '%s'; restoring it without",
-	    e->path);
-	return (0);
-}
-
-static int
-filetype_of(int kind)
-{
-	switch (kind) {
-	case ENTRY_FILE:
-		return (AE_IFREG);
-	case ENTRY_DIR:
-		return (AE_IFDIR);
-	case ENTRY_SYMLINK:
-		return (AE_IFLNK);
-	case ENTRY_FIFO:
-		return (AE_IFIFO);
-	case ENTRY_CHR:
-		return (AE_IFCHR);
-	case ENTRY_BLK:
-		return (AE_IFBLK);
-	default:
-		return (-1);
-	}
-}
-
-/* Nanoseconds since the epoch as seconds and a non-negative remainder. */
-struct timespec
-rs_ns_timespec(int64_t ns)
-{
-	struct timespec ts;
-
-	ts.tv_sec = (time_t)(ns / 1000000000);
-	ts.tv_nsec = (long)(ns % 1000000000);
-	if (ts.tv_nsec < 0) {
-		ts.tv_sec--;
-		ts.tv_nsec += 1000000000;
-	}
-	return (ts);
-}
-
 static void
 set_mtime(struct archive_entry *ae, int64_t ns)
 {
@@ -711,7 +631,7 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 		r->state = RS_IN_ENTRY;
 		return (0);
 	}
-	if ((ft = filetype_of(e->kind)) < 0) {
+	if ((ft = fs_ae_filetype(e->kind)) < 0) {
 		log_error("cannot restore '%s': unknown kind %d", e->path,
 		    e->kind);
 		return (-1);
@@ -743,36 +663,9 @@ fs_restore_begin(struct fs_restore *r, const struct entry *e)
 
 	archive_entry_clear(r->ae);
 	archive_entry_set_pathname(r->ae, e->path);
-	archive_entry_set_filetype(r->ae, (unsigned int)ft);
-	archive_entry_set_uid(r->ae, e->uid);
-	archive_entry_set_gid(r->ae, e->gid);
-	if (e->uname != NULL)
-		archive_entry_set_uname(r->ae, e->uname);
-	if (e->gname != NULL)
-		archive_entry_set_gname(r->ae, e->gname);
+	if (fs_ae_set(r->ae, e, &r->name, &r->warnings))
+		return (-1);
 	set_mtime(r->ae, e->mtime_ns);
-	if (e->kind == ENTRY_FILE)
-		archive_entry_set_size(r->ae, e->size);
-	if (e->kind == ENTRY_SYMLINK)
-		archive_entry_set_symlink(r->ae, e->target);
-	if (e->kind == ENTRY_CHR || e->kind == ENTRY_BLK)
-		archive_entry_set_rdev(r->ae, (dev_t)e->rdev);
-	if (e->xattrs_len > 0 && add_xattrs(r, e))
-		return (-1);
-	if (e->acl != NULL && *e->acl != '\0' && add_acl(r, e))
-		return (-1);
-	/*
-	 * After the ACL: parsing user::/group::/other:: entries rewrites the
-	 * permission bits, and the stored mode (stat()'s) is authoritative,
-	 * except for the group bits of a file with an extended access ACL:
-	 * stat() shows its mask there, which comes back with the ACL, while
-	 * libarchive wants the group:: entry in the mode.
-	 */
-	if (archive_entry_acl_count(r->ae, ARCHIVE_ENTRY_ACL_TYPE_ACCESS) > 0)
-		archive_entry_set_perm(r->ae, (e->mode & 07707) |
-		    (archive_entry_perm(r->ae) & 070));
-	else
-		archive_entry_set_perm(r->ae, e->mode & 07777);
 
 	r->in_dir = 0;
 	if (e->kind == ENTRY_FILE) {

@@ -19,6 +19,7 @@
 #include "coffer/log.h"
 #include "coffer/pool.h"
 #include "coffer/tuning.h"
+#include "fs-int.h"
 
 /*
  * File data is read by us, not by archive_read_data_block: libarchive
@@ -62,6 +63,8 @@ struct ahead {
 };
 
 struct fs_walk {
+	/* A tar stream's walk: the calls go to tar.c (fs_walk_open_tar). */
+	struct fs_tar_in *tar;
 	/* The walker's (the read-ahead thread's, or the caller's when it
 	 * could not be started): */
 	struct archive *a;
@@ -400,49 +403,6 @@ err:
 	return (NULL);
 }
 
-static int
-kind_of(unsigned int ft)
-{
-	switch (ft) {
-	case AE_IFREG:
-		return (ENTRY_FILE);
-	case AE_IFDIR:
-		return (ENTRY_DIR);
-	case AE_IFLNK:
-		return (ENTRY_SYMLINK);
-	case AE_IFIFO:
-		return (ENTRY_FIFO);
-	case AE_IFCHR:
-		return (ENTRY_CHR);
-	case AE_IFBLK:
-		return (ENTRY_BLK);
-	case AE_IFSOCK:
-		return (ENTRY_SOCK);
-	default:
-		return (-1);
-	}
-}
-
-static int
-fill_xattrs(struct fs_walk *w, struct archive_entry *ae)
-{
-	const char *name;
-	const void *value;
-	size_t size;
-
-	/* w->xattrs is empty: fs_walk_details cleared it. */
-	if (archive_entry_xattr_reset(ae) == 0)
-		return (0);
-	while (archive_entry_xattr_next(ae, &name, &value, &size) ==
-	    ARCHIVE_OK) {
-		if (name == NULL || *name == '\0')
-			continue;
-		if (entry_xattrs_add(&w->xattrs, name, value, size))
-			return (-1);
-	}
-	return (0);
-}
-
 /*
  * Fill the ring item a from the current archive_entry.  0, or -1
  * (reported) when out of memory.  The strings are copied: the
@@ -504,6 +464,8 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 	struct archive_entry *ae = w->dae;
 	int r;
 
+	if (w->tar != NULL)
+		return (fs_tar_in_details(w->tar, e));
 	buf_reset(&w->xattrs);
 	free(w->acl);
 	w->acl = NULL;
@@ -535,7 +497,8 @@ fs_walk_details(struct fs_walk *w, struct entry *e)
 		    fs_walk_source_path(w), errstr(w->da));
 		return (0);
 	}
-	if (fill_xattrs(w, ae))
+	/* w->xattrs is empty: cleared above. */
+	if (fs_ae_get_xattrs(ae, &w->xattrs))
 		return (-1);
 	e->xattrs = w->xattrs.len ? w->xattrs.data : NULL;
 	e->xattrs_len = w->xattrs.len;
@@ -771,7 +734,7 @@ produce_one(struct fs_walk *w, struct ahead *a)
 		/* Normally done by filter() already. */
 		if (excluded(w, rel))
 			continue;
-		if ((kind = kind_of(archive_entry_filetype(w->ae))) < 0) {
+		if ((kind = fs_ae_kind(archive_entry_filetype(w->ae))) < 0) {
 			log_warn("'%s' has an unknown file type; skipped", p);
 			continue;
 		}
@@ -886,6 +849,8 @@ fs_walk_next(struct fs_walk *w, struct entry *e)
 	const char *why, *rel;
 	size_t off, n;
 
+	if (w->tar != NULL)
+		return (fs_tar_in_next(w->tar, e));
 	end_file(w);
 	if (w->fatal)
 		return (-1);
@@ -950,6 +915,8 @@ fs_walk_read_into(struct fs_walk *w, void *dst, size_t cap, size_t *len,
 	ssize_t n;
 	size_t want;
 
+	if (w->tar != NULL)
+		return (fs_tar_in_read(w->tar, dst, cap, len, offset));
 	if (!w->in_file)
 		return (0);
 	if (w->fd == -1 && open_file(w, 1))
@@ -1035,9 +1002,33 @@ fs_walk_reread(struct fs_walk *w, struct entry *e)
 	return (0);
 }
 
+struct fs_walk *
+fs_walk_open_tar(const char *file, const struct fs_walk_opts *o)
+{
+	struct fs_walk *w;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	if ((w->tar = fs_tar_in_open(file, o)) == NULL) {
+		free(w);
+		return (NULL);
+	}
+	return (w);
+}
+
+int
+fs_walk_link_next(struct fs_walk *w, struct entry *e, const char **to)
+{
+	return (w->tar != NULL ? fs_tar_in_link_next(w->tar, e, to) : 0);
+}
+
 const char *
 fs_walk_source_path(const struct fs_walk *w)
 {
+	if (w->tar != NULL)
+		return (fs_tar_in_source(w->tar));
 	return (w->source.len ? (const char *)w->source.data : w->root);
 }
 
@@ -1048,6 +1039,12 @@ fs_walk_close(struct fs_walk *w)
 
 	if (w == NULL)
 		return;
+	if (w->tar != NULL) {
+		fs_tar_in_close(w->tar);
+		free(w->rbuf);
+		free(w);
+		return;
+	}
 	if (w->threaded) {
 		pthread_mutex_lock(&w->mu);
 		__atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED);

@@ -10,6 +10,7 @@
 #include "coffer/fmt.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
+#include "coffer/signals.h"
 #include "repo-int.h"
 
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
@@ -55,6 +56,13 @@ lock_writer(struct repo *r, int how, double timeout)
 			log_error("repository '%s' is still locked by another "
 			    "writer after %.0f s (%s)", r->path, timeout,
 			    holder[0] ? holder : "unknown");
+			return (-1);
+		}
+		if (rc == 2) {
+			/* Stopping is not a failure of the repository. */
+			log_warn("repository '%s': stopped waiting for the "
+			    "lock (%s)", r->path,
+			    signals_name(signals_caught()));
 			return (-1);
 		}
 	}

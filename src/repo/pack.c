@@ -6,13 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/pool.h"
@@ -33,9 +33,11 @@
 #define WBUF_SIZE (2u << 20)
 
 /*
- * The writer's own thread does the writing: appends fill one buffer while
- * the thread writes the other, and finishing (fsync, rename, fsync of the
- * directory) runs there too, so the caller can go on with the next pack.
+ * Appends fill a buffer that the appending thread writes when full: a
+ * hand-over to another thread cost more than the write (bench/README.md,
+ * "The last two threads").  Making a finished pack durable (fsync,
+ * rename, fsync of the directory) waits on the disk, so it runs on a
+ * thread of its own while the caller fills the next pack.
  */
 struct pack_writer {
 	struct repo *repo;
@@ -46,23 +48,18 @@ struct pack_writer {
 	uint8_t *ikey;			/* the index key, sodium_malloc'd */
 	struct ccrypto_hash_state hash;
 	uint64_t size;			/* bytes written incl. buffered */
-	struct buf bufs[2];
-	struct buf *wbuf;		/* being filled by appends */
+	struct buf wbuf;		/* being filled by appends */
 	struct pack_entry *ents;
 	size_t nents, cap;
 	int failed;			/* seen by the caller */
 	struct pack_info info;		/* filled when finishing starts */
 
-	/* Shared with the thread, under mu. */
+	/* The durability thread, from finish_start to its join. */
 	pthread_t io;
 	int io_running;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct buf *queued;		/* handed over, not yet written */
-	int finishing;			/* after the queue: make it durable */
-	int quit;			/* free() before finishing */
-	int io_failed;			/* a write or a durability step failed */
-	int io_done;			/* the thread is about to end */
+	int io_failed;			/* written by the thread, read after
+					 * the join */
+	atomic_int io_done;		/* the thread is about to end */
 };
 
 struct pack_reader {
@@ -229,64 +226,24 @@ static void *
 io_main(void *arg)
 {
 	struct pack_writer *w = arg;
-	struct buf *b;
-	int failed = 0;
 
 	thread_name("io");
-	pthread_mutex_lock(&w->mu);
-	for (;;) {
-		while (w->queued == NULL && !w->finishing && !w->quit)
-			pthread_cond_wait(&w->cv, &w->mu);
-		if ((b = w->queued) != NULL) {
-			pthread_mutex_unlock(&w->mu);
-			/* After a failure, only drain: the pack is lost. */
-			if (!failed && storage_put_write(w->put, b->data,
-			    b->len))
-				failed = 1;
-			pthread_mutex_lock(&w->mu);
-			if (w->finishing)
-				spare_give(b);	/* the last one */
-			else
-				buf_reset(b);
-			w->queued = NULL;
-			w->io_failed |= failed;
-			pthread_cond_broadcast(&w->cv);
-			continue;
-		}
-		if (w->quit)
-			break;
-		/* finishing, and everything written */
-		pthread_mutex_unlock(&w->mu);
-		if (!failed && make_durable(w))
-			failed = 1;
-		pthread_mutex_lock(&w->mu);
-		w->io_failed |= failed;
-		break;
-	}
-	w->io_done = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
+	w->io_failed = make_durable(w) != 0;
+	atomic_store(&w->io_done, 1);
 	return (NULL);
 }
 
-/* Hand the filled buffer to the thread; go on with the other one. */
+/* Write the filled buffer, on the appending thread. */
 static int
 wflush(struct pack_writer *w)
 {
-	if (w->wbuf->len == 0)
+	if (w->wbuf.len == 0)
 		return (0);
-	pthread_mutex_lock(&w->mu);
-	while (w->queued != NULL)
-		pthread_cond_wait(&w->cv, &w->mu);
-	if (w->io_failed) {
-		pthread_mutex_unlock(&w->mu);
+	if (storage_put_write(w->put, w->wbuf.data, w->wbuf.len)) {
 		w->failed = 1;
 		return (-1);
 	}
-	w->queued = w->wbuf;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	w->wbuf = w->wbuf == &w->bufs[0] ? &w->bufs[1] : &w->bufs[0];
+	buf_reset(&w->wbuf);
 	return (0);
 }
 
@@ -294,13 +251,13 @@ static int
 wappend(struct pack_writer *w, const void *p, size_t n)
 {
 	w->size += n;
-	if (w->wbuf->len + n > WBUF_SIZE && wflush(w))
+	if (w->wbuf.len + n > WBUF_SIZE && wflush(w))
 		return (-1);
-	if (buf_append(w->wbuf, p, n)) {
+	if (buf_append(&w->wbuf, p, n)) {
 		w->failed = 1;
 		return (-1);
 	}
-	if (w->wbuf->len >= WBUF_SIZE && wflush(w))
+	if (w->wbuf.len >= WBUF_SIZE && wflush(w))
 		return (-1);
 	return (0);
 }
@@ -316,11 +273,7 @@ pack_writer_new(struct repo *r)
 		return (NULL);
 	}
 	w->repo = r;
-	spare_take(&w->bufs[0]);
-	spare_take(&w->bufs[1]);
-	w->wbuf = &w->bufs[0];
-	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
+	spare_take(&w->wbuf);
 	ccrypto_random(w->pack_id, sizeof(w->pack_id));
 	hex_encode(w->name, w->pack_id, sizeof(w->pack_id));
 	if ((w->key = ccrypto_secret_new(CCRYPTO_KEY_BYTES)) == NULL ||
@@ -332,11 +285,6 @@ pack_writer_new(struct repo *r)
 		goto err;
 	if (repo_pack_stage(r, w->name, &w->put))
 		goto err;
-	if (pthread_create(&w->io, NULL, io_main, w)) {
-		log_error("cannot start a thread to write pack '%s'", w->name);
-		goto err;
-	}
-	w->io_running = 1;
 	ccrypto_random(w->key, CCRYPTO_KEY_BYTES);
 	ccrypto_hash_init(repo_keys(r), &w->hash);
 
@@ -435,17 +383,17 @@ pack_writer_add(struct pack_writer *w, uint8_t type, uint8_t flags,
 	    (uint32_t)stored_len)) == NULL)
 		return (-1);
 	/* Seal straight into the write buffer: no extra copy. */
-	if (w->wbuf->len + len > WBUF_SIZE && wflush(w))
+	if (w->wbuf.len + len > WBUF_SIZE && wflush(w))
 		return (-1);
-	if (buf_reserve(w->wbuf, len)) {
+	if (buf_reserve(&w->wbuf, len)) {
 		w->failed = 1;
 		return (-1);
 	}
 	pack_writer_seal(w, type, flags, id, payload, stored_len, plain_len,
-	    w->wbuf->data + w->wbuf->len);
-	w->wbuf->len += len;
+	    w->wbuf.data + w->wbuf.len);
+	w->wbuf.len += len;
 	w->size += len;
-	if (w->wbuf->len >= WBUF_SIZE && wflush(w))
+	if (w->wbuf.len >= WBUF_SIZE && wflush(w))
 		return (-1);
 	w->nents++;
 	if (e)
@@ -516,15 +464,17 @@ pack_writer_finish_start(struct pack_writer *w)
 	    wappend(w, mac, sizeof(mac)) || wappend(w, tail, sizeof(tail)) ||
 	    wflush(w))
 		goto out;
-	spare_give(w->wbuf);	/* empty now; the thread gives the other */
+	spare_give(&w->wbuf);	/* empty now */
 	memcpy(w->info.name, w->name, sizeof(w->info.name));
 	w->info.size = w->size;
 	w->info.count = (uint32_t)w->nents;
 	ccrypto_hash_final(&w->hash, w->info.hash);
-	pthread_mutex_lock(&w->mu);
-	w->finishing = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
+	if (pthread_create(&w->io, NULL, io_main, w)) {
+		log_error("cannot start a thread to make pack '%s' durable",
+		    w->name);
+		goto out;
+	}
+	w->io_running = 1;
 	rc = 0;
 out:
 	if (rc)
@@ -539,8 +489,7 @@ pack_writer_finish_wait(struct pack_writer *w, struct pack_info *info)
 {
 	int failed;
 
-	/* Without finish_start the thread would wait for work forever. */
-	if (w->failed || !w->io_running || !w->finishing)
+	if (w->failed || !w->io_running)
 		return (-1);
 	pthread_join(w->io, NULL);
 	w->io_running = 0;
@@ -557,14 +506,9 @@ pack_writer_finish_wait(struct pack_writer *w, struct pack_info *info)
 int
 pack_writer_finish_ready(struct pack_writer *w)
 {
-	int done;
-
-	if (w->failed || !w->io_running || !w->finishing)
+	if (w->failed || !w->io_running)
 		return (0);
-	pthread_mutex_lock(&w->mu);
-	done = w->io_done;
-	pthread_mutex_unlock(&w->mu);
-	return (done);
+	return (atomic_load(&w->io_done));
 }
 
 int
@@ -591,20 +535,14 @@ pack_writer_free(struct pack_writer *w)
 {
 	if (w == NULL)
 		return;
-	if (w->io_running) {
-		pthread_mutex_lock(&w->mu);
-		w->quit = 1;
-		pthread_cond_broadcast(&w->cv);
-		pthread_mutex_unlock(&w->mu);
+	/* A pack being made durable is left to end: its publication is
+	 * harmless, as any pack no record names is to prune. */
+	if (w->io_running)
 		pthread_join(w->io, NULL);
-	}
-	pthread_mutex_destroy(&w->mu);
-	pthread_cond_destroy(&w->cv);
 	storage_put_abort(w->put);
 	ccrypto_secret_free(w->key);
 	ccrypto_secret_free(w->ikey);
-	spare_give(&w->bufs[0]);
-	spare_give(&w->bufs[1]);
+	spare_give(&w->wbuf);
 	free(w->ents);
 	free(w);
 }

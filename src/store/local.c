@@ -573,6 +573,9 @@ local_lock(struct storage *st, const char *name,
 		}
 		close(fd);
 		return (1);
+	case 2:
+		close(fd);
+		return (2);
 	default:
 		fail_errno(l, "lock of", rel);
 		close(fd);

@@ -15,6 +15,7 @@
 #include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/log.h"
+#include "coffer/signals.h"
 
 /* What is at name in dirfd, for a message ("a symbolic link"). */
 const char *
@@ -490,6 +491,10 @@ fsutil_flock_wait(int fd, double timeout)
 		if (timeout >= 0 && (now.tv_sec > end.tv_sec ||
 		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec)))
 			return (1);
+		/* Asked to stop (signals_install): a wait of an hour for
+		 * another writer must not hold the stop off. */
+		if (signals_caught())
+			return (2);
 		/* Polled, from 20 ms up to half a second: a blocking flock
 		 * could not be given a deadline. */
 		nanosleep(&nap, NULL);

@@ -70,12 +70,14 @@ load(void)
 	    TUNING_READ_BACK_ALWAYS : env_is("COFFER_READ_BACK", "never") ?
 	    TUNING_READ_BACK_NEVER : TUNING_READ_BACK_AUTO;
 	t.walk_sync = env_is("COFFER_WALK_AHEAD", "0");
+	t.watch_no_inotify = env_is("COFFER_WATCH_INOTIFY", "0");
 	t.pack_size = (uint64_t)env_count("COFFER_PACK_SIZE");
 	t.record_part_entries = (size_t)env_count(
 	    "COFFER_RECORD_PART_ENTRIES");
 	t.record_image_bytes = (size_t)env_count(
 	    "COFFER_RECORD_IMAGE_BYTES");
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
+	t.s3_retry_seconds = (double)env_count("COFFER_S3_RETRY_SECONDS");
 	load_test_hooks();
 }
 

@@ -4,7 +4,7 @@
  * ones skipped), its last drill, the newest bundle exported to each
  * target (imports left out), the newest verify run; every name the
  * catalog knows, names given (each once), or a policy's, with the
- * objectives of its drills.
+ * objectives of its drills and when its next drill and export were due.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -151,7 +151,7 @@ test_named(struct catalog *c)
 {
 	static const char *const ds[] = { "ds-b", "nope", "ds-b", "ds-a" };
 	static const char *const tg[] = { "none", "off" };
-	struct engine_status_opts o = { NULL, ds, 4, tg, 2 };
+	struct engine_status_opts o = { NULL, ds, 4, tg, 2, 0 };
 	struct engine_status st;
 
 	if (engine_status(c, &o, &st)) {
@@ -171,6 +171,17 @@ test_named(struct catalog *c)
 	engine_status_release(&st);
 }
 
+/* *p: a policy of the arrays given, nothing else. */
+#define POLICY_OF(p, ds, dr, ex) do {					\
+	memset((p), 0, sizeof(*(p)));					\
+	(p)->datasets = (ds);						\
+	(p)->ndatasets = sizeof(ds) / sizeof((ds)[0]);			\
+	(p)->drills = (dr);						\
+	(p)->ndrills = sizeof(dr) / sizeof((dr)[0]);			\
+	(p)->exports = (ex);						\
+	(p)->nexports = sizeof(ex) / sizeof((ex)[0]);			\
+} while (0)
+
 static void
 test_policy(struct catalog *c)
 {
@@ -187,13 +198,7 @@ test_policy(struct catalog *c)
 	struct engine_status_opts o = { .policy = &p };
 	struct engine_status st;
 
-	memset(&p, 0, sizeof(p));
-	p.datasets = pds;
-	p.ndatasets = 2;
-	p.drills = pdr;
-	p.ndrills = 3;
-	p.exports = pex;
-	p.nexports = 1;
+	POLICY_OF(&p, pds, pdr, pex);
 	if (engine_status(c, &o, &st)) {
 		ok(0, "policy: read");
 		return;
@@ -203,6 +208,56 @@ test_policy(struct catalog *c)
 	    "the objective: the smallest rpo of the drills covering it");
 	ok(st.ntargets == 1 && strcmp(st.targets[0].name, "gone") == 0 &&
 	    st.targets[0].last_ns == 0, "the policy's targets only");
+	ok(st.ndatasets == 2 && st.datasets[0].drill_due_ns == 0 &&
+	    st.targets[0].due_ns == 0, "no clock: no due times");
+	engine_status_release(&st);
+}
+
+#define MINUTES(x) ((int64_t)(x) * 60 * 1000000000)
+#define H(x) MINUTES((x) * 60)
+
+/*
+ * When the next drill and export were due: the first slot after the last
+ * one, of the first schedule due, or, never done, the newest slot before
+ * the clock.  The catalog's times are a few ns after the epoch.
+ */
+static void
+test_due(struct catalog *c)
+{
+	static char a[] = "ds-a", b[] = "ds-b", off[] = "off", nev[] = "never";
+	static char *only_a[] = { a };
+	struct policy_dataset pds[] = { { .name = a }, { .name = b } };
+	struct policy_drill pdr[] = {
+		{ .rto = 600, .datasets = only_a, .ndatasets = 1,
+		  .sched = { .kind = SCHED_HOURLY } },
+		{ .rto = 300, .sched = { .kind = SCHED_DAILY, .hour = 6,
+		  .minute = 30 } },
+	};
+	struct policy_export pex[] = {
+		{ .target = off, .sched = { [LEVEL_INCREMENTAL] = {
+		  .kind = SCHED_DAILY, .hour = 3 } } },
+		{ .target = nev, .sched = { [LEVEL_FULL] = {
+		  .kind = SCHED_DAILY, .hour = 3 } } },
+	};
+	struct policy p;
+	struct engine_status_opts o = { .policy = &p, .now = H(55) };
+	struct engine_status st;
+
+	POLICY_OF(&p, pds, pdr, pex);
+	if (engine_status(c, &o, &st)) {
+		ok(0, "due: read");
+		return;
+	}
+	ok(st.ndatasets == 2 && st.datasets[0].rto == 300 &&
+	    st.datasets[1].rto == 300, "the rto: the smallest of its drills");
+	ok(st.ndatasets == 2 && st.datasets[0].drill_due_ns == H(1),
+	    "drilled: the first slot after, of its hourly and daily drills");
+	ok(st.ndatasets == 2 &&
+	    st.datasets[1].drill_due_ns == H(54) + MINUTES(30),
+	    "never drilled: the newest slot before the clock");
+	ok(st.ntargets == 2 && st.targets[0].due_ns == H(3) &&
+	    st.targets[1].due_ns == H(48 + 3),
+	    "exports: the next slot after the newest bundle, or the last");
 	engine_status_release(&st);
 }
 
@@ -221,6 +276,7 @@ main(void)
 		test_all(c);
 		test_named(c);
 		test_policy(c);
+		test_due(c);
 		catalog_close(c);
 	}
 	free(db);

@@ -1,0 +1,1041 @@
+/*
+ * The S3 store: a bucket, path-style, through libcurl (doc/design.md,
+ * "The S3 store").  This file is the store: its location and
+ * credentials, the probe at open, objects, puts (multipart past a part),
+ * deletes and leases.  Requests are made by s3-http.c, XML answers and
+ * listings read by s3-xml.c.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <ini.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include "coffer/buf.h"
+#include "coffer/digest.h"
+#include "coffer/hex.h"
+#include "coffer/log.h"
+#include "coffer/progress.h"
+#include "coffer/signals.h"
+#include "coffer/storage.h"
+#include "coffer/tuning.h"
+
+#include "s3-int.h"
+
+struct s3_obj {
+	struct storage_obj base;
+	char *key;
+};
+
+struct s3_put {
+	struct storage_put base;
+	char *key;
+	struct buf data;	/* the part being filled */
+	char *upload;		/* the multipart upload's id, or NULL */
+	char (*etag)[80];	/* each part's */
+	size_t nparts, capparts;
+};
+
+struct s3_lock {
+	struct storage_lock base;
+	char *key;
+	char token[33];
+};
+
+/* The full key of name ("PREFIX" "name"), malloc'd, or NULL. */
+static char *
+key_of(struct s3 *s, const char *name)
+{
+	char *k;
+
+	if (asprintf(&k, "%s%s", s->prefix, name) < 0) {
+		s3_nomem();
+		return (NULL);
+	}
+	return (k);
+}
+
+/* A request on object name: the message names it, the key is built. */
+static int
+obj_req(struct req *r, struct s3 *s, const char *method, char *what,
+    const char *name, char **key, const char *query)
+{
+	snprintf(what, WHAT_MAX, "'%s'", name);
+	if ((*key = key_of(s, name)) == NULL)
+		return (-1);
+	s3_req_init(r, method, what, *key, query);
+	return (0);
+}
+
+/* A HEAD of name: 0 (size in *size), STORAGE_MISSING or -1. */
+static int
+head(struct s3 *s, const char *name, uint64_t *size)
+{
+	char what[WHAT_MAX], *key;
+	struct req r;
+	int rc;
+
+	if (obj_req(&r, s, "HEAD", what, name, &key, ""))
+		return (-1);
+	if ((rc = s3_perform(s, &r)) == 0) {
+		if (r.status == 404)
+			rc = STORAGE_MISSING;
+		else if (r.status / 100 != 2)
+			rc = s3_http_fail(s, &r, "");
+		else if (!r.have_clen)
+			rc = storage_fail(EIO, "repository '%s': HEAD %s: no "
+			    "size in the answer", s->base.where, what);
+		else
+			*size = r.clen;
+	}
+	free(key);
+	return (rc);
+}
+
+static int
+s3_stat(struct storage *st, const char *name, uint64_t *size)
+{
+	return (head(s3_of(st), name, size));
+}
+
+/* The GET r of a small object whole, at most max bytes, into b,
+ * NUL-terminated: 0, STORAGE_MISSING or -1 (reported). */
+static int
+get_whole(struct s3 *s, struct req *r, size_t max, struct buf *b)
+{
+	int rc;
+
+	r->dyn = b;
+	r->max = max;
+	if ((rc = s3_perform(s, r)) != 0)
+		return (rc);
+	if (r->status == 404)
+		return (STORAGE_MISSING);
+	if (r->status / 100 != 2)
+		return (s3_http_fail(s, r, ""));
+	if (buf_put_u8(b, 0))
+		return (s3_nomem());
+	return (0);
+}
+
+static int
+s3_get(struct storage *st, const char *name, size_t max,
+    unsigned char **data, size_t *len)
+{
+	struct s3 *s = s3_of(st);
+	char what[WHAT_MAX], *key;
+	struct buf b = BUF_INIT;
+	struct req r;
+	int rc;
+
+	if (obj_req(&r, s, "GET", what, name, &key, ""))
+		return (-1);
+	if ((rc = get_whole(s, &r, max, &b)) == 0) {
+		/* The data is NUL-terminated; it passes to the caller. */
+		*data = b.data;
+		*len = b.len - 1;
+		b.data = NULL;
+	}
+	buf_release(&b);
+	free(key);
+	return (rc);
+}
+
+static int
+s3_open(struct storage *st, const char *name, struct storage_obj **o,
+    uint64_t *size)
+{
+	struct s3_obj *h;
+	int rc;
+
+	if ((rc = head(s3_of(st), name, size)) != 0)
+		return (rc);
+	if ((h = calloc(1, sizeof(*h))) == NULL ||
+	    (h->key = key_of(s3_of(st), name)) == NULL) {
+		free(h);
+		return (s3_nomem());
+	}
+	*o = &h->base;
+	return (0);
+}
+
+/* A ranged GET into buf: one request.  416 (at or past the end) is no
+ * byte; a short answer is what there is. */
+static int
+s3_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
+    size_t *got)
+{
+	struct s3_obj *h = (struct s3_obj *)o;
+	struct s3 *s = s3_of(o->st);
+	char what[WHAT_MAX];
+	struct req r;
+	int rc;
+
+	*got = 0;
+	if (len == 0)
+		return (0);
+	snprintf(what, sizeof(what), "'%s'", o->name);
+	s3_req_init(&r, "GET", what, h->key, "");
+	r.range_off = off;
+	r.range_len = len;
+	r.fixed = buf;
+	r.cap = len;
+	if ((rc = s3_perform(s, &r)) != 0)
+		return (rc);
+	if (r.status == 416)
+		return (0);
+	if (r.status == 404)
+		return (storage_fail(ENOENT, "repository '%s': '%s' is gone",
+		    s->base.where, o->name));
+	if (r.status / 100 != 2)
+		return (s3_http_fail(s, &r, ""));
+	*got = r.got;
+	return (0);
+}
+
+static void
+s3_obj_close(struct storage_obj *o)
+{
+	struct s3_obj *h = (struct s3_obj *)o;
+
+	free(h->key);
+	free(h);
+}
+
+/* --- Puts --------------------------------------------------------- */
+
+static int
+s3_put_begin(struct storage *st, const char *name, unsigned flags,
+    struct storage_put **p)
+{
+	struct s3_put *h;
+
+	if ((h = calloc(1, sizeof(*h))) == NULL ||
+	    (h->key = key_of(s3_of(st), name)) == NULL) {
+		free(h);
+		return (s3_nomem());
+	}
+	buf_init(&h->data);
+	*p = &h->base;
+	return (0);
+}
+
+/* 1 if an upload's ETag is not md5, the MD5 of what was sent.  An ETag
+ * that is no plain MD5 (encrypted at rest, say) is not compared. */
+static int
+etag_differs(const char *etag, const uint8_t *md5)
+{
+	char hex[2 * DIGEST_MD5_BYTES + 1];
+	size_t i, len = strlen(etag);
+
+	if (len == 34 && etag[0] == '"' && etag[33] == '"')
+		etag++, len -= 2;
+	if (len != 32)
+		return (0);
+	for (i = 0; i < len; i++)
+		if (!isxdigit((unsigned char)etag[i]))
+			return (0);
+	hex_encode(hex, md5, DIGEST_MD5_BYTES);
+	return (strncasecmp(hex, etag, 32) != 0);
+}
+
+/* The answer to an upload (a request with md5): 0 or -1. */
+static int
+upload_ok(struct s3 *s, const struct req *r)
+{
+	if (r->status / 100 != 2)
+		return (s3_http_fail(s, r, ""));
+	if (etag_differs(r->etag, r->md5sum))
+		return (storage_fail(EIO, "repository '%s': PUT %s: the "
+		    "server's ETag %s is not the MD5 of what was sent",
+		    s->base.where, r->what, r->etag));
+	return (0);
+}
+
+static int
+upload_begin(struct s3 *s, struct s3_put *h)
+{
+	char what[WHAT_MAX], id[1024];
+	struct buf b = BUF_INIT;
+	struct req r;
+	xmlDoc *d;
+	int rc = -1;
+
+	snprintf(what, sizeof(what), "'%s'", h->base.name);
+	s3_req_init(&r, "POST", what, h->key, "uploads=");
+	if ((d = s3_xml_answer(s, &r, &b)) != NULL) {
+		if (s3_xml_text(xmlDocGetRootElement(d), "UploadId", id,
+		    sizeof(id)) || id[0] == '\0')
+			storage_fail(EIO, "repository '%s': POST %s: no upload "
+			    "id in the answer", s->base.where, what);
+		else if ((h->upload = strdup(id)) == NULL)
+			s3_nomem();
+		else
+			rc = 0;
+		xmlFreeDoc(d);
+	}
+	buf_release(&b);
+	return (rc);
+}
+
+/* The query of upload id, with a part number (0: none). */
+char *
+s3_upload_query(const char *id, size_t part)
+{
+	struct buf q = BUF_INIT;
+
+	if ((part > 0 && buf_printf(&q, "partNumber=%zu&", part)) ||
+	    buf_puts(&q, "uploadId=") || s3_buf_encoded(&q, id) ||
+	    buf_put_u8(&q, 0)) {
+		buf_release(&q);
+		s3_nomem();
+		return (NULL);
+	}
+	return ((char *)q.data);
+}
+
+/* The part buffered in h, uploaded as the next part. */
+static int
+upload_part(struct s3 *s, struct s3_put *h)
+{
+	char what[WHAT_MAX], *q, (*nv)[80];
+	struct req r;
+	int rc;
+
+	if (h->upload == NULL && upload_begin(s, h))
+		return (-1);
+	if (h->nparts == PARTS_MAX)
+		return (storage_fail(EFBIG, "repository '%s': '%s' is too "
+		    "large (%d parts)", s->base.where, h->base.name,
+		    PARTS_MAX));
+	if (h->nparts == h->capparts) {
+		h->capparts = h->capparts ? 2 * h->capparts : 16;
+		if ((nv = reallocarray(h->etag, h->capparts,
+		    sizeof(*nv))) == NULL)
+			return (s3_nomem());
+		h->etag = nv;
+	}
+	if ((q = s3_upload_query(h->upload, h->nparts + 1)) == NULL)
+		return (-1);
+	snprintf(what, sizeof(what), "'%s' (part %zu)", h->base.name,
+	    h->nparts + 1);
+	s3_req_init(&r, "PUT", what, h->key, q);
+	r.body = h->data.data;
+	r.bodylen = h->data.len;
+	r.md5 = 1;
+	if ((rc = s3_perform(s, &r)) == 0 &&
+	    (rc = upload_ok(s, &r)) == 0)
+		snprintf(h->etag[h->nparts++], sizeof(*h->etag), "%s", r.etag);
+	free(q);
+	buf_reset(&h->data);
+	return (rc);
+}
+
+static int
+s3_put_write(struct storage_put *p, const void *data, size_t len)
+{
+	struct s3_put *h = (struct s3_put *)p;
+	struct s3 *s = s3_of(p->st);
+	size_t k;
+
+	while (len > 0) {
+		/* A full part goes when more comes: the last is never empty. */
+		if (h->data.len == PART_SIZE && upload_part(s, h))
+			return (-1);
+		k = PART_SIZE - h->data.len < len ? PART_SIZE - h->data.len :
+		    len;
+		if (buf_append(&h->data, data, k))
+			return (s3_nomem());
+		data = (const char *)data + k;
+		len -= k;
+	}
+	return (0);
+}
+
+/* The multipart upload of h completed: the object appears whole. */
+static int
+upload_complete(struct s3 *s, struct s3_put *h)
+{
+	struct buf body = BUF_INIT, b = BUF_INIT;
+	char what[WHAT_MAX], *q = NULL;
+	struct req r;
+	uint64_t size;
+	xmlDoc *d;
+	size_t i;
+	int rc = -1;
+
+	if (upload_part(s, h))
+		return (-1);
+	if (buf_puts(&body, "<CompleteMultipartUpload>"))
+		goto nomem;
+	for (i = 0; i < h->nparts; i++)
+		if (buf_printf(&body, "<Part><PartNumber>%zu</PartNumber>"
+		    "<ETag>%s</ETag></Part>", i + 1, h->etag[i]))
+			goto nomem;
+	if (buf_puts(&body, "</CompleteMultipartUpload>") ||
+	    (q = s3_upload_query(h->upload, 0)) == NULL)
+		goto nomem;
+	snprintf(what, sizeof(what), "'%s'", h->base.name);
+	s3_req_init(&r, "POST", what, h->key, q);
+	r.body = body.data;
+	r.bodylen = body.len;
+	if ((d = s3_xml_answer(s, &r, &b)) != NULL) {
+		xmlFreeDoc(d);
+		rc = 0;
+	} else if (r.tries > 1 && r.status == 404 &&
+	    head(s, h->base.name, &size) == 0) {
+		/* A retry of a completion that was done, its answer lost. */
+		rc = 0;
+	}
+	goto out;
+nomem:
+	s3_nomem();
+out:
+	free(q);
+	buf_release(&body);
+	buf_release(&b);
+	return (rc);
+}
+
+/* Best effort: what is left, clean removes.  The failure that led
+ * here stays the one recorded. */
+static void
+upload_abort(struct s3 *s, struct s3_put *h)
+{
+	struct storage_error saved = *storage_last_error();
+	char what[WHAT_MAX], *q;
+	struct req r;
+
+	if (h->upload == NULL || (q = s3_upload_query(h->upload, 0)) == NULL)
+		return;
+	snprintf(what, sizeof(what), "'%s' (upload)", h->base.name);
+	s3_req_init(&r, "DELETE", what, h->key, q);
+	s3_perform(s, &r);
+	free(q);
+	storage_fail(saved.code, "%s", saved.msg);
+}
+
+static void
+s3_put_abort(struct storage_put *p)
+{
+	struct s3_put *h = (struct s3_put *)p;
+
+	upload_abort(s3_of(p->st), h);
+	buf_release(&h->data);
+	free(h->upload);
+	free(h->etag);
+	free(h->key);
+	free(h);
+}
+
+static int
+s3_put_commit(struct storage_put *p)
+{
+	struct s3_put *h = (struct s3_put *)p;
+	struct s3 *s = s3_of(p->st);
+	char what[WHAT_MAX];
+	struct req r;
+	uint64_t size;
+	int rc;
+
+	/* Best effort: a check before the upload, no conditional write. */
+	if ((p->flags & STORAGE_PUT_NEW) &&
+	    (rc = head(s, p->name, &size)) != STORAGE_MISSING) {
+		if (rc == 0)
+			rc = storage_fail(EEXIST, "repository '%s': '%s' "
+			    "already exists", s->base.where, p->name);
+		s3_put_abort(p);
+		return (rc);
+	}
+	if (h->upload != NULL) {
+		rc = upload_complete(s, h);
+		if (rc == 0) {
+			free(h->upload);
+			h->upload = NULL;
+		}
+		s3_put_abort(p);
+		return (rc);
+	}
+	snprintf(what, sizeof(what), "'%s'", p->name);
+	s3_req_init(&r, "PUT", what, h->key, "");
+	r.body = h->data.data;
+	r.bodylen = h->data.len;
+	r.md5 = 1;
+	if ((rc = s3_perform(s, &r)) == 0)
+		rc = upload_ok(s, &r);
+	s3_put_abort(p);
+	return (rc);
+}
+
+static int
+s3_del(struct storage *st, const char *name)
+{
+	struct s3 *s = s3_of(st);
+	char what[WHAT_MAX], *key;
+	struct req r;
+	int rc;
+
+	if (obj_req(&r, s, "DELETE", what, name, &key, ""))
+		return (-1);
+	if ((rc = s3_perform(s, &r)) == 0 && r.status / 100 != 2 &&
+	    r.status != 404)
+		rc = s3_http_fail(s, &r, "");
+	free(key);
+	return (rc);
+}
+
+/* --- Leases ------------------------------------------------------- */
+
+struct lease {
+	char token[33];
+	long long expires;
+	char info[512];
+};
+
+/* The lease at key: 0 (in *l), STORAGE_MISSING or -1.  One that is not
+ * a lease is an expired one, to be replaced. */
+static int
+lease_read(struct s3 *s, const char *key, const char *what, struct lease *l)
+{
+	struct buf b = BUF_INIT;
+	struct req r;
+	int rc, off = 0;
+
+	s3_req_init(&r, "GET", what, key, "");
+	memset(l, 0, sizeof(*l));
+	if ((rc = get_whole(s, &r, LEASE_MAX, &b)) == 0) {
+		if (sscanf((char *)b.data, "coffer-lease 1 %32s %lld %n",
+		    l->token, &l->expires, &off) < 2 || off == 0)
+			l->expires = 0;
+		else {
+			snprintf(l->info, sizeof(l->info), "%s",
+			    (char *)b.data + off);
+			l->info[strcspn(l->info, "\n")] = '\0';
+		}
+	}
+	buf_release(&b);
+	return (rc);
+}
+
+static int
+lease_write(struct s3 *s, const char *key, const char *what,
+    const struct lease *l)
+{
+	char line[sizeof(*l) + 64];
+	struct req r;
+	int n, rc;
+
+	n = snprintf(line, sizeof(line), "coffer-lease 1 %s %lld %s\n",
+	    l->token, l->expires, l->info);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		n = (int)strlen(line);
+	s3_req_init(&r, "PUT", what, key, "");
+	r.body = line;
+	r.bodylen = (size_t)n;
+	r.md5 = 1;
+	if ((rc = s3_perform(s, &r)) == 0)
+		rc = upload_ok(s, &r);
+	return (rc);
+}
+
+/*
+ * A lease: the object locks/NAME, "coffer-lease 1 TOKEN EXPIRES INFO".
+ * Free when missing or expired: ours is written, then read back, and
+ * held if it is still ours.  Best effort (doc/design.md): two writers
+ * that write within one read's time may both believe they hold it.
+ */
+static int
+s3_lock(struct storage *st, const char *name,
+    const struct storage_lock_opts *o, struct storage_lock **l,
+    char *holder, size_t holdersz)
+{
+	struct s3 *s = s3_of(st);
+	char what[WHAT_MAX];
+	double end = now_monotonic() + o->wait, ttl = o->ttl > 0 ? o->ttl :
+	    LEASE_TTL;
+	struct lease mine, seen;
+	struct s3_lock *h;
+	uint8_t rnd[16];
+	int rc;
+
+	if ((h = calloc(1, sizeof(*h))) == NULL ||
+	    asprintf(&h->key, "%slocks/%s", s->prefix, name) < 0) {
+		free(h);
+		return (s3_nomem());
+	}
+	snprintf(what, sizeof(what), "'locks/%s'", name);
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		rc = storage_fail(EIO, "cannot get random bytes");
+		goto out;
+	}
+	memset(&mine, 0, sizeof(mine));
+	hex_encode(mine.token, rnd, sizeof(rnd));
+	snprintf(mine.info, sizeof(mine.info), "%s", o->info ? o->info : "");
+	mine.info[strcspn(mine.info, "\n")] = '\0';
+	for (;;) {
+		if ((rc = lease_read(s, h->key, what, &seen)) < 0)
+			goto out;
+		if (rc == 0 && seen.expires > (long long)time(NULL) &&
+		    strcmp(seen.token, mine.token) == 0) {
+			memcpy(h->token, mine.token, sizeof(h->token));
+			*l = &h->base;
+			return (0);
+		}
+		if (rc == 0 && seen.expires > (long long)time(NULL)) {
+			if (o->wait >= 0 && now_monotonic() >= end) {
+				if (holdersz > 0)
+					snprintf(holder, holdersz, "%s",
+					    seen.info);
+				rc = 1;
+				goto out;
+			}
+			/* Asked to stop (signals_install): a wait for
+			 * another writer must not hold the stop off. */
+			if (signals_caught()) {
+				rc = 2;
+				goto out;
+			}
+			s3_sleep_for(o->wait < 0 || end - now_monotonic() > 0.25 ?
+			    0.25 : end - now_monotonic());
+			continue;
+		}
+		/* Free: ours written, then read again (above). */
+		mine.expires = (long long)time(NULL) + (long long)ttl;
+		if (lease_write(s, h->key, what, &mine)) {
+			rc = -1;
+			goto out;
+		}
+	}
+out:
+	free(h->key);
+	free(h);
+	return (rc);
+}
+
+/* Best effort: the lease removed if it is still ours (else it expires). */
+static void
+s3_unlock(struct storage_lock *l)
+{
+	struct s3_lock *h = (struct s3_lock *)l;
+	struct s3 *s = s3_of(l->st);
+	struct lease seen;
+	struct req r;
+
+	if (lease_read(s, h->key, "lease", &seen) == 0 &&
+	    strcmp(seen.token, h->token) == 0) {
+		s3_req_init(&r, "DELETE", "lease", h->key, "");
+		s3_perform(s, &r);
+	}
+	free(h->key);
+	free(h);
+}
+
+/* --- The store ---------------------------------------------------- */
+
+static void
+s3_close(struct storage *st)
+{
+	struct s3 *s = s3_of(st);
+	size_t i;
+
+	while (s->npool > 0)
+		s3_conn_free(s->pool[--s->npool]);
+	free(s->pool);
+	if (s->share != NULL)
+		curl_share_cleanup(s->share);
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&s->share_mu[i]);
+	pthread_mutex_destroy(&s->mu);
+	if (s->secret != NULL)
+		explicit_bzero(s->secret, strlen(s->secret));
+	if (s->token_hdr != NULL)
+		explicit_bzero(s->token_hdr, strlen(s->token_hdr));
+	free(s->endpoint);
+	free(s->host);
+	free(s->bucket);
+	free(s->prefix);
+	free(s->region);
+	free(s->akid);
+	free(s->secret);
+	free(s->token_hdr);
+	free(s->cacert);
+	free(s);
+}
+
+static const struct storage_ops s3_ops = {
+	.stat = s3_stat,
+	.get = s3_get,
+	.open = s3_open,
+	.read = s3_read,
+	.obj_close = s3_obj_close,
+	.put_begin = s3_put_begin,
+	.put_write = s3_put_write,
+	.put_commit = s3_put_commit,
+	.put_abort = s3_put_abort,
+	.del = s3_del,
+	.list = s3_list,
+	.clean = s3_clean,
+	.lock = s3_lock,
+	.unlock = s3_unlock,
+	.close = s3_close,
+};
+
+/* The environment's value of name, NULL when unset or empty. */
+static const char *
+env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return (v != NULL && *v != '\0' ? v : NULL);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int global_ok;
+
+static void
+global_init(void)
+{
+	global_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+	xmlInitParser();
+}
+
+struct profile {
+	const char *name;
+	char *akid, *secret, *token;
+	int nomem;
+};
+
+static int
+on_profile(void *arg, const char *section, const char *name,
+    const char *value)
+{
+	struct profile *p = arg;
+	char **to = NULL;
+
+	if (strcmp(section, p->name) != 0)
+		return (1);
+	if (strcmp(name, "aws_access_key_id") == 0)
+		to = &p->akid;
+	else if (strcmp(name, "aws_secret_access_key") == 0)
+		to = &p->secret;
+	else if (strcmp(name, "aws_session_token") == 0)
+		to = &p->token;
+	if (to != NULL) {
+		free(*to);
+		if ((*to = strdup(value)) == NULL)
+			p->nomem = 1;
+	}
+	return (1);
+}
+
+/* Credentials: the environment's, else the profile's.  0 or -1. */
+static int
+credentials(struct s3 *s)
+{
+	const char *id = env("AWS_ACCESS_KEY_ID"), *sec =
+	    env("AWS_SECRET_ACCESS_KEY"), *tok = env("AWS_SESSION_TOKEN");
+	const char *file = env("AWS_SHARED_CREDENTIALS_FILE"), *home;
+	struct profile p = { NULL, NULL, NULL, NULL, 0 };
+	char path[4096];
+	int rc = -1;
+
+	if (id != NULL && sec != NULL) {
+		s->akid = strdup(id);
+		s->secret = strdup(sec);
+		if (tok != NULL && asprintf(&s->token_hdr,
+		    "x-amz-security-token: %s", tok) < 0)
+			s->token_hdr = NULL;
+		if (s->akid == NULL || s->secret == NULL ||
+		    (tok != NULL && s->token_hdr == NULL))
+			return (s3_nomem());
+		return (0);
+	}
+	p.name = env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
+	if (file == NULL && (home = env("HOME")) != NULL) {
+		snprintf(path, sizeof(path), "%s/.aws/credentials", home);
+		file = path;
+	}
+	if (file == NULL || access(file, F_OK) != 0)
+		rc = storage_fail(EACCES, "repository '%s': no credentials: "
+		    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+		    "AWS_PROFILE", s->base.where);
+	else if (ini_parse(file, on_profile, &p) != 0)
+		rc = storage_fail(EINVAL, "repository '%s': cannot read the "
+		    "credentials file '%s'", s->base.where, file);
+	else if (p.nomem)
+		rc = s3_nomem();
+	else if (p.akid == NULL || p.secret == NULL)
+		rc = storage_fail(EACCES, "repository '%s': no credentials of "
+		    "profile '%s' in '%s'", s->base.where, p.name, file);
+	else if (p.token != NULL && asprintf(&s->token_hdr,
+	    "x-amz-security-token: %s", p.token) < 0)
+		rc = s3_nomem();
+	else {
+		s->akid = p.akid;
+		s->secret = p.secret;
+		p.akid = p.secret = NULL;
+		rc = 0;
+	}
+	free(p.akid);
+	if (p.secret != NULL)
+		explicit_bzero(p.secret, strlen(p.secret));
+	free(p.secret);
+	if (p.token != NULL)
+		explicit_bzero(p.token, strlen(p.token));
+	free(p.token);
+	return (rc);
+}
+
+/* 1 if c may be in a bucket name (S3's, with Swift's upper case and _). */
+static int
+bucket_char(int c)
+{
+	return (isalnum(c) || c == '-' || c == '.' || c == '_');
+}
+
+/*
+ * "BUCKET[/PREFIX]" of a location into s: the prefix's components must
+ * be object name components; a trailing '/' is dropped.
+ */
+static int
+parse_path(struct s3 *s, const char *path, const char *loc)
+{
+	size_t n = strcspn(path, "/"), i;
+	char *pfx;
+
+	for (i = 0; i < n; i++)
+		if (!bucket_char((unsigned char)path[i]))
+			break;
+	if (n < 3 || n > 63 || i < n)
+		return (storage_fail(EINVAL, "'%s': not a bucket name in an "
+		    "s3: location", loc));
+	if ((s->bucket = strndup(path, n)) == NULL)
+		return (s3_nomem());
+	path += n;
+	while (*path == '/')
+		path++;
+	if ((pfx = strdup(path)) == NULL)
+		return (s3_nomem());
+	n = strlen(pfx);
+	while (n > 0 && pfx[n - 1] == '/')
+		pfx[--n] = '\0';
+	if (n > 0 && (!storage_name_ok(pfx) || n > STORAGE_NAME_MAX / 2)) {
+		free(pfx);
+		return (storage_fail(EINVAL, "'%s': the prefix is not a "
+		    "path of plain names", loc));
+	}
+	if (asprintf(&s->prefix, "%s%s", pfx, n > 0 ? "/" : "") < 0) {
+		free(pfx);
+		s->prefix = NULL;
+		return (s3_nomem());
+	}
+	free(pfx);
+	return (0);
+}
+
+/* The endpoint ("http[s]://AUTHORITY"), its Host, and the rest. */
+static int
+parse_endpoint(struct s3 *s, const char *url, const char **rest,
+    const char *loc)
+{
+	const char *auth = strstr(url, "://") + 3;
+	size_t n = strcspn(auth, "/?#");
+
+	/* Credentials in a location are refused, and never echoed. */
+	if (memchr(auth, '@', n) != NULL)
+		return (storage_fail(EINVAL, "an s3: location holds no "
+		    "credentials (USER:PASSWORD@): they come from the "
+		    "environment or ~/.aws/credentials"));
+	if (n == 0)
+		return (storage_fail(EINVAL, "'%s': an s3: endpoint is "
+		    "http[s]://HOST[:PORT]", loc));
+	if ((s->endpoint = strndup(url, (size_t)(auth - url) + n)) == NULL ||
+	    (s->host = strndup(auth, n)) == NULL)
+		return (s3_nomem());
+	*rest = auth + n;
+	return (0);
+}
+
+static int
+parse_location(struct s3 *s, const char *loc)
+{
+	const char *rest = loc + 3, *ep, *region, *after;
+
+	region = env("AWS_DEFAULT_REGION") ? env("AWS_DEFAULT_REGION") :
+	    env("AWS_REGION") ? env("AWS_REGION") : "us-east-1";
+	if ((s->region = strdup(region)) == NULL)
+		return (s3_nomem());
+	if (!strncmp(rest, "http://", 7) || !strncmp(rest, "https://", 8)) {
+		if (parse_endpoint(s, rest, &rest, loc))
+			return (-1);
+		if (*rest != '/' || rest[1] == '\0')
+			return (storage_fail(EINVAL, "'%s': no bucket in the "
+			    "s3: location", loc));
+		return (parse_path(s, rest + 1, loc));
+	}
+	if ((ep = env("AWS_ENDPOINT_URL")) != NULL) {
+		if (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8))
+			return (storage_fail(EINVAL, "AWS_ENDPOINT_URL is not "
+			    "an http[s]:// URL"));
+		if (parse_endpoint(s, ep, &after, "AWS_ENDPOINT_URL"))
+			return (-1);
+	} else {
+		if (asprintf(&s->host, "s3.%s.amazonaws.com", s->region) < 0) {
+			s->host = NULL;
+			return (s3_nomem());
+		}
+		if (asprintf(&s->endpoint, "https://%s", s->host) < 0) {
+			s->endpoint = NULL;
+			return (s3_nomem());
+		}
+	}
+	return (parse_path(s, rest, loc));
+}
+
+/* The bucket checked (and made): 0 or -1. */
+static int
+probe(struct s3 *s, unsigned flags)
+{
+	struct buf q = BUF_INIT, b = BUF_INIT, body = BUF_INIT;
+	char what[128], count[32];
+	struct req r;
+	xmlDoc *d;
+	int rc = -1;
+
+	snprintf(what, sizeof(what), "bucket '%s'", s->bucket);
+	if (buf_puts(&q, "list-type=2&max-keys=1") || (s->prefix[0] &&
+	    (buf_puts(&q, "&prefix=") || s3_buf_encoded(&q, s->prefix))) ||
+	    buf_put_u8(&q, 0)) {
+		s3_nomem();
+		goto out;
+	}
+	s3_req_init(&r, "GET", what, NULL, (const char *)q.data);
+	r.dyn = &b;
+	r.max = XML_MAX;
+	if (s3_perform(s, &r))
+		goto out;
+	if (r.status == 404 && (flags & STORAGE_CREATE)) {
+		/* us-east-1 takes no location; others must be named. */
+		if (strcmp(s->region, "us-east-1") != 0 &&
+		    buf_printf(&body, "<CreateBucketConfiguration><Location"
+		    "Constraint>%s</LocationConstraint>"
+		    "</CreateBucketConfiguration>", s->region)) {
+			s3_nomem();
+			goto out;
+		}
+		s3_req_init(&r, "PUT", what, NULL, "");
+		r.body = body.data;
+		r.bodylen = body.len;
+		if (s3_perform(s, &r) == 0) {
+			if (r.status / 100 == 2)
+				rc = 0;
+			else
+				s3_http_fail(s, &r, "");
+		}
+		goto out;
+	}
+	if (r.status / 100 != 2) {
+		s3_http_fail(s, &r, "");
+		goto out;
+	}
+	if ((d = s3_xml_parse((const char *)b.data, b.len)) == NULL) {
+		storage_fail(EIO, "repository '%s': GET %s: the answer is not "
+		    "XML", s->base.where, what);
+		goto out;
+	}
+	if ((flags & STORAGE_CREATE) && (s3_xml_child(xmlDocGetRootElement(d),
+	    "Contents") != NULL || (s3_xml_text(xmlDocGetRootElement(d),
+	    "KeyCount", count, sizeof(count)) == 0 && atoi(count) > 0)))
+		storage_fail(EEXIST, "repository '%s': %s already holds "
+		    "objects", s->base.where, s->prefix[0] ? "the prefix" :
+		    "the bucket");
+	else
+		rc = 0;
+	xmlFreeDoc(d);
+out:
+	buf_release(&q);
+	buf_release(&b);
+	buf_release(&body);
+	return (rc);
+}
+
+struct storage *
+storage_s3_open(const char *location, const struct storage_s3_opts *o,
+    unsigned flags)
+{
+	const char *ca = o != NULL && o->cacert != NULL ? o->cacert :
+	    env("CURL_CA_BUNDLE") ? env("CURL_CA_BUNDLE") :
+	    env("AWS_CA_BUNDLE");
+	double secs = tuning_get()->s3_retry_seconds;
+	struct s3 *s;
+	size_t i, n;
+
+	pthread_once(&once, global_init);
+	if (!global_ok) {
+		log_error("cannot start libcurl");
+		return (NULL);
+	}
+	if (strncmp(location, "s3:", 3) != 0) {
+		log_error("'%s' is not an s3: location", location);
+		return (NULL);
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		log_error("out of memory");
+		return (NULL);
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&s->share_mu[i], NULL);
+	s->base.ops = &s3_ops;
+	s->retry_seconds = secs > 0 ? secs : RETRY_SECONDS;
+	/* A stall takes a few tries of the bound, not all of it. */
+	s->stall = s->retry_seconds / 4 < STALL_SECONDS ?
+	    (long)(s->retry_seconds / 4) : STALL_SECONDS;
+	if (s->stall < 1)
+		s->stall = 1;
+	n = strlen(location);
+	while (n > 3 && location[n - 1] == '/')
+		n--;
+	if ((s->base.where = strndup(location, n)) == NULL) {
+		s3_nomem();
+		goto err;
+	}
+	if (parse_location(s, location) || credentials(s))
+		goto err;
+	if (ca != NULL && (s->cacert = strdup(ca)) == NULL) {
+		s3_nomem();
+		goto err;
+	}
+	if (s->token_hdr != NULL && strlen(s->token_hdr) > TOKEN_MAX) {
+		storage_fail(EINVAL, "AWS_SESSION_TOKEN is too long");
+		goto err;
+	}
+	if ((s->share = curl_share_init()) == NULL) {
+		s3_nomem();
+		goto err;
+	}
+	curl_share_setopt(s->share, CURLSHOPT_LOCKFUNC, s3_share_lock);
+	curl_share_setopt(s->share, CURLSHOPT_UNLOCKFUNC, s3_share_unlock);
+	curl_share_setopt(s->share, CURLSHOPT_USERDATA, s);
+	curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	curl_share_setopt(s->share, CURLSHOPT_SHARE,
+	    CURL_LOCK_DATA_SSL_SESSION);
+	if (probe(s, flags))
+		goto err;
+	return (&s->base);
+err:
+	log_error("%s", storage_last_error()->msg);
+	free(s->base.where);
+	s3_close(&s->base);
+	return (NULL);
+}
