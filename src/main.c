@@ -12,6 +12,7 @@
 
 #include "cmd/cmd.h"
 #include "coffer/crypto.h"
+#include "coffer/engine-open.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
 #include "coffer/status.h"
@@ -33,6 +34,9 @@ set_global(int ch, const char *v, struct global_opts *g)
 		break;
 	case 'C':
 		g->catalog = v;
+		break;
+	case 'A':
+		engine_set_cacert(v);
 		break;
 	case 'q':
 		log_level = -1;
@@ -145,6 +149,8 @@ main(int argc, char **argv)
 		g.key_file = NULL;
 	if (g.catalog && !*g.catalog)
 		g.catalog = NULL;
+	if (getenv("COFFER_CACERT") != NULL && *getenv("COFFER_CACERT"))
+		engine_set_cacert(getenv("COFFER_CACERT"));
 
 	/* Up to the command: its options are its own. */
 	while ((ch = cmd_getopt_ordered(argc, argv, cmd_global_options)) !=

@@ -56,6 +56,11 @@ const char *engine_repo_path(const struct repo *r);
  * that did not exist before.
  */
 int engine_init(const char *path, const struct repo_init_opts *o);
+/* Whether a repository location names object storage ("s3:..."), which
+ * has no directory to check first. */
+int engine_repo_is_remote(const char *location);
+/* The CA bundle for HTTPS object storage (--cacert, COFFER_CACERT). */
+void engine_set_cacert(const char *file);
 
 /*
  * Memory for a passphrase on its way to engine_open or engine_init:

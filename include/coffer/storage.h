@@ -8,8 +8,9 @@
  * Storage: the repository as a set of named objects, each written whole
  * (doc/design.md, "Storage interface").  One interface, several stores:
  * a local directory (storage_local_open), memory with fault injection
- * (storage_mem_new), S3 (storage_s3_open) and, later, rclone.  Nothing here hands out a
- * file descriptor of the repository.
+ * (storage_mem_new), S3 (storage_s3_open), and one of these by location
+ * (storage_open_location).  Nothing here hands out a file descriptor of the
+ * repository.
  *
  * Names are relative keys: components of letters, digits, '.', '_' and
  * '-' joined by '/', no component empty, longer than NAME_MAX or
@@ -87,6 +88,20 @@ struct storage_s3_opts {
 };
 struct storage *storage_s3_open(const char *location,
     const struct storage_s3_opts *o, unsigned flags);
+
+/*
+ * The store a location names: "s3:..." the S3 store, any other a local
+ * directory (a path).  flags as above; the S3 store verifies HTTPS with
+ * the CA bundle of storage_set_cacert.  NULL (reported).
+ */
+struct storage *storage_open_location(const char *location,
+    unsigned flags);
+/* Whether location names object storage rather than a directory. */
+int storage_is_remote(const char *location);
+/* The CA bundle (a file) that stores opened by location verify HTTPS
+ * endpoints with (--cacert, COFFER_CACERT); NULL: the stores' default.
+ * Kept, not copied: it must outlive them. */
+void storage_set_cacert(const char *file);
 
 /* An empty store in memory, for tests (fault injection below). */
 struct storage *storage_mem_new(void);

@@ -164,6 +164,8 @@ const struct cmd_option cmd_global_options[] = {
 	    "read the passphrase from a file's first line"),
 	CMD_OPT_VALUE('C', "catalog", "PATH",
 	    "the catalog database (COFFER_CATALOG)"),
+	CMD_OPT_VALUE('A', "cacert", "FILE",
+	    "CA certificates for an https: S3 endpoint (COFFER_CACERT)"),
 	CMD_OPT_LETTER_FLAG('q', "quiet", "warnings and errors only"),
 	CMD_OPT_LETTER_FLAG('v', "verbose", "say more, on standard error"),
 	CMD_OPT_VALUE('w', "wait", "DURATION",

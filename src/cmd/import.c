@@ -4,6 +4,7 @@
 
 #include "cmd.h"
 #include "coffer/engine-offsite.h"
+#include "coffer/engine-open.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"
 #include "coffer/fsutil.h"
@@ -91,7 +92,8 @@ cmd_import(int argc, char **argv, const struct global_opts *g)
 			    "create (-r or COFFER_REPO)");
 			return (STATUS_USAGE);
 		}
-		if ((rc = fsutil_dir_is_empty(g->repo, 1)) <= 0) {
+		if (!engine_repo_is_remote(g->repo) &&
+		    (rc = fsutil_dir_is_empty(g->repo, 1)) <= 0) {
 			if (rc == 0)
 				log_error("'%s' is not empty: import --init "
 				    "makes a new repository", g->repo);

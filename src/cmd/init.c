@@ -46,7 +46,8 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 		return (cmd_usage_error("init"));
 	/* A directory that holds something is the user's mistake (status
 	 * 2), and is said before a passphrase is asked for. */
-	if ((empty = fsutil_dir_is_empty(path, 1)) <= 0) {
+	if (!engine_repo_is_remote(path) &&
+	    (empty = fsutil_dir_is_empty(path, 1)) <= 0) {
 		if (empty == 0)
 			log_error("'%s' is not empty: a repository needs a new "
 			    "or empty directory", path);

@@ -12,6 +12,7 @@
 #include "coffer/engine-catalog.h"
 #include "coffer/log.h"
 #include "coffer/repo-keys.h"
+#include "coffer/storage.h"
 
 /* Unlock r: the key file, else the passphrase (the last slot first). */
 static int
@@ -115,6 +116,18 @@ int
 engine_init(const char *path, const struct repo_init_opts *o)
 {
 	return (repo_init(path, o));
+}
+
+int
+engine_repo_is_remote(const char *location)
+{
+	return (storage_is_remote(location));
+}
+
+void
+engine_set_cacert(const char *file)
+{
+	storage_set_cacert(file);
 }
 
 char *

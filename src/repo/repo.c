@@ -101,18 +101,19 @@ rp_list_names(const struct repo *r, const char *dir,
 }
 
 /*
- * A new repository's store at path (new or empty: STORAGE_CREATE);
- * *created when the directory was not there.  NULL (reported).
+ * A new repository's store at path, a directory or object storage (new
+ * or empty: STORAGE_CREATE); *created when a directory was not there.
+ * NULL (reported).
  */
 static struct storage *
 store_new(const char *path, int *created)
 {
+	struct storage *st;
 	struct stat sb;
 
-	struct storage *st;
-
-	*created = lstat(path, &sb) != 0 && errno == ENOENT;
-	if ((st = storage_local_open(path, STORAGE_CREATE)) == NULL)
+	*created = !storage_is_remote(path) && lstat(path, &sb) != 0 &&
+	    errno == ENOENT;
+	if ((st = storage_open_location(path, STORAGE_CREATE)) == NULL)
 		return (NULL);
 	/* The layout a user sees (doc/format.md), where there are
 	 * directories. */
@@ -136,9 +137,10 @@ store_unmake(struct storage *st, const char *path, int created)
 	size_t n = 0, i;
 	int rc = 0;
 
-	if (st == NULL && lstat(path, &sb) && errno == ENOENT)
+	if (st == NULL && !storage_is_remote(path) && lstat(path, &sb) &&
+	    errno == ENOENT)
 		return (0);	/* nothing made is left */
-	if (st == NULL && (st = storage_local_open(path, 0)) == NULL)
+	if (st == NULL && (st = storage_open_location(path, 0)) == NULL)
 		return (-1);
 	if (storage_list_all(st, "", &v, &n))
 		rc = -1;
@@ -147,7 +149,8 @@ store_unmake(struct storage *st, const char *path, int created)
 			rc = -1;
 	storage_entries_free(v, n);
 	storage_close(st);
-	if (storage_local_unmake(path, !created))
+	/* Object storage has no directories; a bucket made is kept. */
+	if (!storage_is_remote(path) && storage_local_unmake(path, !created))
 		rc = -1;
 	return (rc);
 }
@@ -248,11 +251,12 @@ repo_open(const char *path)
 		return (NULL);
 	}
 	/* As before a store is opened: nothing there is no repository. */
-	if (stat(path, &sb) && (errno == ENOENT || errno == ENOTDIR)) {
+	if (!storage_is_remote(path) && stat(path, &sb) &&
+	    (errno == ENOENT || errno == ENOTDIR)) {
 		log_error("'%s' is not a coffer repository", path);
 		goto err;
 	}
-	if ((r->st = storage_local_open(path, 0)) == NULL)
+	if ((r->st = storage_open_location(path, 0)) == NULL)
 		goto err;
 	if ((r->path = strdup(storage_where(r->st))) == NULL) {
 		log_error("out of memory");

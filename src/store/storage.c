@@ -15,6 +15,29 @@
 #include "coffer/storage.h"
 
 static _Thread_local struct storage_error last;
+static const char *cacert;
+
+void
+storage_set_cacert(const char *file)
+{
+	cacert = file;
+}
+
+int
+storage_is_remote(const char *location)
+{
+	return (strncmp(location, "s3:", 3) == 0);
+}
+
+struct storage *
+storage_open_location(const char *location, unsigned flags)
+{
+	struct storage_s3_opts o = { cacert };
+
+	if (strncmp(location, "s3:", 3) == 0)
+		return (storage_s3_open(location, &o, flags));
+	return (storage_local_open(location, flags));
+}
 
 const struct storage_error *
 storage_last_error(void)
