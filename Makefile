@@ -54,7 +54,7 @@ MAN5      := $(filter %.5,$(MAN_PAGES))
 MONITORING := $(sort $(wildcard contrib/monitoring/*.yml contrib/monitoring/*.json))
 
 .PHONY: all deps check unit e2e asan tsan tsan-check hdr-check install uninstall clean lint \
-        fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files \
+        fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files bench-s3 \
         demo format man-lint
 all: $(BIN) $(TEST_BIN)
 
@@ -203,6 +203,12 @@ bench-growth: deps
 # (bench/files.sh, bench/README.md).  Not part of check.
 bench-files: deps
 	CC="$(CC)" MAKE="$(MAKE)" sh bench/files.sh
+
+# A repository on object storage: coffer against restic's S3 backend and
+# rclone's copy of the same packs, over HTTPS to a Swift on loopback
+# (bench/s3.sh).  Not part of check.
+bench-s3: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/s3.sh
 
 # The whole of check under AddressSanitizer (leaks included) and UBSan,
 # in build-asan/.  A report ends the process by SIGABRT, which no test

@@ -40,6 +40,9 @@ struct tuning {
 
 	double s3_retry_seconds;	/* COFFER_S3_RETRY_SECONDS: how long
 					 * an S3 request is retried at most */
+	double lease_seconds;		/* COFFER_LEASE_SECONDS: the length
+					 * of a writer's lease on object
+					 * storage (0: the store's) */
 
 	/* This host's limit, as given (NULL: unset); checked by the key
 	 * slot code, which knows the bounds. */

@@ -24,6 +24,7 @@
 #include "coffer/log.h"
 #include "coffer/name.h"
 #include "coffer/policy.h"
+#include "coffer/storage.h"
 
 /* Longer lines are refused (reported), as are larger files: neither is
  * ever read whole (coffer-policy(5)). */
@@ -732,6 +733,8 @@ handle(void *user, const char *section, const char *name, const char *v)
 	case K_PATH:
 		if (d != NULL)
 			set_dataset_path(l, d, v);
+		else if (storage_is_remote(v))
+			p->repo = dup_str(l, v);	/* s3:... */
 		else
 			set_path(l, &p->repo, "path", v);
 		break;

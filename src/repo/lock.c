@@ -11,6 +11,7 @@
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
+#include "coffer/tuning.h"
 #include "repo-int.h"
 
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
@@ -35,7 +36,7 @@ static int
 lock_writer(struct repo *r, int how, double timeout)
 {
 	char info[256], holder[256], host[HOST_NAME_MAX + 1] = "?", when[32];
-	struct storage_lock_opts o = { info, 0, 0 };
+	struct storage_lock_opts o = { info, 0, tuning_get()->lease_seconds };
 	struct storage_lock *l;
 	int rc;
 

@@ -78,6 +78,7 @@ load(void)
 	    "COFFER_RECORD_IMAGE_BYTES");
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
 	t.s3_retry_seconds = (double)env_count("COFFER_S3_RETRY_SECONDS");
+	t.lease_seconds = (double)env_count("COFFER_LEASE_SECONDS");
 	load_test_hooks();
 }
 
