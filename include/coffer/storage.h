@@ -252,6 +252,9 @@ void storage_mem_short(struct storage *st, size_t max);
 void storage_mem_delay(struct storage *st, enum storage_op op, unsigned ms);
 void storage_mem_stale(struct storage *st, unsigned k);
 unsigned long storage_mem_calls(struct storage *st, enum storage_op op);
+/* The read cache of the stores over a network (n blocks of block bytes)
+ * on the memory store too; 0 or -1 (out of memory, reported). */
+int storage_mem_blocks(struct storage *st, size_t block, unsigned n);
 
 /*
  * For implementations (src/store/): the operations a store provides.
@@ -267,6 +270,7 @@ unsigned long storage_mem_calls(struct storage *st, enum storage_op op);
 struct storage_obj {
 	struct storage *st;
 	char *name;
+	uint64_t size;		/* as open said */
 };
 struct storage_put {
 	struct storage *st;
@@ -304,9 +308,13 @@ struct storage_ops {
 	void (*unlock)(struct storage_lock *);
 	void (*close)(struct storage *);
 };
+struct storage_blocks;
 struct storage {
 	const struct storage_ops *ops;
 	char *where;
+	/* The read cache (src/store/blocks.c) of a store where a request
+	 * costs a round trip, which its open sets; NULL: none. */
+	struct storage_blocks *blocks;
 };
 int storage_fail(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -12,7 +12,9 @@
 #include <time.h>
 
 #include "coffer/buf.h"
+#include "coffer/log.h"
 #include "coffer/storage.h"
+#include "store-int.h"
 
 #define FAULTS_MAX 8
 
@@ -611,6 +613,22 @@ storage_mem_stale(struct storage *st, unsigned k)
 		m->stale = k;
 		pthread_mutex_unlock(&m->mu);
 	}
+}
+
+int
+storage_mem_blocks(struct storage *st, size_t block, unsigned n)
+{
+	struct storage_blocks *b;
+
+	if (mem_if(st) == NULL)
+		return (0);
+	if ((b = storage_blocks_new(block, n)) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	storage_blocks_free(st->blocks);
+	st->blocks = b;
+	return (0);
 }
 
 unsigned long

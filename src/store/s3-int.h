@@ -18,8 +18,13 @@
 #include "coffer/buf.h"
 #include "coffer/digest.h"
 #include "coffer/storage.h"
+#include "store-int.h"
 
 #define PART_SIZE (8u << 20)	/* bytes a put buffers; its parts */
+/* What a small read fetches, for the reads after it (storage.c): a round
+ * trip to an object store costs as much as megabytes of transfer. */
+#define READ_AHEAD (4u << 20)
+#define READ_BLOCKS 8		/* 32 MiB of them at most */
 #define PARTS_MAX 10000		/* S3's limit of parts in an upload */
 #define TRIES 8
 #define RETRY_SECONDS 120.0

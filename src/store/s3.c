@@ -1032,6 +1032,11 @@ storage_s3_open(const char *location, const struct storage_s3_opts *o,
 	    CURL_LOCK_DATA_SSL_SESSION);
 	if (probe(s, flags))
 		goto err;
+	if ((s->base.blocks = storage_blocks_new(READ_AHEAD,
+	    READ_BLOCKS)) == NULL) {
+		s3_nomem();
+		goto err;
+	}
 	return (&s->base);
 err:
 	log_error("%s", storage_last_error()->msg);

@@ -13,6 +13,7 @@
 #include "coffer/log.h"
 #include "coffer/name.h"
 #include "coffer/storage.h"
+#include "store-int.h"
 
 static _Thread_local struct storage_error last;
 static const char *cacert;
@@ -133,6 +134,7 @@ storage_close(struct storage *st)
 	if (st == NULL)
 		return;
 	where = st->where;
+	storage_blocks_free(st->blocks);
 	st->ops->close(st);
 	free(where);
 }
@@ -207,11 +209,12 @@ storage_open(struct storage *st, const char *name, struct storage_obj **o,
 	}
 	(*o)->st = st;
 	(*o)->name = copy;
+	(*o)->size = *size;
 	return (0);
 }
 
 int
-storage_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
+storage_read_on(struct storage_obj *o, uint64_t off, void *buf, size_t len,
     size_t *got)
 {
 	size_t n;
@@ -221,11 +224,23 @@ storage_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
 	for (*got = 0; *got < len; *got += n) {
 		if (o->st->ops->read(o, off + *got, (char *)buf + *got,
 		    len - *got, &n))
-			return (reported(-1));
+			return (-1);
 		if (n == 0)
 			break;
 	}
 	return (0);
+}
+
+int
+storage_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
+    size_t *got)
+{
+	struct storage_blocks *b = o->st->blocks;
+
+	if (b != NULL && len < storage_blocks_size(b))
+		return (reported(storage_blocks_read(b, o, off, buf, len,
+		    got)));
+	return (reported(storage_read_on(o, off, buf, len, got)));
 }
 
 int
@@ -308,6 +323,7 @@ storage_put_write(struct storage_put *p, const void *data, size_t len)
 int
 storage_put_commit(struct storage_put *p)
 {
+	struct storage *st;
 	char *name = p->name;
 	int rc;
 
@@ -318,7 +334,9 @@ storage_put_commit(struct storage_put *p)
 		free(name);
 		return (rc);
 	}
+	st = p->st;
 	rc = p->st->ops->put_commit(p);
+	storage_blocks_forget(st->blocks, name);
 	free(name);
 	return (reported(rc));
 }
@@ -365,6 +383,7 @@ storage_delete(struct storage *st, const char *name)
 {
 	if (check_name(st, name))
 		return (-1);
+	storage_blocks_forget(st->blocks, name);
 	return (reported(st->ops->del(st, name)));
 }
 

@@ -679,6 +679,107 @@ local_only(void)
 }
 
 /* Each fault the memory store injects. */
+struct blocks_reader {
+	struct storage *st;
+	const uint8_t *data;
+	size_t size;
+	unsigned seed;
+	int bad;
+};
+
+/* Random small reads of big from one thread, each checked. */
+static void *
+blocks_read_random(void *arg)
+{
+	struct blocks_reader *r = arg;
+	struct storage_obj *o;
+	uint8_t buf[3000];
+	uint64_t size;
+	size_t off, len;
+	int i;
+
+	if (storage_open(r->st, "packs/bb/bbig", &o, &size)) {
+		r->bad = 1;
+		return (NULL);
+	}
+	for (i = 0; i < 2000; i++) {
+		off = (size_t)rand_r(&r->seed) % r->size;
+		len = (size_t)rand_r(&r->seed) % sizeof(buf);
+		if (len > r->size - off)
+			len = r->size - off;
+		if (storage_read_all(o, off, buf, len) ||
+		    memcmp(buf, r->data + off, len) != 0)
+			r->bad = 1;
+	}
+	storage_obj_close(o);
+	return (NULL);
+}
+
+/* The read cache of the stores over a network, on the memory store. */
+static void
+blocks(void)
+{
+	static uint8_t big[100000], back[sizeof(big)];
+	struct blocks_reader rd[4];
+	struct storage *st = storage_mem_new();
+	struct storage_obj *o;
+	unsigned long reads;
+	pthread_t t[4];
+	uint64_t size;
+	size_t off, got;
+	int i, all = 1;
+
+	fill(big, sizeof(big), 3);
+	ok(st != NULL && storage_mem_blocks(st, 4096, 4) == 0 &&
+	    storage_put(st, "packs/bb/bbig", big, sizeof(big), 0) == 0 &&
+	    storage_open(st, "packs/bb/bbig", &o, &size) == 0,
+	    "blocks: a store with 4 blocks of 4 KiB, a 100000-byte object");
+	reads = storage_mem_calls(st, STORAGE_OP_READ);
+	for (off = 0; off < sizeof(big); off += 100)
+		all &= storage_read_all(o, off, back + off, 100) == 0;
+	reads = storage_mem_calls(st, STORAGE_OP_READ) - reads;
+	ok(all && memcmp(big, back, sizeof(big)) == 0 &&
+	    reads == (sizeof(big) + 4095) / 4096,
+	    "blocks: 1000 reads of 100 bytes, one fetch a block (%lu)", reads);
+	ok(storage_read(o, sizeof(big) - 10, back, 100, &got) == 0 &&
+	    got == 10 && memcmp(back, big + sizeof(big) - 10, 10) == 0 &&
+	    storage_read(o, sizeof(big), back, 100, &got) == 0 && got == 0,
+	    "blocks: short at the end, nothing past it");
+	ok(storage_read_all(o, 4090, back, 20) == 0 &&
+	    memcmp(back, big + 4090, 20) == 0, "blocks: a read across two");
+	storage_mem_short(st, 1000);
+	ok(storage_read_all(o, 40000 + 4096 * 3, back, 50) == 0 &&
+	    memcmp(back, big + 40000 + 4096 * 3, 50) == 0,
+	    "blocks: a block filled by reads cut short");
+	storage_mem_short(st, 0);
+	storage_mem_fail(st, STORAGE_OP_READ, 1, EIO);
+	ok(storage_read_all(o, 90000, back, 10) == -1 &&
+	    failed_with(EIO, NULL) &&
+	    storage_read_all(o, 90000, back, 10) == 0 &&
+	    memcmp(back, big + 90000, 10) == 0,
+	    "blocks: a failed fetch is reported, the next one works");
+	storage_obj_close(o);
+	fill(big, sizeof(big), 4);
+	ok(storage_put(st, "packs/bb/bbig", big, sizeof(big), 0) == 0 &&
+	    storage_open(st, "packs/bb/bbig", &o, &size) == 0 &&
+	    storage_read_all(o, 90000, back, 10) == 0 &&
+	    memcmp(back, big + 90000, 10) == 0,
+	    "blocks: an object written anew is read anew");
+	storage_obj_close(o);
+	for (i = 0; i < 4; i++) {
+		rd[i] = (struct blocks_reader){ st, big, sizeof(big),
+		    (unsigned)i + 1, 0 };
+		all &= pthread_create(&t[i], NULL, blocks_read_random,
+		    &rd[i]) == 0;
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		all &= !rd[i].bad;
+	}
+	ok(all, "blocks: 4 threads, 8000 random reads through 4 blocks");
+	storage_close(st);
+}
+
 static void
 faults(void)
 {
@@ -1002,6 +1103,7 @@ main(void)
 	local_only();
 	made();
 	faults();
+	blocks();
 	if (getenv("COFFER_TEST_S3_URL") != NULL)
 		s3(getenv("COFFER_TEST_S3_URL"));
 	storage_close(NULL);

@@ -1,0 +1,33 @@
+#ifndef COFFER_STORE_STORE_INT_H
+#define COFFER_STORE_STORE_INT_H
+
+/*
+ * Private to src/store: what storage.c lends the stores, and the read
+ * cache (blocks.c) a store where a request costs a round trip sets as
+ * its base's blocks.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coffer/storage.h"
+
+/* Read on from off until len bytes or the end of o (a read of nothing),
+ * through its store's read: 0, or -1 (storage_fail said why). */
+int storage_read_on(struct storage_obj *o, uint64_t off, void *buf,
+    size_t len, size_t *got);
+
+/*
+ * A cache of n aligned blocks of block bytes, shared by every thread
+ * reading the store: NULL without memory.  storage_blocks_read reads as
+ * storage_read does (short only at the end of o), from the blocks,
+ * fetching a missing one whole; storage_blocks_forget drops the blocks of
+ * an object that was written or deleted.
+ */
+struct storage_blocks *storage_blocks_new(size_t block, unsigned n);
+void storage_blocks_free(struct storage_blocks *b);
+size_t storage_blocks_size(const struct storage_blocks *b);
+int storage_blocks_read(struct storage_blocks *b, struct storage_obj *o,
+    uint64_t off, void *buf, size_t len, size_t *got);
+void storage_blocks_forget(struct storage_blocks *b, const char *name);
+
+#endif
