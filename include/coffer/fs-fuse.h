@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "coffer/buf.h"
+
 /*
  * A read-only file system served through FUSE (src/fs/fuse.c, the only
  * libfuse user): the kernel's requests become calls of the operations
@@ -13,6 +15,10 @@
  * number must name its node by itself, for as long as the mount lasts.
  */
 #define FS_FUSE_ROOT 1
+
+/* The names under which the kernel asks for a POSIX.1e ACL. */
+#define FS_FUSE_ACL_ACCESS "system.posix_acl_access"
+#define FS_FUSE_ACL_DEFAULT "system.posix_acl_default"
 
 struct fs_fuse_attr {
 	uint64_t ino;			/* st_ino: equal for a hardlink's names */
@@ -78,5 +84,14 @@ struct fs_fuse_opts {
  */
 int fs_fuse_run(const char *mountpoint, const struct fs_fuse_opts *o,
     const struct fs_fuse_ops *ops, void *arg, int *sig);
+
+/*
+ * The access (def 0) or default (def 1) part of acl, an entry's ACL in
+ * libarchive's text form, as the value of FS_FUSE_ACL_ACCESS or
+ * FS_FUSE_ACL_DEFAULT (the kernel's posix_acl_xattr) in out (src/fs/
+ * aentry.c, which owns libarchive).  1 when it has that part, 0 when not
+ * (none, or an NFSv4 ACL), -1 out of memory (reported).
+ */
+int fs_fuse_acl_xattr(const char *acl, int def, struct buf *out);
 
 #endif

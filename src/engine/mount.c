@@ -834,58 +834,96 @@ xattrs_of(struct mnt *m, uint64_t node, struct entry *e)
 	return (rc < 0 ? rc : 0);
 }
 
+/* The value of xattr name of e (an ACL's too), or -ENODATA; with size
+ * 0 its size. */
+static ssize_t
+xattr_get(struct mnt *m, const struct entry *e, const char *name,
+    void *buf, size_t size)
+{
+	struct entry_xattr_iter it;
+	const char *n;
+	const void *v = NULL;
+	size_t nl, vl = 0;
+	int rc, def;
+
+	if ((def = strcmp(name, FS_FUSE_ACL_DEFAULT) == 0) ||
+	    strcmp(name, FS_FUSE_ACL_ACCESS) == 0) {
+		if ((rc = fs_fuse_acl_xattr(e->acl, def, &m->name)) <= 0)
+			return (rc < 0 ? -ENOMEM : -ENODATA);
+		v = m->name.data;
+		vl = m->name.len;
+	} else {
+		entry_xattrs_iter_init(&it, e->xattrs, e->xattrs_len);
+		while ((rc = entry_xattrs_next(&it, &n, &nl, &v, &vl)) == 1)
+			if (nl == strlen(name) && memcmp(n, name, nl) == 0)
+				break;
+		if (rc != 1)
+			return (rc < 0 ? -EIO : -ENODATA);
+	}
+	if (size == 0)
+		return ((ssize_t)vl);
+	if (vl > size)
+		return (-ERANGE);
+	memcpy(buf, v, vl);
+	return ((ssize_t)vl);
+}
+
 static ssize_t
 op_getxattr(void *arg, uint64_t node, const char *name, void *buf,
     size_t size)
 {
 	struct mnt *m = arg;
-	struct entry_xattr_iter it;
 	struct entry e;
-	const char *n;
-	const void *v;
-	size_t nl, vl;
 	int rc;
 
 	if ((rc = xattrs_of(m, node, &e)) != 0)
 		return (rc);
-	entry_xattrs_iter_init(&it, e.xattrs, e.xattrs_len);
-	while ((rc = entry_xattrs_next(&it, &n, &nl, &v, &vl)) == 1) {
-		if (nl != strlen(name) || memcmp(n, name, nl) != 0)
-			continue;
-		if (size == 0)
-			return ((ssize_t)vl);
-		if (vl > size)
+	return (xattr_get(m, &e, name, buf, size));
+}
+
+/* Name n (nl bytes) after the len bytes of buf; size 0: counted only. */
+static int
+list_put(char *buf, size_t size, size_t *len, const char *n, size_t nl)
+{
+	if (size > 0) {
+		if (*len + nl + 1 > size)
 			return (-ERANGE);
-		memcpy(buf, v, vl);
-		return ((ssize_t)vl);
+		memcpy(buf + *len, n, nl);
+		buf[*len + nl] = '\0';
 	}
-	return (rc < 0 ? -EIO : -ENODATA);
+	*len += nl + 1;
+	return (0);
 }
 
 static ssize_t
 op_listxattr(void *arg, uint64_t node, char *buf, size_t size)
 {
+	static const char *const acls[] = { FS_FUSE_ACL_ACCESS,
+	    FS_FUSE_ACL_DEFAULT };
 	struct mnt *m = arg;
 	struct entry_xattr_iter it;
 	struct entry e;
 	const char *n;
 	const void *v;
-	size_t nl, vl, len = 0;
+	size_t nl, vl, len = 0, i;
 	int rc;
 
 	if ((rc = xattrs_of(m, node, &e)) != 0)
 		return (rc);
 	entry_xattrs_iter_init(&it, e.xattrs, e.xattrs_len);
-	while ((rc = entry_xattrs_next(&it, &n, &nl, &v, &vl)) == 1) {
-		if (size > 0) {
-			if (len + nl + 1 > size)
-				return (-ERANGE);
-			memcpy(buf + len, n, nl);
-			buf[len + nl] = '\0';
-		}
-		len += nl + 1;
+	while ((rc = entry_xattrs_next(&it, &n, &nl, &v, &vl)) == 1)
+		if ((rc = list_put(buf, size, &len, n, nl)) != 0)
+			return (rc);
+	if (rc < 0)
+		return (-EIO);
+	for (i = 0; i < 2; i++) {
+		if ((rc = fs_fuse_acl_xattr(e.acl, (int)i, &m->name)) < 0)
+			return (-ENOMEM);
+		if (rc == 1 && (rc = list_put(buf, size, &len, acls[i],
+		    strlen(acls[i]))) != 0)
+			return (rc);
 	}
-	return (rc < 0 ? -EIO : (ssize_t)len);
+	return ((ssize_t)len);
 }
 
 static const struct fs_fuse_ops mount_ops = {

@@ -292,7 +292,16 @@ op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	free(buf);
 }
 
+/* ACLs are checked by the kernel, asking for them as xattrs. */
+static void
+op_init(void *arg, struct fuse_conn_info *conn)
+{
+	if (conn->capable & FUSE_CAP_POSIX_ACL)
+		conn->want |= FUSE_CAP_POSIX_ACL;
+}
+
 static const struct fuse_lowlevel_ops ll_ops = {
+	.init = op_init,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
 	.readlink = op_readlink,
