@@ -152,6 +152,15 @@ children_bind(struct catalog_children *it)
 		cat_bind_blobstr(it->st, 3, it->hi);
 }
 
+/* memcmp order of two byte strings, as SQLite orders BLOBs. */
+static int
+blob_cmp(const void *a, size_t na, const void *b, size_t nb)
+{
+	int r = memcmp(a, b, na < nb ? na : nb);
+
+	return (r != 0 ? r : na < nb ? -1 : na > nb);
+}
+
 struct catalog_children *
 catalog_children(struct catalog *c, int64_t snapshot_id, const char *dir,
     const char *after)
@@ -167,12 +176,18 @@ catalog_children(struct catalog *c, int64_t snapshot_id, const char *dir,
 	it->snapshot_id = snapshot_id;
 	buf_init(&it->lo);
 	it->plen = n > 0 ? n + 1 : 0;
-	/* The first name after after is after with a NUL byte appended
-	 * (no path has one); "dir/" is before every name in dir. */
-	if (after != NULL ? buf_append(&it->lo, after, strlen(after) + 1) :
-	    n > 0 ? (buf_append(&it->lo, dir, n) || buf_append(&it->lo, "/",
-	    1)) : 0)
+	/* "dir/" is before every name in dir, and the first name after
+	 * after is after with a NUL byte appended (no path has one): the
+	 * later of the two. */
+	if (n > 0 && (buf_append(&it->lo, dir, n) || buf_append(&it->lo, "/",
+	    1)))
 		goto err;
+	if (after != NULL && (it->lo.len == 0 || blob_cmp(after,
+	    strlen(after) + 1, it->lo.data, it->lo.len) > 0)) {
+		buf_reset(&it->lo);
+		if (buf_append(&it->lo, after, strlen(after) + 1))
+			goto err;
+	}
 	if (n > 0) {
 		if ((it->hi = malloc(n + 2)) == NULL) {
 			log_error("out of memory");
