@@ -56,7 +56,10 @@ take(struct mcache *mc, uint32_t len, int wait)
 			else if (lru == NULL || s->used < lru->used)
 				lru = s;
 		}
-		if (free_slot != NULL && mc->bytes + len <= mc->bound)
+		/* A chunk larger than the bound (a repository chunked
+		 * coarser than it) is taken into an empty cache. */
+		if (free_slot != NULL && (mc->bytes + len <= mc->bound ||
+		    mc->bytes == 0))
 			break;
 		if (lru != NULL) {
 			drop(mc, lru);

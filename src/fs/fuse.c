@@ -19,6 +19,7 @@
 
 #include "coffer/fs-fuse.h"
 #include "coffer/log.h"
+#include "fs-int.h"
 
 /* A snapshot's tree never changes: the kernel may keep what it was told
  * for long.  The lists of snapshots do, as backups complete. */
@@ -53,19 +54,9 @@ to_stat(const struct fs_fuse_attr *a, struct stat *st)
 	st->st_blocks = a->blocks;
 	st->st_blksize = 4096;
 	st->st_rdev = a->rdev;
-	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
-	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
-	if (st->st_mtim.tv_nsec < 0) {
-		st->st_mtim.tv_sec--;
-		st->st_mtim.tv_nsec += 1000000000;
-	}
-	st->st_atim = st->st_mtim;
-	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
-	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
-	if (st->st_ctim.tv_nsec < 0) {
-		st->st_ctim.tv_sec--;
-		st->st_ctim.tv_nsec += 1000000000;
-	}
+	/* coffer keeps no access time: the modification time stands in. */
+	st->st_mtim = st->st_atim = rs_ns_timespec(a->mtime_ns);
+	st->st_ctim = rs_ns_timespec(a->ctime_ns);
 }
 
 static void
@@ -123,20 +114,39 @@ op_readlink(fuse_req_t req, fuse_ino_t ino)
 	free(t);
 }
 
+/* An open (of a directory or a file) by fn, its handle kept in fi. */
 static void
-op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+open_req(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+    int (*fn)(void *, uint64_t, void **), void (*undo)(void *, void *))
 {
 	struct srv *s = srv_of(req);
-	void *dh = NULL;
+	void *h = NULL;
 	int rc;
 
-	if ((rc = s->ops->opendir(s->arg, ino, &dh)) != 0) {
+	if ((rc = fn(s->arg, ino, &h)) != 0) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)dh;
+	fi->fh = (uint64_t)(uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0)
-		s->ops->releasedir(s->arg, dh);
+		undo(s->arg, h);
+}
+
+/* A close: the handle given back to fn. */
+static void
+release_req(fuse_req_t req, struct fuse_file_info *fi,
+    void (*fn)(void *, void *))
+{
+	fn(srv_of(req)->arg, (void *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void
+op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	const struct fs_fuse_ops *ops = srv_of(req)->ops;
+
+	open_req(req, ino, fi, ops->opendir, ops->releasedir);
 }
 
 struct fill {
@@ -193,33 +203,22 @@ op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void
 op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct srv *s = srv_of(req);
-
-	s->ops->releasedir(s->arg, (void *)(uintptr_t)fi->fh);
-	fuse_reply_err(req, 0);
+	release_req(req, fi, srv_of(req)->ops->releasedir);
 }
 
 static void
 op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct srv *s = srv_of(req);
-	void *fh = NULL;
-	int rc;
+	const struct fs_fuse_ops *ops = srv_of(req)->ops;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if ((rc = s->ops->open(s->arg, ino, &fh)) != 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	fi->fh = (uint64_t)(uintptr_t)fh;
 	/* A snapshot's file never changes: what the kernel has cached of
 	 * it stays good across opens. */
 	fi->keep_cache = 1;
-	if (fuse_reply_open(req, fi) != 0)
-		s->ops->release(s->arg, fh);
+	open_req(req, ino, fi, ops->open, ops->release);
 }
 
 static void
@@ -242,54 +241,43 @@ op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void
 op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct srv *s = srv_of(req);
-
-	s->ops->release(s->arg, (void *)(uintptr_t)fi->fh);
-	fuse_reply_err(req, 0);
+	release_req(req, fi, srv_of(req)->ops->release);
 }
 
-/* getxattr and listxattr: a size asked for, or the value. */
+/* getxattr (name) or listxattr (name NULL): with size 0 the size
+ * needed, else the value or the list. */
 static void
-reply_xattr(fuse_req_t req, ssize_t n, const char *buf, size_t size)
+xattr_req(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+	struct srv *s = srv_of(req);
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size > 0 && (buf = malloc(size)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = name != NULL ? s->ops->getxattr(s->arg, ino, name, buf, size) :
+	    s->ops->listxattr(s->arg, ino, buf, size);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else if (size == 0)
 		fuse_reply_xattr(req, (size_t)n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
 }
 
 static void
 op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	struct srv *s = srv_of(req);
-	char *buf = NULL;
-	ssize_t n;
-
-	if (size > 0 && (buf = malloc(size)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = s->ops->getxattr(s->arg, ino, name, buf, size);
-	reply_xattr(req, n, buf, size);
-	free(buf);
+	xattr_req(req, ino, name, size);
 }
 
 static void
 op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct srv *s = srv_of(req);
-	char *buf = NULL;
-	ssize_t n;
-
-	if (size > 0 && (buf = malloc(size)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = s->ops->listxattr(s->arg, ino, buf, size);
-	reply_xattr(req, n, buf, size);
-	free(buf);
+	xattr_req(req, ino, NULL, size);
 }
 
 /* ACLs are checked by the kernel, asking for them as xattrs. */
