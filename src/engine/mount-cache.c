@@ -23,6 +23,21 @@ find(struct mcache *mc, int64_t rowid)
 	return (NULL);
 }
 
+/* Take slot s off the read-ahead queue: 1 if it was there (not begun). */
+static int
+unqueue(struct mcache *mc, struct mslot *s)
+{
+	size_t i;
+
+	for (i = 0; i < mc->nqueue; i++)
+		if (&mc->slot[mc->queue[i]] == s) {
+			memmove(mc->queue + i, mc->queue + i + 1,
+			    (--mc->nqueue - i) * sizeof(mc->queue[0]));
+			return (1);
+		}
+	return (0);
+}
+
 static void
 drop(struct mcache *mc, struct mslot *s)
 {
@@ -172,6 +187,11 @@ mcache_get(struct mcache *mc, const struct catalog_chunk_loc *loc)
 	int rc;
 
 	pthread_mutex_lock(&mc->mu);
+	/* Queued ahead but not begun: read here, rather than wait for the
+	 * chunks queued before it. */
+	if ((s = find(mc, loc->rowid)) != NULL && s->state == MC_LOADING &&
+	    s->len == loc->plain_len && unqueue(mc, s))
+		goto read;
 	while ((s = find(mc, loc->rowid)) != NULL && s->state == MC_LOADING)
 		pthread_cond_wait(&mc->done, &mc->mu);
 	/* Fetched ahead and found bad (said as a warning then): this
@@ -197,6 +217,7 @@ mcache_get(struct mcache *mc, const struct catalog_chunk_loc *loc)
 	}
 	s->rowid = loc->rowid;
 	s->state = MC_LOADING;
+read:
 	pthread_mutex_unlock(&mc->mu);
 	rc = rst_read_chunk(mc->repo, &mc->w, loc, s->data, 1);
 	pthread_mutex_lock(&mc->mu);
