@@ -12,7 +12,8 @@
  * libfuse user): the kernel's requests become calls of the operations
  * below on nodes the caller numbers (FS_FUSE_ROOT is the root), one at a
  * time on the calling thread.  The caller keeps nothing per node: a node
- * number must name its node by itself, for as long as the mount lasts.
+ * number must name its node by itself, for as long as the mount lasts,
+ * and a symbolic link's node its target (the kernel keeps it).
  */
 #define FS_FUSE_ROOT 1
 
@@ -34,10 +35,15 @@ struct fs_fuse_attr {
 					 * asked again (the snapshot lists) */
 };
 
-/* readdir's filler: an entry whose successor is at next; 1 when the
- * kernel's buffer is full and name was not taken (stop), else 0. */
+/*
+ * readdir's filler: an entry, node with its attributes a (the kernel
+ * takes them with the names, sparing a lookup of each), whose successor
+ * is at next; node 0 for "." and "..", of which only a->ino and the type
+ * in a->mode count.  1 when the kernel's buffer is full and name was not
+ * taken (stop), else 0.
+ */
 typedef int (*fs_fuse_fill_fn)(void *fill, const char *name, uint64_t node,
-    uint32_t mode, int64_t next);
+    const struct fs_fuse_attr *a, int64_t next);
 
 /*
  * Each returns 0 (or a length) or a negative errno, which the kernel

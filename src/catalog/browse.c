@@ -324,12 +324,17 @@ int
 catalog_content_data_bytes(struct catalog *c, int64_t content_id,
     uint64_t *bytes)
 {
-	int64_t v = 0;
+	sqlite3_stmt *st;
+	int rc;
 
-	if (cat_run(c, "SELECT coalesce(sum(len), 0) FROM content_chunk"
-	    " WHERE content_id = ?1", "read a content's size",
-	    CAT_VALS(CAT_INT(content_id)), cat_row_int64, &v) < 0)
+	if ((st = cat_stmt(c, ST_CONTENT_DATA_BYTES)) == NULL)
 		return (-1);
-	*bytes = (uint64_t)v;
-	return (0);
+	sqlite3_bind_int64(st, 1, content_id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*bytes = (uint64_t)sqlite3_column_int64(st, 0);
+	else
+		log_error("cannot read the size of content %lld: %s",
+		    (long long)content_id, sqlite3_errmsg(c->db));
+	sqlite3_reset(st);
+	return (rc == SQLITE_ROW ? 0 : -1);
 }

@@ -10,7 +10,13 @@
  * the kernel knows (a listing of a million names holds none of them):
  *
  *   1                          the root
- *   01 dataset:60 what:2       a dataset's directory, latest, full
+ *   01 snapshot:22 dataset:38 what:2
+ *                              a dataset's directory (snapshot 0), or
+ *                              latest or full pointing to the snapshot:
+ *                              a link's target is its node's for good,
+ *                              so the kernel may keep it (a path through
+ *                              latest reads no link), and latest moving
+ *                              on is a new node
  *   00 snapshot:22 path:40     an entry: the snapshot's and its path's
  *                              catalog rows (path 0: the snapshot's root)
  *
@@ -94,6 +100,27 @@ struct mdir {
 	char *cursor;			/* the last name given; NULL: none */
 	int64_t pos;			/* the offset after it */
 };
+
+#define DS_BITS 38
+
+static uint64_t
+node_dataset(int64_t dataset, int what, int64_t snap)
+{
+	return (NODE_DATASET | ((uint64_t)snap << (DS_BITS + 2)) |
+	    ((uint64_t)dataset << 2) | (uint64_t)what);
+}
+
+static int64_t
+node_ds(uint64_t node)
+{
+	return ((int64_t)((node >> 2) & ((1ull << DS_BITS) - 1)));
+}
+
+static int64_t
+node_ds_snap(uint64_t node)
+{
+	return ((int64_t)((node & ~NODE_DATASET) >> (DS_BITS + 2)));
+}
 
 static uint64_t
 node_entry(int64_t snap, int64_t path)
@@ -340,33 +367,46 @@ attr_snap_root(struct mnt *m, const struct msnap *s, struct fs_fuse_attr *a)
 	return (attr_entry(m, node, &e, a));
 }
 
+/* A dataset's directory, or its link latest or full to the snapshot
+ * the node names. */
 static int
 attr_dataset(struct mnt *m, uint64_t node, struct fs_fuse_attr *a)
 {
 	const struct mdataset *d;
-	int what = (int)(node & 3);
-	const char *sid;
+	const struct msnap *s;
 	int rc;
 
 	if ((rc = lists(m, 0)) != 0)
 		return (rc);
-	if ((d = dataset_by_id(m, (int64_t)((node & ~NODE_DATASET) >> 2))) ==
-	    NULL)
+	if ((d = dataset_by_id(m, node_ds(node))) == NULL)
 		return (-ENOENT);
-	if (what == WHAT_DIR) {
+	if ((node & 3) == WHAT_DIR) {
 		attr_dir(a, node, d->started_ns);
 		return (0);
 	}
-	if ((what == WHAT_LATEST ? d->latest : d->full) < 0)
+	if ((s = snap_find(m, node_ds_snap(node))) == NULL)
 		return (-ENOENT);
-	sid = m->snaps[what == WHAT_LATEST ? d->latest : d->full].sid;
 	memset(a, 0, sizeof(*a));
 	a->ino = node;
 	a->mode = S_IFLNK | 0777;
 	a->nlink = 1;
-	a->size = (int64_t)strlen(sid);
-	a->mtime_ns = a->ctime_ns = d->started_ns;
+	a->size = (int64_t)strlen(s->sid);
+	a->mtime_ns = a->ctime_ns = s->started_ns;
 	return (0);
+}
+
+/* The node of d's directory (what WHAT_DIR), or of its link latest or
+ * full as it points now; 0 when there is none (no such snapshot). */
+static uint64_t
+dataset_child(const struct mnt *m, const struct mdataset *d, int what)
+{
+	int64_t i = what == WHAT_LATEST ? d->latest : d->full;
+
+	if (what == WHAT_DIR)
+		return (node_dataset(d->id, WHAT_DIR, 0));
+	if (i < 0 || m->snaps[i].id >= (1ll << SNAP_BITS))
+		return (0);
+	return (node_dataset(d->id, what, m->snaps[i].id));
 }
 
 static int
@@ -452,11 +492,12 @@ lookup_dataset(struct mnt *m, uint64_t parent, const char *name,
 
 	if ((rc = lists(m, 0)) != 0)
 		return (rc);
-	if ((d = dataset_by_id(m, (int64_t)((parent & ~NODE_DATASET) >>
-	    2))) == NULL)
+	if ((d = dataset_by_id(m, node_ds(parent))) == NULL)
 		return (-ENOENT);
 	if (strcmp(name, "latest") == 0 || strcmp(name, "full") == 0) {
-		*node = parent | (name[0] == 'l' ? WHAT_LATEST : WHAT_FULL);
+		if ((*node = dataset_child(m, d, name[0] == 'l' ?
+		    WHAT_LATEST : WHAT_FULL)) == 0)
+			return (-ENOENT);
 		return (attr_dataset(m, *node, a));
 	}
 	for (i = 0; i < m->nsnaps; i++) {
@@ -488,7 +529,7 @@ op_lookup(void *arg, uint64_t parent, const char *name, uint64_t *node,
 				break;
 		if (i == m->nds)
 			return (-ENOENT);
-		*node = NODE_DATASET | ((uint64_t)m->ds[i].id << 2);
+		*node = dataset_child(m, &m->ds[i], WHAT_DIR);
 		return (attr_dataset(m, *node, a));
 	}
 	if ((parent >> 62) == 1)
@@ -503,20 +544,17 @@ static int
 op_readlink(void *arg, uint64_t node, char **target)
 {
 	struct mnt *m = arg;
-	struct fs_fuse_attr a;
-	const struct mdataset *d;
+	const struct msnap *s;
 	struct entry e;
 	const char *t;
 	int rc;
 
 	if ((node >> 62) == 1) {
-		if ((rc = attr_dataset(m, node, &a)) != 0)
-			return (rc);
-		if ((a.mode & S_IFMT) != S_IFLNK)
+		if ((node & 3) == WHAT_DIR)
 			return (-EINVAL);
-		d = dataset_by_id(m, (int64_t)((node & ~NODE_DATASET) >> 2));
-		t = m->snaps[(node & 3) == WHAT_LATEST ? d->latest :
-		    d->full].sid;
+		if ((s = snap_find(m, node_ds_snap(node))) == NULL)
+			return (-ENOENT);
+		t = s->sid;
 	} else {
 		if (!is_entry(node) || node_path(node) == 0)
 			return (-EINVAL);
@@ -562,34 +600,47 @@ static int
 readdir_lists(struct mnt *m, uint64_t node, int64_t off, fs_fuse_fill_fn
     fill, void *fa)
 {
+	static const char *const links[] = { "latest", "full" };
 	const struct mdataset *d = NULL;
+	struct fs_fuse_attr a;
+	uint64_t child;
 	int64_t k = 2, i;
 	int rc;
 
 	if ((rc = lists(m, 0)) != 0)
 		return (rc);
-	if (node != FS_FUSE_ROOT && (d = dataset_by_id(m, (int64_t)((node &
-	    ~NODE_DATASET) >> 2))) == NULL)
+	if (node != FS_FUSE_ROOT && (d = dataset_by_id(m, node_ds(node))) ==
+	    NULL)
 		return (-ENOENT);
 	if (d == NULL) {
-		for (i = 0; i < (int64_t)m->nds; i++, k++)
-			if (k >= off && fill(fa, m->ds[i].name, NODE_DATASET |
-			    ((uint64_t)m->ds[i].id << 2), S_IFDIR, k + 1))
+		for (i = 0; i < (int64_t)m->nds; i++, k++) {
+			child = dataset_child(m, &m->ds[i], WHAT_DIR);
+			if (k < off)
+				continue;
+			if ((rc = attr_dataset(m, child, &a)) != 0)
+				return (rc);
+			if (fill(fa, m->ds[i].name, child, &a, k + 1))
 				return (0);
+		}
 		return (0);
 	}
-	if (d->latest >= 0 && k++ >= off && fill(fa, "latest", node |
-	    WHAT_LATEST, S_IFLNK, k))
-		return (0);
-	if (d->full >= 0 && k++ >= off && fill(fa, "full", node | WHAT_FULL,
-	    S_IFLNK, k))
-		return (0);
+	for (i = 0; i < 2; i++) {
+		if ((child = dataset_child(m, d, i == 0 ? WHAT_LATEST :
+		    WHAT_FULL)) == 0 || k++ < off)
+			continue;
+		if ((rc = attr_dataset(m, child, &a)) != 0)
+			return (rc);
+		if (fill(fa, links[i], child, &a, k))
+			return (0);
+	}
 	for (i = 0; i < (int64_t)m->nsnaps; i++) {
 		if (m->snaps[i].dataset_id != d->id ||
-		    m->snaps[i].id >= (1ll << SNAP_BITS))
+		    m->snaps[i].id >= (1ll << SNAP_BITS) || k++ < off)
 			continue;
-		if (k++ >= off && fill(fa, m->snaps[i].sid,
-		    node_entry(m->snaps[i].id, 0), S_IFDIR, k))
+		if ((rc = attr_snap_root(m, &m->snaps[i], &a)) != 0)
+			return (rc);
+		if (fill(fa, m->snaps[i].sid, node_entry(m->snaps[i].id, 0),
+		    &a, k))
 			return (0);
 	}
 	return (0);
@@ -605,6 +656,7 @@ readdir_entries(struct mnt *m, uint64_t node, struct mdir *d, int64_t off,
     fs_fuse_fill_fn fill, void *fa)
 {
 	struct catalog_children *it;
+	struct fs_fuse_attr a;
 	struct entry e;
 	int64_t path;
 	int rc;
@@ -621,16 +673,20 @@ readdir_entries(struct mnt *m, uint64_t node, struct mdir *d, int64_t off,
 		return (-EIO);
 	while ((rc = catalog_children_next(it, &e, &path)) == 1) {
 		const char *base = strrchr(e.path, '/');
+		uint64_t child = node_entry(node_snap(node), path);
 		char *c;
 
 		base = base != NULL ? base + 1 : e.path;
 		if (path <= 0 || path >= (1ll << PATH_BITS))
 			continue;
-		if (d->pos >= off && fill(fa, base, node_entry(node_snap(
-		    node), path), kind_mode(e.kind), d->pos + 1))
-			break;
+		if (d->pos >= off) {
+			if ((rc = attr_entry(m, child, &e, &a)) != 0)
+				break;
+			if (fill(fa, base, child, &a, d->pos + 1))
+				break;
+		}
 		if ((c = strdup(e.path)) == NULL) {
-			rc = -1;
+			rc = -ENOMEM;
 			break;
 		}
 		free(d->cursor);
@@ -638,7 +694,7 @@ readdir_entries(struct mnt *m, uint64_t node, struct mdir *d, int64_t off,
 		d->pos++;
 	}
 	catalog_children_free(it);
-	return (rc < 0 ? -EIO : 0);
+	return (rc == -1 ? -EIO : rc < 0 ? rc : 0);
 }
 
 static int
@@ -646,10 +702,13 @@ op_readdir(void *arg, uint64_t node, void *dh, int64_t off,
     fs_fuse_fill_fn fill, void *fa)
 {
 	struct mnt *m = arg;
+	struct fs_fuse_attr a;
 
-	if (off == 0 && fill(fa, ".", node, S_IFDIR, 1))
+	attr_dir(&a, node, 0);
+	if (off == 0 && fill(fa, ".", 0, &a, 1))
 		return (0);
-	if (off <= 1 && fill(fa, "..", FS_FUSE_ROOT, S_IFDIR, 2))
+	a.ino = FS_FUSE_ROOT;
+	if (off <= 1 && fill(fa, "..", 0, &a, 2))
 		return (0);
 	if (off < 2)
 		off = 2;

@@ -151,23 +151,33 @@ op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 struct fill {
 	fuse_req_t req;
+	int plus;			/* readdirplus: attributes too */
 	char *buf;
 	size_t size, used;
 };
 
 static int
-fill_one(void *arg, const char *name, uint64_t node, uint32_t mode,
-    int64_t next)
+fill_one(void *arg, const char *name, uint64_t node,
+    const struct fs_fuse_attr *a, int64_t next)
 {
 	struct fill *f = arg;
-	struct stat st;
+	struct fuse_entry_param e;
 	size_t need;
 
-	memset(&st, 0, sizeof(st));
-	st.st_ino = node;
-	st.st_mode = mode;
-	need = fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used,
-	    name, &st, next);
+	memset(&e, 0, sizeof(e));
+	to_stat(a, &e.attr);
+	if (!f->plus)
+		need = fuse_add_direntry(f->req, f->buf + f->used,
+		    f->size - f->used, name, &e.attr, next);
+	else {
+		/* A node of 0 is no entry for the kernel to keep. */
+		e.ino = node;
+		e.generation = 1;
+		e.attr_timeout = e.entry_timeout = a->cache ?
+		    TIMEOUT_SNAPSHOT : TIMEOUT_LIST;
+		need = fuse_add_direntry_plus(f->req, f->buf + f->used,
+		    f->size - f->used, name, &e, next);
+	}
 	if (need > f->size - f->used)
 		return (1);
 	f->used += need;
@@ -175,8 +185,8 @@ fill_one(void *arg, const char *name, uint64_t node, uint32_t mode,
 }
 
 static void
-op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-    struct fuse_file_info *fi)
+readdir_req(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+    struct fuse_file_info *fi, int plus)
 {
 	struct srv *s = srv_of(req);
 	struct fill f;
@@ -184,6 +194,7 @@ op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	memset(&f, 0, sizeof(f));
 	f.req = req;
+	f.plus = plus;
 	f.size = size;
 	if ((f.buf = malloc(size)) == NULL) {
 		fuse_reply_err(req, ENOMEM);
@@ -198,6 +209,20 @@ op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_buf(req, f.buf, f.used);
 	free(f.buf);
+}
+
+static void
+op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+    struct fuse_file_info *fi)
+{
+	readdir_req(req, ino, size, off, fi, 0);
+}
+
+static void
+op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+    struct fuse_file_info *fi)
+{
+	readdir_req(req, ino, size, off, fi, 1);
 }
 
 static void
@@ -280,12 +305,19 @@ op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	xattr_req(req, ino, NULL, size);
 }
 
-/* ACLs are checked by the kernel, asking for them as xattrs. */
+/*
+ * ACLs are checked by the kernel, asking for them as xattrs.  A link's
+ * target is kept by the kernel: the caller's nodes never change theirs
+ * (fs-fuse.h), and a path through a link would otherwise read it at
+ * every step.
+ */
 static void
 op_init(void *arg, struct fuse_conn_info *conn)
 {
 	if (conn->capable & FUSE_CAP_POSIX_ACL)
 		conn->want |= FUSE_CAP_POSIX_ACL;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 }
 
 static const struct fuse_lowlevel_ops ll_ops = {
@@ -295,6 +327,7 @@ static const struct fuse_lowlevel_ops ll_ops = {
 	.readlink = op_readlink,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
 	.open = op_open,
 	.read = op_read,

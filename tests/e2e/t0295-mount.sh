@@ -112,6 +112,23 @@ test_expect_success FUSE 'the full is the tree as it was, without what came late
 	cmp src/big/mixed.bin "$mount_dir/ds/full/big/mixed.bin"
 '
 
+# The kernel keeps a link's target: latest must be a new link when it
+# moves on, seen once the kernel asks again (within a second).
+test_expect_success FUSE 'latest moves on to a snapshot taken while mounted' '
+	cat "$mount_dir/ds/latest/added" &&
+	echo more >src/more &&
+	coffer -r repo backup --level incremental ds "$TMP/src" &&
+	newest=$(snapshot_id ds) &&
+	for i in $(seq 100); do
+		test "$(readlink "$mount_dir/ds/latest")" = "$newest" && break
+		sleep 0.1
+	done &&
+	test "$(readlink "$mount_dir/ds/latest")" = "$newest" &&
+	test "$(cat "$mount_dir/ds/latest/more")" = more &&
+	test "$(readlink "$mount_dir/ds/full")" = "$full" &&
+	test_path_is_missing "$mount_dir/ds/$latest/more"
+'
+
 test_expect_success FUSE 'read-only: writes are refused' '
 	test_must_fail sh -c "echo x >\"$mount_dir/ds/latest/added\"" &&
 	test_must_fail touch "$mount_dir/ds/latest/new" &&
@@ -227,6 +244,16 @@ test_expect_success 'setup: a large file spread over chunks, a small one' '
 	flip_byte "$(pack_path "$1")" $(( $2 + $3 / 2 ))
 '
 
+# first_chunk_len PATH: the length of the first chunk of PATH's content.
+first_chunk_len() {
+	sqlite3 "$(catalog_db)" "SELECT cc.len FROM entry e
+		JOIN path pa ON pa.id = e.path_id
+		JOIN content_chunk cc ON cc.content_id = e.content_id
+		WHERE pa.name = CAST('$1' AS BLOB) ORDER BY cc.seq LIMIT 1"
+}
+
+# Half of the first chunk, which is whole: the kernel's read-ahead may
+# reach the damaged one, but what is asked for is read.
 test_expect_success FUSE 'a damaged chunk: EIO for that file, the others read' '
 	mount_start mnt &&
 	test_must_fail cat "$mount_dir/dmg/latest/d/large.bin" >/dev/null \
@@ -234,8 +261,9 @@ test_expect_success FUSE 'a damaged chunk: EIO for that file, the others read' '
 	grep "Input/output error" cat.err &&
 	echo small >expect &&
 	test_cmp expect "$mount_dir/dmg/latest/d/small.txt" &&
-	head -c 1048576 dmg/d/large.bin >expect &&
-	head -c 1048576 "$mount_dir/dmg/latest/d/large.bin" >actual &&
+	len0=$(first_chunk_len d/large.bin) &&
+	head -c $((len0 / 2)) dmg/d/large.bin >expect &&
+	head -c $((len0 / 2)) "$mount_dir/dmg/latest/d/large.bin" >actual &&
 	cmp expect actual &&
 	cmp src/big/mixed.bin "$mount_dir/ds/latest/big/mixed.bin" &&
 	fusermount3 -u "$mount_dir" &&
