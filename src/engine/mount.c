@@ -76,6 +76,11 @@ struct mnt {
 	size_t nds, capds;
 	double listed;			/* when, now_monotonic; 0: never */
 	struct buf name;		/* a path being made */
+	/* The entry last read, of node last (0: none), which the kernel
+	 * mostly asks about again at once (a lookup, then its xattrs);
+	 * its strings are the browse handle's until its next call. */
+	uint64_t last;
+	struct entry last_e;
 	int64_t damaged;
 	int warned_range;
 };
@@ -339,12 +344,21 @@ entry_of(struct mnt *m, uint64_t node, struct entry *e)
 	int64_t path = node_path(node);
 	int rc;
 
+	if (node == m->last) {
+		*e = m->last_e;
+		return (1);
+	}
+	m->last = 0;
 	rc = catalog_browse_get(m->b, node_snap(node), path == 0 ?
 	    ENTRY_ROOT_PATH : NULL, &path, e);
 	if (rc < 0)
 		return (-EIO);
 	if (rc == 0)
 		memset(e, 0, sizeof(*e));
+	else {
+		m->last = node;
+		m->last_e = *e;
+	}
 	return (rc);
 }
 
@@ -467,6 +481,7 @@ lookup_entry(struct mnt *m, uint64_t parent, const char *name,
 	if ((m->name.len > 0 && buf_append(&m->name, "/", 1)) ||
 	    buf_append(&m->name, name, strlen(name) + 1))
 		return (-ENOMEM);
+	m->last = 0;
 	rc = catalog_browse_get(m->b, node_snap(parent),
 	    (const char *)m->name.data, &path, &e);
 	if (rc <= 0)
@@ -478,6 +493,8 @@ lookup_entry(struct mnt *m, uint64_t parent, const char *name,
 		return (-EOVERFLOW);
 	}
 	*node = node_entry(node_snap(parent), path);
+	m->last = *node;
+	m->last_e = e;
 	return (attr_entry(m, *node, &e, a));
 }
 
