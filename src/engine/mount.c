@@ -41,6 +41,7 @@
 #define NODE_LINK_INO (2ull << 62)
 #define SNAP_BITS 22
 #define PATH_BITS 40
+#define DS_BITS 38
 #define WHAT_DIR 0
 #define WHAT_LATEST 1
 #define WHAT_FULL 2
@@ -53,8 +54,7 @@ struct msnap {
 	int64_t id;
 	char sid[SNAPSHOT_ID_HEX + 1];
 	int64_t dataset_id;
-	int level;
-	int64_t started_ns, finished_ns;
+	int64_t started_ns;
 };
 
 struct mdataset {
@@ -105,8 +105,6 @@ struct mdir {
 	char *cursor;			/* the last name given; NULL: none */
 	int64_t pos;			/* the offset after it */
 };
-
-#define DS_BITS 38
 
 static uint64_t
 node_dataset(int64_t dataset, int what, int64_t snap)
@@ -196,9 +194,7 @@ snaps_add(void *arg, const struct catalog_snapshot *s)
 	p->id = s->id;
 	memcpy(p->sid, s->sid, sizeof(p->sid));
 	p->dataset_id = s->dataset_id;
-	p->level = s->level;
 	p->started_ns = s->started_ns;
-	p->finished_ns = s->finished_ns;
 	/* Oldest first: the last seen is the newest. */
 	d->latest = (int64_t)m->nsnaps;
 	if (s->level == LEVEL_FULL)
