@@ -131,7 +131,8 @@ DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
 # recommendations: Swift's library only, never the swift-* server packages,
 # whose systemd units listen on 0.0.0.0.  libarchive-tools: bsdtar, the
 # other tar that coffer dump's streams and backup --from-tar's inputs are
-# tested with (t0290, t0292).
+# tested with (t0290, t0292).  libfuse3-dev and fuse3 (fusermount3):
+# coffer mount, and its real mounts in t0295.
 DEB_PKGS_NOREC := python3-swift openssl curl libarchive-tools libfuse3-dev fuse3
 # promtool checks the alerting rules and the metrics files (t0746).  Only
 # Debian's prometheus package has it, and installing that package enables
