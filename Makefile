@@ -7,7 +7,7 @@ DESTDIR   ?=
 CC        ?= cc
 PKG_CONFIG ?= pkg-config
 LIBS_PC   := libarchive libsodium libcrypto sqlite3 libzstd jansson inih \
-             libcurl libxml-2.0
+             libcurl libxml-2.0 fuse3
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings \
              -Wformat=2 -Wno-unused-parameter
@@ -131,8 +131,9 @@ DEB_PKGS := build-essential pkg-config libarchive-dev libsodium-dev libssl-dev \
 # recommendations: Swift's library only, never the swift-* server packages,
 # whose systemd units listen on 0.0.0.0.  libarchive-tools: bsdtar, the
 # other tar that coffer dump's streams and backup --from-tar's inputs are
-# tested with (t0290, t0292).
-DEB_PKGS_NOREC := python3-swift openssl curl libarchive-tools
+# tested with (t0290, t0292).  libfuse3-dev and fuse3 (fusermount3):
+# coffer mount, and its real mounts in t0295.
+DEB_PKGS_NOREC := python3-swift openssl curl libarchive-tools libfuse3-dev fuse3
 # promtool checks the alerting rules and the metrics files (t0746).  Only
 # Debian's prometheus package has it, and installing that package enables
 # a Prometheus server on :9090 wherever systemd runs: the package is

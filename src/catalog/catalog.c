@@ -421,6 +421,8 @@ static const char *const stmt_sql[ST__COUNT] = {
 		" WHERE cc.content_id = ?1 AND cc.seq > ?2"
 		" ORDER BY cc.seq LIMIT ?3",
 	[ST_CONTENT_INFO] = "SELECT hash, size FROM content WHERE id = ?1",
+	[ST_CONTENT_DATA_BYTES] = "SELECT coalesce(sum(len), 0) FROM"
+		" content_chunk WHERE content_id = ?1",
 	[ST_SAVEPOINT] = "SAVEPOINT catalog_op",
 	[ST_RELEASE] = "RELEASE catalog_op",
 	[ST_ROLLBACK_TO] = "ROLLBACK TO catalog_op",

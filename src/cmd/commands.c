@@ -86,6 +86,8 @@ static const struct command {
 	  ENV_OPEN, 1 },
 	{ "dump", cmd_dump, cmd_dump_options, "SNAPSHOT [PATH...]",
 	  "write a snapshot, or part of it, as a tar stream", ENV_OPEN, 1 },
+	{ "mount", cmd_mount, cmd_mount_options, "MOUNTPOINT",
+	  "browse the snapshots as a read-only file system", ENV_OPEN, 1 },
 	{ "verify", cmd_verify, cmd_verify_options, NULL,
 	  "check that the repository holds what snapshots need", ENV_OPEN,
 	  1 },

@@ -3,6 +3,7 @@
  * the walk (from the disk), restore (to the disk) and the tar streams of
  * coffer dump and backup --from-tar (tar.c).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,6 +12,7 @@
 
 #include "coffer/buf.h"
 #include "coffer/entry.h"
+#include "coffer/fs-fuse.h"
 #include "coffer/log.h"
 #include "fs-int.h"
 
@@ -175,4 +177,97 @@ fs_ae_set(struct archive_entry *ae, const struct entry *e, struct buf *tmp,
 	else
 		archive_entry_set_perm(ae, e->mode & 07777);
 	return (0);
+}
+
+/* The kernel's posix_acl_xattr: a version, then (tag, perm, id) entries
+ * in the order it checks them in (tag, then id). */
+#define ACL_XATTR_VERSION 2
+#define ACL_UNDEFINED_ID 0xffffffffu
+
+struct acl_ent {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+
+static int
+acl_tag(int tag, uint16_t *out)
+{
+	switch (tag) {
+	case ARCHIVE_ENTRY_ACL_USER_OBJ: *out = 0x01; break;
+	case ARCHIVE_ENTRY_ACL_USER: *out = 0x02; break;
+	case ARCHIVE_ENTRY_ACL_GROUP_OBJ: *out = 0x04; break;
+	case ARCHIVE_ENTRY_ACL_GROUP: *out = 0x08; break;
+	case ARCHIVE_ENTRY_ACL_MASK: *out = 0x10; break;
+	case ARCHIVE_ENTRY_ACL_OTHER: *out = 0x20; break;
+	default: return (-1);
+	}
+	return (0);
+}
+
+static int
+acl_ent_cmp(const void *a, const void *b)
+{
+	const struct acl_ent *x = a, *y = b;
+
+	if (x->tag != y->tag)
+		return (x->tag < y->tag ? -1 : 1);
+	return (x->id < y->id ? -1 : x->id > y->id);
+}
+
+int
+fs_fuse_acl_xattr(const char *acl, int def, struct buf *out)
+{
+	struct archive_entry *ae;
+	struct acl_ent *v = NULL;
+	size_t n = 0, cap = 0, i;
+	const char *name;
+	int type = def ? ARCHIVE_ENTRY_ACL_TYPE_DEFAULT :
+	    ARCHIVE_ENTRY_ACL_TYPE_ACCESS;
+	int t, perm, tag, qual, rc = -1;
+	uint8_t rec[8];
+
+	buf_reset(out);
+	if (acl == NULL || *acl == '\0')
+		return (0);
+	if ((ae = archive_entry_new()) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	/* Not POSIX.1e (NFSv4's, or damaged): none to show. */
+	if (archive_entry_acl_from_text(ae, acl,
+	    ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) != ARCHIVE_OK ||
+	    archive_entry_acl_reset(ae, type) == 0) {
+		rc = 0;
+		goto out;
+	}
+	while (archive_entry_acl_next(ae, type, &t, &perm, &tag, &qual,
+	    &name) == ARCHIVE_OK) {
+		if (array_grow(&v, &cap, n, sizeof(*v), 8))
+			goto out;
+		if (acl_tag(tag, &v[n].tag))
+			continue;
+		v[n].perm = (uint16_t)(perm & 07);
+		v[n].id = (v[n].tag == 0x02 || v[n].tag == 0x08) ?
+		    (uint32_t)qual : ACL_UNDEFINED_ID;
+		n++;
+	}
+	qsort(v, n, sizeof(*v), acl_ent_cmp);
+	put_u32(rec, ACL_XATTR_VERSION);
+	/* put_u32 is little-endian, as the kernel's format is. */
+	if (buf_append(out, rec, 4))
+		goto out;
+	for (i = 0; i < n; i++) {
+		rec[0] = (uint8_t)v[i].tag;
+		rec[1] = (uint8_t)(v[i].tag >> 8);
+		rec[2] = (uint8_t)v[i].perm;
+		rec[3] = (uint8_t)(v[i].perm >> 8);
+		put_u32(rec + 4, v[i].id);
+		if (buf_append(out, rec, 8))
+			goto out;
+	}
+	rc = n > 0 ? 1 : 0;
+out:
+	free(v);
+	archive_entry_free(ae);
+	return (rc);
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coffer/catalog-browse.h"
 #include "coffer/catalog-record.h"
 #include "coffer/catalog.h"
 #include "coffer/entry.h"
@@ -1228,6 +1229,167 @@ test_checkpoints(void)
 	free(db);
 }
 
+/* The children of dir ("" the root) in id's view by catalog_children,
+ * from after on, as "name,name,...". */
+static char *
+children_str(struct catalog *c, int64_t id, const char *dir,
+    const char *after)
+{
+	struct catalog_children *it;
+	struct buf b = BUF_INIT;
+	struct entry e;
+	int64_t pid;
+	int rc;
+
+	if ((it = catalog_children(c, id, dir, after)) == NULL)
+		return (NULL);
+	buf_printf(&b, "%s", "");
+	while ((rc = catalog_children_next(it, &e, &pid)) == 1)
+		buf_printf(&b, "%s%s", b.len ? "," : "", e.path);
+	catalog_children_free(it);
+	if (rc != 0) {
+		buf_release(&b);
+		return (NULL);
+	}
+	return ((char *)b.data);
+}
+
+/* The same from the whole view (catalog_entries): the model. */
+static char *
+children_model(struct catalog *c, int64_t id, const char *dir,
+    const char *after)
+{
+	struct catalog_iter *it;
+	struct buf b = BUF_INIT;
+	struct entry e;
+	size_t n = strlen(dir);
+	const char *rest;
+
+	if ((it = catalog_entries(c, id, NULL)) == NULL)
+		return (NULL);
+	buf_printf(&b, "%s", "");
+	while (catalog_iter_next(it, &e) == 1) {
+		if (entry_path_is_root(e.path))
+			continue;
+		if (n > 0 && (strncmp(e.path, dir, n) != 0 ||
+		    e.path[n] != '/'))
+			continue;
+		rest = e.path + (n > 0 ? n + 1 : 0);
+		if (strchr(rest, '/') != NULL ||
+		    (after != NULL && strcmp(e.path, after) <= 0))
+			continue;
+		buf_printf(&b, "%s%s", b.len ? "," : "", e.path);
+	}
+	catalog_iter_free(it);
+	return ((char *)b.data);
+}
+
+static void
+test_browse(struct catalog *c)
+{
+	static const char *dirs[] = { "", "a", "a/b", "a-b", "b", "zzz" };
+	static const char *afters[] = { NULL, "a", "a-b", "a/b", "a0", "zz" };
+	const int64_t snaps[] = { small_full, small_incr2 };
+	struct catalog_browse *b;
+	struct catalog_chunk_ref refs[4];
+	struct catalog_chunk_loc *locs;
+	struct entry e;
+	uint8_t cid[32], hash[32];
+	int64_t pid, pid2, ct;
+	uint64_t bytes;
+	size_t i, j, k, n;
+	char *got, *want;
+	int good = 1;
+
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+			for (j = 0; j < sizeof(afters) / sizeof(afters[0]);
+			    j++) {
+				got = children_str(c, snaps[k], dirs[i],
+				    afters[j]);
+				want = children_model(c, snaps[k], dirs[i],
+				    afters[j]);
+				if (got == NULL || want == NULL ||
+				    strcmp(got, want) != 0) {
+					diag("snapshot %zu, '%s' after '%s': "
+					    "got '%s', want '%s'", k, dirs[i],
+					    afters[j] ? afters[j] : "", got ?
+					    got : "(error)", want ? want : "");
+					good = 0;
+				}
+				free(got);
+				free(want);
+			}
+	ok(good, "children: a directory's names, its subtrees skipped, "
+	    "from any name on, as the resolved view has them");
+	got = children_str(c, small_full, "a", NULL);
+	ok(got != NULL && strcmp(got, "a/b,a/b-c,a/\xc3\xa9t\xc3\xa9") == 0,
+	    "children of 'a': not 'a/b/c', not 'a-b'");
+	free(got);
+
+	b = catalog_browse_new(c);
+	ok(b != NULL, "browse handle");
+	ok(catalog_browse_get(b, small_full, "a/b/c", &pid, &e) == 1 &&
+	    strcmp(e.path, "a/b/c") == 0 && e.size == 2 && pid > 0,
+	    "get by name");
+	pid2 = pid;
+	ok(catalog_browse_get(b, small_full, NULL, &pid2, &e) == 1 &&
+	    strcmp(e.path, "a/b/c") == 0 && pid2 == pid, "get by path row");
+	ok(catalog_browse_get(b, small_full, "a/b/nothing", &pid, &e) == 0,
+	    "a path not in the view");
+	got = children_model(c, small_incr2, "", NULL);
+	ok(got != NULL && catalog_browse_get(b, small_incr2, "a-b", &pid,
+	    &e) == (strstr(got, "a-b") != NULL),
+	    "get agrees with the view of an incremental");
+	free(got);
+	catalog_browse_free(b);
+
+	/* Chunks at 0 (100), 100 (100), a hole, 300 (50), 1000 (10). */
+	memset(hash, 0xb7, sizeof(hash));
+	ok(catalog_begin(c) == 0, "begin");
+	for (i = 0; i < 4; i++) {
+		memset(cid, (int)(0xc0 + i), sizeof(cid));
+		if (catalog_chunk_add(c, cid, &refs[i].chunk_rowid))
+			break;
+	}
+	refs[0].file_offset = 0;
+	refs[0].len = 100;
+	refs[1].file_offset = 100;
+	refs[1].len = 100;
+	refs[2].file_offset = 300;
+	refs[2].len = 50;
+	refs[3].file_offset = 1000;
+	refs[3].len = 10;
+	ok(i == 4 && catalog_content_put(c, hash, 1010, refs, 4, &ct) == 0 &&
+	    catalog_commit(c) == 0, "a content with holes");
+	{
+		static const struct {
+			uint64_t off;
+			size_t max, n;
+			uint64_t first;
+		} at[] = { { 0, 10, 4, 0 }, { 99, 10, 4, 0 },
+			{ 100, 10, 3, 100 }, { 250, 10, 3, 100 },
+			{ 300, 1, 1, 300 }, { 999, 10, 2, 300 },
+			{ 1005, 10, 1, 1000 }, { 5000, 10, 1, 1000 } };
+
+		good = 1;
+		for (i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			if (catalog_content_chunks_at(c, ct, at[i].off,
+			    at[i].max, &locs, &n) != 0 || n != at[i].n ||
+			    locs[0].file_offset != at[i].first) {
+				diag("at %llu: %zu chunks",
+				    (unsigned long long)at[i].off, n);
+				good = 0;
+			}
+			free(locs);
+		}
+		ok(good, "chunks at an offset: from the last that starts "
+		    "at or before it");
+	}
+	ok(catalog_content_data_bytes(c, ct, &bytes) == 0 && bytes == 260,
+	    "data bytes: the holes left out");
+}
+
 int
 main(void)
 {
@@ -1252,6 +1414,7 @@ main(void)
 	test_claims(c);
 	test_entries(c);
 	test_entries_batch(c);
+	test_browse(c);
 	test_export(c);
 	test_big_chain(c);
 	catalog_close(c);
