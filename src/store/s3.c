@@ -37,6 +37,13 @@ struct s3_obj {
 	char *key;
 };
 
+/*
+ * A put buffers a part; once it is full and more comes, the part goes to
+ * the put's uploader thread and the caller fills the next one, so a
+ * backup computes while its pack travels.  One part in flight: memory
+ * is two parts a put, and parts go up in order.  upload, etag and nparts
+ * belong to the uploader while it runs, to the caller once it waited.
+ */
 struct s3_put {
 	struct storage_put base;
 	char *key;
@@ -44,6 +51,15 @@ struct s3_put {
 	char *upload;		/* the multipart upload's id, or NULL */
 	char (*etag)[80];	/* each part's */
 	size_t nparts, capparts;
+
+	pthread_t uploader;
+	int running;		/* uploader started, not yet joined */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct buf sending;	/* the part in flight */
+	int busy, stop;		/* under mu */
+	int up_failed;		/* under mu, with up_err */
+	struct storage_error up_err;
 };
 
 struct s3_lock {
@@ -226,6 +242,9 @@ s3_put_begin(struct storage *st, const char *name, unsigned flags,
 		return (s3_nomem());
 	}
 	buf_init(&h->data);
+	buf_init(&h->sending);
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cv, NULL);
 	*p = &h->base;
 	return (0);
 }
@@ -304,9 +323,9 @@ s3_upload_query(const char *id, size_t part)
 	return ((char *)q.data);
 }
 
-/* The part buffered in h, uploaded as the next part. */
+/* The part in part, uploaded as the next part of h; part is emptied. */
 static int
-upload_part(struct s3 *s, struct s3_put *h)
+upload_part(struct s3 *s, struct s3_put *h, struct buf *part)
 {
 	char what[WHAT_MAX], *q, (*nv)[80];
 	struct req r;
@@ -330,15 +349,103 @@ upload_part(struct s3 *s, struct s3_put *h)
 	snprintf(what, sizeof(what), "'%s' (part %zu)", h->base.name,
 	    h->nparts + 1);
 	s3_req_init(&r, "PUT", what, h->key, q);
-	r.body = h->data.data;
-	r.bodylen = h->data.len;
+	r.body = part->data;
+	r.bodylen = part->len;
 	r.md5 = 1;
 	if ((rc = s3_perform(s, &r)) == 0 &&
 	    (rc = upload_ok(s, &r)) == 0)
 		snprintf(h->etag[h->nparts++], sizeof(*h->etag), "%s", r.etag);
 	free(q);
-	buf_reset(&h->data);
+	buf_reset(part);
 	return (rc);
+}
+
+/* The uploader thread of a put: each part handed over, in turn.  After
+ * a failure it only drains: the put cannot commit. */
+static void *
+uploader_main(void *arg)
+{
+	struct s3_put *h = arg;
+	struct s3 *s = s3_of(h->base.st);
+	int rc;
+
+	pthread_mutex_lock(&h->mu);
+	for (;;) {
+		while (!h->busy && !h->stop)
+			pthread_cond_wait(&h->cv, &h->mu);
+		if (!h->busy)
+			break;
+		rc = h->up_failed;
+		pthread_mutex_unlock(&h->mu);
+		if (rc == 0)
+			rc = upload_part(s, h, &h->sending);
+		pthread_mutex_lock(&h->mu);
+		if (rc != 0 && !h->up_failed) {
+			h->up_failed = 1;
+			h->up_err = *storage_last_error();
+		}
+		buf_reset(&h->sending);
+		h->busy = 0;
+		pthread_cond_broadcast(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return (NULL);
+}
+
+/* The part in flight done: 0, or -1 with its failure recorded on this
+ * thread (storage_fail). */
+static int
+uploads_wait(struct s3_put *h)
+{
+	struct storage_error e;
+	int failed;
+
+	if (!h->running)
+		return (0);
+	pthread_mutex_lock(&h->mu);
+	while (h->busy)
+		pthread_cond_wait(&h->cv, &h->mu);
+	failed = h->up_failed;
+	e = h->up_err;
+	pthread_mutex_unlock(&h->mu);
+	return (failed ? storage_fail(e.code, "%s", e.msg) : 0);
+}
+
+static void
+uploads_stop(struct s3_put *h)
+{
+	if (!h->running)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = 1;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->uploader, NULL);
+	h->running = 0;
+}
+
+/* The full part of h to its uploader, once the one before is up; on
+ * this thread when no thread can be started. */
+static int
+hand_over(struct s3 *s, struct s3_put *h)
+{
+	struct buf t;
+
+	if (!h->running) {
+		if (pthread_create(&h->uploader, NULL, uploader_main, h))
+			return (upload_part(s, h, &h->data));
+		h->running = 1;
+	}
+	if (uploads_wait(h))
+		return (-1);
+	pthread_mutex_lock(&h->mu);
+	t = h->sending;
+	h->sending = h->data;
+	h->data = t;
+	h->busy = 1;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	return (0);
 }
 
 static int
@@ -350,7 +457,7 @@ s3_put_write(struct storage_put *p, const void *data, size_t len)
 
 	while (len > 0) {
 		/* A full part goes when more comes: the last is never empty. */
-		if (h->data.len == PART_SIZE && upload_part(s, h))
+		if (h->data.len == PART_SIZE && hand_over(s, h))
 			return (-1);
 		k = PART_SIZE - h->data.len < len ? PART_SIZE - h->data.len :
 		    len;
@@ -374,7 +481,7 @@ upload_complete(struct s3 *s, struct s3_put *h)
 	size_t i;
 	int rc = -1;
 
-	if (upload_part(s, h))
+	if (upload_part(s, h, &h->data))
 		return (-1);
 	if (buf_puts(&body, "<CompleteMultipartUpload>"))
 		goto nomem;
@@ -430,7 +537,11 @@ s3_put_abort(struct storage_put *p)
 {
 	struct s3_put *h = (struct s3_put *)p;
 
+	uploads_stop(h);
 	upload_abort(s3_of(p->st), h);
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cv);
+	buf_release(&h->sending);
 	buf_release(&h->data);
 	free(h->upload);
 	free(h->etag);
@@ -448,6 +559,10 @@ s3_put_commit(struct storage_put *p)
 	uint64_t size;
 	int rc;
 
+	if ((rc = uploads_wait(h)) != 0) {
+		s3_put_abort(p);
+		return (rc);
+	}
 	/* Best effort: a check before the upload, no conditional write. */
 	if ((p->flags & STORAGE_PUT_NEW) &&
 	    (rc = head(s, p->name, &size)) != STORAGE_MISSING) {
