@@ -210,10 +210,12 @@ int storage_clean(struct storage *st);
  * another.  o->info (one line: host, pid, time) is stored for whoever
  * finds it busy.  o->wait: how long to wait for it, seconds (< 0 for
  * ever, 0 not at all).  o->ttl: the length of a lease on stores whose
- * locks expire (the S3 store's leases: 0 for its default, 15 minutes;
- * nothing refreshes them yet); the local store (flock) and
- * the memory store hold the lock until storage_unlock or the end of the
- * process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
+ * locks expire (the S3 store's leases: 0 for its default, 15 minutes),
+ * which a thread renews every third of it until storage_unlock (a lease
+ * that could not be renewed in time, or was taken over, is said once, as
+ * a warning, and storage_lock_lost says so from then on); the local
+ * store (flock) and the memory store hold the lock until storage_unlock
+ * or the end of the process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
  * info, control bytes replaced, into holder), 2 asked to stop while
  * waiting (signals_caught; not reported: stopping is no failure of the
  * store), -1 failed.
@@ -228,6 +230,9 @@ int storage_lock(struct storage *st, const char *name,
     char *holder, size_t holdersz);
 /* Give the lock back; NULL is fine. */
 void storage_unlock(struct storage_lock *l);
+/* 1 once a lease held as l may be another's (not renewed in time, or
+ * taken over), else 0. */
+int storage_lock_lost(struct storage_lock *l);
 
 /*
  * Fault injection in the memory store, deterministic: calls are counted
@@ -278,8 +283,12 @@ struct storage_put {
 	unsigned flags;
 	int failed;
 };
+struct storage_renewal;
 struct storage_lock {
 	struct storage *st;
+	double ttl;		/* a lease's length, set by a store whose
+				 * locks expire and that renews them */
+	struct storage_renewal *renewal;	/* storage.c's */
 };
 struct storage_ops {
 	int (*stat)(struct storage *, const char *, uint64_t *);
@@ -306,6 +315,10 @@ struct storage_ops {
 	    const struct storage_lock_opts *, struct storage_lock **, char *,
 	    size_t);
 	void (*unlock)(struct storage_lock *);
+	/* A lease made to last ttl more: 0, 1 when it is no longer this
+	 * holder's (taken over after it expired), -1 failed (storage_fail).
+	 * NULL: locks that do not expire. */
+	int (*renew)(struct storage_lock *);
 	void (*close)(struct storage *);
 };
 struct storage_blocks;

@@ -62,10 +62,17 @@ struct s3_put {
 	struct storage_error up_err;
 };
 
+struct lease {
+	char token[33];
+	long long expires;
+	char info[512];
+};
+
 struct s3_lock {
 	struct storage_lock base;
 	char *key;
 	char token[33];
+	struct lease info;	/* as written, for renewals */
 };
 
 /* The full key of name ("PREFIX" "name"), malloc'd, or NULL. */
@@ -611,12 +618,6 @@ s3_del(struct storage *st, const char *name)
 
 /* --- Leases ------------------------------------------------------- */
 
-struct lease {
-	char token[33];
-	long long expires;
-	char info[512];
-};
-
 /* The lease at key: 0 (in *l), STORAGE_MISSING or -1.  One that is not
  * a lease is an expired one, to be replaced. */
 static int
@@ -703,6 +704,8 @@ s3_lock(struct storage *st, const char *name,
 		if (rc == 0 && seen.expires > (long long)time(NULL) &&
 		    strcmp(seen.token, mine.token) == 0) {
 			memcpy(h->token, mine.token, sizeof(h->token));
+			h->info = mine;
+			h->base.ttl = ttl;
 			*l = &h->base;
 			return (0);
 		}
@@ -735,6 +738,23 @@ out:
 	free(h->key);
 	free(h);
 	return (rc);
+}
+
+/* The lease extended by its ttl, if it is still ours (storage_renewal). */
+static int
+s3_renew(struct storage_lock *l)
+{
+	struct s3_lock *h = (struct s3_lock *)l;
+	struct s3 *s = s3_of(l->st);
+	struct lease seen;
+	int rc;
+
+	if ((rc = lease_read(s, h->key, "lease", &seen)) < 0)
+		return (-1);
+	if (rc == STORAGE_MISSING || strcmp(seen.token, h->token) != 0)
+		return (1);
+	h->info.expires = (long long)time(NULL) + (long long)l->ttl;
+	return (lease_write(s, h->key, "lease", &h->info) ? -1 : 0);
 }
 
 /* Best effort: the lease removed if it is still ours (else it expires). */
@@ -802,6 +822,7 @@ static const struct storage_ops s3_ops = {
 	.clean = s3_clean,
 	.lock = s3_lock,
 	.unlock = s3_unlock,
+	.renew = s3_renew,
 	.close = s3_close,
 };
 

@@ -5,17 +5,22 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coffer/log.h"
 #include "coffer/name.h"
+#include "coffer/pool.h"
+#include "coffer/progress.h"
 #include "coffer/storage.h"
 #include "store-int.h"
 
 static _Thread_local struct storage_error last;
+static void renewal_start(struct storage_lock *l);
 static const char *cacert;
 
 void
@@ -479,8 +484,10 @@ storage_lock(struct storage *st, const char *name,
 		    "not a lock name: refused", st->where, name)));
 	if (check_name(st, name))
 		return (-1);
-	if ((rc = st->ops->lock(st, name, o, l, holder, holdersz)) == 0)
+	if ((rc = st->ops->lock(st, name, o, l, holder, holdersz)) == 0) {
 		(*l)->st = st;
+		renewal_start(*l);
+	}
 	/* The holder's line comes from the store, and goes to a terminal. */
 	for (s = holder; rc == 1 && holdersz > 0 && *s; s++)
 		if ((unsigned char)*s < 0x20 || *s == 0x7f)
@@ -488,9 +495,119 @@ storage_lock(struct storage *st, const char *name,
 	return (reported(rc));
 }
 
+/*
+ * Renewal of a lease: a thread a lock, waking every third of its ttl.
+ * A renewal that fails is tried again at the next wake; once the lease
+ * may have expired (ttl after the last renewal that worked) or was
+ * taken over, it is lost: said once, and the thread ends.
+ */
+struct storage_renewal {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop, lost;		/* under mu */
+};
+
+static void *
+renew_main(void *arg)
+{
+	struct storage_lock *l = arg;
+	struct storage_renewal *w = l->renewal;
+	double renewed = now_monotonic(), period = l->ttl / 3;
+	struct timespec until;
+	int rc, lost = 0;
+
+	thread_name("lease");
+	pthread_mutex_lock(&w->mu);
+	while (!w->stop && !lost) {
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += (time_t)period;
+		until.tv_nsec += (long)((period - (double)(time_t)period) *
+		    1e9);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu,
+		    &until) == 0)
+			;
+		if (w->stop)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		if ((rc = l->st->ops->renew(l)) == 0)
+			renewed = now_monotonic();
+		else if (rc == 1) {
+			log_warn("repository '%s': its lock was taken over "
+			    "by another writer", l->st->where);
+			lost = 1;
+		} else if (now_monotonic() - renewed >= l->ttl) {
+			log_warn("%s; the lock of repository '%s' may have "
+			    "expired", storage_last_error()->msg,
+			    l->st->where);
+			lost = 1;
+		}
+		pthread_mutex_lock(&w->mu);
+		w->lost = lost;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return (NULL);
+}
+
+/* A renewal for l, when its store renews leases; without one (no
+ * memory, no thread) the lease lasts its ttl, said as a warning. */
+static void
+renewal_start(struct storage_lock *l)
+{
+	struct storage_renewal *w;
+
+	l->renewal = NULL;
+	if (l->st->ops->renew == NULL || l->ttl <= 0)
+		return;
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		goto fail;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	l->renewal = w;
+	if (pthread_create(&w->thread, NULL, renew_main, l) == 0)
+		return;
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	free(w);
+	l->renewal = NULL;
+fail:
+	log_warn("repository '%s': its lock cannot be renewed: it lasts "
+	    "%.0f s", l->st->where, l->ttl);
+}
+
+int
+storage_lock_lost(struct storage_lock *l)
+{
+	int lost;
+
+	if (l == NULL || l->renewal == NULL)
+		return (0);
+	pthread_mutex_lock(&l->renewal->mu);
+	lost = l->renewal->lost;
+	pthread_mutex_unlock(&l->renewal->mu);
+	return (lost);
+}
+
 void
 storage_unlock(struct storage_lock *l)
 {
-	if (l != NULL)
-		l->st->ops->unlock(l);
+	struct storage_renewal *w;
+
+	if (l == NULL)
+		return;
+	if ((w = l->renewal) != NULL) {
+		pthread_mutex_lock(&w->mu);
+		w->stop = 1;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->thread, NULL);
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		free(w);
+	}
+	l->st->ops->unlock(l);
 }

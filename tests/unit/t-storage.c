@@ -1039,6 +1039,27 @@ s3_multipart(struct storage *st)
 	ok(storage_clean(st) == 0, "s3: clean (recent uploads kept)");
 }
 
+/* A lease of 3 s held for 7: renewed, so another handle still finds it
+ * held; given back, it is free at once. */
+static void
+s3_renewal(struct storage *st, struct storage *other)
+{
+	struct storage_lock_opts o = { "renewed", 0, 3 };
+	struct storage_lock *l, *l2;
+	char holder[64];
+
+	ok(storage_lock(st, "renew", &o, &l, NULL, 0) == 0,
+	    "s3: a lease of 3 s taken");
+	sleep(7);
+	ok(storage_lock(other, "renew", &o, &l2, holder, sizeof(holder)) ==
+	    1 && strcmp(holder, "renewed") == 0 && !storage_lock_lost(l),
+	    "s3: 7 s later it is still held: renewed");
+	storage_unlock(l);
+	ok(storage_lock(other, "renew", &o, &l2, NULL, 0) == 0,
+	    "s3: given back, another takes it");
+	storage_unlock(l2);
+}
+
 /*
  * The S3 store, when COFFER_TEST_S3_URL gives an endpoint
  * (http[s]://HOST:PORT) and AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY its
@@ -1072,6 +1093,7 @@ s3(const char *url)
 	    "s3: create refuses a prefix that holds objects");
 	s3_multipart(st);
 	s3_pages(st);
+	s3_renewal(st, other);
 	storage_close(other);
 	storage_close(st);
 }
