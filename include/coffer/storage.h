@@ -8,7 +8,8 @@
  * Storage: the repository as a set of named objects, each written whole
  * (doc/design.md, "Storage interface").  One interface, several stores:
  * a local directory (storage_local_open), memory with fault injection
- * (storage_mem_new), S3 (storage_s3_open), and one of these by location
+ * (storage_mem_new), S3 (storage_s3_open), rclone (storage_rclone_open),
+ * and one of these by location
  * (storage_open_location).  Nothing here hands out a file descriptor of the
  * repository.
  *
@@ -90,8 +91,18 @@ struct storage *storage_s3_open(const char *location,
     const struct storage_s3_opts *o, unsigned flags);
 
 /*
- * The store a location names: "s3:..." the S3 store, any other a local
- * directory (a path).  flags as above; the S3 store verifies HTTPS with
+ * Every backend rclone reaches (src/store/rclone.c; doc/design.md, "The
+ * rclone store"): location "rclone:REMOTE:PATH", REMOTE a remote of
+ * rclone's configuration (or environment, RCLONE_CONFIG_NAME_TYPE=...).
+ * rclone (rcd) runs from open to close.  With STORAGE_CREATE a location
+ * that already holds objects is refused.  NULL (reported: rclone's own
+ * error when the remote is unknown or its backend fails).
+ */
+struct storage *storage_rclone_open(const char *location, unsigned flags);
+
+/*
+ * The store a location names: "s3:..." the S3 store, "rclone:..." the
+ * rclone store, any other a local directory (a path).  flags as above; the S3 store verifies HTTPS with
  * the CA bundle of storage_set_cacert.  NULL (reported).
  */
 struct storage *storage_open_location(const char *location,
