@@ -1,6 +1,8 @@
 /*
  * storage: one contract run against every store (the local directory,
- * memory, and S3 when COFFER_TEST_S3_URL names an endpoint: see s3()),
+ * memory, S3 when COFFER_TEST_S3_URL names an endpoint: see s3(), and
+ * rclone over its local backend and, on COFFER_TEST_RCLONE_S3_URL, its S3
+ * backend: see rclone()),
  * then what only the local store meets (links, FIFOs, directories
  * planted where objects belong), each fault the memory store injects,
  * and what only object storage has (a bucket made, multipart uploads,
@@ -1002,14 +1004,16 @@ rclone_contract(const char *kind, const char *loc)
 
 /*
  * rclone, when it is installed: over its local backend (a directory
- * under base), and over its S3 backend pointed at COFFER_TEST_S3_URL,
- * configured by environment alone (a remote named coffertests3).
+ * under base), and over its S3 backend pointed at
+ * COFFER_TEST_RCLONE_S3_URL (http://HOST:PORT; AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY its credentials), configured by environment
+ * alone (a remote named coffertests3).
  */
 static void
 rclone(void)
 {
 	char loc[512];
-	const char *url = getenv("COFFER_TEST_S3_URL");
+	const char *url = getenv("COFFER_TEST_RCLONE_S3_URL");
 
 	if (system("command -v rclone >/dev/null 2>&1") != 0) {
 		skip("rclone: not installed");
