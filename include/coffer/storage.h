@@ -99,6 +99,12 @@ struct storage *storage_s3_open(const char *location,
  * error when the remote is unknown or its backend fails).
  */
 struct storage *storage_rclone_open(const char *location, unsigned flags);
+/*
+ * The last line an rclone wrote to errfd (its standard error, a file),
+ * without its "2026/12/06 08:17:17 ERROR : " prefix, control bytes
+ * replaced, into out (size bytes); "" if none.
+ */
+void storage_rclone_last_line(int errfd, char *out, size_t size);
 
 /*
  * The store a location names: "s3:..." the S3 store, "rclone:..." the
@@ -221,8 +227,10 @@ int storage_clean(struct storage *st);
  * another.  o->info (one line: host, pid, time) is stored for whoever
  * finds it busy.  o->wait: how long to wait for it, seconds (< 0 for
  * ever, 0 not at all).  o->ttl: the length of a lease on stores whose
- * locks expire (the S3 store's leases: 0 for its default, 15 minutes;
- * nothing refreshes them yet); the local store (flock) and
+ * locks expire (the S3 and rclone stores' leases: 0 for their default,
+ * 15 minutes; nothing refreshes them yet; one whose info begins "host
+ * HOST pid PID", HOST this host and PID no process, is free at once);
+ * the local store (flock) and
  * the memory store hold the lock until storage_unlock or the end of the
  * process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
  * info, control bytes replaced, into holder), 2 asked to stop while

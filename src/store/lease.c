@@ -25,6 +25,12 @@
 
 #define LEASE_POLL 0.25		/* seconds between looks at a busy lease */
 
+struct lease_held {
+	struct storage_lock base;
+	char *key;
+	char token[LEASE_TOKEN];
+};
+
 struct lease {
 	char token[LEASE_TOKEN];
 	long long expires;
@@ -112,7 +118,8 @@ holder_gone(const struct lease *l)
 	    kill((pid_t)pid, 0) == -1 && errno == ESRCH);
 }
 
-int
+/* The lease at key taken: 0 (its token into token), 1, 2 or -1. */
+static int
 lease_take(const struct lease_io *io, const char *key, const char *what,
     const struct storage_lock_opts *o, char *token, char *holder,
     size_t holdersz)
@@ -160,13 +167,40 @@ lease_take(const struct lease_io *io, const char *key, const char *what,
 	}
 }
 
-void
-lease_give(const struct lease_io *io, const char *key, const char *what,
-    const char *token)
+int
+lease_lock(const struct lease_io *io, const char *prefix, const char *name,
+    const struct storage_lock_opts *o, struct storage_lock **l,
+    char *holder, size_t holdersz)
 {
+	char what[STORAGE_NAME_MAX + 16];
+	struct lease_held *h;
+	int rc;
+
+	if ((h = calloc(1, sizeof(*h))) == NULL ||
+	    asprintf(&h->key, "%slocks/%s", prefix, name) < 0) {
+		free(h);
+		return (storage_fail(ENOMEM, "out of memory"));
+	}
+	snprintf(what, sizeof(what), "'locks/%s'", name);
+	if ((rc = lease_take(io, h->key, what, o, h->token, holder,
+	    holdersz)) == 0) {
+		*l = &h->base;
+		return (0);
+	}
+	free(h->key);
+	free(h);
+	return (rc);
+}
+
+void
+lease_unlock(const struct lease_io *io, struct storage_lock *l)
+{
+	struct lease_held *h = (struct lease_held *)l;
 	struct lease seen;
 
-	if (lease_read(io, key, what, &seen) == 0 &&
-	    strcmp(seen.token, token) == 0)
-		io->del(io->arg, key, what);
+	if (lease_read(io, h->key, "lease", &seen) == 0 &&
+	    strcmp(seen.token, h->token) == 0)
+		io->del(io->arg, h->key, "lease");
+	free(h->key);
+	free(h);
 }

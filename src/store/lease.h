@@ -33,21 +33,21 @@ struct lease_io {
 };
 
 /*
- * Take the lease at key (storage_lock's contract and results: o's wait,
- * ttl and info; 1 busy with the holder's info into holder; 2 asked to
- * stop while waiting).  Free when missing or expired: ours is written,
- * then read back, and held if it is still ours.  Best effort: two
- * writers that write within one read's time may both believe they hold
- * it.  On 0, token (LEASE_TOKEN bytes) is the lease's, for lease_give.
+ * storage_lock by a lease (its contract and results: o's wait, ttl and
+ * info; 1 busy with the holder's info into holder; 2 asked to stop
+ * while waiting): the object prefix "locks/" name, through io.  Free
+ * when missing or expired (or its holder a process of this host that is
+ * gone): ours is written, then read back, and held if it is still ours.
+ * Best effort: two writers that write within one read's time may both
+ * believe they hold it.  The handle, *l, is lease_unlock's to free.
  */
-int lease_take(const struct lease_io *io, const char *key, const char *what,
-    const struct storage_lock_opts *o, char *token, char *holder,
-    size_t holdersz);
+int lease_lock(const struct lease_io *io, const char *prefix,
+    const char *name, const struct storage_lock_opts *o,
+    struct storage_lock **l, char *holder, size_t holdersz);
 
-/* Best effort: the lease at key removed if it is still token's (else it
- * expires). */
-void lease_give(const struct lease_io *io, const char *key, const char *what,
-    const char *token);
+/* Best effort: the lease of l removed if it is still ours (else it
+ * expires); l freed. */
+void lease_unlock(const struct lease_io *io, struct storage_lock *l);
 
 /* Sleep s seconds (through EINTR). */
 void store_sleep_for(double s);

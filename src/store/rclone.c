@@ -88,12 +88,6 @@ struct rcl_put {
 	char path[128];		/* the spool file */
 };
 
-struct rcl_lock {
-	struct storage_lock base;
-	char *key;
-	char token[LEASE_TOKEN];
-};
-
 /* A body coming back: into fixed (cap bytes) or into dyn. */
 struct answer {
 	unsigned char *fixed;
@@ -117,12 +111,8 @@ nomem(void)
 
 /* --- rclone, the process ------------------------------------------ */
 
-/*
- * The last line rclone wrote to its standard error, without its
- * "2026/12/06 08:17:17 ERROR : " prefix, into out; "" if none.
- */
-static void
-last_line(int errfd, char *out, size_t size)
+void
+storage_rclone_last_line(int errfd, char *out, size_t size)
 {
 	char tail[4096], *end, *line, *p;
 	off_t len;
@@ -145,8 +135,6 @@ last_line(int errfd, char *out, size_t size)
 		line += 20;
 	if ((p = strstr(line, " : ")) != NULL && p - line <= 10)
 		line = p + 3;
-	else if ((p = strstr(line, ": ")) != NULL && p - line <= 8)
-		line = p + 2;
 	n = strlen(line);
 	if (n >= size)
 		n = size - 1;
@@ -273,7 +261,7 @@ await_listen(struct rcl *s)
 		}
 		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
 			s->pid = -1;
-			last_line(s->errfd, why, sizeof(why));
+			storage_rclone_last_line(s->errfd, why, sizeof(why));
 			return (storage_fail(EIO, "repository '%s': rclone "
 			    "did not start: %s", s->base.where, why[0] ? why :
 			    "it ended"));
@@ -329,7 +317,7 @@ how_ended(struct rcl *s, char *out, size_t size)
 		    WTERMSIG(s->status));
 		return;
 	}
-	last_line(s->errfd, why, sizeof(why));
+	storage_rclone_last_line(s->errfd, why, sizeof(why));
 	snprintf(out, size, "rclone ended (exit status %d)%s%.*s",
 	    WEXITSTATUS(s->status), why[0] ? ": " : "", 300, why);
 }
@@ -1124,37 +1112,17 @@ rcl_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **l,
     char *holder, size_t holdersz)
 {
-	struct rcl *s = rcl_of(st);
-	struct lease_io io = { lease_get, lease_put, lease_del, s };
-	char what[WHAT_MAX];
-	struct rcl_lock *h;
-	int rc;
+	struct lease_io io = { lease_get, lease_put, lease_del, st };
 
-	if ((h = calloc(1, sizeof(*h))) == NULL ||
-	    asprintf(&h->key, "locks/%s", name) < 0) {
-		free(h);
-		return (nomem());
-	}
-	snprintf(what, sizeof(what), "'locks/%s'", name);
-	if ((rc = lease_take(&io, h->key, what, o, h->token, holder,
-	    holdersz)) == 0) {
-		*l = &h->base;
-		return (0);
-	}
-	free(h->key);
-	free(h);
-	return (rc);
+	return (lease_lock(&io, "", name, o, l, holder, holdersz));
 }
 
 static void
 rcl_unlock(struct storage_lock *l)
 {
-	struct rcl_lock *h = (struct rcl_lock *)l;
-	struct lease_io io = { lease_get, lease_put, lease_del, rcl_of(l->st) };
+	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
 
-	lease_give(&io, h->key, "lease", h->token);
-	free(h->key);
-	free(h);
+	lease_unlock(&io, l);
 }
 
 /* --- The store ---------------------------------------------------- */

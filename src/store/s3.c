@@ -45,12 +45,6 @@ struct s3_put {
 	size_t nparts, capparts;
 };
 
-struct s3_lock {
-	struct storage_lock base;
-	char *key;
-	char token[LEASE_TOKEN];
-};
-
 /* The full key of name ("PREFIX" "name"), malloc'd, or NULL. */
 static char *
 key_of(struct s3 *s, const char *name)
@@ -543,37 +537,18 @@ s3_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **l,
     char *holder, size_t holdersz)
 {
-	struct s3 *s = s3_of(st);
-	struct lease_io io = { lease_get, lease_put, lease_del, s };
-	char what[WHAT_MAX];
-	struct s3_lock *h;
-	int rc;
+	struct lease_io io = { lease_get, lease_put, lease_del, st };
 
-	if ((h = calloc(1, sizeof(*h))) == NULL ||
-	    asprintf(&h->key, "%slocks/%s", s->prefix, name) < 0) {
-		free(h);
-		return (s3_nomem());
-	}
-	snprintf(what, sizeof(what), "'locks/%s'", name);
-	if ((rc = lease_take(&io, h->key, what, o, h->token, holder,
-	    holdersz)) == 0) {
-		*l = &h->base;
-		return (0);
-	}
-	free(h->key);
-	free(h);
-	return (rc);
+	return (lease_lock(&io, s3_of(st)->prefix, name, o, l, holder,
+	    holdersz));
 }
 
 static void
 s3_unlock(struct storage_lock *l)
 {
-	struct s3_lock *h = (struct s3_lock *)l;
-	struct lease_io io = { lease_get, lease_put, lease_del, s3_of(l->st) };
+	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
 
-	lease_give(&io, h->key, "lease", h->token);
-	free(h->key);
-	free(h);
+	lease_unlock(&io, l);
 }
 
 /* --- The store ---------------------------------------------------- */

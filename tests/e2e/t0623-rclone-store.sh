@@ -114,7 +114,7 @@ test_expect_success 'rclone killed mid-backup: a clean failure, nothing complete
 	coffer -r $R snapshots --json >s.json &&
 	json_check s.json "(grep { \$_->{state} eq q(complete) } @\$j) == 1" &&
 	rm -rf out && coffer -r $R restore ds@latest out && treecmp src out &&
-	coffer -r $R backup ds2 src2 &&
+	coffer --no-wait -r $R backup ds2 src2 &&
 	coffer -r $R verify --read-data &&
 	rm -rf out && coffer -r $R restore ds2@latest out && treecmp src2 out
 '
@@ -129,7 +129,7 @@ test_expect_success 'coffer killed: its rclone ends with it' '
 	test -s rclone.pids &&
 	kill -9 $pid && { wait $pid || :; } &&
 	none_left &&
-	coffer -r $R backup ds2 src2
+	coffer --no-wait -r $R backup ds2 src2
 '
 
 # The contract again over rclone's S3 backend, configured by environment
