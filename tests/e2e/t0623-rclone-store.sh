@@ -134,6 +134,27 @@ test_expect_success 'coffer killed: its rclone ends with it' '
 
 # The contract again over rclone's S3 backend, configured by environment
 # alone (t-storage), pointed at a real object store.
+# A terminal's ^C goes to coffer's whole process group.  rclone runs in
+# a group of its own, so coffer finishes or stops cleanly through it
+# (0, or 143 with the snapshot marked failed), gives its lease back and
+# then ends it; rclone is never killed under it.
+test_expect_success 'a signal to coffer'"'"'s process group: rclone is not killed under it' '
+	mkdir src3 && random_file src3/a 3 && random_file src3/b 3 &&
+	: >rclone.pids &&
+	{ RCLONE_BWLIMIT=1M setsid "$COFFER" -r $R backup ds3 src3 \
+		>sg.out 2>sg.err & } &&
+	pid=$! &&
+	n=0 && while ! test -s rclone.pids && test $n -lt 1500; do
+		sleep 0.02; n=$((n + 1)); done &&
+	sleep 0.5 &&
+	kill -TERM -- -$pid &&
+	{ wait $pid; echo $? >sg.status; } &&
+	case $(cat sg.status) in 0|143) ;; *) cat sg.err; false ;; esac &&
+	! grep "rclone was killed" sg.err &&
+	none_left &&
+	test_dir_is_empty cloud/repo/locks
+'
+
 if "$SWIFT_SERVER" check >/dev/null 2>&1; then
 	test_set_prereq SWIFT
 elif [ "${CI:-}" = true ]; then
