@@ -95,6 +95,8 @@ struct answer {
 	struct buf dyn;
 	size_t max;		/* of dyn */
 	int too_big;
+	int tries;		/* perform's */
+	double seconds;
 };
 
 static inline struct rcl *
@@ -197,6 +199,7 @@ spawn(struct rcl *s)
 	static const char *const argv[] = {
 		"rclone", "rcd", "--rc-addr", "127.0.0.1:0", "--rc-serve",
 		"--no-check-dest", "--contimeout", "15s", "--timeout", "60s",
+		"--low-level-retries", "3",
 		"--log-level", "NOTICE", NULL
 	};
 	pid_t parent = getpid();
@@ -427,7 +430,7 @@ static void
 answer_error(const struct answer *a, char *out, size_t size)
 {
 	json_t *j, *e;
-	char *p;
+	char *p, *q;
 
 	out[0] = '\0';
 	if (a->dyn.len == 0 || (j = json_loadb((const char *)a->dyn.data,
@@ -436,9 +439,15 @@ answer_error(const struct answer *a, char *out, size_t size)
 	if ((e = json_object_get(j, "error")) != NULL && json_is_string(e))
 		snprintf(out, size, "%s", json_string_value(e));
 	json_decref(j);
-	for (p = out; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	/* rclone's messages run on over lines ("\n\tstatus code: 503"):
+	 * one line, each run of control bytes a space. */
+	for (p = q = out; *p; p++) {
+		if ((unsigned char)*p >= 0x20 && *p != 0x7f)
+			*q++ = *p;
+		else if (q > out && q[-1] != ' ')
+			*q++ = ' ';
+	}
+	*q = '\0';
 }
 
 /*
@@ -455,7 +464,7 @@ perform(struct rcl *s, const char *what, const char *url, const char *body,
 	char range[64], err[CURL_ERROR_SIZE], why[512];
 	struct curl_slist *hdr = NULL, h1, h2;
 	CURLcode cc = CURLE_OK;
-	int tries, rc = -1;
+	int tries = 0, rc = -1;
 	CURL *c;
 
 	if ((c = conn_get(s)) == NULL)
@@ -548,6 +557,8 @@ perform(struct rcl *s, const char *what, const char *url, const char *body,
 		    s->base.where, what, err[0] ? err : curl_easy_strerror(cc),
 		    tries, now_monotonic() - start);
 out:
+	a->tries = tries;
+	a->seconds = now_monotonic() - start;
 	conn_put(s, c);
 	return (rc);
 }
@@ -579,8 +590,8 @@ static int
 call(struct rcl *s, const char *op, const char *what, json_t *in,
     int missing_ok, json_t **out)
 {
-	struct answer a = { NULL, 0, 0, BUF_INIT, ANSWER_MAX, 0 };
-	char url[128], why[1024], *body;
+	struct answer a = { NULL, 0, 0, BUF_INIT, ANSWER_MAX, 0, 0, 0 };
+	char url[128], why[1024], after[64], *body;
 	long status = 0;
 	json_t *j = NULL;
 	int rc;
@@ -602,8 +613,10 @@ call(struct rcl *s, const char *op, const char *what, json_t *in,
 	}
 	if (status != 200) {
 		answer_error(&a, why, sizeof(why));
+		snprintf(after, sizeof(after), a.tries > 1 ? " (%d tries in "
+		    "%.0f s)" : "", a.tries, a.seconds);
 		rc = storage_fail(status_errno(status), "repository '%s': %s: "
-		    "%s", s->base.where, what, why[0] ? why : "failed");
+		    "%s%s", s->base.where, what, why[0] ? why : "failed", after);
 		goto out;
 	}
 	if ((j = json_loadb((const char *)a.dyn.data, a.dyn.len, 0,
@@ -691,7 +704,7 @@ static int
 read_key(struct rcl *s, const char *key, const char *what, uint64_t off,
     void *buf, size_t len, size_t *got)
 {
-	struct answer a = { buf, len, 0, BUF_INIT, 0, 0 };
+	struct answer a = { buf, len, 0, BUF_INIT, 0, 0, 0, 0 };
 	char *url;
 	long status = 0;
 	int rc;
@@ -722,7 +735,7 @@ static int
 get_key(struct rcl *s, const char *key, const char *what, size_t max,
     unsigned char **data, size_t *len)
 {
-	struct answer a = { NULL, 0, 0, BUF_INIT, max, 0 };
+	struct answer a = { NULL, 0, 0, BUF_INIT, max, 0, 0, 0 };
 	char *url;
 	long status = 0;
 	int rc;
