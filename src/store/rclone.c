@@ -56,6 +56,7 @@
 #define ANSWER_MAX (256u << 20)	/* a listing of a million objects */
 #define CLEAN_AGE (30 * 60)	/* a tmp/ object older is a crash's */
 #define WHAT_MAX (STORAGE_NAME_MAX + 32)
+#define SPOOL_MAX 256		/* the spool directory's path, NUL included */
 
 extern char **environ;
 
@@ -67,7 +68,7 @@ struct rcl {
 	pid_t pid;
 	int status;		/* rclone's, once it ended */
 	int errfd;		/* rclone's standard error (a memfd) */
-	char spool[64];		/* private directory for puts */
+	char spool[SPOOL_MAX];	/* private directory for puts */
 	double retry_seconds;
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
@@ -85,7 +86,7 @@ struct rcl_obj {
 struct rcl_put {
 	struct storage_put base;
 	int fd;
-	char path[128];		/* the spool file */
+	char path[SPOOL_MAX + 32];	/* the spool file */
 };
 
 /* A body coming back: into fixed (cap bytes) or into dyn. */
@@ -895,7 +896,7 @@ static int
 put_bytes(struct rcl *s, const char *key, const char *what,
     const void *data, size_t len)
 {
-	char path[128];
+	char path[SPOOL_MAX + 32];
 	int fd, rc;
 
 	if ((fd = spool_file(s, path, sizeof(path))) < 0)
@@ -1228,7 +1229,7 @@ secret(char *out)
 static int
 setup(struct rcl *s, const char *location)
 {
-	const char *fs = location + strlen(PREFIX), *env;
+	const char *fs = location + strlen(PREFIX), *env, *tmp;
 	char *end;
 	size_t i;
 
@@ -1256,9 +1257,11 @@ setup(struct rcl *s, const char *location)
 	curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
 	if (secret(s->user) || secret(s->pass))
 		return (-1);
-	snprintf(s->spool, sizeof(s->spool), "%s/coffer-rclone-XXXXXX",
-	    getenv("TMPDIR") != NULL && strlen(getenv("TMPDIR")) < 32 &&
-	    getenv("TMPDIR")[0] == '/' ? getenv("TMPDIR") : "/tmp");
+	/* $TMPDIR when it is an absolute path that fits, else /tmp. */
+	if ((tmp = getenv("TMPDIR")) == NULL || tmp[0] != '/' ||
+	    strlen(tmp) >= SPOOL_MAX - 32)
+		tmp = "/tmp";
+	snprintf(s->spool, sizeof(s->spool), "%s/coffer-rclone-XXXXXX", tmp);
 	if (mkdtemp(s->spool) == NULL) {
 		s->spool[0] = '\0';
 		return (storage_fail(errno, "repository '%s': cannot make a "

@@ -22,6 +22,7 @@ test_expect_success 'setup: a remote by environment, a tree, rclone wrapped' '
 	EOF
 	chmod +x bin/rclone &&
 	export PATH=$TMP/bin:$PATH &&
+	mkdir spool && export TMPDIR=$TMP/spool &&
 	mkdir -p src/d && echo one >src/one && random_file src/d/big 3 &&
 	R=rclone:loc:$TMP/cloud/repo
 '
@@ -47,9 +48,10 @@ test_expect_success 'init, backup, restore: the tree back as it was' '
 	none_left
 '
 
-test_expect_success 'nothing is left in the remote tmp/ nor a lease in locks/' '
+test_expect_success 'nothing is left in the remote tmp/ nor a lease in locks/, nor a spool' '
 	test_dir_is_empty cloud/repo/tmp &&
-	test_dir_is_empty cloud/repo/locks
+	test_dir_is_empty cloud/repo/locks &&
+	test_dir_is_empty spool
 '
 
 test_expect_success 'verify --read-data reads every chunk back' '
