@@ -8,7 +8,8 @@
  * Storage: the repository as a set of named objects, each written whole
  * (doc/design.md, "Storage interface").  One interface, several stores:
  * a local directory (storage_local_open), memory with fault injection
- * (storage_mem_new), S3 (storage_s3_open), and one of these by location
+ * (storage_mem_new), S3 (storage_s3_open), rclone (storage_rclone_open),
+ * and one of these by location
  * (storage_open_location).  Nothing here hands out a file descriptor of the
  * repository.
  *
@@ -90,8 +91,24 @@ struct storage *storage_s3_open(const char *location,
     const struct storage_s3_opts *o, unsigned flags);
 
 /*
- * The store a location names: "s3:..." the S3 store, any other a local
- * directory (a path).  flags as above; the S3 store verifies HTTPS with
+ * Every backend rclone reaches (src/store/rclone.c; doc/design.md, "The
+ * rclone store"): location "rclone:REMOTE:PATH", REMOTE a remote of
+ * rclone's configuration (or environment, RCLONE_CONFIG_NAME_TYPE=...).
+ * rclone (rcd) runs from open to close.  With STORAGE_CREATE a location
+ * that already holds objects is refused.  NULL (reported: rclone's own
+ * error when the remote is unknown or its backend fails).
+ */
+struct storage *storage_rclone_open(const char *location, unsigned flags);
+/*
+ * The last line an rclone wrote to errfd (its standard error, a file),
+ * without its "2026/12/06 08:17:17 ERROR : " prefix, control bytes
+ * replaced, into out (size bytes); "" if none.
+ */
+void storage_rclone_last_line(int errfd, char *out, size_t size);
+
+/*
+ * The store a location names: "s3:..." the S3 store, "rclone:..." the
+ * rclone store, any other a local directory (a path).  flags as above; the S3 store verifies HTTPS with
  * the CA bundle of storage_set_cacert.  NULL (reported).
  */
 struct storage *storage_open_location(const char *location,
@@ -210,12 +227,14 @@ int storage_clean(struct storage *st);
  * another.  o->info (one line: host, pid, time) is stored for whoever
  * finds it busy.  o->wait: how long to wait for it, seconds (< 0 for
  * ever, 0 not at all).  o->ttl: the length of a lease on stores whose
- * locks expire (the S3 store's leases: 0 for its default, 15 minutes),
- * which a thread renews every third of it until storage_unlock (a lease
- * that could not be renewed in time, or was taken over, is said once, as
- * a warning, and storage_lock_lost says so from then on); the local
- * store (flock) and the memory store hold the lock until storage_unlock
- * or the end of the process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
+ * locks expire (the S3 and rclone stores' leases: 0 for their default,
+ * 15 minutes), which a thread renews every third of it until
+ * storage_unlock (a lease that could not be renewed in time, or was
+ * taken over, is said once, as a warning, and storage_lock_lost says so
+ * from then on); one whose info begins "host HOST pid PID", HOST this
+ * host and PID no process, is free at once.  The local store (flock)
+ * and the memory store hold the lock until storage_unlock or the end of
+ * the process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
  * info, control bytes replaced, into holder), 2 asked to stop while
  * waiting (signals_caught; not reported: stopping is no failure of the
  * store), -1 failed.

@@ -24,6 +24,7 @@
 #include "coffer/name.h"
 #include "coffer/remote.h"
 #include "coffer/signals.h"
+#include "coffer/storage.h"
 
 #define RCLONE_PREFIX "rclone:"
 
@@ -212,42 +213,6 @@ rclone_await(pid_t pid, int stop)
 }
 
 /*
- * The last line rclone wrote to errfd, without its "2026/12/06 08:17:17
- * ERROR : " prefix, into out (size bytes); "" if none.
- */
-static void
-rclone_last_line(int errfd, char *out, size_t size)
-{
-	char tail[4096], *end, *line, *p;
-	off_t len;
-	ssize_t got;
-	size_t n;
-
-	out[0] = '\0';
-	if (errfd == -1 || (len = lseek(errfd, 0, SEEK_END)) <= 0)
-		return;
-	if ((got = pread(errfd, tail, sizeof(tail) - 1, len > (off_t)
-	    sizeof(tail) - 1 ? len - (off_t)(sizeof(tail) - 1) : 0)) <= 0)
-		return;
-	tail[got] = '\0';
-	for (end = tail + got; end > tail && (end[-1] == '\n' ||
-	    end[-1] == '\r' || end[-1] == ' '); end--)
-		*(end - 1) = '\0';
-	line = (p = strrchr(tail, '\n')) != NULL ? p + 1 : tail;
-	/* "YYYY/MM/DD HH:MM:SS " then a level and " : ", when there. */
-	if (strlen(line) > 20 && line[4] == '/' && line[7] == '/' &&
-	    line[13] == ':' && line[19] == ' ')
-		line += 20;
-	if ((p = strstr(line, " : ")) != NULL && p - line <= 10)
-		line = p + 3;
-	n = strlen(line);
-	if (n >= size)
-		n = size - 1;
-	memcpy(out, line, n);
-	out[n] = '\0';
-}
-
-/*
  * Reap rclone (stopping it first when stop is set or a signal was
  * caught, as rclone_await): 0 if it succeeded.  One that a signal to
  * coffer stopped is not reported (the signal is what stopped the run),
@@ -275,7 +240,7 @@ rclone_wait(pid_t pid, int errfd, const char *what, int stop)
 	}
 	if (signals_caught() || (stop && !WIFEXITED(st)))
 		goto fail;
-	rclone_last_line(errfd, why, sizeof(why));
+	storage_rclone_last_line(errfd, why, sizeof(why));
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
 		log_error("rclone %s failed: cannot run rclone (is it "
 		    "installed?)", what);

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include <curl/curl.h>
@@ -30,36 +29,13 @@
 #include "coffer/storage.h"
 #include "coffer/tuning.h"
 
+#include "lease.h"
 #include "s3-int.h"
 
 int
 s3_nomem(void)
 {
 	return (storage_fail(ENOMEM, "out of memory"));
-}
-
-void
-s3_sleep_for(double s)
-{
-	struct timespec ts;
-
-	if (s <= 0)
-		return;
-	ts.tv_sec = (time_t)s;
-	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
-/* A uniform double in [0, 1). */
-static double
-jitter(void)
-{
-	uint32_t x = 0;
-
-	if (getrandom(&x, sizeof(x), 0) != (ssize_t)sizeof(x))
-		x = (uint32_t)rand();
-	return ((double)x / 4294967296.0);
 }
 
 /*
@@ -640,7 +616,7 @@ s3_perform(struct s3 *s, struct req *r)
 			}
 		} else if (!transient(cc))
 			break;
-		wait = delay / 2 + jitter() * delay / 2;
+		wait = delay / 2 + store_jitter() * delay / 2;
 		if (r->tries >= TRIES ||
 		    now_monotonic() - start + wait > s->retry_seconds)
 			break;
@@ -648,7 +624,7 @@ s3_perform(struct s3 *s, struct req *r)
 		    s->base.where, r->method, r->what, cc == CURLE_OK ?
 		    reason(r->status) : curl_easy_strerror(cc), r->tries + 1,
 		    TRIES, wait);
-		s3_sleep_for(wait);
+		store_sleep_for(wait);
 		delay = delay * 2 < BACKOFF_MAX ? delay * 2 : BACKOFF_MAX;
 	}
 	snprintf(after, sizeof(after), r->tries > 1 ? " (%d tries in %.0f s)" :

@@ -34,8 +34,6 @@
 #define STALL_SECONDS 30L	/* no byte for this long: a retry */
 #define XML_MAX (16u << 20)	/* a listing page, an answer */
 #define ERRBODY_MAX 4096
-#define LEASE_TTL 900.0		/* a lease's default length, seconds */
-#define LEASE_MAX 4096
 #define CLEAN_AGE (30 * 60)	/* an upload older is a crash's */
 #define TOKEN_MAX 4096		/* AWS_SESSION_TOKEN */
 #define URL_MAX 4096
@@ -116,9 +114,6 @@ s3_of(struct storage *st)
 
 /* ENOMEM recorded: -1. */
 int s3_nomem(void);
-
-/* Sleep s seconds (through EINTR). */
-void s3_sleep_for(double s);
 
 /* Append s encoded to b (query values). */
 int s3_buf_encoded(struct buf *b, const char *s);

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,10 +25,10 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
-#include "coffer/signals.h"
 #include "coffer/storage.h"
 #include "coffer/tuning.h"
 
+#include "lease.h"
 #include "s3-int.h"
 
 struct s3_obj {
@@ -60,19 +59,6 @@ struct s3_put {
 	int busy, stop;		/* under mu */
 	int up_failed;		/* under mu, with up_err */
 	struct storage_error up_err;
-};
-
-struct lease {
-	char token[33];
-	long long expires;
-	char info[512];
-};
-
-struct s3_lock {
-	struct storage_lock base;
-	char *key;
-	char token[33];
-	struct lease info;	/* as written, for renewals */
 };
 
 /* The full key of name ("PREFIX" "name"), malloc'd, or NULL. */
@@ -616,163 +602,76 @@ s3_del(struct storage *st, const char *name)
 	return (rc);
 }
 
-/* --- Leases ------------------------------------------------------- */
+/* --- Leases (lease.c) -------------------------------------------- */
 
-/* The lease at key: 0 (in *l), STORAGE_MISSING or -1.  One that is not
- * a lease is an expired one, to be replaced. */
 static int
-lease_read(struct s3 *s, const char *key, const char *what, struct lease *l)
+lease_get(void *arg, const char *key, const char *what, size_t max,
+    char **data)
 {
 	struct buf b = BUF_INIT;
 	struct req r;
-	int rc, off = 0;
+	int rc;
 
 	s3_req_init(&r, "GET", what, key, "");
-	memset(l, 0, sizeof(*l));
-	if ((rc = get_whole(s, &r, LEASE_MAX, &b)) == 0) {
-		if (sscanf((char *)b.data, "coffer-lease 1 %32s %lld %n",
-		    l->token, &l->expires, &off) < 2 || off == 0)
-			l->expires = 0;
-		else {
-			snprintf(l->info, sizeof(l->info), "%s",
-			    (char *)b.data + off);
-			l->info[strcspn(l->info, "\n")] = '\0';
-		}
+	if ((rc = get_whole(arg, &r, max, &b)) == 0) {
+		*data = (char *)b.data;
+		b.data = NULL;
 	}
 	buf_release(&b);
 	return (rc);
 }
 
 static int
-lease_write(struct s3 *s, const char *key, const char *what,
-    const struct lease *l)
+lease_put(void *arg, const char *key, const char *what, const void *data,
+    size_t len)
 {
-	char line[sizeof(*l) + 64];
 	struct req r;
-	int n, rc;
+	int rc;
 
-	n = snprintf(line, sizeof(line), "coffer-lease 1 %s %lld %s\n",
-	    l->token, l->expires, l->info);
-	if (n < 0 || (size_t)n >= sizeof(line))
-		n = (int)strlen(line);
 	s3_req_init(&r, "PUT", what, key, "");
-	r.body = line;
-	r.bodylen = (size_t)n;
+	r.body = data;
+	r.bodylen = len;
 	r.md5 = 1;
-	if ((rc = s3_perform(s, &r)) == 0)
-		rc = upload_ok(s, &r);
+	if ((rc = s3_perform(arg, &r)) == 0)
+		rc = upload_ok(arg, &r);
 	return (rc);
 }
 
-/*
- * A lease: the object locks/NAME, "coffer-lease 1 TOKEN EXPIRES INFO".
- * Free when missing or expired: ours is written, then read back, and
- * held if it is still ours.  Best effort (doc/design.md): two writers
- * that write within one read's time may both believe they hold it.
- */
+static void
+lease_del(void *arg, const char *key, const char *what)
+{
+	struct req r;
+
+	s3_req_init(&r, "DELETE", what, key, "");
+	s3_perform(arg, &r);
+}
+
+/* A lease: the object locks/NAME (lease.c). */
 static int
 s3_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **l,
     char *holder, size_t holdersz)
 {
-	struct s3 *s = s3_of(st);
-	char what[WHAT_MAX];
-	double end = now_monotonic() + o->wait, ttl = o->ttl > 0 ? o->ttl :
-	    LEASE_TTL;
-	struct lease mine, seen;
-	struct s3_lock *h;
-	uint8_t rnd[16];
-	int rc;
+	struct lease_io io = { lease_get, lease_put, lease_del, st };
 
-	if ((h = calloc(1, sizeof(*h))) == NULL ||
-	    asprintf(&h->key, "%slocks/%s", s->prefix, name) < 0) {
-		free(h);
-		return (s3_nomem());
-	}
-	snprintf(what, sizeof(what), "'locks/%s'", name);
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		rc = storage_fail(EIO, "cannot get random bytes");
-		goto out;
-	}
-	memset(&mine, 0, sizeof(mine));
-	hex_encode(mine.token, rnd, sizeof(rnd));
-	snprintf(mine.info, sizeof(mine.info), "%s", o->info ? o->info : "");
-	mine.info[strcspn(mine.info, "\n")] = '\0';
-	for (;;) {
-		if ((rc = lease_read(s, h->key, what, &seen)) < 0)
-			goto out;
-		if (rc == 0 && seen.expires > (long long)time(NULL) &&
-		    strcmp(seen.token, mine.token) == 0) {
-			memcpy(h->token, mine.token, sizeof(h->token));
-			h->info = mine;
-			h->base.ttl = ttl;
-			*l = &h->base;
-			return (0);
-		}
-		if (rc == 0 && seen.expires > (long long)time(NULL)) {
-			if (o->wait >= 0 && now_monotonic() >= end) {
-				if (holdersz > 0)
-					snprintf(holder, holdersz, "%s",
-					    seen.info);
-				rc = 1;
-				goto out;
-			}
-			/* Asked to stop (signals_install): a wait for
-			 * another writer must not hold the stop off. */
-			if (signals_caught()) {
-				rc = 2;
-				goto out;
-			}
-			s3_sleep_for(o->wait < 0 || end - now_monotonic() > 0.25 ?
-			    0.25 : end - now_monotonic());
-			continue;
-		}
-		/* Free: ours written, then read again (above). */
-		mine.expires = (long long)time(NULL) + (long long)ttl;
-		if (lease_write(s, h->key, what, &mine)) {
-			rc = -1;
-			goto out;
-		}
-	}
-out:
-	free(h->key);
-	free(h);
-	return (rc);
+	return (lease_lock(&io, s3_of(st)->prefix, name, o, l, holder,
+	    holdersz));
 }
 
-/* The lease extended by its ttl, if it is still ours (storage_renewal). */
-static int
-s3_renew(struct storage_lock *l)
-{
-	struct s3_lock *h = (struct s3_lock *)l;
-	struct s3 *s = s3_of(l->st);
-	struct lease seen;
-	int rc;
-
-	if ((rc = lease_read(s, h->key, "lease", &seen)) < 0)
-		return (-1);
-	if (rc == STORAGE_MISSING || strcmp(seen.token, h->token) != 0)
-		return (1);
-	h->info.expires = (long long)time(NULL) + (long long)l->ttl;
-	return (lease_write(s, h->key, "lease", &h->info) ? -1 : 0);
-}
-
-/* Best effort: the lease removed if it is still ours (else it expires). */
 static void
 s3_unlock(struct storage_lock *l)
 {
-	struct s3_lock *h = (struct s3_lock *)l;
-	struct s3 *s = s3_of(l->st);
-	struct lease seen;
-	struct req r;
+	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
 
-	if (lease_read(s, h->key, "lease", &seen) == 0 &&
-	    strcmp(seen.token, h->token) == 0) {
-		s3_req_init(&r, "DELETE", "lease", h->key, "");
-		s3_perform(s, &r);
-	}
-	free(h->key);
-	free(h);
+	lease_unlock(&io, l);
+}
+
+static int
+s3_renew(struct storage_lock *l)
+{
+	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
+
+	return (lease_renew(&io, l));
 }
 
 /* --- The store ---------------------------------------------------- */

@@ -32,7 +32,8 @@ storage_set_cacert(const char *file)
 int
 storage_is_remote(const char *location)
 {
-	return (strncmp(location, "s3:", 3) == 0);
+	return (strncmp(location, "s3:", 3) == 0 ||
+	    strncmp(location, "rclone:", 7) == 0);
 }
 
 struct storage *
@@ -42,6 +43,8 @@ storage_open_location(const char *location, unsigned flags)
 
 	if (strncmp(location, "s3:", 3) == 0)
 		return (storage_s3_open(location, &o, flags));
+	if (strncmp(location, "rclone:", 7) == 0)
+		return (storage_rclone_open(location, flags));
 	return (storage_local_open(location, flags));
 }
 

@@ -1,6 +1,7 @@
 /*
  * s3-op [-v] LOCATION OP [ARGS]: one operation of coffer's S3 store
- * (src/store/s3.c) from the shell, for the end-to-end tests of what
+ * (src/store/s3.c), or of its rclone store for an "rclone:" LOCATION
+ * (src/store/rclone.c), from the shell, for the end-to-end tests of what
  * coffer's commands cannot reach yet.  Errors as coffer prints them;
  * exit 0 done, 1 failed, 2 usage; -v shows each retry.  The CA of an
  * https endpoint from COFFER_CACERT.  Links libcoffer (a rule of its own
@@ -107,8 +108,10 @@ main(int argc, char **argv)
 		return (2);
 	}
 	op = argv[2];
-	if ((st = storage_s3_open(argv[1], &o, strcmp(op, "create") == 0 ?
-	    STORAGE_CREATE : 0)) == NULL)
+	if ((st = strncmp(argv[1], "rclone:", 7) == 0 ?
+	    storage_rclone_open(argv[1], strcmp(op, "create") == 0 ?
+	    STORAGE_CREATE : 0) : storage_s3_open(argv[1], &o,
+	    strcmp(op, "create") == 0 ? STORAGE_CREATE : 0)) == NULL)
 		return (1);
 	if (strcmp(op, "create") == 0)
 		rc = 0;
