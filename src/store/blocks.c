@@ -18,6 +18,9 @@
 
 enum { EMPTY, FILLING, READY };
 
+/* Blocks after the one a thread waits for that it fetches meanwhile. */
+#define AHEAD 3
+
 struct block {
 	char name[STORAGE_NAME_MAX + 1];
 	uint64_t size;			/* the object's, as opened */
@@ -92,67 +95,119 @@ storage_blocks_forget(struct storage_blocks *b, const char *name)
 	pthread_mutex_unlock(&b->mu);
 }
 
+/* The block k of o, when it is cached or being filled, else NULL. */
+static struct block *
+find(struct storage_blocks *b, const struct storage_obj *o, uint64_t k)
+{
+	unsigned i;
+
+	for (i = 0; i < b->n; i++) {
+		struct block *e = &b->v[i];
+
+		if (e->state != EMPTY && e->k == k && e->size == o->size &&
+		    strcmp(e->name, o->name) == 0)
+			return (&b->v[i]);
+	}
+	return (NULL);
+}
+
+/* A block to fill: an empty one, else the least recently used that no
+ * one uses and that is not one of blocks lo..hi of o; NULL if none. */
+static struct block *
+victim(struct storage_blocks *b, const struct storage_obj *o, uint64_t lo,
+    uint64_t hi)
+{
+	struct block *v = NULL;
+	unsigned i;
+
+	for (i = 0; i < b->n; i++) {
+		struct block *e = &b->v[i];
+
+		if (e->state == FILLING || e->pins > 0 || (e->state == READY &&
+		    e->k >= lo && e->k <= hi && e->size == o->size &&
+		    strcmp(e->name, o->name) == 0))
+			continue;
+		if (v == NULL || e->state < v->state ||
+		    (e->state == v->state && e->used < v->used))
+			v = e;
+	}
+	return (v);
+}
+
+/* Block e filled with block k of o, unlocked meanwhile: READY, or EMPTY
+ * when the read failed (-1, storage_fail said why) or o was forgotten
+ * while it was read (0, good for the caller's read only). */
+static int
+fill(struct storage_blocks *b, struct storage_obj *o, struct block *e,
+    uint64_t k)
+{
+	size_t want;
+	int rc;
+
+	snprintf(e->name, sizeof(e->name), "%s", o->name);
+	e->size = o->size;
+	e->k = k;
+	e->state = FILLING;
+	pthread_mutex_unlock(&b->mu);
+	want = o->size - k * b->block < b->block ?
+	    (size_t)(o->size - k * b->block) : b->block;
+	if (e->buf == NULL && (e->buf = malloc(b->block)) == NULL)
+		rc = storage_fail(ENOMEM, "out of memory");
+	else
+		rc = storage_read_on(o, k * b->block, e->buf, want, &e->len);
+	pthread_mutex_lock(&b->mu);
+	pthread_cond_broadcast(&b->cv);
+	e->state = rc == 0 && strcmp(e->name, o->name) == 0 ? READY : EMPTY;
+	e->used = ++b->tick;
+	return (rc);
+}
+
+/*
+ * While another thread fills block k of o, one of the next AHEAD blocks
+ * that is neither cached nor being filled is filled by this one: the
+ * threads of a restore reading near one another keep several requests
+ * in flight rather than waiting in turn on one.  1 if it filled one.
+ */
+static int
+fill_ahead(struct storage_blocks *b, struct storage_obj *o, uint64_t k)
+{
+	struct block *e;
+	uint64_t j;
+
+	for (j = k + 1; j <= k + AHEAD && j * b->block < o->size; j++) {
+		if (find(b, o, j) != NULL)
+			continue;
+		if ((e = victim(b, o, k, k + AHEAD)) == NULL)
+			return (0);
+		(void)fill(b, o, e, j);	/* a failure is the reader's */
+		return (1);
+	}
+	return (0);
+}
+
 /* The block k of o, ready and pinned; NULL when it cannot be read
  * (storage_fail said why).  Called and returns with b->mu held. */
 static struct block *
 take(struct storage_blocks *b, struct storage_obj *o, uint64_t k)
 {
-	struct block *e, *victim;
-	size_t want;
-	unsigned i;
-	int rc;
+	struct block *e;
 
 	for (;;) {
-		victim = NULL;
-		for (i = 0; i < b->n; i++) {
-			e = &b->v[i];
-			if (e->state != EMPTY && e->k == k &&
-			    e->size == o->size && strcmp(e->name, o->name) == 0)
-				break;
-			if (e->state != FILLING && e->pins == 0 &&
-			    (victim == NULL || e->state < victim->state ||
-			    (e->state == victim->state && e->used <
-			    victim->used)))
-				victim = e;
+		if ((e = find(b, o, k)) != NULL && e->state == READY)
+			break;
+		if (e == NULL && (e = victim(b, o, k, k + AHEAD)) != NULL) {
+			if (fill(b, o, e, k))
+				return (NULL);
+			break;
 		}
-		if (i < b->n && e->state == READY) {
-			e->pins++;
-			e->used = ++b->tick;
-			return (e);
-		}
-		if (i < b->n || victim == NULL) {
-			/* Being filled by another thread, or every block in
-			 * use: wait for a change. */
+		/* Being filled by another thread, or every block in use:
+		 * wait for a change, fetching ahead meanwhile. */
+		if (e == NULL || !fill_ahead(b, o, k))
 			pthread_cond_wait(&b->cv, &b->mu);
-			continue;
-		}
-		e = victim;
-		snprintf(e->name, sizeof(e->name), "%s", o->name);
-		e->size = o->size;
-		e->k = k;
-		e->state = FILLING;
-		pthread_mutex_unlock(&b->mu);
-		want = o->size - k * b->block < b->block ?
-		    (size_t)(o->size - k * b->block) : b->block;
-		if (e->buf == NULL && (e->buf = malloc(b->block)) == NULL)
-			rc = storage_fail(ENOMEM, "out of memory");
-		else
-			rc = storage_read_on(o, k * b->block, e->buf, want,
-			    &e->len);
-		pthread_mutex_lock(&b->mu);
-		pthread_cond_broadcast(&b->cv);
-		if (rc != 0) {
-			e->state = EMPTY;
-			return (NULL);
-		}
-		e->state = READY;
-		/* Forgotten while it was filled: good for this read only. */
-		if (strcmp(e->name, o->name) != 0)
-			e->state = EMPTY;
-		e->pins++;
-		e->used = ++b->tick;
-		return (e);
 	}
+	e->pins++;
+	e->used = ++b->tick;
+	return (e);
 }
 
 int

@@ -25,6 +25,7 @@
  * trip to an object store costs as much as megabytes of transfer. */
 #define READ_AHEAD (4u << 20)
 #define READ_BLOCKS 8		/* 32 MiB of them at most */
+#define SPARE_PARTS 4
 #define PARTS_MAX 10000		/* S3's limit of parts in an upload */
 #define TRIES 8
 #define RETRY_SECONDS 120.0
@@ -58,9 +59,13 @@ struct s3 {
 	long stall;		/* seconds without a byte: a retry */
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
-	pthread_mutex_t mu;	/* the pool */
+	pthread_mutex_t mu;	/* the pool and the spare parts */
 	struct conn **pool;
 	size_t npool, cappool;
+	/* Part buffers of puts that ended, for the next puts: a fresh 8 MiB
+	 * buffer costs a page fault per 4 KiB written into it. */
+	struct buf spare[SPARE_PARTS];
+	size_t nspare;
 };
 
 /* An easy handle and the space of one request on it. */

@@ -223,6 +223,32 @@ s3_obj_close(struct storage_obj *o)
 
 /* --- Puts --------------------------------------------------------- */
 
+/* An empty part buffer, a spare one if there is one. */
+static void
+part_take(struct s3 *s, struct buf *b)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->nspare > 0)
+		*b = s->spare[--s->nspare];
+	else
+		buf_init(b);
+	pthread_mutex_unlock(&s->mu);
+	buf_reset(b);
+}
+
+/* b's memory kept for the next put, or freed. */
+static void
+part_give(struct s3 *s, struct buf *b)
+{
+	pthread_mutex_lock(&s->mu);
+	if (b->data != NULL && s->nspare < SPARE_PARTS) {
+		s->spare[s->nspare++] = *b;
+		buf_init(b);
+	}
+	pthread_mutex_unlock(&s->mu);
+	buf_release(b);
+}
+
 static int
 s3_put_begin(struct storage *st, const char *name, unsigned flags,
     struct storage_put **p)
@@ -234,8 +260,8 @@ s3_put_begin(struct storage *st, const char *name, unsigned flags,
 		free(h);
 		return (s3_nomem());
 	}
-	buf_init(&h->data);
-	buf_init(&h->sending);
+	part_take(s3_of(st), &h->data);
+	part_take(s3_of(st), &h->sending);
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cv, NULL);
 	*p = &h->base;
@@ -534,8 +560,8 @@ s3_put_abort(struct storage_put *p)
 	upload_abort(s3_of(p->st), h);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
-	buf_release(&h->sending);
-	buf_release(&h->data);
+	part_give(s3_of(p->st), &h->sending);
+	part_give(s3_of(p->st), &h->data);
 	free(h->upload);
 	free(h->etag);
 	free(h->key);
@@ -684,6 +710,8 @@ s3_close(struct storage *st)
 
 	while (s->npool > 0)
 		s3_conn_free(s->pool[--s->npool]);
+	while (s->nspare > 0)
+		buf_release(&s->spare[--s->nspare]);
 	free(s->pool);
 	if (s->share != NULL)
 		curl_share_cleanup(s->share);
