@@ -33,6 +33,7 @@ struct lease {
 
 struct lease_held {
 	struct storage_lock base;
+	struct lease_io io;	/* the store's calls, for unlock and renew */
 	char *key;
 	struct lease mine;	/* as written, for renewals */
 };
@@ -185,6 +186,7 @@ lease_lock(const struct lease_io *io, const char *prefix, const char *name,
 	if ((rc = lease_take(io, h->key, what, o, &h->mine, holder,
 	    holdersz)) == 0) {
 		h->base.ttl = o->ttl > 0 ? o->ttl : LEASE_TTL;
+		h->io = *io;
 		*l = &h->base;
 		return (0);
 	}
@@ -194,9 +196,10 @@ lease_lock(const struct lease_io *io, const char *prefix, const char *name,
 }
 
 void
-lease_unlock(const struct lease_io *io, struct storage_lock *l)
+lease_unlock(struct storage_lock *l)
 {
 	struct lease_held *h = (struct lease_held *)l;
+	const struct lease_io *io = &h->io;
 	struct lease seen;
 
 	if (lease_read(io, h->key, "lease", &seen) == 0 &&
@@ -207,9 +210,10 @@ lease_unlock(const struct lease_io *io, struct storage_lock *l)
 }
 
 int
-lease_renew(const struct lease_io *io, struct storage_lock *l)
+lease_renew(struct storage_lock *l)
 {
 	struct lease_held *h = (struct lease_held *)l;
+	const struct lease_io *io = &h->io;
 	struct lease seen;
 	int rc;
 

@@ -45,13 +45,14 @@ int lease_lock(const struct lease_io *io, const char *prefix,
     const char *name, const struct storage_lock_opts *o,
     struct storage_lock **l, char *holder, size_t holdersz);
 
-/* Best effort: the lease of l removed if it is still ours (else it
- * expires); l freed. */
-void lease_unlock(const struct lease_io *io, struct storage_lock *l);
+/* The store's unlock, for a lease_lock's l: best effort, the lease
+ * removed if it is still ours (else it expires); l freed. */
+void lease_unlock(struct storage_lock *l);
 
-/* The lease of l made to last its ttl from now, if it is still ours:
- * 0, 1 when it is another's or gone, -1 failed (the ops' renew). */
-int lease_renew(const struct lease_io *io, struct storage_lock *l);
+/* The store's renew, for a lease_lock's l: the lease made to last its
+ * ttl from now, if it is still ours: 0, 1 when it is another's or gone,
+ * -1 failed. */
+int lease_renew(struct storage_lock *l);
 
 /* Sleep s seconds (through EINTR). */
 void store_sleep_for(double s);

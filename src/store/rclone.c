@@ -1137,21 +1137,6 @@ rcl_lock(struct storage *st, const char *name,
 	return (lease_lock(&io, "", name, o, l, holder, holdersz));
 }
 
-static void
-rcl_unlock(struct storage_lock *l)
-{
-	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
-
-	lease_unlock(&io, l);
-}
-
-static int
-rcl_renew(struct storage_lock *l)
-{
-	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
-
-	return (lease_renew(&io, l));
-}
 
 /* --- The store ---------------------------------------------------- */
 
@@ -1193,8 +1178,8 @@ static const struct storage_ops rcl_ops = {
 	.list = rcl_list,
 	.clean = rcl_clean,
 	.lock = rcl_lock,
-	.unlock = rcl_unlock,
-	.renew = rcl_renew,
+	.unlock = lease_unlock,
+	.renew = lease_renew,
 	.close = rcl_close,
 };
 

@@ -684,21 +684,6 @@ s3_lock(struct storage *st, const char *name,
 	    holdersz));
 }
 
-static void
-s3_unlock(struct storage_lock *l)
-{
-	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
-
-	lease_unlock(&io, l);
-}
-
-static int
-s3_renew(struct storage_lock *l)
-{
-	struct lease_io io = { lease_get, lease_put, lease_del, l->st };
-
-	return (lease_renew(&io, l));
-}
 
 /* --- The store ---------------------------------------------------- */
 
@@ -748,8 +733,8 @@ static const struct storage_ops s3_ops = {
 	.list = s3_list,
 	.clean = s3_clean,
 	.lock = s3_lock,
-	.unlock = s3_unlock,
-	.renew = s3_renew,
+	.unlock = lease_unlock,
+	.renew = lease_renew,
 	.close = s3_close,
 };
 
