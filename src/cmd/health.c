@@ -42,6 +42,9 @@ struct health {
 	int err;
 };
 
+/* How long past its due time an export may still be under way. */
+#define EXPORT_GRACE_NS (6 * 3600 * INT64_C(1000000000))
+
 static void worse(struct health *h, int s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -204,6 +207,16 @@ report(const struct engine_status *st, double rpo_opt, int json)
 			h.err |= buf_printf(&h.perf, ";;;0;");
 	}
 	for (i = 0; i < st->ntargets; i++) {
+		const struct engine_status_target *t = &st->targets[i];
+		char when[32];
+
+		/* As contrib/monitoring's CofferExportStale: a bundle of a
+		 * large snapshot takes hours. */
+		if (t->due_ns > 0 && now - t->due_ns > EXPORT_GRACE_NS) {
+			fmt_time(when, sizeof(when), t->due_ns);
+			worse(&h, H_WARNING, "export to %s overdue since %s",
+			    fmt_text(t->name), when);
+		}
 		if (st->targets[i].last_ns <= 0)
 			continue;
 		h.err |= perf_label(&h.perf, st->targets[i].name,
@@ -319,6 +332,7 @@ cmd_health(int argc, char **argv, const struct global_opts *g)
 		return (unknown(json, "cannot open the repository"));
 	}
 	o.policy = p;
+	o.now = now_realtime_ns();	/* when exports were due */
 	o.datasets = (const char *const *)argv + optind;
 	o.ndatasets = (size_t)(argc - optind);
 	if (engine_status(c, &o, &st))

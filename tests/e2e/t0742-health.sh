@@ -76,4 +76,36 @@ test_expect_success 'not a repository: UNKNOWN, exit 3' '
 	json_check u.json "\$j->{status} eq \"UNKNOWN\" && \$j->{exit} == 3"
 '
 
+# A run at a --now long past records its export then; the export's next
+# slot (a day later) is far more than six hours behind the real clock.
+test_expect_success 'an export overdue by its schedule: WARNING, exit 1' '
+	mkdir -p data2 off2 &&
+	echo two >data2/a &&
+	coffer init --key-file "$TMP/key2" repo2 &&
+	cat >e.policy <<-EOF &&
+	[repository]
+	path = $TMP/repo2
+	key-file = $TMP/key2
+	[dataset ds2]
+	path = $TMP/data2
+	full = daily 02:00
+	[export off2]
+	to = $TMP/off2
+	full = daily 03:00
+	EOF
+	coffer run --policy e.policy --now 2026-01-01T04:00:00Z >out &&
+	test_must_be_empty out &&
+	test_expect_code 1 coffer -r repo2 --key-file "$TMP/key2" health \
+		--policy e.policy >out &&
+	cat out &&
+	grep -E "^COFFER WARNING - export to off2 overdue since 2026-01-02T03:00:00Z \|.* '\''off2_export_age'\''=[0-9]+s;;;0;" out
+'
+
+test_expect_success 'an export within its schedule: not judged' '
+	coffer -r repo2 --key-file "$TMP/key2" export --target off2 \
+		--to off2 ds2@latest >/dev/null &&
+	coffer -r repo2 --key-file "$TMP/key2" health --policy e.policy >out &&
+	grep -E "^COFFER OK - " out
+'
+
 test_done
