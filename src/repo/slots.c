@@ -625,9 +625,11 @@ repo_slot_remove(struct repo *r, const char *name)
 	 */
 	if (ccrypto_recipient_remove(r->keys, name) == 0 && rp_write_keyring(r))
 		goto out;
-	snprintf(rel, sizeof(rel), KEYS_DIR "/%s", s->name);
-	if (!file && storage_delete(r->st, rel))
-		goto out;
+	if (!file) {
+		snprintf(rel, sizeof(rel), KEYS_DIR "/%s", s->name);
+		if (storage_delete(r->st, rel))
+			goto out;
+	}
 	rc = 0;
 out:
 	free(v);
