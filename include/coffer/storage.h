@@ -218,7 +218,9 @@ int storage_list_all(struct storage *st, const char *dir,
 void storage_entries_free(struct storage_entry *v, size_t n);
 
 /* Remove what puts cut short by a crash left (tmp/ of the local store,
- * incomplete uploads of object storage).  Lock held.  0 or -1. */
+ * incomplete uploads of object storage), never a put in progress, of
+ * this process or another (the local store's puts hold a flock on their
+ * file; object stores go by age).  0 or -1. */
 int storage_clean(struct storage *st);
 
 /*

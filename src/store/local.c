@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coffer/fsutil.h"
@@ -272,6 +273,10 @@ local_put_begin(struct storage *st, const char *name, unsigned flags,
 		return (-1);
 	}
 	close(tmpdir);
+	/* Held until the put ends: storage_clean, which any writer may run
+	 * beside others' puts, removes only files nobody holds.  A file
+	 * system without flock makes clean go by age alone. */
+	(void)flock(h->fd, LOCK_EX | LOCK_NB);
 	*p = &h->base;
 	return (0);
 }
@@ -321,16 +326,11 @@ local_put_commit(struct storage_put *p)
 	struct local_put *h = (struct local_put *)p;
 	struct local *l = local_of(p->st);
 	const char *leaf;
-	int dfd = -1, tmpdir = -1, rc = -1, missing, fd = h->fd;
+	int dfd = -1, tmpdir = -1, rc = -1, missing;
 
-	h->fd = -1;
-	if (fsync(fd)) {
+	/* Closed (its flock given up) only once renamed: see put_begin. */
+	if (fsync(h->fd)) {
 		fail_errno(l, "fsync of", p->name);
-		close(fd);
-		goto out;
-	}
-	if (close(fd)) {
-		fail_errno(l, "close of", p->name);
 		goto out;
 	}
 	if ((tmpdir = tmp_dir(l)) == -1 ||
@@ -502,6 +502,33 @@ local_list(struct storage *st, const char *dir,
 	return (list_dir(&li, dfd, strlen(dir), depth));
 }
 
+/*
+ * Whether tmp/name is another put's, still being written: its writer
+ * holds a flock on it (put_begin).  A regular file nobody holds is a
+ * crashed put's.  Where flock is not there, only a file untouched for
+ * CLEAN_AGE is taken for a leftover.
+ */
+#define CLEAN_AGE (24 * 3600)
+static int
+put_in_progress(int dfd, const char *name, const struct stat *sb)
+{
+	int fd, busy;
+
+	if (!S_ISREG(sb->st_mode))
+		return (0);
+	if ((fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) == -1)
+		return (errno != ENOENT);
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		busy = 0;
+	else if (errno == EWOULDBLOCK)
+		busy = 1;
+	else
+		busy = time(NULL) - sb->st_mtime < CLEAN_AGE;
+	close(fd);
+	return (busy);
+}
+
 static int
 local_clean(struct storage *st)
 {
@@ -521,13 +548,15 @@ local_clean(struct storage *st)
 	while ((de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW))
+			continue;	/* gone: a put committed */
 		/* A directory is not a put's leftover: left alone. */
-		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISDIR(sb.st_mode))
+		if (S_ISDIR(sb.st_mode))
 			log_warn("repository '%s': 'tmp/%s' is a directory, not a "
 			    "leftover of coffer's: left alone", l->base.where,
 			    de->d_name);
-		else if (unlinkat(dfd, de->d_name, 0) && errno != ENOENT)
+		else if (!put_in_progress(dfd, de->d_name, &sb) &&
+		    unlinkat(dfd, de->d_name, 0) && errno != ENOENT)
 			rc = fail_errno(l, "removal of leftover", TMP_DIR);
 	}
 	closedir(d);

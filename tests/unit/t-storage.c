@@ -656,6 +656,27 @@ hostile(void)
 	ok(storage_clean(st) == 0 && dir_entries(at(dir, "tmp")) == 1 &&
 	    access(at(dir, "tmp/notours"), F_OK) == 0,
 	    "local: clean removes leftovers, leaves a directory alone");
+	rmdir(at(dir, "tmp/notours"));
+
+	/* Another writer's put in progress is not a leftover: a clean from
+	 * another handle (another writer's) leaves it, and it commits. */
+	{
+		struct storage *other = storage_local_open(dir, 0);
+		struct storage_put *p = NULL;
+		unsigned char *got = NULL;
+		size_t glen = 0;
+
+		ok(other != NULL && storage_put_begin(st, "keys/busy", 0,
+		    &p) == 0 && storage_put_write(p, "abc", 3) == 0 &&
+		    storage_clean(other) == 0 &&
+		    dir_entries(at(dir, "tmp")) == 1 &&
+		    storage_put_commit(p) == 0 &&
+		    storage_get(st, "keys/busy", 16, &got, &glen) == 0 &&
+		    glen == 3 && memcmp(got, "abc", 3) == 0,
+		    "local: clean leaves another writer's put in progress");
+		free(got);
+		storage_close(other);
+	}
 	storage_close(st);
 }
 
