@@ -357,6 +357,18 @@ require_swift() {
 	test_skip_all "no object store: $swift_why_"
 }
 
+# swift_prereq: the prerequisite SWIFT for the tests of a script that
+# need the test object store, where it can run; under CI=true its absence
+# is a failure instead.
+swift_prereq() {
+	if "$SWIFT_SERVER" check >/dev/null 2>&1; then
+		test_set_prereq SWIFT
+	elif [ "${CI:-}" = true ]; then
+		echo "Bail out! no object store: $("$SWIFT_SERVER" check 2>&1)"
+		exit 1
+	fi
+}
+
 # require_promtool: skip the script, loudly, where Prometheus's promtool
 # is missing (make deps installs it, from Debian's prometheus package);
 # under CI=true that is a failure instead.

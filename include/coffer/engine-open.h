@@ -37,10 +37,24 @@ struct engine_open_opts {
 };
 
 /*
- * Open as o says into *r and (with want_catalog) *c.  0; -1 (reported)
- * when the repository or its catalog cannot be opened, unlocked, locked
- * or brought up to date; or what passphrase or check returned when not
- * 0.  *damaged: the sync left damaged packs or records out (reported).
+ * engine_open's failures (reported).  ENGINE_OPEN_STORE: the repository's
+ * store could not be reached or read (a connection refused or timed out,
+ * a server's errors after the retries, an I/O error, a full disk): it may
+ * pass.  ENGINE_OPEN_REPO: anything else, the repository's or the
+ * catalog's: not a repository, a wrong key, locked by another writer, a
+ * hostile or damaged object, a rollback.
+ */
+enum {
+	ENGINE_OPEN_REPO = -1,
+	ENGINE_OPEN_STORE = -2
+};
+
+/*
+ * Open as o says into *r and (with want_catalog) *c.  0; ENGINE_OPEN_REPO
+ * or ENGINE_OPEN_STORE (reported) when the repository or its catalog
+ * cannot be opened, unlocked, locked or brought up to date; or what
+ * passphrase or check returned when not 0 (> 0).  *damaged: the sync
+ * left damaged packs or records out (reported).
  */
 int engine_open(const struct engine_open_opts *o, struct repo **r,
     struct catalog **c, int *damaged);

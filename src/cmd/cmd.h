@@ -223,7 +223,9 @@ enum {
  * Open the repository named by the global options, unlock it (asking for
  * a passphrase if needed) and open its catalog: engine_open
  * (engine-open.h) with the global options.  Returns STATUS_OK, or the
- * status to exit with (the error is reported).
+ * status to exit with (the error is reported): STATUS_ERROR when its
+ * store could not be reached or read, STATUS_REPO for the repository's
+ * own errors (not one, a wrong key, locked, ...).
  */
 int cmd_open(const struct global_opts *g, int flags, struct repo **r,
     struct catalog **c);

@@ -300,9 +300,11 @@ cmd_open_checked(const struct global_opts *g, int flags,
 	o.check = check;
 	o.check_arg = arg;
 	o.arg = (void *)(uintptr_t)g;
-	/* -1: the repository's error; else what a callback said. */
+	/* The repository's error, its store's (which may pass: the
+	 * status of an I/O error), or what a callback said. */
 	if ((rc = engine_open(&o, rp, cp, &damaged)) != 0)
-		return (rc < 0 ? STATUS_REPO : rc);
+		return (rc == ENGINE_OPEN_STORE ? STATUS_ERROR :
+		    rc < 0 ? STATUS_REPO : rc);
 	if (damaged)
 		catalog_damage = 1;
 	return (STATUS_OK);

@@ -4,7 +4,9 @@
  * before the key checks it chooses more than where the catalog is, and
  * the catalog catches up from signed records only.
  */
+#include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +15,74 @@
 #include "coffer/log.h"
 #include "coffer/repo-keys.h"
 #include "coffer/storage.h"
+
+/*
+ * Whether a step of the open failed because the store could not be
+ * reached or read.  storage_last_error() is this thread's last failure
+ * of a store, kept until the next one: a step saw the store fail when it
+ * changed during the step.  Its code then tells the connection, the
+ * server or the disk failing from an object that is missing, hostile or
+ * refused to these credentials, which is the repository's error as much
+ * as a wrong key is.  A failure said in the very words of the one before
+ * the step goes unseen, and counts as the repository's.
+ */
+struct store_mark {
+	int code;
+	char msg[STORAGE_MSG_MAX];
+};
+
+static void
+store_mark(struct store_mark *m)
+{
+	const struct storage_error *e = storage_last_error();
+
+	m->code = e->code;
+	snprintf(m->msg, sizeof(m->msg), "%s", e->msg);
+}
+
+static int
+store_failed(const struct store_mark *m)
+{
+	const struct storage_error *e = storage_last_error();
+
+	if (e->code == m->code && strcmp(e->msg, m->msg) == 0)
+		return (0);
+	switch (e->code) {
+	case EIO:
+	case ETIMEDOUT:
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ECONNABORTED:
+	case EHOSTUNREACH:
+	case EHOSTDOWN:
+	case ENETUNREACH:
+	case ENETDOWN:
+	case ENETRESET:
+	case ENOTCONN:
+	case EPIPE:
+	case EPROTO:
+	case EREMOTEIO:
+	case ESTALE:
+	case EAGAIN:
+	case ENOSPC:
+	case EDQUOT:
+	case EROFS:
+	case ENOMEM:
+	case ENOBUFS:
+	case EMFILE:
+	case ENFILE:
+		return (1);
+	default:
+		return (0);
+	}
+}
+
+/* A step's failure, after store_mark(m) before it. */
+static int
+open_failure(const struct store_mark *m)
+{
+	return (store_failed(m) ? ENGINE_OPEN_STORE : ENGINE_OPEN_REPO);
+}
 
 /* Unlock r: the key file, else the passphrase (the last slot first). */
 static int
@@ -38,6 +108,7 @@ int
 engine_open(const struct engine_open_opts *o, struct repo **rp,
     struct catalog **cp, int *damaged)
 {
+	struct store_mark m;
 	struct repo *r;
 	struct catalog *c = NULL;
 	char *catpath = NULL, aside[PATH_MAX + 64];
@@ -47,11 +118,14 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	if (cp)
 		*cp = NULL;
 	*damaged = 0;
+	/* Each step that may fail is marked first (store_failed). */
+	store_mark(&m);
 	if ((r = repo_open(o->repo)) == NULL)
-		return (-1);
+		return (open_failure(&m));
 	if (o->unlock || o->want_catalog) {
 		/* Where the catalog is, by the id coffer.conf claims (only a
 		 * hint is read from there before the key checks it). */
+		store_mark(&m);
 		catpath = engine_catalog_path(r, o->catalog);
 		if (catpath == NULL && o->want_catalog) {
 			log_error("cannot find a place for the catalog (set "
@@ -68,6 +142,7 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	if (o->want_catalog) {
 		/* A damaged catalog, or one of another format, is moved
 		 * aside and said so there; the sync below rebuilds it. */
+		store_mark(&m);
 		if ((c = catalog_open_or_reset(catpath, aside,
 		    sizeof(aside))) == NULL)
 			goto err;
@@ -77,13 +152,16 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	catpath = NULL;
 	if (o->rotate)
 		repo_allow_unlisted(r);
+	store_mark(&m);
 	if (o->write && engine_prepare_write(r, c, o->wait))
 		goto err;
 	/* The repository is the source of truth; the catalog catches up. */
+	store_mark(&m);
 	if (c != NULL && (up = engine_catalog_update(r, c)) < 0)
 		goto err;
 	/* Again with what the records taught a new catalog: a coffer.conf
 	 * older than the repository has seen stops a writer. */
+	store_mark(&m);
 	if (c != NULL && engine_generation_check(r, c, o->write))
 		goto err;
 	if (o->write)
@@ -94,6 +172,8 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 		*cp = c;
 	return (0);
 err:
+	if (rc < 0)
+		rc = open_failure(&m);
 	free(catpath);
 	engine_close(r, c);
 	return (rc);
