@@ -729,6 +729,7 @@ local_lock(struct storage *st, const char *name,
 {
 	struct local *l = local_of(st);
 	int how = o->shared ? LOCK_SH : LOCK_EX, rc = -1;
+	char rel[STORAGE_NAME_MAX + 8];
 	struct local_lock *h;
 	int dfd, missing;
 
@@ -752,7 +753,8 @@ local_lock(struct storage *st, const char *name,
 		rc = 2;
 		goto out;
 	default:
-		fail_errno(l, "lock of", LOCK_DIR);
+		snprintf(rel, sizeof(rel), LOCK_DIR "/%s", name);
+		fail_errno(l, "lock of", rel);
 		goto out;
 	}
 	/* Who holds it, for whoever finds it busy. */

@@ -256,23 +256,21 @@ listing_page(void *arg, xmlNode *root)
 	return (rc == 0 && l->token[0] != '\0' ? 1 : rc);
 }
 
-int
-s3_list(struct storage *st, const char *dir,
+/* Every key that begins with pfx to fn, as page_add passes them on
+ * (own: the store's own keys, whole). */
+static int
+list_keys(struct s3 *s, const char *pfx, const char *what, int own,
     int (*fn)(void *, const char *, uint64_t), void *arg)
 {
-	struct s3 *s = s3_of(st);
 	struct listing *l;
-	char what[WHAT_MAX];
 	int rc;
 
 	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return (s3_nomem());
-	snprintf(what, sizeof(what), "'%s%s' (listing)", dir, dir[0] ? "/" :
-	    "");
-	snprintf(l->pfx, sizeof(l->pfx), "%s%s%s", s->prefix, dir,
-	    dir[0] ? "/" : "");
+	snprintf(l->pfx, sizeof(l->pfx), "%s", pfx);
 	l->s = s;
 	l->what = what;
+	l->own = own;
 	l->fn = fn;
 	l->arg = arg;
 	rc = pages(s, what, listing_query, listing_page, l);
@@ -283,25 +281,24 @@ s3_list(struct storage *st, const char *dir,
 }
 
 int
+s3_list(struct storage *st, const char *dir,
+    int (*fn)(void *, const char *, uint64_t), void *arg)
+{
+	struct s3 *s = s3_of(st);
+	char what[WHAT_MAX], pfx[STORAGE_NAME_MAX * 2 + 8];
+
+	snprintf(what, sizeof(what), "'%s%s' (listing)", dir, dir[0] ? "/" :
+	    "");
+	snprintf(pfx, sizeof(pfx), "%s%s%s", s->prefix, dir, dir[0] ? "/" :
+	    "");
+	return (list_keys(s, pfx, what, 0, fn, arg));
+}
+
+int
 s3_list_keys(struct s3 *s, const char *prefix, const char *what,
     int (*fn)(void *, const char *, uint64_t), void *arg)
 {
-	struct listing *l;
-	int rc;
-
-	if ((l = calloc(1, sizeof(*l))) == NULL)
-		return (s3_nomem());
-	snprintf(l->pfx, sizeof(l->pfx), "%s", prefix);
-	l->s = s;
-	l->what = what;
-	l->own = 1;
-	l->fn = fn;
-	l->arg = arg;
-	rc = pages(s, what, listing_query, listing_page, l);
-	page_clear(&l->pg);
-	free(l->pg.v);
-	free(l);
-	return (rc);
+	return (list_keys(s, prefix, what, 1, fn, arg));
 }
 
 /* The time of an ISO 8601 stamp ("2026-12-06T15:30:00.000Z"), or 0. */
