@@ -92,5 +92,7 @@ char *fsutil_join(const char *a, const char *b);
  * 0 taken, 1 timed out, 2 a signal asked to stop meanwhile
  * (signals_caught), -1 error (errno; not reported). */
 int fsutil_flock_wait(int fd, double timeout);
+/* The same with how LOCK_SH or LOCK_EX. */
+int fsutil_flock_wait_how(int fd, int how, double timeout);
 
 #endif

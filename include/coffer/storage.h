@@ -224,27 +224,33 @@ void storage_entries_free(struct storage_entry *v, size_t n);
 int storage_clean(struct storage *st);
 
 /*
- * Lock name (one component, as an object name's) against every other
- * lock of that name, from this handle or another, this process or
- * another.  o->info (one line: host, pid, time) is stored for whoever
- * finds it busy.  o->wait: how long to wait for it, seconds (< 0 for
- * ever, 0 not at all).  o->ttl: the length of a lease on stores whose
- * locks expire (the S3 and rclone stores' leases: 0 for their default,
- * 15 minutes), which a thread renews every third of it until
- * storage_unlock (a lease that could not be renewed in time, or was
- * taken over, is said once, as a warning, and storage_lock_lost says so
- * from then on); one whose info begins "host HOST pid PID", HOST this
+ * Lock name (one component, as an object name's, not ending ".shared":
+ * the store's own) against every other lock of that name, from this
+ * handle or another, this process or another.  o->shared: held beside
+ * other shared holders of the name; an exclusive holder excludes them
+ * and they it (taken shared when no exclusive holder is live, exclusive
+ * when no holder at all is).  o->info (one line: host, pid, time) is
+ * stored for whoever finds it busy.  o->wait: how long to wait for it,
+ * seconds (< 0 for ever, 0 not at all).  o->ttl: the length of a lease
+ * on stores whose locks expire (the S3 and rclone stores' leases: 0 for
+ * their default, 15 minutes), which a thread renews every third of it
+ * until storage_unlock (a lease that could not be renewed in time, or
+ * was taken over, is said once, as a warning, and storage_lock_lost says
+ * so from then on); one whose info begins "host HOST pid PID", HOST this
  * host and PID no process, is free at once.  The local store (flock)
  * and the memory store hold the lock until storage_unlock or the end of
- * the process.  Returns 0 taken (*l), 1 busy (not reported; the holder's
- * info, control bytes replaced, into holder), 2 asked to stop while
- * waiting (signals_caught; not reported: stopping is no failure of the
- * store), -1 failed.
+ * the process.  Returns 0 taken (*l), 1 busy (not reported; the
+ * blocking holder's info, control bytes replaced, into holder: when
+ * several shared holders block an exclusive, the first's followed by
+ * " (and N more)"), 2 asked to stop while waiting (signals_caught; not
+ * reported: stopping is no failure of the store), -1 failed.
  */
 struct storage_lock_opts {
 	const char *info;
 	double wait;
 	double ttl;
+	int shared;	/* held beside other shared holders of the name; an
+			 * exclusive holder excludes them and they it */
 };
 int storage_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **l,
@@ -254,6 +260,18 @@ void storage_unlock(struct storage_lock *l);
 /* 1 once a lease held as l may be another's (not renewed in time, or
  * taken over), else 0. */
 int storage_lock_lost(struct storage_lock *l);
+
+/* A holder of a lock, as storage_lock_holders lists it. */
+struct storage_holder {
+	char info[512];		/* its info line, control bytes replaced */
+	int shared;
+	long long expires;	/* Unix seconds; 0: a lock that does not expire */
+};
+/* Every live holder of lock name (exclusive first), malloc'd into *v
+ * (free()); an expired lease, or one whose holder is a gone process of
+ * this host, is not live (and may be removed).  0 or -1 (reported). */
+int storage_lock_holders(struct storage *st, const char *name,
+    struct storage_holder **v, size_t *n);
 
 /*
  * Fault injection in the memory store, deterministic: calls are counted
@@ -340,6 +358,10 @@ struct storage_ops {
 	 * holder's (taken over after it expired), -1 failed (storage_fail).
 	 * NULL: locks that do not expire. */
 	int (*renew)(struct storage_lock *);
+	/* Every live holder of a lock, as storage_lock_holders: into
+	 * *v (malloc'd, any order), *n: 0 or -1 (storage_fail). */
+	int (*holders)(struct storage *, const char *,
+	    struct storage_holder **, size_t *);
 	void (*close)(struct storage *);
 };
 struct storage_blocks;

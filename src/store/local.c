@@ -25,6 +25,7 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/storage.h"
+#include "store-int.h"
 
 #define TMP_DIR "tmp"
 #define LOCK_DIR "locks"
@@ -47,9 +48,15 @@ struct local_put {
 	char tmp[32];
 };
 
+/* A lock: flock(2) on locks/NAME, LOCK_EX or LOCK_SH.  A shared
+ * holder's info is a file of its own, locks/NAME.shared/TOKEN, which it
+ * keeps flocked LOCK_EX as long as it holds: one that a lister can
+ * flock is a dead holder's. */
 struct local_lock {
 	struct storage_lock base;
 	int fd;
+	int sdfd, infofd;		/* a shared holder's; else -1 */
+	char token[33];
 };
 
 static struct local *
@@ -563,72 +570,265 @@ local_clean(struct storage *st)
 	return (rc);
 }
 
+/* name's directory of shared holders in locks/ (dfd), into dir. */
+static void
+shared_dir(char *dir, size_t size, const char *name)
+{
+	snprintf(dir, size, "%s" STORE_SHARED, name);
+}
+
+/*
+ * The live shared holders of name (its directory in locks/, dfd) added
+ * to *v: each info file is flocked LOCK_EX by its holder, so one that
+ * can be flocked LOCK_SH is a dead holder's, removed.  What is not a
+ * regular file of one name there is left alone, never followed.
+ * 0 or -1 (recorded).
+ */
+static int
+shared_holders(struct local *l, int dfd, const char *name,
+    struct storage_holder **v, size_t *n)
+{
+	char dir[NAME_MAX + 16], rel[STORAGE_NAME_MAX + 32], info[512];
+	struct stat sb, now;
+	struct dirent *de;
+	int sdfd, fd, missing, wrong, rc = 0;
+	ssize_t got;
+	DIR *d;
+
+	shared_dir(dir, sizeof(dir), name);
+	snprintf(rel, sizeof(rel), LOCK_DIR "/%s", dir);
+	if ((sdfd = open_at(l, dfd, dir, rel, O_RDONLY, S_IFDIR,
+	    &missing)) == -1)
+		return (missing ? 0 : -1);
+	if ((d = fdopendir(sdfd)) == NULL) {
+		close(sdfd);
+		return (fail_errno(l, "listing of", rel));
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if ((fd = fsutil_open_in(sdfd, de->d_name, O_RDONLY, S_IFREG,
+		    &wrong)) == -1) {
+			if (wrong)
+				log_warn("repository '%s': '%s/%s' is %s, not a "
+				    "lock holder's: left alone", l->base.where,
+				    rel, de->d_name, fsutil_kind_at(sdfd,
+				    de->d_name));
+			continue;
+		}
+		if (fstat(fd, &sb) || sb.st_nlink != 1) {
+			close(fd);
+			continue;
+		}
+		if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+			/* Its holder is gone; removed if it is still the
+			 * file tested. */
+			if (fstatat(sdfd, de->d_name, &now,
+			    AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino ==
+			    sb.st_ino && now.st_dev == sb.st_dev)
+				(void)unlinkat(sdfd, de->d_name, 0);
+			close(fd);
+			continue;
+		}
+		got = pread(fd, info, sizeof(info) - 1, 0);
+		info[got > 0 ? got : 0] = '\0';
+		close(fd);
+		rc = store_holder_add(v, n, info, 1, 0);
+	}
+	closedir(d);
+	return (rc);
+}
+
+/* Who keeps a taker of name out, as a holder line: the exclusive holder
+ * (its info in locks/NAME, fd) when one is, else the shared ones. */
+static void
+busy_line(struct local *l, int dfd, const char *name, int fd, char *holder,
+    size_t holdersz)
+{
+	struct storage_holder *v = NULL;
+	size_t n = 0;
+	ssize_t got;
+
+	if (holdersz == 0)
+		return;
+	holder[0] = '\0';
+	if (flock(fd, LOCK_SH | LOCK_NB) == -1) {
+		got = pread(fd, holder, holdersz - 1, 0);
+		holder[got > 0 ? got : 0] = '\0';
+		holder[strcspn(holder, "\n")] = '\0';
+		return;
+	}
+	flock(fd, LOCK_UN);
+	if (shared_holders(l, dfd, name, &v, &n) == 0 && n > 0)
+		store_busy_line(holder, holdersz, v[0].info, n - 1);
+	free(v);
+}
+
+/*
+ * A shared holder's info file, made in name's directory in locks/ (dfd)
+ * and flocked LOCK_EX for as long as h holds.  A lister may test it
+ * between its creation and the flock, take it for a dead holder's and
+ * remove it: then it is made anew.  0 or -1 (recorded).
+ */
+static int
+shared_file(struct local *l, int dfd, const char *name, const char *info,
+    struct local_lock *h)
+{
+	char dir[NAME_MAX + 16], rel[STORAGE_NAME_MAX + 32];
+	uint8_t rnd[16];
+	struct stat sb;
+	int missing = 0;
+
+	shared_dir(dir, sizeof(dir), name);
+	snprintf(rel, sizeof(rel), LOCK_DIR "/%s", dir);
+	if (make_dir(l, dfd, dir, rel) || (h->sdfd = open_at(l, dfd, dir,
+	    rel, O_RDONLY, S_IFDIR, &missing)) == -1)
+		return (missing ? fail_errno(l, "open of", rel) : -1);
+	for (;;) {
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return (storage_fail(EIO, "cannot get random bytes"));
+		hex_encode(h->token, rnd, sizeof(rnd));
+		if ((h->infofd = openat(h->sdfd, h->token, O_RDWR | O_CREAT |
+		    O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
+			return (fail_errno(l, "creation of a holder in", rel));
+		if (flock(h->infofd, LOCK_EX) || fstat(h->infofd, &sb))
+			return (fail_errno(l, "lock of a holder in", rel));
+		if (sb.st_nlink == 1)
+			break;
+		close(h->infofd);
+		h->infofd = -1;
+	}
+	if (info != NULL)
+		(void)!pwrite(h->infofd, info, strlen(info), 0);
+	return (0);
+}
+
+static void
+lock_free(struct local_lock *h)
+{
+	if (h->infofd != -1) {
+		(void)unlinkat(h->sdfd, h->token, 0);
+		close(h->infofd);
+	}
+	if (h->sdfd != -1)
+		close(h->sdfd);
+	if (h->fd != -1)
+		close(h->fd);
+	free(h);
+}
+
+/* locks/NAME open (made if create) as the regular file of one name it
+ * must be, and the directory locks/ into *dfd: an fd, -1 and *missing,
+ * or -1 (recorded). */
+static int
+lock_file(struct local *l, const char *name, int create, int *dfd,
+    int *missing)
+{
+	char rel[STORAGE_NAME_MAX + 8];
+	const char *leaf;
+	struct stat sb;
+	int fd;
+
+	snprintf(rel, sizeof(rel), LOCK_DIR "/%s", name);
+	if ((*dfd = walk(l, rel, create, &leaf, missing)) == -1)
+		return (-1);
+	fd = open_at(l, *dfd, leaf, rel, create ? O_RDWR | O_CREAT :
+	    O_RDONLY, S_IFREG, missing);
+	if (fd == -1 && *missing && create)
+		fail_errno(l, "creation of", rel);
+	if (fd == -1) {
+		close(*dfd);
+		return (-1);
+	}
+	/* The lock is written to: a second name for another file (a hard
+	 * link planted in the store) must not be. */
+	if (fstat(fd, &sb) || sb.st_nlink != 1) {
+		close(fd);
+		close(*dfd);
+		return (storage_fail(EINVAL, "repository '%s': '%s' has other "
+		    "names (a hard link): refused", l->base.where, rel));
+	}
+	return (fd);
+}
+
 static int
 local_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **lk,
     char *holder, size_t holdersz)
 {
 	struct local *l = local_of(st);
+	int how = o->shared ? LOCK_SH : LOCK_EX, rc = -1;
 	char rel[STORAGE_NAME_MAX + 8];
 	struct local_lock *h;
-	struct stat sb;
-	const char *leaf;
-	ssize_t n;
-	int dfd, fd, missing;
+	int dfd, missing;
 
-	snprintf(rel, sizeof(rel), LOCK_DIR "/%s", name);
-	if ((dfd = walk(l, rel, 1, &leaf, &missing)) == -1)
+	if ((h = calloc(1, sizeof(*h))) == NULL)
+		return (storage_fail(ENOMEM, "out of memory"));
+	h->sdfd = h->infofd = -1;
+	if ((h->fd = lock_file(l, name, 1, &dfd, &missing)) == -1) {
+		free(h);
 		return (-1);
-	fd = open_at(l, dfd, leaf, rel, O_RDWR | O_CREAT, S_IFREG, &missing);
-	close(dfd);
-	if (fd == -1)
-		return (missing ? fail_errno(l, "creation of", rel) : -1);
-	/* The lock is written to: a second name for another file (a hard
-	 * link planted in the store) must not be. */
-	if (fstat(fd, &sb) || sb.st_nlink != 1) {
-		close(fd);
-		return (storage_fail(EINVAL, "repository '%s': '%s' has other "
-		    "names (a hard link): refused", l->base.where, rel));
 	}
-	switch (flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno != EWOULDBLOCK ?
-	    -1 : o->wait == 0 ? 1 : fsutil_flock_wait(fd, o->wait)) {
+	switch (flock(h->fd, how | LOCK_NB) == 0 ? 0 : errno != EWOULDBLOCK ?
+	    -1 : o->wait == 0 ? 1 : fsutil_flock_wait_how(h->fd, how,
+	    o->wait)) {
 	case 0:
 		break;
 	case 1:
-		n = holdersz > 0 ? pread(fd, holder, holdersz - 1, 0) : 0;
-		if (holdersz > 0) {
-			holder[n > 0 ? n : 0] = '\0';
-			holder[strcspn(holder, "\n")] = '\0';
-		}
-		close(fd);
-		return (1);
+		busy_line(l, dfd, name, h->fd, holder, holdersz);
+		rc = 1;
+		goto out;
 	case 2:
-		close(fd);
-		return (2);
+		rc = 2;
+		goto out;
 	default:
+		snprintf(rel, sizeof(rel), LOCK_DIR "/%s", name);
 		fail_errno(l, "lock of", rel);
-		close(fd);
-		return (-1);
+		goto out;
 	}
 	/* Who holds it, for whoever finds it busy. */
-	if (ftruncate(fd, 0) == 0 && o->info != NULL)
-		(void)!pwrite(fd, o->info, strlen(o->info), 0);
-	if ((h = calloc(1, sizeof(*h))) == NULL) {
-		close(fd);
-		return (storage_fail(ENOMEM, "out of memory"));
-	}
-	h->fd = fd;
+	if (o->shared) {
+		if (shared_file(l, dfd, name, o->info, h))
+			goto out;
+	} else if (ftruncate(h->fd, 0) == 0 && o->info != NULL)
+		(void)!pwrite(h->fd, o->info, strlen(o->info), 0);
+	close(dfd);
 	*lk = &h->base;
 	return (0);
+out:
+	close(dfd);
+	lock_free(h);
+	return (rc);
 }
 
 static void
 local_unlock(struct storage_lock *lk)
 {
-	struct local_lock *h = (struct local_lock *)lk;
+	lock_free((struct local_lock *)lk);
+}
 
-	close(h->fd);
-	free(h);
+static int
+local_holders(struct storage *st, const char *name,
+    struct storage_holder **v, size_t *n)
+{
+	struct local *l = local_of(st);
+	char info[512];
+	ssize_t got;
+	int dfd, fd, missing, rc;
+
+	if ((fd = lock_file(l, name, 0, &dfd, &missing)) == -1)
+		return (missing ? 0 : -1);
+	rc = 0;
+	if (flock(fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK) {
+		got = pread(fd, info, sizeof(info) - 1, 0);
+		info[got > 0 ? got : 0] = '\0';
+		rc = store_holder_add(v, n, info, 0, 0);
+	}
+	close(fd);
+	if (rc == 0)
+		rc = shared_holders(l, dfd, name, v, n);
+	close(dfd);
+	return (rc);
 }
 
 static void
@@ -656,6 +856,7 @@ static const struct storage_ops local_ops = {
 	.clean = local_clean,
 	.lock = local_lock,
 	.unlock = local_unlock,
+	.holders = local_holders,
 	.close = local_close,
 };
 

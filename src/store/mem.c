@@ -35,6 +35,8 @@ struct object {
 struct held {
 	char *name;
 	char *info;
+	int shared;
+	const void *owner;		/* the mem_lock holding it */
 };
 
 struct mem {
@@ -389,16 +391,25 @@ mem_list(struct storage *st, const char *dir,
 	return (rc);
 }
 
-/* The lock held as name (m->mu held), or NULL. */
+/* The first holder of name that keeps a taker (shared or not) out, and
+ * how many more do (m->mu held): NULL when none. */
 static struct held *
-held_of(struct mem *m, const char *name)
+blocker(struct mem *m, const char *name, int shared, size_t *more)
 {
+	struct held *first = NULL;
 	size_t i;
 
-	for (i = 0; i < m->nlocks; i++)
-		if (strcmp(m->locks[i].name, name) == 0)
-			return (&m->locks[i]);
-	return (NULL);
+	*more = 0;
+	for (i = 0; i < m->nlocks; i++) {
+		if (strcmp(m->locks[i].name, name) != 0 ||
+		    (shared && m->locks[i].shared))
+			continue;
+		if (first == NULL)
+			first = &m->locks[i];
+		else
+			(*more)++;
+	}
+	return (first);
 }
 
 /* Wait for m->freed until deadline (m->mu held): 1 when it passed. */
@@ -422,6 +433,7 @@ mem_lock(struct storage *st, const char *name,
 	struct timespec end;
 	struct mem_lock *h;
 	struct held *x, *nv;
+	size_t more;
 	int rc = -1;
 
 	if (enter(m, STORAGE_OP_LOCK, name))
@@ -439,14 +451,14 @@ mem_lock(struct storage *st, const char *name,
 		end.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&m->mu);
-	while ((x = held_of(m, name)) != NULL && o->wait != 0)
+	while ((x = blocker(m, name, o->shared, &more)) != NULL &&
+	    o->wait != 0)
 		if (wait_until(m, o->wait, &end)) {
-			x = held_of(m, name);
+			x = blocker(m, name, o->shared, &more);
 			break;
 		}
 	if (x != NULL) {
-		if (holdersz > 0)
-			snprintf(holder, holdersz, "%s", x->info);
+		store_busy_line(holder, holdersz, x->info, more);
 		rc = 1;
 		goto out;
 	}
@@ -466,6 +478,8 @@ mem_lock(struct storage *st, const char *name,
 		rc = nomem();
 		goto out;
 	}
+	x->shared = o->shared != 0;
+	x->owner = h;
 	m->nlocks++;
 	*l = &h->base;
 	h = NULL;
@@ -486,16 +500,38 @@ mem_unlock(struct storage_lock *l)
 	struct mem *m = mem_of(l->st);
 	struct held *x;
 
+	size_t i;
+
 	pthread_mutex_lock(&m->mu);
-	if ((x = held_of(m, h->name)) != NULL) {
-		free(x->name);
-		free(x->info);
-		*x = m->locks[--m->nlocks];
-		pthread_cond_broadcast(&m->freed);
-	}
+	for (i = 0; i < m->nlocks; i++)
+		if (m->locks[i].owner == h) {
+			x = &m->locks[i];
+			free(x->name);
+			free(x->info);
+			*x = m->locks[--m->nlocks];
+			pthread_cond_broadcast(&m->freed);
+			break;
+		}
 	pthread_mutex_unlock(&m->mu);
 	free(h->name);
 	free(h);
+}
+
+static int
+mem_holders(struct storage *st, const char *name, struct storage_holder **v,
+    size_t *n)
+{
+	struct mem *m = mem_of(st);
+	size_t i;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->mu);
+	for (i = 0; rc == 0 && i < m->nlocks; i++)
+		if (strcmp(m->locks[i].name, name) == 0)
+			rc = store_holder_add(v, n, m->locks[i].info,
+			    m->locks[i].shared, 0);
+	pthread_mutex_unlock(&m->mu);
+	return (rc);
 }
 
 static void
@@ -532,6 +568,7 @@ static const struct storage_ops mem_ops = {
 	.list = mem_list,
 	.lock = mem_lock,
 	.unlock = mem_unlock,
+	.holders = mem_holders,
 	.close = mem_close,
 };
 

@@ -1127,14 +1127,56 @@ lease_del(void *arg, const char *key, const char *what)
 	(void)call(s, "operations/deletefile", what, at_key(s, key), 1, NULL);
 }
 
+/* Every key under prefix ("locks/NAME.shared/"): its directory,
+ * listed, and what begins with prefix passed on. */
+static int
+lease_list(void *arg, const char *prefix, const char *what,
+    int (*fn)(void *, const char *, uint64_t), void *fnarg)
+{
+	char dir[STORAGE_NAME_MAX + 32];
+	size_t i, len = strlen(prefix);
+	const char *name;
+	json_t *v, *e;
+	int rc = 0;
+
+	snprintf(dir, sizeof(dir), "%.*s", (int)(len > 0 &&
+	    prefix[len - 1] == '/' ? len - 1 : len), prefix);
+	if (list_files(arg, dir, what, &v))
+		return (-1);
+	json_array_foreach(v, i, e) {
+		name = json_string_value(json_object_get(e, "Path"));
+		if (name != NULL && strncmp(name, prefix, len) == 0 &&
+		    (rc = fn(fnarg, name, 0)) != 0)
+			break;
+	}
+	json_decref(v);
+	return (rc);
+}
+
+static struct lease_io
+rcl_lease_io(struct storage *st)
+{
+	return ((struct lease_io){ lease_get, lease_put, lease_del,
+	    lease_list, st });
+}
+
 static int
 rcl_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **l,
     char *holder, size_t holdersz)
 {
-	struct lease_io io = { lease_get, lease_put, lease_del, st };
+	struct lease_io io = rcl_lease_io(st);
 
 	return (lease_lock(&io, "", name, o, l, holder, holdersz));
+}
+
+static int
+rcl_holders(struct storage *st, const char *name,
+    struct storage_holder **v, size_t *n)
+{
+	struct lease_io io = rcl_lease_io(st);
+
+	return (lease_holders(&io, "", name, v, n));
 }
 
 
@@ -1180,6 +1222,7 @@ static const struct storage_ops rcl_ops = {
 	.lock = rcl_lock,
 	.unlock = lease_unlock,
 	.renew = lease_renew,
+	.holders = rcl_holders,
 	.close = rcl_close,
 };
 

@@ -172,6 +172,12 @@ xmlDoc *s3_xml_answer(struct s3 *s, struct req *r, struct buf *b);
 int s3_list(struct storage *st, const char *dir,
     int (*fn)(void *, const char *, uint64_t), void *arg);
 
+/* Every key that begins with prefix (the bucket's, the store's prefix
+ * included: the store's own keys, as locks/), whole, to fn, every page:
+ * 0, fn's value, or -1 (recorded). */
+int s3_list_keys(struct s3 *s, const char *prefix, const char *what,
+    int (*fn)(void *, const char *, uint64_t), void *arg);
+
 /* Uploads under the prefix begun CLEAN_AGE ago or more are a crash's:
  * aborted, their parts freed.  A younger one may be another writer's. */
 int s3_clean(struct storage *st);

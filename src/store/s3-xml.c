@@ -123,9 +123,10 @@ page_clear(struct page *pg)
 }
 
 /* One Contents of a listing into pg: what is no object name is left
- * out, with a warning; the store's own (locks/) silently. */
+ * out, with a warning; the store's own (locks/) silently.  With own, a
+ * listing of the store's own keys: every key, whole. */
 static int
-page_add(struct s3 *s, struct page *pg, xmlNode *c)
+page_add(struct s3 *s, struct page *pg, xmlNode *c, int own)
 {
 	char key[2 * STORAGE_NAME_MAX + 1024], size[32], *end;
 	size_t plen = strlen(s->prefix);
@@ -139,12 +140,12 @@ page_add(struct s3 *s, struct page *pg, xmlNode *c)
 		    "without a key or a size", s->base.where));
 	if (strncmp(key, s->prefix, plen) != 0)
 		return (0);
-	rel = key + plen;
-	if (!strncmp(rel, "locks/", 6) || !strncmp(rel, "tmp/", 4))
+	rel = own ? key : key + plen;
+	if (!own && (!strncmp(rel, "locks/", 6) || !strncmp(rel, "tmp/", 4)))
 		return (0);
 	errno = 0;
 	n = strtoull(size, &end, 10);
-	if (!storage_name_ok(rel) || *end != '\0' || errno != 0) {
+	if ((!own && !storage_name_ok(rel)) || *end != '\0' || errno != 0) {
 		s3_printable(key);
 		log_warn("repository '%s': '%s' is not an object of the "
 		    "repository: left out", s->base.where, key);
@@ -212,6 +213,7 @@ struct listing {
 	char pfx[STORAGE_NAME_MAX * 2 + 8];
 	char token[1025];
 	struct page pg;
+	int own;			/* the store's own keys, whole */
 	int (*fn)(void *, const char *, uint64_t);
 	void *arg;
 };
@@ -240,7 +242,7 @@ listing_page(void *arg, xmlNode *root)
 	for (c = root->children; rc == 0 && c != NULL; c = c->next)
 		if (c->type == XML_ELEMENT_NODE &&
 		    strcmp((const char *)c->name, "Contents") == 0)
-			rc = page_add(l->s, &l->pg, c);
+			rc = page_add(l->s, &l->pg, c, l->own);
 	l->token[0] = '\0';
 	if (rc == 0 && truncated(root) && (s3_xml_text(root,
 	    "NextContinuationToken", l->token, sizeof(l->token)) ||
@@ -254,23 +256,21 @@ listing_page(void *arg, xmlNode *root)
 	return (rc == 0 && l->token[0] != '\0' ? 1 : rc);
 }
 
-int
-s3_list(struct storage *st, const char *dir,
+/* Every key that begins with pfx to fn, as page_add passes them on
+ * (own: the store's own keys, whole). */
+static int
+list_keys(struct s3 *s, const char *pfx, const char *what, int own,
     int (*fn)(void *, const char *, uint64_t), void *arg)
 {
-	struct s3 *s = s3_of(st);
 	struct listing *l;
-	char what[WHAT_MAX];
 	int rc;
 
 	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return (s3_nomem());
-	snprintf(what, sizeof(what), "'%s%s' (listing)", dir, dir[0] ? "/" :
-	    "");
-	snprintf(l->pfx, sizeof(l->pfx), "%s%s%s", s->prefix, dir,
-	    dir[0] ? "/" : "");
+	snprintf(l->pfx, sizeof(l->pfx), "%s", pfx);
 	l->s = s;
 	l->what = what;
+	l->own = own;
 	l->fn = fn;
 	l->arg = arg;
 	rc = pages(s, what, listing_query, listing_page, l);
@@ -278,6 +278,27 @@ s3_list(struct storage *st, const char *dir,
 	free(l->pg.v);
 	free(l);
 	return (rc);
+}
+
+int
+s3_list(struct storage *st, const char *dir,
+    int (*fn)(void *, const char *, uint64_t), void *arg)
+{
+	struct s3 *s = s3_of(st);
+	char what[WHAT_MAX], pfx[STORAGE_NAME_MAX * 2 + 8];
+
+	snprintf(what, sizeof(what), "'%s%s' (listing)", dir, dir[0] ? "/" :
+	    "");
+	snprintf(pfx, sizeof(pfx), "%s%s%s", s->prefix, dir, dir[0] ? "/" :
+	    "");
+	return (list_keys(s, pfx, what, 0, fn, arg));
+}
+
+int
+s3_list_keys(struct s3 *s, const char *prefix, const char *what,
+    int (*fn)(void *, const char *, uint64_t), void *arg)
+{
+	return (list_keys(s, prefix, what, 1, fn, arg));
 }
 
 /* The time of an ISO 8601 stamp ("2026-12-06T15:30:00.000Z"), or 0. */

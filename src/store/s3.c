@@ -672,16 +672,39 @@ lease_del(void *arg, const char *key, const char *what)
 	s3_perform(arg, &r);
 }
 
-/* A lease: the object locks/NAME (lease.c). */
+static int
+lease_list(void *arg, const char *prefix, const char *what,
+    int (*fn)(void *, const char *, uint64_t), void *fnarg)
+{
+	return (s3_list_keys(arg, prefix, what, fn, fnarg));
+}
+
+static struct lease_io
+s3_lease_io(struct storage *st)
+{
+	return ((struct lease_io){ lease_get, lease_put, lease_del,
+	    lease_list, st });
+}
+
+/* A lease: the object locks/NAME, or locks/NAME.shared/TOKEN (lease.c). */
 static int
 s3_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **l,
     char *holder, size_t holdersz)
 {
-	struct lease_io io = { lease_get, lease_put, lease_del, st };
+	struct lease_io io = s3_lease_io(st);
 
 	return (lease_lock(&io, s3_of(st)->prefix, name, o, l, holder,
 	    holdersz));
+}
+
+static int
+s3_holders(struct storage *st, const char *name, struct storage_holder **v,
+    size_t *n)
+{
+	struct lease_io io = s3_lease_io(st);
+
+	return (lease_holders(&io, s3_of(st)->prefix, name, v, n));
 }
 
 
@@ -735,6 +758,7 @@ static const struct storage_ops s3_ops = {
 	.lock = s3_lock,
 	.unlock = lease_unlock,
 	.renew = lease_renew,
+	.holders = s3_holders,
 	.close = s3_close,
 };
 

@@ -471,30 +471,109 @@ storage_clean(struct storage *st)
 	return (reported(st->ops->clean(st)));
 }
 
+/* A lock name: one component, not ending ".shared" (where the local
+ * and lease stores keep the shared holders of the name before it). */
+static int
+check_lock_name(const struct storage *st, const char *name)
+{
+	size_t n = strlen(name), k = strlen(STORE_SHARED);
+
+	if (strchr(name, '/') != NULL || (n >= k &&
+	    strcmp(name + n - k, STORE_SHARED) == 0))
+		return (reported(storage_fail(EINVAL, "repository '%s': '%s' is "
+		    "not a lock name: refused", st->where, name)));
+	return (check_name(st, name));
+}
+
+/* Control bytes of s replaced: it comes from the store, and goes to a
+ * terminal. */
+static void
+printable(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
+void
+store_busy_line(char *out, size_t size, const char *first, size_t more)
+{
+	if (size == 0)
+		return;
+	if (more > 0)
+		snprintf(out, size, "%s (and %zu more)", first, more);
+	else
+		snprintf(out, size, "%s", first);
+}
+
+int
+store_holder_add(struct storage_holder **v, size_t *n, const char *info,
+    int shared, long long expires)
+{
+	struct storage_holder *nv;
+
+	if ((nv = reallocarray(*v, *n + 1, sizeof(*nv))) == NULL)
+		return (storage_fail(ENOMEM, "out of memory"));
+	*v = nv;
+	snprintf(nv[*n].info, sizeof(nv[*n].info), "%s", info);
+	nv[*n].info[strcspn(nv[*n].info, "\n")] = '\0';
+	nv[*n].shared = shared;
+	nv[*n].expires = expires;
+	(*n)++;
+	return (0);
+}
+
+static int
+cmp_holder(const void *a, const void *b)
+{
+	const struct storage_holder *x = a, *y = b;
+
+	if (x->shared != y->shared)
+		return (x->shared - y->shared);
+	return (strcmp(x->info, y->info));
+}
+
+int
+storage_lock_holders(struct storage *st, const char *name,
+    struct storage_holder **v, size_t *n)
+{
+	size_t i;
+
+	*v = NULL;
+	*n = 0;
+	if (check_lock_name(st, name))
+		return (-1);
+	if (st->ops->holders(st, name, v, n)) {
+		free(*v);
+		*v = NULL;
+		*n = 0;
+		return (reported(-1));
+	}
+	for (i = 0; i < *n; i++)
+		printable((*v)[i].info);
+	if (*n > 1)
+		qsort(*v, *n, sizeof(**v), cmp_holder);
+	return (0);
+}
+
 int
 storage_lock(struct storage *st, const char *name,
     const struct storage_lock_opts *o, struct storage_lock **l,
     char *holder, size_t holdersz)
 {
-	char *s;
 	int rc;
 
 	*l = NULL;
 	if (holdersz > 0)
 		holder[0] = '\0';
-	if (strchr(name, '/') != NULL)
-		return (reported(storage_fail(EINVAL, "repository '%s': '%s' is "
-		    "not a lock name: refused", st->where, name)));
-	if (check_name(st, name))
+	if (check_lock_name(st, name))
 		return (-1);
 	if ((rc = st->ops->lock(st, name, o, l, holder, holdersz)) == 0) {
 		(*l)->st = st;
 		renewal_start(*l);
 	}
-	/* The holder's line comes from the store, and goes to a terminal. */
-	for (s = holder; rc == 1 && holdersz > 0 && *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
+	if (rc == 1 && holdersz > 0)
+		printable(holder);
 	return (reported(rc));
 }
 

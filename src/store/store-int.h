@@ -30,4 +30,18 @@ int storage_blocks_read(struct storage_blocks *b, struct storage_obj *o,
     uint64_t off, void *buf, size_t len, size_t *got);
 void storage_blocks_forget(struct storage_blocks *b, const char *name);
 
+/*
+ * Locks: the suffix of the name under locks/ where the local and lease
+ * stores keep a lock's shared holders (locks/NAME.shared/TOKEN), which
+ * no lock name may end with.  store_busy_line: the holder line of a
+ * busy lock, first's info and " (and N more)" when more block it.
+ * store_holder_add: one more holder at the end of *v: 0 or -1
+ * (storage_fail).
+ */
+#define STORE_SHARED ".shared"
+void store_busy_line(char *out, size_t size, const char *first,
+    size_t more);
+int store_holder_add(struct storage_holder **v, size_t *n,
+    const char *info, int shared, long long expires);
+
 #endif

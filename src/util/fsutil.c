@@ -473,6 +473,12 @@ fsutil_join(const char *a, const char *b)
 int
 fsutil_flock_wait(int fd, double timeout)
 {
+	return (fsutil_flock_wait_how(fd, LOCK_EX, timeout));
+}
+
+int
+fsutil_flock_wait_how(int fd, int how, double timeout)
+{
 	struct timespec now, end, nap = { 0, 20 * 1000 * 1000 };
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
@@ -483,7 +489,7 @@ fsutil_flock_wait(int fd, double timeout)
 		end.tv_nsec -= 1000000000L;
 	}
 	for (;;) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		if (flock(fd, how | LOCK_NB) == 0)
 			return (0);
 		if (errno != EWOULDBLOCK && errno != EINTR)
 			return (-1);

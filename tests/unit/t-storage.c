@@ -13,11 +13,13 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -429,9 +431,9 @@ names(struct storage *st, const char *kind)
 	ok(storage_list(st, "../x", count_entry, &i) == -1 &&
 	    storage_list(st, "/", count_entry, &i) == -1,
 	    "%s: a bad directory to list is refused", kind);
-	ok(storage_lock(st, "a/b", &(struct storage_lock_opts){ "", 0, 0 },
+	ok(storage_lock(st, "a/b", &(struct storage_lock_opts){ "", 0, 0, 0 },
 	    &l, NULL, 0) == -1 && storage_lock(st, "..", &(struct
-	    storage_lock_opts){ "", 0, 0 }, &l, NULL, 0) == -1,
+	    storage_lock_opts){ "", 0, 0, 0 }, &l, NULL, 0) == -1,
 	    "%s: a bad lock name is refused", kind);
 	stderr_capture_begin(&cap);
 	storage_put(st, "../escape", "x", 1, 0);
@@ -459,7 +461,7 @@ unlock_later(void *arg)
 static void
 locks(struct storage *st, struct storage *other, const char *kind)
 {
-	struct storage_lock_opts o = { "host h pid 1 since now", 0, 0 };
+	struct storage_lock_opts o = { "host h pid 1 since now", 0, 0, 0 };
 	struct storage_lock *a, *b, *c;
 	struct unlocker u;
 	pthread_t t;
@@ -472,7 +474,7 @@ locks(struct storage *st, struct storage *other, const char *kind)
 	    "%s: another takes it not: busy, naming the holder (%s)", kind,
 	    who);
 	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "x", 0.05,
-	    0 }, &b, who, sizeof(who)) == 1,
+	    0, 0 }, &b, who, sizeof(who)) == 1,
 	    "%s: nor after waiting a while", kind);
 	ok(storage_lock(other, "prune", &o, &c, NULL, 0) == 0,
 	    "%s: a lock of another name is another lock", kind);
@@ -491,11 +493,206 @@ locks(struct storage *st, struct storage *other, const char *kind)
 		return;
 	}
 	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "w", 60,
-	    0 }, &a, who, sizeof(who)) == 0,
+	    0, 0 }, &a, who, sizeof(who)) == 0,
 	    "%s: a waiter takes it when it is given back", kind);
 	pthread_join(t, NULL);
 	storage_unlock(a);
 	storage_unlock(NULL);
+}
+
+/* Whether st's locks are leases (they expire): the object stores'. */
+static int
+leased(const struct storage *st)
+{
+	return (storage_is_remote(storage_where(st)));
+}
+
+/*
+ * The live holders of lock name are exactly those given, NULL-ended,
+ * each "x:INFO" (exclusive) or "s:INFO" (shared), exclusive first and
+ * then by info; a lease's expires in the future, else 0.
+ */
+static int
+holders_are(struct storage *st, const char *name, ...)
+{
+	struct storage_holder *v;
+	const char *want;
+	size_t n, i = 0;
+	va_list ap;
+	int same;
+
+	if (storage_lock_holders(st, name, &v, &n) != 0)
+		return (0);
+	same = 1;
+	va_start(ap, name);
+	while ((want = va_arg(ap, const char *)) != NULL) {
+		if (i >= n || v[i].shared != (want[0] == 's') ||
+		    strcmp(v[i].info, want + 2) != 0 || (leased(st) ?
+		    v[i].expires <= (long long)time(NULL) : v[i].expires != 0))
+			same = 0;
+		i++;
+	}
+	va_end(ap);
+	free(v);
+	return (same && i == n);
+}
+
+/* storage_lock of name on st (o waiting), while a thread gives held
+ * back 50 ms later: its result (-1 without a thread). */
+static int
+waited_for(struct storage *st, const char *name,
+    const struct storage_lock_opts *o, struct storage_lock **l,
+    struct storage_lock *held)
+{
+	struct unlocker u = { held };
+	char who[128];
+	pthread_t t;
+	int rc;
+
+	*l = NULL;
+	if (pthread_create(&t, NULL, unlock_later, &u) != 0) {
+		storage_unlock(held);
+		return (-1);
+	}
+	rc = storage_lock(st, name, o, l, who, sizeof(who));
+	pthread_join(t, NULL);
+	return (rc);
+}
+
+/* Shared and exclusive holders of one name, on two handles. */
+static void
+shared_locks(struct storage *st, struct storage *other, const char *kind)
+{
+	struct storage_lock_opts sa = { "host h pid 1 reader a", 0, 0, 1 },
+	    sb = { "host h pid 1 reader b", 0, 0, 1 },
+	    x = { "host h pid 1 writer x", 0, 0, 0 };
+	struct storage_lock *a, *b, *c;
+	char who[128];
+
+	ok(storage_lock(st, "backup", &sa, &a, who, sizeof(who)) == 0 &&
+	    storage_lock(other, "backup", &sb, &b, who, sizeof(who)) == 0,
+	    "%s: shared beside shared", kind);
+	ok(storage_lock(other, "backup", &x, &c, who, sizeof(who)) == 1 &&
+	    c == NULL && (!strcmp(who, "host h pid 1 reader a (and 1 more)") ||
+	    !strcmp(who, "host h pid 1 reader b (and 1 more)")),
+	    "%s: exclusive busy beside two shared, naming one (%s)", kind,
+	    who);
+	ok(holders_are(st, "backup", "s:host h pid 1 reader a",
+	    "s:host h pid 1 reader b", NULL),
+	    "%s: the holders are the two shared", kind);
+	storage_unlock(b);
+	ok(storage_lock(st, "backup", &x, &c, who, sizeof(who)) == 1 &&
+	    strcmp(who, sa.info) == 0,
+	    "%s: exclusive busy beside one shared, naming it (%s)", kind, who);
+	storage_unlock(a);
+	ok(holders_are(other, "backup", NULL), "%s: given back, no holder",
+	    kind);
+	ok(storage_lock(st, "backup", &x, &c, who, sizeof(who)) == 0,
+	    "%s: given back, exclusive taken", kind);
+	ok(storage_lock(other, "backup", &sa, &a, who, sizeof(who)) == 1 &&
+	    a == NULL && strcmp(who, x.info) == 0,
+	    "%s: shared busy while exclusive held, naming it (%s)", kind, who);
+	ok(holders_are(other, "backup", "x:host h pid 1 writer x", NULL),
+	    "%s: the holder is the exclusive", kind);
+	ok(waited_for(other, "backup", &(struct storage_lock_opts){ sa.info,
+	    60, 0, 1 }, &a, c) == 0,
+	    "%s: a shared waiter takes it when the exclusive is given back",
+	    kind);
+	ok(waited_for(st, "backup", &(struct storage_lock_opts){ x.info, 60,
+	    0, 0 }, &c, a) == 0,
+	    "%s: an exclusive waiter takes it when the shared is given back",
+	    kind);
+	storage_unlock(c);
+	ok(holders_are(st, "backup", NULL) && storage_lock(other, "backup",
+	    &sb, &b, who, sizeof(who)) == 0,
+	    "%s: all given back, free", kind);
+	storage_unlock(b);
+	ok(storage_lock(st, "backup.shared", &sa, &a, NULL, 0) == -1 &&
+	    storage_lock_holders(st, "backup.shared", &(struct storage_holder
+	    *){ NULL }, &(size_t){ 0 }) == -1,
+	    "%s: a lock name ending .shared is refused", kind);
+}
+
+/*
+ * A child process that takes lock name shared on the store at where,
+ * with ttl, and dies: killed (-9) while it holds, or at once, its lease
+ * left.  gone: its info names this host and its own pid, else "host h
+ * pid 1 child".  Its pid, once it is dead, or -1.
+ */
+static pid_t
+dead_sharer(const char *where, const char *name, double ttl, int gone)
+{
+	struct storage_lock_opts o = { "host h pid 1 child", 0, ttl, 1 };
+	char info[512], host[256], c = 0;
+	struct storage_lock *l;
+	struct storage *st;
+	int fd[2], status;
+	pid_t pid;
+
+	if (pipe(fd) || (pid = fork()) == -1)
+		return (-1);
+	if (pid == 0) {
+		close(fd[0]);
+		gethostname(host, sizeof(host) - 1);
+		host[sizeof(host) - 1] = '\0';
+		snprintf(info, sizeof(info), "host %s pid %ld child", host,
+		    (long)getpid());
+		if (gone)
+			o.info = info;
+		if ((st = storage_open_location(where, 0)) != NULL &&
+		    storage_lock(st, name, &o, &l, NULL, 0) == 0)
+			c = 1;
+		(void)!write(fd[1], &c, 1);
+		/* Killed: no unlock, no exit handler. */
+		pause();
+		_exit(0);
+	}
+	close(fd[1]);
+	if (read(fd[0], &c, 1) != 1)
+		c = 0;
+	close(fd[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return (c ? pid : -1);
+}
+
+/* Leases: renewed when shared too; an expired one, or one whose holder
+ * is a gone process of this host, does not count. */
+static void
+shared_leases(struct storage *st, struct storage *other, const char *kind)
+{
+	struct storage_lock_opts s3s = { "renewed reader", 0, 3, 1 },
+	    x = { "writer", 0, 0, 0 };
+	struct storage_lock *l, *l2;
+	char who[128];
+	int rc;
+
+	ok(storage_lock(st, "sharing", &s3s, &l, NULL, 0) == 0,
+	    "%s: a shared lease of 3 s taken", kind);
+	sleep(7);
+	ok(storage_lock(other, "sharing", &x, &l2, who, sizeof(who)) == 1 &&
+	    strcmp(who, "renewed reader") == 0 && !storage_lock_lost(l),
+	    "%s: 7 s later an exclusive is still kept out: renewed", kind);
+	storage_unlock(l);
+	/* Long enough for a child to open a store over rclone and Swift,
+	 * and take it, before it expires. */
+	rc = dead_sharer(storage_where(st), "sharing", 8, 0) > 0 ?
+	    storage_lock(other, "sharing", &x, &l2, who, sizeof(who)) : -1;
+	ok(rc == 1 && strcmp(who, "host h pid 1 child") == 0,
+	    "%s: a dead holder's shared lease of 8 s is there", kind);
+	if (rc == 0)
+		storage_unlock(l2);
+	sleep(9);
+	ok(holders_are(st, "sharing", NULL) && storage_lock(other, "sharing",
+	    &x, &l2, who, sizeof(who)) == 0,
+	    "%s: expired, it is no holder and keeps no exclusive out", kind);
+	storage_unlock(l2);
+	l2 = NULL;
+	ok(dead_sharer(storage_where(st), "sharing", 0, 1) > 0 &&
+	    holders_are(st, "sharing", NULL) && storage_lock(other, "sharing",
+	    &x, &l2, who, sizeof(who)) == 0,
+	    "%s: one of a gone process of this host does not count", kind);
+	storage_unlock(l2);
 }
 
 /* The contract, on st (a second handle on the same store: other). */
@@ -510,6 +707,9 @@ contract(struct storage *st, struct storage *other, const char *kind)
 	deletes(st, kind);
 	names(st, kind);
 	locks(st, other, kind);
+	shared_locks(st, other, kind);
+	if (leased(st))
+		shared_leases(st, other, kind);
 }
 
 /* A path under the local store at dir. */
@@ -538,6 +738,43 @@ dir_entries(const char *path)
 		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
 	closedir(d);
 	return (n);
+}
+
+/* locks/backup.shared/ of the local store at dir (st) attacked. */
+static void
+shared_hostile(struct storage *st, const char *dir, const char *outside)
+{
+	struct storage_lock_opts o = { "host h pid 1 reader", 0, 0, 1 };
+	struct storage_lock *l, *x;
+	int outside_n = dir_entries(outside);
+
+	mkdir(at(dir, "locks"), 0700);
+	symlink(outside, at(dir, "locks/linked.shared"));
+	ok(storage_lock(st, "linked", &o, &l, NULL, 0) == -1 &&
+	    failed_with(EINVAL, "symbolic link") && dir_entries(outside) ==
+	    outside_n, "local: a link in place of the shared holders' directory is "
+	    "refused, not followed");
+	mkdir(at(dir, "locks/backup.shared"), 0700);
+	symlink(at(outside, "secret"), at(dir, "locks/backup.shared/evil"));
+	mkfifo(at(dir, "locks/backup.shared/fifo"), 0600);
+	alarm(20);
+	ok(storage_lock(st, "backup", &o, &l, NULL, 0) == 0 &&
+	    holders_are(st, "backup", "s:host h pid 1 reader", NULL) &&
+	    dir_entries(at(dir, "locks/backup.shared")) == 3,
+	    "local: a link and a FIFO among the shared holders are no "
+	    "holders, left alone, not followed");
+	alarm(0);
+	ok(dead_sharer(dir, "backup", 0, 0) > 0 &&
+	    dir_entries(at(dir, "locks/backup.shared")) == 4 &&
+	    holders_are(st, "backup", "s:host h pid 1 reader", NULL) &&
+	    dir_entries(at(dir, "locks/backup.shared")) == 3,
+	    "local: a holder killed -9 is not listed, its file removed");
+	storage_unlock(l);
+	ok(storage_lock(st, "backup", &(struct storage_lock_opts){ "x", 0, 0,
+	    0 }, &x, NULL, 0) == 0 && dir_entries(at(dir,
+	    "locks/backup.shared")) == 2, "local: given back, its file "
+	    "removed; exclusive taken");
+	storage_unlock(x);
 }
 
 static void
@@ -643,9 +880,13 @@ hostile(void)
 	fd = open(at(dir, "locks/writer"), O_WRONLY | O_CREAT, 0600);
 	close(fd);
 	link(at(dir, "locks/writer"), at(outside, "hard"));
-	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "x", 0, 0 },
+	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "x", 0, 0, 0 },
 	    &l, NULL, 0) == -1 && failed_with(EINVAL, "hard link"),
 	    "local: a lock file with another name is refused");
+
+	/* Shared holders' files: links and FIFOs among them are left
+	 * alone, a dead holder's is removed. */
+	shared_hostile(st, dir, outside);
 
 	/* Puts leave nothing in tmp/; clean removes a crash's leftovers. */
 	ok(dir_entries(at(dir, "tmp")) == 0, "local: tmp/ empty after puts");
@@ -861,7 +1102,7 @@ faults(void)
 	ok(storage_list_all(st, "", &v, &n) == -1 && v == NULL &&
 	    failed_with(ETIMEDOUT, NULL), "mem: a listing fault");
 	storage_mem_fail(st, STORAGE_OP_LOCK, 1, EIO);
-	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "", 0, 0 },
+	ok(storage_lock(st, "writer", &(struct storage_lock_opts){ "", 0, 0, 0 },
 	    &l, NULL, 0) == -1 && l == NULL, "mem: a lock fault");
 
 	/* Reads cut short: storage_read reads on. */
@@ -1067,7 +1308,7 @@ s3_multipart(struct storage *st)
 static void
 s3_renewal(struct storage *st, struct storage *other)
 {
-	struct storage_lock_opts o = { "renewed", 0, 3 };
+	struct storage_lock_opts o = { "renewed", 0, 3, 0 };
 	struct storage_lock *l, *l2;
 	char holder[64];
 
@@ -1196,6 +1437,8 @@ main(void)
 	char dir[256];
 
 	log_level = -1;
+	/* The child processes of dead_sharer open stores by location. */
+	storage_set_cacert(getenv("COFFER_CACERT"));
 	snprintf(base, sizeof(base), "/tmp/coffer-t-storage-XXXXXX");
 	if (mkdtemp(base) == NULL) {
 		perror("mkdtemp");
