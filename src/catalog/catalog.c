@@ -12,9 +12,12 @@
 #include <unistd.h>
 
 #include "catalog-int.h"
+#include "coffer/fmt.h"
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/name.h"
+#include "coffer/progress.h"
+#include "coffer/signals.h"
 
 /* "CFCT" in PRAGMA application_id: tells a coffer catalog from any other
  * SQLite file that a mistyped --catalog might point at. */
@@ -1098,10 +1101,43 @@ catalog_default_path(const char *repo_id_hex, const char *location)
 	return ((char *)b.data);
 }
 
+/* Who holds the catalog's writer lock, in the lock file, for the message
+ * of whoever finds it busy: best effort. */
+static void
+holder_write(int fd)
+{
+	char line[128], when[32];
+	int n;
+
+	fmt_time(when, sizeof(when), now_realtime_ns());
+	n = snprintf(line, sizeof(line), "pid %ld since %s\n", (long)getpid(),
+	    when);
+	if (ftruncate(fd, 0) == 0 && n > 0)
+		(void)pwrite(fd, line, (size_t)n, 0);
+}
+
+static void
+holder_read(int fd, char *out, size_t outsz)
+{
+	ssize_t n;
+	size_t i;
+
+	n = pread(fd, out, outsz - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	/* Written by anyone who can write the state directory: one line
+	 * of plain characters, or nothing. */
+	for (i = 0; out[i] != '\0'; i++)
+		if ((unsigned char)out[i] < ' ' || (unsigned char)out[i] > '~') {
+			out[0] = '\0';
+			break;
+		}
+}
+
 int
 catalog_lock(struct catalog *c, double wait)
 {
-	char *name;
+	char *name, holder[128];
 	int fd;
 
 	if (c->lock_fd != -1)
@@ -1120,17 +1156,20 @@ catalog_lock(struct catalog *c, double wait)
 	case 0:
 		break;
 	case 1:
-		log_error("catalog '%s' is locked by another coffer process",
-		    c->dir);
+		holder_read(fd, holder, sizeof(holder));
+		log_error("catalog '%s' is locked by another coffer process%s%s%s",
+		    c->dir, holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
 		goto err1;
 	case 2:
-		log_warn("catalog '%s': stopped waiting for the lock", c->dir);
+		log_warn("catalog '%s': stopped waiting for the lock (%s)",
+		    c->dir, signals_name(signals_caught()));
 		goto err1;
 	default:
 		log_errno("cannot lock '%s'", name);
 		goto err1;
 	}
 	c->lock_fd = fd;
+	holder_write(fd);
 	free(name);
 	return (0);
 err1:
@@ -1165,6 +1204,7 @@ catalog_lock_try(struct catalog *c)
 		return (errno == EWOULDBLOCK ? 0 : -1);
 	}
 	c->lock_fd = fd;
+	holder_write(fd);
 	return (1);
 }
 
