@@ -26,6 +26,8 @@ struct engine_open_opts {
 	int unlock;			/* unlock the keys */
 	int want_catalog;		/* open the catalog (unlocks too) */
 	int write;			/* a writer: locks, crash recovery */
+	int exclusive;			/* ... of shared state in place: the
+					 * writer lock exclusive, not shared */
 	int rotate;			/* a key rotation: an epoch coffer.conf
 					 * does not list does not stop it */
 	double wait;			/* for the writer locks */
@@ -60,6 +62,27 @@ int engine_open(const struct engine_open_opts *o, struct repo **r,
     struct catalog **c, int *damaged);
 /* Close both; either may be NULL. */
 void engine_close(struct repo *r, struct catalog *c);
+/* The command this process runs, named in the writer lock it takes
+ * (coffer locks shows it). */
+void engine_lock_purpose(const char *command);
+/*
+ * Who holds r's writer lock now (coffer locks), from the info line each
+ * holder wrote ("host H pid P since T command C"; fields it lacks are ""
+ * and 0): an array malloc'd into *v (free()), exclusive holders first.
+ * 0 or -1 (reported).
+ */
+struct engine_lock_holder {
+	char host[256];
+	long pid;
+	char since[32];		/* RFC 3339, UTC */
+	char command[32];
+	int shared;
+	long long expires;	/* Unix seconds; 0: held while the process
+				 * lives (a local lock) */
+	char info[512];		/* the line as written */
+};
+int engine_lock_holders(struct repo *r, struct engine_lock_holder **v,
+    size_t *n);
 /* Where r is (absolute, resolved when opened), for messages. */
 const char *engine_repo_path(const struct repo *r);
 

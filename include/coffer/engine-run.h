@@ -40,6 +40,7 @@ struct engine_run {
 	const struct policy *p;
 	int64_t now;
 	int fake_clock;
+	double wait;			/* for the writer lock, as --wait */
 	int (*open_scratch)(void *arg, const char *repo,
 	    const char *catalog, struct repo **r, struct catalog **c);
 	void *arg;

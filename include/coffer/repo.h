@@ -64,17 +64,33 @@ const struct chunker_params *repo_chunker_params(const struct repo *r);
 const struct ccrypto_keys *repo_keys(const struct repo *r);
 
 /*
- * Take the repository's writer lock (flock on locks/writer, holding this
- * host, pid and time), waiting at most wait seconds for another writer
- * to give it back (< 0: for ever; 0: fail at once with "repository is
- * locked by ...").  Held until repo_close.  0 or -1 (reported).
+ * The repository's writer lock (locks/writer; its info line names this
+ * host, pid, time and purpose): repo_lock exclusive, for changes of
+ * shared state in place; repo_lock_shared beside other shared holders,
+ * for writers that only add new objects.  Waiting at most wait seconds
+ * for the holders that exclude it (< 0: for ever; 0: fail at once with
+ * "repository is locked by ...").  Held until repo_lock_release or repo_close;
+ * asking for the exclusive lock while holding it shared gives the shared
+ * one back first.  0 or -1 (reported).
  */
 int repo_lock(struct repo *r, double wait);
-/* The same if the lock is free: 1 taken (or held), 0 held by another
- * writer (not reported), -1 error (reported). */
+int repo_lock_shared(struct repo *r, double wait);
+/* Shared, if nobody holds it exclusive: 1 taken (or held), 0 held by
+ * another writer (not reported), -1 error (reported). */
 int repo_lock_try(struct repo *r);
+void repo_lock_release(struct repo *r);
+enum { REPO_UNLOCKED, REPO_LOCKED_SHARED, REPO_LOCKED };
+int repo_lock_held(const struct repo *r);
+/* 1 once the lock held is a lease that may be another's (storage_lock_lost). */
+int repo_lock_lost(const struct repo *r);
+/* Who holds the writer lock (storage_lock_holders).  0 or -1. */
+struct storage_holder;
+int repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n);
+/* The word (the command) this process's lock info ends with. */
+void repo_lock_purpose(const char *what);
 
-/* Remove leftovers in tmp/ (packs of a crashed run).  Writer lock held. */
+/* Remove leftovers in tmp/ (packs of a crashed run), never another
+ * writer's put in progress (storage_clean).  Writer lock held. */
 int repo_clean_tmp(struct repo *r);
 
 /* Path of a pack file, for messages: REPO/packs/ab/<name>; malloc'd. */
@@ -335,5 +351,7 @@ void pack_reader_close(struct pack_reader *p);
 int pack_epoch(struct repo *r, const char *name, uint32_t *epoch);
 int pack_rewrap(struct repo *r, char **names, size_t n, int *changed);
 int pack_rewrap_recover(struct repo *r, char ***names, size_t *nnames);
+/* 1 when a rewrap was cut short (its intent is there), 0, -1 (reported). */
+int pack_rewrap_pending(struct repo *r);
 
 #endif

@@ -154,6 +154,8 @@ void cmd_overview(FILE *f);
 int cmd_init(int argc, char **argv, const struct global_opts *g);
 int cmd_backup(int argc, char **argv, const struct global_opts *g);
 int cmd_snapshots(int argc, char **argv, const struct global_opts *g);
+int cmd_locks(int argc, char **argv, const struct global_opts *g);
+extern const struct cmd_option cmd_locks_options[];
 int cmd_ls(int argc, char **argv, const struct global_opts *g);
 int cmd_restore(int argc, char **argv, const struct global_opts *g);
 int cmd_dump(int argc, char **argv, const struct global_opts *g);
@@ -215,8 +217,10 @@ int cmd_usage_error(const char *name);
 enum {
 	OPEN_KEYS = 1,		/* unlock the keys */
 	OPEN_WRITE = 2,		/* writer: locks, crash recovery */
-	OPEN_ROTATE = 4		/* a key rotation: it may mend a keyring
+	OPEN_ROTATE = 4,	/* a key rotation: it may mend a keyring
 				 * epoch that coffer.conf does not list */
+	OPEN_EXCL = 8		/* a writer of shared state in place (keys,
+				 * forget, prune): the writer lock exclusive */
 };
 
 /*

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "coffer/engine-open.h"
 #include "coffer/log.h"
 #include "coffer/status.h"
 
@@ -118,6 +119,8 @@ static const struct command {
 	  ENV_OPEN, 1 },
 	{ "bundles", cmd_bundles, cmd_bundles_options, NULL,
 	  "list the bundles exported to each target", ENV_OPEN, 1 },
+	{ "locks", cmd_locks, cmd_locks_options, NULL,
+	  "show who holds the repository's writer lock", ENV_REPO, 1 },
 	{ "key list", cmd_key_list, cmd_key_list_options, NULL,
 	  "list the key slots, the keys the keyring lists and key epochs",
 	  ENV_REPO, 1 },
@@ -449,6 +452,7 @@ cmd_run(int argc, char **argv, const struct global_opts *g)
 		return (print_help(words == 2 ? c->name : argv[0]));
 	/* Each command runs getopt from the start. */
 	optind = 0;
+	engine_lock_purpose(c->name);
 	st = c->fn(argc - (words - 1), argv + (words - 1), g);
 	/* What the catalog update could not read (a damaged or forged
 	 * pack, reported) was left out: the run did not end clean. */

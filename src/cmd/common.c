@@ -293,6 +293,7 @@ cmd_open_checked(const struct global_opts *g, int flags,
 	o.unlock = (flags & OPEN_KEYS) != 0;
 	o.want_catalog = cp != NULL;
 	o.write = (flags & OPEN_WRITE) != 0;
+	o.exclusive = (flags & OPEN_EXCL) != 0;
 	o.rotate = (flags & OPEN_ROTATE) != 0;
 	o.wait = g->wait;
 	o.passphrase = open_passphrase;

@@ -254,7 +254,7 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	signals_install();
 	/* Forgetting is not appending: the authority's decision.  A key
 	 * that cannot is refused before anything is forgotten. */
-	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE | OPEN_EXCL,
 	    cmd_open_need_full, "forget", &r, &c)) != STATUS_OK) {
 		free(tags);
 		return (st);
@@ -307,7 +307,7 @@ cmd_prune(int argc, char **argv, const struct global_opts *g)
 	if (optind != argc)
 		return (cmd_usage_error("prune"));
 	signals_install();
-	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE | OPEN_EXCL,
 	    cmd_open_need_read, "prune", &r, &c)) != STATUS_OK)
 		return (st);
 	st = run_prune(r, c, pct / 100, dry_run, json);

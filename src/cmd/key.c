@@ -626,7 +626,7 @@ cmd_key_rotate(int argc, char **argv, const struct global_opts *g)
 	}
 	if (optind != argc)
 		return (cmd_usage_error("key rotate"));
-	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE |
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE | OPEN_EXCL |
 	    (rewrap ? 0 : OPEN_ROTATE), cmd_open_need_read,
 	    rewrap ? "key rotate --rewrap" : "key rotate", &r, &c)) !=
 	    STATUS_OK)
@@ -675,7 +675,7 @@ cmd_key_retire(int argc, char **argv, const struct global_opts *g)
 		    argv[optind]);
 		return (STATUS_USAGE);
 	}
-	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE | OPEN_EXCL,
 	    cmd_open_need_read, "key retire", &r, &c)) != STATUS_OK)
 		return (st);
 	st = cmd_status(engine_key_retire(r, c, (uint32_t)v));

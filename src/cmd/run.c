@@ -287,14 +287,17 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 	if (!run.e.fake_clock)
 		run.e.now = wall;
 	run.e.p = p;
+	run.e.wait = pg.wait;
 	run.e.open_scratch = cmd_open_scratch;
 	run.e.arg = &pg;
 	signals_install();
 	/*
-	 * A run holds the writer lock from before it decides until it is
-	 * done: a second run waits (--wait) and then finds done what the
-	 * first did, or fails at once with --no-wait.  A dry run writes
-	 * nothing and takes no lock.
+	 * A run holds the catalog's writer lock from before it decides until
+	 * it is done: a second run of this host waits (--wait) and then finds
+	 * done what the first did, or fails at once with --no-wait.  The
+	 * repository's writer lock it holds shared, and exclusive for its
+	 * forget and prune steps.  A dry run writes nothing and takes no
+	 * lock.
 	 */
 	if ((st = cmd_open_checked(&pg, dry_run ? OPEN_KEYS :
 	    OPEN_KEYS | OPEN_WRITE, check_key, p, &run.e.r, &run.e.c)) !=

@@ -103,21 +103,46 @@ engine_generation_check(struct repo *r, struct catalog *c, int writing)
 	return (0);
 }
 
+/*
+ * A rewrap cut short is finished before anything reads a header (every
+ * header whole), by a full key, and under the exclusive lock: a shared
+ * holder that finds the intent gives its lock back, takes the exclusive
+ * one for the recovery, and takes the shared one again.
+ */
+static int
+recover_rewrap(struct repo *r, struct catalog *c, double wait, int exclusive)
+{
+	int pending;
+
+	if (ccrypto_keys_write_only(repo_keys(r)))
+		return (0);
+	if (exclusive)
+		return (engine_key_recover(r, c));
+	if ((pending = pack_rewrap_pending(r)) <= 0)
+		return (pending);
+	if (repo_lock(r, wait) || engine_key_recover(r, c))
+		return (-1);
+	repo_lock_release(r);
+	return (repo_lock_shared(r, wait));
+}
+
 int
-engine_prepare_write(struct repo *r, struct catalog *c, double wait)
+engine_prepare_write(struct repo *r, struct catalog *c, double wait,
+    int exclusive)
 {
 	int n = 0;
 
-	if (repo_lock(r, wait) || catalog_lock(c, wait))
+	if ((exclusive ? repo_lock(r, wait) : repo_lock_shared(r, wait)) ||
+	    catalog_lock(c, wait))
 		return (-1);
 	/* Before anything is sealed: never to what a rollback brought back. */
 	if (engine_generation_check(r, c, 1))
 		return (-1);
+	/* What crashed puts left (never another writer's put in progress:
+	 * storage_clean). */
 	if (repo_clean_tmp(r))
 		return (-1);
-	/* A rewrap cut short: every header whole before anything reads. */
-	if (!ccrypto_keys_write_only(repo_keys(r)) &&
-	    engine_key_recover(r, c))
+	if (recover_rewrap(r, c, wait, exclusive))
 		return (-1);
 	if (catalog_snapshot_fail_running(c, &n))
 		return (-1);
@@ -128,6 +153,25 @@ engine_prepare_write(struct repo *r, struct catalog *c, double wait)
 	if (engine_key_use_add(r, c))
 		return (-1);
 	return (0);
+}
+
+int
+engine_writer_exclusive(struct repo *r, struct catalog *c, double wait)
+{
+	if (repo_lock_held(r) == REPO_LOCKED)
+		return (0);
+	if (repo_lock(r, wait) || recover_rewrap(r, c, wait, 1))
+		return (-1);
+	return (0);
+}
+
+int
+engine_writer_shared(struct repo *r, double wait)
+{
+	if (repo_lock_held(r) == REPO_LOCKED_SHARED)
+		return (0);
+	repo_lock_release(r);
+	return (repo_lock_shared(r, wait));
 }
 
 void

@@ -365,6 +365,28 @@ run_verify(const struct engine_run *run, struct engine_run_step *s)
 	return (er);
 }
 
+/*
+ * Forget and prune hold the writer lock exclusive (engine_prepare_write):
+ * the run, which holds it shared, waits for the other writers to finish,
+ * then goes back to sharing it for its next steps.
+ */
+static enum engine_result
+run_exclusive(const struct engine_run *run, struct engine_run_step *s)
+{
+	enum engine_result er;
+
+	if (engine_writer_exclusive(run->r, run->c, run->wait)) {
+		snprintf(s->detail, sizeof(s->detail), "not run: the "
+		    "repository is in use by other writers");
+		return (ENGINE_ERROR);
+	}
+	er = s->a->job == POLICY_FORGET ? run_forget(run, s) :
+	    run_prune(run, s);
+	if (engine_writer_shared(run->r, run->wait) && er == ENGINE_OK)
+		er = ENGINE_ERROR;
+	return (er);
+}
+
 enum engine_result
 engine_run_action(const struct engine_run *run, struct engine_run_step *s)
 {
@@ -377,9 +399,8 @@ engine_run_action(const struct engine_run *run, struct engine_run_step *s)
 	case POLICY_EXPORT:
 		return (run_export(run, s));
 	case POLICY_FORGET:
-		return (run_forget(run, s));
 	case POLICY_PRUNE:
-		return (run_prune(run, s));
+		return (run_exclusive(run, s));
 	case POLICY_DRILL:
 		return (run_drill(run, s));
 	case POLICY_VERIFY:

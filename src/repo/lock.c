@@ -1,6 +1,10 @@
 /*
- * The repository's writer lock (locks/writer).  See doc/design.md
- * ("Many writers").
+ * The repository's writer lock (locks/writer), held shared by writers
+ * that only add immutable, uniquely named objects (backup, export,
+ * drill, verify, import) and exclusive by changes of shared state in
+ * place (key slots, rotation, rewrap, retire) and, until prune deletes
+ * in two phases, by forget and prune.  See doc/design.md ("Many
+ * writers").
  */
 #include <limits.h>
 #include <stdio.h>
@@ -15,38 +19,98 @@
 #include "repo-int.h"
 
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
-static int lock_writer(struct repo *r, int how, double timeout);
+static int lock_writer(struct repo *r, int shared, int how, double timeout);
+
+/* What this process does, in its lock's info line ("backup"). */
+static char purpose[32];
+
+void
+repo_lock_purpose(const char *what)
+{
+	char *p;
+
+	snprintf(purpose, sizeof(purpose), "%s", what ? what : "");
+	/* One word ("key-rotate"): the info is one line, and a lease's
+	 * holder is read back from its first words. */
+	for (p = purpose; *p != '\0'; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			*p = '-';
+}
 
 int
 repo_lock(struct repo *r, double wait)
 {
-	return (lock_writer(r, wait != 0 ? LOCK_WAIT : LOCK_FAIL, wait) == 1 ?
-	    0 : -1);
+	return (lock_writer(r, 0, wait != 0 ? LOCK_WAIT : LOCK_FAIL, wait) ==
+	    1 ? 0 : -1);
+}
+
+int
+repo_lock_shared(struct repo *r, double wait)
+{
+	return (lock_writer(r, 1, wait != 0 ? LOCK_WAIT : LOCK_FAIL, wait) ==
+	    1 ? 0 : -1);
 }
 
 int
 repo_lock_try(struct repo *r)
 {
-	return (lock_writer(r, LOCK_QUIET, 0));
+	return (lock_writer(r, 1, LOCK_QUIET, 0));
 }
 
-/* LOCK_WAIT (timeout seconds, < 0 for ever), LOCK_FAIL (reported),
- * LOCK_QUIET (0 when busy). */
-static int
-lock_writer(struct repo *r, int how, double timeout)
+int
+repo_lock_held(const struct repo *r)
 {
-	char info[256], holder[256], host[HOST_NAME_MAX + 1] = "?", when[32];
-	struct storage_lock_opts o = { info, 0, tuning_get()->lease_seconds };
+	if (r->lock == NULL)
+		return (REPO_UNLOCKED);
+	return (r->lock_shared ? REPO_LOCKED_SHARED : REPO_LOCKED);
+}
+
+int
+repo_lock_lost(const struct repo *r)
+{
+	return (r->lock != NULL && storage_lock_lost(r->lock));
+}
+
+int
+repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n)
+{
+	return (storage_lock_holders(r->st, "writer", v, n));
+}
+
+void
+repo_lock_release(struct repo *r)
+{
+	storage_unlock(r->lock);
+	r->lock = NULL;
+	r->lock_shared = 0;
+}
+
+/*
+ * Shared or exclusive; LOCK_WAIT (timeout seconds, < 0 for ever),
+ * LOCK_FAIL (reported), LOCK_QUIET (0 when busy).  An exclusive lock
+ * serves where a shared one is asked; a shared one held when the
+ * exclusive is asked is given back first (never both: two shared holders
+ * that both wait to be exclusive would wait for each other).
+ */
+static int
+lock_writer(struct repo *r, int shared, int how, double timeout)
+{
+	char info[256], holder[600], host[HOST_NAME_MAX + 1] = "?", when[32];
+	struct storage_lock_opts o = { info, 0, tuning_get()->lease_seconds,
+	    shared };
 	struct storage_lock *l;
 	int rc;
 
-	if (r->lock != NULL)
+	if (r->lock != NULL && (shared || !r->lock_shared))
 		return (1);
-	/* Who holds it, for the message a blocked writer prints. */
+	if (r->lock != NULL)
+		repo_lock_release(r);
+	/* Who holds it, for the message a blocked writer prints, and for
+	 * coffer locks. */
 	gethostname(host, sizeof(host) - 1);
 	fmt_time(when, sizeof(when), now_realtime_ns());
-	snprintf(info, sizeof(info), "host %s pid %ld since %s\n", host,
-	    (long)getpid(), when);
+	snprintf(info, sizeof(info), "host %s pid %ld since %s%s%s\n", host,
+	    (long)getpid(), when, purpose[0] ? " command " : "", purpose);
 	if ((rc = storage_lock(r->st, "writer", &o, &l, holder,
 	    sizeof(holder))) == 1 && how == LOCK_WAIT) {
 		log_note("waiting for the lock on '%s' (%s)", r->path,
@@ -77,14 +141,14 @@ lock_writer(struct repo *r, int how, double timeout)
 	if (rc != 0)
 		return (-1);
 	r->lock = l;
+	r->lock_shared = shared;
 	/*
 	 * Writers seal to the newest epoch, as it is now, and whoever
 	 * changes the keyring starts from it as it is now: another writer
 	 * may have changed either since repo_open.
 	 */
 	if (rp_reload_conf(r) || rp_writer_ready(r)) {
-		r->lock = NULL;
-		storage_unlock(l);
+		repo_lock_release(r);
 		return (-1);
 	}
 	return (1);

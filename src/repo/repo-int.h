@@ -57,6 +57,7 @@ struct repo {
 	int allow_unlisted;		/* a rotation may mend the keyring's
 					 * epoch that coffer.conf lacks */
 	struct storage_lock *lock;	/* the writer lock, when held */
+	int lock_shared;		/* ... and held shared */
 };
 
 /* The objects of a repository beside its packs (doc/format.md). */

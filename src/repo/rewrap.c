@@ -30,6 +30,12 @@ repo_intent_read(struct repo *r, unsigned char **data, size_t *len)
 }
 
 int
+pack_rewrap_pending(struct repo *r)
+{
+	return (rp_exists(r, REPO_INTENT));
+}
+
+int
 repo_intent_remove(struct repo *r)
 {
 	return (storage_delete(r->st, REPO_INTENT));

@@ -1,0 +1,176 @@
+#!/bin/bash
+test_description='many writers: four hosts back up at once with --no-wait, beside a backup that holds the lock, on a local repository and on object storage; forget and prune wait for them; every snapshot restores what its host read'
+. "$(dirname "$0")/../lib.sh"
+require_coffer
+require_treecmp
+
+HOSTS="1 2 3 4"
+ROUNDS=3
+
+# host N: the state (catalog) of simulated host N.
+host() { export XDG_STATE_HOME=$TMP/host$1-state; mkdir -p "$XDG_STATE_HOME"; }
+
+# round R: each host's source changes (a shared part every host holds,
+# which dedups, and a part of its own), a copy of it is kept as what
+# that round's snapshot must restore, and the four back up at once with
+# --no-wait into repository $R; every one must succeed.
+round() {
+	for h in $HOSTS; do
+		random_file src$h/own-$1 1 &&
+		echo "round $1 of host $h" >src$h/note &&
+		rm -rf "want/$2-h$h-r$1" && mkdir -p want &&
+		cp -a src$h "want/$2-h$h-r$1" || return 1
+	done &&
+	pids= &&
+	for h in $HOSTS; do
+		{ XDG_STATE_HOME=$TMP/host$h-state "$COFFER" --no-wait -r "$R" \
+			backup node$h src$h >b-$h.out 2>b-$h.err & } &&
+		pids="$pids $!" || return 1
+	done &&
+	rc=0 &&
+	for p in $pids; do
+		wait $p || rc=1
+	done &&
+	cat b-*.err &&
+	test $rc = 0 &&
+	! grep -q "error:" b-*.err
+}
+
+# check_all TAG: every host sees every host's snapshots, and each one
+# restores exactly what its host read in its round.
+check_all() {
+	for h in $HOSTS; do
+		host $h &&
+		coffer -r "$R" snapshots --json >snaps-$h.json &&
+		json_check snaps-$h.json "
+			(grep { \$_->{state} eq q(complete) } @\$j) >= 4 * $ROUNDS" ||
+		return 1
+	done &&
+	host 1 &&
+	for h in $HOSTS; do
+		for r in $(seq 1 $ROUNDS); do
+			# The r-th complete snapshot of node h, oldest first.
+			id=$(json_get snaps-1.json "join q(), map { \$_->{id} }
+				(grep { \$_->{dataset} eq q(node$h) &&
+				\$_->{state} eq q(complete) } @\$j)[$((r - 1))]") &&
+			test -n "$id" &&
+			rm -rf out &&
+			coffer -r "$R" restore "$id" out &&
+			treecmp "want/$1-h$h-r$r" out || return 1
+		done
+	done
+}
+
+test_expect_success 'setup: a repository and four hosts whose data overlaps' '
+	coffer_init_keyfile repo &&
+	R=$TMP/repo &&
+	random_file shared.bin 4 &&
+	for h in $HOSTS; do
+		mkdir -p src$h && cp shared.bin src$h/shared.bin || return 1
+	done &&
+	mkdir -p held && echo "fed late" >held/file
+'
+
+test_expect_success 'a backup that holds the lock shared, fed from a FIFO' '
+	mkfifo feed &&
+	{ XDG_STATE_HOME=$TMP/host0-state "$COFFER" -r "$R" backup \
+		--from-tar - held <feed >held.out 2>held.err & } &&
+	held_pid=$! &&
+	exec 7>feed &&
+	n=0 &&
+	until coffer -r "$R" locks --json >locks.json &&
+		json_check locks.json "@\$j == 1" 2>/dev/null; do
+		sleep 0.1
+		n=$((n + 1))
+		test $n -lt 300 || return 1
+	done &&
+	json_check locks.json "
+		\$j->[0]{mode} eq q(shared) && \$j->[0]{command} eq q(backup) &&
+		\$j->[0]{pid} == $held_pid && defined \$j->[0]{since}" &&
+	coffer -r "$R" locks >locks.txt &&
+	grep "^MODE" locks.txt &&
+	grep "^shared .* $held_pid .* backup " locks.txt
+'
+
+for r in $(seq 1 $ROUNDS); do
+	test_expect_success "round $r: four hosts back up at once with --no-wait" "
+		round $r local
+	"
+done
+
+test_expect_success 'forget and prune wait for the writers; --no-wait fails naming one' '
+	host 1 &&
+	test_expect_code 3 coffer --no-wait -r "$R" forget --keep-last 1 \
+		--prune 2>err &&
+	cat err &&
+	grep "locked by another writer" err &&
+	grep "pid $held_pid" err
+'
+
+test_expect_success 'the held backup ends when its stream does' '
+	tar -cf - held >&7 &&
+	exec 7>&- &&
+	wait $held_pid &&
+	cat held.err &&
+	coffer -r "$R" locks --json >locks.json &&
+	json_check locks.json "@\$j == 0"
+'
+
+test_expect_success 'every host sees every snapshot, and each restores what its host read' '
+	check_all local
+'
+
+test_expect_success 'verify --read-data passes; nothing is left in tmp/' '
+	host 2 &&
+	coffer -r "$R" verify --read-data &&
+	test_dir_is_empty repo/tmp
+'
+
+test_expect_success 'alone, forget --prune runs; what it keeps restores' '
+	host 3 &&
+	coffer -r "$R" forget --keep-last 1 --prune &&
+	for h in $HOSTS; do
+		rm -rf out &&
+		coffer -r "$R" restore node$h@latest out &&
+		treecmp src$h out || return 1
+	done &&
+	coffer -r "$R" verify --read-data
+'
+
+# The same over object storage, where the lock is a lease per holder.
+if swift_why=$("$SWIFT_SERVER" check 2>&1); then
+	test_set_prereq SWIFT
+elif [ "${CI:-}" = true ]; then
+	echo "Bail out! $swift_why"
+	exit 1
+else
+	echo "WARNING: $0: the object storage part skipped: $swift_why" >&2
+fi
+
+test_expect_success SWIFT 'setup: the same on a bucket of a Swift object store' '
+	swift_start &&
+	AWS_ACCESS_KEY_ID=$SWIFT_ACCESS_KEY &&
+	AWS_SECRET_ACCESS_KEY=$SWIFT_SECRET_KEY &&
+	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY &&
+	R=s3:$SWIFT_S3_URL/fleet/repo &&
+	for h in $HOSTS; do
+		rm -rf "$TMP/host$h-state" src$h/own-* || return 1
+	done &&
+	coffer init --key-file s3.key "$R" &&
+	COFFER_KEY_FILE=$TMP/s3.key
+'
+
+for r in $(seq 1 $ROUNDS); do
+	test_expect_success SWIFT "object storage, round $r: four hosts back up at once with --no-wait" "
+		round $r s3
+	"
+done
+
+test_expect_success SWIFT 'object storage: every snapshot restores what its host read; verify --read-data' '
+	check_all s3 &&
+	coffer -r "$R" verify --read-data &&
+	coffer -r "$R" locks --json >locks.json &&
+	json_check locks.json "@\$j == 0"
+'
+
+test_done
