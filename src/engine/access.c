@@ -156,6 +156,17 @@ engine_prepare_write(struct repo *r, struct catalog *c, double wait,
 }
 
 int
+engine_lock_kept(struct repo *r)
+{
+	if (!repo_lock_lost(r))
+		return (0);
+	log_error("repository '%s': the writer lock of this run was lost (its "
+	    "lease was not renewed in time): nothing more is completed, as "
+	    "a prune may have run meanwhile; run it again", repo_path(r));
+	return (-1);
+}
+
+int
 engine_writer_exclusive(struct repo *r, struct catalog *c, double wait)
 {
 	if (repo_lock_held(r) == REPO_LOCKED)

@@ -1349,7 +1349,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (catalog_snapshot_update(c, &s))
 		goto out;
 	/* The last pack holds the record; its commit completes the run. */
-	if (packer_flush(&b.packer))
+	if (engine_lock_kept(r) || packer_flush(&b.packer))
 		goto out;
 	if (catalog_commit(c))
 		goto out;

@@ -61,7 +61,8 @@ engine_consolidate(struct repo *r, struct catalog *c,
 	if (catalog_snapshot_update(c, &s) || packer_snapshot_record(&p, &s, NULL))
 		goto out;
 	s.bytes_stored = p.bytes_stored;
-	if (catalog_snapshot_update(c, &s) || packer_flush(&p) ||
+	if (catalog_snapshot_update(c, &s) || engine_lock_kept(r) ||
+	    packer_flush(&p) ||
 	    catalog_commit(c))
 		goto out;
 	in_txn = 0;

@@ -580,14 +580,19 @@ storage_lock(struct storage *st, const char *name,
 /*
  * Renewal of a lease: a thread a lock, waking every third of its ttl.
  * A renewal that fails is tried again at the next wake; once the lease
- * may have expired (ttl after the last renewal that worked) or was
- * taken over, it is lost: said once, and the thread ends.
+ * may have expired (ttl after the last renewal that worked began: the
+ * process stopped, the store unreachable) or was taken over, it is lost:
+ * said once, and the thread ends.  A renewal that works after the lease
+ * may have expired does not undo that: another writer may have taken
+ * the lock, done its work and given it back meanwhile.
  */
 struct storage_renewal {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int stop, lost;		/* under mu */
+	double renewed;		/* under mu: when the last renewal that
+				 * worked began (monotonic) */
 };
 
 static void *
@@ -595,12 +600,13 @@ renew_main(void *arg)
 {
 	struct storage_lock *l = arg;
 	struct storage_renewal *w = l->renewal;
-	double renewed = now_monotonic(), period = l->ttl / 3;
+	double renewed, began, period = l->ttl / 3;
 	struct timespec until;
 	int rc, lost = 0;
 
 	thread_name("lease");
 	pthread_mutex_lock(&w->mu);
+	renewed = w->renewed;
 	while (!w->stop && !lost) {
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += (time_t)period;
@@ -616,8 +622,14 @@ renew_main(void *arg)
 		if (w->stop)
 			break;
 		pthread_mutex_unlock(&w->mu);
-		if ((rc = l->st->ops->renew(l)) == 0)
-			renewed = now_monotonic();
+		began = now_monotonic();
+		if (began - renewed >= l->ttl) {
+			log_warn("repository '%s': its lock was not renewed for "
+			    "%.0f s, longer than it lasts: it may have been "
+			    "another's since", l->st->where, began - renewed);
+			lost = 1;
+		} else if ((rc = l->st->ops->renew(l)) == 0)
+			renewed = began;
 		else if (rc == 1) {
 			log_warn("repository '%s': its lock was taken over "
 			    "by another writer", l->st->where);
@@ -630,6 +642,7 @@ renew_main(void *arg)
 		}
 		pthread_mutex_lock(&w->mu);
 		w->lost = lost;
+		w->renewed = renewed;
 	}
 	pthread_mutex_unlock(&w->mu);
 	return (NULL);
@@ -649,6 +662,7 @@ renewal_start(struct storage_lock *l)
 		goto fail;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
+	w->renewed = now_monotonic();
 	l->renewal = w;
 	if (pthread_create(&w->thread, NULL, renew_main, l) == 0)
 		return;
@@ -668,8 +682,11 @@ storage_lock_lost(struct storage_lock *l)
 
 	if (l == NULL || l->renewal == NULL)
 		return (0);
+	/* Asked, not waiting for the thread: a process that was stopped
+	 * past its lease's length may ask before the thread wakes. */
 	pthread_mutex_lock(&l->renewal->mu);
-	lost = l->renewal->lost;
+	lost = l->renewal->lost ||
+	    now_monotonic() - l->renewal->renewed >= l->ttl;
 	pthread_mutex_unlock(&l->renewal->mu);
 	return (lost);
 }

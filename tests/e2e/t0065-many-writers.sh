@@ -173,4 +173,37 @@ test_expect_success SWIFT 'object storage: every snapshot restores what its host
 	json_check locks.json "@\$j == 0"
 '
 
+test_expect_success SWIFT 'object storage: a writer whose lease lapsed (stopped past its length) does not complete its snapshot' '
+	host 1 &&
+	rm -f feed2 && mkfifo feed2 &&
+	{ COFFER_LEASE_SECONDS=3 "$COFFER" -r "$R" backup --from-tar - late \
+		<feed2 >late.out 2>late.err & } &&
+	late=$! &&
+	exec 8>feed2 &&
+	n=0 &&
+	until coffer -r "$R" locks --json >locks.json &&
+		json_check locks.json "@\$j == 1" 2>/dev/null; do
+		sleep 0.1
+		n=$((n + 1))
+		test $n -lt 300 || return 1
+	done &&
+	kill -STOP $late &&
+	sleep 5 &&
+	host 2 &&
+	coffer --no-wait -r "$R" prune &&
+	kill -CONT $late &&
+	tar -cf - held >&8 &&
+	exec 8>&- &&
+	test_expect_code 5 wait $late &&
+	cat late.err &&
+	grep "writer lock of this run was lost" late.err &&
+	host 1 &&
+	coffer -r "$R" snapshots --json >snaps.json &&
+	json_check snaps.json "!grep { \$_->{dataset} eq q(late) &&
+		\$_->{state} eq q(complete) } @\$j" &&
+	tar -cf held.tar held &&
+	coffer -r "$R" backup --from-tar - late <held.tar &&
+	coffer -r "$R" verify --read-data
+'
+
 test_done
