@@ -58,8 +58,11 @@ void log_progress(const char *line);
 int log_hold(void);
 void log_release(int got_over);
 
-/* Number of warnings reported since start. */
+/* Number of warnings reported since start.  Any thread may report one
+ * (a lease's renewal, restore's writers): read it with log_warning_count
+ * where other threads run. */
 extern unsigned long log_warnings;
+unsigned long log_warning_count(void);
 
 /*
  * Number of errors reported since start.  An error is never printed for

@@ -315,7 +315,7 @@ engine_audit(struct repo *r, struct catalog *c,
 	struct fs_walk *w = NULL;
 	struct entry e;
 	const char *source = o->source ? o->source : s->source;
-	unsigned long warn0 = log_warnings;
+	unsigned long warn0 = log_warning_count();
 	double t0 = now_monotonic();
 	size_t i;
 	int status = ENGINE_ERROR, rc;
@@ -379,7 +379,7 @@ engine_audit(struct repo *r, struct catalog *c,
 			goto out;
 	}
 	status = res->corrupt ? ENGINE_CORRUPTION :
-	    (res->unreadable || log_warnings != warn0) ? ENGINE_WARN :
+	    (res->unreadable || log_warning_count() != warn0) ? ENGINE_WARN :
 	    ENGINE_OK;
 out:
 	progress_done(&a.progress);

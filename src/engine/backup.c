@@ -1210,7 +1210,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	struct catalog_snapshot s, base;
 	struct backup b;
 	uint8_t sid[SNAPSHOT_ID_HEX / 2];
-	unsigned long warn0 = log_warnings;
+	unsigned long warn0 = log_warning_count();
 	double t0 = now_monotonic();
 	int64_t deleted = 0;
 	int status = ENGINE_ERROR, in_txn = 0, running = 0, i;
@@ -1337,7 +1337,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	s.bytes_new = b.packer.bytes_new;
 	/* The record carries what the data took; it cannot count itself. */
 	s.bytes_stored = b.packer.bytes_stored;
-	s.warnings = (int64_t)(log_warnings - warn0);
+	s.warnings = (int64_t)(log_warning_count() - warn0);
 	if (catalog_snapshot_update(c, &s))
 		goto out;
 	if (packer_snapshot_record(&b.packer, &s, b.spool))

@@ -328,7 +328,7 @@ engine_dump(struct repo *r, struct catalog *c,
 	struct entry one;
 	void *mem = NULL;
 	double t0 = now_monotonic();
-	unsigned long warn0 = log_warnings;
+	unsigned long warn0 = log_warning_count();
 	int status = ENGINE_ERROR, rc = -1, raw;
 	size_t i;
 
@@ -368,7 +368,7 @@ engine_dump(struct repo *r, struct catalog *c,
 	if (fs_tar_out_close(d.tar, rc == 0))
 		rc = -1;
 	d.tar = NULL;
-	status = rc == 0 ? (log_warnings > warn0 ? ENGINE_WARN : ENGINE_OK) :
+	status = rc == 0 ? (log_warning_count() > warn0 ? ENGINE_WARN : ENGINE_OK) :
 	    d.damaged ? ENGINE_DAMAGED :
 	    d.missing ? ENGINE_REFUSED : ENGINE_ERROR;
 out:

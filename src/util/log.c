@@ -52,6 +52,12 @@ count(int error)
 	    __ATOMIC_RELAXED);
 }
 
+unsigned long
+log_warning_count(void)
+{
+	return (__atomic_load_n(&log_warnings, __ATOMIC_RELAXED));
+}
+
 static void
 print(int error, const char *msg)
 {
