@@ -250,14 +250,30 @@ tmp_dir(struct local *l)
 	return (fd);
 }
 
+/* A new file tmp/put-RANDOM, its name into tmp (5 + 16 hex + NUL): the
+ * descriptor, or -1 (errno).  Only unlikely to collide: O_EXCL refuses
+ * what is there, a link included. */
+static int
+tmp_create(int tmpdir, char *tmp)
+{
+	uint8_t rnd[8];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		memset(rnd, (int)getpid(), sizeof(rnd));
+	memcpy(tmp, "put-", 4);
+	hex_encode(tmp + 4, rnd, sizeof(rnd));
+	return (openat(tmpdir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600));
+}
+
 static int
 local_put_begin(struct storage *st, const char *name, unsigned flags,
     struct storage_put **p)
 {
 	struct local *l = local_of(st);
 	struct local_put *h;
-	uint8_t rnd[8];
-	int tmpdir;
+	struct stat sb;
+	int tmpdir, tries;
 
 	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return (storage_fail(ENOMEM, "out of memory"));
@@ -266,24 +282,30 @@ local_put_begin(struct storage *st, const char *name, unsigned flags,
 		free(h);
 		return (-1);
 	}
-	/* Only unlikely to collide: O_EXCL refuses what is there, a link
-	 * included. */
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		memset(rnd, (int)getpid(), sizeof(rnd));
-	memcpy(h->tmp, "put-", 4);
-	hex_encode(h->tmp + 4, rnd, sizeof(rnd));
-	if ((h->fd = openat(tmpdir, h->tmp, O_WRONLY | O_CREAT | O_EXCL |
-	    O_NOFOLLOW | O_CLOEXEC, 0600)) == -1) {
-		fail_errno(l, "creation of a temporary file for", name);
-		close(tmpdir);
-		free(h);
-		return (-1);
+	/*
+	 * The file is held (flock) until the put ends: storage_clean, which
+	 * any writer may run beside others' puts, removes only files nobody
+	 * holds.  A clean may meet it between its creation and the flock:
+	 * then it is made again, under a new name.  A file system without
+	 * flock makes clean go by age alone.
+	 */
+	for (tries = 0;; tries++) {
+		if ((h->fd = tmp_create(tmpdir, h->tmp)) == -1) {
+			fail_errno(l, "creation of a temporary file for", name);
+			close(tmpdir);
+			free(h);
+			return (-1);
+		}
+		if (flock(h->fd, LOCK_EX | LOCK_NB) == 0) {
+			if (fstat(h->fd, &sb) == 0 && sb.st_nlink > 0)
+				break;	/* held, and still there */
+		} else if (errno != EWOULDBLOCK || tries >= 8)
+			break;	/* no flock here: clean goes by age */
+		/* A clean took it: it goes; a new one. */
+		unlinkat(tmpdir, h->tmp, 0);
+		close(h->fd);
 	}
 	close(tmpdir);
-	/* Held until the put ends: storage_clean, which any writer may run
-	 * beside others' puts, removes only files nobody holds.  A file
-	 * system without flock makes clean go by age alone. */
-	(void)flock(h->fd, LOCK_EX | LOCK_NB);
 	*p = &h->base;
 	return (0);
 }
@@ -510,30 +532,30 @@ local_list(struct storage *st, const char *dir,
 }
 
 /*
- * Whether tmp/name is another put's, still being written: its writer
- * holds a flock on it (put_begin).  A regular file nobody holds is a
- * crashed put's.  Where flock is not there, only a file untouched for
- * CLEAN_AGE is taken for a leftover.
+ * Remove tmp/name if it is a crashed put's: unless another put, still
+ * being written, holds a flock on it (put_begin).  Removed while this
+ * holds the flock, so that a put that takes it after finds its file gone
+ * (and makes another).  Where flock is not there, only a file untouched
+ * for CLEAN_AGE is taken for a leftover.  0, or -1 with errno.
  */
 #define CLEAN_AGE (24 * 3600)
 static int
-put_in_progress(int dfd, const char *name, const struct stat *sb)
+remove_leftover(int dfd, const char *name, const struct stat *sb)
 {
-	int fd, busy;
+	int fd, rc;
 
 	if (!S_ISREG(sb->st_mode))
-		return (0);
+		return (unlinkat(dfd, name, 0));
 	if ((fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 	    O_CLOEXEC)) == -1)
-		return (errno != ENOENT);
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-		busy = 0;
-	else if (errno == EWOULDBLOCK)
-		busy = 1;
+		return (errno == ENOENT ? 0 : -1);
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 ||
+	    (errno != EWOULDBLOCK && time(NULL) - sb->st_mtime >= CLEAN_AGE))
+		rc = unlinkat(dfd, name, 0);
 	else
-		busy = time(NULL) - sb->st_mtime < CLEAN_AGE;
+		rc = 0;		/* in progress */
 	close(fd);
-	return (busy);
+	return (rc);
 }
 
 static int
@@ -562,8 +584,8 @@ local_clean(struct storage *st)
 			log_warn("repository '%s': 'tmp/%s' is a directory, not a "
 			    "leftover of coffer's: left alone", l->base.where,
 			    de->d_name);
-		else if (!put_in_progress(dfd, de->d_name, &sb) &&
-		    unlinkat(dfd, de->d_name, 0) && errno != ENOENT)
+		else if (remove_leftover(dfd, de->d_name, &sb) &&
+		    errno != ENOENT)
 			rc = fail_errno(l, "removal of leftover", TMP_DIR);
 	}
 	closedir(d);

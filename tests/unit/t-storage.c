@@ -777,6 +777,22 @@ shared_hostile(struct storage *st, const char *dir, const char *outside)
 	storage_unlock(x);
 }
 
+struct cleaner {
+	struct storage *st;
+	int stop, failed;
+};
+
+static void *
+clean_loop(void *arg)
+{
+	struct cleaner *cl = arg;
+
+	while (!__atomic_load_n(&cl->stop, __ATOMIC_RELAXED))
+		if (storage_clean(cl->st))
+			cl->failed = 1;
+	return (NULL);
+}
+
 static void
 hostile(void)
 {
@@ -917,6 +933,24 @@ hostile(void)
 		    "local: clean leaves another writer's put in progress");
 		free(got);
 		storage_close(other);
+	}
+
+	/* Cleans racing puts: none may take a put's file between its
+	 * creation and its flock. */
+	{
+		struct cleaner cl = { storage_local_open(dir, 0), 0, 0 };
+		pthread_t t;
+		int k, puts_ok = 1;
+
+		ok(cl.st != NULL && pthread_create(&t, NULL, clean_loop,
+		    &cl) == 0, "local: a cleaner thread on another handle");
+		for (k = 0; k < 3000 && puts_ok; k++)
+			puts_ok = storage_put(st, "keys/race", "abc", 3, 0) == 0;
+		__atomic_store_n(&cl.stop, 1, __ATOMIC_RELAXED);
+		pthread_join(t, NULL);
+		ok(puts_ok && cl.failed == 0, "local: 3000 puts beside a "
+		    "clean in a loop all commit (%d)", k);
+		storage_close(cl.st);
 	}
 	storage_close(st);
 }
