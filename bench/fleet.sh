@@ -190,7 +190,7 @@ step() {
 	done
 	awk -F'\t' -v store="$1" -v n="$3" -v mode="$4" -v b="$_bytes" \
 	    -v wall="$(fsub "$_t1" "$_t0")" -v c0="$_c0" -v c1="$_c1" \
-	    -v sw="$(($_w1 - $_w0))" -v hz="$(getconf CLK_TCK)" '
+	    -v sw="$((_w1 - _w0))" -v hz="$(getconf CLK_TCK)" '
 	{
 		if (NR == 1 || $2 < mn) mn = $2
 		if ($2 > mx) mx = $2
@@ -207,8 +207,8 @@ step() {
 	say "$_tag: $(fsub "$_t1" "$_t0") s"
 }
 
-# run STORE REPO-PREFIX: every step on one store.
-run() {
+# run_store STORE REPO-PREFIX: every step on one store.
+run_store() {
 	for n in $WRITERS; do
 		step "$1" "$2-$n-par" "$n" par
 	done
@@ -220,7 +220,7 @@ for n in $WRITERS $SERIAL; do
 	[ -d "$BD/data/$n" ] || make_data "$n"
 done
 
-run local "$BD/repo"
+run_store local "$BD/repo"
 
 if [ "$S3" != 0 ]; then
 	say "starting Swift"
@@ -234,7 +234,7 @@ if [ "$S3" != 0 ]; then
 	export AWS_SECRET_ACCESS_KEY="$SWIFT_SECRET_KEY"
 	export AWS_DEFAULT_REGION="$SWIFT_REGION"
 	export COFFER_CACERT="$SWIFT_CACERT"
-	run swift "s3:$SWIFT_S3_HTTPS_URL/fleet"
+	run_store swift "s3:$SWIFT_S3_HTTPS_URL/fleet"
 fi
 
 printf '\nmany writers, one repository; %d cores, load %s; MB = 10^6 bytes\n' \
