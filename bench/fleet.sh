@@ -223,17 +223,7 @@ done
 run_store local "$BD/repo"
 
 if [ "$S3" != 0 ]; then
-	say "starting Swift"
-	sleep 100000 &
-	OWNER=$!
-	trap 'kill $OWNER 2>/dev/null || :' EXIT
-	"$ROOT/tests/tools/swift-server" start "$BD/swift" --owner $OWNER \
-		> "$BD/swift.env"
-	. "$BD/swift.env"
-	export AWS_ACCESS_KEY_ID="$SWIFT_ACCESS_KEY"
-	export AWS_SECRET_ACCESS_KEY="$SWIFT_SECRET_KEY"
-	export AWS_DEFAULT_REGION="$SWIFT_REGION"
-	export COFFER_CACERT="$SWIFT_CACERT"
+	swift_up
 	run_store swift "s3:$SWIFT_S3_HTTPS_URL/fleet"
 fi
 
