@@ -54,7 +54,7 @@ MAN5      := $(filter %.5,$(MAN_PAGES))
 MONITORING := $(sort $(wildcard contrib/monitoring/*.yml contrib/monitoring/*.json))
 
 .PHONY: all deps check unit e2e asan tsan tsan-check hdr-check install uninstall clean lint \
-        fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files bench-s3 \
+        fuzz fuzz-corpus bench bench-growth bench-prune bench-export bench-rotate bench-files bench-s3 bench-fleet \
         demo format man-lint
 all: $(BIN) $(TEST_BIN)
 
@@ -210,6 +210,12 @@ bench-files: deps
 # (bench/s3.sh).  Not part of check.
 bench-s3: deps
 	CC="$(CC)" MAKE="$(MAKE)" sh bench/s3.sh
+
+# Many writers, one repository: 1, 2, 4 and 8 simulated hosts backing up
+# at once, and 4 one after another, locally and over HTTPS to a Swift on
+# loopback (bench/fleet.sh; BENCH_SCALE, FLEET_S3=0).  Not part of check.
+bench-fleet: deps
+	CC="$(CC)" MAKE="$(MAKE)" sh bench/fleet.sh
 
 # The whole of check under AddressSanitizer (leaks included) and UBSan,
 # in build-asan/.  A report ends the process by SIGABRT, which no test

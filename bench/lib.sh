@@ -112,3 +112,21 @@ two_steps() {
 	$R backup ckpt "$TREE/ckpt"
 	$R backup data "$TREE/data"
 }
+
+# swift_up: an OpenStack Swift on loopback in $BD/swift
+# (tests/tools/swift-server), its servers ending with this script; its
+# SWIFT_* settings read, and exported as the AWS_* variables and
+# COFFER_CACERT that coffer and restic take.
+swift_up() {
+	say "starting Swift"
+	sleep 100000 &
+	OWNER=$!
+	trap 'kill $OWNER 2>/dev/null || :' EXIT
+	"$ROOT/tests/tools/swift-server" start "$BD/swift" --owner $OWNER \
+		> "$BD/swift.env"
+	. "$BD/swift.env"
+	export AWS_ACCESS_KEY_ID="$SWIFT_ACCESS_KEY"
+	export AWS_SECRET_ACCESS_KEY="$SWIFT_SECRET_KEY"
+	export AWS_DEFAULT_REGION="$SWIFT_REGION"
+	export COFFER_CACERT="$SWIFT_CACERT"
+}

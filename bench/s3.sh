@@ -52,17 +52,7 @@ TREE=$BD/tree
 RES=$BD/results.tsv	# step seconds rss_mib exit
 : > "$RES"
 
-say "starting Swift"
-sleep 100000 &
-OWNER=$!
-trap 'kill $OWNER 2>/dev/null || :' EXIT
-"$ROOT/tests/tools/swift-server" start "$BD/swift" --owner $OWNER \
-	> "$BD/swift.env"
-. "$BD/swift.env"
-export AWS_ACCESS_KEY_ID="$SWIFT_ACCESS_KEY"
-export AWS_SECRET_ACCESS_KEY="$SWIFT_SECRET_KEY"
-export AWS_DEFAULT_REGION="$SWIFT_REGION"
-export COFFER_CACERT="$SWIFT_CACERT"
+swift_up
 export RESTIC_PASSWORD=bench-restic-password
 # rclone's S3 backend on the same endpoint, configured by environment.
 export RCLONE_CONFIG_SW_TYPE=s3 RCLONE_CONFIG_SW_PROVIDER=Other \
