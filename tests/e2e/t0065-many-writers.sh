@@ -61,6 +61,18 @@ check_all() {
 	done
 }
 
+# one_holder: wait (30 s at most) until coffer locks lists one holder of
+# $R's writer lock, its line in locks.json.
+one_holder() {
+	n=0 &&
+	until coffer -r "$R" locks --json >locks.json &&
+		json_check locks.json "@\$j == 1" 2>/dev/null; do
+		sleep 0.1
+		n=$((n + 1))
+		test $n -lt 300 || return 1
+	done
+}
+
 test_expect_success 'setup: a repository and four hosts whose data overlaps' '
 	coffer_init_keyfile repo &&
 	R=$TMP/repo &&
@@ -77,13 +89,7 @@ test_expect_success 'a backup that holds the lock shared, fed from a FIFO' '
 		--from-tar - held <feed >held.out 2>held.err & } &&
 	held_pid=$! &&
 	exec 7>feed &&
-	n=0 &&
-	until coffer -r "$R" locks --json >locks.json &&
-		json_check locks.json "@\$j == 1" 2>/dev/null; do
-		sleep 0.1
-		n=$((n + 1))
-		test $n -lt 300 || return 1
-	done &&
+	one_holder &&
 	json_check locks.json "
 		\$j->[0]{mode} eq q(shared) && \$j->[0]{command} eq q(backup) &&
 		\$j->[0]{pid} == $held_pid && defined \$j->[0]{since}" &&
@@ -180,13 +186,7 @@ test_expect_success SWIFT 'object storage: a writer whose lease lapsed (stopped 
 		<feed2 >late.out 2>late.err & } &&
 	late=$! &&
 	exec 8>feed2 &&
-	n=0 &&
-	until coffer -r "$R" locks --json >locks.json &&
-		json_check locks.json "@\$j == 1" 2>/dev/null; do
-		sleep 0.1
-		n=$((n + 1))
-		test $n -lt 300 || return 1
-	done &&
+	one_holder &&
 	kill -STOP $late &&
 	sleep 5 &&
 	host 2 &&
