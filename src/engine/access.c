@@ -188,9 +188,15 @@ engine_writer_shared(struct repo *r, double wait)
 void
 engine_journal_catch_up(struct repo *r, struct catalog *c)
 {
+	int rc;
+
 	/* Failed runs, drills and key uses the repository does not know
-	 * yet. */
-	if (engine_journal_flush(r, c))
+	 * yet; got over if not (the rows wait in the catalog): the errors
+	 * on the way are warnings. */
+	(void)log_hold();
+	rc = engine_journal_flush(r, c);
+	log_release(1);
+	if (rc)
 		log_warn("the journal (drill results, failed runs) could not "
 		    "be written to the repository; the next run tries again");
 }

@@ -142,8 +142,8 @@ engine_journal_flush(struct repo *r, struct catalog *c)
 	return (0);
 }
 
-int
-engine_journal_flush_try(struct repo *r, struct catalog *c)
+static int
+flush_try(struct repo *r, struct catalog *c)
 {
 	int held;
 
@@ -156,4 +156,21 @@ engine_journal_flush_try(struct repo *r, struct catalog *c)
 	/* What a crashed writer left in tmp/ would be removed by the next
 	 * backup; a new pack has a name of its own. */
 	return (engine_journal_flush(r, c));
+}
+
+/*
+ * The rows stay in the catalog for the next writer when this fails: the
+ * command got over it, so what went wrong (the store's error, a lock
+ * that could not be taken) is said as warnings, and the caller's
+ * warning says what it means.
+ */
+int
+engine_journal_flush_try(struct repo *r, struct catalog *c)
+{
+	int rc;
+
+	(void)log_hold();
+	rc = flush_try(r, c);
+	log_release(1);
+	return (rc);
 }
