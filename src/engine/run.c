@@ -378,6 +378,8 @@ run_exclusive(const struct engine_run *run, struct engine_run_step *s)
 	if (engine_writer_exclusive(run->r, run->c, run->wait)) {
 		snprintf(s->detail, sizeof(s->detail), "not run: the "
 		    "repository is in use by other writers");
+		/* The steps after it still write under the lock. */
+		(void)engine_writer_shared(run->r, run->wait);
 		return (ENGINE_ERROR);
 	}
 	er = s->a->job == POLICY_FORGET ? run_forget(run, s) :
