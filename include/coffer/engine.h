@@ -89,12 +89,12 @@ int engine_generation_check(struct repo *r, struct catalog *c, int writing);
 int engine_prepare_write(struct repo *r, struct catalog *c, double wait,
     int exclusive);
 int engine_writer_exclusive(struct repo *r, struct catalog *c, double wait);
+int engine_writer_shared(struct repo *r, double wait);
+void engine_journal_catch_up(struct repo *r, struct catalog *c);
 /* Before a writer makes a snapshot complete: 0 while its writer lock is
  * its own; -1 (reported) once its lease was lost (not renewed within its
  * length), when what the snapshot builds on may have been pruned. */
 int engine_lock_kept(struct repo *r);
-int engine_writer_shared(struct repo *r, double wait);
-void engine_journal_catch_up(struct repo *r, struct catalog *c);
 
 /*
  * The catalog as a cache of the repository.  engine_sync reads the packs

@@ -122,8 +122,7 @@ recover_rewrap(struct repo *r, struct catalog *c, double wait, int exclusive)
 		return (pending);
 	if (repo_lock(r, wait) || engine_key_recover(r, c))
 		return (-1);
-	repo_lock_release(r);
-	return (repo_lock_shared(r, wait));
+	return (engine_writer_shared(r, wait));
 }
 
 int
