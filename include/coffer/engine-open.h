@@ -65,6 +65,9 @@ void engine_close(struct repo *r, struct catalog *c);
 /* The command this process runs, named in the writer lock it takes
  * (coffer locks shows it). */
 void engine_lock_purpose(const char *command);
+/* The dataset this process backs up, in its lock's info line: a forget
+ * beside it keeps what it may build on. */
+void engine_lock_dataset(const char *name);
 /*
  * Who holds r's writer lock now (coffer locks), from the info line each
  * holder wrote ("host H pid P since T command C"; fields it lacks are ""
@@ -76,6 +79,7 @@ struct engine_lock_holder {
 	long pid;
 	char since[32];		/* RFC 3339, UTC */
 	char command[32];
+	char dataset[256];	/* a backup's; "" when not said */
 	int shared;
 	long long expires;	/* Unix seconds; 0: held while the process
 				 * lives (a local lock) */

@@ -86,6 +86,28 @@ int repo_lock_lost(const struct repo *r);
 /* Who holds the writer lock (storage_lock_holders).  0 or -1. */
 struct storage_holder;
 int repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n);
+/*
+ * A holder, from its info line ("host H pid P since T command C dataset
+ * D", the last two when set): repo_lock_parse, 0 or -1 when the line is
+ * not one (another program's); since_ns 0 when its time cannot be read.
+ * repo_lock_others: the live holders other than this process, malloc'd
+ * into *v (free()); one whose line is not one has since_ns 0 (as old as
+ * can be) and no command.  repo_lock_dataset: the dataset this process
+ * backs up, for its line.  0 or -1 (reported).
+ */
+struct repo_lock_who {
+	char host[256];
+	long pid;
+	char since[32];
+	int64_t since_ns;
+	char command[32];
+	char dataset[256];
+	int shared;
+	long long expires;
+};
+int repo_lock_parse(const char *info, struct repo_lock_who *w);
+int repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n);
+void repo_lock_dataset(const char *name);
 /* The word (the command) this process's lock info ends with. */
 void repo_lock_purpose(const char *what);
 

@@ -6,6 +6,7 @@
 
 #include "cmd.h"
 #include "coffer/buf.h"
+#include "coffer/engine-open.h"
 #include "coffer/engine.h"
 #include "coffer/fmt.h"
 #include "coffer/jw.h"
@@ -241,6 +242,7 @@ cmd_backup(int argc, char **argv, const struct global_opts *g)
 		goto out;
 	o.tags = joined;
 	signals_install();	/* the engine stops at its next safe point */
+	engine_lock_dataset(o.dataset);
 	if ((st = cmd_open(g, OPEN_KEYS | OPEN_WRITE, &r, &c)) != STATUS_OK)
 		goto out;
 	st = cmd_status(engine_backup(r, c, &o, &res));

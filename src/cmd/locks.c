@@ -40,6 +40,8 @@ print_json(const struct engine_lock_holder *v, size_t n)
 		    NULL);
 		jw_str(jw_key(&j, "command"), v[i].command[0] ?
 		    v[i].command : NULL);
+		jw_str(jw_key(&j, "dataset"), v[i].dataset[0] ?
+		    v[i].dataset : NULL);
 		if (v[i].expires > 0) {
 			fmt_time(when, sizeof(when),
 			    v[i].expires * 1000000000LL);
@@ -59,8 +61,8 @@ print_table(const struct engine_lock_holder *v, size_t n)
 	size_t i;
 
 	if (n > 0)
-		printf("%-9s  %-20s  %7s  %-20s  %-12s  %s\n", "MODE", "HOST",
-		    "PID", "SINCE", "COMMAND", "EXPIRES");
+		printf("%-9s  %-20s  %7s  %-20s  %-12s  %-20s  %s\n", "MODE",
+		    "HOST", "PID", "SINCE", "COMMAND", "EXPIRES", "DATASET");
 	for (i = 0; i < n; i++) {
 		/* A line of another form is shown whole. */
 		if (v[i].host[0] == '\0') {
@@ -71,11 +73,12 @@ print_table(const struct engine_lock_holder *v, size_t n)
 		if (v[i].expires > 0)
 			fmt_time(when, sizeof(when),
 			    v[i].expires * 1000000000LL);
-		printf("%-9s  %-20s  %7ld  %-20s  %-12s  %s\n",
+		printf("%-9s  %-20s  %7ld  %-20s  %-12s  %-20s  %s\n",
 		    v[i].shared ? "shared" : "exclusive", fmt_text(v[i].host),
 		    v[i].pid, fmt_text(v[i].since), v[i].command[0] ?
 		    fmt_text(v[i].command) : "-", v[i].expires > 0 ? when :
-		    "with its process");
+		    "with its process", v[i].dataset[0] ?
+		    fmt_text(v[i].dataset) : "-");
 	}
 }
 

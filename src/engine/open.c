@@ -192,14 +192,20 @@ engine_lock_purpose(const char *command)
 	repo_lock_purpose(command);
 }
 
+void
+engine_lock_dataset(const char *name)
+{
+	repo_lock_dataset(name);
+}
+
 int
 engine_lock_holders(struct repo *r, struct engine_lock_holder **v,
     size_t *n)
 {
 	struct storage_holder *h = NULL;
 	struct engine_lock_holder *e;
+	struct repo_lock_who w;
 	size_t i, nh = 0;
-	int off;
 
 	*v = NULL;
 	*n = 0;
@@ -216,12 +222,13 @@ engine_lock_holders(struct repo *r, struct engine_lock_holder **v,
 		e[i].expires = h[i].expires;
 		/* repo/lock.c's line; another's (an older coffer's) is
 		 * shown as it is. */
-		off = 0;
-		if (sscanf(h[i].info, "host %255s pid %ld since %31s%n",
-		    e[i].host, &e[i].pid, e[i].since, &off) == 3 &&
-		    strncmp(h[i].info + off, " command ", 9) == 0)
-			snprintf(e[i].command, sizeof(e[i].command), "%s",
-			    h[i].info + off + 9);
+		if (repo_lock_parse(h[i].info, &w) != 0)
+			continue;
+		snprintf(e[i].host, sizeof(e[i].host), "%s", w.host);
+		e[i].pid = w.pid;
+		snprintf(e[i].since, sizeof(e[i].since), "%s", w.since);
+		snprintf(e[i].command, sizeof(e[i].command), "%s", w.command);
+		snprintf(e[i].dataset, sizeof(e[i].dataset), "%s", w.dataset);
 	}
 	free(h);
 	*v = e;

@@ -2,13 +2,15 @@
  * The repository's writer lock (locks/writer), held shared by writers
  * that only add immutable, uniquely named objects (backup, export,
  * drill, verify, import) and exclusive by changes of shared state in
- * place (key slots, rotation, rewrap, retire) and, until prune deletes
- * in two phases, by forget and prune.  See doc/design.md ("Many
- * writers").
+ * place (key slots, rotation, rewrap, retire).  Forget and prune share
+ * it too, and learn from the holders (repo_lock_others) which writers
+ * ran beside them.  See doc/design.md ("Many writers").
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coffer/fmt.h"
@@ -21,8 +23,10 @@
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
 static int lock_writer(struct repo *r, int shared, int how, double timeout);
 
-/* What this process does, in its lock's info line ("backup"). */
+/* What this process does, in its lock's info line ("backup"), and the
+ * dataset it backs up (forget keeps what it may build on). */
 static char purpose[32];
+static char dataset[256];
 
 void
 repo_lock_purpose(const char *what)
@@ -35,6 +39,18 @@ repo_lock_purpose(const char *what)
 	for (p = purpose; *p != '\0'; p++)
 		if (*p <= ' ' || *p == 0x7f)
 			*p = '-';
+}
+
+void
+repo_lock_dataset(const char *name)
+{
+	char *p;
+
+	snprintf(dataset, sizeof(dataset), "%s", name ? name : "");
+	/* The rest of one line. */
+	for (p = dataset; *p != '\0'; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f)
+			*p = '?';
 }
 
 int
@@ -77,6 +93,70 @@ repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n)
 	return (storage_lock_holders(r->st, "writer", v, n));
 }
 
+int
+repo_lock_parse(const char *info, struct repo_lock_who *w)
+{
+	char when[32];
+	struct tm tm;
+	const char *end;
+	int off = 0;
+
+	memset(w, 0, sizeof(*w));
+	if (sscanf(info, "host %255s pid %ld since %31s%n", w->host, &w->pid,
+	    when, &off) != 3)
+		return (-1);
+	snprintf(w->since, sizeof(w->since), "%s", when);
+	memset(&tm, 0, sizeof(tm));
+	if ((end = strptime(when, "%Y-%m-%dT%H:%M:%SZ", &tm)) != NULL &&
+	    *end == '\0')
+		w->since_ns = (int64_t)timegm(&tm) * 1000000000;
+	info += off;
+	if (strncmp(info, " command ", 9) != 0)
+		return (0);
+	info += 9;
+	off = (int)strcspn(info, " \n");
+	snprintf(w->command, sizeof(w->command), "%.*s", off, info);
+	info += off;
+	if (strncmp(info, " dataset ", 9) == 0)
+		snprintf(w->dataset, sizeof(w->dataset), "%.*s",
+		    (int)strcspn(info + 9, "\n"), info + 9);
+	return (0);
+}
+
+int
+repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n)
+{
+	char me[HOST_NAME_MAX + 1] = "?";
+	struct storage_holder *h = NULL;
+	struct repo_lock_who *w;
+	size_t i, nh = 0;
+
+	*v = NULL;
+	*n = 0;
+	if (repo_lock_holders(r, &h, &nh))
+		return (-1);
+	if ((w = calloc(nh + 1, sizeof(*w))) == NULL) {
+		free(h);
+		log_error("out of memory");
+		return (-1);
+	}
+	gethostname(me, sizeof(me) - 1);
+	for (i = 0; i < nh; i++) {
+		/* A line that is not ours: a writer of unknown age. */
+		if (repo_lock_parse(h[i].info, &w[*n]) != 0)
+			memset(&w[*n], 0, sizeof(w[*n]));
+		else if (w[*n].pid == (long)getpid() &&
+		    strcmp(w[*n].host, me) == 0)
+			continue;	/* this process */
+		w[*n].shared = h[i].shared;
+		w[*n].expires = h[i].expires;
+		(*n)++;
+	}
+	free(h);
+	*v = w;
+	return (0);
+}
+
 void
 repo_lock_release(struct repo *r)
 {
@@ -95,7 +175,7 @@ repo_lock_release(struct repo *r)
 static int
 lock_writer(struct repo *r, int shared, int how, double timeout)
 {
-	char info[256], holder[600], host[HOST_NAME_MAX + 1] = "?", when[32];
+	char info[512], holder[600], host[HOST_NAME_MAX + 1] = "?", when[32];
 	struct storage_lock_opts o = { info, 0, tuning_get()->lease_seconds,
 	    shared };
 	struct storage_lock *l;
@@ -109,8 +189,10 @@ lock_writer(struct repo *r, int shared, int how, double timeout)
 	 * coffer locks. */
 	gethostname(host, sizeof(host) - 1);
 	fmt_time(when, sizeof(when), now_realtime_ns());
-	snprintf(info, sizeof(info), "host %s pid %ld since %s%s%s\n", host,
-	    (long)getpid(), when, purpose[0] ? " command " : "", purpose);
+	snprintf(info, sizeof(info), "host %s pid %ld since %s%s%s%s%s\n",
+	    host, (long)getpid(), when, purpose[0] ? " command " : "",
+	    purpose, purpose[0] && dataset[0] ? " dataset " : "",
+	    purpose[0] ? dataset : "");
 	if ((rc = storage_lock(r->st, "writer", &o, &l, holder,
 	    sizeof(holder))) == 1 && how == LOCK_WAIT) {
 		log_note("waiting for the lock on '%s' (%s)", r->path,
