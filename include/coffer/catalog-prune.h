@@ -33,8 +33,14 @@ int catalog_forgotten_has(struct catalog *c, const char *sid);
  * Prune (prune.c).  catalog_prune_begin marks the live chunks (those an
  * entry of a snapshot the catalog holds uses), for the calls below.
  * catalog_prune_packs: every pack with its located and live chunks and
- * their stored bytes, by name.  catalog_prune_chunks: the chunks located
- * in one pack, by offset, with whether they are live.  catalog_prune_drop
+ * their stored bytes, by name.  catalog_prune_copy: 1 if the chunk cid,
+ * which pack pack_id holds, must be copied out before the pack goes
+ * (*rowid its row): live, and held by no other pack this catalog trusts
+ * (one neither condemned, nor gone from the repository at the last sync,
+ * with the chunk undamaged); 0 if not, -1 on error.  The catalog locates
+ * a chunk in one pack, and two hosts' catalogs may each locate it in
+ * another copy: judged by its id, a pack never goes with the last copy a
+ * snapshot needs.  catalog_prune_drop
  * (in the caller's transaction, after the live chunks of the packs going
  * were located elsewhere with catalog_chunk_locate): the contents nothing
  * uses, the chunk rows left in those packs, and the packs.  0 or -1.
@@ -45,18 +51,24 @@ struct catalog_prune_pack {
 	uint64_t size;
 	int64_t chunks, live_chunks;
 	uint64_t live_bytes;		/* stored bytes of the live chunks */
-};
-struct catalog_prune_chunk {
-	int64_t rowid;
-	uint64_t offset;
-	int live;
+	int64_t seen_ns;		/* when this catalog learnt of it */
+	int64_t condemned_ns;		/* its mark's time; 0: none */
 };
 int catalog_prune_begin(struct catalog *c);
 int catalog_prune_packs(struct catalog *c, struct catalog_prune_pack **packs,
     size_t *n);
-int catalog_prune_chunks(struct catalog *c, int64_t pack_id,
-    struct catalog_prune_chunk **chunks, size_t *n);
+int catalog_prune_copy(struct catalog *c, int64_t pack_id,
+    const uint8_t cid[32], int64_t *rowid);
 int catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n);
+/*
+ * A prune's mark (doc/design.md, "Many writers"): pack name is condemned
+ * since time_ns, by its name, whether the catalog knows the pack yet or
+ * not.  A chunk located in a condemned pack is not stored for a backup
+ * (catalog_chunk_claim), and a new pack that holds it takes it over.  The
+ * mark goes with the pack (catalog_prune_drop, catalog_packs_gone_drop).
+ * 0 or -1.
+ */
+int catalog_condemn(struct catalog *c, const char *name, int64_t time_ns);
 /*
  * Packs the catalog lists that the repository no longer holds (a sync):
  * catalog_packs_gone notes them, so that catalog_pack_import relocates

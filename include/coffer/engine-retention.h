@@ -35,6 +35,7 @@ struct forget_item {
 	char *tags;			/* "a,keep" or NULL */
 	int level;
 	int64_t time_ns;
+	int64_t finished_ns;
 	int keep;
 	unsigned reasons;		/* RETAIN_* */
 	char needed_by[SNAPSHOT_ID_HEX + 1];	/* RETAIN_CHAIN: for whom */
@@ -73,6 +74,9 @@ struct prune_result {
 	int64_t packs_repacked;		/* live chunks moved, then deleted */
 	int64_t packs_written;		/* new packs */
 	int64_t chunks_moved;
+	int64_t packs_marked;		/* condemned by this prune */
+	int64_t packs_waiting;		/* condemned, not yet deleted */
+	uint64_t bytes_waiting;		/* of those */
 	uint64_t bytes_before;		/* of all packs */
 	uint64_t bytes_deleted;		/* of the packs deleted or repacked */
 	uint64_t bytes_written;		/* of the new packs */

@@ -73,22 +73,22 @@ int engine_generation_check(struct repo *r, struct catalog *c, int writing);
 
 /*
  * Before writing (access.c): take the repository's writer lock, shared
- * (a writer that only adds new objects: backup, export, drill, import)
- * or exclusive (changes in place: keys; forget and prune), and the
+ * (a writer that only adds new objects, or deletes in two phases:
+ * backup, export, drill, import, forget, prune) or exclusive (changes
+ * in place: keys), and the
  * catalog's writer lock (waiting at most wait seconds each; < 0 for
  * ever, 0 not at all); remove what a crashed run left in tmp/; finish a
  * key rewrap cut short; mark a crashed run's snapshots
  * failed and record which key writes.  0 or -1.
- * engine_writer_exclusive, engine_writer_shared: the writer lock held
- * in the other mode from now on (a run's forget and prune steps), the
- * one held given back first; 0 or -1 (reported).
+ * engine_writer_shared: the writer lock held shared from now on (after
+ * the recovery of a rewrap, which takes it exclusive), the one held
+ * given back first; 0 or -1 (reported).
  * engine_journal_catch_up: once the catalog is up to date with the
  * repository (and its generation checked), write the journal rows the
  * repository lacks; a failure is a warning (the next run tries again).
  */
 int engine_prepare_write(struct repo *r, struct catalog *c, double wait,
     int exclusive);
-int engine_writer_exclusive(struct repo *r, struct catalog *c, double wait);
 int engine_writer_shared(struct repo *r, double wait);
 void engine_journal_catch_up(struct repo *r, struct catalog *c);
 /* Before a writer makes a snapshot complete: 0 while its writer lock is
@@ -118,6 +118,7 @@ struct sync_result {
 	/* A write-only key (views only): */
 	size_t known;		/* snapshots known by their views */
 	size_t forgotten;	/* forgets of the authority learnt */
+	size_t condemned;	/* packs a prune's mark names */
 	uint64_t bytes_read;	/* of packs: headers, indexes, records */
 	double seconds;
 };

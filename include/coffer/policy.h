@@ -25,7 +25,9 @@ enum retention_reason {
 	RETAIN_WITHIN = 1 << 6,
 	RETAIN_CHAIN = 1 << 7,		/* a kept snapshot restores from it */
 	RETAIN_TAG = 1 << 8,
-	RETAIN_MARK = 1 << 9		/* marked kept at backup (--keep) */
+	RETAIN_MARK = 1 << 9,		/* marked kept at backup (--keep) */
+	RETAIN_RUNNING = 1 << 10	/* a backup running beside the forget
+					 * may build on it */
 };
 
 struct retention {

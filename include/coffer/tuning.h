@@ -43,6 +43,9 @@ struct tuning {
 	double lease_seconds;		/* COFFER_LEASE_SECONDS: the length
 					 * of a writer's lease on object
 					 * storage (0: the store's) */
+	double prune_margin;		/* COFFER_PRUNE_MARGIN: seconds a
+					 * prune's mark waits beyond the
+					 * writers beside it (-1: unset) */
 
 	/* This host's limit, as given (NULL: unset); checked by the key
 	 * slot code, which knows the bounds. */

@@ -243,6 +243,12 @@ static const char schema[] =
 	"	pack TEXT NOT NULL\n"
 	") WITHOUT ROWID;\n"
 	"CREATE INDEX known_snapshot_dataset ON known_snapshot(dataset, started_ns);\n"
+	/* Packs a prune condemned (doc/design.md, "Many writers"): by
+	 * name, as a mark may come before the pack it names. */
+	"CREATE TABLE condemned (\n"
+	"	name TEXT PRIMARY KEY,\n"
+	"	time_ns INTEGER NOT NULL\n"
+	") WITHOUT ROWID;\n"
 	"CREATE TABLE forgotten (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	sid TEXT NOT NULL UNIQUE,\n"
@@ -391,8 +397,12 @@ static const char *const stmt_sql[ST__COUNT] = {
 		ENTRY_ROWS_4 "," ENTRY_ROWS_4 "," ENTRY_ROWS_4 ","
 		ENTRY_ROWS_4,
 	[ST_CHUNK_FIND] =
-		"SELECT id, pack_id IS NOT NULL AND damaged = 0 FROM chunk"
-		" WHERE cid = ?1",
+		/* Stored: located, not damaged, and not in a pack a prune
+		 * condemned (that pack may go before this snapshot ends). */
+		"SELECT ch.id, ch.pack_id IS NOT NULL AND ch.damaged = 0"
+		" AND NOT EXISTS (SELECT 1 FROM pack p JOIN condemned d"
+		" ON d.name = p.name WHERE p.id = ch.pack_id)"
+		" FROM chunk ch WHERE ch.cid = ?1",
 	[ST_CHUNK_ADD] = "INSERT INTO chunk(cid) VALUES (?1)"
 			 " ON CONFLICT(cid) DO NOTHING",
 	[ST_CHUNK_LOCATE] =

@@ -48,9 +48,10 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 		goto out;
 	/*
 	 * A chunk known without a place (an interrupted run reserved it),
-	 * marked damaged (another host healed it) or in a pack that is gone
-	 * (another host repacked it) gets this one; a chunk stored twice
-	 * (two hosts raced) keeps the place it has.
+	 * marked damaged (another host healed it), in a pack that is gone
+	 * (another host repacked it) or in one a prune condemned (whose live
+	 * chunks it copies out before the pack goes) gets this one; a chunk
+	 * stored twice (two hosts raced) keeps the place it has.
 	 */
 	if ((st = cat_prepare(c, "INSERT INTO chunk(cid, pack_id, pack_offset,"
 	    " plain_len, stored_len, type, flags)"
@@ -61,7 +62,9 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 	    " stored_len = excluded.stored_len, type = excluded.type,"
 	    " flags = excluded.flags, damaged = 0"
 	    " WHERE chunk.pack_id IS NULL OR chunk.damaged = 1"
-	    " OR chunk.pack_id IN (SELECT id FROM temp.gone)",
+	    " OR chunk.pack_id IN (SELECT id FROM temp.gone)"
+	    " OR EXISTS (SELECT 1 FROM pack p JOIN condemned d"
+	    " ON d.name = p.name WHERE p.id = chunk.pack_id)",
 	    "import a pack")) == NULL)
 		goto out;
 	for (i = 0; i < n; i++) {

@@ -40,7 +40,8 @@ catalog_prune_packs(struct catalog *c, struct catalog_prune_pack **packs,
 	if ((st = cat_prepare(c, "SELECT p.id, p.name, p.size,"
 	    " count(ch.id), count(l.id),"
 	    " coalesce(sum(CASE WHEN l.id IS NOT NULL THEN ch.stored_len"
-	    " END), 0)"
+	    " END), 0), p.created_ns,"
+	    " (SELECT time_ns FROM condemned d WHERE d.name = p.name)"
 	    " FROM pack p LEFT JOIN chunk ch ON ch.pack_id = p.id"
 	    " LEFT JOIN temp.live l ON l.id = ch.id"
 	    " GROUP BY p.id ORDER BY p.name", "plan the prune")) == NULL)
@@ -56,6 +57,8 @@ catalog_prune_packs(struct catalog *c, struct catalog_prune_pack **packs,
 		v[k].chunks = sqlite3_column_int64(st, 3);
 		v[k].live_chunks = sqlite3_column_int64(st, 4);
 		v[k].live_bytes = (uint64_t)sqlite3_column_int64(st, 5);
+		v[k].seen_ns = sqlite3_column_int64(st, 6);
+		v[k].condemned_ns = sqlite3_column_int64(st, 7);
 		k++;
 	}
 	if (rc != SQLITE_DONE) {
@@ -73,43 +76,43 @@ err:
 }
 
 int
-catalog_prune_chunks(struct catalog *c, int64_t pack_id,
-    struct catalog_prune_chunk **chunks, size_t *n)
+catalog_prune_copy(struct catalog *c, int64_t pack_id, const uint8_t cid[32],
+    int64_t *rowid)
 {
-	struct catalog_prune_chunk *v = NULL;
-	size_t k = 0, cap = 0;
+	/*
+	 * Live, and held nowhere else this catalog trusts: located here;
+	 * in a pack condemned or gone (another host's copy, which that
+	 * host's prune judges by its own catalog); or damaged.
+	 */
+	static const char sql[] =
+	    "SELECT ch.id, ch.pack_id IS NULL OR ch.pack_id = ?2"
+	    " OR ch.damaged = 1"
+	    " OR EXISTS (SELECT 1 FROM pack p JOIN condemned d"
+	    " ON d.name = p.name WHERE p.id = ch.pack_id)"
+	    " OR ch.pack_id IN (SELECT id FROM temp.gone)"
+	    " FROM chunk ch JOIN temp.live l ON l.id = ch.id"
+	    " WHERE ch.cid = ?1";
 	sqlite3_stmt *st;
-	int rc;
+	int rc, ret;
 
-	*chunks = NULL;
-	*n = 0;
-	if ((st = cat_prepare(c, "SELECT ch.id, ch.pack_offset,"
-	    " l.id IS NOT NULL FROM chunk ch"
-	    " LEFT JOIN temp.live l ON l.id = ch.id"
-	    " WHERE ch.pack_id = ?1 ORDER BY ch.pack_offset",
-	    "plan the prune")) == NULL)
+	*rowid = 0;
+	if (cat_exec(c, "CREATE TEMP TABLE IF NOT EXISTS gone"
+	    " (id INTEGER PRIMARY KEY)", "plan the prune") ||
+	    (st = cat_prepare(c, sql, "plan the prune")) == NULL)
 		return (-1);
-	sqlite3_bind_int64(st, 1, pack_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (array_grow(&v, &cap, k, sizeof(*v), 256))
-			goto err;
-		v[k].rowid = sqlite3_column_int64(st, 0);
-		v[k].offset = (uint64_t)sqlite3_column_int64(st, 1);
-		v[k].live = sqlite3_column_int(st, 2);
-		k++;
-	}
-	if (rc != SQLITE_DONE) {
+	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, pack_id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*rowid = sqlite3_column_int64(st, 0);
+		ret = sqlite3_column_int(st, 1) ? 1 : 0;
+	} else if (rc == SQLITE_DONE)
+		ret = 0;
+	else {
 		log_error("cannot plan the prune: %s", sqlite3_errmsg(c->db));
-		goto err;
+		ret = -1;
 	}
 	sqlite3_finalize(st);
-	*chunks = v;
-	*n = k;
-	return (0);
-err:
-	sqlite3_finalize(st);
-	free(v);
-	return (-1);
+	return (ret);
 }
 
 int
@@ -139,6 +142,17 @@ catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n)
 			goto err;
 	}
 	sqlite3_finalize(st);
+	if ((st = cat_prepare(c, "DELETE FROM condemned WHERE name ="
+	    " (SELECT name FROM pack WHERE id = ?1)",
+	    "drop what prune removed")) == NULL)
+		return (-1);
+	for (i = 0; i < n; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, packs[i]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			goto err;
+	}
+	sqlite3_finalize(st);
 	if ((st = cat_prepare(c, "DELETE FROM pack WHERE id = ?1",
 	    "drop what prune removed")) == NULL)
 		return (-1);
@@ -154,6 +168,21 @@ err:
 	log_error("cannot drop what prune removed: %s", sqlite3_errmsg(c->db));
 	sqlite3_finalize(st);
 	return (-1);
+}
+
+int
+catalog_condemn(struct catalog *c, const char *name, int64_t time_ns)
+{
+	if (!cat_is_hex(name, 32) || time_ns <= 0) {
+		log_error("bad mark of pack '%s'", name);
+		return (-1);
+	}
+	/* Marked twice (two prunes at once): the first mark counts. */
+	return (cat_run(c, "INSERT INTO condemned(name, time_ns)"
+	    " VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE"
+	    " SET time_ns = min(time_ns, excluded.time_ns)",
+	    "note a condemned pack", CAT_VALS(CAT_TEXT(name),
+	    CAT_INT(time_ns)), NULL, NULL));
 }
 
 int
@@ -196,6 +225,11 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 		/* What the gone packs held that nothing uses. */
 		"DELETE FROM chunk WHERE pack_id IN (SELECT id FROM temp.gone)"
 		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
+		/* The marks of the gone packs dropped below. */
+		"DELETE FROM condemned WHERE name IN (SELECT name FROM pack"
+		" WHERE id IN (SELECT id FROM temp.gone)"
+		" AND id NOT IN (SELECT pack_id FROM chunk"
+		" WHERE pack_id IS NOT NULL))",
 		/* The gone packs nothing is located in now. */
 		"DELETE FROM pack WHERE id IN (SELECT id FROM temp.gone)"
 		" AND id NOT IN (SELECT pack_id FROM chunk"
@@ -211,7 +245,7 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 			catalog_rollback(c);
 			return (-1);
 		}
-		if (i == 2)
+		if (i == 3)
 			*dropped = (size_t)sqlite3_changes(c->db);
 	}
 	if (cat_exec(c, "DELETE FROM temp.gone; COMMIT",

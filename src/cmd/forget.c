@@ -124,6 +124,9 @@ print_prune(const struct prune_result *res, int json, int dry_run)
 		jw_int(jw_key(&j, "packs_repacked"), res->packs_repacked);
 		jw_int(jw_key(&j, "packs_written"), res->packs_written);
 		jw_int(jw_key(&j, "chunks_moved"), res->chunks_moved);
+		jw_int(jw_key(&j, "packs_marked"), res->packs_marked);
+		jw_int(jw_key(&j, "packs_waiting"), res->packs_waiting);
+		jw_uint(jw_key(&j, "bytes_waiting"), res->bytes_waiting);
 		jw_uint(jw_key(&j, "bytes_before"), res->bytes_before);
 		jw_uint(jw_key(&j, "bytes_deleted"), res->bytes_deleted);
 		jw_uint(jw_key(&j, "bytes_written"), res->bytes_written);
@@ -143,6 +146,13 @@ print_prune(const struct prune_result *res, int json, int dry_run)
 	    "deleted", (long long)(res->packs_deleted + res->packs_repacked),
 	    (long long)res->packs, del, before, (long long)res->packs_repacked,
 	    (long long)res->packs_written, wr, res->seconds);
+	if (res->packs_waiting > 0) {
+		fmt_bytes(del, sizeof(del), (double)res->bytes_waiting);
+		printf("%lld packs (%s) %s condemned, to be deleted by a prune "
+		    "once the writers beside this one have ended\n",
+		    (long long)res->packs_waiting, del, dry_run ?
+		    "would be" : "are");
+	}
 }
 
 static int
@@ -254,7 +264,7 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	signals_install();
 	/* Forgetting is not appending: the authority's decision.  A key
 	 * that cannot is refused before anything is forgotten. */
-	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE | OPEN_EXCL,
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
 	    cmd_open_need_full, "forget", &r, &c)) != STATUS_OK) {
 		free(tags);
 		return (st);
@@ -307,7 +317,7 @@ cmd_prune(int argc, char **argv, const struct global_opts *g)
 	if (optind != argc)
 		return (cmd_usage_error("prune"));
 	signals_install();
-	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE | OPEN_EXCL,
+	if ((st = cmd_open_checked(g, OPEN_KEYS | OPEN_WRITE,
 	    cmd_open_need_read, "prune", &r, &c)) != STATUS_OK)
 		return (st);
 	st = run_prune(r, c, pct / 100, dry_run, json);

@@ -166,16 +166,6 @@ engine_lock_kept(struct repo *r)
 }
 
 int
-engine_writer_exclusive(struct repo *r, struct catalog *c, double wait)
-{
-	if (repo_lock_held(r) == REPO_LOCKED)
-		return (0);
-	if (repo_lock(r, wait) || recover_rewrap(r, c, wait, 1))
-		return (-1);
-	return (0);
-}
-
-int
 engine_writer_shared(struct repo *r, double wait)
 {
 	if (repo_lock_held(r) == REPO_LOCKED_SHARED)

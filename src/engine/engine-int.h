@@ -244,6 +244,8 @@ struct view_sink {
 	/* May be NULL: the authority's signature of journal record id. */
 	int (*journal)(void *arg, const uint8_t *id, const uint8_t *sig);
 	void *arg;
+	/* May be NULL: pack condemned by a prune at time_ns (authority's). */
+	int (*condemned)(void *arg, const char *pack, int64_t time_ns);
 };
 int view_note_snapshot(struct buf *v, const struct catalog_snapshot *s,
     uint32_t revision);
@@ -260,6 +262,10 @@ int view_note_journal(struct repo *r, const uint8_t id[CCRYPTO_ID_BYTES],
     const uint8_t *img, size_t len, struct buf *v);
 int view_journal_signed(struct repo *r, const uint8_t *sig,
     const uint8_t *img, size_t len);
+/* note_condemned: prune's mark, packs condemned at time_ns, signed by the
+ * authority (a full key: the caller checks).  0 or -1. */
+int view_note_condemned(struct repo *r, int64_t time_ns,
+    const char *const *packs, size_t n, struct buf *v);
 int view_parse(struct repo *r, const uint8_t *p, size_t len,
     const char *pack, const struct view_sink *sink);
 

@@ -30,7 +30,11 @@
 #include "coffer/engine.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
+#include "coffer/tuning.h"
 #include "engine-int.h"
+
+/* As prune's margin (prune.c): clocks apart and listings late. */
+#define FORGET_MARGIN_SECONDS 60
 
 struct collect {
 	struct forget_item *v;
@@ -60,6 +64,7 @@ collect_one(void *arg, const struct catalog_snapshot *s)
 	}
 	it->level = s->level;
 	it->time_ns = s->started_ns;
+	it->finished_ns = s->finished_ns;
 	cl->n++;
 	return (0);
 }
@@ -306,6 +311,75 @@ apply_names(const struct forget_opts *o, struct forget_item *v, size_t n,
 	return (bad ? ENGINE_REFUSED : ENGINE_OK);
 }
 
+/* Does writer w choose bases (a backup, or a run or watch, which back
+ * up datasets it does not name), and may it in dataset? */
+static int
+builds_on(const struct repo_lock_who *w, const char *dataset)
+{
+	if (w->command[0] != '\0' && strcmp(w->command, "backup") != 0 &&
+	    strcmp(w->command, "run") != 0 && strcmp(w->command, "watch") != 0)
+		return (0);
+	return (w->dataset[0] == '\0' || strcmp(w->dataset, dataset) == 0);
+}
+
+/*
+ * What a backup running beside this forget may build on (doc/design.md,
+ * "Many writers"): it took as its base the newest complete snapshot of
+ * its dataset (or the newest full) that its catalog had when it began,
+ * which is the newest as of some time after it began, less the margin
+ * for clocks and listings.  So, in a dataset such a writer backs up (its
+ * lock names it; a run's or a watch's, any dataset), the snapshots that
+ * finished since then and the newest (and newest full) before it stay,
+ * marked RETAIN_RUNNING; by name, such a snapshot is refused.  v is
+ * sorted (dataset, newest first).  ENGINE_OK, ENGINE_REFUSED or
+ * ENGINE_ERROR.
+ */
+static int
+hold_bases(struct repo *r, struct forget_item *v, size_t n, int named)
+{
+	double margin = tuning_get()->prune_margin;
+	struct repo_lock_who *w = NULL;
+	int64_t since = INT64_MAX, m;
+	size_t nw = 0, i, k;
+	int newest = 0, full = 0, bad = 0, hold;
+
+	if (repo_lock_others(r, &w, &nw))
+		return (ENGINE_ERROR);
+	m = (int64_t)((margin < 0 ? FORGET_MARGIN_SECONDS : margin) * 1e9);
+	for (i = 0; i < n; i++) {
+		if (i == 0 || strcmp(v[i].dataset, v[i - 1].dataset) != 0) {
+			newest = full = 0;
+			since = INT64_MAX;
+			for (k = 0; k < nw; k++)
+				if (builds_on(&w[k], v[i].dataset) &&
+				    w[k].since_ns - m < since)
+					since = w[k].since_ns - m;
+		}
+		if (since == INT64_MAX)
+			continue;	/* no writer of it beside */
+		if (v[i].finished_ns > since)
+			hold = 1;
+		else {
+			hold = !newest || (v[i].level == LEVEL_FULL && !full);
+			newest = 1;
+			full |= v[i].level == LEVEL_FULL;
+		}
+		if (!hold || v[i].keep)
+			continue;
+		if (named) {
+			log_error("snapshot %.12s of '%s' may be the base of a "
+			    "backup running now: forget it once it has ended "
+			    "(coffer locks)", v[i].sid, v[i].dataset);
+			bad = 1;
+			continue;
+		}
+		v[i].keep = 1;
+		v[i].reasons |= RETAIN_RUNNING;
+	}
+	free(w);
+	return (bad ? ENGINE_REFUSED : ENGINE_OK);
+}
+
 enum engine_result
 engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
     struct forget_result *res)
@@ -327,13 +401,17 @@ engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
 	if (n > 1)
 		qsort(cl.v, n, sizeof(*cl.v), cmp_items);
 	if (o->nsids > 0) {
-		if ((st = apply_names(o, cl.v, n, c)) != ENGINE_OK)
+		if ((st = apply_names(o, cl.v, n, c)) != ENGINE_OK ||
+		    (st = hold_bases(r, cl.v, n, 1)) != ENGINE_OK)
 			return (st);
 	} else {
 		apply_rules(&o->rules, cl.v, n);
+		if ((st = hold_bases(r, cl.v, n, 0)) != ENGINE_OK)
+			return (st);
 		if (plan_rebases(c, cl.v, n, &res->rebase))
 			return (ENGINE_ERROR);
 	}
+	tuning_raise_at("forget-planned");
 	for (i = 0; i < n; i++)
 		if (!cl.v[i].keep)
 			res->forget++;

@@ -24,14 +24,28 @@
  * commit leaves new packs the next sync reads and the next prune finds
  * unneeded; one after it leaves old packs that hold nothing needed, whose
  * records of forgotten snapshots the journal keeps forgotten.
+ *
+ * Prune shares the writer lock with backups, so it deletes in two phases
+ * (doc/design.md, "Many writers"): a pack found unneeded is first
+ * condemned, by a mark (a pack with a view record the authority signs)
+ * that every writer's sync learns and that stops it counting on the
+ * pack's chunks; the pack goes (its live chunks, if a snapshot that
+ * completed since uses some, copied out first) only once every writer
+ * that may not have seen the mark has ended: no other holder of the lock
+ * began before the mark plus the margin.  Packs this catalog learnt of
+ * after the oldest writer beside it began may be that writer's, not yet
+ * in a snapshot: they are not condemned yet.
  */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coffer/catalog-journal.h"
 #include "coffer/catalog-prune.h"
 #include "coffer/catalog-record.h"
+#include "coffer/catalog-known.h"
+#include "coffer/engine-open.h"
 #include "coffer/engine-retention.h"
 #include "coffer/engine.h"
 #include "coffer/log.h"
@@ -40,7 +54,20 @@
 #include "coffer/tuning.h"
 #include "engine-int.h"
 
-enum fate { KEEP, DELETE, REPACK, MERGE };
+enum fate { KEEP, DELETE, REPACK, MERGE, MARK, UNMARK };
+
+static int
+goes(enum fate f)
+{
+	return (f == DELETE || f == REPACK || f == MERGE || f == UNMARK);
+}
+
+/* The margin of a mark: how much later than it a writer beside a prune
+ * must have begun, by its own clock, to be sure to have seen it (clocks
+ * apart, listings late), unless COFFER_PRUNE_MARGIN says.  On object
+ * storage it is also how long a mark waits before its packs may go, as
+ * a listing may be that late. */
+#define PRUNE_MARGIN_SECONDS 60
 
 /* Journal packs merged from this many on (an hourly cron job that prunes
  * daily merges 24 a day into one, and a prune rewrites every journal row,
@@ -73,6 +100,16 @@ struct prune {
 	struct pack_info journal;
 	struct catalog_journal_upto journal_upto;
 	int merged;
+
+	/* The writers beside this prune (repo_lock_others). */
+	size_t others;
+	int64_t oldest_ns;
+	int64_t margin_ns, lag_ns;
+	int phase2;			/* plan: the condemned packs' fates */
+	const struct catalog_prune_pack *pk;	/* for marks_live */
+	const enum fate *fate;		/* phase 2's, for marks_live */
+	size_t npk;
+	int marks_live;
 };
 
 /* Tests only: die here as kill -9 would, to prove each step safe. */
@@ -158,8 +195,94 @@ mergeable(struct prune *p, struct pack_reader *pr,
 	return (1);
 }
 
+static int
+cmp_pack_name(const void *key, const void *elem)
+{
+	return (strcmp(key, ((const struct catalog_prune_pack *)elem)->name));
+}
+
+static int
+mark_names(void *arg, const char *pack, int64_t time_ns)
+{
+	struct prune *p = arg;
+
+	(void)time_ns;
+	const struct catalog_prune_pack *k;
+
+	/* Live while a pack it names stays (in phase 2: is not going). */
+	if ((k = bsearch(pack, p->pk, p->npk, sizeof(*p->pk),
+	    cmp_pack_name)) != NULL && (p->fate == NULL ||
+	    !goes(p->fate[k - p->pk])))
+		p->marks_live = 1;
+	return (0);
+}
+
+static int
+skip_snapshot(void *arg, const struct catalog_known *k)
+{
+	(void)arg;
+	(void)k;
+	return (0);
+}
+
+static int
+skip_forgotten(void *arg, const char *sid, int64_t time_ns)
+{
+	(void)arg;
+	(void)sid;
+	(void)time_ns;
+	return (0);
+}
+
+/*
+ * Does a pack of views alone (a prune's mark) still condemn a pack the
+ * catalog has?  Then it stays, so that a catalog made anew learns the
+ * mark; once its packs are gone, it goes.  1, 0 (or unreadable: kept).
+ */
+static int
+marks_live(struct prune *p, struct pack_reader *pr,
+    const struct pack_entry *ents, size_t n)
+{
+	struct view_sink sink = { skip_snapshot, skip_forgotten, NULL, NULL,
+	    mark_names };
+	size_t i;
+
+	sink.arg = p;
+	p->marks_live = 0;
+	for (i = 0; i < n; i++) {
+		if (pack_reader_get(pr, &ents[i], p->z, &p->data) ||
+		    view_parse(p->repo, p->data.data, p->data.len,
+		    pack_reader_name(pr), &sink) != 0)
+			return (1);
+		p->res->bytes_read += ents[i].stored_len;
+	}
+	return (p->marks_live);
+}
+
+/* Did this catalog learn of pack k after the oldest writer beside this
+ * prune began (less the margin)?  Then it may be that writer's, its
+ * snapshot not yet written: not condemned now. */
+static int
+young(const struct prune *p, const struct catalog_prune_pack *k)
+{
+	return (p->others > 0 && k->seen_ns >= p->oldest_ns - p->margin_ns);
+}
+
+/* May the packs a mark of time t condemned go now?  Every other writer
+ * began after it plus the margin (it saw the mark), and on object
+ * storage the mark is the margin old (every listing shows it). */
+static int
+mark_ripe(const struct prune *p, int64_t t)
+{
+	if (now_realtime_ns() < t + p->lag_ns)
+		return (0);
+	return (p->others == 0 || p->oldest_ns >= t + p->margin_ns);
+}
+
 /* Decide each pack's fate; reads the indexes (and the records) of the
- * packs that hold something unneeded. */
+ * packs that hold something unneeded.  First (phase2 0): what becomes
+ * condemned (MARK), and the journal packs merged; then (phase2 1): the
+ * fate of each condemned pack whose mark is ripe. */
 static int
 plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
     enum fate *fate)
@@ -168,13 +291,24 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 	struct pack_entry *ents;
 	size_t i, nents;
 	uint64_t used;
-	size_t njournal = 0, j;
+	size_t njournal = 0, j, nj;
 	int lr, mr;
 
 	for (i = 0; i < n; i++) {
+		int ripe = 0;
+
 		fate[i] = KEEP;
-		p->res->bytes_before += pk[i].size;
-		if (pk[i].chunks > 0 && pk[i].live_chunks == pk[i].chunks)
+		if (!p->phase2)
+			p->res->bytes_before += pk[i].size;
+		if (pk[i].condemned_ns > 0) {
+			/* Its fate is phase 2's, when its mark is ripe. */
+			if (!p->phase2 || !mark_ripe(p, pk[i].condemned_ns))
+				continue;
+			ripe = 1;
+		} else if (p->phase2)
+			continue;
+		else if (pk[i].chunks > 0 &&
+		    pk[i].live_chunks == pk[i].chunks)
 			continue;	/* all of it needed */
 		if ((pr = pack_reader_open(p->repo, pk[i].name)) == NULL)
 			continue;	/* reported; left alone */
@@ -184,11 +318,22 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 			    (uint64_t)nents * (CCRYPTO_ID_BYTES + 18);
 			lr = live_records(p, pr, ents, nents);
 			/* Journal records alone (and their view). */
-			for (j = 0; j < nents &&
+			for (j = 0, nj = 0; j < nents &&
 			    (ents[j].type == PACK_REC_JOURNAL ||
 			    ents[j].type == PACK_REC_VIEW); j++)
-				;
-			if (nents > 0 && j == nents && pk[i].chunks == 0 &&
+				nj += ents[j].type == PACK_REC_JOURNAL;
+			if (ripe) {
+				/* What a snapshot needs of it and no other
+				 * pack surely holds is copied out first. */
+				fate[i] = lr ? KEEP : REPACK;
+			} else if (nents > 0 && j == nents && nj == 0 &&
+			    pk[i].chunks == 0) {
+				/* A mark: no chunk in it to count on, so it
+				 * goes at once, once its packs are gone. */
+				if (!p->phase2 && !marks_live(p, pr, ents,
+				    nents))
+					fate[i] = DELETE;
+			} else if (nents > 0 && j == nents && pk[i].chunks == 0 &&
 			    (mr = mergeable(p, pr, ents, nents)) != 0) {
 				if (mr < 0) {
 					free(ents);
@@ -197,27 +342,58 @@ plan(struct prune *p, struct catalog_prune_pack *pk, size_t n,
 				}
 				fate[i] = MERGE;	/* if enough: below */
 				njournal++;
-			} else if (lr == 0 && pk[i].live_chunks == 0)
-				fate[i] = DELETE;
-			else if (lr == 0) {
+			} else if (p->phase2 || lr != 0 || young(p, &pk[i]))
+				;
+			else if (pk[i].live_chunks == 0)
+				fate[i] = MARK;
+			else {
 				used = pk[i].live_bytes + (uint64_t)
 				    pk[i].live_chunks * (PACK_RECORD_HEADER_BYTES +
 				    CCRYPTO_TAG_BYTES);
 				if (pk[i].size > 0 && (double)(pk[i].size -
 				    (used < pk[i].size ? used : pk[i].size)) /
 				    (double)pk[i].size > p->o->max_unused)
-					fate[i] = REPACK;
+					fate[i] = MARK;
 			}
 		}
 		free(ents);
 		pack_reader_close(pr);
 		progress_update(&p->progress, 1, 0);
 	}
-	if (njournal < JOURNAL_MERGE_MIN)
+	if (njournal < JOURNAL_MERGE_MIN || p->phase2)
 		for (i = 0; i < n; i++)
 			if (fate[i] == MERGE)
 				fate[i] = KEEP;
 	return (0);
+}
+
+/* Phase 2: the marks whose packs all go now go last (UNMARK). */
+static void
+unmark(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
+    enum fate *fate)
+{
+	struct pack_reader *pr;
+	struct pack_entry *ents;
+	size_t i, j, nents;
+
+	p->fate = fate;
+	for (i = 0; i < n; i++) {
+		if (pk[i].chunks > 0 || pk[i].condemned_ns > 0 ||
+		    fate[i] != KEEP ||
+		    (pr = pack_reader_open(p->repo, pk[i].name)) == NULL)
+			continue;
+		ents = NULL;
+		if (pack_reader_index(pr, &ents, &nents) == 0 && nents > 0) {
+			for (j = 0; j < nents && ents[j].type == PACK_REC_VIEW;
+			    j++)
+				;
+			if (j == nents && !marks_live(p, pr, ents, nents))
+				fate[i] = UNMARK;
+		}
+		free(ents);
+		pack_reader_close(pr);
+	}
+	p->fate = NULL;
 }
 
 static int
@@ -239,43 +415,30 @@ finish_writer(struct prune *p)
 	return (0);
 }
 
-static const struct catalog_prune_chunk *
-chunk_at(const struct catalog_prune_chunk *v, size_t n, uint64_t off)
-{
-	size_t lo = 0, hi = n, mid;
-
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (v[mid].offset < off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < n && v[lo].offset == off ? &v[lo] : NULL);
-}
-
-/* Copy pack pk's live chunks into the new packs. */
+/* Copy out of pack pk, before it goes, each chunk a snapshot needs that
+ * no other pack holds for sure (catalog_prune_copy). */
 static int
 repack(struct prune *p, const struct catalog_prune_pack *pk)
 {
-	struct catalog_prune_chunk *ch = NULL;
-	const struct catalog_prune_chunk *c;
 	struct pack_reader *pr;
 	struct pack_entry *ents = NULL, e;
-	size_t i, nents, nch;
-	int rc = -1;
+	size_t i, nents;
+	int64_t row;
+	int rc = -1, need;
 
 	if ((pr = pack_reader_open(p->repo, pk->name)) == NULL)
 		return (-1);
-	if (pack_reader_index(pr, &ents, &nents) ||
-	    catalog_prune_chunks(p->cat, pk->id, &ch, &nch))
+	if (pack_reader_index(pr, &ents, &nents))
 		goto out;
 	for (i = 0; i < nents; i++) {
 		if (signals_caught())
 			goto out;
-		if (ents[i].type != PACK_REC_DATA ||
-		    (c = chunk_at(ch, nch, ents[i].offset)) == NULL ||
-		    !c->live)
+		if (ents[i].type != PACK_REC_DATA)
+			continue;
+		if ((need = catalog_prune_copy(p->cat, pk->id, ents[i].id,
+		    &row)) < 0)
+			goto out;
+		if (!need)
 			continue;
 		if (pack_reader_get_stored(pr, &ents[i], &p->data))
 			goto out;
@@ -289,7 +452,7 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 		if (array_grow(&p->moved, &p->capmoved, p->nmoved,
 		    sizeof(*p->moved), 1024))
 			goto out;
-		p->moved[p->nmoved].rowid = c->rowid;
+		p->moved[p->nmoved].rowid = row;
 		p->moved[p->nmoved].pack = p->nmade;
 		p->moved[p->nmoved].ent = e;
 		p->nmoved++;
@@ -302,7 +465,6 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 	rc = 0;
 out:
 	free(ents);
-	free(ch);
 	pack_reader_close(pr);
 	return (rc);
 }
@@ -343,7 +505,7 @@ commit(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
 		goto out;
 	}
 	for (i = 0; i < n; i++)
-		if (fate[i] != KEEP)
+		if (goes(fate[i]))
 			doomed[k++] = pk[i].id;
 	if (catalog_begin(p->cat))
 		goto out;
@@ -377,6 +539,177 @@ out:
 	return (rc);
 }
 
+/* The mark of the packs fated MARK: durable, then in the catalog. */
+static int
+mark(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
+    const enum fate *fate)
+{
+	struct pack_writer *w = NULL;
+	struct pack_info info;
+	struct buf v = BUF_INIT;
+	const char **names;
+	int64_t t = now_realtime_ns(), row;
+	size_t i, k = 0;
+	int rc = -1;
+
+	if ((names = calloc(n + 1, sizeof(*names))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	for (i = 0; i < n; i++)
+		if (fate[i] == MARK)
+			names[k++] = pk[i].name;
+	if (view_note_condemned(p->repo, t, names, k, &v) ||
+	    (w = pack_writer_new(p->repo)) == NULL ||
+	    view_write(w, p->repo, &v) || pack_writer_finish(w, &info))
+		goto out;
+	p->res->packs_written++;
+	p->res->bytes_written += info.size;
+	if (catalog_begin(p->cat))
+		goto out;
+	if (catalog_pack_add(p->cat, info.name, info.size, info.hash, &row))
+		goto rollback;
+	for (i = 0; i < k; i++)
+		if (catalog_condemn(p->cat, names[i], t))
+			goto rollback;
+	if (catalog_commit(p->cat))
+		goto rollback;
+	rc = 0;
+	goto out;
+rollback:
+	catalog_rollback(p->cat);
+out:
+	pack_writer_free(w);
+	buf_release(&v);
+	free(names);
+	return (rc);
+}
+
+/* What the fates say: the live chunks of the packs repacked copied, the
+ * journal packs merged, the catalog told, then the packs deleted. */
+static enum engine_result
+apply(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
+    const enum fate *fate)
+{
+	enum engine_result st;
+	size_t i;
+	int merge = 0, pass;
+
+	for (i = 0; i < n; i++) {
+		size_t moved = p->nmoved;
+
+		if (fate[i] == REPACK && repack(p, &pk[i]))
+			return (ENGINE_ERROR);
+		if (!goes(fate[i]))
+			continue;
+		p->res->bytes_deleted += pk[i].size;
+		/* A pack nothing was copied out of was deleted. */
+		if (fate[i] == MERGE || p->nmoved > moved)
+			p->res->packs_repacked++;
+		else
+			p->res->packs_deleted++;
+		merge |= fate[i] == MERGE;
+	}
+	if (finish_writer(p))
+		return (ENGINE_ERROR);
+	if (merge && merge_journal(p))
+		return (ENGINE_ERROR);
+	crash_point(p, "repacked");
+	if (signals_caught()) {
+		log_error("prune interrupted by %s: nothing was removed",
+		    signals_name(signals_caught()));
+		return (ENGINE_INTERRUPTED);
+	}
+	if (commit(p, pk, n, fate))
+		return (ENGINE_ERROR);
+	crash_point(p, "committed");
+	/* From here on the catalog no longer knows the old packs: a
+	 * failure to delete one leaves garbage the next prune removes. */
+	st = ENGINE_OK;
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < n; i++) {
+			/* The marks after the packs they name. */
+			if (!goes(fate[i]) || (fate[i] == UNMARK) != pass)
+				continue;
+			tuning_raise_at("prune-deleting");
+			if (repo_pack_remove(p->repo, pk[i].name))
+				st = ENGINE_ERROR;
+			crash_point(p, "removing");
+		}
+	p->nmade = p->nmoved = 0;
+	p->merged = 0;
+	return (st);
+}
+
+/* How many writers run beside this prune, and since when the oldest. */
+static int
+writers_beside(struct prune *p)
+{
+	struct repo_lock_who *w;
+	size_t i;
+
+	if (repo_lock_others(p->repo, &w, &p->others))
+		return (-1);
+	p->oldest_ns = INT64_MAX;
+	for (i = 0; i < p->others; i++)
+		if (w[i].since_ns < p->oldest_ns)
+			p->oldest_ns = w[i].since_ns;
+	free(w);
+	return (0);
+}
+
+/* The packs and their live chunks, as the repository is now; the
+ * writers beside this prune listed first (repo_lock_others), so that
+ * one that ended before has its snapshot in the catalog. */
+static int
+survey(struct prune *p, struct catalog_prune_pack **pk, size_t *n,
+    enum fate **fate)
+{
+	struct sync_result sr;
+
+	free(*pk);
+	free(*fate);
+	*pk = NULL;
+	*fate = NULL;
+	*n = 0;
+	if (writers_beside(p) || engine_sync(p->repo, p->cat, &sr) < 0 ||
+	    catalog_prune_begin(p->cat) ||
+	    catalog_prune_packs(p->cat, pk, n))
+		return (-1);
+	if ((*fate = calloc(*n + 1, sizeof(**fate))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	p->pk = *pk;
+	p->npk = *n;
+	return (0);
+}
+
+/* The condemned packs (pk[i], fate) that still wait; *soonest: when the
+ * first of them that only waits for its age may go (0: none). */
+static size_t
+waiting(const struct prune *p, const struct catalog_prune_pack *pk,
+    size_t n, const enum fate *fate, uint64_t *bytes, int64_t *soonest)
+{
+	size_t i, k = 0;
+	int64_t t;
+
+	*bytes = 0;
+	*soonest = 0;
+	for (i = 0; i < n; i++) {
+		if (fate[i] != MARK && (pk[i].condemned_ns == 0 ||
+		    goes(fate[i])))
+			continue;
+		k++;
+		*bytes += pk[i].size;
+		t = fate[i] == MARK ? now_realtime_ns() : pk[i].condemned_ns;
+		if ((p->others == 0 || p->oldest_ns >= t + p->margin_ns) &&
+		    (*soonest == 0 || t + p->lag_ns < *soonest))
+			*soonest = t + p->lag_ns;
+	}
+	return (k);
+}
+
 enum engine_result
 engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
     struct prune_result *res)
@@ -384,9 +717,10 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	struct catalog_prune_pack *pk = NULL;
 	enum fate *fate = NULL;
 	struct prune p;
-	double t0 = now_monotonic();
-	size_t i, n = 0;
-	int st = ENGINE_ERROR, merge = 0;
+	double t0 = now_monotonic(), margin = tuning_get()->prune_margin;
+	int64_t soonest;
+	size_t i, n = 0, marked = 0;
+	int st = ENGINE_ERROR;
 
 	memset(res, 0, sizeof(*res));
 	memset(&p, 0, sizeof(p));
@@ -395,62 +729,63 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	p.o = o;
 	p.res = res;
 	p.crash_at = tuning_get()->test_prune_crash;
+	p.margin_ns = (int64_t)((margin < 0 ? PRUNE_MARGIN_SECONDS : margin) *
+	    1e9);
+	p.lag_ns = engine_repo_is_remote(repo_path(r)) ? p.margin_ns : 0;
 	progress_init(&p.progress, "prune", 0);
 	p.progress.unit = "packs";
 	/* Every forget in the repository before any data goes. */
 	if (!o->dry_run && engine_journal_flush(r, c))
 		goto out;
-	if ((p.z = compressor_new(1)) == NULL ||
-	    catalog_prune_begin(c) || catalog_prune_packs(c, &pk, &n))
+	if ((p.z = compressor_new(1)) == NULL || survey(&p, &pk, &n, &fate))
 		goto out;
-	if (n > 0 && (fate = calloc(n, sizeof(*fate))) == NULL) {
-		log_error("out of memory");
-		goto out;
-	}
+	/* Phase 1: condemn what no snapshot needs; merge the journal. */
 	if (plan(&p, pk, n, fate))
 		goto out;
+	tuning_raise_at("prune-planned");
 	res->packs = (int64_t)n;
-	for (i = 0; i < n; i++) {
-		if (fate[i] == DELETE) {
-			res->packs_deleted++;
-			res->bytes_deleted += pk[i].size;
-		} else if (fate[i] == REPACK || fate[i] == MERGE) {
-			res->packs_repacked++;
-			res->bytes_deleted += pk[i].size;
-			merge |= fate[i] == MERGE;
-		}
-	}
-	if (o->dry_run || res->packs_deleted + res->packs_repacked == 0) {
+	for (i = 0; i < n; i++)
+		marked += fate[i] == MARK;
+	res->packs_marked = (int64_t)marked;
+	if (o->dry_run) {
+		for (i = 0; i < n; i++)
+			if (fate[i] == MARK || pk[i].condemned_ns > 0) {
+				res->packs_waiting++;
+				res->bytes_waiting += pk[i].size;
+			}
 		st = ENGINE_OK;
 		goto out;
 	}
-	for (i = 0; i < n; i++)
-		if (fate[i] == REPACK && repack(&p, &pk[i]))
-			goto out;
-	if (finish_writer(&p))
+	for (i = 0; i < n && !goes(fate[i]); i++)
+		;
+	if (i < n && (st = apply(&p, pk, n, fate)) != ENGINE_OK)
 		goto out;
-	if (merge && merge_journal(&p))
+	st = ENGINE_ERROR;
+	if (marked > 0 && mark(&p, pk, n, fate))
 		goto out;
-	crash_point(&p, "repacked");
-	if (signals_caught()) {
-		log_error("prune interrupted by %s: nothing was removed",
-		    signals_name(signals_caught()));
-		st = ENGINE_INTERRUPTED;
+	tuning_raise_at("prune-marked");
+	/* Phase 2: the condemned packs whose marks are ripe go. */
+	if (waiting(&p, pk, n, fate, &res->bytes_waiting, &soonest) == 0) {
+		st = ENGINE_OK;
 		goto out;
 	}
-	if (commit(&p, pk, n, fate))
-		goto out;
-	crash_point(&p, "committed");
-	/* From here on the catalog no longer knows the old packs: a
-	 * failure to delete one leaves garbage the next prune removes. */
-	st = ENGINE_OK;
-	for (i = 0; i < n; i++) {
-		if (fate[i] == KEEP)
-			continue;
-		if (repo_pack_remove(r, pk[i].name))
-			st = ENGINE_ERROR;
-		crash_point(&p, "removing");
+	if (soonest > now_realtime_ns()) {
+		/* Only the mark's age on object storage: wait it out. */
+		log_info("waiting %.0f s for the mark to reach every listing",
+		    (double)(soonest - now_realtime_ns()) / 1e9);
+		while (now_realtime_ns() < soonest && !signals_caught())
+			nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
 	}
+	if (survey(&p, &pk, &n, &fate))
+		goto out;
+	p.phase2 = 1;
+	if (plan(&p, pk, n, fate))
+		goto out;
+	unmark(&p, pk, n, fate);
+	if ((st = apply(&p, pk, n, fate)) != ENGINE_OK)
+		goto out;
+	res->packs_waiting = (int64_t)waiting(&p, pk, n, fate,
+	    &res->bytes_waiting, &soonest);
 out:
 	progress_done(&p.progress);
 	res->seconds = now_monotonic() - t0;

@@ -243,9 +243,9 @@ run_prune(const struct engine_run *run, struct engine_run_step *s)
 	}
 	fmt_bytes(del, sizeof(del), (double)res.bytes_deleted);
 	snprintf(s->detail, sizeof(s->detail), "%lld of %lld packs deleted "
-	    "(%s), %lld repacked", (long long)(res.packs_deleted +
-	    res.packs_repacked), (long long)res.packs, del,
-	    (long long)res.packs_repacked);
+	    "(%s), %lld repacked, %lld condemned", (long long)
+	    (res.packs_deleted + res.packs_repacked), (long long)res.packs,
+	    del, (long long)res.packs_repacked, (long long)res.packs_waiting);
 	return (er);
 }
 
@@ -365,30 +365,6 @@ run_verify(const struct engine_run *run, struct engine_run_step *s)
 	return (er);
 }
 
-/*
- * Forget and prune hold the writer lock exclusive (engine_prepare_write):
- * the run, which holds it shared, waits for the other writers to finish,
- * then goes back to sharing it for its next steps.
- */
-static enum engine_result
-run_exclusive(const struct engine_run *run, struct engine_run_step *s)
-{
-	enum engine_result er;
-
-	if (engine_writer_exclusive(run->r, run->c, run->wait)) {
-		snprintf(s->detail, sizeof(s->detail), "not run: the "
-		    "repository is in use by other writers");
-		/* The steps after it still write under the lock. */
-		(void)engine_writer_shared(run->r, run->wait);
-		return (ENGINE_ERROR);
-	}
-	er = s->a->job == POLICY_FORGET ? run_forget(run, s) :
-	    run_prune(run, s);
-	if (engine_writer_shared(run->r, run->wait) && er == ENGINE_OK)
-		er = ENGINE_ERROR;
-	return (er);
-}
-
 enum engine_result
 engine_run_action(const struct engine_run *run, struct engine_run_step *s)
 {
@@ -402,7 +378,8 @@ engine_run_action(const struct engine_run *run, struct engine_run_step *s)
 		return (run_export(run, s));
 	case POLICY_FORGET:
 	case POLICY_PRUNE:
-		return (run_exclusive(run, s));
+		return (s->a->job == POLICY_FORGET ? run_forget(run, s) :
+		    run_prune(run, s));
 	case POLICY_DRILL:
 		return (run_drill(run, s));
 	case POLICY_VERIFY:

@@ -147,6 +147,24 @@ view_journal_sig(void *arg, const uint8_t *id, const uint8_t *sig)
 	return (0);
 }
 
+/* A prune's mark, from a view (any key: writers must know it). */
+static int
+view_condemned(void *arg, const char *pack, int64_t time_ns)
+{
+	struct sync *s = arg;
+
+	s->res->condemned++;
+	return (catalog_condemn(s->cat, pack, time_ns));
+}
+
+static int
+view_pack_condemned(void *arg, const char *pack, int64_t time_ns)
+{
+	struct view_pack *vp = arg;
+
+	return (view_condemned(vp->s, pack, time_ns));
+}
+
 /* 1 if the journal record (image img) of ref is the authority's. */
 static int
 journal_signed(struct sync *s, const struct rec_ref *ref, const uint8_t *img,
@@ -168,7 +186,7 @@ static int
 signed_forgets(struct sync *s, const struct rec_ref *recs, size_t n)
 {
 	struct view_sink sink = { view_snapshot_skip, view_forget_ok,
-	    view_journal_sig, NULL };
+	    view_journal_sig, NULL, view_condemned };
 	struct pack_reader *pr = NULL;
 	size_t i;
 	int rc = 0;
@@ -595,7 +613,8 @@ forgotten_one(void *arg, const char *sid, int64_t time_ns)
 static int
 view_pack(struct sync *s, const char *name)
 {
-	struct view_sink sink = { known_one, forgotten_one, NULL, NULL };
+	struct view_sink sink = { known_one, forgotten_one, NULL, NULL,
+	    view_pack_condemned };
 	struct catalog_chunk_loc *locs = NULL;
 	struct pack_entry *ents = NULL;
 	struct pack_reader *pr;

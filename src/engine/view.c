@@ -20,6 +20,10 @@
  *   kind 3, a journal record of this pack signed by the authority:
  *     record id[32] | signature[64] over its image ("coffer-journal-auth"
  *     context); its drills and verifies count (full keys read them)
+ *   kind 4, packs a prune condemned (doc/design.md, "Many writers"),
+ *   signed by the authority:
+ *     u64 time_ns | u32 n | n x pack name[16] | signature[64] over the
+ *     rest ("coffer-condemned" context)
  *
  * An item of a kind this coffer does not know is skipped.
  */
@@ -38,8 +42,12 @@
 #define VIEW_STR_MAX 4096
 #define VIEW_FORGOTTEN_CTX "coffer-forgotten"
 #define VIEW_JOURNAL_CTX "coffer-journal-auth"
+#define VIEW_CONDEMNED_CTX "coffer-condemned"
 
-enum { ITEM_SNAPSHOT = 1, ITEM_FORGOTTEN = 2, ITEM_JOURNAL = 3 };
+enum {
+	ITEM_SNAPSHOT = 1, ITEM_FORGOTTEN = 2, ITEM_JOURNAL = 3,
+	ITEM_CONDEMNED = 4
+};
 
 static int
 put_str(struct buf *b, const char *s)
@@ -158,6 +166,40 @@ view_note_journal(struct repo *r, const uint8_t id[CCRYPTO_ID_BYTES],
 	if (ccrypto_auth_sign(repo_keys(r), VIEW_JOURNAL_CTX, repo_id(r), img,
 	    len, sig) || item_start(v, ITEM_JOURNAL, &at) ||
 	    buf_append(v, id, CCRYPTO_ID_BYTES) ||
+	    buf_append(v, sig, sizeof(sig)))
+		return (-1);
+	item_end(v, at);
+	return (0);
+}
+
+int
+view_note_condemned(struct repo *r, int64_t time_ns, const char *const *packs,
+    size_t n, struct buf *v)
+{
+	uint8_t sig[CCRYPTO_SIG_BYTES], name[PACK_NAME_LEN / 2];
+	size_t at, body, i;
+
+	if (n == 0)
+		return (0);
+	if (n > UINT32_MAX || time_ns <= 0) {
+		log_error("cannot mark %zu packs", n);
+		return (-1);
+	}
+	if (item_start(v, ITEM_CONDEMNED, &at) ||
+	    buf_put_u64(v, (uint64_t)time_ns) || buf_put_u32(v, (uint32_t)n))
+		return (-1);
+	body = at + 5;
+	for (i = 0; i < n; i++) {
+		if (strlen(packs[i]) != PACK_NAME_LEN ||
+		    hex_decode(name, sizeof(name), packs[i]) != 0) {
+			log_error("bad pack name '%s'", packs[i]);
+			return (-1);
+		}
+		if (buf_append(v, name, sizeof(name)))
+			return (-1);
+	}
+	if (ccrypto_auth_sign(repo_keys(r), VIEW_CONDEMNED_CTX, repo_id(r),
+	    v->data + body, v->len - body, sig) ||
 	    buf_append(v, sig, sizeof(sig)))
 		return (-1);
 	item_end(v, at);
@@ -288,6 +330,39 @@ parse_forgotten(struct repo *r, struct reader *rd,
 	return (0);
 }
 
+static int
+parse_condemned(struct repo *r, struct reader *rd,
+    const struct view_sink *sink)
+{
+	const uint8_t *body = rd->p, *sig, *name;
+	char hex[PACK_NAME_LEN + 1];
+	uint64_t t;
+	uint32_t n, i;
+	size_t len;
+
+	if (reader_u64(rd, &t) || reader_u32(rd, &n) || t == 0 ||
+	    t > INT64_MAX || rd->len != (uint64_t)n * (PACK_NAME_LEN / 2) +
+	    CCRYPTO_SIG_BYTES)
+		return (1);
+	len = rd->len - CCRYPTO_SIG_BYTES + 12;
+	sig = body + len;
+	/* A mark makes every writer store again what the packs hold:
+	 * only the authority (a full key's prune) makes one. */
+	if (ccrypto_auth_verify(repo_keys(r), VIEW_CONDEMNED_CTX, repo_id(r),
+	    body, len, sig) != 0)
+		return (2);
+	if (sink->condemned == NULL)
+		return (0);
+	for (i = 0; i < n; i++) {
+		if (reader_bytes(rd, PACK_NAME_LEN / 2, &name))
+			return (1);
+		hex_encode(hex, name, PACK_NAME_LEN / 2);
+		if (sink->condemned(sink->arg, hex, (int64_t)t))
+			return (-1);
+	}
+	return (0);
+}
+
 int
 view_parse(struct repo *r, const uint8_t *p, size_t len, const char *pack,
     const struct view_sink *sink)
@@ -314,6 +389,8 @@ view_parse(struct repo *r, const uint8_t *p, size_t len, const char *pack,
 			rc = parse_snapshot(&item, sink);
 		else if (kind == ITEM_FORGOTTEN)
 			rc = parse_forgotten(r, &item, sink);
+		else if (kind == ITEM_CONDEMNED)
+			rc = parse_condemned(r, &item, sink);
 		else if (kind == ITEM_JOURNAL) {
 			/* Checked against the record's image by the reader
 			 * of the record (view_journal_signed). */
@@ -328,8 +405,9 @@ view_parse(struct repo *r, const uint8_t *p, size_t len, const char *pack,
 		if (rc < 0)
 			return (-1);
 		if (rc == 2) {
-			log_warn("pack '%s': a forget not signed by a full key "
-			    "(forged?): left out", pack);
+			log_warn("pack '%s': a %s not signed by a full key "
+			    "(forged?): left out", pack, kind == ITEM_CONDEMNED ?
+			    "prune's mark" : "forget");
 			return (1);
 		}
 		if (rc == 1)

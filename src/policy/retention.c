@@ -129,6 +129,7 @@ retention_reasons(unsigned mask, char *out, size_t size)
 		{ RETAIN_MONTHLY, "monthly" }, { RETAIN_YEARLY, "yearly" },
 		{ RETAIN_WITHIN, "within" }, { RETAIN_CHAIN, "chain" },
 		{ RETAIN_TAG, "tag" }, { RETAIN_MARK, "keep" },
+		{ RETAIN_RUNNING, "running" },
 	};
 	size_t i, len = 0;
 	int n;

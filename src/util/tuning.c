@@ -79,6 +79,11 @@ load(void)
 	t.kdf_max_memory = env("COFFER_KDF_MAX_MEMORY");
 	t.s3_retry_seconds = (double)env_count("COFFER_S3_RETRY_SECONDS");
 	t.lease_seconds = (double)env_count("COFFER_LEASE_SECONDS");
+	/* 0 is a margin (a test's, or a store read back at once): unset is
+	 * the default. */
+	t.prune_margin = env("COFFER_PRUNE_MARGIN") == NULL ? -1 :
+	    atoll(env("COFFER_PRUNE_MARGIN")) > 0 ?
+	    (double)atoll(env("COFFER_PRUNE_MARGIN")) : 0;
 	load_test_hooks();
 }
 
