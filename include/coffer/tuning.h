@@ -91,5 +91,17 @@ void tuning_run_hook(const char *name, const char *cmd, const char *var,
  * build acts on it (src/util/tuning.c, COFFER_TEST_HOOKS).
  */
 void tuning_raise_at(const char *point);
+/*
+ * The test build's step hook (tests/unit/t-interleave.c): fn(point) at
+ * every tuning_raise_at, on the thread that passes the point, before
+ * COFFER_TEST_RAISE is looked at; NULL: none.  Besides the points above:
+ * "backup-synced" (a backup has its lock, its catalog synced and its
+ * base chosen, its snapshot running), "backup-pack" (a pack a writer
+ * put is durable, before its catalog rows commit), "backup-record"
+ * (before the pack with a snapshot's record is put), and the points of
+ * forget and prune.  Only in $(BUILD)/test/tuning-hooks.o: a program
+ * that calls it links that object before libcoffer.a.
+ */
+void tuning_set_step_hook(void (*fn)(const char *point));
 
 #endif

@@ -164,6 +164,7 @@ locate_some(struct packer *p, size_t max)
 		if (catalog_pack_add(p->cat, info.name, info.size, info.hash,
 		    &p->fin_pack))
 			return (-1);
+		tuning_raise_at("backup-pack");
 	}
 	for (; p->nlocated < n && max > 0; p->nlocated++, max--) {
 		struct pack_entry *e = &p->pend[p->nlocated].ent;
