@@ -1351,7 +1351,6 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (catalog_snapshot_update(c, &s))
 		goto out;
 	/* The last pack holds the record; its commit completes the run. */
-	tuning_raise_at("backup-record");
 	if (engine_lock_kept(r) || packer_flush(&b.packer))
 		goto out;
 	if (catalog_commit(c))

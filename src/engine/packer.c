@@ -164,7 +164,6 @@ locate_some(struct packer *p, size_t max)
 		if (catalog_pack_add(p->cat, info.name, info.size, info.hash,
 		    &p->fin_pack))
 			return (-1);
-		tuning_raise_at("backup-pack");
 	}
 	for (; p->nlocated < n && max > 0; p->nlocated++, max--) {
 		struct pack_entry *e = &p->pend[p->nlocated].ent;
@@ -217,6 +216,7 @@ finish_start(struct packer *p)
 		p->pw = NULL;
 		return (0);
 	}
+	tuning_raise_at("backup-pack");
 	if (view_write(p->pw, p->repo, &p->view) ||
 	    pack_writer_finish_start(p->pw))
 		return (-1);
