@@ -1,27 +1,34 @@
 /*
  * Hosts writing one repository at once, stepped (issue 44): backups,
- * forgets and prunes of several hosts, each with its own catalog, on one
+ * forgets and prunes of NHOSTS hosts, each with its own catalog, on one
  * memory store, interleaved at the points where the engine calls
- * tuning_raise_at.  At each point of the operation in progress a seeded
- * generator may run, right there, a whole operation of another host,
- * which may nest one more (DEPTH_MAX).  A schedule is a seed: it runs
- * ROUNDS operations from the top, the source trees changing between
- * them.  At its end, from a catalog rebuilt from the repository alone:
- * every snapshot whose backup succeeded and that no forget removed is
- * complete and restores exactly what its backup read, and verify
- * --read-data finds nothing missing or damaged.
+ * tuning_raise_at (the step hook of the test build).  At each point of
+ * the operation in progress a seeded generator may run, right there, a
+ * whole operation of another host, which may nest one more (DEPTH_MAX).
+ * A schedule is a seed: ROUNDS operations from the top, the source trees
+ * changing between them.  At its end, from a catalog rebuilt from the
+ * repository alone: every snapshot whose backup succeeded and that no
+ * forget removed is complete and restores exactly what its backup read,
+ * and verify finds every complete snapshot's chunks where the indexes
+ * say.
+ *
+ * The schedule of a seed is the same at every run: nesting happens only
+ * where no pack's put is under way on a writer's thread.  What it leads
+ * to may still differ: keys, snapshot ids and pack names are random, and
+ * which of two copies of a chunk a catalog knows follows them.
  *
  * An operation nested under a holder of the writer lock that excludes it
  * must fail at once (no wait) and is counted, not run.  Forget and prune
- * take the lock as the commands do (RETENTION_EXCLUSIVE);
+ * take the lock as their commands do (RETENTION_EXCLUSIVE);
  * INTERLEAVE_SHARED=1 makes them take it shared whatever that says.
- * INTERLEAVE_SEEDS=N runs N schedules, INTERLEAVE_SEED=S only S.
+ * INTERLEAVE_SEEDS=N runs N schedules, INTERLEAVE_SEED=S only S;
+ * INTERLEAVE_TRACE=1 shows each step, and checks after each operation
+ * from the top.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +56,7 @@
 #define ROUNDS 6		/* operations from the top, per schedule */
 #define DEPTH_MAX 3		/* operations in progress at once */
 #define NSNAPS (ROUNDS * 16)
-#define SEEDS 200
+#define SEEDS 80
 
 enum op { OP_BACKUP, OP_FORGET, OP_PRUNE, NOPS };
 static const char *const op_name[NOPS] = { "backup", "forget", "prune" };
@@ -73,7 +80,7 @@ static struct {
 	char dir[512];			/* its scratch tree */
 	char repo[64];			/* "mem:NAME" */
 	struct storage *store;		/* a handle on it, for counts */
-	char key[PATH_MAX + 16];
+	char key[PATH_MAX];
 	struct tree trees[NTREES];
 	unsigned next_ver;
 	struct snap snaps[NSNAPS];
@@ -89,6 +96,7 @@ static struct {
 static struct {
 	long run[NOPS], nested[NOPS], refused[NOPS];
 	long beside_backup[NOPS];	/* ran nested in a running backup */
+	long beside_retention[NOPS];	/* ... in a forget or prune */
 	long snapshots, checked;
 } N;
 
@@ -162,7 +170,7 @@ write_file(const char *path, unsigned v)
 static void
 change_trees(int initial)
 {
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX];
 	int t, f, n;
 
 	for (t = 0; t < NTREES; t++)
@@ -286,13 +294,14 @@ do_prune(int host, struct repo *r, struct catalog *c)
 		fail("host %d: prune failed (%d)", host, (int)er);
 }
 
+/* Whether an operation of kind op (OP_BACKUP) or not is running. */
 static int
-backup_running(void)
+running(int backup)
 {
 	int i;
 
 	for (i = 0; i < S.depth; i++)
-		if (S.running[i] == OP_BACKUP)
+		if ((S.running[i] == OP_BACKUP) == backup)
 			return (1);
 	return (0);
 }
@@ -306,7 +315,7 @@ run_op(int host, enum op op)
 {
 	struct repo *r;
 	struct catalog *c;
-	char catalog[PATH_MAX + 32];
+	char catalog[PATH_MAX];
 	int excl = op != OP_BACKUP && retention_exclusive;
 	int excluded = S.depth > 0 && (excl || S.exclusive_held > 0);
 	int rc;
@@ -335,8 +344,8 @@ run_op(int host, enum op op)
 		diag("%*s(snapshot %zu)", 2 * S.depth, "", S.nsnaps + 1);
 	if (S.depth > 0)
 		N.nested[op]++;
-	if (S.depth > 0 && backup_running())
-		N.beside_backup[op]++;
+	N.beside_backup[op] += running(1);
+	N.beside_retention[op] += running(0);
 	S.running[S.depth++] = op;
 	S.host_busy[host] = 1;
 	S.exclusive_held += excl;
@@ -391,7 +400,7 @@ step(const char *point)
 static int
 same_tree(const char *dir, const struct tree *t)
 {
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX];
 	uint8_t *want = NULL, *got = NULL;
 	struct dirent *d;
 	size_t n, found = 0, present = 0;
@@ -438,7 +447,7 @@ check_repository(int round)
 	struct verify_result vr;
 	struct repo *r;
 	struct catalog *c;
-	char catalog[PATH_MAX + 32], target[PATH_MAX + 32];
+	char catalog[PATH_MAX], target[640];
 	enum engine_result er;
 	size_t i;
 
@@ -474,7 +483,7 @@ check_repository(int round)
 		N.checked++;
 	}
 	memset(&vo, 0, sizeof(vo));
-	vo.read = VERIFY_READ_ALL;
+	vo.read = VERIFY_STRUCTURE;
 	if (S.failure[0] == '\0') {
 		memset(&vr, 0, sizeof(vr));
 		if ((er = engine_verify(r, c, &vo, &vr)) != ENGINE_OK)
@@ -490,7 +499,7 @@ static int
 make_repository(uint64_t seed)
 {
 	struct repo_init_opts o;
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX];
 	int h;
 
 	snprintf(S.repo, sizeof(S.repo), "mem:interleave-%llu",
@@ -588,7 +597,7 @@ main(void)
 {
 	const char *v, *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" :
 	    "/tmp";
-	char errfile[PATH_MAX + 16];
+	char errfile[PATH_MAX];
 	uint64_t seed, first = 1, seeds = SEEDS;
 	long failed = 0;
 	int saved;
@@ -650,6 +659,9 @@ main(void)
 	diag("beside a running backup: backup %ld, forget %ld, prune %ld",
 	    N.beside_backup[OP_BACKUP], N.beside_backup[OP_FORGET],
 	    N.beside_backup[OP_PRUNE]);
+	diag("beside a forget or prune: backup %ld, forget %ld, prune %ld",
+	    N.beside_retention[OP_BACKUP], N.beside_retention[OP_FORGET],
+	    N.beside_retention[OP_PRUNE]);
 	diag("%ld snapshots made, %ld checked at the end", N.snapshots,
 	    N.checked);
 	(void)rm_tree(scratch);
