@@ -276,8 +276,12 @@ do_forget(int host, struct repo *r, struct catalog *c)
 	}
 	for (i = 0; i < res.n; i++)
 		if (!res.items[i].keep &&
-		    (s = snap_find(res.items[i].sid)) != NULL)
+		    (s = snap_find(res.items[i].sid)) != NULL) {
 			s->forgotten = 1;
+			if (trace)
+				diag("%*s(snapshot %td forgotten)",
+				    2 * S.depth, "", s - S.snaps + 1);
+		}
 	engine_forget_result_release(&res);
 }
 
@@ -292,6 +296,12 @@ do_prune(int host, struct repo *r, struct catalog *c)
 	o.max_unused = pick(2) ? 0 : 0.5;
 	if ((er = engine_prune(r, c, &o, &res)) != ENGINE_OK)
 		fail("host %d: prune failed (%d)", host, (int)er);
+	else if (trace)
+		diag("%*s(%lld of %lld packs deleted, %lld repacked, %lld "
+		    "chunks moved)", 2 * S.depth, "",
+		    (long long)res.packs_deleted, (long long)res.packs,
+		    (long long)res.packs_repacked,
+		    (long long)res.chunks_moved);
 }
 
 /* Whether an operation of kind op (OP_BACKUP) or not is running. */
