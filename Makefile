@@ -81,6 +81,14 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< $(BUILD)/libcoffer.a $(ALL_LIBS)
 
+# The interleaving test steps hosts at tuning_raise_at's points: the
+# test build's tuning.c, linked before the archive's.
+$(BUILD)/tests/t-interleave: tests/unit/t-interleave.c $(TEST_HOOKS_OBJ) \
+    $(BUILD)/libcoffer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< $(TEST_HOOKS_OBJ) \
+	  $(BUILD)/libcoffer.a $(ALL_LIBS)
+
 # A test helper that writes with coffer's own code (a forged record).
 $(BUILD)/tests/forge-record: tests/tools/forge-record.c $(BUILD)/libcoffer.a
 	@mkdir -p $(dir $@)

@@ -108,8 +108,10 @@ void storage_rclone_last_line(int errfd, char *out, size_t size);
 
 /*
  * The store a location names: "s3:..." the S3 store, "rclone:..." the
- * rclone store, any other a local directory (a path).  flags as above; the S3 store verifies HTTPS with
- * the CA bundle of storage_set_cacert.  NULL (reported).
+ * rclone store, "mem:NAME" a memory store a test named
+ * (storage_mem_named), any other a local directory (a path).  flags as
+ * above; the S3 store verifies HTTPS with the CA bundle of
+ * storage_set_cacert.  NULL (reported).
  */
 struct storage *storage_open_location(const char *location,
     unsigned flags);
@@ -122,6 +124,16 @@ void storage_set_cacert(const char *file);
 
 /* An empty store in memory, for tests (fault injection below). */
 struct storage *storage_mem_new(void);
+/*
+ * For tests of several hosts in one process: a new handle on the memory
+ * store called name, made empty at the first call, that
+ * storage_open_location("mem:NAME") opens too (a location of this kind
+ * is a memory store only once a test named it: in coffer, none is).  Its
+ * objects and locks live until storage_mem_drop(name) and the close of
+ * its last handle.  NULL (reported) without memory.
+ */
+struct storage *storage_mem_named(const char *name);
+void storage_mem_drop(const char *name);
 
 /* Close the store, once its objects, puts and locks are closed, given
  * back or aborted; NULL is fine. */

@@ -94,5 +94,17 @@ void tuning_run_hook(const char *name, const char *cmd, const char *var,
  * build acts on it (src/util/tuning.c, COFFER_TEST_HOOKS).
  */
 void tuning_raise_at(const char *point);
+/*
+ * The test build's step hook (tests/unit/t-interleave.c): fn(point) at
+ * every tuning_raise_at, on the thread that passes the point, before
+ * COFFER_TEST_RAISE is looked at; NULL: none.  Besides the points above:
+ * "backup-synced" (a backup has its lock, its catalog synced and its
+ * base chosen, its snapshot running), "backup-pack" (a writer's pack is
+ * full, about to be put, the ones before it durable: a backup's last
+ * holds its snapshot record's head), and the points of forget and
+ * prune.  Only in $(BUILD)/test/tuning-hooks.o: a program
+ * that calls it links that object before libcoffer.a.
+ */
+void tuning_set_step_hook(void (*fn)(const char *point));
 
 #endif

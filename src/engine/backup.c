@@ -38,6 +38,7 @@
 #include "coffer/hex.h"
 #include "coffer/log.h"
 #include "coffer/signals.h"
+#include "coffer/tuning.h"
 #include "backup-int.h"
 
 static void
@@ -1289,6 +1290,7 @@ engine_backup(struct repo *r, struct catalog *c,
 	if (catalog_commit(c))
 		goto out;
 	running = 1;
+	tuning_raise_at("backup-synced");
 	/*
 	 * The walk's commits need not be durable: one lost with power is a
 	 * run that crashed earlier, its packs durable before, as always; an

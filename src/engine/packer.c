@@ -216,6 +216,7 @@ finish_start(struct packer *p)
 		p->pw = NULL;
 		return (0);
 	}
+	tuning_raise_at("backup-pack");
 	if (view_write(p->pw, p->repo, &p->view) ||
 	    pack_writer_finish_start(p->pw))
 		return (-1);

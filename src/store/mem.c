@@ -2,7 +2,9 @@
  * The memory store: objects in a process's memory, for unit tests, with
  * the faults object storage has (coffer/storage.h, storage_mem_*):
  * errors on the nth call, reads cut short, slow calls, stale listings.
- * Deterministic: faults are counted in calls, never timed.
+ * Deterministic: faults are counted in calls, never timed.  A store may
+ * be named (storage_mem_named): every handle opened by its name then
+ * reaches the same objects and locks, as hosts reach one repository.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -39,8 +41,12 @@ struct held {
 	const void *owner;		/* the mem_lock holding it */
 };
 
+/* The objects and locks, shared by the handles (struct mem_handle) on
+ * them: the last one closed frees them. */
 struct mem {
-	struct storage base;
+	unsigned refs;			/* handles, and the registry's */
+	char *name;			/* NULL: not named */
+	struct mem *next;		/* in the registry */
 	pthread_mutex_t mu;
 	pthread_cond_t freed;		/* a lock was given back */
 	struct object *obj;		/* sorted by name */
@@ -55,6 +61,15 @@ struct mem {
 	size_t short_max;
 	unsigned stale;
 };
+
+struct mem_handle {
+	struct storage base;
+	struct mem *m;
+};
+
+/* The named stores (storage_mem_named); refs is counted under it too. */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct mem *registry;
 
 struct mem_obj {
 	struct storage_obj base;
@@ -81,7 +96,7 @@ static const struct storage_ops mem_ops;
 static struct mem *
 mem_of(struct storage *st)
 {
-	return ((struct mem *)st);
+	return (((struct mem_handle *)st)->m);
 }
 
 static int
@@ -535,9 +550,8 @@ mem_holders(struct storage *st, const char *name, struct storage_holder **v,
 }
 
 static void
-mem_close(struct storage *st)
+mem_free(struct mem *m)
 {
-	struct mem *m = mem_of(st);
 	size_t i;
 
 	for (i = 0; i < m->nobj; i++) {
@@ -552,7 +566,25 @@ mem_close(struct storage *st)
 	free(m->locks);
 	pthread_mutex_destroy(&m->mu);
 	pthread_cond_destroy(&m->freed);
+	free(m->name);
 	free(m);
+}
+
+/* Drop one reference to m (registry_mu held): freed with the last. */
+static void
+mem_drop(struct mem *m)
+{
+	if (--m->refs == 0)
+		mem_free(m);
+}
+
+static void
+mem_close(struct storage *st)
+{
+	pthread_mutex_lock(&registry_mu);
+	mem_drop(mem_of(st));
+	pthread_mutex_unlock(&registry_mu);
+	free(st);
 }
 
 static const struct storage_ops mem_ops = {
@@ -572,21 +604,133 @@ static const struct storage_ops mem_ops = {
 	.close = mem_close,
 };
 
-struct storage *
-storage_mem_new(void)
+/* A new handle on m, one more reference (registry_mu held). */
+static struct storage *
+handle_new(struct mem *m)
+{
+	struct mem_handle *h;
+	char *where;
+
+	if (m->name != NULL)
+		where = malloc(strlen(m->name) + 5);
+	else
+		where = strdup("memory");
+	if ((h = calloc(1, sizeof(*h))) == NULL || where == NULL) {
+		free(h);
+		free(where);
+		storage_fail(ENOMEM, "out of memory");
+		return (NULL);
+	}
+	if (m->name != NULL)
+		sprintf(where, "mem:%s", m->name);
+	h->base.where = where;
+	h->base.ops = &mem_ops;
+	h->m = m;
+	m->refs++;
+	return (&h->base);
+}
+
+/* An empty store, no reference yet; NULL (reported). */
+static struct mem *
+mem_new(const char *name)
 {
 	struct mem *m;
 
 	if ((m = calloc(1, sizeof(*m))) == NULL ||
-	    (m->base.where = strdup("memory")) == NULL) {
+	    (name != NULL && (m->name = strdup(name)) == NULL)) {
 		free(m);
 		storage_fail(ENOMEM, "out of memory");
 		return (NULL);
 	}
-	m->base.ops = &mem_ops;
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_cond_init(&m->freed, NULL);
-	return (&m->base);
+	return (m);
+}
+
+struct storage *
+storage_mem_new(void)
+{
+	struct storage *st = NULL;
+	struct mem *m;
+
+	pthread_mutex_lock(&registry_mu);
+	if ((m = mem_new(NULL)) != NULL && (st = handle_new(m)) == NULL)
+		mem_free(m);
+	pthread_mutex_unlock(&registry_mu);
+	return (st);
+}
+
+/* The named store (registry_mu held), or NULL. */
+static struct mem *
+registered(const char *name)
+{
+	struct mem *m;
+
+	for (m = registry; m != NULL; m = m->next)
+		if (strcmp(m->name, name) == 0)
+			return (m);
+	return (NULL);
+}
+
+struct storage *
+storage_mem_named(const char *name)
+{
+	struct storage *st = NULL;
+	struct mem *m;
+
+	pthread_mutex_lock(&registry_mu);
+	if ((m = registered(name)) == NULL && (m = mem_new(name)) != NULL) {
+		m->refs = 1;
+		m->next = registry;
+		registry = m;
+	}
+	if (m != NULL)
+		st = handle_new(m);
+	pthread_mutex_unlock(&registry_mu);
+	return (st);
+}
+
+void
+storage_mem_drop(const char *name)
+{
+	struct mem **p, *m;
+
+	pthread_mutex_lock(&registry_mu);
+	for (p = &registry; (m = *p) != NULL; p = &m->next)
+		if (strcmp(m->name, name) == 0) {
+			*p = m->next;
+			mem_drop(m);
+			break;
+		}
+	pthread_mutex_unlock(&registry_mu);
+}
+
+struct storage *
+store_mem_open(const char *location)
+{
+	struct storage *st = NULL;
+	struct mem *m;
+
+	if (strncmp(location, "mem:", 4) != 0)
+		return (NULL);
+	pthread_mutex_lock(&registry_mu);
+	if ((m = registered(location + 4)) != NULL)
+		st = handle_new(m);
+	pthread_mutex_unlock(&registry_mu);
+	return (st);
+}
+
+int
+store_mem_is(const char *location)
+{
+	int found;
+
+	if (strncmp(location, "mem:", 4) != 0)
+		return (0);
+	pthread_mutex_lock(&registry_mu);
+	found = registered(location + 4) != NULL;
+	pthread_mutex_unlock(&registry_mu);
+	return (found);
 }
 
 /* The memory store st is, or NULL (another store: faults ignored). */

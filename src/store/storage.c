@@ -33,7 +33,7 @@ int
 storage_is_remote(const char *location)
 {
 	return (strncmp(location, "s3:", 3) == 0 ||
-	    strncmp(location, "rclone:", 7) == 0);
+	    strncmp(location, "rclone:", 7) == 0 || store_mem_is(location));
 }
 
 struct storage *
@@ -41,6 +41,8 @@ storage_open_location(const char *location, unsigned flags)
 {
 	struct storage_s3_opts o = { cacert };
 
+	if (store_mem_is(location))
+		return (store_mem_open(location));
 	if (strncmp(location, "s3:", 3) == 0)
 		return (storage_s3_open(location, &o, flags));
 	if (strncmp(location, "rclone:", 7) == 0)

@@ -44,4 +44,13 @@ void store_busy_line(char *out, size_t size, const char *first,
 int store_holder_add(struct storage_holder **v, size_t *n,
     const char *info, int shared, long long expires);
 
+/*
+ * Whether location is "mem:NAME" with NAME a memory store this process
+ * named (storage_mem_named); store_mem_open: a new handle on it, NULL
+ * (reported) without memory.  Where no test named one, as in coffer
+ * itself, "mem:..." stays a directory's path.
+ */
+int store_mem_is(const char *location);
+struct storage *store_mem_open(const char *location);
+
 #endif

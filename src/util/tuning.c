@@ -101,6 +101,16 @@ tuning_reload(void)
 	load();
 }
 
+#ifdef COFFER_TEST_HOOKS
+static void (*step_hook)(const char *point);
+
+void
+tuning_set_step_hook(void (*fn)(const char *point))
+{
+	step_hook = fn;
+}
+#endif
+
 void
 tuning_raise_at(const char *point)
 {
@@ -111,6 +121,8 @@ tuning_raise_at(const char *point)
 	long want;
 	int signo;
 
+	if (step_hook != NULL)
+		step_hook(point);
 	if (spec == NULL || strncmp(spec, point, len) != 0 || spec[len] != ':')
 		return;
 	n = spec + len + 1;
