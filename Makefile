@@ -236,7 +236,7 @@ UBSAN_CHECK_OPTIONS := abort_on_error=1:halt_on_error=1:print_stacktrace=1
 # the same paths, a third of the time.
 asan:
 	ASAN_OPTIONS=$(ASAN_CHECK_OPTIONS) UBSAN_OPTIONS=$(UBSAN_CHECK_OPTIONS) \
-	  COFFER_TEST_SIM_DAYS=7 \
+	  COFFER_TEST_SIM_DAYS=7 INTERLEAVE_SEEDS=40 \
 	  $(MAKE) BUILD=build-asan BIN=build-asan/coffer \
 	  SANITIZE=address,undefined check
 
@@ -259,6 +259,7 @@ tsan:
 tsan-check: deps
 	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) unit
 	TSAN_OPTIONS=$(TSAN_CHECK_OPTIONS) COFFER=$(CURDIR)/$(TEST_BIN) \
+	  INTERLEAVE_SEEDS=12 \
 	  COFFER_RELEASE=$(CURDIR)/$(BIN) \
 	  BUILD=$(CURDIR)/$(BUILD) setarch $$(uname -m) -R \
 	  prove -j2 -f $(UNIT_BIN) $(TSAN_E2E:%=tests/e2e/%.sh)

@@ -74,7 +74,8 @@ int catalog_condemn(struct catalog *c, const char *name, int64_t time_ns);
  * catalog_packs_gone notes them, so that catalog_pack_import relocates
  * their chunks to a new pack that holds them too (another host's repack);
  * catalog_packs_gone_drop then removes the gone packs nothing needs, with
- * their chunk rows and the contents no entry uses.  *dropped how many.
+ * their chunk rows and the contents no entry uses (*dropped how many);
+ * the others stay noted as gone until the next sync.
  */
 int catalog_packs_gone(struct catalog *c, const char *const *names,
     size_t n);

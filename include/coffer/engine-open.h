@@ -77,7 +77,7 @@ void engine_lock_dataset(const char *name);
 struct engine_lock_holder {
 	char host[256];
 	long pid;
-	char since[32];		/* RFC 3339, UTC */
+	char since[48];		/* RFC 3339, UTC */
 	char command[32];
 	char dataset[256];	/* a backup's; "" when not said */
 	int shared;

@@ -27,6 +27,8 @@ struct forget_opts {
 	size_t nsids;
 	int dry_run;
 	int force;			/* forget named ones marked kept too */
+	double wait;			/* for another forget: seconds, < 0
+					 * for ever, 0 not at all */
 };
 struct forget_item {
 	char sid[SNAPSHOT_ID_HEX + 1];

@@ -98,7 +98,7 @@ int repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n);
 struct repo_lock_who {
 	char host[256];
 	long pid;
-	char since[32];
+	char since[48];		/* RFC 3339, UTC, to the nanosecond */
 	int64_t since_ns;
 	char command[32];
 	char dataset[256];
@@ -106,6 +106,10 @@ struct repo_lock_who {
 	long long expires;
 };
 int repo_lock_parse(const char *info, struct repo_lock_who *w);
+/* Forgets exclude each other (locks/forget), not the writers: two at once
+ * would each rebase by a plan the other changes.  0 or -1 (reported). */
+int repo_lock_forget(struct repo *r, double wait);
+void repo_unlock_forget(struct repo *r);
 int repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n);
 void repo_lock_dataset(const char *name);
 /* The word (the command) this process's lock info ends with. */

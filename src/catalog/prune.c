@@ -123,51 +123,38 @@ catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n)
 		"DELETE FROM content WHERE id NOT IN (SELECT content_id"
 		" FROM entry WHERE content_id IS NOT NULL)",
 	};
+	static const char *const drop[] = {
+		"DELETE FROM chunk WHERE pack_id = ?1"
+		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
+		"DELETE FROM condemned WHERE name ="
+		" (SELECT name FROM pack WHERE id = ?1)",
+		"DELETE FROM pack WHERE id = ?1",
+	};
 	sqlite3_stmt *st = NULL;
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < sizeof(gc) / sizeof(gc[0]); i++)
 		if (cat_exec(c, gc[i], "drop what prune removed"))
 			return (-1);
 	/* The chunk rows that were in the packs going (live ones moved
-	 * already), then the packs. */
-	if ((st = cat_prepare(c, "DELETE FROM chunk WHERE pack_id = ?1"
-	    " AND id NOT IN (SELECT chunk_id FROM content_chunk)",
-	    "drop what prune removed")) == NULL)
-		return (-1);
-	for (i = 0; i < n; i++) {
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, packs[i]);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			goto err;
+	 * already), their marks, then the packs. */
+	for (i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+		if ((st = cat_prepare(c, drop[i], "drop what prune removed")) ==
+		    NULL)
+			return (-1);
+		for (k = 0; k < n; k++) {
+			sqlite3_reset(st);
+			sqlite3_bind_int64(st, 1, packs[k]);
+			if (sqlite3_step(st) != SQLITE_DONE) {
+				log_error("cannot drop what prune removed: %s",
+				    sqlite3_errmsg(c->db));
+				sqlite3_finalize(st);
+				return (-1);
+			}
+		}
+		sqlite3_finalize(st);
 	}
-	sqlite3_finalize(st);
-	if ((st = cat_prepare(c, "DELETE FROM condemned WHERE name ="
-	    " (SELECT name FROM pack WHERE id = ?1)",
-	    "drop what prune removed")) == NULL)
-		return (-1);
-	for (i = 0; i < n; i++) {
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, packs[i]);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			goto err;
-	}
-	sqlite3_finalize(st);
-	if ((st = cat_prepare(c, "DELETE FROM pack WHERE id = ?1",
-	    "drop what prune removed")) == NULL)
-		return (-1);
-	for (i = 0; i < n; i++) {
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, packs[i]);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			goto err;
-	}
-	sqlite3_finalize(st);
 	return (0);
-err:
-	log_error("cannot drop what prune removed: %s", sqlite3_errmsg(c->db));
-	sqlite3_finalize(st);
-	return (-1);
 }
 
 int
@@ -248,8 +235,10 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 		if (i == 3)
 			*dropped = (size_t)sqlite3_changes(c->db);
 	}
-	if (cat_exec(c, "DELETE FROM temp.gone; COMMIT",
-	    "drop the packs gone")) {
+	/* The packs still needed stay noted as gone until the next sync:
+	 * prune trusts no copy of a chunk there (catalog_prune_copy). */
+	if (cat_exec(c, "DELETE FROM temp.gone WHERE id NOT IN"
+	    " (SELECT id FROM pack); COMMIT", "drop the packs gone")) {
 		catalog_rollback(c);
 		return (-1);
 	}

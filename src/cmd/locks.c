@@ -4,6 +4,7 @@
  * needed, and nothing is taken or written.
  */
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -57,7 +58,7 @@ print_json(const struct engine_lock_holder *v, size_t n)
 static void
 print_table(const struct engine_lock_holder *v, size_t n)
 {
-	char when[32];
+	char when[32], since[48], *dot;
 	size_t i;
 
 	if (n > 0)
@@ -73,9 +74,14 @@ print_table(const struct engine_lock_holder *v, size_t n)
 		if (v[i].expires > 0)
 			fmt_time(when, sizeof(when),
 			    v[i].expires * 1000000000LL);
+		/* To the second in the table. */
+		snprintf(since, sizeof(since), "%s", v[i].since);
+		if ((dot = strchr(since, '.')) != NULL)
+			snprintf(dot, sizeof(since) - (size_t)(dot - since),
+			    "Z");
 		printf("%-9s  %-20s  %7ld  %-20s  %-12s  %-20s  %s\n",
 		    v[i].shared ? "shared" : "exclusive", fmt_text(v[i].host),
-		    v[i].pid, fmt_text(v[i].since), v[i].command[0] ?
+		    v[i].pid, fmt_text(since), v[i].command[0] ?
 		    fmt_text(v[i].command) : "-", v[i].expires > 0 ? when :
 		    "with its process", v[i].dataset[0] ?
 		    fmt_text(v[i].dataset) : "-");

@@ -380,8 +380,8 @@ hold_bases(struct repo *r, struct forget_item *v, size_t n, int named)
 	return (bad ? ENGINE_REFUSED : ENGINE_OK);
 }
 
-enum engine_result
-engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
+static enum engine_result
+forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
     struct forget_result *res)
 {
 	struct collect cl;
@@ -445,6 +445,25 @@ engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
 	st = ENGINE_OK;
 out:
 	free(gone);
+	return (st);
+}
+
+enum engine_result
+engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
+    struct forget_result *res)
+{
+	enum engine_result st;
+
+	memset(res, 0, sizeof(*res));
+	if (o->dry_run)
+		return (forget(r, c, o, res));
+	/* One forget at a time, its plan made from the repository as it is
+	 * then: another's rebases and forgets taken in first. */
+	if (repo_lock_forget(r, o->wait))
+		return (ENGINE_ERROR);
+	st = engine_catalog_update(r, c) < 0 ? ENGINE_ERROR :
+	    forget(r, c, o, res);
+	repo_unlock_forget(r);
 	return (st);
 }
 

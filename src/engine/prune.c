@@ -48,6 +48,7 @@
 #include "coffer/engine-open.h"
 #include "coffer/engine-retention.h"
 #include "coffer/engine.h"
+#include "coffer/hmap.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
@@ -110,6 +111,7 @@ struct prune {
 	const enum fate *fate;		/* phase 2's, for marks_live */
 	size_t npk;
 	int marks_live;
+	struct hmap copied;		/* chunk ids copied out this run */
 };
 
 /* Tests only: die here as kill -9 would, to prove each step safe. */
@@ -156,8 +158,10 @@ live_records(struct prune *p, struct pack_reader *pr,
 			return (1);
 		if (found > 0) {
 			/* A revision a rebase replaced is not the
-			 * snapshot's record any more. */
-			found = s.revision == ri.revision;
+			 * snapshot's record any more; a later one than
+			 * this catalog holds (another host's forget, not
+			 * taken in yet) is. */
+			found = ri.revision >= s.revision;
 			catalog_snapshot_release(&s);
 			if (found)
 				return (1);
@@ -435,11 +439,16 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 			goto out;
 		if (ents[i].type != PACK_REC_DATA)
 			continue;
+		/* Once: two condemned packs may hold a chunk both. */
+		if (hmap_get(&p->copied, ents[i].id, &row))
+			continue;
 		if ((need = catalog_prune_copy(p->cat, pk->id, ents[i].id,
 		    &row)) < 0)
 			goto out;
 		if (!need)
 			continue;
+		if (hmap_put(&p->copied, ents[i].id, row))
+			goto out;
 		if (pack_reader_get_stored(pr, &ents[i], &p->data))
 			goto out;
 		p->res->bytes_read += ents[i].stored_len;
@@ -729,6 +738,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	p.o = o;
 	p.res = res;
 	p.crash_at = tuning_get()->test_prune_crash;
+	hmap_init(&p.copied, CCRYPTO_ID_BYTES);
 	p.margin_ns = (int64_t)((margin < 0 ? PRUNE_MARGIN_SECONDS : margin) *
 	    1e9);
 	p.lag_ns = engine_repo_is_remote(repo_path(r)) ? p.margin_ns : 0;
@@ -795,6 +805,7 @@ out:
 	buf_release(&p.scratch);
 	free(p.made);
 	free(p.moved);
+	hmap_release(&p.copied);
 	free(fate);
 	free(pk);
 	return (st);

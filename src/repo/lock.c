@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,21 +97,34 @@ repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n)
 int
 repo_lock_parse(const char *info, struct repo_lock_who *w)
 {
-	char when[32];
+	char when[48];
 	struct tm tm;
 	const char *end;
 	int off = 0;
 
 	memset(w, 0, sizeof(*w));
-	if (sscanf(info, "host %255s pid %ld since %31s%n", w->host, &w->pid,
+	if (sscanf(info, "host %255s pid %ld since %47s%n", w->host, &w->pid,
 	    when, &off) != 3)
 		return (-1);
 	snprintf(w->since, sizeof(w->since), "%s", when);
 	memset(&tm, 0, sizeof(tm));
-	if ((end = strptime(when, "%Y-%m-%dT%H:%M:%SZ", &tm)) != NULL &&
-	    *end == '\0')
-		w->since_ns = (int64_t)timegm(&tm) * 1000000000;
+	if ((end = strptime(when, "%Y-%m-%dT%H:%M:%S", &tm)) != NULL) {
+		long long frac = 0;
+		int digits = 0;
+
+		if (*end == '.')
+			for (end++; *end >= '0' && *end <= '9'; end++)
+				if (digits++ < 9)
+					frac = frac * 10 + (*end - '0');
+		for (; digits < 9; digits++)
+			frac *= 10;
+		if (strcmp(end, "Z") == 0)
+			w->since_ns = (int64_t)timegm(&tm) * 1000000000 +
+			    frac;
+	}
 	info += off;
+	if (strncmp(info, " nonce ", 7) == 0)
+		info += 7 + strcspn(info + 7, " \n");
 	if (strncmp(info, " command ", 9) != 0)
 		return (0);
 	info += 9;
@@ -126,7 +140,6 @@ repo_lock_parse(const char *info, struct repo_lock_who *w)
 int
 repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n)
 {
-	char me[HOST_NAME_MAX + 1] = "?";
 	struct storage_holder *h = NULL;
 	struct repo_lock_who *w;
 	size_t i, nh = 0;
@@ -140,14 +153,13 @@ repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n)
 		log_error("out of memory");
 		return (-1);
 	}
-	gethostname(me, sizeof(me) - 1);
 	for (i = 0; i < nh; i++) {
+		/* Its own lock, as it wrote it (the nonce makes it so). */
+		if (r->lock != NULL && strcmp(h[i].info, r->lock_info) == 0)
+			continue;
 		/* A line that is not ours: a writer of unknown age. */
 		if (repo_lock_parse(h[i].info, &w[*n]) != 0)
 			memset(&w[*n], 0, sizeof(w[*n]));
-		else if (w[*n].pid == (long)getpid() &&
-		    strcmp(w[*n].host, me) == 0)
-			continue;	/* this process */
 		w[*n].shared = h[i].shared;
 		w[*n].expires = h[i].expires;
 		(*n)++;
@@ -165,43 +177,53 @@ repo_lock_release(struct repo *r)
 	r->lock_shared = 0;
 }
 
-/*
- * Shared or exclusive; LOCK_WAIT (timeout seconds, < 0 for ever),
- * LOCK_FAIL (reported), LOCK_QUIET (0 when busy).  An exclusive lock
- * serves where a shared one is asked; a shared one held when the
- * exclusive is asked is given back first (never both: two shared holders
- * that both wait to be exclusive would wait for each other).
- */
-static int
-lock_writer(struct repo *r, int shared, int how, double timeout)
+/* This process's line, to the nanosecond (prune compares it with its
+ * marks' times), with a nonce that tells this lock from another of this
+ * process (tests run several hosts in one). */
+static void
+info_line(char *info, size_t size)
 {
-	char info[512], holder[600], host[HOST_NAME_MAX + 1] = "?", when[32];
+	char host[HOST_NAME_MAX + 1] = "?", when[48], *z;
+	unsigned char nonce[8];
+	long long t = now_realtime_ns();
+
+	gethostname(host, sizeof(host) - 1);
+	fmt_time(when, sizeof(when), t);
+	if ((z = strchr(when, 'Z')) != NULL)
+		snprintf(z, sizeof(when) - (size_t)(z - when), ".%09lldZ",
+		    t % 1000000000);
+	if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
+		memset(nonce, 0, sizeof(nonce));
+	snprintf(info, size, "host %s pid %ld since %s nonce "
+	    "%02x%02x%02x%02x%02x%02x%02x%02x%s%s%s%s\n", host,
+	    (long)getpid(), when, nonce[0], nonce[1], nonce[2], nonce[3],
+	    nonce[4], nonce[5], nonce[6], nonce[7],
+	    purpose[0] ? " command " : "", purpose,
+	    purpose[0] && dataset[0] ? " dataset " : "",
+	    purpose[0] ? dataset : "");
+}
+
+/* Lock name with info: 1 held (*l), 0 busy (LOCK_QUIET), -1 (reported;
+ * what names the holders in messages). */
+static int
+take(struct repo *r, const char *name, const char *what, int shared,
+    int how, double timeout, const char *info, struct storage_lock **l)
+{
+	char holder[600];
 	struct storage_lock_opts o = { info, 0, tuning_get()->lease_seconds,
 	    shared };
-	struct storage_lock *l;
 	int rc;
 
-	if (r->lock != NULL && (shared || !r->lock_shared))
-		return (1);
-	if (r->lock != NULL)
-		repo_lock_release(r);
-	/* Who holds it, for the message a blocked writer prints, and for
-	 * coffer locks. */
-	gethostname(host, sizeof(host) - 1);
-	fmt_time(when, sizeof(when), now_realtime_ns());
-	snprintf(info, sizeof(info), "host %s pid %ld since %s%s%s%s%s\n",
-	    host, (long)getpid(), when, purpose[0] ? " command " : "",
-	    purpose, purpose[0] && dataset[0] ? " dataset " : "",
-	    purpose[0] ? dataset : "");
-	if ((rc = storage_lock(r->st, "writer", &o, &l, holder,
+	if ((rc = storage_lock(r->st, name, &o, l, holder,
 	    sizeof(holder))) == 1 && how == LOCK_WAIT) {
-		log_note("waiting for the lock on '%s' (%s)", r->path,
+		log_note("waiting for the %slock on '%s' (%s)",
+		    strcmp(name, "writer") == 0 ? "" : "forget ", r->path,
 		    holder[0] ? holder : "unknown");
 		o.wait = timeout;
-		if ((rc = storage_lock(r->st, "writer", &o, &l, holder,
+		if ((rc = storage_lock(r->st, name, &o, l, holder,
 		    sizeof(holder))) == 1) {
 			log_error("repository '%s' is still locked by another "
-			    "writer after %.0f s (%s)", r->path, timeout,
+			    "%s after %.0f s (%s)", r->path, what, timeout,
 			    holder[0] ? holder : "unknown");
 			return (-1);
 		}
@@ -216,14 +238,60 @@ lock_writer(struct repo *r, int shared, int how, double timeout)
 	if (rc == 1 && how == LOCK_QUIET)
 		return (0);
 	if (rc == 1) {
-		log_error("repository '%s' is locked by another writer (%s)",
-		    r->path, holder[0] ? holder : "unknown");
+		log_error("repository '%s' is locked by another %s (%s)",
+		    r->path, what, holder[0] ? holder : "unknown");
 		return (-1);
 	}
-	if (rc != 0)
-		return (-1);
+	return (rc == 0 ? 1 : -1);
+}
+
+int
+repo_lock_forget(struct repo *r, double wait)
+{
+	char info[512];
+
+	if (r->forget_lock != NULL)
+		return (0);
+	info_line(info, sizeof(info));
+	return (take(r, "forget", "forget", 0, wait != 0 ? LOCK_WAIT :
+	    LOCK_FAIL, wait, info, &r->forget_lock) == 1 ? 0 : -1);
+}
+
+void
+repo_unlock_forget(struct repo *r)
+{
+	storage_unlock(r->forget_lock);
+	r->forget_lock = NULL;
+}
+
+/*
+ * Shared or exclusive; LOCK_WAIT (timeout seconds, < 0 for ever),
+ * LOCK_FAIL (reported), LOCK_QUIET (0 when busy).  An exclusive lock
+ * serves where a shared one is asked; a shared one held when the
+ * exclusive is asked is given back first (never both: two shared holders
+ * that both wait to be exclusive would wait for each other).
+ */
+static int
+lock_writer(struct repo *r, int shared, int how, double timeout)
+{
+	char info[512];
+	struct storage_lock *l;
+	int rc;
+
+	if (r->lock != NULL && (shared || !r->lock_shared))
+		return (1);
+	if (r->lock != NULL)
+		repo_lock_release(r);
+	/* Who holds it, for the message a blocked writer prints, and for
+	 * coffer locks. */
+	info_line(info, sizeof(info));
+	if ((rc = take(r, "writer", "writer", shared, how, timeout, info,
+	    &l)) != 1)
+		return (rc);
 	r->lock = l;
 	r->lock_shared = shared;
+	snprintf(r->lock_info, sizeof(r->lock_info), "%s", info);
+	r->lock_info[strcspn(r->lock_info, "\n")] = '\0';
 	/*
 	 * Writers seal to the newest epoch, as it is now, and whoever
 	 * changes the keyring starts from it as it is now: another writer

@@ -58,6 +58,8 @@ struct repo {
 					 * epoch that coffer.conf lacks */
 	struct storage_lock *lock;	/* the writer lock, when held */
 	int lock_shared;		/* ... and held shared */
+	char lock_info[512];		/* ... and its line, which names it */
+	struct storage_lock *forget_lock;	/* repo_lock_forget's */
 };
 
 /* The objects of a repository beside its packs (doc/format.md). */

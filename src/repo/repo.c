@@ -298,6 +298,7 @@ repo_close(struct repo *r)
 	if (r == NULL)
 		return;
 	storage_unlock(r->lock);
+	storage_unlock(r->forget_lock);
 	storage_close(r->st);
 	ccrypto_keys_free(r->keys);
 	free(r->conf);

@@ -19,7 +19,7 @@
  *
  * An operation nested under a holder of the writer lock that excludes it
  * must fail at once (no wait) and is counted, not run.  Forget and prune
- * take the lock as their commands do (RETENTION_EXCLUSIVE);
+ * take the lock shared, as their commands do (RETENTION_EXCLUSIVE);
  * INTERLEAVE_SHARED=1 makes them take it shared whatever that says.
  * INTERLEAVE_SEEDS=N runs N schedules, INTERLEAVE_SEED=S only S;
  * INTERLEAVE_TRACE=1 shows each step, and checks after each operation
@@ -45,10 +45,9 @@
 #include "tap.h"
 #include "testutil.h"
 
-/* Forget and prune hold the writer lock exclusive, as their commands
- * open it (src/cmd/forget.c, OPEN_EXCL): 0 once they run beside
- * backups under the shared lock. */
-#define RETENTION_EXCLUSIVE 1
+/* Forget and prune share the writer lock with backups, as their
+ * commands open it (src/cmd/forget.c). */
+#define RETENTION_EXCLUSIVE 0
 
 #define NHOSTS 4
 #define NTREES 3		/* host h backs up tree h % NTREES */
@@ -259,6 +258,18 @@ do_backup(int host, struct repo *r, struct catalog *c)
 	N.snapshots++;
 }
 
+/* Whether a forget is running below the operation in progress. */
+static int
+forget_running(void)
+{
+	int i;
+
+	for (i = 0; i < S.depth - 1; i++)
+		if (S.running[i] == OP_FORGET)
+			return (1);
+	return (0);
+}
+
 static void
 do_forget(int host, struct repo *r, struct catalog *c)
 {
@@ -270,7 +281,17 @@ do_forget(int host, struct repo *r, struct catalog *c)
 
 	memset(&o, 0, sizeof(o));
 	o.rules.last = 1 + (int)pick(2);
-	if ((er = engine_forget(r, c, &o, &res)) != ENGINE_OK) {
+	er = engine_forget(r, c, &o, &res);
+	/* Forgets exclude each other (the forget lock, no wait). */
+	if (S.depth > 1 && forget_running()) {
+		if (er == ENGINE_OK)
+			fail("host %d: a forget ran beside another", host);
+		N.refused[OP_FORGET]++;
+		N.run[OP_FORGET]--;
+		engine_forget_result_release(&res);
+		return;
+	}
+	if (er != ENGINE_OK) {
 		fail("host %d: forget failed (%d)", host, (int)er);
 		return;
 	}
