@@ -90,10 +90,11 @@ int repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n);
  * A holder, from its info line ("host H pid P since T command C dataset
  * D", the last two when set): repo_lock_parse, 0 or -1 when the line is
  * not one (another program's); since_ns 0 when its time cannot be read.
- * repo_lock_others: the live holders other than this process, malloc'd
- * into *v (free()); one whose line is not one has since_ns 0 (as old as
- * can be) and no command.  repo_lock_dataset: the dataset this process
- * backs up, for its line.  0 or -1 (reported).
+ * repo_lock_list: the live holders (with others, but this process's own
+ * lock), exclusive first, malloc'd into *v (free()); one whose line is
+ * not one has only info, shared and expires (since_ns 0: as old as can
+ * be).  repo_lock_dataset: the dataset this process backs up, for its
+ * line.  0 or -1 (reported).
  */
 struct repo_lock_who {
 	char host[256];
@@ -104,13 +105,15 @@ struct repo_lock_who {
 	char dataset[256];
 	int shared;
 	long long expires;
+	char info[512];			/* the line as written */
 };
 int repo_lock_parse(const char *info, struct repo_lock_who *w);
 /* Forgets exclude each other (locks/forget), not the writers: two at once
  * would each rebase by a plan the other changes.  0 or -1 (reported). */
 int repo_lock_forget(struct repo *r, double wait);
 void repo_unlock_forget(struct repo *r);
-int repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n);
+int repo_lock_list(struct repo *r, int others, struct repo_lock_who **v,
+    size_t *n);
 void repo_lock_dataset(const char *name);
 /* The word (the command) this process's lock info ends with. */
 void repo_lock_purpose(const char *what);

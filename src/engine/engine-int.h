@@ -262,6 +262,9 @@ int view_note_journal(struct repo *r, const uint8_t id[CCRYPTO_ID_BYTES],
     const uint8_t *img, size_t len, struct buf *v);
 int view_journal_signed(struct repo *r, const uint8_t *sig,
     const uint8_t *img, size_t len);
+/* The margin of prune's marks and of what forget keeps for a backup
+ * beside it (prune.c): clocks apart, listings late; nanoseconds. */
+int64_t engine_margin_ns(void);
 /* note_condemned: prune's mark, packs condemned at time_ns, signed by the
  * authority (a full key: the caller checks).  0 or -1. */
 int view_note_condemned(struct repo *r, int64_t time_ns,

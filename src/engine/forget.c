@@ -33,9 +33,6 @@
 #include "coffer/tuning.h"
 #include "engine-int.h"
 
-/* As prune's margin (prune.c): clocks apart and listings late. */
-#define FORGET_MARGIN_SECONDS 60
-
 struct collect {
 	struct forget_item *v;
 	size_t n, cap;
@@ -337,15 +334,14 @@ builds_on(const struct repo_lock_who *w, const char *dataset)
 static int
 hold_bases(struct repo *r, struct forget_item *v, size_t n, int named)
 {
-	double margin = tuning_get()->prune_margin;
 	struct repo_lock_who *w = NULL;
 	int64_t since = INT64_MAX, m;
 	size_t nw = 0, i, k;
 	int newest = 0, full = 0, bad = 0, hold;
 
-	if (repo_lock_others(r, &w, &nw))
+	if (repo_lock_list(r, 1, &w, &nw))
 		return (ENGINE_ERROR);
-	m = (int64_t)((margin < 0 ? FORGET_MARGIN_SECONDS : margin) * 1e9);
+	m = engine_margin_ns();
 	for (i = 0; i < n; i++) {
 		if (i == 0 || strcmp(v[i].dataset, v[i - 1].dataset) != 0) {
 			newest = full = 0;

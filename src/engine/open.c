@@ -202,37 +202,35 @@ int
 engine_lock_holders(struct repo *r, struct engine_lock_holder **v,
     size_t *n)
 {
-	struct storage_holder *h = NULL;
+	struct repo_lock_who *w = NULL;
 	struct engine_lock_holder *e;
-	struct repo_lock_who w;
-	size_t i, nh = 0;
+	size_t i, nw = 0;
 
 	*v = NULL;
 	*n = 0;
-	if (repo_lock_holders(r, &h, &nh))
+	if (repo_lock_list(r, 0, &w, &nw))
 		return (-1);
-	if ((e = calloc(nh + 1, sizeof(*e))) == NULL) {
-		free(h);
+	if ((e = calloc(nw + 1, sizeof(*e))) == NULL) {
+		free(w);
 		log_error("out of memory");
 		return (-1);
 	}
-	for (i = 0; i < nh; i++) {
-		snprintf(e[i].info, sizeof(e[i].info), "%s", h[i].info);
-		e[i].shared = h[i].shared;
-		e[i].expires = h[i].expires;
-		/* repo/lock.c's line; another's (an older coffer's) is
-		 * shown as it is. */
-		if (repo_lock_parse(h[i].info, &w) != 0)
-			continue;
-		snprintf(e[i].host, sizeof(e[i].host), "%s", w.host);
-		e[i].pid = w.pid;
-		snprintf(e[i].since, sizeof(e[i].since), "%s", w.since);
-		snprintf(e[i].command, sizeof(e[i].command), "%s", w.command);
-		snprintf(e[i].dataset, sizeof(e[i].dataset), "%s", w.dataset);
+	/* A line of another form (an older coffer's) has only its info. */
+	for (i = 0; i < nw; i++) {
+		snprintf(e[i].info, sizeof(e[i].info), "%s", w[i].info);
+		e[i].shared = w[i].shared;
+		e[i].expires = w[i].expires;
+		snprintf(e[i].host, sizeof(e[i].host), "%s", w[i].host);
+		e[i].pid = w[i].pid;
+		snprintf(e[i].since, sizeof(e[i].since), "%s", w[i].since);
+		snprintf(e[i].command, sizeof(e[i].command), "%s",
+		    w[i].command);
+		snprintf(e[i].dataset, sizeof(e[i].dataset), "%s",
+		    w[i].dataset);
 	}
-	free(h);
+	free(w);
 	*v = e;
-	*n = nh;
+	*n = nw;
 	return (0);
 }
 

@@ -68,7 +68,15 @@ goes(enum fate f)
  * apart, listings late), unless COFFER_PRUNE_MARGIN says.  On object
  * storage it is also how long a mark waits before its packs may go, as
  * a listing may be that late. */
-#define PRUNE_MARGIN_SECONDS 60
+#define MARGIN_SECONDS 60
+
+int64_t
+engine_margin_ns(void)
+{
+	double margin = tuning_get()->prune_margin;
+
+	return ((int64_t)((margin < 0 ? MARGIN_SECONDS : margin) * 1e9));
+}
 
 /* Journal packs merged from this many on (an hourly cron job that prunes
  * daily merges 24 a day into one, and a prune rewrites every journal row,
@@ -102,7 +110,7 @@ struct prune {
 	struct catalog_journal_upto journal_upto;
 	int merged;
 
-	/* The writers beside this prune (repo_lock_others). */
+	/* The writers beside this prune (repo_lock_list). */
 	size_t others;
 	int64_t oldest_ns;
 	int64_t margin_ns, lag_ns;
@@ -272,15 +280,21 @@ young(const struct prune *p, const struct catalog_prune_pack *k)
 	return (p->others > 0 && k->seen_ns >= p->oldest_ns - p->margin_ns);
 }
 
+/* Did every other writer begin after time t plus the margin (so its
+ * sync saw a mark of time t)? */
+static int
+writers_after(const struct prune *p, int64_t t)
+{
+	return (p->others == 0 || p->oldest_ns >= t + p->margin_ns);
+}
+
 /* May the packs a mark of time t condemned go now?  Every other writer
- * began after it plus the margin (it saw the mark), and on object
- * storage the mark is the margin old (every listing shows it). */
+ * saw it, and on object storage the mark is the margin old (every
+ * listing shows it). */
 static int
 mark_ripe(const struct prune *p, int64_t t)
 {
-	if (now_realtime_ns() < t + p->lag_ns)
-		return (0);
-	return (p->others == 0 || p->oldest_ns >= t + p->margin_ns);
+	return (now_realtime_ns() >= t + p->lag_ns && writers_after(p, t));
 }
 
 /* Decide each pack's fate; reads the indexes (and the records) of the
@@ -657,7 +671,7 @@ writers_beside(struct prune *p)
 	struct repo_lock_who *w;
 	size_t i;
 
-	if (repo_lock_others(p->repo, &w, &p->others))
+	if (repo_lock_list(p->repo, 1, &w, &p->others))
 		return (-1);
 	p->oldest_ns = INT64_MAX;
 	for (i = 0; i < p->others; i++)
@@ -668,7 +682,7 @@ writers_beside(struct prune *p)
 }
 
 /* The packs and their live chunks, as the repository is now; the
- * writers beside this prune listed first (repo_lock_others), so that
+ * writers beside this prune listed first (repo_lock_list), so that
  * one that ended before has its snapshot in the catalog. */
 static int
 survey(struct prune *p, struct catalog_prune_pack **pk, size_t *n,
@@ -712,7 +726,7 @@ waiting(const struct prune *p, const struct catalog_prune_pack *pk,
 		k++;
 		*bytes += pk[i].size;
 		t = fate[i] == MARK ? now_realtime_ns() : pk[i].condemned_ns;
-		if ((p->others == 0 || p->oldest_ns >= t + p->margin_ns) &&
+		if (writers_after(p, t) &&
 		    (*soonest == 0 || t + p->lag_ns < *soonest))
 			*soonest = t + p->lag_ns;
 	}
@@ -726,7 +740,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	struct catalog_prune_pack *pk = NULL;
 	enum fate *fate = NULL;
 	struct prune p;
-	double t0 = now_monotonic(), margin = tuning_get()->prune_margin;
+	double t0 = now_monotonic();
 	int64_t soonest;
 	size_t i, n = 0, marked = 0;
 	int st = ENGINE_ERROR;
@@ -739,8 +753,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	p.res = res;
 	p.crash_at = tuning_get()->test_prune_crash;
 	hmap_init(&p.copied, CCRYPTO_ID_BYTES);
-	p.margin_ns = (int64_t)((margin < 0 ? PRUNE_MARGIN_SECONDS : margin) *
-	    1e9);
+	p.margin_ns = engine_margin_ns();
 	p.lag_ns = engine_repo_is_remote(repo_path(r)) ? p.margin_ns : 0;
 	progress_init(&p.progress, "prune", 0);
 	p.progress.unit = "packs";

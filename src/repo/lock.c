@@ -3,7 +3,7 @@
  * that only add immutable, uniquely named objects (backup, export,
  * drill, verify, import) and exclusive by changes of shared state in
  * place (key slots, rotation, rewrap, retire).  Forget and prune share
- * it too, and learn from the holders (repo_lock_others) which writers
+ * it too, and learn from the holders (repo_lock_list) which writers
  * ran beside them.  See doc/design.md ("Many writers").
  */
 #include <limits.h>
@@ -138,7 +138,8 @@ repo_lock_parse(const char *info, struct repo_lock_who *w)
 }
 
 int
-repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n)
+repo_lock_list(struct repo *r, int others, struct repo_lock_who **v,
+    size_t *n)
 {
 	struct storage_holder *h = NULL;
 	struct repo_lock_who *w;
@@ -155,11 +156,13 @@ repo_lock_others(struct repo *r, struct repo_lock_who **v, size_t *n)
 	}
 	for (i = 0; i < nh; i++) {
 		/* Its own lock, as it wrote it (the nonce makes it so). */
-		if (r->lock != NULL && strcmp(h[i].info, r->lock_info) == 0)
+		if (others && r->lock != NULL &&
+		    strcmp(h[i].info, r->lock_info) == 0)
 			continue;
 		/* A line that is not ours: a writer of unknown age. */
 		if (repo_lock_parse(h[i].info, &w[*n]) != 0)
 			memset(&w[*n], 0, sizeof(w[*n]));
+		snprintf(w[*n].info, sizeof(w[*n].info), "%s", h[i].info);
 		w[*n].shared = h[i].shared;
 		w[*n].expires = h[i].expires;
 		(*n)++;
