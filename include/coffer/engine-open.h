@@ -31,6 +31,9 @@ struct engine_open_opts {
 	int rotate;			/* a key rotation: an epoch coffer.conf
 					 * does not list does not stop it */
 	double wait;			/* for the writer locks */
+	double forget_wait;		/* a writer, for a forget in
+					 * progress: seconds, < 0 for ever,
+					 * 0 fail at once */
 	int (*passphrase)(void *arg, char **pass, size_t *len);
 	void (*pass_free)(char *pass, size_t len);
 	int (*check)(const void *arg, struct repo *r);

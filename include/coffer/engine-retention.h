@@ -27,8 +27,10 @@ struct forget_opts {
 	size_t nsids;
 	int dry_run;
 	int force;			/* forget named ones marked kept too */
-	double wait;			/* for another forget: seconds, < 0
-					 * for ever, 0 not at all */
+	double wait;			/* for the forget lock (another forget,
+					 * a writer's catalog catch-up):
+					 * seconds, < 0 for ever, 0 not at
+					 * all */
 };
 struct forget_item {
 	char sid[SNAPSHOT_ID_HEX + 1];

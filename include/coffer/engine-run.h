@@ -41,6 +41,7 @@ struct engine_run {
 	int64_t now;
 	int fake_clock;
 	double wait;			/* for the writer lock, as --wait */
+	double forget_wait;		/* for the forget lock */
 	int (*open_scratch)(void *arg, const char *repo,
 	    const char *catalog, struct repo **r, struct catalog **c);
 	void *arg;

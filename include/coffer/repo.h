@@ -108,9 +108,12 @@ struct repo_lock_who {
 	char info[512];			/* the line as written */
 };
 int repo_lock_parse(const char *info, struct repo_lock_who *w);
-/* Forgets exclude each other (locks/forget), not the writers: two at once
- * would each rebase by a plan the other changes.  0 or -1 (reported). */
-int repo_lock_forget(struct repo *r, double wait);
+/* Forgets exclude each other (locks/forget, exclusive), not the writers:
+ * two at once would each rebase by a plan the other changes.  A writer
+ * takes it shared while its catalog catches up, so that what it builds
+ * on is never what a forget in progress removes.  wait: seconds, < 0 for
+ * ever, 0 fail at once.  0 or -1 (reported). */
+int repo_lock_forget(struct repo *r, int shared, double wait);
 void repo_unlock_forget(struct repo *r);
 int repo_lock_list(struct repo *r, int others, struct repo_lock_who **v,
     size_t *n);

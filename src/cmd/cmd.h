@@ -14,6 +14,7 @@
 /* Options that come before or after the command (and their environment
  * twins). */
 #define WAIT_DEFAULT 3600.0		/* an hour: cron runs do not pile up */
+#define FORGET_WAIT 600.0		/* a writer for a forget, --no-wait */
 struct global_opts {
 	const char *repo;		/* -r, COFFER_REPO */
 	const char *key_file;		/* --key-file, COFFER_KEY_FILE */
@@ -247,6 +248,10 @@ int cmd_open_checked(const struct global_opts *g, int flags,
 int cmd_open_need_read(const void *arg, struct repo *r);
 /* The same for what only a full key decides (forget). */
 int cmd_open_need_full(const void *arg, struct repo *r);
+/* How long a writer or a forget waits for the forget lock: --wait, and
+ * with --no-wait still FORGET_WAIT, as a forget holds it for seconds and
+ * a writer for its catalog's catch-up (--no-wait is about writers). */
+double cmd_forget_wait(const struct global_opts *g);
 void cmd_close(struct repo *r, struct catalog *c);
 /* 1 when a cmd_open's catalog update left out what it could not read
  * (reported): cmd_run then ends a command that succeeded with

@@ -271,6 +271,12 @@ open_passphrase(void *arg, char **pass, size_t *len)
 	return (cmd_passphrase(arg, "passphrase: ", 0, pass, len));
 }
 
+double
+cmd_forget_wait(const struct global_opts *g)
+{
+	return (g->wait != 0 ? g->wait : FORGET_WAIT);
+}
+
 int
 cmd_open_checked(const struct global_opts *g, int flags,
     int (*check)(const void *arg, struct repo *r), const void *arg,
@@ -296,6 +302,7 @@ cmd_open_checked(const struct global_opts *g, int flags,
 	o.exclusive = (flags & OPEN_EXCL) != 0;
 	o.rotate = (flags & OPEN_ROTATE) != 0;
 	o.wait = g->wait;
+	o.forget_wait = cmd_forget_wait(g);
 	o.passphrase = open_passphrase;
 	o.pass_free = cmd_passphrase_free;
 	o.check = check;

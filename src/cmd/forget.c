@@ -217,7 +217,7 @@ cmd_forget(int argc, char **argv, const struct global_opts *g)
 	int ch, st, json = 0, prune = 0;
 
 	memset(&o, 0, sizeof(o));
-	o.wait = g->wait;
+	o.wait = cmd_forget_wait(g);
 	while ((ch = cmd_getopt(argc, argv, cmd_forget_options)) != -1) {
 		switch (ch) {
 		case 'l': st = parse_count("--keep-last", optarg,

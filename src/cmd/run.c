@@ -288,6 +288,7 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 		run.e.now = wall;
 	run.e.p = p;
 	run.e.wait = pg.wait;
+	run.e.forget_wait = cmd_forget_wait(&pg);
 	run.e.open_scratch = cmd_open_scratch;
 	run.e.arg = &pg;
 	signals_install();

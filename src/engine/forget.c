@@ -455,7 +455,7 @@ engine_forget(struct repo *r, struct catalog *c, const struct forget_opts *o,
 		return (forget(r, c, o, res));
 	/* One forget at a time, its plan made from the repository as it is
 	 * then: another's rebases and forgets taken in first. */
-	if (repo_lock_forget(r, o->wait))
+	if (repo_lock_forget(r, 0, o->wait))
 		return (ENGINE_ERROR);
 	st = engine_catalog_update(r, c) < 0 ? ENGINE_ERROR :
 	    forget(r, c, o, res);

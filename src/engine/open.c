@@ -112,7 +112,7 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	struct repo *r;
 	struct catalog *c = NULL;
 	char *catpath = NULL, aside[PATH_MAX + 64];
-	int rc = -1, up = 0;
+	int rc = -1, up = 0, guard;
 
 	*rp = NULL;
 	if (cp)
@@ -155,9 +155,23 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	store_mark(&m);
 	if (o->write && engine_prepare_write(r, c, o->wait, o->exclusive))
 		goto err;
-	/* The repository is the source of truth; the catalog catches up. */
+	/*
+	 * The repository is the source of truth; the catalog catches up.  A
+	 * writer's, under the forget lock shared (doc/design.md, "Deleting
+	 * beside writers"): a forget in progress, which may not have seen
+	 * this writer's lock, ends first, so that what this catalog holds,
+	 * and so what a backup builds on, is never what it is forgetting.
+	 * A forget that begins later sees the lock and keeps those bases.
+	 */
 	store_mark(&m);
-	if (c != NULL && (up = engine_catalog_update(r, c)) < 0)
+	guard = c != NULL && o->write && !o->exclusive;
+	if (guard && repo_lock_forget(r, 1, o->forget_wait))
+		goto err;
+	if (c != NULL)
+		up = engine_catalog_update(r, c);
+	if (guard)
+		repo_unlock_forget(r);
+	if (up < 0)
 		goto err;
 	/* Again with what the records taught a new catalog: a coffer.conf
 	 * older than the repository has seen stops a writer. */

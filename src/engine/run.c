@@ -214,7 +214,7 @@ run_forget(const struct engine_run *run, struct engine_run_step *s)
 	o.rules = s->a->ds != NULL ? *policy_retention(run->p, s->a->ds) :
 	    run->p->keep;
 	o.dataset = s->a->dataset;
-	o.wait = run->wait;
+	o.wait = run->forget_wait;
 	er = engine_forget(run->r, run->c, &o, &res);
 	s->done = er == ENGINE_OK;
 	if (s->done)

@@ -249,15 +249,18 @@ take(struct repo *r, const char *name, const char *what, int shared,
 }
 
 int
-repo_lock_forget(struct repo *r, double wait)
+repo_lock_forget(struct repo *r, int shared, double wait)
 {
 	char info[512];
 
 	if (r->forget_lock != NULL)
 		return (0);
 	info_line(info, sizeof(info));
-	return (take(r, "forget", "forget", 0, wait != 0 ? LOCK_WAIT :
-	    LOCK_FAIL, wait, info, &r->forget_lock) == 1 ? 0 : -1);
+	/* Shared, it waits for a forget; exclusive, for a forget or for
+	 * writers catching up. */
+	return (take(r, "forget", shared ? "forget" : "forget or writer",
+	    shared, wait != 0 ? LOCK_WAIT : LOCK_FAIL, wait, info,
+	    &r->forget_lock) == 1 ? 0 : -1);
 }
 
 void

@@ -131,7 +131,7 @@ tuning_raise_at(const char *point)
 	sig++;
 	signo = strcmp(sig, "INT") == 0 ? SIGINT : strcmp(sig, "TERM") == 0 ?
 	    SIGTERM : strcmp(sig, "HUP") == 0 ? SIGHUP : strcmp(sig, "KILL") ==
-	    0 ? SIGKILL : 0;
+	    0 ? SIGKILL : strcmp(sig, "STOP") == 0 ? SIGSTOP : 0;
 	if (signo != 0 && atomic_fetch_add(&passed, 1) + 1 == want)
 		raise(signo);
 #else

@@ -17,8 +17,10 @@
  * to may still differ: keys, snapshot ids and pack names are random, and
  * which of two copies of a chunk a catalog knows follows them.
  *
- * An operation nested under a holder of the writer lock that excludes it
- * must fail at once (no wait) and is counted, not run.  Forget and prune
+ * An operation nested under a holder of the writer lock that excludes it,
+ * or under a forget (every writer takes the forget lock shared while its
+ * catalog catches up), must fail at once (no wait) and is counted, not
+ * run.  Forget and prune
  * take the lock shared, as their commands do (RETENTION_EXCLUSIVE);
  * INTERLEAVE_SHARED=1 makes them take it shared whatever that says.
  * INTERLEAVE_SEEDS=N runs N schedules, INTERLEAVE_SEED=S only S;
@@ -234,12 +236,23 @@ do_backup(int host, struct repo *r, struct catalog *c)
 	enum engine_result er;
 	char dataset[16], src[PATH_MAX];
 
-	snprintf(dataset, sizeof(dataset), "d%d", host);
+	/* Hosts h and h + NTREES back up one dataset: a forget beside
+	 * one of them may see the other's newer snapshots. */
+	snprintf(dataset, sizeof(dataset), "d%d", host % NTREES);
 	tree_path(src, sizeof(src), host % NTREES, -1);
 	memset(&o, 0, sizeof(o));
 	o.dataset = dataset;
 	o.source = src;
-	o.level = pick(4) == 0 ? LEVEL_FULL : LEVEL_AUTO;
+	switch (pick(4)) {
+	case 0:
+		o.level = LEVEL_FULL;
+		break;
+	case 1:
+		o.level = LEVEL_DIFFERENTIAL;	/* on the newest full */
+		break;
+	default:
+		o.level = LEVEL_AUTO;
+	}
 	o.walk.root = 1;
 	o.threads = 1;
 	er = engine_backup(r, c, &o, &res);
@@ -258,13 +271,14 @@ do_backup(int host, struct repo *r, struct catalog *c)
 	N.snapshots++;
 }
 
-/* Whether a forget is running below the operation in progress. */
+/* Whether a forget is running: it holds the forget lock, which every
+ * writer takes shared while its catalog catches up (no wait here). */
 static int
 forget_running(void)
 {
 	int i;
 
-	for (i = 0; i < S.depth - 1; i++)
+	for (i = 0; i < S.depth; i++)
 		if (S.running[i] == OP_FORGET)
 			return (1);
 	return (0);
@@ -282,15 +296,6 @@ do_forget(int host, struct repo *r, struct catalog *c)
 	memset(&o, 0, sizeof(o));
 	o.rules.last = 1 + (int)pick(2);
 	er = engine_forget(r, c, &o, &res);
-	/* Forgets exclude each other (the forget lock, no wait). */
-	if (S.depth > 1 && forget_running()) {
-		if (er == ENGINE_OK)
-			fail("host %d: a forget ran beside another", host);
-		N.refused[OP_FORGET]++;
-		N.run[OP_FORGET]--;
-		engine_forget_result_release(&res);
-		return;
-	}
 	if (er != ENGINE_OK) {
 		fail("host %d: forget failed (%d)", host, (int)er);
 		return;
@@ -348,7 +353,8 @@ run_op(int host, enum op op)
 	struct catalog *c;
 	char catalog[PATH_MAX];
 	int excl = op != OP_BACKUP && retention_exclusive;
-	int excluded = S.depth > 0 && (excl || S.exclusive_held > 0);
+	int excluded = S.depth > 0 && (excl || S.exclusive_held > 0 ||
+	    forget_running());
 	int rc;
 
 	snprintf(catalog, sizeof(catalog), "%s/host%d/catalog.db", S.dir,
