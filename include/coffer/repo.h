@@ -314,6 +314,13 @@ struct pack_reader *pack_reader_open(struct repo *r, const char *name);
  * pack_reader_open does.  NULL (reported) as pack_reader_open.
  */
 struct pack_reader *pack_reader_open_index(struct repo *r, const char *name);
+/*
+ * A pack a listing named, opened as pack_reader_open (whole) or
+ * pack_reader_open_index (index_only) do; one that has gone since (a
+ * prune beside) is NULL with *gone set, not reported.
+ */
+struct pack_reader *pack_reader_open_listed(struct repo *r, const char *name,
+    int index_only, int *gone);
 
 /*
  * Read, authenticate, decompress the record described by e and check that

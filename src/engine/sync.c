@@ -37,6 +37,7 @@
 #include "coffer/log.h"
 #include "coffer/name.h"
 #include "coffer/progress.h"
+#include "coffer/tuning.h"
 #include "engine-int.h"
 
 struct rec_ref {
@@ -479,7 +480,8 @@ index_locs(const struct pack_entry *ents, size_t n,
 }
 
 /* Read a new pack's index: its records go to *recs; 1 if the pack is
- * unreadable (reported, left out), 0, -1 on error. */
+ * unreadable (reported, left out), 2 if it has gone since the listing (a
+ * prune beside: not damage, not reported), 0, -1 on error. */
 static int
 scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
     size_t *nrecs, size_t *cap)
@@ -487,10 +489,10 @@ scan_pack(struct sync *s, const char *name, struct rec_ref **recs,
 	struct pack_reader *pr;
 	struct pack_entry *ents = NULL;
 	size_t i, n, last = SIZE_MAX;
-	int rc = 1;
+	int rc = 1, gone;
 
-	if ((pr = pack_reader_open(s->repo, name)) == NULL)
-		return (1);
+	if ((pr = pack_reader_open_listed(s->repo, name, 0, &gone)) == NULL)
+		return (gone ? 2 : 1);
 	if (pack_reader_index(pr, &ents, &n))
 		goto out;
 	s->res->bytes_read += PACK_HEADER_BYTES + n * 46;
@@ -529,14 +531,15 @@ import_packs(struct sync *s, char **names, const char *ok, size_t n)
 	struct pack_reader *pr;
 	struct pack_entry *ents;
 	size_t i, nents, nlocs;
-	int rc = -1;
+	int rc = -1, gone;
 
 	if (catalog_begin(s->cat))
 		return (-1);
 	for (i = 0; i < n; i++) {
 		if (!ok[i])
 			continue;
-		if ((pr = pack_reader_open(s->repo, names[i])) == NULL)
+		if ((pr = pack_reader_open_listed(s->repo, names[i], 0,
+		    &gone)) == NULL)
 			continue;
 		ents = NULL;
 		if (pack_reader_index(pr, &ents, &nents) == 0 &&
@@ -608,7 +611,8 @@ forgotten_one(void *arg, const char *sid, int64_t time_ns)
  * and its chunks' places, in one transaction, so that a crash leaves the
  * pack to be read again.  The places let this host deduplicate against
  * every host's chunks and follow a prune's repacks; the forgets stop it
- * counting on what prune removes.  0, 1 unreadable (reported), -1.
+ * counting on what prune removes.  0, 1 unreadable (reported), 2 gone
+ * since the listing (scan_pack), -1.
  */
 static int
 view_pack(struct sync *s, const char *name)
@@ -620,10 +624,10 @@ view_pack(struct sync *s, const char *name)
 	struct pack_reader *pr;
 	struct view_pack vp;
 	size_t i, n, nlocs;
-	int rc = 1, st;
+	int rc = 1, st, gone;
 
-	if ((pr = pack_reader_open_index(s->repo, name)) == NULL)
-		return (1);
+	if ((pr = pack_reader_open_listed(s->repo, name, 1, &gone)) == NULL)
+		return (gone ? 2 : 1);
 	vp.s = s;
 	vp.pack = name;
 	sink.arg = &vp;
@@ -715,6 +719,7 @@ engine_sync(struct repo *r, struct catalog *c, struct sync_result *res)
 	if (repo_list_packs(r, &in_repo, &nrepo) ||
 	    catalog_pack_names(c, &in_cat, &ncat))
 		goto out;
+	tuning_raise_at("sync-listed");
 	if (nrepo > 0 && (fresh = calloc(nrepo, sizeof(*fresh))) == NULL) {
 		log_error("out of memory");
 		goto out;

@@ -639,9 +639,10 @@ bad:
 }
 
 /* with_key: unseal the pack key (a full key); else the index only, and
- * the index and view records only (the index key). */
+ * the index and view records only (the index key).  gone: not NULL, a
+ * missing pack is not reported but said there. */
 static struct pack_reader *
-reader_open(struct repo *r, const char *name, int with_key)
+reader_open(struct repo *r, const char *name, int with_key, int *gone)
 {
 	uint8_t hdr[PACK_HEADER_BYTES], id[16];
 	char obj[RP_PACK_OBJ_MAX];
@@ -661,7 +662,10 @@ reader_open(struct repo *r, const char *name, int with_key)
 	    (rc = storage_open(r->st, obj, &p->obj, &p->size)) < 0)
 		goto err;
 	if (rc == STORAGE_MISSING) {
-		log_error("pack '%s' is missing", p->path);
+		if (gone != NULL)
+			*gone = 1;
+		else
+			log_error("pack '%s' is missing", p->path);
 		goto err;
 	}
 	if (p->size < sizeof(hdr)) {
@@ -716,13 +720,23 @@ err:
 struct pack_reader *
 pack_reader_open(struct repo *r, const char *name)
 {
-	return (reader_open(r, name, 1));
+	return (reader_open(r, name, 1, NULL));
 }
 
 struct pack_reader *
 pack_reader_open_index(struct repo *r, const char *name)
 {
-	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r))));
+	return (reader_open(r, name, !ccrypto_keys_write_only(repo_keys(r)),
+	    NULL));
+}
+
+struct pack_reader *
+pack_reader_open_listed(struct repo *r, const char *name, int index_only,
+    int *gone)
+{
+	*gone = 0;
+	return (reader_open(r, name, !index_only ||
+	    !ccrypto_keys_write_only(repo_keys(r)), gone));
 }
 
 /*

@@ -1,5 +1,5 @@
 #!/bin/bash
-test_description='a backup that starts while a forget is under way (its plan made, nothing written yet) waits for it, then builds on what it kept: its snapshot keeps its parent in the forgetting host'"'"'s catalog and through a prune, on a local repository and on object storage'
+test_description='a backup that starts while a forget is under way (its plan made, nothing written yet) waits for it, then builds on what it kept: its snapshot keeps its parent in the forgetting host'"'"'s catalog and through a prune, on a local repository and on object storage; a pack a prune deletes while a sync reads is not damage'
 . "$(dirname "$0")/../lib.sh"
 require_coffer
 require_treecmp
@@ -79,6 +79,28 @@ test_expect_success 'a backup beside a forget in progress waits for it' '
 
 test_expect_success 'its snapshot keeps its parent, through a prune' '
 	kept local
+'
+
+# A prune beside deletes packs between a sync's listing and its reads:
+# a pack gone since the listing is not damage, and nothing is reported.
+test_expect_success 'a pack gone between a sync'"'"'s listing and its read is not damage' '
+	host 4 &&
+	mkdir -p gsrc && echo a >gsrc/a &&
+	coffer -r "$R" backup gone gsrc &&
+	touch stamp && sleep 1 &&
+	echo b >gsrc/b &&
+	coffer -r "$R" backup gone gsrc &&
+	host 5 &&
+	{ COFFER_TEST_RAISE=sync-listed:1:STOP "$COFFER" -r "$R" \
+		snapshots --json gone >g.json 2>g.err & } &&
+	gpid=$! &&
+	stopped $gpid &&
+	find repo/packs -type f -newer stamp -print -delete >deleted &&
+	test -s deleted &&
+	kill -CONT $gpid &&
+	wait $gpid &&
+	cat g.err && test_must_be_empty g.err &&
+	json_check g.json "@\$j == 1"
 '
 
 swift_prereq
