@@ -14,7 +14,9 @@
 /* Options that come before or after the command (and their environment
  * twins). */
 #define WAIT_DEFAULT 3600.0		/* an hour: cron runs do not pile up */
-#define FORGET_WAIT 600.0		/* a writer for a forget, --no-wait */
+/* A writer for a forget, with --no-wait: longer than the lease (15
+ * minutes) a forget that died on object storage leaves behind. */
+#define FORGET_WAIT 1200.0
 struct global_opts {
 	const char *repo;		/* -r, COFFER_REPO */
 	const char *key_file;		/* --key-file, COFFER_KEY_FILE */
