@@ -18,33 +18,12 @@
 #include "coffer/log.h"
 #include "coffer/repo.h"
 #include "tap.h"
+#include "testutil.h"
 
 #define NREC 4
 #define RECLEN 5000
 
 static char tmpdir[] = "/tmp/coffer-t-pack.XXXXXX";
-
-static struct repo *
-make_repo(const char *name)
-{
-	struct repo_init_opts o;
-	char path[256], key[256];
-	struct repo *r;
-
-	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-	snprintf(key, sizeof(key), "%s/%s.key", tmpdir, name);
-	memset(&o, 0, sizeof(o));
-	o.key_file = key;
-	if (repo_init(path, &o))
-		return (NULL);
-	if ((r = repo_open(path)) == NULL)
-		return (NULL);
-	if (repo_unlock(r, key, NULL, 0)) {
-		repo_close(r);
-		return (NULL);
-	}
-	return (r);
-}
 
 /* Write NREC records of RECLEN random bytes (raw) plus one compressed. */
 static int
@@ -140,8 +119,8 @@ main(void)
 
 	if (ccrypto_init() || mkdtemp(tmpdir) == NULL)
 		return (1);
-	r = make_repo("a");
-	r2 = make_repo("b");
+	r = test_repo_make(tmpdir, "a");
+	r2 = test_repo_make(tmpdir, "b");
 	ok(r && r2, "two repositories created");
 	if (!r || !r2)
 		return (tap_done());

@@ -146,26 +146,6 @@ refused_forged(const struct got *g)
 	    strstr(g->err, "forged?") != NULL);
 }
 
-static struct repo *
-make_repo(const char *name)
-{
-	struct repo_init_opts o;
-	char path[256], key[256];
-	struct repo *r;
-
-	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-	snprintf(key, sizeof(key), "%s/%s.key", tmpdir, name);
-	memset(&o, 0, sizeof(o));
-	o.key_file = key;
-	if (repo_init(path, &o) || (r = repo_open(path)) == NULL)
-		return (NULL);
-	if (repo_unlock(r, key, NULL, 0)) {
-		repo_close(r);
-		return (NULL);
-	}
-	return (r);
-}
-
 /* The repository of full as a write-only key opens it: the key file
  * coffer key export --write-only writes, then unlocked with it. */
 static struct repo *
@@ -221,8 +201,8 @@ main(void)
 
 	if (ccrypto_init() || mkdtemp(tmpdir) == NULL)
 		return (1);
-	ra = make_repo("a");
-	rb = make_repo("b");
+	ra = test_repo_make(tmpdir, "a");
+	rb = test_repo_make(tmpdir, "b");
 	ok(ra != NULL && rb != NULL, "two repositories, each with a full key");
 	if (ra == NULL || rb == NULL)
 		goto done;

@@ -1,7 +1,8 @@
 /*
  * Helpers shared by coffer's unit tests (header-only): removing a test's
  * scratch tree, reproducible pseudo-random numbers, a fingerprint of
- * bytes, a little-endian store, what the code under test wrote to stderr.
+ * bytes, a little-endian store, what the code under test wrote to stderr,
+ * a new repository unlocked by a key file.
  */
 #ifndef COFFER_TESTUTIL_H
 #define COFFER_TESTUTIL_H
@@ -10,8 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "coffer/repo.h"
 
 static inline int
 testutil_rm_one(const char *path, const struct stat *sb, int flag,
@@ -107,6 +111,28 @@ stderr_capture_end(struct stderr_capture *cap)
 	fclose(cap->f);
 	cap->f = NULL;
 	return (cap->buf);
+}
+
+/* A new repository dir/name, made with a raw key file dir/name.key (no
+ * passphrase), opened and unlocked by it; NULL (reported) on failure. */
+static inline struct repo *
+test_repo_make(const char *dir, const char *name)
+{
+	struct repo_init_opts o;
+	char path[256], key[256];
+	struct repo *r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(key, sizeof(key), "%s/%s.key", dir, name);
+	memset(&o, 0, sizeof(o));
+	o.key_file = key;
+	if (repo_init(path, &o) || (r = repo_open(path)) == NULL)
+		return (NULL);
+	if (repo_unlock(r, key, NULL, 0)) {
+		repo_close(r);
+		return (NULL);
+	}
+	return (r);
 }
 
 #endif
