@@ -83,17 +83,14 @@ enum { REPO_UNLOCKED, REPO_LOCKED_SHARED, REPO_LOCKED };
 int repo_lock_held(const struct repo *r);
 /* 1 once the lock held is a lease that may be another's (storage_lock_lost). */
 int repo_lock_lost(const struct repo *r);
-/* Who holds the writer lock (storage_lock_holders).  0 or -1. */
-struct storage_holder;
-int repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n);
 /*
  * A holder, from its info line ("host H pid P since T command C dataset
  * D", the last two when set): repo_lock_parse, 0 or -1 when the line is
  * not one (another program's); since_ns 0 when its time cannot be read.
- * repo_lock_list: the live holders (with others, but this process's own
- * lock), exclusive first, malloc'd into *v (free()); one whose line is
- * not one has only info, shared and expires (since_ns 0: as old as can
- * be).  repo_lock_dataset: the dataset this process backs up, for its
+ * repo_lock_list: the live holders of the writer lock (with others set,
+ * all but this process's own), exclusive first, malloc'd into *v
+ * (free()); one whose line is not one has only info, shared and expires
+ * (since_ns 0: as old as can be).  repo_lock_dataset: the dataset this process backs up, for its
  * line.  0 or -1 (reported).
  */
 struct repo_lock_who {

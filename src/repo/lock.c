@@ -89,12 +89,6 @@ repo_lock_lost(const struct repo *r)
 }
 
 int
-repo_lock_holders(struct repo *r, struct storage_holder **v, size_t *n)
-{
-	return (storage_lock_holders(r->st, "writer", v, n));
-}
-
-int
 repo_lock_parse(const char *info, struct repo_lock_who *w)
 {
 	char when[48];
@@ -147,7 +141,7 @@ repo_lock_list(struct repo *r, int others, struct repo_lock_who **v,
 
 	*v = NULL;
 	*n = 0;
-	if (repo_lock_holders(r, &h, &nh))
+	if (storage_lock_holders(r->st, "writer", &h, &nh))
 		return (-1);
 	if ((w = calloc(nh + 1, sizeof(*w))) == NULL) {
 		free(h);
