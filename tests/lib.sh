@@ -399,6 +399,14 @@ swift_start() {
 	eval "$swift_env_"
 }
 
+# swift_credentials: the started store's S3 credentials in the
+# environment, as a user's (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+swift_credentials() {
+	AWS_ACCESS_KEY_ID=$SWIFT_ACCESS_KEY &&
+	AWS_SECRET_ACCESS_KEY=$SWIFT_SECRET_KEY &&
+	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+}
+
 # mktree DIR [--small]: the hostile tree (tests/tools/mktree.sh).
 mktree() {
 	"$MKTREE" "$@"

@@ -249,9 +249,7 @@ fi
 
 test_expect_success SWIFT 'setup: the same on a bucket of a Swift object store' '
 	swift_start &&
-	AWS_ACCESS_KEY_ID=$SWIFT_ACCESS_KEY &&
-	AWS_SECRET_ACCESS_KEY=$SWIFT_SECRET_KEY &&
-	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY &&
+	swift_credentials &&
 	R=s3:$SWIFT_S3_URL/fleet/repo &&
 	for h in $HOSTS; do
 		rm -rf "$TMP/host$h-state" src$h/own-* || return 1

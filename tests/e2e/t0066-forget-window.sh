@@ -107,9 +107,7 @@ swift_prereq
 
 test_expect_success SWIFT 'on object storage: a repository' '
 	swift_start &&
-	AWS_ACCESS_KEY_ID=$SWIFT_ACCESS_KEY &&
-	AWS_SECRET_ACCESS_KEY=$SWIFT_SECRET_KEY &&
-	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY &&
+	swift_credentials &&
 	R=s3:$SWIFT_S3_URL/window/repo &&
 	rm -rf "$TMP"/host*-state &&
 	coffer_init_keyfile "$R" "$TMP/s3.key"

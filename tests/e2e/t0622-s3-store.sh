@@ -19,9 +19,7 @@ error_line() {
 
 test_expect_success 'setup: a store, its credentials in the environment' '
 	swift_start &&
-	AWS_ACCESS_KEY_ID=$SWIFT_ACCESS_KEY &&
-	AWS_SECRET_ACCESS_KEY=$SWIFT_SECRET_KEY &&
-	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY &&
+	swift_credentials &&
 	http=s3:$SWIFT_S3_URL https=s3:$SWIFT_S3_HTTPS_URL
 '
 

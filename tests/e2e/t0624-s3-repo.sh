@@ -29,9 +29,7 @@ snap() {
 
 test_expect_success 'setup: a store, credentials in the environment, a tree' '
 	swift_start &&
-	AWS_ACCESS_KEY_ID=$SWIFT_ACCESS_KEY &&
-	AWS_SECRET_ACCESS_KEY=$SWIFT_SECRET_KEY &&
-	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY &&
+	swift_credentials &&
 	R=s3:$SWIFT_S3_URL/fleet/repo &&
 	mktree src --small &&
 	random_file src/ckpt.bin 20
