@@ -407,6 +407,18 @@ swift_credentials() {
 	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
 }
 
+# wait_stopped PID: wait (30 s at most) until process PID is stopped (a
+# COFFER_TEST_RAISE=POINT:N:STOP reached its point).
+wait_stopped() {
+	wait_stopped_n_=0 &&
+	until test "$(awk "{ print \$3 }" "/proc/$1/stat" 2>/dev/null)" = T
+	do
+		sleep 0.1
+		wait_stopped_n_=$((wait_stopped_n_ + 1))
+		test $wait_stopped_n_ -lt 300 || return 1
+	done
+}
+
 # mktree DIR [--small]: the hostile tree (tests/tools/mktree.sh).
 mktree() {
 	"$MKTREE" "$@"

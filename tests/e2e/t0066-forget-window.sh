@@ -7,17 +7,6 @@ require_treecmp
 # host N: the state (catalog) of simulated host N.
 host() { export XDG_STATE_HOME=$TMP/host$1-state; mkdir -p "$XDG_STATE_HOME"; }
 
-# stopped PID: wait (30 s at most) until process PID is stopped.
-stopped() {
-	n=0 &&
-	until test "$(awk "{ print \$3 }" "/proc/$1/stat" 2>/dev/null)" = T
-	do
-		sleep 0.1
-		n=$((n + 1))
-		test $n -lt 300 || return 1
-	done
-}
-
 # window TAG: in repository $R, dataset TAG has a full and a differential
 # on it.  Host 1 runs forget --keep-last 1, which keeps the differential,
 # rebases it onto nothing (a full) and forgets the full; it stops itself
@@ -36,7 +25,7 @@ window() {
 	{ XDG_STATE_HOME=$TMP/host1-state COFFER_TEST_RAISE=forget-planned:1:STOP \
 		"$COFFER" -r "$R" forget --keep-last 1 >f.out 2>f.err & } &&
 	fpid=$! &&
-	stopped $fpid &&
+	wait_stopped $fpid &&
 	echo three >"src-$1/note" && random_file "src-$1/new" 1 &&
 	rm -rf "want-$1" && cp -a "src-$1" "want-$1" &&
 	{ XDG_STATE_HOME=$TMP/host2-state "$COFFER" -v --no-wait -r "$R" \
@@ -94,7 +83,7 @@ test_expect_success 'a pack gone between a sync'"'"'s listing and its read is no
 	{ COFFER_TEST_RAISE=sync-listed:1:STOP "$COFFER" -r "$R" \
 		snapshots --json gone >g.json 2>g.err & } &&
 	gpid=$! &&
-	stopped $gpid &&
+	wait_stopped $gpid &&
 	find repo/packs -type f -newer stamp -print -delete >deleted &&
 	test -s deleted &&
 	kill -CONT $gpid &&
