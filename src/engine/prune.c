@@ -114,6 +114,8 @@ struct prune {
 	size_t others;
 	int64_t oldest_ns;
 	int64_t margin_ns, lag_ns;
+	/* This run's mark: its time, and when its put was done. */
+	int64_t mark_ns, mark_done_ns;
 	int phase2;			/* plan: the condemned packs' fates */
 	const struct catalog_prune_pack *pk;	/* for marks_live */
 	const enum fate *fate;		/* phase 2's, for marks_live */
@@ -280,6 +282,16 @@ young(const struct prune *p, const struct catalog_prune_pack *k)
 	return (p->others > 0 && k->seen_ns >= p->oldest_ns - p->margin_ns);
 }
 
+/* When a mark of time t was in the repository: its time is taken before
+ * its put, which the margin covers; of this run's own mark, when the put
+ * was done, so that a writer that began during the put counts as before
+ * it, whatever the margin. */
+static int64_t
+mark_time(const struct prune *p, int64_t t)
+{
+	return (p->mark_ns != 0 && t == p->mark_ns ? p->mark_done_ns : t);
+}
+
 /* Did every other writer begin after time t plus the margin (so its
  * sync saw a mark of time t)? */
 static int
@@ -294,6 +306,7 @@ writers_after(const struct prune *p, int64_t t)
 static int
 mark_ripe(const struct prune *p, int64_t t)
 {
+	t = mark_time(p, t);
 	return (now_realtime_ns() >= t + p->lag_ns && writers_after(p, t));
 }
 
@@ -586,6 +599,8 @@ mark(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
 	    (w = pack_writer_new(p->repo)) == NULL ||
 	    view_write(w, p->repo, &v) || pack_writer_finish(w, &info))
 		goto out;
+	p->mark_ns = t;
+	p->mark_done_ns = now_realtime_ns();
 	p->res->packs_written++;
 	p->res->bytes_written += info.size;
 	if (catalog_begin(p->cat))
@@ -725,7 +740,8 @@ waiting(const struct prune *p, const struct catalog_prune_pack *pk,
 			continue;
 		k++;
 		*bytes += pk[i].size;
-		t = fate[i] == MARK ? now_realtime_ns() : pk[i].condemned_ns;
+		t = fate[i] == MARK ? now_realtime_ns() :
+		    mark_time(p, pk[i].condemned_ns);
 		if (writers_after(p, t) &&
 		    (*soonest == 0 || t + p->lag_ns < *soonest))
 			*soonest = t + p->lag_ns;
