@@ -143,7 +143,8 @@ int catalog_record_sid(const void *img, size_t len,
  * index; journal: it holds a journal record) and the location of each
  * chunk of its index.  A chunk known
  * without a location gets this one; one located elsewhere keeps its
- * place.  All or nothing.
+ * place, and this one is noted as a copy (catalog_chunk_copies_place).
+ * All or nothing.
  *
  * catalog_record_peek: the metadata of a snapshot record's image (the
  * rows catalog_snapshot_export wrote, signature already checked).

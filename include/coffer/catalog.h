@@ -21,7 +21,7 @@
  * drills, runs, key uses, bundles), catalog-prune.h (forget, prune) and
  * catalog-known.h (what a write-only key knows).
  */
-#define CATALOG_SCHEMA_VERSION 2	/* the catalog's format (its user_version) */
+#define CATALOG_SCHEMA_VERSION 3	/* the catalog's format (its user_version) */
 
 struct catalog;
 

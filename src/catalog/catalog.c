@@ -70,6 +70,13 @@
  * - chunk.damaged: found damaged or missing (verify, restore, drill); it
  *   counts as not stored, so the next backup that meets its content
  *   stores it again, and the new copy's location clears the mark.
+ * - chunk_copy: the other packs that hold a chunk, as their indexes say
+ *   (two hosts that stored it at once, each in a pack of its own).  A
+ *   chunk has one location; when its pack goes (another host's prune,
+ *   which judged by a catalog that located the chunk in the other copy),
+ *   or is condemned, or the chunk is found damaged there, a copy takes
+ *   its place (catalog_packs_gone_drop).  Rows only for chunks stored
+ *   more than once: a few, unless hosts race.
  * - pack.journal: whether a pack holds a journal record (1), as its
  *   index says: what every bundle carries.
  * - known_snapshot: the snapshots a write-only key knows only from the
@@ -188,6 +195,18 @@ static const char schema[] =
 	"	damaged INTEGER NOT NULL DEFAULT 0\n"
 	");\n"
 	"CREATE INDEX chunk_pack ON chunk(pack_id) WHERE pack_id IS NOT NULL;\n"
+	"CREATE TABLE chunk_copy (\n"
+	"	chunk_id INTEGER NOT NULL\n"
+	"		REFERENCES chunk(id) ON DELETE CASCADE,\n"
+	"	pack_id INTEGER NOT NULL REFERENCES pack(id) ON DELETE CASCADE,\n"
+	"	pack_offset INTEGER NOT NULL,\n"
+	"	plain_len INTEGER NOT NULL,\n"
+	"	stored_len INTEGER NOT NULL,\n"
+	"	type INTEGER NOT NULL,\n"
+	"	flags INTEGER NOT NULL,\n"
+	"	PRIMARY KEY (chunk_id, pack_id)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX chunk_copy_pack ON chunk_copy(pack_id);\n"
 	"CREATE TABLE content (\n"
 	"	id INTEGER PRIMARY KEY,\n"
 	"	hash BLOB NOT NULL UNIQUE,\n"

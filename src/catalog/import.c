@@ -29,12 +29,27 @@ catalog_pack_names(struct catalog *c, char ***names, size_t *n)
 	    "list packs", NULL, 0, names, n));
 }
 
+/* Run st with ?1..?7: chunk loc's id, pack and place in it. */
+static int
+step_loc(sqlite3_stmt *st, const struct catalog_chunk_loc *loc, int64_t pack)
+{
+	sqlite3_reset(st);
+	sqlite3_bind_blob(st, 1, loc->cid, 32, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, pack);
+	sqlite3_bind_int64(st, 3, (int64_t)loc->pack_offset);
+	sqlite3_bind_int64(st, 4, loc->plain_len);
+	sqlite3_bind_int64(st, 5, loc->stored_len);
+	sqlite3_bind_int(st, 6, loc->type);
+	sqlite3_bind_int(st, 7, loc->flags);
+	return (sqlite3_step(st));
+}
+
 int
 catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
     const uint8_t hash[32], const struct catalog_chunk_loc *locs, size_t n,
     int journal)
 {
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st = NULL, *copy = NULL;
 	int64_t pack;
 	size_t i;
 	int ret = -1;
@@ -51,7 +66,9 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 	 * marked damaged (another host healed it), in a pack that is gone
 	 * (another host repacked it) or in one a prune condemned (whose live
 	 * chunks it copies out before the pack goes) gets this one; a chunk
-	 * stored twice (two hosts raced) keeps the place it has.
+	 * stored twice (two hosts raced) keeps the place it has, and this
+	 * one is noted as a copy: the place it has may go in a prune that
+	 * judged by another host's catalog, which located it here.
 	 */
 	if ((st = cat_prepare(c, "INSERT INTO chunk(cid, pack_id, pack_offset,"
 	    " plain_len, stored_len, type, flags)"
@@ -65,26 +82,29 @@ catalog_pack_import(struct catalog *c, const char *name, uint64_t size,
 	    " OR chunk.pack_id IN (SELECT id FROM temp.gone)"
 	    " OR EXISTS (SELECT 1 FROM pack p JOIN condemned d"
 	    " ON d.name = p.name WHERE p.id = chunk.pack_id)",
+	    "import a pack")) == NULL ||
+	    (copy = cat_prepare(c, "INSERT INTO chunk_copy(chunk_id, pack_id,"
+	    " pack_offset, plain_len, stored_len, type, flags)"
+	    " SELECT id, ?2, ?3, ?4, ?5, ?6, ?7 FROM chunk"
+	    " WHERE cid = ?1 AND pack_id IS NOT ?2 ON CONFLICT DO NOTHING",
 	    "import a pack")) == NULL)
 		goto out;
 	for (i = 0; i < n; i++) {
-		sqlite3_reset(st);
-		sqlite3_bind_blob(st, 1, locs[i].cid, 32, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, pack);
-		sqlite3_bind_int64(st, 3, (int64_t)locs[i].pack_offset);
-		sqlite3_bind_int64(st, 4, locs[i].plain_len);
-		sqlite3_bind_int64(st, 5, locs[i].stored_len);
-		sqlite3_bind_int(st, 6, locs[i].type);
-		sqlite3_bind_int(st, 7, locs[i].flags);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			log_error("cannot import pack '%s': %s", name,
-			    sqlite3_errmsg(c->db));
-			goto out;
-		}
+		if (step_loc(st, &locs[i], pack) != SQLITE_DONE)
+			goto fail;
+		if (sqlite3_changes(c->db) > 0)
+			continue;
+		/* Located elsewhere, and kept there. */
+		if (step_loc(copy, &locs[i], pack) != SQLITE_DONE)
+			goto fail;
 	}
 	ret = 0;
+	goto out;
+fail:
+	log_error("cannot import pack '%s': %s", name, sqlite3_errmsg(c->db));
 out:
 	sqlite3_finalize(st);
+	sqlite3_finalize(copy);
 	if (ret == 0)
 		return (cat_release(c));
 	cat_rollback_to(c);

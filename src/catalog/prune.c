@@ -128,6 +128,8 @@ catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n)
 		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
 		"DELETE FROM condemned WHERE name ="
 		" (SELECT name FROM pack WHERE id = ?1)",
+		"DELETE FROM chunk_copy WHERE pack_id = ?1"
+		" OR chunk_id NOT IN (SELECT id FROM chunk)",
 		"DELETE FROM pack WHERE id = ?1",
 	};
 	sqlite3_stmt *st = NULL;
@@ -203,6 +205,61 @@ catalog_packs_gone(struct catalog *c, const char *const *names, size_t n)
 }
 
 int
+catalog_chunk_copies_place(struct catalog *c)
+{
+	static const char *const sql[] = {
+		"CREATE TEMP TABLE IF NOT EXISTS gone"
+		" (id INTEGER PRIMARY KEY)",
+		/* The copies that may take a place: in a pack not gone. */
+		"CREATE TEMP TABLE IF NOT EXISTS copy_ok (chunk_id INTEGER,"
+		" pack_id INTEGER, pack_offset INTEGER, plain_len INTEGER,"
+		" stored_len INTEGER, type INTEGER, flags INTEGER,"
+		" condemned INTEGER)",
+		"DELETE FROM temp.copy_ok",
+		"INSERT INTO temp.copy_ok SELECT k.chunk_id, k.pack_id,"
+		" k.pack_offset, k.plain_len, k.stored_len, k.type, k.flags,"
+		" EXISTS (SELECT 1 FROM condemned d WHERE d.name = p.name)"
+		" FROM chunk_copy k JOIN pack p ON p.id = k.pack_id"
+		" WHERE k.pack_id NOT IN (SELECT id FROM temp.gone)",
+		/* A copy takes the place of a chunk whose pack went, or is
+		 * damaged there; of one in a condemned pack, if the copy's
+		 * pack is not condemned (doc/design.md, rule 5). */
+		"UPDATE chunk SET (pack_id, pack_offset, plain_len,"
+		" stored_len, type, flags, damaged) ="
+		" (SELECT pack_id, pack_offset, plain_len, stored_len, type,"
+		" flags, 0 FROM temp.copy_ok k WHERE k.chunk_id = chunk.id"
+		" ORDER BY k.condemned, k.pack_id LIMIT 1)"
+		" WHERE id IN (SELECT chunk_id FROM temp.copy_ok)"
+		" AND (pack_id IS NULL OR damaged = 1"
+		" OR pack_id IN (SELECT id FROM temp.gone)"
+		" OR (pack_id IN (SELECT p.id FROM pack p JOIN condemned d"
+		" ON d.name = p.name) AND id IN (SELECT chunk_id FROM"
+		" temp.copy_ok WHERE condemned = 0)))",
+		/* The copies that went, or that are the place now. */
+		"DELETE FROM chunk_copy WHERE pack_id IN"
+		" (SELECT id FROM temp.gone) OR pack_id ="
+		" (SELECT pack_id FROM chunk WHERE id = chunk_copy.chunk_id)",
+	};
+	int64_t any = 0;
+	size_t i;
+
+	/* None, but where hosts raced. */
+	if (cat_run(c, "SELECT 1 FROM chunk_copy LIMIT 1",
+	    "place the copies of chunks", NULL, 0, cat_row_int64, &any) < 0)
+		return (-1);
+	if (any == 0)
+		return (0);
+	if (cat_exec(c, "BEGIN IMMEDIATE", "place the copies of chunks"))
+		return (-1);
+	for (i = 0; i < sizeof(sql) / sizeof(sql[0]); i++)
+		if (cat_exec(c, sql[i], "place the copies of chunks")) {
+			catalog_rollback(c);
+			return (-1);
+		}
+	return (cat_exec(c, "COMMIT", "place the copies of chunks"));
+}
+
+int
 catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 {
 	static const char *const sql[] = {
@@ -221,6 +278,10 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 		"DELETE FROM pack WHERE id IN (SELECT id FROM temp.gone)"
 		" AND id NOT IN (SELECT pack_id FROM chunk"
 		" WHERE pack_id IS NOT NULL)",
+		/* Copies of the chunk rows dropped (foreign keys may be
+		 * off: a row id is used again). */
+		"DELETE FROM chunk_copy WHERE chunk_id NOT IN"
+		" (SELECT id FROM chunk)",
 	};
 	size_t i;
 

@@ -568,12 +568,15 @@ out:
 	return (rc);
 }
 
-/* Drop the gone packs nothing needs; count the others as missing. */
+/* The chunks of gone (or condemned) packs to their copies; drop the gone
+ * packs nothing needs; count the others as missing. */
 static int
 drop_gone(struct sync *s, size_t ngone)
 {
 	size_t dropped;
 
+	if (catalog_chunk_copies_place(s->cat))
+		return (-1);
 	if (ngone == 0)
 		return (0);
 	if (catalog_packs_gone_drop(s->cat, &dropped))

@@ -120,16 +120,18 @@ for damage in truncated zeroed junk; do
 	'
 done
 
-# A catalog of another format (a development build's 11, a later
-# coffer's 3) is a cache like any: moved aside, rebuilt, one warning.
-for v in 11 3; do
+# A catalog of another format (a development build's 11, an earlier
+# coffer's, a later coffer's) is a cache like any: moved aside, rebuilt,
+# one warning.
+cur=$(sqlite3 "$TMP/catalog-old/catalog.db" "PRAGMA user_version")
+for v in 11 $((cur - 1)) $((cur + 1)); do
 	test_expect_success "a catalog of format $v: moved aside with one warning, rebuilt" '
 		rm -rf "$CATDIR" && cp -a catalog-old "$CATDIR" &&
 		sqlite3 "$CATDIR/catalog.db" "PRAGMA user_version = '$v'" &&
 		coffer -r repo snapshots --json >s.json 2>err &&
 		cat err &&
 		test_line_count = 1 err &&
-		grep "^warning: catalog .* has format '$v', not this coffer.s 2: moved aside to .*/catalog.db.v'$v'-.* and rebuilt from the repository" err &&
+		grep "^warning: catalog .* has format '$v', not this coffer.s '$cur': moved aside to .*/catalog.db.v'$v'-.* and rebuilt from the repository" err &&
 		ls "$CATDIR"/catalog.db.v'$v'-* &&
 		listing after &&
 		test_cmp reference after

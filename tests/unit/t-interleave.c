@@ -7,10 +7,10 @@
  * whole operation of another host, which may nest one more (DEPTH_MAX).
  * A schedule is a seed: ROUNDS operations from the top, the source trees
  * changing between them.  At its end, from a catalog rebuilt from the
- * repository alone: every snapshot whose backup succeeded and that no
- * forget removed is complete and restores exactly what its backup read,
- * and verify finds every complete snapshot's chunks where the indexes
- * say.
+ * repository alone and from each host's own: every snapshot whose backup
+ * succeeded and that no forget removed is complete and restores exactly
+ * what its backup read, and verify finds every complete snapshot's
+ * chunks where the indexes say.
  *
  * The schedule of a seed is the same at every run: nesting happens only
  * where no pack's put is under way on a writer's thread.  What it leads
@@ -476,9 +476,11 @@ same_tree(const char *dir, const struct tree *t)
 	return (ok && found == present);
 }
 
-/* The end of a schedule, from a catalog the repository alone rebuilds. */
+/* The end of a schedule, from catalog (name: which, for the messages):
+ * every snapshot not forgotten is complete and restores what its backup
+ * read, and verify finds nothing damaged. */
 static void
-check_repository(int round)
+check_catalog(const char *catalog, const char *name, int round)
 {
 	struct catalog_snapshot cs;
 	struct restore_opts ro;
@@ -487,13 +489,12 @@ check_repository(int round)
 	struct verify_result vr;
 	struct repo *r;
 	struct catalog *c;
-	char catalog[PATH_MAX], target[640];
+	char target[640];
 	enum engine_result er;
 	size_t i;
 
-	snprintf(catalog, sizeof(catalog), "%s/rebuilt%d.db", S.dir, round);
 	if (open_repo(catalog, 0, 0, &r, &c)) {
-		fail("the repository does not open");
+		fail("the repository does not open (%s)", name);
 		return;
 	}
 	for (i = 0; i < S.nsnaps && S.failure[0] == '\0'; i++) {
@@ -503,22 +504,22 @@ check_repository(int round)
 		if (catalog_snapshot_find_sid(c, S.snaps[i].sid, &cs) != 1 ||
 		    cs.state != SNAP_COMPLETE) {
 			fail("snapshot %zu (host %d) is not complete in the "
-			    "repository", i + 1, S.snaps[i].host);
+			    "repository (%s)", i + 1, S.snaps[i].host, name);
 			catalog_snapshot_release(&cs);
 			break;
 		}
-		snprintf(target, sizeof(target), "%s/restore%d-%zu", S.dir,
-		    round, i);
+		snprintf(target, sizeof(target), "%s/restore%d-%s-%zu", S.dir,
+		    round, name, i);
 		memset(&ro, 0, sizeof(ro));
 		ro.target = target;
 		ro.threads = 1;
 		er = engine_restore(r, c, &cs, &ro, &rr);
 		if (er != ENGINE_OK)
-			fail("snapshot %zu (host %d) does not restore (%d)",
-			    i + 1, S.snaps[i].host, (int)er);
+			fail("snapshot %zu (host %d) does not restore (%d, "
+			    "%s)", i + 1, S.snaps[i].host, (int)er, name);
 		else if (!same_tree(target, &S.snaps[i].read))
-			fail("snapshot %zu (host %d) restores another tree",
-			    i + 1, S.snaps[i].host);
+			fail("snapshot %zu (host %d) restores another tree "
+			    "(%s)", i + 1, S.snaps[i].host, name);
 		catalog_snapshot_release(&cs);
 		N.checked++;
 	}
@@ -528,11 +529,30 @@ check_repository(int round)
 		memset(&vr, 0, sizeof(vr));
 		if ((er = engine_verify(r, c, &vo, &vr)) != ENGINE_OK)
 			fail("verify --read-data: %d (%zu damaged chunks, "
-			    "%zu bad records)", (int)er, vr.ndamage,
-			    vr.nbad_records);
+			    "%zu bad records, %s)", (int)er, vr.ndamage,
+			    vr.nbad_records, name);
 		engine_verify_result_release(&vr);
 	}
 	engine_close(r, c);
+}
+
+/* From a catalog the repository alone rebuilds, then from each host's
+ * own, brought up to date: a host whose catalog located a chunk in a
+ * pack another host's prune deleted (it held a copy) restores too. */
+static void
+check_repository(int round)
+{
+	char catalog[PATH_MAX], name[32];
+	int h;
+
+	snprintf(catalog, sizeof(catalog), "%s/rebuilt%d.db", S.dir, round);
+	check_catalog(catalog, "rebuilt", round);
+	for (h = 0; h < NHOSTS && S.failure[0] == '\0'; h++) {
+		snprintf(catalog, sizeof(catalog), "%s/host%d/catalog.db",
+		    S.dir, h);
+		snprintf(name, sizeof(name), "host%d", h);
+		check_catalog(catalog, name, round);
+	}
 }
 
 static int

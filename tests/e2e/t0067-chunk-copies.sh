@@ -1,0 +1,109 @@
+#!/bin/bash
+test_description='two hosts that back up the same data at once each store it, in a pack of their own: a prune that deletes one of the two packs (the other holds the data) leaves every host able to restore, the host whose catalog located the data in the pack that went included; and a prune on that host copies nothing out that the other pack holds'
+. "$(dirname "$0")/../lib.sh"
+require_coffer
+
+# host N: the state (catalog) of simulated host N.
+host() { export XDG_STATE_HOME=$TMP/host$1-state; mkdir -p "$XDG_STATE_HOME"; }
+
+# twice TAG A B: hosts A and B back up the same 1 MiB file at once, in
+# datasets TAG-a and TAG-b: B syncs first, then stops until A's backup is
+# done, so B's catalog does not know A's pack and B stores the file
+# again, beside 4 MiB of its own.  B then backs up without its own file
+# (the shared one deduplicated against B's pack, where B's catalog
+# locates it, A's pack a copy it learnt of) and forgets its first
+# snapshot: most of B's first pack is garbage.
+twice() {
+	rm -rf "a-$1" "b-$1" && mkdir "a-$1" "b-$1" &&
+	random_file "a-$1/shared" 1 && cp "a-$1/shared" "b-$1/shared" &&
+	random_file "b-$1/own" 4 &&
+	{ XDG_STATE_HOME=$TMP/host$3-state \
+		COFFER_TEST_RAISE=backup-synced:1:STOP \
+		"$COFFER" -r "$R" backup --json "$1-b" "b-$1" \
+		>b1.json 2>b1.err & } &&
+	bpid=$! &&
+	wait_stopped $bpid &&
+	host $2 &&
+	coffer -r "$R" backup "$1-a" "a-$1" &&
+	kill -CONT $bpid &&
+	wait $bpid &&
+	cat b1.err &&
+	json_check b1.json "\$j->{bytes_new} == 5 * 1048576" &&
+	host $3 &&
+	rm "b-$1/own" &&
+	coffer -r "$R" backup --json "$1-b" "b-$1" >b2.json &&
+	json_check b2.json "\$j->{bytes_new} == 0" &&
+	coffer -r "$R" forget --dataset "$1-b" --keep-last 1
+}
+
+# restores TAG: every host restores both datasets exactly.
+restores() {
+	for h in "$@"; do
+		host $h &&
+		rm -rf out &&
+		coffer -r "$R" restore "$1-a@latest" out &&
+		cmp "a-$1/shared" out/shared &&
+		rm -rf out &&
+		coffer -r "$R" restore "$1-b@latest" out &&
+		cmp "b-$1/shared" out/shared &&
+		test_path_is_missing out/own || return 1
+	done
+}
+
+test_expect_success 'setup: a repository' '
+	coffer_init_keyfile repo &&
+	R=$TMP/repo
+'
+
+test_expect_success 'two hosts back up the same file at once: each stores it' '
+	twice one 1 2
+'
+
+# Host 1's catalog locates the file in its own pack: B's pack holds
+# nothing it needs, and goes whole.
+test_expect_success 'a prune on the other host deletes the pack, copying nothing' '
+	host 1 &&
+	coffer -r "$R" prune --json >p.json &&
+	json_check p.json "\$j->{packs_deleted} >= 1 &&
+		\$j->{chunks_moved} == 0 && \$j->{packs_waiting} == 0"
+'
+
+test_expect_success 'the host whose catalog located the file in that pack restores it' '
+	host 2 &&
+	coffer -r "$R" snapshots >s.out 2>s.err &&
+	cat s.err && test_must_be_empty s.err &&
+	restores one 2 1 3
+'
+
+test_expect_success 'verify --read-data on that host finds nothing missing' '
+	host 2 &&
+	coffer -r "$R" verify --read-data
+'
+
+# Host 2's own prune: its catalog locates the file in the pack it
+# condemns, and knows that host 1's pack holds it too.
+test_expect_success 'a prune on the host whose pack goes copies nothing another pack holds' '
+	twice two 1 2 &&
+	host 2 &&
+	coffer -r "$R" prune --json >p.json &&
+	json_check p.json "\$j->{packs_deleted} >= 1 &&
+		\$j->{chunks_moved} == 0 && \$j->{packs_waiting} == 0" &&
+	restores two 2 1 4 &&
+	coffer -r "$R" verify --read-data
+'
+
+# The same after a catalog is built anew: it learns both copies.
+test_expect_success 'a catalog rebuilt from the repository knows both copies' '
+	twice three 1 2 &&
+	host 2 &&
+	coffer -r "$R" catalog rebuild &&
+	host 1 &&
+	coffer -r "$R" prune --json >p.json &&
+	json_check p.json "\$j->{packs_deleted} >= 1 &&
+		\$j->{chunks_moved} == 0" &&
+	restores three 2 1 5 &&
+	host 2 &&
+	coffer -r "$R" verify --read-data
+'
+
+test_done
