@@ -96,8 +96,9 @@ const char *engine_repo_path(const struct repo *r);
 /*
  * coffer init: a new repository at path (absent or an empty directory)
  * with one key, a slot for o->passphrase or the key file o->key_file.
- * 0, or -1 (reported); nothing half-made is left behind in a directory
- * that did not exist before.
+ * 0; 1 if the location is not new (objects under an s3: or rclone:
+ * prefix); or -1 (reported, both); nothing half-made is left behind in a
+ * directory that did not exist before.
  */
 int engine_init(const char *path, const struct repo_init_opts *o);
 /* Whether a repository location names object storage ("s3:..."), which

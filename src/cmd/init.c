@@ -61,7 +61,18 @@ cmd_init(int argc, char **argv, const struct global_opts *g)
 		o.passlen = passlen;
 	}
 	o.key_name = name;
-	st = engine_init(path, &o) ? STATUS_ERROR : STATUS_OK;
+	/* A location on object storage that holds objects is the same
+	 * mistake as a directory that is not empty. */
+	switch (engine_init(path, &o)) {
+	case 0:
+		st = STATUS_OK;
+		break;
+	case 1:
+		st = STATUS_USAGE;
+		break;
+	default:
+		st = STATUS_ERROR;
+	}
 	cmd_passphrase_free(pass, passlen);
 	/* Its name: what key list shows and key remove takes, should the
 	 * key file leak. */

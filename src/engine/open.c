@@ -40,12 +40,21 @@ store_mark(struct store_mark *m)
 	snprintf(m->msg, sizeof(m->msg), "%s", e->msg);
 }
 
+/* Has the store reported a failure since m? */
+static int
+store_changed(const struct store_mark *m)
+{
+	const struct storage_error *e = storage_last_error();
+
+	return (e->code != m->code || strcmp(e->msg, m->msg) != 0);
+}
+
 static int
 store_failed(const struct store_mark *m)
 {
 	const struct storage_error *e = storage_last_error();
 
-	if (e->code == m->code && strcmp(e->msg, m->msg) == 0)
+	if (!store_changed(m))
 		return (0);
 	switch (e->code) {
 	case EIO:
@@ -257,7 +266,15 @@ engine_repo_path(const struct repo *r)
 int
 engine_init(const char *path, const struct repo_init_opts *o)
 {
-	return (repo_init(path, o));
+	struct store_mark m;
+
+	store_mark(&m);
+	if (repo_init(path, o) == 0)
+		return (0);
+	/* The store found the location in use (objects under the prefix,
+	 * a coffer.conf put there meanwhile): the user's mistake. */
+	return (storage_last_error()->code == EEXIST && store_changed(&m) ?
+	    1 : -1);
 }
 
 int

@@ -102,8 +102,8 @@ test_expect_success 'an unknown remote: one error line, at open' '
 	none_left
 '
 
-test_expect_success 'init refuses a location that holds objects' '
-	test_must_fail coffer init --key-file k3 $R 2>err &&
+test_expect_success 'init refuses a location that holds objects, as a directory that is not empty (exit 2)' '
+	test_expect_code 2 coffer init --key-file k3 $R 2>err &&
 	grep "^error: .*already holds objects" err
 '
 
