@@ -1318,14 +1318,19 @@ storage_rclone_open(const char *location, unsigned flags)
 {
 	struct rcl *s;
 
+	/* Failures here are the store's too (storage_last_error): they
+	 * exit 5, not 3 as a repository that is not one would. */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_error("repository '%s': cannot set up libcurl", location);
+		storage_fail(EIO, "repository '%s': cannot set up libcurl",
+		    location);
+		log_error("%s", storage_last_error()->msg);
 		return (NULL);
 	}
 	if ((s = calloc(1, sizeof(*s))) == NULL ||
 	    (s->base.where = strdup(location)) == NULL) {
 		free(s);
-		log_error("out of memory");
+		storage_fail(ENOMEM, "out of memory");
+		log_error("%s", storage_last_error()->msg);
 		return (NULL);
 	}
 	s->base.ops = &rcl_ops;

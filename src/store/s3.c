@@ -1052,17 +1052,19 @@ storage_s3_open(const char *location, const struct storage_s3_opts *o,
 	struct s3 *s;
 	size_t i, n;
 
+	/* Failures here are the store's too (storage_last_error): they
+	 * exit 5, not 3 as a repository that is not one would. */
 	pthread_once(&once, global_init);
-	if (!global_ok) {
-		log_error("cannot start libcurl");
-		return (NULL);
-	}
-	if (strncmp(location, "s3:", 3) != 0) {
-		log_error("'%s' is not an s3: location", location);
-		return (NULL);
-	}
-	if ((s = calloc(1, sizeof(*s))) == NULL) {
-		log_error("out of memory");
+	if (!global_ok || strncmp(location, "s3:", 3) != 0 ||
+	    (s = calloc(1, sizeof(*s))) == NULL) {
+		if (!global_ok)
+			storage_fail(EIO, "cannot start libcurl");
+		else if (strncmp(location, "s3:", 3) != 0)
+			storage_fail(EINVAL, "'%s' is not an s3: location",
+			    location);
+		else
+			storage_fail(ENOMEM, "out of memory");
+		log_error("%s", storage_last_error()->msg);
 		return (NULL);
 	}
 	pthread_mutex_init(&s->mu, NULL);
