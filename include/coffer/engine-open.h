@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "coffer/engine.h"
+#include "coffer/storage.h"
 
 /*
  * A repository opened for a command (src/engine/open.c): unlocked, with
@@ -101,6 +102,18 @@ const char *engine_repo_path(const struct repo *r);
  * directory that did not exist before.
  */
 int engine_init(const char *path, const struct repo_init_opts *o);
+/*
+ * Whether a step failed in the store (the disk, the connection, the
+ * server: exit 5) or in the repository (missing, hostile or refused
+ * objects, a wrong key: exit 3): engine_store_mark before the step, and
+ * engine_store_failed after it failed, 1 if the store failed meanwhile.
+ */
+struct engine_store_mark {
+	int code;
+	char msg[STORAGE_MSG_MAX];
+};
+void engine_store_mark(struct engine_store_mark *m);
+int engine_store_failed(const struct engine_store_mark *m);
 /* Whether a repository location names object storage ("s3:..."), which
  * has no directory to check first. */
 int engine_repo_is_remote(const char *location);

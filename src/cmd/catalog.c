@@ -86,6 +86,7 @@ print_sync(const char *what, const struct sync_result *res, const char *aside)
 static int
 rebuild(const struct global_opts *g, int json)
 {
+	struct engine_store_mark m;
 	struct sync_result res;
 	struct jw j;
 	struct repo *r;
@@ -94,10 +95,11 @@ rebuild(const struct global_opts *g, int json)
 
 	if ((st = cmd_open(g, OPEN_KEYS, &r, NULL)) != STATUS_OK)
 		return (st);
+	engine_store_mark(&m);
 	if (engine_catalog_rebuild(r, g->catalog, g->wait, &res, aside,
 	    sizeof(aside))) {
 		cmd_close(r, NULL);
-		return (STATUS_REPO);
+		return (cmd_repo_failure(&m));
 	}
 	if (json) {
 		jw_init(&j, stdout);
@@ -180,6 +182,7 @@ check_views(struct repo *r, struct catalog *c, const struct sync_result *res,
 static int
 check(const struct global_opts *g, int json)
 {
+	struct engine_store_mark m;
 	struct sync_result res;
 	struct verify_opts vo;
 	struct verify_result vr;
@@ -191,9 +194,10 @@ check(const struct global_opts *g, int json)
 	if ((st = cmd_open(g, OPEN_KEYS, &r, &c)) != STATUS_OK)
 		return (st);
 	/* Once more, for the counts: an up-to-date catalog reads nothing. */
+	engine_store_mark(&m);
 	if (engine_catalog_resync(r, c, &res)) {
 		cmd_close(r, c);
-		return (STATUS_REPO);
+		return (cmd_repo_failure(&m));
 	}
 	if (engine_key_write_only(r)) {
 		st = check_views(r, c, &res, json);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "coffer/engine-check.h"
+#include "coffer/engine-open.h"
 #include "coffer/engine-query.h"
 #include "coffer/engine.h"
 #include "coffer/jw.h"
@@ -290,6 +291,12 @@ int cmd_snapshot(struct catalog *c, const char *name,
  * ENGINE_INTERRUPTED is 128 + the signal, as a shell reports it.
  */
 int cmd_status(enum engine_result res);
+/*
+ * The exit status of a repository step that failed after the open (a key
+ * change, a rebuild), m marked before it: STATUS_ERROR when the store
+ * failed meanwhile (a server gone, a disk that fails), else STATUS_REPO.
+ */
+int cmd_repo_failure(const struct engine_store_mark *m);
 
 /*
  * A passphrase from --passphrase-file (its first line; refused unless the

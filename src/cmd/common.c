@@ -364,6 +364,12 @@ cmd_status(enum engine_result res)
 }
 
 int
+cmd_repo_failure(const struct engine_store_mark *m)
+{
+	return (engine_store_failed(m) ? STATUS_ERROR : STATUS_REPO);
+}
+
+int
 cmd_snapshot_paths(char **paths, size_t n)
 {
 	size_t i, len;

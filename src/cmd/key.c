@@ -94,14 +94,16 @@ add_slot(struct repo *r, const char *newfile, uint64_t mem, int wo)
 static int
 open_locked(const struct global_opts *g, struct repo **r)
 {
+	struct engine_store_mark m;
 	int st;
 
 	if ((st = cmd_open(g, OPEN_KEYS, r, NULL)) != STATUS_OK)
 		return (st);
+	engine_store_mark(&m);
 	if (engine_key_lock(*r, g->wait)) {
 		cmd_close(*r, NULL);
 		*r = NULL;
-		return (STATUS_REPO);
+		return (cmd_repo_failure(&m));
 	}
 	return (STATUS_OK);
 }
@@ -257,6 +259,7 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 		{ ENGINE_KEY_FILE_WRITE_ONLY, "write-only" },
 	};
 	struct engine_key_uses uses = { NULL, 0, 0 };
+	struct engine_store_mark m;
 	struct repo_slot *v;
 	struct repo *r;
 	struct jw j;
@@ -274,15 +277,16 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	/* Slot headers are not secret: no key is needed to list them. */
 	if ((st = cmd_open(g, 0, &r, NULL)) != STATUS_OK)
 		return (st);
+	engine_store_mark(&m);
 	if (engine_key_slots(r, &v, &n)) {
 		cmd_close(r, NULL);
-		return (STATUS_REPO);
+		return (cmd_repo_failure(&m));
 	}
 	if (key_uses_read(g, r, &uses, &known, self)) {
 		free(v);
 		engine_key_uses_release(&uses);
 		cmd_close(r, NULL);
-		return (STATUS_REPO);
+		return (cmd_repo_failure(&m));
 	}
 	if (json) {
 		jw_init(&j, stdout);
@@ -360,9 +364,9 @@ cmd_key_list(int argc, char **argv, const struct global_opts *g)
 	if (json)
 		jw_end_array(&j);
 	if (list_keyring(r, v, n, self, json ? &j : NULL))
-		st = STATUS_REPO;
+		st = cmd_repo_failure(&m);
 	if (list_epochs(r, json ? &j : NULL))
-		st = STATUS_REPO;
+		st = cmd_repo_failure(&m);
 	if (json) {
 		jw_end_object(&j);
 	} else if (n == 0 && log_level >= 0) {
@@ -465,6 +469,7 @@ out:
 int
 cmd_key_remove(int argc, char **argv, const struct global_opts *g)
 {
+	struct engine_store_mark m;
 	enum engine_result er;
 	struct repo *r;
 	int st;
@@ -475,9 +480,10 @@ cmd_key_remove(int argc, char **argv, const struct global_opts *g)
 		return (cmd_usage_error("key remove"));
 	if ((st = open_locked(g, &r)) != STATUS_OK)
 		return (st);
+	engine_store_mark(&m);
 	er = engine_key_remove(r, argv[optind]);
 	/* A name the repository does not hold is the repository's error. */
-	st = er == ENGINE_ERROR ? STATUS_REPO : cmd_status(er);
+	st = er == ENGINE_ERROR ? cmd_repo_failure(&m) : cmd_status(er);
 	if (st == STATUS_OK)
 		printf("removed key %s\n", strncmp(argv[optind], "keys/",
 		    5) ? argv[optind] : argv[optind] + 5);
@@ -553,6 +559,7 @@ cmd_key_import(int argc, char **argv, const struct global_opts *g)
 {
 	const char *to = NULL, *newfile = NULL;
 	struct engine_key_import ki;
+	struct engine_store_mark m;
 	enum engine_result er;
 	struct buf out = BUF_INIT;
 	struct repo *r = NULL;
@@ -585,8 +592,9 @@ cmd_key_import(int argc, char **argv, const struct global_opts *g)
 	/* With a repository, the whole key is checked against it. */
 	if (g->repo != NULL && (st = cmd_open(g, 0, &r, NULL)) != STATUS_OK)
 		return (st);
+	engine_store_mark(&m);
 	if ((er = engine_key_import(argv[optind], r, &ki)) != ENGINE_OK) {
-		st = er == ENGINE_ERROR ? STATUS_REPO : cmd_status(er);
+		st = er == ENGINE_ERROR ? cmd_repo_failure(&m) : cmd_status(er);
 		goto out;
 	}
 	if (to != NULL) {
@@ -597,8 +605,9 @@ cmd_key_import(int argc, char **argv, const struct global_opts *g)
 			    "write-only " : "", to);
 		goto out;
 	}
+	engine_store_mark(&m);
 	if (engine_key_lock(r, g->wait)) {
-		st = STATUS_REPO;
+		st = cmd_repo_failure(&m);
 		goto out;
 	}
 	st = add_slot(r, newfile, mem, ki.write_only);

@@ -15,10 +15,11 @@
 #include "coffer/log.h"
 #include "coffer/repo-keys.h"
 #include "coffer/storage.h"
+#include "coffer/tuning.h"
 
 /*
- * Whether a step of the open failed because the store could not be
- * reached or read.  storage_last_error() is this thread's last failure
+ * Whether a step failed because the store could not be reached or read
+ * (engine-open.h).  storage_last_error() is this thread's last failure
  * of a store, kept until the next one: a step saw the store fail when it
  * changed during the step.  Its code then tells the connection, the
  * server or the disk failing from an object that is missing, hostile or
@@ -26,13 +27,8 @@
  * as a wrong key is.  A failure said in the very words of the one before
  * the step goes unseen, and counts as the repository's.
  */
-struct store_mark {
-	int code;
-	char msg[STORAGE_MSG_MAX];
-};
-
-static void
-store_mark(struct store_mark *m)
+void
+engine_store_mark(struct engine_store_mark *m)
 {
 	const struct storage_error *e = storage_last_error();
 
@@ -42,15 +38,15 @@ store_mark(struct store_mark *m)
 
 /* Has the store reported a failure since m? */
 static int
-store_changed(const struct store_mark *m)
+store_changed(const struct engine_store_mark *m)
 {
 	const struct storage_error *e = storage_last_error();
 
 	return (e->code != m->code || strcmp(e->msg, m->msg) != 0);
 }
 
-static int
-store_failed(const struct store_mark *m)
+int
+engine_store_failed(const struct engine_store_mark *m)
 {
 	const struct storage_error *e = storage_last_error();
 
@@ -86,11 +82,11 @@ store_failed(const struct store_mark *m)
 	}
 }
 
-/* A step's failure, after store_mark(m) before it. */
+/* A step's failure, after engine_store_mark(m) before it. */
 static int
-open_failure(const struct store_mark *m)
+open_failure(const struct engine_store_mark *m)
 {
-	return (store_failed(m) ? ENGINE_OPEN_STORE : ENGINE_OPEN_REPO);
+	return (engine_store_failed(m) ? ENGINE_OPEN_STORE : ENGINE_OPEN_REPO);
 }
 
 /* Unlock r: the key file, else the passphrase (the last slot first). */
@@ -117,7 +113,7 @@ int
 engine_open(const struct engine_open_opts *o, struct repo **rp,
     struct catalog **cp, int *damaged)
 {
-	struct store_mark m;
+	struct engine_store_mark m;
 	struct repo *r;
 	struct catalog *c = NULL;
 	char *catpath = NULL, aside[PATH_MAX + 64];
@@ -127,14 +123,14 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	if (cp)
 		*cp = NULL;
 	*damaged = 0;
-	/* Each step that may fail is marked first (store_failed). */
-	store_mark(&m);
+	/* Each step that may fail is marked first (engine_store_failed). */
+	engine_store_mark(&m);
 	if ((r = repo_open(o->repo)) == NULL)
 		return (open_failure(&m));
 	if (o->unlock || o->want_catalog) {
 		/* Where the catalog is, by the id coffer.conf claims (only a
 		 * hint is read from there before the key checks it). */
-		store_mark(&m);
+		engine_store_mark(&m);
 		catpath = engine_catalog_path(r, o->catalog);
 		if (catpath == NULL && o->want_catalog) {
 			log_error("cannot find a place for the catalog (set "
@@ -151,7 +147,7 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	if (o->want_catalog) {
 		/* A damaged catalog, or one of another format, is moved
 		 * aside and said so there; the sync below rebuilds it. */
-		store_mark(&m);
+		engine_store_mark(&m);
 		if ((c = catalog_open_or_reset(catpath, aside,
 		    sizeof(aside))) == NULL)
 			goto err;
@@ -161,7 +157,7 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	catpath = NULL;
 	if (o->rotate)
 		repo_allow_unlisted(r);
-	store_mark(&m);
+	engine_store_mark(&m);
 	if (o->write && engine_prepare_write(r, c, o->wait, o->exclusive))
 		goto err;
 	/*
@@ -172,7 +168,7 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	 * and so what a backup builds on, is never what it is forgetting.
 	 * A forget that begins later sees the lock and keeps those bases.
 	 */
-	store_mark(&m);
+	engine_store_mark(&m);
 	guard = c != NULL && o->write && !o->exclusive;
 	if (guard && repo_lock_forget(r, 1, o->forget_wait))
 		goto err;
@@ -184,7 +180,7 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 		goto err;
 	/* Again with what the records taught a new catalog: a coffer.conf
 	 * older than the repository has seen stops a writer. */
-	store_mark(&m);
+	engine_store_mark(&m);
 	if (c != NULL && engine_generation_check(r, c, o->write))
 		goto err;
 	if (o->write)
@@ -193,6 +189,7 @@ engine_open(const struct engine_open_opts *o, struct repo **rp,
 	*rp = r;
 	if (cp)
 		*cp = c;
+	tuning_raise_at("opened");
 	return (0);
 err:
 	if (rc < 0)
@@ -266,9 +263,9 @@ engine_repo_path(const struct repo *r)
 int
 engine_init(const char *path, const struct repo_init_opts *o)
 {
-	struct store_mark m;
+	struct engine_store_mark m;
 
-	store_mark(&m);
+	engine_store_mark(&m);
 	if (repo_init(path, o) == 0)
 		return (0);
 	/* The store found the location in use (objects under the prefix,

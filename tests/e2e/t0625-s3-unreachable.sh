@@ -126,6 +126,38 @@ test_expect_success SWIFT 'the proxy stopped (no answer): exit 5, then all is we
 	grep " ds " s.out
 '
 
+# after_open STATUS COMMAND...: COMMAND, stopped once its repository is
+# open, finds the proxy stopped (no answer) when it goes on: it exits
+# STATUS with one line on stderr.
+after_open() {
+	after_want_=$1
+	shift
+	{ COFFER_TEST_RAISE=opened:1:STOP "$@" >after.out 2>after.err & } &&
+	after_pid_=$! &&
+	wait_stopped $after_pid_ &&
+	kill -STOP $SWIFT_PROXY_PID &&
+	kill -CONT $after_pid_
+	wait $after_pid_
+	after_st_=$?
+	kill -CONT $SWIFT_PROXY_PID
+	cat after.err &&
+	test $after_st_ = "$after_want_" &&
+	test_line_count = 1 after.err &&
+	grep "^error: .*$SWIFT_S3_URL/unr/repo" after.err
+}
+
+# Once the repository opened, a store that stops answering is the store's
+# failure still, not the repository's: key and catalog commands too.
+test_expect_success SWIFT 'the proxy stopped after the open: key and catalog commands exit 5' '
+	after_open 5 "$COFFER" -r $R --key-file sk key list &&
+	after_open 5 "$COFFER" -r $R --key-file sk key remove nosuchkey &&
+	after_open 5 "$COFFER" -r $R --key-file sk catalog rebuild &&
+	after_open 5 "$COFFER" -r $R --key-file sk catalog check &&
+	coffer -r $R --key-file sk key list >keys.out &&
+	coffer -r $R --key-file sk catalog check &&
+	fails 3 "nosuchkey" "$COFFER" -r $R --key-file sk key remove nosuchkey
+'
+
 # A certificate that is not trusted is a setting to mend (--cacert), as
 # a wrong key is.
 test_expect_success SWIFT 'https to the plain HTTP port (no TLS handshake): exit 5' '
