@@ -282,6 +282,11 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 		 * off: a row id is used again). */
 		"DELETE FROM chunk_copy WHERE chunk_id NOT IN"
 		" (SELECT id FROM chunk)",
+		/* What is still needed of a gone pack is missing: not
+		 * stored, for the next backup that meets it to store it
+		 * again rather than count on it (catalog_chunk_claim). */
+		"UPDATE chunk SET damaged = 1 WHERE damaged = 0"
+		" AND pack_id IN (SELECT id FROM temp.gone)",
 	};
 	size_t i;
 

@@ -87,4 +87,32 @@ test_expect_success 'damage found by a restore heals the same way' '
 	cmp src/other.bin out6/other.bin
 '
 
+# A pack lost (deleted under the repository), found by a sync alone,
+# before any verify: what snapshots still need of it counts as missing,
+# not stored, so the next backup that meets it stores it again rather
+# than build a new snapshot on data that is gone.  In a repository of
+# its own: snapshot A's pack (its data and its record) goes; B, which
+# deduplicated against it, heals.  (char(...) is "lost.bin", unquoted.)
+test_expect_success 'a pack lost: the next backup stores its data again, and heals' '
+	mkdir lsrc && random_file lsrc/lost.bin 2 &&
+	coffer_init_keyfile repo2 key2 &&
+	coffer -r repo2 backup --level full ds lsrc &&
+	set -- $(sqlite3 "$(catalog_db repo2)" "SELECT p.name FROM pack p
+		JOIN chunk ch ON ch.pack_id = p.id
+		JOIN content_chunk cc ON cc.chunk_id = ch.id
+		JOIN entry e ON e.content_id = cc.content_id
+		JOIN path pa ON pa.id = e.path_id
+		WHERE pa.name = CAST(char(108, 111, 115, 116, 46, 98, 105, 110)
+		AS BLOB) LIMIT 1") &&
+	echo more >lsrc/note &&
+	coffer -r repo2 backup --json ds lsrc >l2.json &&
+	json_check l2.json "\$j->{bytes_new} < 1048576" &&
+	b=$(json_get l2.json "\$j->{snapshot}") &&
+	rm "repo2/packs/$(echo "$1" | cut -c1-2)/$1" &&
+	coffer -r repo2 backup --json --level full ds lsrc >l3.json &&
+	json_check l3.json "\$j->{bytes_new} >= 2 * 1048576" &&
+	coffer -r repo2 restore "$b" lout &&
+	cmp lsrc/lost.bin lout/lost.bin
+'
+
 test_done
