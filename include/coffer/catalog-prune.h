@@ -82,11 +82,11 @@ int catalog_packs_gone(struct catalog *c, const char *const *names,
 int catalog_packs_gone_drop(struct catalog *c, size_t *dropped);
 /*
  * catalog_chunk_copies_place (a sync, before catalog_packs_gone_drop): a
- * chunk whose pack is gone, or that is damaged there, is located in a
- * copy another pack holds (chunk_copy), one not condemned if there is
- * one; a chunk in a condemned pack, in a copy that is not.  Two hosts
- * that stored a chunk at once each locate it in their own pack, and a
- * prune judging by the one catalog deletes the other's pack.  0 or -1.
+ * chunk whose pack is gone is located in a copy another pack holds
+ * (chunk_copy), one not condemned if there is one; a chunk in a
+ * condemned pack, in a copy that is not.  Two hosts that stored a chunk
+ * at once each locate it in their own pack, and a prune judging by the
+ * one catalog deletes the other's pack.  0 or -1.
  */
 int catalog_chunk_copies_place(struct catalog *c);
 

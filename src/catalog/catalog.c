@@ -73,10 +73,12 @@
  * - chunk_copy: the other packs that hold a chunk, as their indexes say
  *   (two hosts that stored it at once, each in a pack of its own).  A
  *   chunk has one location; when its pack goes (another host's prune,
- *   which judged by a catalog that located the chunk in the other copy),
- *   or is condemned, or the chunk is found damaged there, a copy takes
- *   its place (catalog_packs_gone_drop).  Rows only for chunks stored
- *   more than once: a few, unless hosts race.
+ *   which judged by a catalog that located the chunk in the other copy)
+ *   or is condemned, a copy takes its place (catalog_chunk_copies_place).
+ *   Rows only for chunks stored more than once: none on one host, and a
+ *   row per chunk and other host when a fleet stored one dataset at
+ *   once, until a prune keeps one copy; chunk_copy_pack serves dropping
+ *   a pack's.
  * - pack.journal: whether a pack holds a journal record (1), as its
  *   index says: what every bundle carries.
  * - known_snapshot: the snapshots a write-only key knows only from the
@@ -416,9 +418,12 @@ static const char *const stmt_sql[ST__COUNT] = {
 		ENTRY_ROWS_4 "," ENTRY_ROWS_4 "," ENTRY_ROWS_4 ","
 		ENTRY_ROWS_4,
 	[ST_CHUNK_FIND] =
-		/* Stored: located, not damaged, and not in a pack a prune
-		 * condemned (that pack may go before this snapshot ends). */
+		/* Stored: located, not damaged, not in a pack the last sync
+		 * found gone (temp.gone: lost, or pruned elsewhere), and not
+		 * in a pack a prune condemned (that pack may go before this
+		 * snapshot ends). */
 		"SELECT ch.id, ch.pack_id IS NOT NULL AND ch.damaged = 0"
+		" AND ch.pack_id NOT IN (SELECT id FROM temp.gone)"
 		" AND NOT EXISTS (SELECT 1 FROM pack p JOIN condemned d"
 		" ON d.name = p.name WHERE p.id = ch.pack_id)"
 		" FROM chunk ch WHERE ch.cid = ?1",
@@ -893,6 +898,11 @@ open_catalog(const char *path, int *damaged, int64_t *other)
 			c->damaged |= damaged_code(sqlite3_errcode(c->db));
 		goto err;
 	}
+	/* The packs the last sync found gone (catalog_packs_gone), which
+	 * a backup's lookups read, from the first. */
+	if (cat_exec(c, "CREATE TEMP TABLE IF NOT EXISTS gone"
+	    " (id INTEGER PRIMARY KEY)", "open the catalog"))
+		goto err;
 	if (cat_ckpt_attach(c))
 		goto nomem;
 	return (c);

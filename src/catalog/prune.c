@@ -124,12 +124,15 @@ catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n)
 		" FROM entry WHERE content_id IS NOT NULL)",
 	};
 	static const char *const drop[] = {
+		/* Foreign keys may be off: a row id is used again. */
+		"DELETE FROM chunk_copy WHERE chunk_id IN (SELECT id FROM chunk"
+		" WHERE pack_id = ?1"
+		" AND id NOT IN (SELECT chunk_id FROM content_chunk))",
 		"DELETE FROM chunk WHERE pack_id = ?1"
 		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
 		"DELETE FROM condemned WHERE name ="
 		" (SELECT name FROM pack WHERE id = ?1)",
-		"DELETE FROM chunk_copy WHERE pack_id = ?1"
-		" OR chunk_id NOT IN (SELECT id FROM chunk)",
+		"DELETE FROM chunk_copy WHERE pack_id = ?1",
 		"DELETE FROM pack WHERE id = ?1",
 	};
 	sqlite3_stmt *st = NULL;
@@ -207,38 +210,48 @@ catalog_packs_gone(struct catalog *c, const char *const *names, size_t n)
 int
 catalog_chunk_copies_place(struct catalog *c)
 {
+	/*
+	 * Each step is driven by an index (chunk_pack, chunk_copy's key and
+	 * chunk_copy_pack), so a sync pays for the chunks that move, not
+	 * for the copies: a fleet whose hosts all stored one dataset at
+	 * once has a copy row per chunk and per other host.
+	 */
 	static const char *const sql[] = {
 		"CREATE TEMP TABLE IF NOT EXISTS gone"
 		" (id INTEGER PRIMARY KEY)",
-		/* The copies that may take a place: in a pack not gone. */
-		"CREATE TEMP TABLE IF NOT EXISTS copy_ok (chunk_id INTEGER,"
-		" pack_id INTEGER, pack_offset INTEGER, plain_len INTEGER,"
-		" stored_len INTEGER, type INTEGER, flags INTEGER,"
-		" condemned INTEGER)",
-		"DELETE FROM temp.copy_ok",
-		"INSERT INTO temp.copy_ok SELECT k.chunk_id, k.pack_id,"
-		" k.pack_offset, k.plain_len, k.stored_len, k.type, k.flags,"
-		" EXISTS (SELECT 1 FROM condemned d WHERE d.name = p.name)"
-		" FROM chunk_copy k JOIN pack p ON p.id = k.pack_id"
-		" WHERE k.pack_id NOT IN (SELECT id FROM temp.gone)",
-		/* A copy takes the place of a chunk whose pack went, or is
-		 * damaged there; of one in a condemned pack, if the copy's
-		 * pack is not condemned (doc/design.md, rule 5). */
+		"CREATE TEMP TABLE IF NOT EXISTS moving (chunk_id INTEGER"
+		" PRIMARY KEY, pack_id INTEGER, condemned INTEGER,"
+		" from_gone INTEGER)",
+		"DELETE FROM temp.moving",
+		/* The chunks whose pack went, or is condemned: their copies
+		 * in packs that are not gone, the ones not condemned first. */
+		"INSERT INTO temp.moving SELECT ch.id, k.pack_id,"
+		" EXISTS (SELECT 1 FROM pack p JOIN condemned d"
+		" ON d.name = p.name WHERE p.id = k.pack_id) AS cd,"
+		" ch.pack_id IN (SELECT id FROM temp.gone)"
+		" FROM chunk ch JOIN chunk_copy k ON k.chunk_id = ch.id"
+		" WHERE ch.pack_id IN (SELECT id FROM temp.gone UNION"
+		" SELECT p.id FROM condemned d JOIN pack p ON p.name = d.name)"
+		" AND k.pack_id IS NOT ch.pack_id"
+		" AND k.pack_id NOT IN (SELECT id FROM temp.gone)"
+		" ORDER BY ch.id, cd, k.pack_id"
+		" ON CONFLICT(chunk_id) DO NOTHING",
+		/* One in a condemned pack moves only to a copy that is
+		 * not (rule 5: a prune then copies nothing out). */
+		"DELETE FROM temp.moving WHERE condemned = 1"
+		" AND from_gone = 0",
 		"UPDATE chunk SET (pack_id, pack_offset, plain_len,"
 		" stored_len, type, flags, damaged) ="
-		" (SELECT pack_id, pack_offset, plain_len, stored_len, type,"
-		" flags, 0 FROM temp.copy_ok k WHERE k.chunk_id = chunk.id"
-		" ORDER BY k.condemned, k.pack_id LIMIT 1)"
-		" WHERE id IN (SELECT chunk_id FROM temp.copy_ok)"
-		" AND (pack_id IS NULL OR damaged = 1"
-		" OR pack_id IN (SELECT id FROM temp.gone)"
-		" OR (pack_id IN (SELECT p.id FROM pack p JOIN condemned d"
-		" ON d.name = p.name) AND id IN (SELECT chunk_id FROM"
-		" temp.copy_ok WHERE condemned = 0)))",
-		/* The copies that went, or that are the place now. */
+		" (SELECT k.pack_id, k.pack_offset, k.plain_len, k.stored_len,"
+		" k.type, k.flags, 0 FROM temp.moving m JOIN chunk_copy k"
+		" ON k.chunk_id = m.chunk_id AND k.pack_id = m.pack_id"
+		" WHERE m.chunk_id = chunk.id)"
+		" WHERE id IN (SELECT chunk_id FROM temp.moving)",
+		/* The copies that are the place now, and those gone. */
+		"DELETE FROM chunk_copy WHERE (chunk_id, pack_id) IN"
+		" (SELECT chunk_id, pack_id FROM temp.moving)",
 		"DELETE FROM chunk_copy WHERE pack_id IN"
-		" (SELECT id FROM temp.gone) OR pack_id ="
-		" (SELECT pack_id FROM chunk WHERE id = chunk_copy.chunk_id)",
+		" (SELECT id FROM temp.gone)",
 	};
 	int64_t any = 0;
 	size_t i;
@@ -266,7 +279,12 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 		/* Contents no entry uses any more (forgotten elsewhere). */
 		"DELETE FROM content WHERE id NOT IN (SELECT content_id"
 		" FROM entry WHERE content_id IS NOT NULL)",
-		/* What the gone packs held that nothing uses. */
+		/* What the gone packs held that nothing uses, with its
+		 * copies (foreign keys may be off: a row id is used
+		 * again). */
+		"DELETE FROM chunk_copy WHERE chunk_id IN (SELECT id FROM chunk"
+		" WHERE pack_id IN (SELECT id FROM temp.gone)"
+		" AND id NOT IN (SELECT chunk_id FROM content_chunk))",
 		"DELETE FROM chunk WHERE pack_id IN (SELECT id FROM temp.gone)"
 		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
 		/* The marks of the gone packs dropped below. */
@@ -278,15 +296,6 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 		"DELETE FROM pack WHERE id IN (SELECT id FROM temp.gone)"
 		" AND id NOT IN (SELECT pack_id FROM chunk"
 		" WHERE pack_id IS NOT NULL)",
-		/* Copies of the chunk rows dropped (foreign keys may be
-		 * off: a row id is used again). */
-		"DELETE FROM chunk_copy WHERE chunk_id NOT IN"
-		" (SELECT id FROM chunk)",
-		/* What is still needed of a gone pack is missing: not
-		 * stored, for the next backup that meets it to store it
-		 * again rather than count on it (catalog_chunk_claim). */
-		"UPDATE chunk SET damaged = 1 WHERE damaged = 0"
-		" AND pack_id IN (SELECT id FROM temp.gone)",
 	};
 	size_t i;
 
@@ -298,11 +307,14 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 			catalog_rollback(c);
 			return (-1);
 		}
-		if (i == 3)
+		if (i == 4)
 			*dropped = (size_t)sqlite3_changes(c->db);
 	}
 	/* The packs still needed stay noted as gone until the next sync:
-	 * prune trusts no copy of a chunk there (catalog_prune_copy). */
+	 * prune trusts no copy of a chunk there (catalog_prune_copy), and a
+	 * backup counts none as stored (catalog_chunk_claim), so it stores
+	 * again what it meets of them.  A pack that comes back is not gone
+	 * at the next sync. */
 	if (cat_exec(c, "DELETE FROM temp.gone WHERE id NOT IN"
 	    " (SELECT id FROM pack); COMMIT", "drop the packs gone")) {
 		catalog_rollback(c);
