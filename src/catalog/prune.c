@@ -96,9 +96,7 @@ catalog_prune_copy(struct catalog *c, int64_t pack_id, const uint8_t cid[32],
 	int rc, ret;
 
 	*rowid = 0;
-	if (cat_exec(c, "CREATE TEMP TABLE IF NOT EXISTS gone"
-	    " (id INTEGER PRIMARY KEY)", "plan the prune") ||
-	    (st = cat_prepare(c, sql, "plan the prune")) == NULL)
+	if ((st = cat_prepare(c, sql, "plan the prune")) == NULL)
 		return (-1);
 	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, pack_id);
@@ -123,16 +121,13 @@ catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n)
 		"DELETE FROM content WHERE id NOT IN (SELECT content_id"
 		" FROM entry WHERE content_id IS NOT NULL)",
 	};
+	/* The copies (chunk_copy) of the chunks and in the packs dropped
+	 * go by their foreign keys' cascade, as content_chunk does. */
 	static const char *const drop[] = {
-		/* Foreign keys may be off: a row id is used again. */
-		"DELETE FROM chunk_copy WHERE chunk_id IN (SELECT id FROM chunk"
-		" WHERE pack_id = ?1"
-		" AND id NOT IN (SELECT chunk_id FROM content_chunk))",
 		"DELETE FROM chunk WHERE pack_id = ?1"
 		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
 		"DELETE FROM condemned WHERE name ="
 		" (SELECT name FROM pack WHERE id = ?1)",
-		"DELETE FROM chunk_copy WHERE pack_id = ?1",
 		"DELETE FROM pack WHERE id = ?1",
 	};
 	sqlite3_stmt *st = NULL;
@@ -183,9 +178,7 @@ catalog_packs_gone(struct catalog *c, const char *const *names, size_t n)
 	sqlite3_stmt *st;
 	size_t i;
 
-	if (cat_exec(c, "CREATE TEMP TABLE IF NOT EXISTS gone"
-	    " (id INTEGER PRIMARY KEY); DELETE FROM temp.gone",
-	    "note the packs gone"))
+	if (cat_exec(c, "DELETE FROM temp.gone", "note the packs gone"))
 		return (-1);
 	if (n == 0)
 		return (0);
@@ -217,8 +210,6 @@ catalog_chunk_copies_place(struct catalog *c)
 	 * once has a copy row per chunk and per other host.
 	 */
 	static const char *const sql[] = {
-		"CREATE TEMP TABLE IF NOT EXISTS gone"
-		" (id INTEGER PRIMARY KEY)",
 		"CREATE TEMP TABLE IF NOT EXISTS moving (chunk_id INTEGER"
 		" PRIMARY KEY, pack_id INTEGER, condemned INTEGER,"
 		" from_gone INTEGER)",
@@ -279,12 +270,8 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 		/* Contents no entry uses any more (forgotten elsewhere). */
 		"DELETE FROM content WHERE id NOT IN (SELECT content_id"
 		" FROM entry WHERE content_id IS NOT NULL)",
-		/* What the gone packs held that nothing uses, with its
-		 * copies (foreign keys may be off: a row id is used
-		 * again). */
-		"DELETE FROM chunk_copy WHERE chunk_id IN (SELECT id FROM chunk"
-		" WHERE pack_id IN (SELECT id FROM temp.gone)"
-		" AND id NOT IN (SELECT chunk_id FROM content_chunk))",
+		/* What the gone packs held that nothing uses (its copies
+		 * cascade). */
 		"DELETE FROM chunk WHERE pack_id IN (SELECT id FROM temp.gone)"
 		" AND id NOT IN (SELECT chunk_id FROM content_chunk)",
 		/* The marks of the gone packs dropped below. */
@@ -307,7 +294,7 @@ catalog_packs_gone_drop(struct catalog *c, size_t *dropped)
 			catalog_rollback(c);
 			return (-1);
 		}
-		if (i == 4)
+		if (i == 3)
 			*dropped = (size_t)sqlite3_changes(c->db);
 	}
 	/* The packs still needed stay noted as gone until the next sync:
