@@ -1329,7 +1329,7 @@ storage_rclone_open(const char *location, unsigned flags)
 	if ((s = calloc(1, sizeof(*s))) == NULL ||
 	    (s->base.where = strdup(location)) == NULL) {
 		free(s);
-		storage_fail(ENOMEM, "out of memory");
+		nomem();
 		log_error("%s", storage_last_error()->msg);
 		return (NULL);
 	}

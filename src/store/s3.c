@@ -1055,17 +1055,17 @@ storage_s3_open(const char *location, const struct storage_s3_opts *o,
 	/* Failures here are the store's too (storage_last_error): they
 	 * exit 5, not 3 as a repository that is not one would. */
 	pthread_once(&once, global_init);
-	if (!global_ok || strncmp(location, "s3:", 3) != 0 ||
-	    (s = calloc(1, sizeof(*s))) == NULL) {
-		if (!global_ok)
-			storage_fail(EIO, "cannot start libcurl");
-		else if (strncmp(location, "s3:", 3) != 0)
-			storage_fail(EINVAL, "'%s' is not an s3: location",
-			    location);
-		else
-			storage_fail(ENOMEM, "out of memory");
-		log_error("%s", storage_last_error()->msg);
-		return (NULL);
+	if (!global_ok) {
+		storage_fail(EIO, "cannot start libcurl");
+		goto refused;
+	}
+	if (strncmp(location, "s3:", 3) != 0) {
+		storage_fail(EINVAL, "'%s' is not an s3: location", location);
+		goto refused;
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		s3_nomem();
+		goto refused;
 	}
 	pthread_mutex_init(&s->mu, NULL);
 	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -1116,5 +1116,8 @@ err:
 	log_error("%s", storage_last_error()->msg);
 	free(s->base.where);
 	s3_close(&s->base);
+	return (NULL);
+refused:
+	log_error("%s", storage_last_error()->msg);
 	return (NULL);
 }
