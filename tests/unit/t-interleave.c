@@ -342,6 +342,13 @@ running(int backup)
 	return (0);
 }
 
+/* Host h's own catalog. */
+static void
+host_catalog(char *buf, size_t size, int h)
+{
+	snprintf(buf, size, "%s/host%d/catalog.db", S.dir, h);
+}
+
 /*
  * Operation op of host, nested in those running: one the writer lock
  * excludes must be refused at once, any other must open and succeed.
@@ -357,8 +364,7 @@ run_op(int host, enum op op)
 	    forget_running());
 	int rc;
 
-	snprintf(catalog, sizeof(catalog), "%s/host%d/catalog.db", S.dir,
-	    host);
+	host_catalog(catalog, sizeof(catalog), host);
 	rc = open_repo(catalog, 1, excl, &r, &c);
 	if (excluded) {
 		if (rc == 0) {
@@ -551,8 +557,7 @@ check_repository(int round)
 	snprintf(catalog, sizeof(catalog), "%s/rebuilt%d.db", S.dir, round);
 	check_catalog(catalog, "rebuilt", round);
 	for (h = 0; h < NHOSTS && S.failure[0] == '\0'; h++) {
-		snprintf(catalog, sizeof(catalog), "%s/host%d/catalog.db",
-		    S.dir, h);
+		host_catalog(catalog, sizeof(catalog), h);
 		snprintf(name, sizeof(name), "host%d", h);
 		check_catalog(catalog, name, round);
 	}
