@@ -78,6 +78,7 @@ struct prune_result {
 	int64_t packs_repacked;		/* live chunks moved, then deleted */
 	int64_t packs_written;		/* new packs */
 	int64_t chunks_moved;
+	int64_t chunks_checked;		/* copies read before trusting one */
 	int64_t packs_marked;		/* condemned by this prune */
 	int64_t packs_waiting;		/* condemned, not yet deleted */
 	uint64_t bytes_waiting;		/* of those */

@@ -77,40 +77,97 @@ err:
 
 int
 catalog_prune_copy(struct catalog *c, int64_t pack_id, const uint8_t cid[32],
-    int64_t *rowid)
+    int64_t *rowid, struct catalog_chunk_place **places, size_t *nplaces)
 {
 	/*
-	 * Live, and held nowhere else this catalog trusts: located here;
-	 * in a pack condemned or gone (another host's copy, which that
-	 * host's prune judges by its own catalog); or damaged.
+	 * Where else the chunk is said to be: the pack it is located in,
+	 * unless damaged, then its copies (chunk_copy); none condemned (its
+	 * host's prune may delete it) or gone.  An index is the word of
+	 * whoever wrote the pack, a write-only key holder included, so the
+	 * caller reads a place before it trusts it.
 	 */
 	static const char sql[] =
-	    "SELECT ch.id, ch.pack_id IS NULL OR ch.pack_id = ?2"
-	    " OR ch.damaged = 1"
-	    " OR EXISTS (SELECT 1 FROM pack p JOIN condemned d"
-	    " ON d.name = p.name WHERE p.id = ch.pack_id)"
-	    " OR ch.pack_id IN (SELECT id FROM temp.gone)"
-	    " FROM chunk ch JOIN temp.live l ON l.id = ch.id"
-	    " WHERE ch.cid = ?1";
+	    "SELECT x.pack_id, p.name, x.pack_offset, x.plain_len,"
+	    " x.stored_len, x.type, x.flags, x.located FROM"
+	    " (SELECT pack_id, pack_offset, plain_len, stored_len, type,"
+	    " flags, 1 AS located FROM chunk WHERE id = ?1 AND damaged = 0"
+	    " UNION ALL SELECT pack_id, pack_offset, plain_len, stored_len,"
+	    " type, flags, 0 FROM chunk_copy WHERE chunk_id = ?1) x"
+	    " JOIN pack p ON p.id = x.pack_id"
+	    " WHERE x.pack_id IS NOT ?2"
+	    " AND x.pack_id NOT IN (SELECT id FROM temp.gone)"
+	    " AND NOT EXISTS (SELECT 1 FROM condemned d WHERE d.name = p.name)"
+	    " ORDER BY x.located DESC, x.pack_id";
+	struct catalog_chunk_place *v = NULL;
+	size_t k = 0, cap = 0;
 	sqlite3_stmt *st;
-	int rc, ret;
+	int rc;
 
 	*rowid = 0;
-	if ((st = cat_prepare(c, sql, "plan the prune")) == NULL)
+	*places = NULL;
+	*nplaces = 0;
+	/* Live? */
+	if ((st = cat_prepare(c, "SELECT ch.id FROM chunk ch"
+	    " JOIN temp.live l ON l.id = ch.id WHERE ch.cid = ?1",
+	    "plan the prune")) == NULL)
 		return (-1);
 	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, pack_id);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
 		*rowid = sqlite3_column_int64(st, 0);
-		ret = sqlite3_column_int(st, 1) ? 1 : 0;
-	} else if (rc == SQLITE_DONE)
-		ret = 0;
-	else {
-		log_error("cannot plan the prune: %s", sqlite3_errmsg(c->db));
-		ret = -1;
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return (0);
+	if (rc != SQLITE_ROW)
+		goto fail;
+	if ((st = cat_prepare(c, sql, "plan the prune")) == NULL)
+		return (-1);
+	sqlite3_bind_int64(st, 1, *rowid);
+	sqlite3_bind_int64(st, 2, pack_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct catalog_chunk_place *pl;
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+
+		if (array_grow(&v, &cap, k, sizeof(*v), 4)) {
+			sqlite3_finalize(st);
+			free(v);
+			return (-1);
+		}
+		pl = &v[k++];
+		memset(pl, 0, sizeof(*pl));
+		pl->pack_id = sqlite3_column_int64(st, 0);
+		snprintf(pl->loc.pack, sizeof(pl->loc.pack), "%s",
+		    name != NULL ? name : "");
+		memcpy(pl->loc.cid, cid, 32);
+		pl->loc.rowid = *rowid;
+		pl->loc.pack_offset = (uint64_t)sqlite3_column_int64(st, 2);
+		pl->loc.plain_len = (uint32_t)sqlite3_column_int64(st, 3);
+		pl->loc.stored_len = (uint32_t)sqlite3_column_int64(st, 4);
+		pl->loc.type = (uint8_t)sqlite3_column_int(st, 5);
+		pl->loc.flags = (uint8_t)sqlite3_column_int(st, 6);
+		pl->located = sqlite3_column_int(st, 7);
 	}
 	sqlite3_finalize(st);
-	return (ret);
+	if (rc != SQLITE_DONE) {
+		free(v);
+		goto fail;
+	}
+	*places = v;
+	*nplaces = k;
+	return (1);
+fail:
+	log_error("cannot plan the prune: %s", sqlite3_errmsg(c->db));
+	return (-1);
+}
+
+int
+catalog_chunk_copy_drop(struct catalog *c, int64_t chunk_rowid,
+    int64_t pack_id)
+{
+	return (cat_run(c, "DELETE FROM chunk_copy WHERE chunk_id = ?1"
+	    " AND pack_id = ?2", "forget a copy of a chunk",
+	    CAT_VALS(CAT_INT(chunk_rowid), CAT_INT(pack_id)), NULL, NULL) < 0 ?
+	    -1 : 0);
 }
 
 int
@@ -211,26 +268,21 @@ catalog_chunk_copies_place(struct catalog *c)
 	 */
 	static const char *const sql[] = {
 		"CREATE TEMP TABLE IF NOT EXISTS moving (chunk_id INTEGER"
-		" PRIMARY KEY, pack_id INTEGER, condemned INTEGER,"
-		" from_gone INTEGER)",
+		" PRIMARY KEY, pack_id INTEGER)",
 		"DELETE FROM temp.moving",
-		/* The chunks whose pack went, or is condemned: their copies
-		 * in packs that are not gone, the ones not condemned first. */
-		"INSERT INTO temp.moving SELECT ch.id, k.pack_id,"
-		" EXISTS (SELECT 1 FROM pack p JOIN condemned d"
-		" ON d.name = p.name WHERE p.id = k.pack_id) AS cd,"
-		" ch.pack_id IN (SELECT id FROM temp.gone)"
+		/* The chunks whose pack went: a copy in a pack that has not,
+		 * one not condemned if there is one.  Not the chunks of a
+		 * condemned pack, still there: a copy is its index's word
+		 * (a write-only key can forge one), which only a prune,
+		 * reading the copy, may take (catalog_prune_copy). */
+		"INSERT INTO temp.moving SELECT ch.id, k.pack_id"
 		" FROM chunk ch JOIN chunk_copy k ON k.chunk_id = ch.id"
-		" WHERE ch.pack_id IN (SELECT id FROM temp.gone UNION"
-		" SELECT p.id FROM condemned d JOIN pack p ON p.name = d.name)"
+		" WHERE ch.pack_id IN (SELECT id FROM temp.gone)"
 		" AND k.pack_id IS NOT ch.pack_id"
 		" AND k.pack_id NOT IN (SELECT id FROM temp.gone)"
-		" ORDER BY ch.id, cd, k.pack_id"
+		" ORDER BY ch.id, EXISTS (SELECT 1 FROM pack p JOIN condemned d"
+		" ON d.name = p.name WHERE p.id = k.pack_id), k.pack_id"
 		" ON CONFLICT(chunk_id) DO NOTHING",
-		/* One in a condemned pack moves only to a copy that is
-		 * not (rule 5: a prune then copies nothing out). */
-		"DELETE FROM temp.moving WHERE condemned = 1"
-		" AND from_gone = 0",
 		"UPDATE chunk SET (pack_id, pack_offset, plain_len,"
 		" stored_len, type, flags, damaged) ="
 		" (SELECT k.pack_id, k.pack_offset, k.plain_len, k.stored_len,"

@@ -124,6 +124,7 @@ print_prune(const struct prune_result *res, int json, int dry_run)
 		jw_int(jw_key(&j, "packs_repacked"), res->packs_repacked);
 		jw_int(jw_key(&j, "packs_written"), res->packs_written);
 		jw_int(jw_key(&j, "chunks_moved"), res->chunks_moved);
+		jw_int(jw_key(&j, "chunks_checked"), res->chunks_checked);
 		jw_int(jw_key(&j, "packs_marked"), res->packs_marked);
 		jw_int(jw_key(&j, "packs_waiting"), res->packs_waiting);
 		jw_uint(jw_key(&j, "bytes_waiting"), res->bytes_waiting);

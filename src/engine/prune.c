@@ -85,7 +85,8 @@ engine_margin_ns(void)
 
 struct moved {
 	int64_t rowid;			/* chunk row */
-	size_t pack;			/* index into the new packs */
+	size_t pack;			/* index into the new packs, */
+	int64_t pack_id;		/* or an old pack's row (not 0) */
 	struct pack_entry ent;		/* where it is now */
 };
 
@@ -121,7 +122,12 @@ struct prune {
 	const enum fate *fate;		/* phase 2's, for marks_live */
 	size_t npk;
 	int marks_live;
-	struct hmap copied;		/* chunk ids copied out this run */
+	struct hmap copied;		/* chunk ids copied out or found */
+	struct pack_reader *other;	/* the pack a copy was last read in */
+	struct {
+		int64_t chunk, pack;
+	} *bad;				/* copies read and found forged */
+	size_t nbad, capbad;
 };
 
 /* Tests only: die here as kill -9 would, to prove each step safe. */
@@ -446,16 +452,97 @@ finish_writer(struct prune *p)
 	return (0);
 }
 
+/* pl's pack open in p->other (the packs that hold a condemned pack's
+ * chunks too are mostly one or two: one reader kept).  NULL if it does
+ * not open (reported). */
+static struct pack_reader *
+other_pack(struct prune *p, const struct catalog_chunk_place *pl)
+{
+	if (p->other != NULL &&
+	    strcmp(pack_reader_name(p->other), pl->loc.pack) == 0)
+		return (p->other);
+	pack_reader_close(p->other);
+	p->other = pack_reader_open(p->repo, pl->loc.pack);
+	return (p->other);
+}
+
+/*
+ * Which of the places catalog_prune_copy named holds the chunk: read,
+ * authenticated and hashed, for an index is its writer's word (a
+ * write-only key holder can name any id over content of its own).  The
+ * index of the first that does, or -1 (each that does not noted in
+ * p->bad, its damage reported as a warning: the chunk is copied out
+ * instead), or -2 on an error of the run.
+ */
+static int
+held_elsewhere(struct prune *p, const struct catalog_chunk_place *pl,
+    size_t n)
+{
+	struct pack_reader *pr;
+	struct pack_entry e;
+	size_t i;
+	int ok;
+
+	for (i = 0; i < n; i++) {
+		if (signals_caught())
+			return (-2);
+		memset(&e, 0, sizeof(e));
+		memcpy(e.id, pl[i].loc.cid, sizeof(e.id));
+		e.type = pl[i].loc.type;
+		e.flags = pl[i].loc.flags;
+		e.offset = pl[i].loc.pack_offset;
+		e.plain_len = pl[i].loc.plain_len;
+		e.stored_len = pl[i].loc.stored_len;
+		(void)log_hold();
+		ok = (pr = other_pack(p, &pl[i])) != NULL &&
+		    pack_reader_get(pr, &e, p->z, &p->scratch) == 0;
+		log_release(1);
+		p->res->bytes_read += e.stored_len;
+		p->res->chunks_checked++;
+		if (ok)
+			return ((int)i);
+		if (array_grow(&p->bad, &p->capbad, p->nbad, sizeof(*p->bad),
+		    8))
+			return (-2);
+		p->bad[p->nbad].chunk = pl[i].loc.rowid;
+		p->bad[p->nbad].pack = pl[i].pack_id;
+		p->nbad++;
+	}
+	return (-1);
+}
+
+/* The chunk row lives in pack pl's place from the commit on. */
+static int
+relocate(struct prune *p, const struct catalog_chunk_place *pl)
+{
+	struct moved *m;
+
+	if (array_grow(&p->moved, &p->capmoved, p->nmoved, sizeof(*p->moved),
+	    1024))
+		return (-1);
+	m = &p->moved[p->nmoved++];
+	memset(m, 0, sizeof(*m));
+	m->rowid = pl->loc.rowid;
+	m->pack_id = pl->pack_id;
+	m->ent.offset = pl->loc.pack_offset;
+	m->ent.plain_len = pl->loc.plain_len;
+	m->ent.stored_len = pl->loc.stored_len;
+	m->ent.type = pl->loc.type;
+	m->ent.flags = pl->loc.flags;
+	return (0);
+}
+
 /* Copy out of pack pk, before it goes, each chunk a snapshot needs that
- * no other pack holds for sure (catalog_prune_copy). */
+ * no other pack holds, read to be sure (catalog_prune_copy). */
 static int
 repack(struct prune *p, const struct catalog_prune_pack *pk)
 {
+	struct catalog_chunk_place *places = NULL;
 	struct pack_reader *pr;
 	struct pack_entry *ents = NULL, e;
-	size_t i, nents;
+	size_t i, nents, nplaces;
 	int64_t row;
-	int rc = -1, need;
+	int rc = -1, need, k;
 
 	if ((pr = pack_reader_open(p->repo, pk->name)) == NULL)
 		return (-1);
@@ -469,13 +556,23 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 		/* Once: two condemned packs may hold a chunk both. */
 		if (hmap_get(&p->copied, ents[i].id, &row))
 			continue;
+		free(places);
+		places = NULL;
 		if ((need = catalog_prune_copy(p->cat, pk->id, ents[i].id,
-		    &row)) < 0)
+		    &row, &places, &nplaces)) < 0)
 			goto out;
 		if (!need)
 			continue;
 		if (hmap_put(&p->copied, ents[i].id, row))
 			goto out;
+		if ((k = held_elsewhere(p, places, nplaces)) == -2)
+			goto out;
+		if (k >= 0) {
+			/* A copy it was not located in is its place now. */
+			if (!places[k].located && relocate(p, &places[k]))
+				goto out;
+			continue;
+		}
 		if (pack_reader_get_stored(pr, &ents[i], &p->data))
 			goto out;
 		p->res->bytes_read += ents[i].stored_len;
@@ -488,6 +585,7 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 		if (array_grow(&p->moved, &p->capmoved, p->nmoved,
 		    sizeof(*p->moved), 1024))
 			goto out;
+		memset(&p->moved[p->nmoved], 0, sizeof(*p->moved));
 		p->moved[p->nmoved].rowid = row;
 		p->moved[p->nmoved].pack = p->nmade;
 		p->moved[p->nmoved].ent = e;
@@ -500,6 +598,7 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 	}
 	rc = 0;
 out:
+	free(places);
 	free(ents);
 	pack_reader_close(pr);
 	return (rc);
@@ -557,9 +656,14 @@ commit(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
 		loc.type = p->moved[i].ent.type;
 		loc.flags = p->moved[i].ent.flags;
 		if (catalog_chunk_locate(p->cat, p->moved[i].rowid,
+		    p->moved[i].pack_id != 0 ? p->moved[i].pack_id :
 		    rows[p->moved[i].pack], &loc))
 			goto rollback;
 	}
+	for (i = 0; i < p->nbad; i++)
+		if (catalog_chunk_copy_drop(p->cat, p->bad[i].chunk,
+		    p->bad[i].pack))
+			goto rollback;
 	if (p->merged && catalog_journal_mark(p->cat, p->journal.name,
 	    &p->journal_upto))
 		goto rollback;
@@ -634,7 +738,7 @@ apply(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
 	int merge = 0, pass;
 
 	for (i = 0; i < n; i++) {
-		size_t moved = p->nmoved;
+		int64_t moved = p->res->chunks_moved;
 
 		if (fate[i] == REPACK && repack(p, &pk[i]))
 			return (ENGINE_ERROR);
@@ -642,7 +746,7 @@ apply(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
 			continue;
 		p->res->bytes_deleted += pk[i].size;
 		/* A pack nothing was copied out of was deleted. */
-		if (fate[i] == MERGE || p->nmoved > moved)
+		if (fate[i] == MERGE || p->res->chunks_moved > moved)
 			p->res->packs_repacked++;
 		else
 			p->res->packs_deleted++;
@@ -674,7 +778,7 @@ apply(struct prune *p, const struct catalog_prune_pack *pk, size_t n,
 				st = ENGINE_ERROR;
 			crash_point(p, "removing");
 		}
-	p->nmade = p->nmoved = 0;
+	p->nmade = p->nmoved = p->nbad = 0;
 	p->merged = 0;
 	return (st);
 }
@@ -834,6 +938,8 @@ out:
 	buf_release(&p.scratch);
 	free(p.made);
 	free(p.moved);
+	free(p.bad);
+	pack_reader_close(p.other);
 	hmap_release(&p.copied);
 	free(fate);
 	free(pk);

@@ -2,6 +2,8 @@
 test_description='two hosts that back up the same data at once each store it, in a pack of their own: a prune that deletes one of the two packs (the other holds the data) leaves every host able to restore, the host whose catalog located the data in the pack that went included; and a prune on that host copies nothing out that the other pack holds'
 . "$(dirname "$0")/../lib.sh"
 require_coffer
+FORGE=$BUILD/tests/forge-record
+test -x "$FORGE" && test_set_prereq FORGE
 
 # host N: the state (catalog) of simulated host N.
 host() { export XDG_STATE_HOME=$TMP/host$1-state; mkdir -p "$XDG_STATE_HOME"; }
@@ -104,6 +106,82 @@ test_expect_success 'a catalog rebuilt from the repository knows both copies' '
 	restores three 2 1 5 &&
 	host 2 &&
 	coffer -r "$R" verify --read-data
+'
+
+# A write-only key holder (a training server, an attacker here) can write
+# a pack whose index names a chunk it knows the id of, over content of its
+# own (forge-record): a copy only by its word.  A catalog that reads the
+# forged pack before the real one (packs are read in the order of their
+# names) locates the chunk there.  Host 1 backs up 1 MiB (one chunk)
+# beside 4 MiB it then forgets, so its pack holds nothing host 3 locates
+# there but dead chunks: a prune on host 3 condemns it whole.  It must
+# not delete the real chunk's last copy by trusting the forged one.
+test_expect_success FORGE 'setup: a chunk forged by a write-only key, read first by host 3' '
+	rm -rf f && mkdir f &&
+	random_file f/shared 1 && random_file f/own 4 &&
+	host 1 &&
+	coffer -r "$R" backup forged f &&
+	coffer -r "$R" key export --write-only --to wo.key &&
+	set -- $(sqlite3 -separator " " "$(catalog_db "$R")" "
+		SELECT lower(hex(ch.cid)), ch.plain_len, p.name FROM entry e
+		JOIN path pa ON pa.id = e.path_id
+		JOIN content_chunk cc ON cc.content_id = e.content_id
+		JOIN chunk ch ON ch.id = cc.chunk_id
+		JOIN pack p ON p.id = ch.pack_id
+		JOIN snapshot s ON s.id = e.snapshot_id
+		JOIN dataset d ON d.id = s.dataset_id
+		WHERE d.name = '"'"'forged'"'"' AND cc.seq = 0
+		AND pa.name = CAST('"'"'shared'"'"' AS BLOB)") &&
+	test $# = 3 &&
+	real=$3 &&
+	for i in $(seq 1 40); do
+		"$FORGE" "$R" wo.key "$1" "$2" >forged.out &&
+		forged=$(cut -d" " -f1 forged.out) &&
+		if test "$forged" \< "$real"; then
+			break
+		fi &&
+		rm "$R/packs/$(printf %.2s "$forged")/$forged" || return 1
+	done &&
+	test "$forged" \< "$real" &&
+	rm f/own &&
+	coffer -r "$R" backup --json forged f >b.json &&
+	json_check b.json "\$j->{bytes_new} == 0" &&
+	coffer -r "$R" forget --dataset forged --keep-last 1 &&
+	host 6 &&
+	coffer -r "$R" snapshots >/dev/null &&
+	test "$(sqlite3 "$(catalog_db "$R")" "SELECT p.name FROM chunk ch
+		JOIN pack p ON p.id = ch.pack_id
+		WHERE ch.cid = X'"'"'$1'"'"'")" = "$forged"
+'
+
+test_expect_success FORGE 'a prune on that host reads the forged copy and keeps the real one' '
+	host 6 &&
+	coffer -r "$R" prune --json >p.json 2>p.err &&
+	cat p.err &&
+	test_path_is_missing "$R/packs/$(printf %.2s "$real")/$real" &&
+	for h in 6 1; do
+		host $h &&
+		rm -rf out &&
+		coffer -r "$R" restore forged@latest out &&
+		cmp f/shared out/shared || return 1
+	done &&
+	json_check p.json "\$j->{chunks_checked} >= 1 &&
+		\$j->{chunks_moved} >= 1" &&
+	grep "^warning: pack .*$forged'"'"': .*content does not match its id" p.err
+'
+
+# Nothing the forged pack holds is located there now: a prune deletes it.
+test_expect_success FORGE 'and the forged pack goes at the next prune' '
+	host 6 &&
+	coffer -r "$R" prune --json >p.json &&
+	test_path_is_missing "$R/packs/$(printf %.2s "$forged")/$forged" &&
+	for h in 6 1 2; do
+		host $h &&
+		coffer -r "$R" verify --read-data &&
+		rm -rf out &&
+		coffer -r "$R" restore forged@latest out &&
+		cmp f/shared out/shared || return 1
+	done
 '
 
 test_done
