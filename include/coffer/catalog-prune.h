@@ -35,19 +35,13 @@ int catalog_forgotten_has(struct catalog *c, const char *sid);
  * catalog_prune_packs: every pack with its located and live chunks and
  * their stored bytes, by name.  catalog_prune_copy: the chunk cid, which
  * pack pack_id holds, before the pack goes: 0 if no snapshot needs it;
- * 1 if one does (*rowid its row), with *places (malloc'd, *nplaces of
- * them) the other packs said to hold it: where the catalog locates it
- * (located = 1), unless damaged, then its copies (chunk_copy), none
- * condemned or gone from the repository at the last sync.  A place is
- * only the word of whoever wrote its pack's index (a write-only key
- * holder can name any chunk id over content of its own): the caller
- * reads one before it lets the pack go without copying the chunk out,
- * and if none holds it, copies it out.  Judged by the ids in the index,
- * not by the catalog's locations (two hosts' catalogs may each locate a
- * chunk in another copy), a pack never goes with the last copy a
- * snapshot needs.  catalog_chunk_copy_drop: the copy of chunk
- * chunk_rowid in pack pack_id forgotten (read, and found not to be the
- * chunk).  catalog_prune_drop
+ * 1 if one does (*rowid its row), with *places the other packs said to
+ * hold it (catalog_chunk_places): the caller reads one before it lets
+ * the pack go without copying the chunk out, and if none holds it,
+ * copies it out.  Judged by the ids in the index, not by the catalog's
+ * locations (two hosts' catalogs may each locate a chunk in another
+ * copy), a pack never goes with the last copy a snapshot needs.
+ * catalog_prune_drop
  * (in the caller's transaction, after the live chunks of the packs going
  * were located elsewhere with catalog_chunk_locate): the contents nothing
  * uses, the chunk rows left in those packs, and the packs.  0 or -1.
@@ -64,16 +58,9 @@ struct catalog_prune_pack {
 int catalog_prune_begin(struct catalog *c);
 int catalog_prune_packs(struct catalog *c, struct catalog_prune_pack **packs,
     size_t *n);
-struct catalog_chunk_place {
-	int64_t pack_id;
-	int located;			/* 1: the location, 0: a copy */
-	struct catalog_chunk_loc loc;	/* loc.pack its name */
-};
 int catalog_prune_copy(struct catalog *c, int64_t pack_id,
     const uint8_t cid[32], int64_t *rowid,
     struct catalog_chunk_place **places, size_t *nplaces);
-int catalog_chunk_copy_drop(struct catalog *c, int64_t chunk_rowid,
-    int64_t pack_id);
 int catalog_prune_drop(struct catalog *c, const int64_t *packs, size_t n);
 /*
  * A prune's mark (doc/design.md, "Many writers"): pack name is condemned

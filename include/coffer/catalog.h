@@ -464,4 +464,25 @@ int catalog_chunks_break(struct catalog *c, const int64_t *chunks, size_t n,
 int catalog_chunks_mark_damaged(struct catalog *c, const int64_t *rows,
     size_t n);
 
+/*
+ * The packs said to hold chunk row rowid besides pack not_pack (-1: the
+ * one it is located in): where the catalog locates it (located = 1),
+ * unless damaged, then its copies (chunk_copy: the other packs whose
+ * indexes name it), none condemned or gone from the repository at the
+ * last sync; malloc'd in *places, *n of them.  A place is only the word
+ * of whoever wrote its pack's index (a write-only key holder can name
+ * any chunk id over content of its own): read it before trusting it.
+ * catalog_chunk_copy_drop: the copy of chunk_rowid in pack_id
+ * forgotten (read, and found not to be the chunk).  0 or -1 (reported).
+ */
+struct catalog_chunk_place {
+	int64_t pack_id;
+	int located;			/* 1: the location, 0: a copy */
+	struct catalog_chunk_loc loc;	/* loc.pack its name */
+};
+int catalog_chunk_places(struct catalog *c, int64_t rowid, int64_t not_pack,
+    struct catalog_chunk_place **places, size_t *n);
+int catalog_chunk_copy_drop(struct catalog *c, int64_t chunk_rowid,
+    int64_t pack_id);
+
 #endif

@@ -38,6 +38,9 @@ struct verify_damage {
 	char pack[33];			/* "" when in no pack */
 	uint64_t offset;
 	const char *problem;		/* static text */
+	char copy[33];			/* the pack whose copy, read and
+					 * found whole, the catalog locates
+					 * it in now; "" none */
 };
 struct verify_broken {			/* a file that damage breaks */
 	char sid[SNAPSHOT_ID_HEX + 1];
@@ -78,6 +81,7 @@ struct verify_result {
 	double seconds;
 	struct verify_damage *damage;	/* in pack order */
 	size_t ndamage;
+	size_t from_copies;		/* of them, taken from a copy */
 	int64_t damaged_packs;
 	struct verify_broken *broken;	/* by dataset, snapshot, path */
 	size_t nbroken;
@@ -113,8 +117,12 @@ struct verify_result {
  * there, and a pass that completes forgets it.  With o->record, the
  * run's result (what was read, what was found) is a catalog row and a
  * journal record (written now when no writer holds the repository, else
- * by the next writer), so that every host and bundle knows it.  Damaged and missing
- * chunks are mapped to the snapshots and files they break.
+ * by the next writer), so that every host and bundle knows it.  With
+ * o->read, a damaged or missing chunk that another pack's index names too
+ * (a copy the catalog learnt of) is read there, and when it is whole the
+ * catalog locates it there (damage[].copy): it breaks nothing.  The
+ * other damaged and missing chunks are mapped to the snapshots and files
+ * they break.
  * ENGINE_OK, ENGINE_DAMAGED (anything wrong), ENGINE_ERROR, or
  * ENGINE_INTERRUPTED (the next run resumes where this one stopped).
  * The result is released with engine_verify_result_release.

@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -505,4 +506,83 @@ catalog_pack_rehash(struct catalog *c, const char *name,
 	return (cat_run(c, "UPDATE pack SET hash = ?2 WHERE name = ?1",
 	    "note a pack's new header", CAT_VALS(CAT_TEXT(name),
 	    CAT_BLOB(hash, 32)), NULL, NULL));
+}
+
+struct places {
+	struct catalog_chunk_place *v;
+	size_t n, cap;
+	int64_t rowid;
+};
+
+static int
+place_row(void *arg, sqlite3_stmt *st)
+{
+	struct places *ps = arg;
+	struct catalog_chunk_place *pl;
+	const char *name = (const char *)sqlite3_column_text(st, 1);
+	const void *cid = sqlite3_column_blob(st, 8);
+
+	if (sqlite3_column_bytes(st, 8) != (int)sizeof(ps->v->loc.cid))
+		return (0);
+	if (array_grow(&ps->v, &ps->cap, ps->n, sizeof(*ps->v), 4))
+		return (-1);
+	pl = &ps->v[ps->n++];
+	memset(pl, 0, sizeof(*pl));
+	pl->pack_id = sqlite3_column_int64(st, 0);
+	snprintf(pl->loc.pack, sizeof(pl->loc.pack), "%s",
+	    name != NULL ? name : "");
+	memcpy(pl->loc.cid, cid, sizeof(pl->loc.cid));
+	pl->loc.rowid = ps->rowid;
+	pl->loc.pack_offset = (uint64_t)sqlite3_column_int64(st, 2);
+	pl->loc.plain_len = (uint32_t)sqlite3_column_int64(st, 3);
+	pl->loc.stored_len = (uint32_t)sqlite3_column_int64(st, 4);
+	pl->loc.type = (uint8_t)sqlite3_column_int(st, 5);
+	pl->loc.flags = (uint8_t)sqlite3_column_int(st, 6);
+	pl->located = sqlite3_column_int(st, 7);
+	return (0);
+}
+
+int
+catalog_chunk_places(struct catalog *c, int64_t rowid, int64_t not_pack,
+    struct catalog_chunk_place **places, size_t *n)
+{
+	/* By the chunk's row and chunk_copy's key: a prune or verify pays
+	 * for the chunks it asks about. */
+	static const char sql[] =
+	    "SELECT x.pack_id, p.name, x.pack_offset, x.plain_len,"
+	    " x.stored_len, x.type, x.flags, x.located, ch.cid FROM"
+	    " (SELECT pack_id, pack_offset, plain_len, stored_len, type,"
+	    " flags, 1 AS located FROM chunk WHERE id = ?1 AND damaged = 0"
+	    " UNION ALL SELECT pack_id, pack_offset, plain_len, stored_len,"
+	    " type, flags, 0 FROM chunk_copy WHERE chunk_id = ?1) x"
+	    " JOIN pack p ON p.id = x.pack_id JOIN chunk ch ON ch.id = ?1"
+	    " WHERE x.pack_id IS NOT (CASE WHEN ?2 < 0 THEN ch.pack_id"
+	    " ELSE ?2 END)"
+	    " AND x.pack_id NOT IN (SELECT id FROM temp.gone)"
+	    " AND NOT EXISTS (SELECT 1 FROM condemned d WHERE d.name = p.name)"
+	    " ORDER BY x.located DESC, x.pack_id";
+	struct places ps;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rowid = rowid;
+	*places = NULL;
+	*n = 0;
+	if (cat_run(c, sql, "find the copies of a chunk",
+	    CAT_VALS(CAT_INT(rowid), CAT_INT(not_pack)), place_row, &ps)) {
+		free(ps.v);
+		return (-1);
+	}
+	*places = ps.v;
+	*n = ps.n;
+	return (0);
+}
+
+int
+catalog_chunk_copy_drop(struct catalog *c, int64_t chunk_rowid,
+    int64_t pack_id)
+{
+	return (cat_run(c, "DELETE FROM chunk_copy WHERE chunk_id = ?1"
+	    " AND pack_id = ?2", "forget a copy of a chunk",
+	    CAT_VALS(CAT_INT(chunk_rowid), CAT_INT(pack_id)), NULL, NULL) ?
+	    -1 : 0);
 }

@@ -79,95 +79,22 @@ int
 catalog_prune_copy(struct catalog *c, int64_t pack_id, const uint8_t cid[32],
     int64_t *rowid, struct catalog_chunk_place **places, size_t *nplaces)
 {
-	/*
-	 * Where else the chunk is said to be: the pack it is located in,
-	 * unless damaged, then its copies (chunk_copy); none condemned (its
-	 * host's prune may delete it) or gone.  An index is the word of
-	 * whoever wrote the pack, a write-only key holder included, so the
-	 * caller reads a place before it trusts it.
-	 */
-	static const char sql[] =
-	    "SELECT x.pack_id, p.name, x.pack_offset, x.plain_len,"
-	    " x.stored_len, x.type, x.flags, x.located FROM"
-	    " (SELECT pack_id, pack_offset, plain_len, stored_len, type,"
-	    " flags, 1 AS located FROM chunk WHERE id = ?1 AND damaged = 0"
-	    " UNION ALL SELECT pack_id, pack_offset, plain_len, stored_len,"
-	    " type, flags, 0 FROM chunk_copy WHERE chunk_id = ?1) x"
-	    " JOIN pack p ON p.id = x.pack_id"
-	    " WHERE x.pack_id IS NOT ?2"
-	    " AND x.pack_id NOT IN (SELECT id FROM temp.gone)"
-	    " AND NOT EXISTS (SELECT 1 FROM condemned d WHERE d.name = p.name)"
-	    " ORDER BY x.located DESC, x.pack_id";
-	struct catalog_chunk_place *v = NULL;
-	size_t k = 0, cap = 0;
-	sqlite3_stmt *st;
+	int64_t row = 0;
 	int rc;
 
 	*rowid = 0;
 	*places = NULL;
 	*nplaces = 0;
 	/* Live? */
-	if ((st = cat_prepare(c, "SELECT ch.id FROM chunk ch"
+	if ((rc = cat_run(c, "SELECT ch.id FROM chunk ch"
 	    " JOIN temp.live l ON l.id = ch.id WHERE ch.cid = ?1",
-	    "plan the prune")) == NULL)
+	    "plan the prune", CAT_VALS(CAT_BLOB(cid, 32)), cat_row_int64,
+	    &row)) <= 0)
+		return (rc);
+	*rowid = row;
+	if (catalog_chunk_places(c, row, pack_id, places, nplaces))
 		return (-1);
-	sqlite3_bind_blob(st, 1, cid, 32, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*rowid = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
-		return (0);
-	if (rc != SQLITE_ROW)
-		goto fail;
-	if ((st = cat_prepare(c, sql, "plan the prune")) == NULL)
-		return (-1);
-	sqlite3_bind_int64(st, 1, *rowid);
-	sqlite3_bind_int64(st, 2, pack_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct catalog_chunk_place *pl;
-		const char *name = (const char *)sqlite3_column_text(st, 1);
-
-		if (array_grow(&v, &cap, k, sizeof(*v), 4)) {
-			sqlite3_finalize(st);
-			free(v);
-			return (-1);
-		}
-		pl = &v[k++];
-		memset(pl, 0, sizeof(*pl));
-		pl->pack_id = sqlite3_column_int64(st, 0);
-		snprintf(pl->loc.pack, sizeof(pl->loc.pack), "%s",
-		    name != NULL ? name : "");
-		memcpy(pl->loc.cid, cid, 32);
-		pl->loc.rowid = *rowid;
-		pl->loc.pack_offset = (uint64_t)sqlite3_column_int64(st, 2);
-		pl->loc.plain_len = (uint32_t)sqlite3_column_int64(st, 3);
-		pl->loc.stored_len = (uint32_t)sqlite3_column_int64(st, 4);
-		pl->loc.type = (uint8_t)sqlite3_column_int(st, 5);
-		pl->loc.flags = (uint8_t)sqlite3_column_int(st, 6);
-		pl->located = sqlite3_column_int(st, 7);
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		free(v);
-		goto fail;
-	}
-	*places = v;
-	*nplaces = k;
 	return (1);
-fail:
-	log_error("cannot plan the prune: %s", sqlite3_errmsg(c->db));
-	return (-1);
-}
-
-int
-catalog_chunk_copy_drop(struct catalog *c, int64_t chunk_rowid,
-    int64_t pack_id)
-{
-	return (cat_run(c, "DELETE FROM chunk_copy WHERE chunk_id = ?1"
-	    " AND pack_id = ?2", "forget a copy of a chunk",
-	    CAT_VALS(CAT_INT(chunk_rowid), CAT_INT(pack_id)), NULL, NULL) < 0 ?
-	    -1 : 0);
 }
 
 int

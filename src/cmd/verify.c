@@ -82,6 +82,7 @@ print_json(const struct verify_result *res, struct jw *j)
 	jw_uint(jw_key(j, "errors"), res->ndamage + res->nbad_records +
 	    res->nbad_packs + res->meta_errors);
 	jw_uint(jw_key(j, "damaged_chunks"), res->ndamage);
+	jw_uint(jw_key(j, "chunks_from_copies"), res->from_copies);
 	jw_int(jw_key(j, "damaged_packs"), res->damaged_packs);
 	jw_int(jw_key(j, "broken_snapshots"), res->broken_snapshots);
 	jw_begin_array(jw_key(j, "damaged"));
@@ -99,6 +100,7 @@ print_json(const struct verify_result *res, struct jw *j)
 			jw_null(jw_key(j, "offset"));
 		}
 		jw_str(jw_key(j, "problem"), d->problem);
+		jw_str(jw_key(j, "copy"), d->copy[0] ? d->copy : NULL);
 		jw_end_object(j);
 	}
 	jw_end_array(j);
@@ -210,13 +212,20 @@ print_text(const struct verify_result *res)
 		n = snprintf(tail, sizeof(tail), "no errors");
 	} else {
 		n = snprintf(tail, sizeof(tail), "%zu damaged or missing "
-		    "chunk%s in %lld pack%s break%s %lld snapshot%s",
-		    res->ndamage, res->ndamage == 1 ? "" : "s",
+		    "chunk%s in %lld pack%s", res->ndamage,
+		    res->ndamage == 1 ? "" : "s",
 		    (long long)res->damaged_packs,
-		    res->damaged_packs == 1 ? "" : "s",
-		    res->ndamage == 1 ? "s" : "",
-		    (long long)res->broken_snapshots,
-		    res->broken_snapshots == 1 ? "" : "s");
+		    res->damaged_packs == 1 ? "" : "s");
+		if (res->from_copies && n > 0 && (size_t)n < sizeof(tail))
+			n += snprintf(tail + n, sizeof(tail) - (size_t)n,
+			    " (%zu found whole in another pack)",
+			    res->from_copies);
+		if (n > 0 && (size_t)n < sizeof(tail))
+			n += snprintf(tail + n, sizeof(tail) - (size_t)n,
+			    " break%s %lld snapshot%s",
+			    res->ndamage == 1 ? "s" : "",
+			    (long long)res->broken_snapshots,
+			    res->broken_snapshots == 1 ? "" : "s");
 
 		if (res->nbad_records && n > 0 && (size_t)n < sizeof(tail))
 			n += snprintf(tail + n, sizeof(tail) - (size_t)n,

@@ -35,6 +35,7 @@
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/tuning.h"
+#include "engine-int.h"
 #include "integrity-int.h"
 
 #define READERS 16
@@ -333,12 +334,7 @@ stream_entry(struct drill *d, const struct entry *e)
 			    (unsigned long long)l->file_offset);
 			goto out;
 		}
-		memcpy(pe.id, l->cid, sizeof(pe.id));
-		pe.type = l->type;
-		pe.flags = l->flags;
-		pe.offset = l->pack_offset;
-		pe.plain_len = l->plain_len;
-		pe.stored_len = l->stored_len;
+		loc_entry(l, &pe);
 		if (pe.type != PACK_REC_DATA ||
 		    pack_reader_get(pr, &pe, d->z, &d->chunk)) {
 			rc = fail(d, e->path, "the chunk at offset %llu is "

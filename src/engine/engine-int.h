@@ -272,4 +272,30 @@ int view_note_condemned(struct repo *r, int64_t time_ns,
 int view_parse(struct repo *r, const uint8_t *p, size_t len,
     const char *pack, const struct view_sink *sink);
 
+/* The pack entry of a chunk where the catalog locates it (places.c). */
+void loc_entry(const struct catalog_chunk_loc *l, struct pack_entry *e);
+
+/*
+ * Reading a chunk where a pack's index says it is (places.c), before
+ * trusting that place: an index is its writer's word, and a write-only
+ * key holder can name any chunk id over content of its own.  A check
+ * keeps the pack it last read open (the places asked about in a row are
+ * mostly in one or two packs); z and out are the caller's.
+ * place_check_first: the index of the first of the n places whose
+ * record authenticates and hashes to its id, or -1 when none does (what
+ * each one that does not holds is reported as a warning, and *bad, when
+ * not NULL, gets its index, as many as n); *bytes grows by what was
+ * read.  place_check_release closes the pack kept open.
+ */
+struct place_check {
+	struct repo *repo;
+	struct compressor *z;
+	struct buf *out;
+	struct pack_reader *pr;
+};
+int place_check_first(struct place_check *pc,
+    const struct catalog_chunk_place *places, size_t n, size_t *bad,
+    size_t *nbad, uint64_t *bytes);
+void place_check_release(struct place_check *pc);
+
 #endif

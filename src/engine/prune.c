@@ -123,7 +123,9 @@ struct prune {
 	size_t npk;
 	int marks_live;
 	struct hmap copied;		/* chunk ids copied out or found */
-	struct pack_reader *other;	/* the pack a copy was last read in */
+	struct place_check check;	/* of the places of chunks */
+	size_t *badi;			/* place_check_first's bad */
+	size_t capbadi;
 	struct {
 		int64_t chunk, pack;
 	} *bad;				/* copies read and found forged */
@@ -452,63 +454,34 @@ finish_writer(struct prune *p)
 	return (0);
 }
 
-/* pl's pack open in p->other (the packs that hold a condemned pack's
- * chunks too are mostly one or two: one reader kept).  NULL if it does
- * not open (reported). */
-static struct pack_reader *
-other_pack(struct prune *p, const struct catalog_chunk_place *pl)
-{
-	if (p->other != NULL &&
-	    strcmp(pack_reader_name(p->other), pl->loc.pack) == 0)
-		return (p->other);
-	pack_reader_close(p->other);
-	p->other = pack_reader_open(p->repo, pl->loc.pack);
-	return (p->other);
-}
-
 /*
- * Which of the places catalog_prune_copy named holds the chunk: read,
- * authenticated and hashed, for an index is its writer's word (a
- * write-only key holder can name any id over content of its own).  The
- * index of the first that does, or -1 (each that does not noted in
- * p->bad, its damage reported as a warning: the chunk is copied out
- * instead), or -2 on an error of the run.
+ * *k: which of the places catalog_prune_copy named holds the chunk, read
+ * (place_check_first), or -1 when none does: the chunk is copied out,
+ * and each copy that is not the chunk is noted in p->bad, to be
+ * forgotten at the commit.  0 or -1.
  */
 static int
 held_elsewhere(struct prune *p, const struct catalog_chunk_place *pl,
-    size_t n)
+    size_t n, int *k)
 {
-	struct pack_reader *pr;
-	struct pack_entry e;
-	size_t i;
-	int ok;
+	uint64_t bytes = 0;
+	size_t i, nbad;
 
-	for (i = 0; i < n; i++) {
-		if (signals_caught())
-			return (-2);
-		memset(&e, 0, sizeof(e));
-		memcpy(e.id, pl[i].loc.cid, sizeof(e.id));
-		e.type = pl[i].loc.type;
-		e.flags = pl[i].loc.flags;
-		e.offset = pl[i].loc.pack_offset;
-		e.plain_len = pl[i].loc.plain_len;
-		e.stored_len = pl[i].loc.stored_len;
-		(void)log_hold();
-		ok = (pr = other_pack(p, &pl[i])) != NULL &&
-		    pack_reader_get(pr, &e, p->z, &p->scratch) == 0;
-		log_release(1);
-		p->res->bytes_read += e.stored_len;
-		p->res->chunks_checked++;
-		if (ok)
-			return ((int)i);
-		if (array_grow(&p->bad, &p->capbad, p->nbad, sizeof(*p->bad),
-		    8))
-			return (-2);
-		p->bad[p->nbad].chunk = pl[i].loc.rowid;
-		p->bad[p->nbad].pack = pl[i].pack_id;
+	*k = -1;
+	if (n == 0)
+		return (0);
+	if (array_grow(&p->badi, &p->capbadi, n, sizeof(*p->badi), 4) ||
+	    array_grow(&p->bad, &p->capbad, p->nbad + n, sizeof(*p->bad), 8))
+		return (-1);
+	*k = place_check_first(&p->check, pl, n, p->badi, &nbad, &bytes);
+	p->res->bytes_read += bytes;
+	p->res->chunks_checked += (int64_t)nbad + (*k >= 0);
+	for (i = 0; i < nbad; i++) {
+		p->bad[p->nbad].chunk = pl[p->badi[i]].loc.rowid;
+		p->bad[p->nbad].pack = pl[p->badi[i]].pack_id;
 		p->nbad++;
 	}
-	return (-1);
+	return (0);
 }
 
 /* The chunk row lives in pack pl's place from the commit on. */
@@ -524,11 +497,7 @@ relocate(struct prune *p, const struct catalog_chunk_place *pl)
 	memset(m, 0, sizeof(*m));
 	m->rowid = pl->loc.rowid;
 	m->pack_id = pl->pack_id;
-	m->ent.offset = pl->loc.pack_offset;
-	m->ent.plain_len = pl->loc.plain_len;
-	m->ent.stored_len = pl->loc.stored_len;
-	m->ent.type = pl->loc.type;
-	m->ent.flags = pl->loc.flags;
+	loc_entry(&pl->loc, &m->ent);
 	return (0);
 }
 
@@ -565,7 +534,7 @@ repack(struct prune *p, const struct catalog_prune_pack *pk)
 			continue;
 		if (hmap_put(&p->copied, ents[i].id, row))
 			goto out;
-		if ((k = held_elsewhere(p, places, nplaces)) == -2)
+		if (held_elsewhere(p, places, nplaces, &k))
 			goto out;
 		if (k >= 0) {
 			/* A copy it was not located in is its place now. */
@@ -873,6 +842,8 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 	p.res = res;
 	p.crash_at = tuning_get()->test_prune_crash;
 	hmap_init(&p.copied, CCRYPTO_ID_BYTES);
+	p.check.repo = r;
+	p.check.out = &p.scratch;
 	p.margin_ns = engine_margin_ns();
 	p.lag_ns = engine_repo_is_remote(repo_path(r)) ? p.margin_ns : 0;
 	progress_init(&p.progress, "prune", 0);
@@ -882,6 +853,7 @@ engine_prune(struct repo *r, struct catalog *c, const struct prune_opts *o,
 		goto out;
 	if ((p.z = compressor_new(1)) == NULL || survey(&p, &pk, &n, &fate))
 		goto out;
+	p.check.z = p.z;
 	/* Phase 1: condemn what no snapshot needs; merge the journal. */
 	if (plan(&p, pk, n, fate))
 		goto out;
@@ -939,7 +911,8 @@ out:
 	free(p.made);
 	free(p.moved);
 	free(p.bad);
-	pack_reader_close(p.other);
+	free(p.badi);
+	place_check_release(&p.check);
 	hmap_release(&p.copied);
 	free(fate);
 	free(pk);

@@ -204,6 +204,66 @@ add_damage(struct verify *v, const struct catalog_chunk_loc *l,
 	return (0);
 }
 
+/*
+ * The damaged chunks another pack holds too (copies the catalog learnt
+ * of): each read there, and the first whole one taken as the chunk's
+ * place (the damage stays reported: its old place is still damaged).
+ * Only when reading data: a copy is its index's word until it is read.
+ * v->bad_rows keeps the rows of the others, *nrows of them.  0 or -1.
+ */
+static int
+take_copies(struct verify *v, size_t *nrows)
+{
+	struct verify_result *res = v->res;
+	struct place_check pc;
+	struct catalog_chunk_place *pl = NULL;
+	size_t i, n, k = 0, j, nbad, *bad = NULL, capbad = 0;
+	uint64_t bytes = 0;
+	char h[17];
+	int got, rc = -1;
+
+	memset(&pc, 0, sizeof(pc));
+	pc.repo = v->repo;
+	pc.z = v->z;
+	pc.out = &v->scratch;
+	for (i = 0; i < res->ndamage; i++) {
+		free(pl);
+		pl = NULL;
+		if (catalog_chunk_places(v->cat, v->bad_rows[i], -1, &pl, &n))
+			goto out;
+		if (n > 0 && array_grow(&bad, &capbad, n, sizeof(*bad), 4))
+			goto out;
+		got = place_check_first(&pc, pl, n, bad, &nbad, &bytes);
+		for (j = 0; j < nbad; j++)
+			if (catalog_chunk_copy_drop(v->cat, v->bad_rows[i],
+			    pl[bad[j]].pack_id))
+				goto out;
+		if (got < 0) {
+			v->bad_rows[k++] = v->bad_rows[i];
+			continue;
+		}
+		if (catalog_chunk_locate(v->cat, v->bad_rows[i],
+		    pl[got].pack_id, &pl[got].loc) ||
+		    catalog_chunk_copy_drop(v->cat, v->bad_rows[i],
+		    pl[got].pack_id))
+			goto out;
+		memcpy(res->damage[i].copy, pl[got].loc.pack,
+		    sizeof(res->damage[i].copy));
+		res->from_copies++;
+		hex_encode(h, res->damage[i].cid, 8);
+		log_warn("chunk %s: pack '%s' holds it too, read and found "
+		    "whole: the catalog locates it there now", h,
+		    pl[got].loc.pack);
+	}
+	rc = 0;
+out:
+	*nrows = k;
+	place_check_release(&pc);
+	free(pl);
+	free(bad);
+	return (rc);
+}
+
 static int
 advance(struct verify *v)
 {
@@ -583,12 +643,7 @@ read_job(void *arg, size_t i, int worker)
 	if (w->pr == NULL && (w->pr = pack_reader_open(v->repo, v->pack)) ==
 	    NULL)
 		return;
-	memcpy(pe.id, l->cid, sizeof(pe.id));
-	pe.type = l->type;
-	pe.flags = l->flags;
-	pe.offset = l->pack_offset;
-	pe.plain_len = l->plain_len;
-	pe.stored_len = l->stored_len;
+	loc_entry(l, &pe);
 	/* pack_reader_get says what is wrong. */
 	if (pack_reader_get(w->pr, &pe, w->z, &w->data) == 0)
 		v->rcs[i] = 0;
@@ -1053,7 +1108,7 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 	struct verify v;
 	uint8_t *sel = NULL;
 	uint64_t total = 0;
-	size_t npacks = 0, i, start = 0;
+	size_t npacks = 0, i, start = 0, nrows;
 	double t0 = now_monotonic();
 	int status = ENGINE_ERROR, found, t;
 
@@ -1188,13 +1243,16 @@ engine_verify(struct repo *r, struct catalog *c, const struct verify_opts *o,
 			goto out;
 	}
 
+	nrows = res->ndamage;
+	if (o->read != VERIFY_STRUCTURE && res->ndamage > 0 &&
+	    take_copies(&v, &nrows))
+		goto out;
 	memset(&bs, 0, sizeof(bs));
 	bs.res = res;
-	if (catalog_chunks_break(c, v.bad_rows, res->ndamage, collect_broken,
-	    &bs))
+	if (catalog_chunks_break(c, v.bad_rows, nrows, collect_broken, &bs))
 		goto out;
 	/* So that the next backup that meets them stores them again. */
-	if (catalog_chunks_mark_damaged(c, v.bad_rows, res->ndamage))
+	if (catalog_chunks_mark_damaged(c, v.bad_rows, nrows))
 		goto out;
 	status = res->ndamage || res->nbad_records || res->nbad_packs ||
 	    res->meta_errors ? ENGINE_DAMAGED : ENGINE_OK;

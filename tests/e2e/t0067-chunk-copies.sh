@@ -154,12 +154,33 @@ test_expect_success FORGE 'setup: a chunk forged by a write-only key, read first
 		WHERE ch.cid = X'"'"'$1'"'"'")" = "$forged"
 '
 
+# Host 7 too reads the forged pack first: its restore fails, and
+# verify --read-data, finding the chunk is not what its place holds,
+# reads the copy, and takes it.
+test_expect_success FORGE 'verify --read-data on a host that located the chunk in the forged pack takes the real copy' '
+	host 7 &&
+	test_expect_code 4 coffer -r "$R" restore forged@latest out7 2>err &&
+	grep -F "content does not match its id" err &&
+	test_expect_code 4 coffer -r "$R" verify --read-data --json \
+		>v.json 2>v.err &&
+	cat v.err &&
+	json_check v.json "\$j->{damaged_chunks} == 1 &&
+		\$j->{chunks_from_copies} == 1 &&
+		\$j->{broken_snapshots} == 0 &&
+		\$j->{damaged}[0]{pack} eq \"$forged\" &&
+		\$j->{damaged}[0]{copy} eq \"$real\"" &&
+	grep "^warning: .*pack .*$real" v.err &&
+	rm -rf out &&
+	coffer -r "$R" restore forged@latest out &&
+	cmp f/shared out/shared
+'
+
 test_expect_success FORGE 'a prune on that host reads the forged copy and keeps the real one' '
 	host 6 &&
 	coffer -r "$R" prune --json >p.json 2>p.err &&
 	cat p.err &&
 	test_path_is_missing "$R/packs/$(printf %.2s "$real")/$real" &&
-	for h in 6 1; do
+	for h in 6 1 7; do
 		host $h &&
 		rm -rf out &&
 		coffer -r "$R" restore forged@latest out &&
@@ -175,7 +196,7 @@ test_expect_success FORGE 'and the forged pack goes at the next prune' '
 	host 6 &&
 	coffer -r "$R" prune --json >p.json &&
 	test_path_is_missing "$R/packs/$(printf %.2s "$forged")/$forged" &&
-	for h in 6 1 2; do
+	for h in 6 1 2 7; do
 		host $h &&
 		coffer -r "$R" verify --read-data &&
 		rm -rf out &&
