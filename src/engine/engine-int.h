@@ -296,6 +296,16 @@ struct place_check {
 int place_check_first(struct place_check *pc,
     const struct catalog_chunk_place *places, size_t n, size_t *bad,
     size_t *nbad, uint64_t *bytes);
+/*
+ * The n chunk rows, damaged where the catalog locates them (verify,
+ * restore): each one another pack holds too (a copy the catalog learnt
+ * of) is read there, and the first whole copy becomes its place, with a
+ * warning naming the pack; copies found not to be the chunk are
+ * forgotten.  taken[i] gets the pack taken for rows[i], or "".  *ntaken
+ * how many were.  0 or -1 (reported).
+ */
+int place_take_copies(struct place_check *pc, struct catalog *c,
+    const int64_t *rows, size_t n, char (*taken)[33], size_t *ntaken);
 void place_check_release(struct place_check *pc);
 
 #endif

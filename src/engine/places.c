@@ -4,8 +4,10 @@
  * before it lets a pack go without copying a chunk out, verify before it
  * takes a copy for a chunk whose own place is damaged.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "coffer/hex.h"
 #include "coffer/log.h"
 #include "engine-int.h"
 
@@ -60,6 +62,50 @@ place_check_first(struct place_check *pc,
 			bad[(*nbad)++] = i;
 	}
 	return (-1);
+}
+
+int
+place_take_copies(struct place_check *pc, struct catalog *c,
+    const int64_t *rows, size_t n, char (*taken)[33], size_t *ntaken)
+{
+	struct catalog_chunk_place *pl = NULL;
+	size_t i, j, k, nbad, *bad = NULL, capbad = 0;
+	uint64_t bytes = 0;
+	char h[17];
+	int got, rc = -1;
+
+	*ntaken = 0;
+	for (i = 0; i < n; i++) {
+		taken[i][0] = '\0';
+		free(pl);
+		pl = NULL;
+		if (catalog_chunk_places(c, rows[i], -1, &pl, &k))
+			goto out;
+		if (k > 0 && array_grow(&bad, &capbad, k, sizeof(*bad), 4))
+			goto out;
+		got = place_check_first(pc, pl, k, bad, &nbad, &bytes);
+		for (j = 0; j < nbad; j++)
+			if (catalog_chunk_copy_drop(c, rows[i],
+			    pl[bad[j]].pack_id))
+				goto out;
+		if (got < 0)
+			continue;
+		if (catalog_chunk_locate(c, rows[i], pl[got].pack_id,
+		    &pl[got].loc) ||
+		    catalog_chunk_copy_drop(c, rows[i], pl[got].pack_id))
+			goto out;
+		memcpy(taken[i], pl[got].loc.pack, sizeof(taken[i]));
+		(*ntaken)++;
+		hex_encode(h, pl[got].loc.cid, 8);
+		log_warn("chunk %s: pack '%s' holds it too, read and found "
+		    "whole: the catalog locates it there now", h,
+		    pl[got].loc.pack);
+	}
+	rc = 0;
+out:
+	free(pl);
+	free(bad);
+	return (rc);
 }
 
 void

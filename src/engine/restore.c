@@ -40,6 +40,7 @@
 #include "coffer/progress.h"
 #include "coffer/signals.h"
 #include "coffer/tuning.h"
+#include "engine-int.h"
 #include "restore-int.h"
 
 /*
@@ -274,6 +275,55 @@ note_damaged(struct restore *rs, const struct rjob *jobs, size_t n)
 	pthread_mutex_unlock(&rs->bad_mu);
 }
 
+
+static int
+cmp_row(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return ((x > y) - (x < y));
+}
+
+/*
+ * The damaged chunks another pack holds whole (place_take_copies): their
+ * place is that copy from now on, and the files they broke restore at
+ * the next try; the others are marked damaged, so that the next backup
+ * that meets them stores them again.
+ */
+static void
+damaged_chunks(struct restore *rs, struct catalog *c)
+{
+	struct place_check pc;
+	struct buf chunk = BUF_INIT;
+	char (*taken)[33];
+	size_t i, k = 0, ntaken = 0;
+
+	qsort(rs->bad_rows, rs->nbad, sizeof(*rs->bad_rows), cmp_row);
+	for (i = 0; i < rs->nbad; i++)
+		if (i == 0 || rs->bad_rows[i] != rs->bad_rows[k - 1])
+			rs->bad_rows[k++] = rs->bad_rows[i];
+	rs->nbad = k;
+	memset(&pc, 0, sizeof(pc));
+	pc.repo = rs->repo;
+	pc.out = &chunk;
+	if ((taken = calloc(rs->nbad, sizeof(*taken))) != NULL &&
+	    place_take_copies(&pc, c, rs->bad_rows, rs->nbad, taken,
+	    &ntaken) == 0) {
+		for (i = k = 0; i < rs->nbad; i++)
+			if (!taken[i][0])
+				rs->bad_rows[k++] = rs->bad_rows[i];
+		rs->nbad = k;
+	}
+	place_check_release(&pc);
+	buf_release(&chunk);
+	free(taken);
+	if (ntaken > 0)
+		log_warn("%zu damaged chunk%s found whole in another pack: "
+		    "restoring again restores what %s broke", ntaken,
+		    ntaken == 1 ? "" : "s", ntaken == 1 ? "it" : "they");
+	if (rs->nbad > 0)
+		(void)catalog_chunks_mark_damaged(c, rs->bad_rows, rs->nbad);
+}
 
 /*
  * The out window is written: link second names, count, remember what
@@ -908,9 +958,8 @@ out:
 	free(rs.idle);
 	pthread_cond_destroy(&rs.verified);
 	pthread_mutex_destroy(&rs.mu);
-	/* So that the next backup that meets them stores them again. */
 	if (rs.nbad > 0)
-		(void)catalog_chunks_mark_damaged(c, rs.bad_rows, rs.nbad);
+		damaged_chunks(&rs, c);
 	free(rs.bad_rows);
 	pthread_mutex_destroy(&rs.bad_mu);
 	for (i = 0; i < rs.nlinks; i++)

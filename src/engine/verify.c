@@ -205,10 +205,10 @@ add_damage(struct verify *v, const struct catalog_chunk_loc *l,
 }
 
 /*
- * The damaged chunks another pack holds too (copies the catalog learnt
- * of): each read there, and the first whole one taken as the chunk's
- * place (the damage stays reported: its old place is still damaged).
- * Only when reading data: a copy is its index's word until it is read.
+ * The damaged chunks another pack holds too (place_take_copies): the
+ * first whole copy of each is its place now, and it breaks nothing (the
+ * damage stays reported: its old place is still damaged).  Only when
+ * reading data: a copy is its index's word until it is read.
  * v->bad_rows keeps the rows of the others, *nrows of them.  0 or -1.
  */
 static int
@@ -216,51 +216,31 @@ take_copies(struct verify *v, size_t *nrows)
 {
 	struct verify_result *res = v->res;
 	struct place_check pc;
-	struct catalog_chunk_place *pl = NULL;
-	size_t i, n, k = 0, j, nbad, *bad = NULL, capbad = 0;
-	uint64_t bytes = 0;
-	char h[17];
-	int got, rc = -1;
+	char (*taken)[33];
+	size_t i, k = 0;
+	int rc;
 
+	*nrows = res->ndamage;
+	if ((taken = calloc(res->ndamage, sizeof(*taken))) == NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
 	memset(&pc, 0, sizeof(pc));
 	pc.repo = v->repo;
 	pc.z = v->z;
 	pc.out = &v->scratch;
-	for (i = 0; i < res->ndamage; i++) {
-		free(pl);
-		pl = NULL;
-		if (catalog_chunk_places(v->cat, v->bad_rows[i], -1, &pl, &n))
-			goto out;
-		if (n > 0 && array_grow(&bad, &capbad, n, sizeof(*bad), 4))
-			goto out;
-		got = place_check_first(&pc, pl, n, bad, &nbad, &bytes);
-		for (j = 0; j < nbad; j++)
-			if (catalog_chunk_copy_drop(v->cat, v->bad_rows[i],
-			    pl[bad[j]].pack_id))
-				goto out;
-		if (got < 0) {
-			v->bad_rows[k++] = v->bad_rows[i];
-			continue;
-		}
-		if (catalog_chunk_locate(v->cat, v->bad_rows[i],
-		    pl[got].pack_id, &pl[got].loc) ||
-		    catalog_chunk_copy_drop(v->cat, v->bad_rows[i],
-		    pl[got].pack_id))
-			goto out;
-		memcpy(res->damage[i].copy, pl[got].loc.pack,
-		    sizeof(res->damage[i].copy));
-		res->from_copies++;
-		hex_encode(h, res->damage[i].cid, 8);
-		log_warn("chunk %s: pack '%s' holds it too, read and found "
-		    "whole: the catalog locates it there now", h,
-		    pl[got].loc.pack);
-	}
-	rc = 0;
-out:
-	*nrows = k;
+	rc = place_take_copies(&pc, v->cat, v->bad_rows, res->ndamage, taken,
+	    &res->from_copies);
 	place_check_release(&pc);
-	free(pl);
-	free(bad);
+	for (i = 0; rc == 0 && i < res->ndamage; i++) {
+		memcpy(res->damage[i].copy, taken[i],
+		    sizeof(res->damage[i].copy));
+		if (!taken[i][0])
+			v->bad_rows[k++] = v->bad_rows[i];
+	}
+	if (rc == 0)
+		*nrows = k;
+	free(taken);
 	return (rc);
 }
 
