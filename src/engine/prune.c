@@ -122,7 +122,10 @@ struct prune {
 	const enum fate *fate;		/* phase 2's, for marks_live */
 	size_t npk;
 	int marks_live;
-	struct hmap copied;		/* chunk ids copied out or found */
+	/* Chunk ids copied out, or found whole in a place not condemned:
+	 * data packs go in one apply (phase 2), after the last mark of
+	 * the run, so such a place stays uncondemned while it counts. */
+	struct hmap copied;
 	struct place_check check;	/* of the places of chunks */
 	size_t *badi;			/* place_check_first's bad */
 	size_t capbadi;

@@ -216,4 +216,51 @@ test_expect_success FORGE 'and the forged pack goes at the next prune' '
 	done
 '
 
+# A copy marked by one prune (beside a writer, so it waits) and the pack
+# the chunk is located in, condemned by the next (host 2 forgets the 4 MiB
+# beside the shared file in between): both go in one run, and the chunk
+# is copied out of one of them first.
+test_expect_success 'a copy marked earlier and the pack condemned now go together, the chunk copied out' '
+	rm -rf a-four b-four && mkdir a-four b-four &&
+	random_file a-four/shared 1 && cp a-four/shared b-four/shared &&
+	random_file b-four/own 4 &&
+	{ XDG_STATE_HOME=$TMP/host2-state \
+		COFFER_TEST_RAISE=backup-synced:1:STOP \
+		"$COFFER" -r "$R" backup four-b b-four >b1.out 2>&1 & } &&
+	bpid=$! &&
+	wait_stopped $bpid &&
+	host 1 &&
+	coffer -r "$R" backup four-a a-four &&
+	kill -CONT $bpid &&
+	wait $bpid &&
+	host 1 &&
+	coffer -r "$R" forget four-a@latest &&
+	host 2 &&
+	coffer -r "$R" snapshots >/dev/null &&
+	mkdir -p w9 && echo x >w9/x &&
+	{ XDG_STATE_HOME=$TMP/host9-state \
+		COFFER_TEST_RAISE=backup-synced:1:STOP \
+		"$COFFER" -r "$R" backup four-w w9 >w9.out 2>&1 & } &&
+	wpid=$! &&
+	wait_stopped $wpid &&
+	host 2 &&
+	coffer -r "$R" prune --json >p1.json &&
+	kill -CONT $wpid &&
+	wait $wpid &&
+	json_check p1.json "\$j->{packs_waiting} >= 1" &&
+	rm b-four/own &&
+	coffer -r "$R" backup four-b b-four &&
+	coffer -r "$R" forget --dataset four-b --keep-last 1 &&
+	coffer -r "$R" prune --json >p2.json &&
+	json_check p2.json "\$j->{chunks_moved} >= 1" &&
+	for h in 2 1; do
+		host $h &&
+		rm -rf out &&
+		coffer -r "$R" restore four-b@latest out &&
+		cmp b-four/shared out/shared || return 1
+	done &&
+	host 2 &&
+	coffer -r "$R" verify --read-data
+'
+
 test_done
