@@ -95,4 +95,13 @@ int fsutil_flock_wait(int fd, double timeout);
 /* The same with how LOCK_SH or LOCK_EX. */
 int fsutil_flock_wait_how(int fd, int how, double timeout);
 
+/*
+ * The space this process's pid belongs to: the running kernel (its boot
+ * id) and the PID namespace, as "BOOT.NS"; "" when /proc does not tell.
+ * Containers on one machine may share its host name and not its PIDs: a
+ * lease's holder named by host and pid is judged gone only by a process
+ * of the same space.
+ */
+const char *fsutil_pid_space(void);
+
 #endif

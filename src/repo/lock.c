@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "coffer/fmt.h"
+#include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
@@ -191,10 +192,13 @@ info_line(char *info, size_t size)
 		    t % 1000000000);
 	if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
 		memset(nonce, 0, sizeof(nonce));
+	/* The nonce token ends in "@" and the pid's space when known
+	 * (fsutil_pid_space): readers that predate it skip the token. */
 	snprintf(info, size, "host %s pid %ld since %s nonce "
-	    "%02x%02x%02x%02x%02x%02x%02x%02x%s%s%s%s\n", host,
+	    "%02x%02x%02x%02x%02x%02x%02x%02x%s%s%s%s%s%s\n", host,
 	    (long)getpid(), when, nonce[0], nonce[1], nonce[2], nonce[3],
 	    nonce[4], nonce[5], nonce[6], nonce[7],
+	    fsutil_pid_space()[0] ? "@" : "", fsutil_pid_space(),
 	    purpose[0] ? " command " : "", purpose,
 	    purpose[0] && dataset[0] ? " dataset " : "",
 	    purpose[0] ? dataset : "");

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
@@ -124,17 +125,33 @@ lease_write(const struct lease_io *io, const char *key, const char *what,
  * A process that died (or whose store's connection died) could not give
  * its lease back; waiting out its ttl would only delay the next run.  A
  * pid reused since is taken for the holder: the lease then expires.
+ * Containers share a machine's host name but not its PIDs: a line whose
+ * nonce names the pid's space ("@SPACE", fsutil_pid_space) is judged
+ * only in that space; one without it (an older coffer's), by host alone.
  */
 static int
 holder_gone(const struct lease *l)
 {
 	char host[256], me[256];
+	const char *nonce, *at, *space = fsutil_pid_space();
+	size_t len;
 	long pid;
 
 	if (sscanf(l->info, "host %255s pid %ld", host, &pid) != 2 ||
 	    pid <= 0 || gethostname(me, sizeof(me) - 1) != 0)
 		return (0);
 	me[sizeof(me) - 1] = '\0';
+	if ((nonce = strstr(l->info, " nonce ")) != NULL) {
+		nonce += 7;
+		len = strcspn(nonce, " \n");
+		if ((at = memchr(nonce, '@', len)) != NULL) {
+			at++;
+			len -= (size_t)(at - nonce);
+			if (!space[0] || strlen(space) != len ||
+			    memcmp(space, at, len) != 0)
+				return (0);
+		}
+	}
 	return (strcmp(host, me) == 0 && (pid_t)pid != getpid() &&
 	    kill((pid_t)pid, 0) == -1 && errno == ESRCH);
 }

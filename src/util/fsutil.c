@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,4 +510,41 @@ fsutil_flock_wait_how(int fd, int how, double timeout)
 		if (nap.tv_nsec > 500 * 1000 * 1000)
 			nap.tv_nsec = 500 * 1000 * 1000;
 	}
+}
+
+static char pid_space[64];
+static pthread_once_t pid_space_once = PTHREAD_ONCE_INIT;
+
+static void
+pid_space_init(void)
+{
+	char boot[64], hexs[13];
+	struct stat st;
+	ssize_t n;
+	size_t i, k = 0;
+	int fd;
+
+	if ((fd = open("/proc/sys/kernel/random/boot_id",
+	    O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, boot, sizeof(boot) - 1);
+	close(fd);
+	if (n <= 0 || stat("/proc/self/ns/pid", &st) != 0)
+		return;
+	/* Twelve hex digits of the boot id tell kernels apart enough. */
+	for (i = 0; i < (size_t)n && k < sizeof(hexs) - 1; i++)
+		if ((boot[i] >= '0' && boot[i] <= '9') ||
+		    (boot[i] >= 'a' && boot[i] <= 'f'))
+			hexs[k++] = boot[i];
+	hexs[k] = '\0';
+	if (k == sizeof(hexs) - 1)
+		snprintf(pid_space, sizeof(pid_space), "%s.%llu", hexs,
+		    (unsigned long long)st.st_ino);
+}
+
+const char *
+fsutil_pid_space(void)
+{
+	pthread_once(&pid_space_once, pid_space_init);
+	return (pid_space);
 }

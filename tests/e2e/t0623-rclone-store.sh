@@ -150,6 +150,34 @@ test_expect_success 'coffer killed: its rclone ends with it, its lease is not he
 	no_lease_left
 '
 
+# Containers on one machine often share its host name (host networking,
+# as training jobs use) but not its PID namespace: a lease that names
+# this host and a pid this process cannot see may be held by a live
+# process of another namespace.  It must count (and stay) until it
+# expires, or a prune would take that writer for gone.
+unshare --pid --fork --mount-proc true 2>/dev/null && test_set_prereq PIDNS
+
+test_expect_success PIDNS 'a writer of this host in another PID namespace: its lease counts' '
+	random_file src2/d 8 &&
+	: >rclone.pids &&
+	p=20000 && while kill -0 $p 2>/dev/null; do p=$((p + 1)); done &&
+	{ RCLONE_BWLIMIT=1M unshare --pid --fork --mount-proc sh -c \
+		"echo $((p - 1)) >/proc/sys/kernel/ns_last_pid &&
+		\"$COFFER\" -r $R backup ds2 src2" >ns.out 2>&1 & } &&
+	upid=$! &&
+	n=0 && while ! find cloud/repo/locks -type f | grep -q . &&
+		test $n -lt 1500; do sleep 0.02; n=$((n + 1)); done &&
+	find cloud/repo/locks -type f | grep -q . &&
+	coffer -r $R locks --json >locks.json &&
+	cat locks.json &&
+	json_check locks.json "@\$j == 1 && \$j->[0]{pid} == $p" &&
+	{ wait $upid || { cat ns.out; false; }; } &&
+	: >rclone.pids &&
+	coffer -r $R locks --json >locks.json &&
+	json_check locks.json "@\$j == 0" &&
+	no_lease_left
+'
+
 # The contract again over rclone's S3 backend, configured by environment
 # alone (t-storage), pointed at a real object store.
 # A terminal's ^C goes to coffer's whole process group.  rclone runs in
