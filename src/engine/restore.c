@@ -295,7 +295,7 @@ damaged_chunks(struct restore *rs, struct catalog *c)
 {
 	struct place_check pc;
 	struct buf chunk = BUF_INIT;
-	char (*taken)[33];
+	char (*taken)[33] = NULL;
 	size_t i, k = 0, ntaken = 0;
 
 	qsort(rs->bad_rows, rs->nbad, sizeof(*rs->bad_rows), cmp_row);
@@ -306,9 +306,12 @@ damaged_chunks(struct restore *rs, struct catalog *c)
 	memset(&pc, 0, sizeof(pc));
 	pc.repo = rs->repo;
 	pc.out = &chunk;
-	if ((taken = calloc(rs->nbad, sizeof(*taken))) != NULL &&
-	    place_take_copies(&pc, c, rs->bad_rows, rs->nbad, taken,
-	    &ntaken) == 0) {
+	/* Not when asked to stop: that is for the next restore. */
+	if (!signals_caught() &&
+	    (taken = calloc(rs->nbad, sizeof(*taken))) != NULL) {
+		/* What it took before an error is taken all the same. */
+		(void)place_take_copies(&pc, c, rs->bad_rows, rs->nbad, taken,
+		    &ntaken);
 		for (i = k = 0; i < rs->nbad; i++)
 			if (!taken[i][0])
 				rs->bad_rows[k++] = rs->bad_rows[i];
