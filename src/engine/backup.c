@@ -1045,10 +1045,15 @@ walk_source(struct backup *b)
 		rc = -1;
 	b->walk = NULL;
 	fs_walk_close(w);
-	if (signals_caught())
+	/* A signal that came as the walk ended stops the run all the
+	 * same: the message says the snapshot is marked failed, and so
+	 * it must be. */
+	if (signals_caught()) {
 		log_error("backup of '%s' interrupted by %s: the snapshot is "
 		    "marked failed", b->opts->dataset,
 		    signals_name(signals_caught()));
+		rc = -1;
+	}
 	return (rc < 0 ? -1 : 0);
 }
 
