@@ -301,11 +301,12 @@ int place_check_first(struct place_check *pc,
  * restore): each one another pack holds too (a copy the catalog learnt
  * of) is read there, and the first whole copy becomes its place, with a
  * warning naming the pack; copies found not to be the chunk are
- * forgotten.  taken[i] gets the pack taken for rows[i], or "".  *ntaken
- * how many were.  0 or -1 (reported).
+ * forgotten.  rows keeps, in order, the rows not taken, *n of them, even
+ * after an error.  taken, unless NULL, gets at [i] the pack taken for
+ * the i-th row given, or "".  *ntaken how many were.  0 or -1 (reported).
  */
 int place_take_copies(struct place_check *pc, struct catalog *c,
-    const int64_t *rows, size_t n, char (*taken)[33], size_t *ntaken);
+    int64_t *rows, size_t *n, char (*taken)[33], size_t *ntaken);
 void place_check_release(struct place_check *pc);
 
 #endif

@@ -65,18 +65,19 @@ place_check_first(struct place_check *pc,
 }
 
 int
-place_take_copies(struct place_check *pc, struct catalog *c,
-    const int64_t *rows, size_t n, char (*taken)[33], size_t *ntaken)
+place_take_copies(struct place_check *pc, struct catalog *c, int64_t *rows,
+    size_t *n, char (*taken)[33], size_t *ntaken)
 {
 	struct catalog_chunk_place *pl = NULL;
-	size_t i, j, k, nbad, *bad = NULL, capbad = 0;
+	size_t i, j, k, nbad, keep = 0, *bad = NULL, capbad = 0;
 	uint64_t bytes = 0;
 	char h[17];
 	int got, rc = -1;
 
 	*ntaken = 0;
-	for (i = 0; i < n; i++) {
-		taken[i][0] = '\0';
+	for (i = 0; i < *n; i++) {
+		if (taken != NULL)
+			taken[i][0] = '\0';
 		free(pl);
 		pl = NULL;
 		if (catalog_chunk_places(c, rows[i], -1, &pl, &k))
@@ -88,13 +89,16 @@ place_take_copies(struct place_check *pc, struct catalog *c,
 			if (catalog_chunk_copy_drop(c, rows[i],
 			    pl[bad[j]].pack_id))
 				goto out;
-		if (got < 0)
+		if (got < 0) {
+			rows[keep++] = rows[i];
 			continue;
+		}
 		if (catalog_chunk_locate(c, rows[i], pl[got].pack_id,
 		    &pl[got].loc) ||
 		    catalog_chunk_copy_drop(c, rows[i], pl[got].pack_id))
 			goto out;
-		memcpy(taken[i], pl[got].loc.pack, sizeof(taken[i]));
+		if (taken != NULL)
+			memcpy(taken[i], pl[got].loc.pack, sizeof(taken[i]));
 		(*ntaken)++;
 		hex_encode(h, pl[got].loc.cid, 8);
 		log_warn("chunk %s: pack '%s' holds it too, read and found "
@@ -103,6 +107,13 @@ place_take_copies(struct place_check *pc, struct catalog *c,
 	}
 	rc = 0;
 out:
+	/* What was taken before an error stays taken; the rest stay. */
+	for (; i < *n; i++) {
+		if (taken != NULL)
+			taken[i][0] = '\0';
+		rows[keep++] = rows[i];
+	}
+	*n = keep;
 	free(pl);
 	free(bad);
 	return (rc);

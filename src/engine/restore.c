@@ -295,7 +295,6 @@ damaged_chunks(struct restore *rs, struct catalog *c)
 {
 	struct place_check pc;
 	struct buf chunk = BUF_INIT;
-	char (*taken)[33] = NULL;
 	size_t i, k = 0, ntaken = 0;
 
 	qsort(rs->bad_rows, rs->nbad, sizeof(*rs->bad_rows), cmp_row);
@@ -306,20 +305,13 @@ damaged_chunks(struct restore *rs, struct catalog *c)
 	memset(&pc, 0, sizeof(pc));
 	pc.repo = rs->repo;
 	pc.out = &chunk;
-	/* Not when asked to stop: that is for the next restore. */
-	if (!signals_caught() &&
-	    (taken = calloc(rs->nbad, sizeof(*taken))) != NULL) {
-		/* What it took before an error is taken all the same. */
-		(void)place_take_copies(&pc, c, rs->bad_rows, rs->nbad, taken,
+	/* Not when asked to stop: that is for the next restore.  What it
+	 * took before an error is taken all the same. */
+	if (!signals_caught())
+		(void)place_take_copies(&pc, c, rs->bad_rows, &rs->nbad, NULL,
 		    &ntaken);
-		for (i = k = 0; i < rs->nbad; i++)
-			if (!taken[i][0])
-				rs->bad_rows[k++] = rs->bad_rows[i];
-		rs->nbad = k;
-	}
 	place_check_release(&pc);
 	buf_release(&chunk);
-	free(taken);
 	if (ntaken > 0)
 		log_warn("%zu damaged chunk%s found whole in another pack: "
 		    "restoring again restores what %s broke", ntaken,

@@ -217,7 +217,7 @@ take_copies(struct verify *v, size_t *nrows)
 	struct verify_result *res = v->res;
 	struct place_check pc;
 	char (*taken)[33];
-	size_t i, k = 0;
+	size_t i;
 	int rc;
 
 	*nrows = res->ndamage;
@@ -229,17 +229,12 @@ take_copies(struct verify *v, size_t *nrows)
 	pc.repo = v->repo;
 	pc.z = v->z;
 	pc.out = &v->scratch;
-	rc = place_take_copies(&pc, v->cat, v->bad_rows, res->ndamage, taken,
+	rc = place_take_copies(&pc, v->cat, v->bad_rows, nrows, taken,
 	    &res->from_copies);
 	place_check_release(&pc);
-	for (i = 0; rc == 0 && i < res->ndamage; i++) {
+	for (i = 0; i < res->ndamage; i++)
 		memcpy(res->damage[i].copy, taken[i],
 		    sizeof(res->damage[i].copy));
-		if (!taken[i][0])
-			v->bad_rows[k++] = v->bad_rows[i];
-	}
-	if (rc == 0)
-		*nrows = k;
 	free(taken);
 	return (rc);
 }
