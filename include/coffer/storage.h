@@ -159,8 +159,11 @@ int storage_get(struct storage *st, const char *name, size_t max,
  * at or past it); 0 or -1.  storage_read_all wants exactly len bytes (a
  * shorter object is "truncated", EIO).  storage_cached: 1 if the bytes at
  * off are in local memory (reading them costs no I/O), 0 if not or not
- * known; never reported.  An object handle may be used by one thread at
- * a time; handles are independent.
+ * known; never reported.  storage_knows_cached: 0 when storage_cached
+ * always says 0 (a store without local memory of its objects), so that
+ * an object is not opened, a request to a remote store, only to ask.  An
+ * object handle may be used by one thread at a time; handles are
+ * independent.
  */
 int storage_open(struct storage *st, const char *name,
     struct storage_obj **o, uint64_t *size);
@@ -169,6 +172,7 @@ int storage_read(struct storage_obj *o, uint64_t off, void *buf, size_t len,
 int storage_read_all(struct storage_obj *o, uint64_t off, void *buf,
     size_t len);
 int storage_cached(struct storage_obj *o, uint64_t off, uint64_t len);
+int storage_knows_cached(const struct storage *st);
 const char *storage_obj_name(const struct storage_obj *o);
 void storage_obj_close(struct storage_obj *o);
 

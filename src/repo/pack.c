@@ -556,7 +556,8 @@ pack_cached(const struct repo *r, const char *name, uint64_t off,
 	uint64_t size;
 	int cached;
 
-	if (len == 0 || rp_pack_object(name, obj, 1))
+	if (len == 0 || !storage_knows_cached(r->st) ||
+	    rp_pack_object(name, obj, 1))
 		return (0);
 	/* A hint: a pack that does not open is a warning here, and an
 	 * error where it is read. */

@@ -276,6 +276,12 @@ storage_cached(struct storage_obj *o, uint64_t off, uint64_t len)
 	return (o->st->ops->cached(o, off, len) == 1);
 }
 
+int
+storage_knows_cached(const struct storage *st)
+{
+	return (st->ops->cached != NULL);
+}
+
 const char *
 storage_obj_name(const struct storage_obj *o)
 {

@@ -17,6 +17,7 @@
 #include "coffer/fsutil.h"
 #include "coffer/log.h"
 #include "coffer/repo.h"
+#include "coffer/storage.h"
 #include "tap.h"
 #include "testutil.h"
 
@@ -167,6 +168,38 @@ main(void)
 		if (fd != -1)
 			close(fd);
 		free(path);
+	}
+
+	/* A store with no memory of its objects (object storage) is not
+	 * asked: a HEAD a chunk that a restore could read back. */
+	{
+		static uint8_t data3[NREC][RECLEN];
+		struct pack_entry ents3[NREC];
+		struct pack_info info3;
+		struct repo_init_opts o;
+		struct storage *ms = storage_mem_named("t-pack");
+		struct repo *rm = NULL;
+		unsigned long opens;
+		char key[300];
+
+		snprintf(key, sizeof(key), "%s/mem.key", tmpdir);
+		memset(&o, 0, sizeof(o));
+		o.key_file = key;
+		if (ms != NULL && repo_init("mem:t-pack", &o) == 0 &&
+		    (rm = repo_open("mem:t-pack")) != NULL &&
+		    repo_unlock(rm, key, NULL, 0) == 0 &&
+		    write_pack(rm, &info3, ents3, data3) == 0 &&
+		    get(rm, info3.name, &ents3[1], &out) == 0) {
+			opens = storage_mem_calls(ms, STORAGE_OP_OPEN);
+			ok(!pack_cached(rm, info3.name, ents3[1].offset,
+			    ents3[1].stored_len) &&
+			    storage_mem_calls(ms, STORAGE_OP_OPEN) == opens,
+			    "a pack on a store that keeps nothing in memory is "
+			    "not opened to ask");
+		} else
+			ok(0, "a repository on a memory store");
+		repo_close(rm);
+		storage_mem_drop("t-pack");
 	}
 
 	p = pack_reader_open(r, info.name);

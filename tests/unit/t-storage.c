@@ -161,6 +161,8 @@ ranges(struct storage *st, const char *kind)
 	    kind);
 	ok(storage_cached(o, 0, 0) == 0 && storage_cached(o, 0, 1000) >= 0,
 	    "%s: cached is a hint: 0 for nothing, 0 or 1 else", kind);
+	ok(storage_knows_cached(st) || storage_cached(o, 0, 1000) == 0,
+	    "%s: a store that knows nothing in memory says so", kind);
 	storage_obj_close(o);
 	ok(storage_open(st, "keys/none", &o, &size) == STORAGE_MISSING &&
 	    o == NULL, "%s: open of a missing object", kind);
