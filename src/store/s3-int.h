@@ -20,7 +20,15 @@
 #include "coffer/storage.h"
 #include "store-int.h"
 
-#define PART_SIZE (8u << 20)	/* bytes a put buffers; its parts */
+/*
+ * A put's parts.  A part costs Swift a segment object, and every request
+ * one lookup of its account and container: 16 MiB parts make a pack of
+ * 64 MiB five requests, not nine.  PARTS_LIVE bounds the part buffers
+ * that puts fill or send at once, so that a backup's writing pack and
+ * the one finishing hold 48 MiB, not 64 (s3.c, part_take).
+ */
+#define PART_SIZE (16u << 20)
+#define PARTS_LIVE 3
 /* What a small read fetches, for the reads after it (storage.c): a round
  * trip to an object store costs as much as megabytes of transfer. */
 #define READ_AHEAD (4u << 20)
@@ -59,13 +67,16 @@ struct s3 {
 	long stall;		/* seconds without a byte: a retry */
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
-	pthread_mutex_t mu;	/* the pool and the spare parts */
+	pthread_mutex_t mu;	/* the pool and the part buffers */
 	struct conn **pool;
 	size_t npool, cappool;
-	/* Part buffers of puts that ended, for the next puts: a fresh 8 MiB
+	/* Part buffers of puts that ended, for the next puts: a fresh
 	 * buffer costs a page fault per 4 KiB written into it. */
 	struct buf spare[SPARE_PARTS];
 	size_t nspare;
+	pthread_cond_t parts_cv;	/* a part buffer was given back */
+	unsigned parts_live;	/* part buffers puts hold */
+	unsigned draining;	/* puts committing that hold a part in flight */
 };
 
 /* An easy handle and the space of one request on it. */

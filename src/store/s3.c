@@ -40,8 +40,9 @@ struct s3_obj {
  * A put buffers a part; once it is full and more comes, the part goes to
  * the put's uploader thread and the caller fills the next one, so a
  * backup computes while its pack travels.  One part in flight: memory
- * is two parts a put, and parts go up in order.  upload, etag and nparts
- * belong to the uploader while it runs, to the caller once it waited.
+ * is two parts a put (the second taken at the first hand-over), and
+ * parts go up in order.  upload, etag and nparts belong to the uploader
+ * while it runs, to the caller once it waited.
  */
 struct s3_put {
 	struct storage_put base;
@@ -56,6 +57,8 @@ struct s3_put {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct buf sending;	/* the part in flight */
+	int has_sending;	/* sending is a part buffer taken; 2: and
+				 * the put, committing, counts as draining */
 	int busy, stop;		/* under mu */
 	int up_failed;		/* under mu, with up_err */
 	struct storage_error up_err;
@@ -223,11 +226,21 @@ s3_obj_close(struct storage_obj *o)
 
 /* --- Puts --------------------------------------------------------- */
 
-/* An empty part buffer, a spare one if there is one. */
+/*
+ * An empty part buffer, a spare one if there is one.  wait: a put's
+ * second buffer, for which it waits while PARTS_LIVE are held and a put
+ * committing will give one back once its part in flight is up (the
+ * backup's next pack waits for the last one's).  A put waits for no
+ * other: only puts that need nothing more hold what it waits for, so a
+ * thread with several puts open cannot wait on itself.
+ */
 static void
-part_take(struct s3 *s, struct buf *b)
+part_take(struct s3 *s, struct buf *b, int wait)
 {
 	pthread_mutex_lock(&s->mu);
+	while (wait && s->parts_live >= PARTS_LIVE && s->draining > 0)
+		pthread_cond_wait(&s->parts_cv, &s->mu);
+	s->parts_live++;
 	if (s->nspare > 0)
 		*b = s->spare[--s->nspare];
 	else
@@ -236,15 +249,20 @@ part_take(struct s3 *s, struct buf *b)
 	buf_reset(b);
 }
 
-/* b's memory kept for the next put, or freed. */
+/* b, a part buffer taken, given back: kept for the next put, or freed.
+ * drained: the put committing no longer holds a part in flight. */
 static void
-part_give(struct s3 *s, struct buf *b)
+part_give(struct s3 *s, struct buf *b, int drained)
 {
 	pthread_mutex_lock(&s->mu);
+	s->parts_live--;
+	if (drained)
+		s->draining--;
 	if (b->data != NULL && s->nspare < SPARE_PARTS) {
 		s->spare[s->nspare++] = *b;
 		buf_init(b);
 	}
+	pthread_cond_broadcast(&s->parts_cv);
 	pthread_mutex_unlock(&s->mu);
 	buf_release(b);
 }
@@ -260,8 +278,8 @@ s3_put_begin(struct storage *st, const char *name, unsigned flags,
 		free(h);
 		return (s3_nomem());
 	}
-	part_take(s3_of(st), &h->data);
-	part_take(s3_of(st), &h->sending);
+	part_take(s3_of(st), &h->data, 0);
+	buf_init(&h->sending);
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cv, NULL);
 	*p = &h->base;
@@ -455,6 +473,10 @@ hand_over(struct s3 *s, struct s3_put *h)
 			return (upload_part(s, h, &h->data));
 		h->running = 1;
 	}
+	if (!h->has_sending) {
+		part_take(s, &h->sending, 1);
+		h->has_sending = 1;
+	}
 	if (uploads_wait(h))
 		return (-1);
 	pthread_mutex_lock(&h->mu);
@@ -551,6 +573,18 @@ upload_abort(struct s3 *s, struct s3_put *h)
 	storage_fail(saved.code, "%s", saved.msg);
 }
 
+/* The put's second part buffer given back, its uploader ended: it
+ * sends nothing more but its last part, from data. */
+static void
+sending_give(struct s3_put *h)
+{
+	uploads_stop(h);
+	if (h->has_sending) {
+		part_give(s3_of(h->base.st), &h->sending, h->has_sending == 2);
+		h->has_sending = 0;
+	}
+}
+
 static void
 s3_put_abort(struct storage_put *p)
 {
@@ -560,8 +594,8 @@ s3_put_abort(struct storage_put *p)
 	upload_abort(s3_of(p->st), h);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
-	part_give(s3_of(p->st), &h->sending);
-	part_give(s3_of(p->st), &h->data);
+	sending_give(h);
+	part_give(s3_of(p->st), &h->data, 0);
 	free(h->upload);
 	free(h->etag);
 	free(h->key);
@@ -578,7 +612,17 @@ s3_put_commit(struct storage_put *p)
 	uint64_t size;
 	int rc;
 
-	if ((rc = uploads_wait(h)) != 0) {
+	/* Counted as draining while its part in flight goes up: a put
+	 * that waits for a part buffer waits for that. */
+	if (h->has_sending) {
+		pthread_mutex_lock(&s->mu);
+		s->draining++;
+		pthread_mutex_unlock(&s->mu);
+		h->has_sending = 2;
+	}
+	rc = uploads_wait(h);
+	sending_give(h);
+	if (rc != 0) {
 		s3_put_abort(p);
 		return (rc);
 	}
@@ -726,6 +770,7 @@ s3_close(struct storage *st)
 	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&s->share_mu[i]);
 	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->parts_cv);
 	if (s->secret != NULL)
 		explicit_bzero(s->secret, strlen(s->secret));
 	if (s->token_hdr != NULL)
@@ -1068,6 +1113,7 @@ storage_s3_open(const char *location, const struct storage_s3_opts *o,
 		goto refused;
 	}
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->parts_cv, NULL);
 	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&s->share_mu[i], NULL);
 	s->base.ops = &s3_ops;

@@ -1295,11 +1295,59 @@ s3_pages(struct storage *st)
 	    "gives each once (%zu of 1040)", v.n);
 }
 
+/*
+ * Puts hold at most a few part buffers between them (PARTS_LIVE), a put
+ * waiting only for one that a committing put gives back: three big puts
+ * open at once on one thread, written in turns, wait on nothing.
+ */
+static void
+s3_puts_at_once(struct storage *st, const uint8_t *big, size_t len)
+{
+	static const char *names[3] = { "packs/78/78a", "packs/78/78b",
+	    "packs/78/78c" };
+	struct storage_put *p[3];
+	struct storage_obj *o;
+	uint8_t tail[64];
+	uint64_t size;
+	size_t off, n;
+	int i, ok_all = 1;
+
+	for (i = 0; i < 3; i++)
+		ok_all &= storage_put_begin(st, names[i], 0, &p[i]) == 0;
+	if (!ok(ok_all, "s3: three big puts begun"))
+		return;
+	for (off = 0; off < len; off += n) {
+		n = len - off < (5 << 20) ? len - off : (5 << 20);
+		for (i = 0; i < 3; i++)
+			ok_all &= storage_put_write(p[i], big + off, n) == 0;
+	}
+	ok(ok_all, "s3: written in turns, a part and more each");
+	ok(storage_put_commit(p[0]) == 0, "s3: the first committed");
+	for (off = 0; off < len; off += n) {
+		n = len - off < (5 << 20) ? len - off : (5 << 20);
+		ok_all &= storage_put_write(p[1], big + off, n) == 0;
+	}
+	ok(ok_all && storage_put_commit(p[1]) == 0 &&
+	    storage_put_commit(p[2]) == 0,
+	    "s3: one written on after another committed, then both commit");
+	for (i = 0; i < 3; i++) {
+		ok_all &= storage_open(st, names[i], &o, &size) == 0 &&
+		    size == (i == 1 ? 2 * len : len) &&
+		    storage_read_all(o, size - sizeof(tail), tail,
+		    sizeof(tail)) == 0 &&
+		    memcmp(tail, big + len - sizeof(tail), sizeof(tail)) == 0;
+		if (o != NULL)
+			storage_obj_close(o);
+		ok_all &= storage_delete(st, names[i]) == 0;
+	}
+	ok(ok_all, "s3: each whole");
+}
+
 /* An object over the part size: a multipart upload, read in ranges. */
 static void
 s3_multipart(struct storage *st)
 {
-	static uint8_t big[(17 << 20) + 12345], back[sizeof(big)];
+	static uint8_t big[(33 << 20) + 12345], back[sizeof(big)];
 	struct storage_obj *o;
 	struct storage_put *p;
 	uint64_t size;
@@ -1315,7 +1363,7 @@ s3_multipart(struct storage *st)
 	}
 	ok(ok_all && storage_stat(st, "packs/77/77big", &size) ==
 	    STORAGE_MISSING, "s3: written in parts, not there before commit");
-	ok(storage_put_commit(p) == 0, "s3: committed (3 parts)");
+	ok(storage_put_commit(p) == 0, "s3: committed (3 parts of 16 MiB)");
 	ok(storage_open(st, "packs/77/77big", &o, &size) == 0 &&
 	    size == sizeof(big), "s3: its size");
 	for (off = 0; o != NULL && off < sizeof(big); off += n) {
@@ -1326,10 +1374,11 @@ s3_multipart(struct storage *st)
 	}
 	ok(ok_all && off == sizeof(big) && memcmp(big, back, sizeof(big)) ==
 	    0, "s3: read back in ranges of 3 MiB, the same bytes");
-	ok(o != NULL && storage_read_all(o, (8 << 20) - 5, back, 10) == 0 &&
-	    memcmp(back, big + (8 << 20) - 5, 10) == 0,
+	ok(o != NULL && storage_read_all(o, (16 << 20) - 5, back, 10) == 0 &&
+	    memcmp(back, big + (16 << 20) - 5, 10) == 0,
 	    "s3: a range across two parts");
 	storage_obj_close(o);
+	s3_puts_at_once(st, big, sizeof(big));
 	ok(storage_put_begin(st, "packs/77/77aborted", 0, &p) == 0 &&
 	    storage_put_write(p, big, sizeof(big)) == 0,
 	    "s3: another big put, parts uploaded");
