@@ -23,9 +23,12 @@
 /*
  * A put's parts.  A part costs Swift a segment object, and every request
  * one lookup of its account and container: 16 MiB parts make a pack of
- * 64 MiB five requests, not nine.  PARTS_LIVE bounds the part buffers
- * that puts fill or send at once, so that a backup's writing pack and
- * the one finishing hold 48 MiB, not 64 (s3.c, part_take).
+ * 64 MiB five requests, not nine.  A put's second buffer (a part to
+ * fill while one goes up) is taken only while fewer than PARTS_LIVE are
+ * held, or once a committing put gives one back: a backup's writing
+ * pack and the one finishing hold 48 MiB, not 64, and puts beyond send
+ * their parts on their own thread with one buffer each (s3.c,
+ * part_take_more).
  */
 #define PART_SIZE (16u << 20)
 #define PARTS_LIVE 3

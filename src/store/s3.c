@@ -226,27 +226,55 @@ s3_obj_close(struct storage_obj *o)
 
 /* --- Puts --------------------------------------------------------- */
 
-/*
- * An empty part buffer, a spare one if there is one.  wait: a put's
- * second buffer, for which it waits while PARTS_LIVE are held and a put
- * committing will give one back once its part in flight is up (the
- * backup's next pack waits for the last one's).  A put waits for no
- * other: only puts that need nothing more hold what it waits for, so a
- * thread with several puts open cannot wait on itself.
- */
+/* An empty part buffer, a spare one if there is one; s->mu held. */
 static void
-part_take(struct s3 *s, struct buf *b, int wait)
+part_new(struct s3 *s, struct buf *b)
 {
-	pthread_mutex_lock(&s->mu);
-	while (wait && s->parts_live >= PARTS_LIVE && s->draining > 0)
-		pthread_cond_wait(&s->parts_cv, &s->mu);
 	s->parts_live++;
 	if (s->nspare > 0)
 		*b = s->spare[--s->nspare];
 	else
 		buf_init(b);
-	pthread_mutex_unlock(&s->mu);
 	buf_reset(b);
+}
+
+/* A put's first part buffer: always. */
+static void
+part_take(struct s3 *s, struct buf *b)
+{
+	pthread_mutex_lock(&s->mu);
+	part_new(s, b);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * A put's second part buffer, to fill while its first goes up: 1, or 0
+ * when PARTS_LIVE are held and none is about to be given back (the put
+ * then sends its part on its own thread).  While a committing put will
+ * give one back once its part in flight is up, it waits for that (the
+ * backup's next pack waits for the last one's).  It never waits on a put
+ * that is not committing, so a thread with several puts open (import
+ * stages a bundle's packs) cannot wait on itself, and holds a buffer a
+ * put then, not two.
+ */
+static int
+part_take_more(struct s3 *s, struct buf *b)
+{
+	int took = 0;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		if (s->parts_live < PARTS_LIVE) {
+			part_new(s, b);
+			took = 1;
+			break;
+		}
+		if (s->draining == 0)
+			break;
+		pthread_cond_wait(&s->parts_cv, &s->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return (took);
 }
 
 /* b, a part buffer taken, given back: kept for the next put, or freed.
@@ -278,7 +306,7 @@ s3_put_begin(struct storage *st, const char *name, unsigned flags,
 		free(h);
 		return (s3_nomem());
 	}
-	part_take(s3_of(st), &h->data, 0);
+	part_take(s3_of(st), &h->data);
 	buf_init(&h->sending);
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cv, NULL);
@@ -462,20 +490,22 @@ uploads_stop(struct s3_put *h)
 }
 
 /* The full part of h to its uploader, once the one before is up; on
- * this thread when no thread can be started. */
+ * this thread when there is no second buffer to fill meanwhile
+ * (part_take_more) or no thread can be started. */
 static int
 hand_over(struct s3 *s, struct s3_put *h)
 {
 	struct buf t;
 
+	if (!h->has_sending) {
+		if (!part_take_more(s, &h->sending))
+			return (upload_part(s, h, &h->data));
+		h->has_sending = 1;
+	}
 	if (!h->running) {
 		if (pthread_create(&h->uploader, NULL, uploader_main, h))
 			return (upload_part(s, h, &h->data));
 		h->running = 1;
-	}
-	if (!h->has_sending) {
-		part_take(s, &h->sending, 1);
-		h->has_sending = 1;
 	}
 	if (uploads_wait(h))
 		return (-1);
@@ -590,11 +620,10 @@ s3_put_abort(struct storage_put *p)
 {
 	struct s3_put *h = (struct s3_put *)p;
 
-	uploads_stop(h);
+	sending_give(h);	/* its uploader ended first */
 	upload_abort(s3_of(p->st), h);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
-	sending_give(h);
 	part_give(s3_of(p->st), &h->data, 0);
 	free(h->upload);
 	free(h->etag);

@@ -1296,9 +1296,11 @@ s3_pages(struct storage *st)
 }
 
 /*
- * Puts hold at most a few part buffers between them (PARTS_LIVE), a put
- * waiting only for one that a committing put gives back: three big puts
- * open at once on one thread, written in turns, wait on nothing.
+ * Puts share a few part buffers (PARTS_LIVE): a put waits for a second
+ * one only while a committing put will give one back, else sends its
+ * parts itself.  Three big puts open at once on one thread, written in
+ * turns (three buffers held: none has a second to fill), wait on nothing
+ * (alarm() ends a hang), and each is whole.
  */
 static void
 s3_puts_at_once(struct storage *st, const uint8_t *big, size_t len)
@@ -1313,9 +1315,15 @@ s3_puts_at_once(struct storage *st, const uint8_t *big, size_t len)
 	int i, ok_all = 1;
 
 	for (i = 0; i < 3; i++)
-		ok_all &= storage_put_begin(st, names[i], 0, &p[i]) == 0;
+		if (storage_put_begin(st, names[i], 0, &p[i]) != 0) {
+			ok_all = 0;
+			while (i-- > 0)
+				storage_put_abort(p[i]);
+			break;
+		}
 	if (!ok(ok_all, "s3: three big puts begun"))
 		return;
+	alarm(300);
 	for (off = 0; off < len; off += n) {
 		n = len - off < (5 << 20) ? len - off : (5 << 20);
 		for (i = 0; i < 3; i++)
@@ -1327,9 +1335,11 @@ s3_puts_at_once(struct storage *st, const uint8_t *big, size_t len)
 		n = len - off < (5 << 20) ? len - off : (5 << 20);
 		ok_all &= storage_put_write(p[1], big + off, n) == 0;
 	}
-	ok(ok_all && storage_put_commit(p[1]) == 0 &&
-	    storage_put_commit(p[2]) == 0,
-	    "s3: one written on after another committed, then both commit");
+	ok_all &= storage_put_commit(p[1]) == 0;
+	ok_all &= storage_put_commit(p[2]) == 0;
+	alarm(0);
+	ok(ok_all, "s3: one written on after another committed, then both "
+	    "commit");
 	for (i = 0; i < 3; i++) {
 		ok_all &= storage_open(st, names[i], &o, &size) == 0 &&
 		    size == (i == 1 ? 2 * len : len) &&
