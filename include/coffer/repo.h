@@ -105,6 +105,10 @@ struct repo_lock_who {
 	char info[512];			/* the line as written */
 };
 int repo_lock_parse(const char *info, struct repo_lock_who *w);
+/* 1 if the holder that wrote lock line info is a process of this host
+ * that has ended (what the stores whose locks are leases are told to ask:
+ * storage_holder_gone_fn). */
+int repo_lock_holder_gone(const char *info);
 /* Forgets exclude each other (locks/forget, exclusive), not the writers:
  * two at once would each rebase by a plan the other changes.  A writer
  * takes it shared while its catalog catches up, so that what it builds

@@ -277,6 +277,15 @@ void storage_unlock(struct storage_lock *l);
  * taken over), else 0. */
 int storage_lock_lost(struct storage_lock *l);
 
+/*
+ * How a store whose locks are leases tells, before a lease expires, that
+ * its holder is gone: gone(info) is 1 when the holder that wrote that
+ * info line is known to have ended (a process of this host).  The
+ * repository's lock code, which writes the lines, sets it once for the
+ * process; unset, a holder is gone when its lease expires.
+ */
+void storage_holder_gone_fn(int (*gone)(const char *info));
+
 /* A holder of a lock, as storage_lock_holders lists it. */
 struct storage_holder {
 	char info[512];		/* its info line, control bytes replaced */

@@ -6,7 +6,10 @@
  * it too, and learn from the holders (repo_lock_list) which writers
  * ran beside them.  See doc/design.md ("Many writers").
  */
+#include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,60 @@
 
 enum { LOCK_WAIT, LOCK_FAIL, LOCK_QUIET };
 static int lock_writer(struct repo *r, int shared, int how, double timeout);
+
+/*
+ * 1 if the holder whose info line is info is a process of this host that
+ * is gone: a line of info_line's begins "host HOST pid PID".  A process
+ * that died (or whose store's connection died) could not give its lease
+ * back; waiting out its ttl would only delay the next run.  A pid reused
+ * since is taken for the holder: the lease then expires.  Containers
+ * share a machine's host name but not its PIDs: a line whose nonce names
+ * the pid's space ("@SPACE", fsutil_pid_space) is judged only in that
+ * space; one without it (an older coffer's), by host alone.  The stores
+ * whose locks are leases ask it (storage_holder_gone_fn, set before the
+ * first lock is taken or listed).
+ */
+int
+repo_lock_holder_gone(const char *info)
+{
+	char host[256], me[256];
+	const char *nonce, *at, *space = fsutil_pid_space();
+	size_t len;
+	long pid;
+
+	if (sscanf(info, "host %255s pid %ld", host, &pid) != 2 ||
+	    pid <= 0 || gethostname(me, sizeof(me) - 1) != 0)
+		return (0);
+	me[sizeof(me) - 1] = '\0';
+	if ((nonce = strstr(info, " nonce ")) != NULL) {
+		nonce += 7;
+		len = strcspn(nonce, " \n");
+		if ((at = memchr(nonce, '@', len)) != NULL) {
+			at++;
+			len -= (size_t)(at - nonce);
+			if (!space[0] || strlen(space) != len ||
+			    memcmp(space, at, len) != 0)
+				return (0);
+		}
+	}
+	return (strcmp(host, me) == 0 && (pid_t)pid != getpid() &&
+	    kill((pid_t)pid, 0) == -1 && errno == ESRCH);
+}
+
+static void
+holder_gone_set(void)
+{
+	storage_holder_gone_fn(repo_lock_holder_gone);
+}
+
+/* Before a lock is taken or its holders listed. */
+static void
+holder_gone_once(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	(void)pthread_once(&once, holder_gone_set);
+}
 
 /* What this process does, in its lock's info line ("backup"), and the
  * dataset it backs up (forget keeps what it may build on). */
@@ -142,6 +199,7 @@ repo_lock_list(struct repo *r, int others, struct repo_lock_who **v,
 
 	*v = NULL;
 	*n = 0;
+	holder_gone_once();
 	if (storage_lock_holders(r->st, "writer", &h, &nh))
 		return (-1);
 	if ((w = calloc(nh + 1, sizeof(*w))) == NULL) {
@@ -215,6 +273,7 @@ take(struct repo *r, const char *name, const char *what, int shared,
 	    shared };
 	int rc;
 
+	holder_gone_once();
 	if ((rc = storage_lock(r->st, name, &o, l, holder,
 	    sizeof(holder))) == 1 && how == LOCK_WAIT) {
 		log_note("waiting for the %slock on '%s' (%s)",

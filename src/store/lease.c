@@ -31,11 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "coffer/fsutil.h"
 #include "coffer/hex.h"
 #include "coffer/progress.h"
 #include "coffer/signals.h"
@@ -119,49 +117,12 @@ lease_write(const struct lease_io *io, const char *key, const char *what,
 	return (io->put(io->arg, key, what, line, (size_t)n));
 }
 
-/*
- * 1 if the lease's holder is a process of this host that is gone: the
- * info of coffer's writer lock begins "host HOST pid PID" (repo/lock.c).
- * A process that died (or whose store's connection died) could not give
- * its lease back; waiting out its ttl would only delay the next run.  A
- * pid reused since is taken for the holder: the lease then expires.
- * Containers share a machine's host name but not its PIDs: a line whose
- * nonce names the pid's space ("@SPACE", fsutil_pid_space) is judged
- * only in that space; one without it (an older coffer's), by host alone.
- */
-static int
-holder_gone(const struct lease *l)
-{
-	char host[256], me[256];
-	const char *nonce, *at, *space = fsutil_pid_space();
-	size_t len;
-	long pid;
-
-	if (sscanf(l->info, "host %255s pid %ld", host, &pid) != 2 ||
-	    pid <= 0 || gethostname(me, sizeof(me) - 1) != 0)
-		return (0);
-	me[sizeof(me) - 1] = '\0';
-	if ((nonce = strstr(l->info, " nonce ")) != NULL) {
-		nonce += 7;
-		len = strcspn(nonce, " \n");
-		if ((at = memchr(nonce, '@', len)) != NULL) {
-			at++;
-			len -= (size_t)(at - nonce);
-			if (!space[0] || strlen(space) != len ||
-			    memcmp(space, at, len) != 0)
-				return (0);
-		}
-	}
-	return (strcmp(host, me) == 0 && (pid_t)pid != getpid() &&
-	    kill((pid_t)pid, 0) == -1 && errno == ESRCH);
-}
-
 /* Whether a lease read (rc lease_read's) keeps others out. */
 static int
 live(int rc, const struct lease *l)
 {
 	return (rc == 0 && l->expires > (long long)time(NULL) &&
-	    !holder_gone(l));
+	    !store_holder_gone(l->info));
 }
 
 /*

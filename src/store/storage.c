@@ -276,6 +276,22 @@ storage_cached(struct storage_obj *o, uint64_t off, uint64_t len)
 	return (o->st->ops->cached(o, off, len) == 1);
 }
 
+/* Set once (repo/lock.c, under pthread_once) before any lock is taken
+ * or listed. */
+static int (*holder_gone)(const char *);
+
+void
+storage_holder_gone_fn(int (*gone)(const char *info))
+{
+	holder_gone = gone;
+}
+
+int
+store_holder_gone(const char *info)
+{
+	return (holder_gone != NULL && holder_gone(info));
+}
+
 int
 storage_knows_cached(const struct storage *st)
 {

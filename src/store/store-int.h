@@ -39,6 +39,8 @@ void storage_blocks_forget(struct storage_blocks *b, const char *name);
  * (storage_fail).
  */
 #define STORE_SHARED ".shared"
+/* storage_holder_gone_fn's judgement of a holder's info line: 1 gone. */
+int store_holder_gone(const char *info);
 void store_busy_line(char *out, size_t size, const char *first,
     size_t more);
 int store_holder_add(struct storage_holder **v, size_t *n,

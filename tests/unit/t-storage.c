@@ -25,6 +25,7 @@
 
 #include "coffer/log.h"
 #include "coffer/progress.h"
+#include "coffer/repo.h"
 #include "coffer/storage.h"
 #include "tap.h"
 #include "testutil.h"
@@ -660,6 +661,35 @@ dead_sharer(const char *where, const char *name, double ttl, int gone)
 
 /* Leases: renewed when shared too; an expired one, or one whose holder
  * is a gone process of this host, does not count. */
+static int
+marked_gone(const char *info)
+{
+	return (strstr(info, "[gone]") != NULL);
+}
+
+/* A lease whose holder the repository's lock code says is gone
+ * (storage_holder_gone_fn) is free before it expires, and not listed. */
+static void
+gone_holders(struct storage *st, struct storage *other, const char *kind)
+{
+	struct storage_lock_opts o = { "host h pid 1 [gone]", 0, 0, 0 },
+	    o2 = { "host h pid 2", 0, 0, 0 };
+	struct storage_lock *a = NULL, *b = NULL;
+	char who[64];
+
+	ok(storage_lock(st, "ended", &o, &a, NULL, 0) == 0 &&
+	    storage_lock(other, "ended", &o2, &b, who, sizeof(who)) == 1,
+	    "%s: a lease is busy while its holder is not known gone", kind);
+	storage_holder_gone_fn(marked_gone);
+	ok(holders_are(other, "ended", NULL),
+	    "%s: a holder known gone is not listed", kind);
+	ok(storage_lock(other, "ended", &o2, &b, who, sizeof(who)) == 0,
+	    "%s: nor does it keep the lock", kind);
+	storage_holder_gone_fn(NULL);
+	storage_unlock(b);
+	storage_unlock(a);
+}
+
 static void
 shared_leases(struct storage *st, struct storage *other, const char *kind)
 {
@@ -690,10 +720,13 @@ shared_leases(struct storage *st, struct storage *other, const char *kind)
 	    "%s: expired, it is no holder and keeps no exclusive out", kind);
 	storage_unlock(l2);
 	l2 = NULL;
+	/* Judged by the repository's lock code, as coffer's stores are. */
+	storage_holder_gone_fn(repo_lock_holder_gone);
 	ok(dead_sharer(storage_where(st), "sharing", 0, 1) > 0 &&
 	    holders_are(st, "sharing", NULL) && storage_lock(other, "sharing",
 	    &x, &l2, who, sizeof(who)) == 0,
 	    "%s: one of a gone process of this host does not count", kind);
+	storage_holder_gone_fn(NULL);
 	storage_unlock(l2);
 }
 
@@ -710,8 +743,10 @@ contract(struct storage *st, struct storage *other, const char *kind)
 	names(st, kind);
 	locks(st, other, kind);
 	shared_locks(st, other, kind);
-	if (leased(st))
+	if (leased(st)) {
 		shared_leases(st, other, kind);
+		gone_holders(st, other, kind);
+	}
 }
 
 /* A path under the local store at dir. */
