@@ -200,6 +200,8 @@ main(void)
 			ok(0, "a repository on a memory store");
 		repo_close(rm);
 		storage_mem_drop("t-pack");
+		if (ms != NULL)
+			storage_close(ms);
 	}
 
 	p = pack_reader_open(r, info.name);
