@@ -57,8 +57,7 @@ struct s3_put {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct buf sending;	/* the part in flight */
-	int has_sending;	/* sending is a part buffer taken; 2: and
-				 * the put, committing, counts as draining */
+	int has_sending;	/* sending is a part buffer taken */
 	int busy, stop;		/* under mu */
 	int up_failed;		/* under mu, with up_err */
 	struct storage_error up_err;
@@ -604,13 +603,14 @@ upload_abort(struct s3 *s, struct s3_put *h)
 }
 
 /* The put's second part buffer given back, its uploader ended: it
- * sends nothing more but its last part, from data. */
+ * sends nothing more but its last part, from data.  drained: the put
+ * was counted as draining (s3_put_commit). */
 static void
-sending_give(struct s3_put *h)
+sending_give(struct s3_put *h, int drained)
 {
 	uploads_stop(h);
 	if (h->has_sending) {
-		part_give(s3_of(h->base.st), &h->sending, h->has_sending == 2);
+		part_give(s3_of(h->base.st), &h->sending, drained);
 		h->has_sending = 0;
 	}
 }
@@ -620,7 +620,7 @@ s3_put_abort(struct storage_put *p)
 {
 	struct s3_put *h = (struct s3_put *)p;
 
-	sending_give(h);	/* its uploader ended first */
+	sending_give(h, 0);	/* its uploader ended first */
 	upload_abort(s3_of(p->st), h);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
@@ -639,18 +639,17 @@ s3_put_commit(struct storage_put *p)
 	char what[WHAT_MAX];
 	struct req r;
 	uint64_t size;
-	int rc;
+	int rc, drains = h->has_sending;
 
 	/* Counted as draining while its part in flight goes up: a put
 	 * that waits for a part buffer waits for that. */
-	if (h->has_sending) {
+	if (drains) {
 		pthread_mutex_lock(&s->mu);
 		s->draining++;
 		pthread_mutex_unlock(&s->mu);
-		h->has_sending = 2;
 	}
 	rc = uploads_wait(h);
-	sending_give(h);
+	sending_give(h, drains);
 	if (rc != 0) {
 		s3_put_abort(p);
 		return (rc);
