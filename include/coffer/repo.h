@@ -139,11 +139,14 @@ char *repo_pack_path(const struct repo *r, const char *name);
  * repo_pack_stage: begin the put of pack name (import): its bytes are
  * written to *p (bundle_reader_copy), and it appears whole under
  * packs/ab/ at repo_pack_commit, or not at all (repo_pack_abort, NULL
- * fine).  0 or -1 (reported).
+ * fine); repo_pack_staged once they are all written, so that the put
+ * holds no memory until its commit (storage_put_end).  0 or -1
+ * (reported).
  * Pack names are PACK_NAME_LEN lowercase hex digits; others are refused.
  */
 struct storage_put;
 int repo_pack_stage(struct repo *r, const char *name, struct storage_put **p);
+int repo_pack_staged(struct storage_put *p);
 int repo_pack_commit(struct storage_put *p);
 void repo_pack_abort(struct storage_put *p);
 /* Delete pack name from packs/ and fsync its directory (prune).  A pack

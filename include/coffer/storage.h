@@ -187,12 +187,16 @@ void storage_obj_close(struct storage_obj *o);
  * replaced, unless STORAGE_PUT_NEW: then commit fails with EEXIST, which
  * only the local and memory stores promise (object storage has no
  * conditional write): nothing may depend on it for correctness.
- * storage_put does all of it for a buffer.  0 or -1.
+ * storage_put_end says that nothing more will be written: the store may
+ * send what it holds of p now, so that a put kept open until its commit
+ * (an import's) holds no memory or descriptor meanwhile; a write after
+ * it fails.  storage_put does all of it for a buffer.  0 or -1.
  */
 #define STORAGE_PUT_NEW 1u
 int storage_put_begin(struct storage *st, const char *name, unsigned flags,
     struct storage_put **p);
 int storage_put_write(struct storage_put *p, const void *data, size_t len);
+int storage_put_end(struct storage_put *p);
 int storage_put_commit(struct storage_put *p);
 void storage_put_abort(struct storage_put *p);
 int storage_put(struct storage *st, const char *name, const void *data,
@@ -331,7 +335,7 @@ int storage_mem_blocks(struct storage *st, size_t block, unsigned n);
  * failures and free handles; an operation fails by storage_fail (which
  * records code and message and returns -1).  Handles begin with their
  * base struct.  Optional operations may be NULL: get (open and read),
- * cached (0), clean and mkdir (nothing to do).  An operation that makes
+ * cached (0), put_end, clean and mkdir (nothing to do).  An operation that makes
  * a handle allocates it (the base first); obj_close, put_commit, put_abort and
  * unlock free it, but not the base's name, which the storage_* call
  * owns.  read, put_write and put_commit may run on any thread.
@@ -346,6 +350,7 @@ struct storage_put {
 	char *name;
 	unsigned flags;
 	int failed;
+	int ended;		/* storage_put_end was called */
 };
 struct storage_renewal;
 struct storage_lock {
@@ -368,6 +373,7 @@ struct storage_ops {
 	int (*put_begin)(struct storage *, const char *, unsigned,
 	    struct storage_put **);
 	int (*put_write)(struct storage_put *, const void *, size_t);
+	int (*put_end)(struct storage_put *);
 	int (*put_commit)(struct storage_put *);
 	void (*put_abort)(struct storage_put *);
 	int (*del)(struct storage *, const char *);

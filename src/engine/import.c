@@ -198,10 +198,13 @@ read_pack(struct import *x, struct bundle_reader *br, const char *name,
 	if (hmap_put(&x->seen, id, 1) || (m = member_new(x, name, size)) ==
 	    NULL || (have = repo_pack_exists(*x->r, pack)) < 0)
 		return (-1);
-	/* Staged as an open put, committed once the bundle checks. */
+	/* Staged as an open put, committed once the bundle checks; sent
+	 * meanwhile, so that a bundle of many packs is not held in memory
+	 * on object storage. */
 	if (!have && repo_pack_stage(*x->r, pack, &m->staged))
 		return (-1);
-	if (bundle_reader_copy(br, m->staged, m->hash))
+	if (bundle_reader_copy(br, m->staged, m->hash) ||
+	    (m->staged != NULL && repo_pack_staged(m->staged)))
 		return (-1);
 	x->res->bytes += size;
 	return (0);

@@ -66,6 +66,12 @@ repo_pack_stage(struct repo *r, const char *name, struct storage_put **p)
 }
 
 int
+repo_pack_staged(struct storage_put *p)
+{
+	return (storage_put_end(p));
+}
+
+int
 repo_pack_commit(struct storage_put *p)
 {
 	return (storage_put_commit(p));

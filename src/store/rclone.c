@@ -946,6 +946,21 @@ rcl_put_write(struct storage_put *p, const void *data, size_t len)
 	return (0);
 }
 
+/* Spooled whole: its descriptor goes (an import keeps many puts open). */
+static int
+rcl_put_end(struct storage_put *p)
+{
+	struct rcl_put *h = (struct rcl_put *)p;
+	int fd = h->fd;
+
+	h->fd = -1;
+	if (close(fd))
+		return (storage_fail(errno, "repository '%s': cannot spool "
+		    "'%s' to '%s': %s", p->st->where, p->name, h->path,
+		    strerror(errno)));
+	return (0);
+}
+
 static void
 rcl_put_abort(struct storage_put *p)
 {
@@ -968,7 +983,7 @@ rcl_put_commit(struct storage_put *p)
 
 	snprintf(what, sizeof(what), "'%s'", p->name);
 	h->fd = -1;
-	if (close(fd))
+	if (fd != -1 && close(fd))
 		rc = storage_fail(errno, "repository '%s': cannot spool %s: "
 		    "%s", s->base.where, what, strerror(errno));
 	/* Best effort: object storage has no conditional write. */
@@ -1214,6 +1229,7 @@ static const struct storage_ops rcl_ops = {
 	.obj_close = rcl_obj_close,
 	.put_begin = rcl_put_begin,
 	.put_write = rcl_put_write,
+	.put_end = rcl_put_end,
 	.put_commit = rcl_put_commit,
 	.put_abort = rcl_put_abort,
 	.del = rcl_del,

@@ -42,12 +42,15 @@ struct s3_obj {
  * backup computes while its pack travels.  One part in flight: memory
  * is two parts a put (the second taken at the first hand-over), and
  * parts go up in order.  upload, etag and nparts belong to the uploader
- * while it runs, to the caller once it waited.
+ * while it runs, to the caller once it waited.  A put ended
+ * (s3_put_end) has sent its last part and holds no part buffer: only
+ * the upload's completion is left for its commit.
  */
 struct s3_put {
 	struct storage_put base;
 	char *key;
 	struct buf data;	/* the part being filled */
+	int has_data;		/* data is a part buffer taken */
 	char *upload;		/* the multipart upload's id, or NULL */
 	char (*etag)[80];	/* each part's */
 	size_t nparts, capparts;
@@ -306,6 +309,7 @@ s3_put_begin(struct storage *st, const char *name, unsigned flags,
 		return (s3_nomem());
 	}
 	part_take(s3_of(st), &h->data);
+	h->has_data = 1;
 	buf_init(&h->sending);
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cv, NULL);
@@ -551,7 +555,7 @@ upload_complete(struct s3 *s, struct s3_put *h)
 	size_t i;
 	int rc = -1;
 
-	if (upload_part(s, h, &h->data))
+	if (h->has_data && upload_part(s, h, &h->data))
 		return (-1);
 	if (buf_puts(&body, "<CompleteMultipartUpload>"))
 		goto nomem;
@@ -624,11 +628,35 @@ s3_put_abort(struct storage_put *p)
 	upload_abort(s3_of(p->st), h);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
-	part_give(s3_of(p->st), &h->data, 0);
+	if (h->has_data)
+		part_give(s3_of(p->st), &h->data, 0);
 	free(h->upload);
 	free(h->etag);
 	free(h->key);
 	free(h);
+}
+
+/*
+ * Nothing more comes: the last part goes now, as the upload's last (which
+ * S3 lets be of any size), and the part buffers go back.  An empty
+ * object keeps its (empty) buffer for the plain PUT of its commit.
+ */
+static int
+s3_put_end(struct storage_put *p)
+{
+	struct s3_put *h = (struct s3_put *)p;
+	struct s3 *s = s3_of(p->st);
+	int rc;
+
+	rc = uploads_wait(h);
+	sending_give(h, 0);
+	if (h->data.len == 0 && h->upload == NULL)
+		return (rc);
+	if (rc == 0)
+		rc = upload_part(s, h, &h->data);
+	part_give(s, &h->data, 0);
+	h->has_data = 0;
+	return (rc);
 }
 
 static int
@@ -823,6 +851,7 @@ static const struct storage_ops s3_ops = {
 	.obj_close = s3_obj_close,
 	.put_begin = s3_put_begin,
 	.put_write = s3_put_write,
+	.put_end = s3_put_end,
 	.put_commit = s3_put_commit,
 	.put_abort = s3_put_abort,
 	.del = s3_del,

@@ -335,6 +335,7 @@ storage_put_begin(struct storage *st, const char *name, unsigned flags,
 	(*p)->name = copy;
 	(*p)->flags = flags;
 	(*p)->failed = 0;
+	(*p)->ended = 0;
 	return (0);
 }
 
@@ -345,7 +346,28 @@ storage_put_write(struct storage_put *p, const void *data, size_t len)
 	if (p->failed)
 		return (storage_fail(EIO, "repository '%s': write of '%s' after "
 		    "a failure", p->st->where, p->name));
+	if (p->ended) {
+		p->failed = 1;
+		return (reported(storage_fail(EINVAL, "repository '%s': write "
+		    "of '%s' after its end", p->st->where, p->name)));
+	}
 	if (len > 0 && p->st->ops->put_write(p, data, len)) {
+		p->failed = 1;
+		return (reported(-1));
+	}
+	return (0);
+}
+
+int
+storage_put_end(struct storage_put *p)
+{
+	if (p->failed)
+		return (storage_fail(EIO, "repository '%s': end of '%s' after "
+		    "a failure", p->st->where, p->name));
+	if (p->ended)
+		return (0);
+	p->ended = 1;
+	if (p->st->ops->put_end != NULL && p->st->ops->put_end(p)) {
 		p->failed = 1;
 		return (reported(-1));
 	}

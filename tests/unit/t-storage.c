@@ -248,6 +248,27 @@ atomicity(struct storage *st, const char *kind)
 	    storage_put_write(p, "new!", 4) == 0 &&
 	    storage_put_commit(p) == 0 && holds(st, "keys/old", "new!", 4),
 	    "%s: a committed one is the new, whole", kind);
+
+	ok(storage_put_begin(st, "keys/ended", 0, &p) == 0 &&
+	    storage_put_write(p, "ended", 5) == 0 &&
+	    storage_put_end(p) == 0 && storage_put_end(p) == 0 &&
+	    storage_stat(st, "keys/ended", &size) == STORAGE_MISSING,
+	    "%s: a put ended is not there before its commit", kind);
+	ok(storage_put_commit(p) == 0 && holds(st, "keys/ended", "ended", 5),
+	    "%s: committed, it is, whole", kind);
+	ok(storage_put_begin(st, "keys/ended2", 0, &p) == 0 &&
+	    storage_put_write(p, "x", 1) == 0 && storage_put_end(p) == 0 &&
+	    storage_put_write(p, "y", 1) == -1 && failed_with(EINVAL, "end"),
+	    "%s: a write after the end fails", kind);
+	ok(storage_put_commit(p) == -1 &&
+	    storage_stat(st, "keys/ended2", &size) == STORAGE_MISSING,
+	    "%s: and so does its commit, leaving nothing", kind);
+	ok(storage_put_begin(st, "keys/ended3", 0, &p) == 0 &&
+	    storage_put_write(p, "z", 1) == 0 && storage_put_end(p) == 0,
+	    "%s: another ended", kind);
+	storage_put_abort(p);
+	ok(storage_stat(st, "keys/ended3", &size) == STORAGE_MISSING,
+	    "%s: aborted after its end, nothing", kind);
 }
 
 struct replacer {
@@ -1388,6 +1409,81 @@ s3_puts_at_once(struct storage *st, const uint8_t *big, size_t len)
 	ok(ok_all, "s3: each whole");
 }
 
+/* This process's resident memory, in bytes (0 if unknown). */
+static uint64_t
+rss_bytes(void)
+{
+	unsigned long long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f == NULL)
+		return (0);
+	if (fscanf(f, "%llu %llu", &pages, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return ((uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE));
+}
+
+/*
+ * An import keeps a bundle's packs as open puts until the bundle checks:
+ * once ended, each has sent its last part, and the memory held does not
+ * grow with their number (before, each held its last part, up to 16 MiB).
+ */
+#define STAGED 16
+#define STAGED_BYTES (12u << 20)
+
+static void
+s3_staged_puts(struct storage *st, const uint8_t *big)
+{
+	struct storage_put *p[STAGED];
+	struct storage_obj *o;
+	char name[STAGED][32];
+	uint8_t tail[64];
+	uint64_t before, after, size;
+	int i, ok_all = 1;
+
+	before = rss_bytes();
+	alarm(300);
+	for (i = 0; i < STAGED; i++) {
+		snprintf(name[i], sizeof(name[i]), "packs/79/79%02d", i);
+		if (storage_put_begin(st, name[i], 0, &p[i]) != 0) {
+			ok_all = 0;
+			break;
+		}
+		ok_all &= storage_put_write(p[i], big, STAGED_BYTES) == 0 &&
+		    storage_put_end(p[i]) == 0;
+	}
+	after = rss_bytes();
+	if (!ok(ok_all && i == STAGED, "s3: %d puts of 12 MiB written and "
+	    "ended, all open", STAGED)) {
+		while (i-- > 0)
+			storage_put_abort(p[i]);
+		alarm(0);
+		return;
+	}
+	ok(before > 0 && after < before + (96u << 20),
+	    "s3: they hold no part buffer each (resident memory grew by %llu "
+	    "MiB for %u MiB staged)", (unsigned long long)(after - before) >>
+	    20, (unsigned)(STAGED * (STAGED_BYTES >> 20)));
+	for (i = 0; i < STAGED; i++)
+		ok_all &= storage_stat(st, name[i], &size) == STORAGE_MISSING;
+	ok(ok_all, "s3: none there before its commit");
+	for (i = 0; i < STAGED; i++)
+		ok_all &= storage_put_commit(p[i]) == 0;
+	alarm(0);
+	for (i = 0; i < STAGED; i++) {
+		ok_all &= storage_open(st, name[i], &o, &size) == 0 &&
+		    size == STAGED_BYTES && storage_read_all(o, size -
+		    sizeof(tail), tail, sizeof(tail)) == 0 &&
+		    memcmp(tail, big + STAGED_BYTES - sizeof(tail),
+		    sizeof(tail)) == 0;
+		if (o != NULL)
+			storage_obj_close(o);
+		ok_all &= storage_delete(st, name[i]) == 0;
+	}
+	ok(ok_all, "s3: committed, each whole");
+}
+
 /* An object over the part size: a multipart upload, read in ranges. */
 static void
 s3_multipart(struct storage *st)
@@ -1424,6 +1520,7 @@ s3_multipart(struct storage *st)
 	    "s3: a range across two parts");
 	storage_obj_close(o);
 	s3_puts_at_once(st, big, sizeof(big));
+	s3_staged_puts(st, big);
 	ok(storage_put_begin(st, "packs/77/77aborted", 0, &p) == 0 &&
 	    storage_put_write(p, big, sizeof(big)) == 0,
 	    "s3: another big put, parts uploaded");
