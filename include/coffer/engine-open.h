@@ -72,6 +72,11 @@ void engine_lock_purpose(const char *command);
 /* The dataset this process backs up, in its lock's info line: a forget
  * beside it keeps what it may build on. */
 void engine_lock_dataset(const char *name);
+/* A run's or a watch's: the datasets of policy p, which it may back up
+ * (a forget beside it keeps what they may build on, and only theirs).
+ * 0 or -1 (out of memory, reported). */
+struct policy;
+int engine_lock_datasets(const struct policy *p);
 /*
  * Who holds r's writer lock now (coffer locks), from the info line each
  * holder wrote ("host H pid P since T command C"; fields it lacks are ""
@@ -84,6 +89,8 @@ struct engine_lock_holder {
 	char since[48];		/* RFC 3339, UTC */
 	char command[32];
 	char dataset[256];	/* a backup's; "" when not said */
+	int listed;		/* dataset lists a run's or a watch's
+				 * datasets: A/B/C ("" none) */
 	int shared;
 	long long expires;	/* Unix seconds; 0: held while the process
 				 * lives (a local lock) */

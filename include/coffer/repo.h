@@ -85,8 +85,13 @@ int repo_lock_held(const struct repo *r);
 int repo_lock_lost(const struct repo *r);
 /*
  * A holder, from its info line ("host H pid P since T command C dataset
- * D", the last two when set): repo_lock_parse, 0 or -1 when the line is
- * not one (another program's); since_ns 0 when its time cannot be read.
+ * D", the last two when set; a run's or a watch's "datasets A/B/C", "-"
+ * for none, in dataset with listed set): repo_lock_parse, 0 or -1 when
+ * the line is not one (another program's); since_ns 0 when its time
+ * cannot be read.  repo_lock_names: 1 if w may back up dataset (its
+ * line names it, or names none: older lines, and a list too long for
+ * one, say nothing).  repo_lock_datasets: the datasets this process may
+ * back up (a run's, a watch's policy's), for its line.
  * repo_lock_list: the live holders of the writer lock (with others set,
  * all but this process's own), exclusive first, malloc'd into *v
  * (free()); one whose line is not one has only info, shared and expires
@@ -100,11 +105,14 @@ struct repo_lock_who {
 	int64_t since_ns;
 	char command[32];
 	char dataset[256];
+	int listed;			/* dataset is a list: A/B/C */
 	int shared;
 	long long expires;
 	char info[512];			/* the line as written */
 };
 int repo_lock_parse(const char *info, struct repo_lock_who *w);
+int repo_lock_names(const struct repo_lock_who *w, const char *dataset);
+void repo_lock_datasets(char *const *names, size_t n);
 /* 1 if the holder that wrote lock line info is a process of this host
  * that has ended (what the stores whose locks are leases are told to ask:
  * storage_holder_gone_fn). */

@@ -19,6 +19,20 @@ const struct cmd_option cmd_locks_options[] = {
 	CMD_OPT_END
 };
 
+/* A run's or a watch's datasets, A/B/C, as an array. */
+static void
+datasets(struct jw *j, const char *list)
+{
+	const char *p, *end;
+
+	jw_begin_array(jw_key(j, "datasets"));
+	for (p = list; *p != '\0'; p = *end ? end + 1 : end) {
+		end = p + strcspn(p, "/");
+		jw_strn(j, p, (size_t)(end - p));
+	}
+	jw_end_array(j);
+}
+
 static void
 print_json(const struct engine_lock_holder *v, size_t n)
 {
@@ -41,8 +55,10 @@ print_json(const struct engine_lock_holder *v, size_t n)
 		    NULL);
 		jw_str(jw_key(&j, "command"), v[i].command[0] ?
 		    v[i].command : NULL);
-		jw_str(jw_key(&j, "dataset"), v[i].dataset[0] ?
-		    v[i].dataset : NULL);
+		jw_str(jw_key(&j, "dataset"), v[i].dataset[0] &&
+		    !v[i].listed ? v[i].dataset : NULL);
+		if (v[i].listed)
+			datasets(&j, v[i].dataset);
 		if (v[i].expires > 0) {
 			fmt_time(when, sizeof(when),
 			    v[i].expires * 1000000000LL);

@@ -292,6 +292,10 @@ cmd_run_policy(int argc, char **argv, const struct global_opts *g)
 	run.e.open_scratch = cmd_open_scratch;
 	run.e.arg = &pg;
 	signals_install();
+	if (engine_lock_datasets(p)) {
+		st = STATUS_ERROR;
+		goto out;
+	}
 	/*
 	 * A run holds the catalog's writer lock from before it decides until
 	 * it is done: a second run of this host waits (--wait) and then finds

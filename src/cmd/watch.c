@@ -145,6 +145,10 @@ cmd_watch(int argc, char **argv, const struct global_opts *g)
 		w.g.passphrase_file = p->passphrase_file;
 	if (p->catalog)
 		w.g.catalog = p->catalog;
+	if (engine_lock_datasets(p)) {
+		policy_free(p);
+		return (STATUS_ERROR);
+	}
 	/* It opens the repository at each capture: nobody is there to
 	 * type a passphrase each time. */
 	if (w.g.key_file == NULL && w.g.passphrase_file == NULL &&

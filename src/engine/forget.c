@@ -308,15 +308,15 @@ apply_names(const struct forget_opts *o, struct forget_item *v, size_t n,
 	return (bad ? ENGINE_REFUSED : ENGINE_OK);
 }
 
-/* Does writer w choose bases (a backup, or a run or watch, which back
- * up datasets it does not name), and may it in dataset? */
+/* Does writer w choose bases (a backup, a run or a watch), and may it
+ * in dataset (its line names or lists it, or names none)? */
 static int
 builds_on(const struct repo_lock_who *w, const char *dataset)
 {
 	if (w->command[0] != '\0' && strcmp(w->command, "backup") != 0 &&
 	    strcmp(w->command, "run") != 0 && strcmp(w->command, "watch") != 0)
 		return (0);
-	return (w->dataset[0] == '\0' || strcmp(w->dataset, dataset) == 0);
+	return (repo_lock_names(w, dataset));
 }
 
 /*
@@ -325,7 +325,7 @@ builds_on(const struct repo_lock_who *w, const char *dataset)
  * its dataset (or the newest full) that its catalog had when it began,
  * which is the newest as of some time after it began, less the margin
  * for clocks and listings.  So, in a dataset such a writer backs up (its
- * lock names it; a run's or a watch's, any dataset), the snapshots that
+ * lock names or lists it, or names none), the snapshots that
  * finished since then and the newest (and newest full) before it stay,
  * marked RETAIN_RUNNING; by name, such a snapshot is refused.  v is
  * sorted (dataset, newest first).  ENGINE_OK, ENGINE_REFUSED or

@@ -13,6 +13,7 @@
 #include "coffer/engine-open.h"
 #include "coffer/engine-catalog.h"
 #include "coffer/log.h"
+#include "coffer/policy.h"
 #include "coffer/repo-keys.h"
 #include "coffer/storage.h"
 #include "coffer/tuning.h"
@@ -219,6 +220,24 @@ engine_lock_dataset(const char *name)
 }
 
 int
+engine_lock_datasets(const struct policy *p)
+{
+	char **v = NULL;
+	size_t i;
+
+	if (p->ndatasets > 0 && (v = calloc(p->ndatasets, sizeof(*v))) ==
+	    NULL) {
+		log_error("out of memory");
+		return (-1);
+	}
+	for (i = 0; i < p->ndatasets; i++)
+		v[i] = p->datasets[i].name;
+	repo_lock_datasets(v, p->ndatasets);
+	free(v);
+	return (0);
+}
+
+int
 engine_lock_holders(struct repo *r, struct engine_lock_holder **v,
     size_t *n)
 {
@@ -247,6 +266,7 @@ engine_lock_holders(struct repo *r, struct engine_lock_holder **v,
 		    w[i].command);
 		snprintf(e[i].dataset, sizeof(e[i].dataset), "%s",
 		    w[i].dataset);
+		e[i].listed = w[i].listed;
 	}
 	free(w);
 	*v = e;

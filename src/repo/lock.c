@@ -86,6 +86,7 @@ holder_gone_once(void)
  * dataset it backs up (forget keeps what it may build on). */
 static char purpose[32];
 static char dataset[256];
+static int listed;		/* dataset lists a run's: A/B/C, "-" none */
 
 void
 repo_lock_purpose(const char *what)
@@ -106,10 +107,54 @@ repo_lock_dataset(const char *name)
 	char *p;
 
 	snprintf(dataset, sizeof(dataset), "%s", name ? name : "");
+	listed = 0;
 	/* The rest of one line. */
 	for (p = dataset; *p != '\0'; p++)
 		if ((unsigned char)*p < ' ' || *p == 0x7f)
 			*p = '?';
+}
+
+/*
+ * Policy section names (name_ok): no '/', no space.  A list that does
+ * not fit is said as none, which a reader takes as every dataset, as it
+ * does a run's line of before lists.
+ */
+void
+repo_lock_datasets(char *const *names, size_t n)
+{
+	size_t i, len = 0, k;
+
+	snprintf(dataset, sizeof(dataset), "%s", n == 0 ? "-" : "");
+	listed = 1;
+	for (i = 0; i < n; i++) {
+		k = strlen(names[i]);
+		if (len + 1 + k >= sizeof(dataset) ||
+		    strpbrk(names[i], "/ \n") != NULL || k == 0) {
+			dataset[0] = '\0';
+			listed = 0;
+			return;
+		}
+		if (i > 0)
+			dataset[len++] = '/';
+		memcpy(dataset + len, names[i], k + 1);
+		len += k;
+	}
+}
+
+int
+repo_lock_names(const struct repo_lock_who *w, const char *name)
+{
+	const char *p = w->dataset, *end;
+	size_t len = strlen(name);
+
+	if (!w->listed)
+		return (w->dataset[0] == '\0' || strcmp(w->dataset, name) == 0);
+	for (; *p != '\0'; p = *end ? end + 1 : end) {
+		end = p + strcspn(p, "/");
+		if ((size_t)(end - p) == len && memcmp(p, name, len) == 0)
+			return (1);
+	}
+	return (0);
 }
 
 int
@@ -186,6 +231,13 @@ repo_lock_parse(const char *info, struct repo_lock_who *w)
 	if (strncmp(info, " dataset ", 9) == 0)
 		snprintf(w->dataset, sizeof(w->dataset), "%.*s",
 		    (int)strcspn(info + 9, "\n"), info + 9);
+	else if (strncmp(info, " datasets ", 10) == 0) {
+		snprintf(w->dataset, sizeof(w->dataset), "%.*s",
+		    (int)strcspn(info + 10, "\n"), info + 10);
+		if (strcmp(w->dataset, "-") == 0)
+			w->dataset[0] = '\0';
+		w->listed = 1;
+	}
 	return (0);
 }
 
@@ -240,8 +292,10 @@ static void
 info_line(char *info, size_t size)
 {
 	char host[HOST_NAME_MAX + 1] = "?", when[48], *z;
+	const char *ds = purpose[0] ? dataset : "";
 	unsigned char nonce[8];
 	long long t = now_realtime_ns();
+	int n;
 
 	gethostname(host, sizeof(host) - 1);
 	fmt_time(when, sizeof(when), t);
@@ -251,15 +305,21 @@ info_line(char *info, size_t size)
 	if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce))
 		memset(nonce, 0, sizeof(nonce));
 	/* The nonce token ends in "@" and the pid's space when known
-	 * (fsutil_pid_space): readers that predate it skip the token. */
-	snprintf(info, size, "host %s pid %ld since %s nonce "
-	    "%02x%02x%02x%02x%02x%02x%02x%02x%s%s%s%s%s%s\n", host,
-	    (long)getpid(), when, nonce[0], nonce[1], nonce[2], nonce[3],
-	    nonce[4], nonce[5], nonce[6], nonce[7],
-	    fsutil_pid_space()[0] ? "@" : "", fsutil_pid_space(),
-	    purpose[0] ? " command " : "", purpose,
-	    purpose[0] && dataset[0] ? " dataset " : "",
-	    purpose[0] ? dataset : "");
+	 * (fsutil_pid_space): readers that predate it skip the token.  A
+	 * dataset cut short would name another: one that does not fit is
+	 * left out, which a reader takes as every dataset. */
+	for (;;) {
+		n = snprintf(info, size, "host %s pid %ld since %s nonce "
+		    "%02x%02x%02x%02x%02x%02x%02x%02x%s%s%s%s%s%s\n", host,
+		    (long)getpid(), when, nonce[0], nonce[1], nonce[2],
+		    nonce[3], nonce[4], nonce[5], nonce[6], nonce[7],
+		    fsutil_pid_space()[0] ? "@" : "", fsutil_pid_space(),
+		    purpose[0] ? " command " : "", purpose,
+		    ds[0] ? listed ? " datasets " : " dataset " : "", ds);
+		if (n < 0 || (size_t)n < size || ds[0] == '\0')
+			break;
+		ds = "";
+	}
 }
 
 /* Lock name with info: 1 held (*l), 0 busy (LOCK_QUIET), -1 (reported;

@@ -690,6 +690,40 @@ marked_gone(const char *info)
 
 /* A lease whose holder the repository's lock code says is gone
  * (storage_holder_gone_fn) is free before it expires, and not listed. */
+/*
+ * Who a lock line says may back up what: a backup names its dataset
+ * (spaces and all), a run or a watch lists its policy's ("-" none), and
+ * a line that names none (a run's of before lists) may back up any.
+ */
+static void
+lock_lines(void)
+{
+	static const char pre[] = "host h pid 7 since 2026-12-07T10:00:00Z "
+	    "nonce 0011223344556677@ns.1 command ";
+	struct repo_lock_who w;
+	char line[512];
+
+	snprintf(line, sizeof(line), "%sbackup dataset my data\n", pre);
+	ok(repo_lock_parse(line, &w) == 0 && !w.listed &&
+	    strcmp(w.dataset, "my data") == 0 && repo_lock_names(&w,
+	    "my data") && !repo_lock_names(&w, "my"),
+	    "lock line: a backup's dataset");
+	snprintf(line, sizeof(line), "%srun datasets a/bb/c\n", pre);
+	ok(repo_lock_parse(line, &w) == 0 && w.listed &&
+	    strcmp(w.command, "run") == 0 && repo_lock_names(&w, "a") &&
+	    repo_lock_names(&w, "bb") && repo_lock_names(&w, "c") &&
+	    !repo_lock_names(&w, "b") && !repo_lock_names(&w, "a/bb") &&
+	    !repo_lock_names(&w, "d"), "lock line: a run's datasets");
+	snprintf(line, sizeof(line), "%swatch datasets -\n", pre);
+	ok(repo_lock_parse(line, &w) == 0 && w.listed &&
+	    w.dataset[0] == '\0' && !repo_lock_names(&w, "a"),
+	    "lock line: a run that backs up nothing names none");
+	snprintf(line, sizeof(line), "%srun\n", pre);
+	ok(repo_lock_parse(line, &w) == 0 && !w.listed &&
+	    repo_lock_names(&w, "a") && repo_lock_names(&w, "z"),
+	    "lock line: a run of before lists names every dataset");
+}
+
 static void
 gone_holders(struct storage *st, struct storage *other, const char *kind)
 {
@@ -1684,6 +1718,7 @@ main(void)
 	contract(st, st, "mem");
 	storage_close(st);
 	local_only();
+	lock_lines();
 	made();
 	faults();
 	blocks();
