@@ -23,6 +23,14 @@ stopped_run() {
 	wait_stopped $rpid
 }
 
+# run_lock 'perl expression': coffer locks lists one run, and of its
+# holder ($_) the expression is true.
+run_lock() {
+	coffer -r repo locks --json >locks.json &&
+	cat locks.json &&
+	json_check locks.json "(grep { \$_->{command} eq q(run) && $1 } @\$j) == 1"
+}
+
 # ended_run: the stopped run goes on and ends well.
 ended_run() {
 	kill -CONT $rpid &&
@@ -65,11 +73,8 @@ test_expect_success 'setup: datasets a, b and c with a full each' '
 
 test_expect_success 'a run of a policy that backs up a and b names both in its lock' '
 	stopped_run ab.policy &&
-	coffer -r repo locks --json >locks.json &&
-	cat locks.json &&
-	json_check locks.json "(grep { \$_->{command} eq q(run) &&
-		!defined \$_->{dataset} &&
-		join(q(,), @{\$_->{datasets}}) eq q(a,b) } @\$j) == 1" &&
+	run_lock "!defined \$_->{dataset} &&
+		join(q(,), @{\$_->{datasets}}) eq q(a,b)" &&
 	coffer -r repo locks >locks.out &&
 	grep " run .* a/b\$" locks.out
 '
@@ -91,10 +96,7 @@ test_expect_success 'but forgets a snapshot of c, which the run does not back up
 
 test_expect_success 'a run of a policy that backs up nothing says so, and holds nothing back' '
 	stopped_run none.policy &&
-	coffer -r repo locks --json >locks.json &&
-	cat locks.json &&
-	json_check locks.json "(grep { \$_->{command} eq q(run) &&
-		@{\$_->{datasets}} == 0 } @\$j) == 1" &&
+	run_lock "@{\$_->{datasets}} == 0" &&
 	host 1 &&
 	coffer -r repo forget --dry-run "$A" >plan.out &&
 	cat plan.out &&
