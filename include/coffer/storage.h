@@ -335,10 +335,11 @@ int storage_mem_blocks(struct storage *st, size_t block, unsigned n);
  * failures and free handles; an operation fails by storage_fail (which
  * records code and message and returns -1).  Handles begin with their
  * base struct.  Optional operations may be NULL: get (open and read),
- * cached (0), put_end, clean and mkdir (nothing to do).  An operation that makes
- * a handle allocates it (the base first); obj_close, put_commit, put_abort and
- * unlock free it, but not the base's name, which the storage_* call
- * owns.  read, put_write and put_commit may run on any thread.
+ * cached (0), put_end, clean and mkdir (nothing to do).  An operation
+ * that makes a handle allocates it (the base first); obj_close,
+ * put_commit, put_abort and unlock free it, but not the base's name,
+ * which the storage_* call owns.  read, put_write, put_end and
+ * put_commit may run on any thread.
  */
 struct storage_obj {
 	struct storage *st;

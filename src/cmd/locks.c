@@ -71,6 +71,15 @@ print_json(const struct engine_lock_holder *v, size_t n)
 	jw_end_array(&j);
 }
 
+/* A run or a watch whose line lists no datasets (an older coffer's)
+ * may back up any. */
+static int
+any_dataset(const struct engine_lock_holder *h)
+{
+	return (!h->listed && (strcmp(h->command, "run") == 0 ||
+	    strcmp(h->command, "watch") == 0));
+}
+
 static void
 print_table(const struct engine_lock_holder *v, size_t n)
 {
@@ -100,7 +109,8 @@ print_table(const struct engine_lock_holder *v, size_t n)
 		    v[i].pid, fmt_text(since), v[i].command[0] ?
 		    fmt_text(v[i].command) : "-", v[i].expires > 0 ? when :
 		    "with its process", v[i].dataset[0] ?
-		    fmt_text(v[i].dataset) : "-");
+		    fmt_text(v[i].dataset) : any_dataset(&v[i]) ? "(any)" :
+		    "-");
 	}
 }
 

@@ -197,6 +197,7 @@ repo_lock_parse(const char *info, struct repo_lock_who *w)
 	char when[48];
 	struct tm tm;
 	const char *end;
+	size_t len;
 	int off = 0;
 
 	memset(w, 0, sizeof(*w));
@@ -228,12 +229,20 @@ repo_lock_parse(const char *info, struct repo_lock_who *w)
 	off = (int)strcspn(info, " \n");
 	snprintf(w->command, sizeof(w->command), "%.*s", off, info);
 	info += off;
+	/* One too long to keep would be cut into another name: taken as
+	 * none, every dataset. */
 	if (strncmp(info, " dataset ", 9) == 0)
-		snprintf(w->dataset, sizeof(w->dataset), "%.*s",
-		    (int)strcspn(info + 9, "\n"), info + 9);
-	else if (strncmp(info, " datasets ", 10) == 0) {
-		snprintf(w->dataset, sizeof(w->dataset), "%.*s",
-		    (int)strcspn(info + 10, "\n"), info + 10);
+		off = 9;
+	else if (strncmp(info, " datasets ", 10) == 0)
+		off = 10;
+	else
+		return (0);
+	info += off;
+	if ((len = strcspn(info, "\n")) >= sizeof(w->dataset))
+		return (0);
+	memcpy(w->dataset, info, len);
+	w->dataset[len] = '\0';
+	if (off == 10) {
 		if (strcmp(w->dataset, "-") == 0)
 			w->dataset[0] = '\0';
 		w->listed = 1;

@@ -382,8 +382,8 @@ storage_put_commit(struct storage_put *p)
 	int rc;
 
 	if (p->failed) {
-		rc = storage_fail(EIO, "repository '%s': '%s' not written: a "
-		    "write to it failed", p->st->where, name);
+		rc = storage_fail(EIO, "repository '%s': '%s' not written: "
+		    "writing it failed", p->st->where, name);
 		p->st->ops->put_abort(p);
 		free(name);
 		return (rc);

@@ -6,11 +6,11 @@ require_coffer
 # host N: the state (catalog) of simulated host N.
 host() { export XDG_STATE_HOME=$TMP/host$1-state; mkdir -p "$XDG_STATE_HOME"; }
 
-# sid DATASET: the id of DATASET's only snapshot.
+# sid DATASET: the id of DATASET's newest snapshot.
 sid() {
 	coffer -r repo snapshots --json "$1" >s.json &&
 	perl -MJSON::PP -e 'local $/; my $j = decode_json(<STDIN>);
-		@$j == 1 or die "not one snapshot\n"; print $j->[0]{id}' <s.json
+		@$j or die "no snapshot\n"; print $j->[-1]{id}' <s.json
 }
 
 # stopped_run POLICY: coffer run of POLICY on host 2, stopped with the
@@ -96,9 +96,9 @@ test_expect_success 'but forgets a snapshot of c, which the run does not back up
 
 test_expect_success 'a run of a policy that backs up nothing says so, and holds nothing back' '
 	stopped_run none.policy &&
-	run_lock "@{\$_->{datasets}} == 0" &&
+	run_lock "ref \$_->{datasets} eq q(ARRAY) && !@{\$_->{datasets}}" &&
 	host 1 &&
-	coffer -r repo forget --dry-run "$A" >plan.out &&
+	coffer -r repo forget --dry-run "$(sid a)" >plan.out &&
 	cat plan.out &&
 	ended_run
 '
