@@ -46,7 +46,12 @@
 #define STALL_SECONDS 30L	/* no byte for this long: a retry */
 #define XML_MAX (16u << 20)	/* a listing page, an answer */
 #define ERRBODY_MAX 4096
-#define CLEAN_AGE (30 * 60)	/* an upload older is a crash's */
+/*
+ * An upload older is a crash's.  An import holds its bundle's packs as
+ * uploads until the bundle checks, hours for a big one, while other
+ * writers clean: a day, as `rclone cleanup` and the local store's tmp/.
+ */
+#define CLEAN_AGE (24 * 3600)
 #define TOKEN_MAX 4096		/* AWS_SESSION_TOKEN */
 #define URL_MAX 4096
 #define CANON_MAX (URL_MAX + TOKEN_MAX + 1024)
