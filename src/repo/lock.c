@@ -101,24 +101,36 @@ repo_lock_purpose(const char *what)
 			*p = '-';
 }
 
+/*
+ * Can name be said in the line as it is: not empty, room for it after
+ * len bytes, no byte that would end the line or that a list separates
+ * with?  One that cannot is left out rather than changed (cut short or
+ * with a byte replaced, it would name another dataset): the line then
+ * names none, which a reader takes as every dataset.
+ */
+static int
+sayable(const char *name, size_t len, int in_list)
+{
+	size_t k = strlen(name), i;
+
+	if (k == 0 || len + 1 + k >= sizeof(dataset))
+		return (0);
+	for (i = 0; i < k; i++)
+		if ((unsigned char)name[i] < ' ' || name[i] == 0x7f ||
+		    (in_list && name[i] == '/'))
+			return (0);
+	return (1);
+}
+
 void
 repo_lock_dataset(const char *name)
 {
-	char *p;
-
-	snprintf(dataset, sizeof(dataset), "%s", name ? name : "");
 	listed = 0;
-	/* The rest of one line. */
-	for (p = dataset; *p != '\0'; p++)
-		if ((unsigned char)*p < ' ' || *p == 0x7f)
-			*p = '?';
+	snprintf(dataset, sizeof(dataset), "%s", name != NULL &&
+	    sayable(name, 0, 0) ? name : "");
 }
 
-/*
- * Policy section names (name_ok): no '/', no space.  A list that does
- * not fit is said as none, which a reader takes as every dataset, as it
- * does a run's line of before lists.
- */
+/* Policy section names (name_ok) hold no '/'. */
 void
 repo_lock_datasets(char *const *names, size_t n)
 {
@@ -128,8 +140,7 @@ repo_lock_datasets(char *const *names, size_t n)
 	listed = 1;
 	for (i = 0; i < n; i++) {
 		k = strlen(names[i]);
-		if (len + 1 + k >= sizeof(dataset) ||
-		    strpbrk(names[i], "/ \n") != NULL || k == 0) {
+		if (!sayable(names[i], len, 1)) {
 			dataset[0] = '\0';
 			listed = 0;
 			return;

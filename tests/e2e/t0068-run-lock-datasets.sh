@@ -1,5 +1,5 @@
 #!/bin/bash
-test_description='a coffer run names in its lock the datasets its policy backs up: a forget beside it keeps what a backup of those may build on, and only in those; coffer locks shows them; a policy that backs up nothing holds nothing back'
+test_description='a coffer run names in its lock the datasets its policy backs up: a forget beside it keeps what a backup of those may build on, and only in those; coffer locks shows them; a policy that backs up nothing holds nothing back; a dataset name too long for the line holds every dataset'
 . "$(dirname "$0")/../lib.sh"
 require_coffer
 
@@ -101,6 +101,30 @@ test_expect_success 'a run of a policy that backs up nothing says so, and holds 
 	coffer -r repo forget --dry-run "$(sid a)" >plan.out &&
 	cat plan.out &&
 	ended_run
+'
+
+# A name the line cannot hold whole (300 bytes) is left out of it, not
+# cut short into another name: the backup then holds every dataset.
+test_expect_success 'a backup of a dataset whose name is too long for its lock line holds it still' '
+	L=$(printf "%0300d" 0) &&
+	host 1 &&
+	coffer -r repo backup --level full "$L" src-c &&
+	host 2 &&
+	{ COFFER_TEST_RAISE=opened:1:STOP "$COFFER" -r repo backup \
+		--level incremental "$L" src-c >b.out 2>b.err & } &&
+	bpid=$! &&
+	wait_stopped $bpid &&
+	coffer -r repo locks --json >locks.json &&
+	cat locks.json &&
+	json_check locks.json "(grep { \$_->{command} eq q(backup) &&
+		!defined \$_->{dataset} } @\$j) == 1" &&
+	host 1 &&
+	test_expect_code 2 coffer -r repo forget --dry-run "$(sid "$L")" \
+		2>err &&
+	grep "may be the base of a backup running now" err &&
+	kill -CONT $bpid &&
+	wait $bpid &&
+	cat b.out b.err
 '
 
 test_done
